@@ -1,0 +1,357 @@
+package orphan
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Kind is what an orphan is, spelled as Longhorn's spec.orphanType.
+type Kind string
+
+// The kinds of orphan. The first three are Longhorn's; KindBackup is
+// caretaker's addition for failed backups.
+const (
+	KindReplicaData     Kind = "replica"          // a replica data directory on a v1 disk
+	KindEngineInstance  Kind = "engine-instance"  // an engine runtime object (v1 process or v2 RAID bdev)
+	KindReplicaInstance Kind = "replica-instance" // a replica runtime object (v1 process or v2 head lvol)
+	KindBackup          Kind = "backup"           // a failed backup in a backupstore
+)
+
+// Kinds lists every kind, in a stable order.
+var Kinds = []Kind{KindReplicaData, KindEngineInstance, KindReplicaInstance, KindBackup}
+
+// Valid reports whether k is one of Kinds.
+func (k Kind) Valid() bool {
+	switch k {
+	case KindReplicaData, KindEngineInstance, KindReplicaInstance, KindBackup:
+		return true
+	}
+	return false
+}
+
+// DataEngine is Longhorn's data engine of an orphan: v1 (files and
+// processes) or v2 (SPDK).
+type DataEngine string
+
+// The data engines.
+const (
+	DataEngineV1 DataEngine = "v1"
+	DataEngineV2 DataEngine = "v2"
+)
+
+// Parameter keys, as Longhorn writes them in spec.parameters.
+const (
+	ParamDataName        = "DataName"        // replica data: the directory name under <disk>/replicas
+	ParamDiskName        = "DiskName"        // replica data: the disk's name in the node spec
+	ParamDiskUUID        = "DiskUUID"        // replica data: diskUUID from longhorn-disk.cfg
+	ParamDiskPath        = "DiskPath"        // replica data: the disk's mount path
+	ParamDiskType        = "DiskType"        // replica data: "filesystem" or "block"
+	ParamInstanceName    = "InstanceName"    // instances: engine or replica name
+	ParamInstanceUUID    = "InstanceUUID"    // instances: runtime UUID (RAID bdev or head lvol UUID for v2)
+	ParamInstanceManager = "InstanceManager" // instances: the instance manager that runs it
+
+	// Backup orphans are caretaker's own; Longhorn never shipped them.
+	ParamBackupTarget = "BackupTarget" // backup: the backup target's name
+	ParamBackupVolume = "BackupVolume" // backup: the backup volume (volume name)
+	ParamBackupName   = "BackupName"   // backup: the backup's name, e.g. backup-0123456789abcdef
+)
+
+// Label keys and values Longhorn puts on Orphan objects.
+const (
+	LabelComponent       = "longhorn.io/component"
+	LabelManagedBy       = "longhorn.io/managed-by"
+	LabelOrphanType      = "longhorn.io/orphan-type"
+	LabelNode            = "longhornnode"
+	LabelInstanceManager = "longhorninstancemanager"
+
+	LabelValueComponent = "orphan"
+	LabelValueManagedBy = "longhorn-manager"
+)
+
+// NamePrefix starts every orphan record name.
+const NamePrefix = "orphan-"
+
+// Condition types and reasons, as Longhorn spells them on Orphan objects.
+const (
+	ConditionDataCleanable = "DataCleanable"
+	ConditionInstanceExist = "InstanceExist"
+	ConditionError         = "Error"
+)
+
+// Item is one thing an Inventory observed that may be an orphan: a replica
+// directory, a runtime instance, a failed backup.
+//
+// Items are plain values; Parameters is never modified by caretaker.
+type Item struct {
+	Kind       Kind
+	NodeID     string
+	DataEngine DataEngine
+	Parameters map[string]string
+}
+
+// Param returns the parameter key, or "" if it is not set.
+func (it Item) Param(key string) string { return it.Parameters[key] }
+
+// Scope returns the part of the cluster the item belongs to: its node and,
+// for replica data, its disk.
+func (it Item) Scope() Scope {
+	if it.Kind == KindReplicaData {
+		return Scope{NodeID: it.NodeID, Disk: it.Param(ParamDiskName)}
+	}
+	return Scope{NodeID: it.NodeID}
+}
+
+// Name returns the item's deterministic record name, byte-compatible with
+// Longhorn's: "orphan-" followed by the lowercase hex SHA-256 of a
+// dash-joined string trimmed of surrounding white space.
+//
+//	replica data:  <nodeID>-<diskName>-<diskPath>-<diskUUID>-<dataName>
+//	instances:     <instanceName>-<instanceUUID>-<instanceManager>-<dataEngine>
+//	backup:        <backupTarget>-<backupVolume>-<backupName>  (caretaker's own)
+//
+// It returns an error wrapping ErrInvalidItem if the kind is unknown or a
+// field the formula needs is empty: two different items must never share
+// a name because one of them lacked a field.
+func (it Item) Name() (string, error) {
+	var fields []string
+	switch it.Kind {
+	case KindReplicaData:
+		fields = []string{it.NodeID, it.Param(ParamDiskName), it.Param(ParamDiskPath), it.Param(ParamDiskUUID), it.Param(ParamDataName)}
+		if err := it.require("NodeID", ParamDiskName, ParamDiskPath, ParamDiskUUID, ParamDataName); err != nil {
+			return "", err
+		}
+	case KindEngineInstance, KindReplicaInstance:
+		if err := it.require(ParamInstanceName, ParamInstanceUUID, ParamInstanceManager, "DataEngine"); err != nil {
+			return "", err
+		}
+		fields = []string{it.Param(ParamInstanceName), it.Param(ParamInstanceUUID), it.Param(ParamInstanceManager), string(it.DataEngine)}
+	case KindBackup:
+		if err := it.require(ParamBackupTarget, ParamBackupVolume, ParamBackupName); err != nil {
+			return "", err
+		}
+		fields = []string{it.Param(ParamBackupTarget), it.Param(ParamBackupVolume), it.Param(ParamBackupName)}
+	default:
+		return "", fmt.Errorf("%w: unknown kind %q", ErrInvalidItem, it.Kind)
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(strings.Join(fields, "-"))))
+	return NamePrefix + hex.EncodeToString(sum[:]), nil
+}
+
+// require checks that each named field is non-empty. "NodeID" and
+// "DataEngine" name the struct fields; anything else is a parameter key.
+func (it Item) require(keys ...string) error {
+	for _, k := range keys {
+		var v string
+		switch k {
+		case "NodeID":
+			v = it.NodeID
+		case "DataEngine":
+			v = string(it.DataEngine)
+		default:
+			v = it.Param(k)
+		}
+		if v == "" {
+			return fmt.Errorf("%w: %s item has no %s", ErrInvalidItem, it.Kind, k)
+		}
+	}
+	return nil
+}
+
+// Labels returns the labels Longhorn puts on the item's record.
+func (it Item) Labels() map[string]string {
+	l := map[string]string{
+		LabelComponent:  LabelValueComponent,
+		LabelManagedBy:  LabelValueManagedBy,
+		LabelOrphanType: string(it.Kind),
+	}
+	if it.NodeID != "" {
+		l[LabelNode] = it.NodeID
+	}
+	if it.Kind == KindEngineInstance || it.Kind == KindReplicaInstance {
+		if im := it.Param(ParamInstanceManager); im != "" {
+			l[LabelInstanceManager] = im
+		}
+	}
+	return l
+}
+
+// NewRecord returns the record to create for the item, created at now. It
+// fails like Name.
+func NewRecord(it Item, now time.Time) (Record, error) {
+	name, err := it.Name()
+	if err != nil {
+		return Record{}, err
+	}
+	return Record{
+		Name:       name,
+		Kind:       it.Kind,
+		NodeID:     it.NodeID,
+		DataEngine: it.DataEngine,
+		Parameters: maps.Clone(it.Parameters),
+		Labels:     it.Labels(),
+		CreatedAt:  now,
+	}, nil
+}
+
+// Record is an orphan record as a Store keeps it: Longhorn's Orphan object
+// with what caretaker needs of its metadata and status.
+type Record struct {
+	Name       string
+	Kind       Kind
+	NodeID     string
+	DataEngine DataEngine
+	Parameters map[string]string
+	Labels     map[string]string
+
+	// CreatedAt is when the record was created; the auto-deletion grace
+	// period counts from it.
+	CreatedAt time.Time
+
+	// DeletionRequested says a user, or the auto-deletion policy, asked for
+	// the orphan's data to be purged. In Kubernetes it is a set deletion
+	// timestamp on the object.
+	DeletionRequested bool
+
+	// Conditions are the record's status conditions (DataCleanable, ...).
+	Conditions []metav1.Condition
+
+	// ResourceVersion is opaque to caretaker and owned by the Store: Update
+	// fails with ErrConflict when it is stale. Empty means unconditional.
+	ResourceVersion string
+}
+
+// Item returns the item the record describes.
+func (r Record) Item() Item {
+	return Item{Kind: r.Kind, NodeID: r.NodeID, DataEngine: r.DataEngine, Parameters: r.Parameters}
+}
+
+// Param returns the parameter key, or "" if it is not set.
+func (r Record) Param(key string) string { return r.Parameters[key] }
+
+// Scope returns the scope of the record's item.
+func (r Record) Scope() Scope { return r.Item().Scope() }
+
+// Clone returns a deep copy, so a Store never shares maps or slices with
+// its callers.
+func (r Record) Clone() Record {
+	r.Parameters = maps.Clone(r.Parameters)
+	r.Labels = maps.Clone(r.Labels)
+	if r.Conditions != nil {
+		cs := make([]metav1.Condition, len(r.Conditions))
+		copy(cs, r.Conditions)
+		r.Conditions = cs
+	}
+	return r
+}
+
+// Outcome is the judgement of one item.
+type Outcome int
+
+// The outcomes. The zero value is OutcomeUndecided, so a verdict nobody set
+// neither creates nor forgets a record, and never lets data be purged.
+const (
+	OutcomeUndecided Outcome = iota // cannot tell this cycle; keep things as they are
+	OutcomeOrphan                   // nothing in the cluster owns it
+	OutcomeOwned                    // something in the cluster owns it
+)
+
+// String returns "undecided", "orphan" or "owned".
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeOrphan:
+		return "orphan"
+	case OutcomeOwned:
+		return "owned"
+	case OutcomeUndecided:
+		return "undecided"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// Verdict is a Judge's answer for one item, with the reason a person can
+// read (it ends up in reports, events and conditions).
+type Verdict struct {
+	Outcome Outcome
+	Reason  string
+}
+
+// Orphan, Owned and Undecided build verdicts.
+func Orphan(reason string) Verdict    { return Verdict{OutcomeOrphan, reason} }
+func Owned(reason string) Verdict     { return Verdict{OutcomeOwned, reason} }
+func Undecided(reason string) Verdict { return Verdict{OutcomeUndecided, reason} }
+
+// Candidate is an observed item with its verdict.
+type Candidate struct {
+	Item    Item
+	Verdict Verdict
+}
+
+// Scope is the part of the cluster a scan covers and a health applies to:
+// a node (Disk empty) or one disk of a node, by the disk's name.
+type Scope struct {
+	NodeID string
+	Disk   string
+}
+
+// String returns "node" or "node/disk".
+func (s Scope) String() string {
+	if s.Disk == "" {
+		return s.NodeID
+	}
+	return s.NodeID + "/" + s.Disk
+}
+
+// Health is the state of a scope. Except for HealthReady and HealthUnknown,
+// the values are the reasons Longhorn gives a DataCleanable=False
+// condition, and they all mean: forget the scope's records, keep the data.
+type Health string
+
+// The healths.
+const (
+	// HealthReady: the scope was scanned completely; what was not seen is gone.
+	HealthReady Health = "Ready"
+	// HealthUnknown: the scan could not finish this cycle; keep every record,
+	// create none, purge none.
+	HealthUnknown Health = "Unknown"
+
+	HealthNodeUnavailable Health = "NodeUnavailable"
+	HealthNodeEvicted     Health = "NodeEvicted"
+	HealthDiskInvalid     Health = "DiskInvalid"
+	HealthDiskChanged     Health = "DiskChanged"
+	HealthDiskEvicted     Health = "DiskEvicted"
+)
+
+// Forgets reports whether records in a scope of this health are forgotten.
+func (h Health) Forgets() bool { return h != HealthReady && h != HealthUnknown && h != "" }
+
+// ScopeStatus is a scope's health and the reason for it.
+type ScopeStatus struct {
+	Health  Health
+	Message string
+}
+
+// Skipped is something an Inventory saw and deliberately did not list as
+// an item, with the reason (an invalid name, a corrupt meta file, an empty
+// UUID). Hosts log it or turn it into an event; it never becomes a record.
+type Skipped struct {
+	Scope  Scope
+	Name   string
+	Reason string
+}
+
+// Snapshot is the result of one Inventory scan.
+type Snapshot struct {
+	// Items are the candidates seen.
+	Items []Item
+	// Scopes are the scopes this scan covered, with their health. Items of
+	// a scope that is not HealthReady must not be trusted to be complete.
+	Scopes map[Scope]ScopeStatus
+	// Skipped are the entries seen but not listed as items.
+	Skipped []Skipped
+}
