@@ -148,3 +148,25 @@ type DeleterFunc func(ctx context.Context, r Record) error
 
 // Delete calls f.
 func (f DeleterFunc) Delete(ctx context.Context, r Record) error { return f(ctx, r) }
+
+// Finisher is an optional ability of a Deleter: finishing purges that a
+// crash interrupted (a directory renamed to a tombstone but not yet
+// removed). Sweeper.Sync calls FinishInterrupted once per sync when its
+// Deleter has it. It must only touch what the Deleter itself left behind.
+type Finisher interface {
+	FinishInterrupted(ctx context.Context) error
+}
+
+// FinishInterrupted calls FinishInterrupted on every deleter that has it and
+// joins their errors.
+func (m KindDeleters) FinishInterrupted(ctx context.Context) error {
+	var errs []error
+	for _, k := range Kinds {
+		if f, ok := m[k].(Finisher); ok {
+			if err := f.FinishInterrupted(ctx); err != nil {
+				errs = append(errs, &KindError{Kind: k, Err: err})
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
