@@ -1,0 +1,153 @@
+package rebuild
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/hashicorp/go-multierror"
+	"k8s.io/utils/clock"
+)
+
+// Driver applies the Planner's decisions through the host's VolumeSource and
+// TicketStore. It keeps each volume's Record in memory and reads the time
+// from an injected clock. It starts no goroutines: the host calls Reconcile
+// from its own loop and schedules the next call after RequeueAfter.
+//
+// A Driver is safe for concurrent use. Calls for the same volume should be
+// serialized, as a work queue does; if they are not, a stale decision may be
+// applied once and is corrected by the next call.
+type Driver struct {
+	planner Planner
+	volumes VolumeSource
+	tickets TicketStore
+	clock   clock.PassiveClock
+
+	mu      sync.Mutex
+	records map[string]Record
+}
+
+// NewDriver returns a Driver. clk is usually clock.RealClock{}; tests pass
+// a fake clock. The error wraps ErrInvalidOptions.
+func NewDriver(volumes VolumeSource, tickets TicketStore, clk clock.PassiveClock, opts Options) (*Driver, error) {
+	if volumes == nil || tickets == nil || clk == nil {
+		return nil, fmt.Errorf("%w: volume source, ticket store and clock are required", ErrInvalidOptions)
+	}
+	p, err := NewPlanner(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Driver{planner: p, volumes: volumes, tickets: tickets, clock: clk, records: map[string]Record{}}, nil
+}
+
+// Reconcile observes one volume, decides, applies the ticket change, and
+// reports the status. It returns the decision it applied; the host should
+// call Reconcile again for this volume after Decision.RequeueAfter (when
+// positive) and whenever the volume, its replicas, its tickets or the
+// global setting change.
+//
+// When the volume no longer exists, Reconcile deletes its ticket, forgets
+// its record and returns a Decision with ActionDelete and no error.
+// An unknown global setting value is treated as "disabled", applied, and
+// returned as a *SettingError. Other errors come from the host and are
+// retryable; the record is kept only when the ticket change succeeded, so a
+// retry decides again from the same memory.
+func (d *Driver) Reconcile(ctx context.Context, name string) (Decision, error) {
+	vol, err := d.volumes.Volume(ctx, name)
+	if errors.Is(err, ErrNotFound) {
+		return d.forget(ctx, name)
+	}
+	if err != nil {
+		return Decision{}, fmt.Errorf("rebuild: volume %s: %w", name, err)
+	}
+	raw, err := d.volumes.GlobalSetting(ctx)
+	if err != nil {
+		return Decision{}, fmt.Errorf("rebuild: reading setting %s: %w", SettingName, err)
+	}
+	global, settingErr := ParseGlobalSetting(raw)
+	tickets, err := d.tickets.Tickets(ctx, name)
+	if err != nil {
+		return Decision{}, fmt.Errorf("rebuild: tickets of volume %s: %w", name, err)
+	}
+
+	dec := d.planner.Decide(Observation{Volume: vol, Tickets: tickets, Global: global, Record: d.record(name), Now: d.clock.Now()})
+
+	if err := d.apply(ctx, name, dec); err != nil {
+		return dec, err
+	}
+	d.setRecord(name, dec.Record)
+	var errs *multierror.Error
+	if settingErr != nil {
+		errs = multierror.Append(errs, settingErr)
+	}
+	err = d.volumes.UpdateStatus(ctx, name, Status{Required: dec.Required, Condition: dec.Condition})
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		errs = multierror.Append(errs, fmt.Errorf("rebuild: status of volume %s: %w", name, err))
+	}
+	return dec, errs.ErrorOrNil()
+}
+
+// ReconcileAll reconciles each named volume, for example all volumes after
+// the global setting changed (Longhorn once missed that event, and
+// rebuilding never started). It goes on after a failure; the failures are
+// returned together as a *multierror.Error.
+func (d *Driver) ReconcileAll(ctx context.Context, names []string) error {
+	var errs *multierror.Error
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return multierror.Append(errs, err)
+		}
+		if _, err := d.Reconcile(ctx, name); err != nil {
+			errs = multierror.Append(errs, err)
+		}
+	}
+	return errs.ErrorOrNil()
+}
+
+// Record returns the record the driver holds for a volume (zero if none),
+// for hosts that want to show or persist it.
+func (d *Driver) Record(name string) Record { return d.record(name) }
+
+// apply makes the ticket change the decision asks for.
+func (d *Driver) apply(ctx context.Context, name string, dec Decision) error {
+	switch dec.Action {
+	case ActionCreate:
+		if err := d.tickets.PutTicket(ctx, name, dec.Ticket); err != nil {
+			return fmt.Errorf("rebuild: creating ticket %s: %w", dec.Ticket.ID, err)
+		}
+	case ActionDelete:
+		if err := d.tickets.DeleteTicket(ctx, name, dec.Ticket.ID); err != nil && !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("rebuild: deleting ticket %s: %w", dec.Ticket.ID, err)
+		}
+	}
+	return nil
+}
+
+// forget cleans up after a deleted volume.
+func (d *Driver) forget(ctx context.Context, name string) (Decision, error) {
+	dec := Decision{Action: ActionDelete, Ticket: Ticket{ID: TicketID(name)}}
+	if err := d.apply(ctx, name, dec); err != nil {
+		return dec, err
+	}
+	d.mu.Lock()
+	delete(d.records, name)
+	d.mu.Unlock()
+	return dec, nil
+}
+
+func (d *Driver) record(name string) Record {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.records[name]
+}
+
+func (d *Driver) setRecord(name string, r Record) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if r == (Record{}) {
+		delete(d.records, name) // healthy volumes cost no memory
+		return
+	}
+	d.records[name] = r
+}

@@ -1,0 +1,150 @@
+package rebuild
+
+import "time"
+
+// Volume is what the decision needs to know about one volume, as the host
+// sees it right now. The host builds it from its own objects (in Longhorn:
+// the Volume, its Replicas, and the replica scheduler's answer); the package
+// never reads the cluster itself, so "healthy" and "schedulable" mean what
+// the host says they mean.
+type Volume struct {
+	Name       string
+	OwnerNode  string        // node that owns the volume; the rebuilding ticket asks to attach there
+	DataEngine DataEngine    // which engine serves the volume
+	Setting    VolumeSetting // the volume's own override; "" means VolumeSettingIgnored
+	State      AttachState   // attachment state as the attachment controller reports it
+	Robustness Robustness    // only RobustnessFaulted changes the decision
+	Deleting   bool          // a deletion was requested (deletion timestamp set)
+
+	// DesiredReplicas is how many healthy replicas the volume should have.
+	DesiredReplicas int
+	// Replicas are the volume's replicas with the state the host judged.
+	Replicas []Replica
+
+	// CanReuseFailedReplica: a failed replica could be brought back and
+	// rebuilt (its node and disk are usable again).
+	CanReuseFailedReplica bool
+	// CanScheduleReplica: a new replica could be placed on some disk now.
+	CanScheduleReplica bool
+}
+
+// Replica is one replica of a volume.
+type Replica struct {
+	Name  string
+	State ReplicaState
+	// LastFailedAt is when the replica last failed (Longhorn's
+	// Spec.LastFailedAt), zero if never or unknown. A newer time seen while
+	// the rebuilding ticket holds the volume counts as a failed rebuild;
+	// hosts that leave it zero get failures counted from rebuilds that end
+	// without a new healthy replica, which an observation can miss.
+	LastFailedAt time.Time
+}
+
+// ReplicaState is the host's judgement of a replica.
+type ReplicaState string
+
+const (
+	// ReplicaHealthy replicas count towards DesiredReplicas.
+	ReplicaHealthy ReplicaState = "healthy"
+	// ReplicaRebuilding replicas are receiving data; they do not count yet.
+	ReplicaRebuilding ReplicaState = "rebuilding"
+	// ReplicaFailed replicas hold no usable data, or cannot be reached.
+	ReplicaFailed ReplicaState = "failed"
+)
+
+// AttachState is the attachment state of a volume. The values are Longhorn's
+// Volume.Status.State strings.
+type AttachState string
+
+const (
+	StateDetached  AttachState = "detached"
+	StateAttaching AttachState = "attaching"
+	StateAttached  AttachState = "attached"
+	StateDetaching AttachState = "detaching"
+)
+
+// Robustness is Longhorn's Volume.Status.Robustness.
+type Robustness string
+
+const (
+	RobustnessHealthy  Robustness = "healthy"
+	RobustnessDegraded Robustness = "degraded"
+	RobustnessFaulted  Robustness = "faulted"
+	RobustnessUnknown  Robustness = "unknown"
+)
+
+// HealthyReplicas counts the replicas in ReplicaHealthy.
+func (v Volume) HealthyReplicas() int {
+	n := 0
+	for _, r := range v.Replicas {
+		if r.State == ReplicaHealthy {
+			n++
+		}
+	}
+	return n
+}
+
+// Rebuilding reports whether any replica is in ReplicaRebuilding.
+func (v Volume) Rebuilding() bool {
+	for _, r := range v.Replicas {
+		if r.State == ReplicaRebuilding {
+			return true
+		}
+	}
+	return false
+}
+
+// lastFailure is the newest LastFailedAt of any replica.
+func (v Volume) lastFailure() time.Time {
+	var newest time.Time
+	for _, r := range v.Replicas {
+		if r.LastFailedAt.After(newest) {
+			newest = r.LastFailedAt
+		}
+	}
+	return newest
+}
+
+// Degraded reports whether fewer replicas are healthy than desired: the
+// volume needs a rebuild. A volume that wants no replicas is never degraded.
+func (v Volume) Degraded() bool {
+	return v.DesiredReplicas > 0 && v.HealthyReplicas() < v.DesiredReplicas
+}
+
+// Ticket is one attachment ticket of a volume: a request by some attacher
+// that the volume be attached to a node. The attachment controller attaches
+// the volume for the ticket with the highest priority.
+type Ticket struct {
+	ID              string
+	Type            string // attacher type, for example AttacherType or "csi-attacher"
+	NodeID          string
+	Priority        int  // higher wins; workloads are at or above DefaultWorkloadPriority
+	DisableFrontend bool // attach in maintenance mode: no block device for workloads
+}
+
+// Longhorn's attacher type and priority levels, so hosts can map tickets
+// without their own table.
+const (
+	// AttacherType is the attacher type of the rebuilding ticket.
+	AttacherType = "volume-rebuilding-controller"
+	// DefaultPriority is the rebuilding ticket's priority: Longhorn's level
+	// for background attachers (snapshot, backup, clone, eviction).
+	DefaultPriority = 800
+	// DefaultWorkloadPriority is the lowest priority of a workload attacher
+	// (Longhorn's CSI attacher, 900; the Longhorn API is 1000).
+	DefaultWorkloadPriority = 900
+)
+
+// maxTicketID is Longhorn's limit for attachment IDs, which it enforces by
+// truncation; we truncate the same way so the IDs match.
+const maxTicketID = 253
+
+// TicketID returns the ID of the rebuilding ticket of a volume:
+// "volume-rebuilding-controller-<volume>", cut to 253 bytes as Longhorn does.
+func TicketID(volume string) string {
+	id := AttacherType + "-" + volume
+	if len(id) > maxTicketID {
+		id = id[:maxTicketID]
+	}
+	return id
+}
