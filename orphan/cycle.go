@@ -1,0 +1,89 @@
+package orphan
+
+import (
+	"context"
+	"fmt"
+)
+
+// JudgeAll judges every item in order. It stops at the first error, which
+// means the judge is broken; a judge that cannot tell returns undecided
+// verdicts instead.
+func JudgeAll(ctx context.Context, j Judge, items []Item) ([]Candidate, error) {
+	out := make([]Candidate, 0, len(items))
+	for _, it := range items {
+		v, err := j.Judge(ctx, it)
+		if err != nil {
+			return nil, fmt.Errorf("orphan: judging %s item on %s: %w", it.Kind, it.Scope(), err)
+		}
+		out = append(out, Candidate{Item: it, Verdict: v})
+	}
+	return out, nil
+}
+
+// MergeScopes combines scope statuses from several sources (an Inventory's
+// snapshot, the host's view of node and disk eviction) into one map. For a
+// scope present in several, the graver health wins: any health that
+// forgets beats Unknown, which beats Ready; between two that forget, the
+// later source wins. The inputs are not modified.
+func MergeScopes(sources ...map[Scope]ScopeStatus) map[Scope]ScopeStatus {
+	out := map[Scope]ScopeStatus{}
+	for _, src := range sources {
+		for s, st := range src {
+			st = normalise(st)
+			if cur, ok := out[s]; !ok || gravity(st.Health) >= gravity(cur.Health) {
+				out[s] = st
+			}
+		}
+	}
+	return out
+}
+
+func gravity(h Health) int {
+	switch {
+	case h == HealthReady:
+		return 0
+	case h.Forgets():
+		return 2
+	}
+	return 1
+}
+
+// Cycle is one whole pass, for hosts that want caretaker's default loop:
+// judge a snapshot, list the records, decide, and sync.
+type Cycle struct {
+	// Selector picks the records this cycle is responsible for, normally
+	// Selector{NodeID: thisNode}.
+	Selector Selector
+	// Scopes are the host's own scope statuses (node down or evicted, disk
+	// evicted), merged over the snapshot's with MergeScopes.
+	Scopes map[Scope]ScopeStatus
+	// Policy is the auto-deletion policy.
+	Policy Policy
+}
+
+// Run judges snap's items with s.Judge, lists the records c.Selector picks
+// from s.Store, decides with the merged scopes, and syncs the plan. It
+// returns the plan it carried out and the sync's result. A failure before
+// the sync (judging, listing) changes nothing.
+func (s *Sweeper) Run(ctx context.Context, snap Snapshot, c Cycle) (Plan, Result, error) {
+	if s.Store == nil || s.Judge == nil || s.Deleter == nil {
+		return Plan{}, Result{}, errSweeperIncomplete
+	}
+	cands, err := JudgeAll(ctx, s.Judge, snap.Items)
+	if err != nil {
+		return Plan{}, Result{}, err
+	}
+	recs, err := s.Store.List(ctx, c.Selector)
+	if err != nil {
+		return Plan{}, Result{}, fmt.Errorf("orphan: listing records: %w", err)
+	}
+	plan := Decide(Input{
+		Now:        s.now(),
+		Scopes:     MergeScopes(snap.Scopes, c.Scopes),
+		Candidates: cands,
+		Records:    recs,
+		Policy:     c.Policy,
+	})
+	res, err := s.Sync(ctx, plan)
+	return plan, res, err
+}

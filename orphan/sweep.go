@@ -1,0 +1,224 @@
+package orphan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+)
+
+// DefaultConcurrency is how many store or delete calls a Sweeper runs at
+// once when Sweeper.Concurrency is zero.
+const DefaultConcurrency = 4
+
+// Sweeper is the thin driver that carries out plans: it creates and forgets
+// records through a Store and purges data through a Deleter, re-checking
+// each purge at the moment it happens. Its zero value is not usable: set
+// Store, Judge and Deleter. A Sweeper is safe for concurrent use, but two
+// concurrent syncs of plans over the same records race each other's
+// re-checks for nothing; hosts run one at a time per node.
+type Sweeper struct {
+	Store   Store
+	Judge   Judge
+	Deleter Deleter
+
+	// Clock stamps created records and conditions. Nil means the real clock.
+	Clock clock.PassiveClock
+	// Concurrency bounds the store and delete calls in flight. Zero means
+	// DefaultConcurrency.
+	Concurrency int
+}
+
+var errSweeperIncomplete = errors.New("orphan: Sweeper needs a Store, a Judge and a Deleter")
+
+// Result says what a sync did. Names are record names; lists are in no
+// particular order.
+type Result struct {
+	Created   []string
+	Forgotten []string
+	Purged    []string
+	// Refused are purges that the re-check at the moment of deletion
+	// stopped, with why. They are not errors: the next plan sorts them out.
+	Refused []Refusal
+}
+
+// Refusal is a purge that did not happen because its preconditions no
+// longer held.
+type Refusal struct {
+	Name   string
+	Reason string
+}
+
+// RecordError is one record's failure in a sync.
+type RecordError struct {
+	Name string // the record
+	Op   string // "create", "forget", "purge" or "finish"
+	Err  error
+}
+
+func (e *RecordError) Error() string { return fmt.Sprintf("orphan %s %s: %v", e.Op, e.Name, e.Err) }
+
+// Unwrap returns the cause.
+func (e *RecordError) Unwrap() error { return e.Err }
+
+// Sync carries out a plan. Every record is handled on its own: one that
+// fails never stops the others, and the failures come back together as a
+// *multierror.Error of *RecordError values (nil if none).
+//
+// For each purge, Sync re-reads the record from the Store (gone, or its
+// deletion request withdrawn: refused), re-judges its item with the Judge
+// (anything but orphan: refused), records an auto-deletion as a deletion
+// request in the Store so that a crash leaves the intent behind, and only
+// then calls the Deleter, whose own re-checks follow. The record is deleted
+// only after its data is. When the Deleter is a Finisher, Sync finally asks
+// it to finish purges a crash interrupted.
+func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
+	if s.Store == nil || s.Judge == nil || s.Deleter == nil {
+		return Result{}, errSweeperIncomplete
+	}
+	var (
+		mu   sync.Mutex
+		res  Result
+		errs *multierror.Error
+	)
+	fail := func(name, op string, err error) {
+		mu.Lock()
+		errs = multierror.Append(errs, &RecordError{Name: name, Op: op, Err: err})
+		mu.Unlock()
+	}
+	done := func(list *[]string, name string) {
+		mu.Lock()
+		*list = append(*list, name)
+		mu.Unlock()
+	}
+
+	var g errgroup.Group
+	g.SetLimit(s.concurrency())
+	for _, r := range plan.Create {
+		g.Go(func() error {
+			if _, err := s.Store.Create(ctx, r); err != nil && !errors.Is(err, ErrAlreadyExists) {
+				fail(r.Name, "create", err)
+				return nil
+			}
+			done(&res.Created, r.Name)
+			return nil
+		})
+	}
+	for _, f := range plan.Forget {
+		g.Go(func() error {
+			if err := s.forget(ctx, f); err != nil {
+				fail(f.Record.Name, "forget", err)
+				return nil
+			}
+			done(&res.Forgotten, f.Record.Name)
+			return nil
+		})
+	}
+	for _, p := range plan.Purge {
+		g.Go(func() error {
+			refusal, err := s.purge(ctx, p)
+			switch {
+			case err != nil:
+				fail(p.Record.Name, "purge", err)
+			case refusal != "":
+				mu.Lock()
+				res.Refused = append(res.Refused, Refusal{Name: p.Record.Name, Reason: refusal})
+				mu.Unlock()
+			default:
+				done(&res.Purged, p.Record.Name)
+			}
+			return nil
+		})
+	}
+	_ = g.Wait() // the goroutines report through fail, never through the group
+
+	if f, ok := s.Deleter.(Finisher); ok {
+		if err := f.FinishInterrupted(ctx); err != nil {
+			fail("", "finish", err)
+		}
+	}
+	return res, errs.ErrorOrNil()
+}
+
+// forget marks the record not cleanable, so that a host whose deletion path
+// purges (a finalizer) knows to keep the data, then deletes the record.
+func (s *Sweeper) forget(ctx context.Context, f Forget) error {
+	r := f.Record.Clone()
+	meta.SetStatusCondition(&r.Conditions, metav1.Condition{
+		Type:               ConditionDataCleanable,
+		Status:             metav1.ConditionFalse,
+		Reason:             string(f.Reason),
+		Message:            f.Message,
+		LastTransitionTime: metav1.NewTime(s.now()),
+	})
+	r.ResourceVersion = "" // the condition is right whatever changed meanwhile
+	if _, err := s.Store.Update(ctx, r); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		return err
+	}
+	return s.Store.Delete(ctx, r.Name)
+}
+
+// purge re-checks and deletes. It returns a non-empty refusal when a
+// precondition no longer holds.
+func (s *Sweeper) purge(ctx context.Context, p Purge) (refusal string, err error) {
+	cur, err := s.Store.Get(ctx, p.Record.Name)
+	if errors.Is(err, ErrNotFound) {
+		return "the record is gone", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if !p.Auto && !cur.DeletionRequested {
+		return "the deletion request was withdrawn", nil
+	}
+	if name, err := cur.Item().Name(); err != nil || name != cur.Name {
+		return "the record's parameters changed", nil
+	}
+	v, err := s.Judge.Judge(ctx, cur.Item())
+	if err != nil {
+		return "", fmt.Errorf("re-judging: %w", err)
+	}
+	if v.Outcome != OutcomeOrphan {
+		return "re-judged " + v.Outcome.String() + ": " + v.Reason, nil
+	}
+	if !cur.DeletionRequested {
+		cur.DeletionRequested = true
+		if cur, err = s.Store.Update(ctx, cur); err != nil {
+			if errors.Is(err, ErrNotFound) {
+				return "the record is gone", nil
+			}
+			return "", fmt.Errorf("recording the auto-deletion: %w", err)
+		}
+	}
+	if err := s.Deleter.Delete(ctx, cur); err != nil {
+		if errors.Is(err, ErrPreconditionFailed) {
+			return err.Error(), nil
+		}
+		return "", err
+	}
+	return "", s.Store.Delete(ctx, cur.Name)
+}
+
+func (s *Sweeper) concurrency() int {
+	if s.Concurrency > 0 {
+		return s.Concurrency
+	}
+	return DefaultConcurrency
+}
+
+func (s *Sweeper) now() time.Time {
+	if s.Clock == nil {
+		return clock.RealClock{}.Now()
+	}
+	return s.Clock.Now()
+}
