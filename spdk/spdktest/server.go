@@ -1,0 +1,336 @@
+// Package spdktest provides a fake SPDK target for tests: a JSON-RPC 2.0
+// server on a real Unix socket that keeps state (lvstores, lvols with
+// snapshot and clone trees, RAID bdevs), answers the methods package spdk
+// uses with SPDK's JSON shapes and error codes, and injects faults (slow
+// replies, garbage, a reply cut mid-way, a dropped connection, an object
+// recreated between a list and a delete).
+//
+// A typical test:
+//
+//	srv, err := spdktest.Start(filepath.Join(t.TempDir(), "spdk.sock"), spdktest.Options{})
+//	if err != nil { t.Fatal(err) }
+//	defer srv.Close()
+//	srv.AddLvstore("disk-1")
+//	head, _ := srv.AddLvol("disk-1", "vol-r-1234abcd")
+//	srv.Snapshot("disk-1", "vol-r-1234abcd", "vol-r-1234abcd-snap-s1")
+//	c := spdk.NewClient(spdk.Options{SocketPath: srv.SocketPath()})
+//
+// Requests on one connection are answered concurrently, each as soon as
+// it is handled, so replies can come out of order as they can from SPDK's
+// asynchronous handlers. All methods of Server are safe for concurrent use.
+package spdktest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Options configure a Server. The zero value is usable.
+type Options struct {
+	// NewUUID returns the UUID of each object created. Nil means a
+	// deterministic sequence (name-based UUIDs of a counter), so test and
+	// example output is stable.
+	NewUUID func() string
+}
+
+// Server is the fake SPDK target.
+type Server struct {
+	path    string
+	ln      net.Listener
+	newUUID func() string
+
+	mu       sync.Mutex
+	lvstores []*lvstore
+	lvols    []*lvol // creation order
+	raids    []*raid
+	calls    []Call
+	faults   []*Fault
+	conns    map[net.Conn]struct{}
+	closed   bool
+	seq      uint64
+
+	wg   sync.WaitGroup
+	done chan struct{}
+}
+
+// Call is one request the server received.
+type Call struct {
+	Method string
+	Params json.RawMessage
+}
+
+// Start listens on socketPath (removing a stale socket file first) and
+// serves until Close.
+func Start(socketPath string, opts Options) (*Server, error) {
+	if err := os.Remove(socketPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("spdktest: removing stale socket: %w", err)
+	}
+	ln, err := net.Listen("unix", socketPath)
+	if err != nil {
+		return nil, fmt.Errorf("spdktest: %w", err)
+	}
+	s := &Server{path: socketPath, ln: ln, newUUID: opts.NewUUID, conns: make(map[net.Conn]struct{}), done: make(chan struct{})}
+	if s.newUUID == nil {
+		s.newUUID = s.sequentialUUID
+	}
+	s.wg.Add(1)
+	go s.accept()
+	return s, nil
+}
+
+// SocketPath returns the socket the server listens on.
+func (s *Server) SocketPath() string { return s.path }
+
+// Close stops listening, closes every connection, waits for every handler
+// to finish and removes the socket file.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	err := s.ln.Close()
+	for c := range s.conns {
+		_ = c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	_ = os.Remove(s.path)
+	return err
+}
+
+// DropConnections closes every open connection, as an SPDK restart would.
+func (s *Server) DropConnections() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		_ = c.Close()
+	}
+}
+
+// Calls returns the requests received so far, in arrival order.
+func (s *Server) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.calls)
+}
+
+// CallCount returns how many requests for method were received.
+func (s *Server) CallCount(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.calls {
+		if c.Method == method {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *Server) sequentialUUID() string {
+	s.seq++
+	return uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "spdktest-%d", s.seq)).String()
+}
+
+func (s *Server) accept() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			_ = c.Close()
+			return
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serve(c)
+	}
+}
+
+// serve reads requests from one connection and answers each from its own
+// goroutine.
+func (s *Server) serve(c net.Conn) {
+	defer s.wg.Done()
+	var handlers sync.WaitGroup
+	defer func() {
+		_ = c.Close()
+		handlers.Wait()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
+	w := &connWriter{c: c}
+	dec := json.NewDecoder(c)
+	for {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			var syn *json.SyntaxError
+			if errors.As(err, &syn) {
+				// SPDK answers unparsable input with a null id and drops
+				// the connection: it cannot find the next request.
+				w.write(errorReply(nil, codeParseError, "Parse error"))
+			}
+			return
+		}
+		handlers.Add(1)
+		go func() {
+			defer handlers.Done()
+			s.handle(w, raw)
+		}()
+	}
+}
+
+type connWriter struct {
+	mu sync.Mutex
+	c  net.Conn
+}
+
+func (w *connWriter) write(b []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, _ = w.c.Write(b)
+}
+
+func (w *connWriter) close() { _ = w.c.Close() }
+
+// JSON-RPC error codes and SPDK's errno codes the fake uses.
+const (
+	codeParseError     = -32700
+	codeInvalidRequest = -32600
+	codeMethodNotFound = -32601
+	codeInvalidParams  = -32602
+	codeInternalError  = -32603
+	codeENODEV         = -19
+)
+
+type rpcRequest struct {
+	Version string          `json:"jsonrpc"`
+	Method  string          `json:"method"`
+	ID      json.RawMessage `json:"id"`
+	Params  json.RawMessage `json:"params"`
+}
+
+// rpcError is an error a method handler returns.
+type rpcError struct {
+	code int
+	msg  string
+}
+
+func (e *rpcError) Error() string { return e.msg }
+
+func errNoDevice() *rpcError      { return &rpcError{codeENODEV, "No such device"} }
+func errInvalidParams() *rpcError { return &rpcError{codeInvalidParams, "Invalid parameters"} }
+
+func (s *Server) handle(w *connWriter, raw json.RawMessage) {
+	var req rpcRequest
+	if err := json.Unmarshal(raw, &req); err != nil || req.Version != "2.0" || req.Method == "" {
+		w.write(errorReply(req.ID, codeInvalidRequest, "Invalid request"))
+		return
+	}
+	s.mu.Lock()
+	s.calls = append(s.calls, Call{Method: req.Method, Params: slices.Clone(req.Params)})
+	f := s.matchFault(req.Method)
+	s.mu.Unlock()
+
+	if f != nil && f.Delay > 0 {
+		select {
+		case <-time.After(f.Delay):
+		case <-s.done:
+			return
+		}
+	}
+	var body []byte
+	result, rerr := s.dispatch(req.Method, req.Params)
+	if rerr != nil {
+		body = errorReply(req.ID, rerr.code, rerr.msg)
+	} else {
+		body = resultReply(req.ID, result)
+	}
+	switch {
+	case f == nil || f.Action == None:
+		w.write(body)
+	case f.Action == Drop:
+		w.close()
+	case f.Action == Garbage:
+		w.write([]byte("}{ this is not json\n"))
+	case f.Action == Truncate:
+		w.write(body[:len(body)/2])
+		w.close()
+	}
+	s.runThen(f)
+}
+
+func (s *Server) runThen(f *Fault) {
+	if f != nil && f.Then != nil {
+		f.Then()
+	}
+}
+
+func resultReply(id json.RawMessage, result any) []byte {
+	b, err := json.Marshal(struct {
+		Version string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Result  any             `json:"result"`
+	}{"2.0", idOrNull(id), result})
+	if err != nil {
+		return errorReply(id, codeInternalError, err.Error())
+	}
+	return append(b, '\n')
+}
+
+func errorReply(id json.RawMessage, code int, msg string) []byte {
+	type rpcErr struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}
+	b, _ := json.Marshal(struct {
+		Version string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   rpcErr          `json:"error"`
+	}{"2.0", idOrNull(id), rpcErr{code, msg}})
+	return append(b, '\n')
+}
+
+func idOrNull(id json.RawMessage) json.RawMessage {
+	if len(bytes.TrimSpace(id)) == 0 {
+		return json.RawMessage("null")
+	}
+	return id
+}
+
+// decodeParams decodes params strictly: unknown fields and wrong types are
+// invalid parameters, as with SPDK's object decoders.
+func decodeParams(params json.RawMessage, v any) *rpcError {
+	if len(bytes.TrimSpace(params)) == 0 || string(bytes.TrimSpace(params)) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(params))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errInvalidParams()
+	}
+	return nil
+}
+
+func hasParams(params json.RawMessage) bool {
+	p := strings.TrimSpace(string(params))
+	return p != "" && p != "null"
+}
