@@ -57,14 +57,18 @@ func (e *SettingError) Error() string {
 // Unwrap lets errors.Is(err, ErrUnknownSettingValue) match.
 func (e *SettingError) Unwrap() error { return ErrUnknownSettingValue }
 
+// asciiSpace is the white space the parsers ignore around a value; other
+// Unicode spaces are part of the value, and so make it unknown.
+const asciiSpace = " \t\n\r\v\f"
+
 // ParseGlobalSetting parses the value of the global setting SettingName.
 // It accepts the seed's "enabled" and "disabled" and the "true" and "false"
-// that Longhorn's boolean settings use today; surrounding white space is
+// that Longhorn's boolean settings use today; surrounding ASCII white space is
 // ignored (values read from files often end with a newline); case matters.
 // Any other value returns a *SettingError and false, so that a typo turns
 // rebuilding off rather than on.
 func ParseGlobalSetting(value string) (bool, error) {
-	switch strings.TrimSpace(value) {
+	switch strings.Trim(value, asciiSpace) {
 	case "enabled", "true":
 		return true, nil
 	case "disabled", "false":
@@ -75,10 +79,10 @@ func ParseGlobalSetting(value string) (bool, error) {
 
 // ParseVolumeSetting parses a volume's offline rebuilding field. The empty
 // string means VolumeSettingIgnored: volumes created before the field existed
-// have it empty and follow the global setting. Surrounding white space is
+// have it empty and follow the global setting. Surrounding ASCII white space is
 // ignored. Any other value returns a *SettingError and VolumeSettingDisabled.
 func ParseVolumeSetting(value string) (VolumeSetting, error) {
-	switch v := VolumeSetting(strings.TrimSpace(value)); v {
+	switch v := VolumeSetting(strings.Trim(value, asciiSpace)); v {
 	case "":
 		return VolumeSettingIgnored, nil
 	case VolumeSettingIgnored, VolumeSettingEnabled, VolumeSettingDisabled:
