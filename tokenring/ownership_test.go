@@ -513,3 +513,38 @@ func TestAnalyzeAgreesWithReference(t *testing.T) {
 		})
 	}
 }
+
+// TestRadixSortByToken covers the large-ring path the small random rings
+// above never reach: signed order, extremes, stability for equal tokens.
+func TestRadixSortByToken(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	for _, n := range []int{255, 256, 5000} {
+		pairs := make([]ownedToken, n)
+		for i := range pairs {
+			tok := Token(r.Uint64())
+			switch i % 7 {
+			case 0:
+				tok = -1 << 63
+			case 1:
+				tok = 1<<63 - 1
+			case 2:
+				tok = Token(r.IntN(5) - 2) // many equal small tokens
+			}
+			pairs[i] = ownedToken{token: tok, owner: int32(i)}
+		}
+		want := slices.Clone(pairs)
+		slices.SortStableFunc(want, func(x, y ownedToken) int {
+			switch {
+			case x.token < y.token:
+				return -1
+			case x.token > y.token:
+				return 1
+			}
+			return 0
+		})
+		radixSortByToken(pairs)
+		if !slices.Equal(pairs, want) {
+			t.Fatalf("n=%d: radix sort disagrees with a stable sort", n)
+		}
+	}
+}

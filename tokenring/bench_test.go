@@ -1,0 +1,91 @@
+package tokenring
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+)
+
+// The scale: 1000 nodes × 256 tokens, 3 datacenters with 3 racks
+// each, NetworkTopologyStrategy RF 3 per datacenter; "after" adds one node
+// per datacenter, as a scale-out would. Compare BenchmarkAnalyze with
+// BenchmarkSortTokens (the same 256k tokens) in one run:
+//
+//	go test -run='^$' -bench='Analyze|SortTokens|HashTokens' -benchmem ./tokenring/
+
+const (
+	benchNodes  = 1000
+	benchTokens = 256
+)
+
+func benchRing(r *rand.Rand, nodes int, prefix string) Ring {
+	ring := Ring{Locations: map[string]Location{}}
+	for n := range nodes {
+		ep := fmt.Sprintf("%s%d", prefix, n)
+		ring.Locations[ep] = Location{Datacenter: fmt.Sprintf("dc%d", n%3), Rack: fmt.Sprintf("r%d", (n/3)%3)}
+		for range benchTokens {
+			ring.Owners = append(ring.Owners, TokenOwner{Token: Token(r.Uint64()), Endpoint: ep})
+		}
+	}
+	return ring
+}
+
+func benchSnapshots() (Snapshot, Snapshot) {
+	r := rand.New(rand.NewPCG(1, 2))
+	before := benchRing(r, benchNodes, "10.0.")
+	added := benchRing(r, 3, "10.1.")
+	after := Ring{Owners: append(slices.Clone(before.Owners), added.Owners...), Locations: map[string]Location{}}
+	for ep, loc := range before.Locations {
+		after.Locations[ep] = loc
+	}
+	for ep, loc := range added.Locations {
+		after.Locations[ep] = loc
+	}
+	ks := map[string]Replication{"ks": {Strategy: NetworkTopologyStrategy, Datacenters: map[string]int{"dc0": 3, "dc1": 3, "dc2": 3}}}
+	return Snapshot{Ring: before, Keyspaces: ks}, Snapshot{Ring: after, Keyspaces: ks}
+}
+
+func BenchmarkAnalyze(b *testing.B) {
+	before, after := benchSnapshots()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		a, err := Analyze(before, after)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(a.NeedsCleanup()) == 0 {
+			b.Fatal("a scale-out where nobody lost ranges")
+		}
+	}
+}
+
+func BenchmarkSortTokens(b *testing.B) {
+	before, _ := benchSnapshots()
+	tokens := make([]Token, len(before.Ring.Owners))
+	for i, o := range before.Ring.Owners {
+		tokens[i] = o.Token
+	}
+	work := make([]Token, len(tokens))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		copy(work, tokens)
+		slices.Sort(work)
+	}
+}
+
+func BenchmarkHashTokens(b *testing.B) {
+	r := rand.New(rand.NewPCG(3, 4))
+	tokens := make([]string, benchNodes*benchTokens)
+	for i := range tokens {
+		tokens[i] = strconv.FormatInt(int64(r.Uint64()), 10)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		_ = HashTokens(tokens)
+	}
+}
