@@ -1,0 +1,142 @@
+package diskscan
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/caretaker-storage/caretaker/orphan"
+)
+
+// Disk is one Longhorn v1 filesystem disk of a node, as the host knows it
+// (node.spec.disks and node.status.diskStatus).
+type Disk struct {
+	NodeID string // the node the disk belongs to
+	Name   string // the disk's name in the node spec
+	Path   string // absolute path of the disk's mount
+	UUID   string // the diskUUID the host expects in longhorn-disk.cfg
+
+	// FSID is the filesystem ID the host expects (as FSID prints it), or
+	// empty. When empty, the first scan that finds the disk's config with
+	// the expected UUID pins the filesystem ID it sees, and a later change
+	// makes the disk DiskChanged; a pin lives only as long as the DiskSet
+	// and is dropped when the disk's Path or UUID changes.
+	FSID string
+}
+
+// Scope returns the disk's orphan scope.
+func (d Disk) Scope() orphan.Scope { return orphan.Scope{NodeID: d.NodeID, Disk: d.Name} }
+
+func (d Disk) validate() error {
+	switch {
+	case d.NodeID == "" || d.Name == "" || d.UUID == "":
+		return fmt.Errorf("diskscan: disk %q on node %q: NodeID, Name and UUID are required", d.Name, d.NodeID)
+	case !filepath.IsAbs(d.Path) || filepath.Clean(d.Path) != d.Path:
+		return fmt.Errorf("diskscan: disk %s: path %q is not a clean absolute path", d.Scope(), d.Path)
+	case strings.TrimSpace(d.UUID) != d.UUID:
+		return fmt.Errorf("diskscan: disk %s: UUID %q has surrounding white space", d.Scope(), d.UUID)
+	}
+	return nil
+}
+
+// DiskSet is the host's list of disks, shared by an Inventory, a Judge and
+// a Deleter so that they agree on what each disk should be. It is safe for
+// concurrent use; the host calls Set whenever its node's disks change.
+type DiskSet struct {
+	mu    sync.Mutex
+	disks []Disk                  // sorted by NodeID, Name
+	pins  map[orphan.Scope]pinned // filesystem IDs learned by scans
+}
+
+type pinned struct{ path, uuid, fsid string }
+
+// NewDiskSet returns a set holding disks; it fails like Set.
+func NewDiskSet(disks ...Disk) (*DiskSet, error) {
+	s := &DiskSet{}
+	if err := s.Set(disks); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Set replaces the disks. Every disk needs NodeID, Name, UUID and a clean
+// absolute Path, and no two disks of a node may share a name; otherwise
+// Set changes nothing and returns an error. Pinned filesystem IDs of disks
+// whose Path and UUID did not change are kept.
+func (s *DiskSet) Set(disks []Disk) error {
+	ds := slices.Clone(disks)
+	slices.SortFunc(ds, func(a, b Disk) int {
+		if c := strings.Compare(a.NodeID, b.NodeID); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	for i, d := range ds {
+		if err := d.validate(); err != nil {
+			return err
+		}
+		if i > 0 && ds[i-1].NodeID == d.NodeID && ds[i-1].Name == d.Name {
+			return fmt.Errorf("diskscan: disk %s listed twice", d.Scope())
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pins := make(map[orphan.Scope]pinned, len(ds))
+	for _, d := range ds {
+		if p, ok := s.pins[d.Scope()]; ok && p.path == d.Path && p.uuid == d.UUID {
+			pins[d.Scope()] = p
+		}
+	}
+	s.disks, s.pins = ds, pins
+	return nil
+}
+
+// Disks returns a copy of the disks, sorted by node and name.
+func (s *DiskSet) Disks() []Disk {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.disks)
+}
+
+// Lookup returns the disk of a node by name.
+func (s *DiskSet) Lookup(nodeID, name string) (Disk, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range s.disks {
+		if d.NodeID == nodeID && d.Name == name {
+			return d, true
+		}
+	}
+	return Disk{}, false
+}
+
+// expectedFSID returns the filesystem ID d must have: the host's, else the
+// pinned one, else "".
+func (s *DiskSet) expectedFSID(d Disk) string {
+	if d.FSID != "" {
+		return d.FSID
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p, ok := s.pins[d.Scope()]; ok && p.path == d.Path && p.uuid == d.UUID {
+		return p.fsid
+	}
+	return ""
+}
+
+// pin records fsid for d if nothing is pinned yet and d is still in the set.
+func (s *DiskSet) pin(d Disk, fsid string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.pins[d.Scope()]; ok {
+		return
+	}
+	for _, cur := range s.disks {
+		if cur.NodeID == d.NodeID && cur.Name == d.Name && cur.Path == d.Path && cur.UUID == d.UUID {
+			s.pins[d.Scope()] = pinned{path: d.Path, uuid: d.UUID, fsid: fsid}
+			return
+		}
+	}
+}

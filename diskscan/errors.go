@@ -1,0 +1,61 @@
+package diskscan
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/caretaker-storage/caretaker/orphan"
+)
+
+// Sentinel errors, for errors.Is. A purge the Deleter refuses wraps
+// orphan.ErrPreconditionFailed and one of ErrUnsafePath, ErrNotReplica,
+// ErrDiskChanged, ErrDiskInvalid, ErrUnknownDisk or ErrStillExpected.
+var (
+	// ErrUnsafePath: a data directory name that is empty, "." or "..", or
+	// contains a slash or a NUL byte. Nothing with such a name is ever
+	// touched.
+	ErrUnsafePath = errors.New("diskscan: unsafe data directory name")
+	// ErrNotReplica: the entry is not a replica directory (a symlink, a
+	// file, a name without Longhorn's suffix, a missing or invalid
+	// volume.meta).
+	ErrNotReplica = errors.New("diskscan: not a replica directory")
+	// ErrDiskChanged: the disk's config UUID or filesystem ID is not the
+	// one the host expects or the record names.
+	ErrDiskChanged = errors.New("diskscan: disk changed")
+	// ErrDiskInvalid: the disk's config is missing or invalid, or its
+	// filesystem is shared with another disk of the node.
+	ErrDiskInvalid = errors.New("diskscan: disk invalid")
+	// ErrUnknownDisk: the record names a disk the DiskSet does not hold.
+	ErrUnknownDisk = errors.New("diskscan: unknown disk")
+	// ErrStillExpected: a replica of the cluster expects the directory.
+	ErrStillExpected = errors.New("diskscan: directory is expected by a replica")
+
+	// ErrCorrupt: a file or reply is not what its format says (bad JSON,
+	// a missing key, a value of the wrong type).
+	ErrCorrupt = errors.New("diskscan: corrupt input")
+	// ErrTooLarge: a file or reply is larger than its read limit.
+	ErrTooLarge = errors.New("diskscan: input too large")
+)
+
+// ParseError says which input was bad and why. It wraps ErrCorrupt or
+// ErrTooLarge.
+type ParseError struct {
+	Input  string // "volume.meta", "longhorn-disk.cfg", "replica list"
+	Reason string // what was wrong, for people
+	Err    error  // ErrCorrupt or ErrTooLarge
+}
+
+func (e *ParseError) Error() string { return fmt.Sprintf("%s: %s: %s", e.Err, e.Input, e.Reason) }
+
+// Unwrap returns ErrCorrupt or ErrTooLarge.
+func (e *ParseError) Unwrap() error { return e.Err }
+
+func corrupt(input, format string, args ...any) error {
+	return &ParseError{Input: input, Reason: fmt.Sprintf(format, args...), Err: ErrCorrupt}
+}
+
+// refuse builds a Deleter refusal: it matches orphan.ErrPreconditionFailed
+// and why.
+func refuse(why error, format string, args ...any) error {
+	return fmt.Errorf("%w: %w: %s", orphan.ErrPreconditionFailed, why, fmt.Sprintf(format, args...))
+}

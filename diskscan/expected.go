@@ -1,0 +1,248 @@
+package diskscan
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"sync"
+)
+
+//go:generate go run go.uber.org/mock/mockgen@v0.6.0 -source=expected.go -destination=mocks/expected.go -package=mocks
+
+// ExpectedSource tells which replica data directories the cluster expects
+// on a disk: Longhorn's replica objects whose spec.diskID is the disk's
+// UUID carry them in spec.dataDirectoryName.
+type ExpectedSource interface {
+	// Expected returns the data directory names expected on disk. The
+	// Inventory calls it once per disk per scan, the Judge once per item,
+	// and the Deleter twice per purge (before and after the rename), so a
+	// directory that became expected at any point stops the purge. It may
+	// be called from several goroutines at once.
+	//
+	// The returned set is read-only for both sides: the caller never
+	// modifies it, and the implementation must not modify it after
+	// returning it (return a new set instead), so a large set costs nothing
+	// to hand out. A disk the source knows nothing about has an empty set,
+	// not an error. An error means the source cannot answer now (an
+	// informer not synced, an API error): the disk is undecided this cycle
+	// and nothing on it is purged; it is retried on the next call.
+	Expected(ctx context.Context, disk Disk) (NameSet, error)
+}
+
+// NameSet is a set of data directory names.
+type NameSet map[string]struct{}
+
+// Has reports whether name is in the set; a nil set has nothing.
+func (s NameSet) Has(name string) bool { _, ok := s[name]; return ok }
+
+// ReplicaRef is what caretaker needs of one Longhorn replica object.
+type ReplicaRef struct {
+	Name              string // metadata.name
+	NodeID            string // spec.nodeID
+	DiskID            string // spec.diskID: the disk's UUID
+	DiskPath          string // spec.diskPath
+	DataDirectoryName string // spec.dataDirectoryName
+}
+
+// StaticExpected is an ExpectedSource over a list of replicas the host
+// hands over, for example parsed from `kubectl get replicas.longhorn.io -o
+// json` by ParseReplicaList. It is safe for concurrent use; Replace and Add
+// never modify a set already handed out.
+//
+// A replica claims its data directory on the disk whose UUID is its
+// DiskID, whatever its NodeID and DiskPath say: disk UUIDs are unique, and
+// Longhorn's own check (which also requires DiskPath to match) would call
+// the directory of a replica with a stale path an orphan. A replica with no
+// DiskID claims its directory on every disk with its DiskPath on its node
+// (or on any node, if NodeID is empty too). Both rules err towards "owned".
+type StaticExpected struct {
+	mu     sync.RWMutex
+	byUUID map[string]NameSet
+	byPath map[[2]string]NameSet // {nodeID, diskPath} for replicas without DiskID
+}
+
+// NewStaticExpected returns a source holding refs.
+func NewStaticExpected(refs ...ReplicaRef) *StaticExpected {
+	s := &StaticExpected{}
+	s.Replace(refs)
+	return s
+}
+
+// Replace makes refs the whole expected set.
+func (s *StaticExpected) Replace(refs []ReplicaRef) {
+	byUUID, byPath := map[string]NameSet{}, map[[2]string]NameSet{}
+	for _, r := range refs {
+		addRef(byUUID, byPath, r)
+	}
+	s.mu.Lock()
+	s.byUUID, s.byPath = byUUID, byPath
+	s.mu.Unlock()
+}
+
+// Add adds one replica. It copies the affected disk's set (so it costs
+// O(size of that set)); use Replace for bulk changes.
+func (s *StaticExpected) Add(r ReplicaRef) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.DiskID != "" {
+		s.byUUID[r.DiskID] = maps.Clone(s.byUUID[r.DiskID])
+	} else {
+		k := [2]string{r.NodeID, r.DiskPath}
+		s.byPath[k] = maps.Clone(s.byPath[k])
+	}
+	addRef(s.byUUID, s.byPath, r)
+}
+
+func addRef(byUUID map[string]NameSet, byPath map[[2]string]NameSet, r ReplicaRef) {
+	if r.DataDirectoryName == "" {
+		return // not scheduled yet: it has no directory anywhere
+	}
+	set := func(m NameSet) NameSet {
+		if m == nil {
+			m = NameSet{}
+		}
+		m[r.DataDirectoryName] = struct{}{}
+		return m
+	}
+	if r.DiskID != "" {
+		byUUID[r.DiskID] = set(byUUID[r.DiskID])
+		return
+	}
+	if r.DiskPath == "" {
+		return // claims nothing we could find
+	}
+	k := [2]string{r.NodeID, r.DiskPath}
+	byPath[k] = set(byPath[k])
+}
+
+// Expected implements ExpectedSource. It never fails.
+func (s *StaticExpected) Expected(_ context.Context, d Disk) (NameSet, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	own := s.byUUID[d.UUID]
+	byNode, anyNode := s.byPath[[2]string{d.NodeID, d.Path}], s.byPath[[2]string{"", d.Path}]
+	if len(byNode) == 0 && len(anyNode) == 0 {
+		return own, nil
+	}
+	merged := make(NameSet, len(own)+len(byNode)+len(anyNode))
+	maps.Copy(merged, own)
+	maps.Copy(merged, byNode)
+	maps.Copy(merged, anyNode)
+	return merged, nil
+}
+
+// ExpectedFunc adapts a function to ExpectedSource.
+type ExpectedFunc func(ctx context.Context, disk Disk) (NameSet, error)
+
+// Expected calls f.
+func (f ExpectedFunc) Expected(ctx context.Context, disk Disk) (NameSet, error) { return f(ctx, disk) }
+
+// DefaultMaxReplicaListSize bounds ParseReplicaList when its limit is 0.
+const DefaultMaxReplicaListSize = 256 << 20
+
+// ParseReplicaList reads the JSON `kubectl get replicas.longhorn.io -o
+// json` prints: an object whose "items" is an array of replica objects.
+// It keeps metadata.name and spec.{nodeID,diskID,diskPath,dataDirectoryName}
+// of each and ignores everything else. It reads at most limit bytes
+// (DefaultMaxReplicaListSize if limit <= 0) and decodes one item at a time.
+// Errors are *ParseError wrapping ErrCorrupt or ErrTooLarge; on error no
+// refs are returned, so a truncated list never looks like "nothing is
+// expected".
+func ParseReplicaList(r io.Reader, limit int64) ([]ReplicaRef, error) {
+	const input = "replica list"
+	limit = orDefault(limit, DefaultMaxReplicaListSize)
+	lr := &io.LimitedReader{R: r, N: limit + 1}
+	fail := func(err error) ([]ReplicaRef, error) {
+		if lr.N <= 0 {
+			return nil, &ParseError{Input: input, Reason: fmt.Sprintf("larger than %d bytes", limit), Err: ErrTooLarge}
+		}
+		var pe *ParseError
+		if errors.As(err, &pe) {
+			return nil, err
+		}
+		return nil, corrupt(input, "%v", err)
+	}
+	dec := json.NewDecoder(lr)
+	if err := expectDelim(dec, '{'); err != nil {
+		return fail(err)
+	}
+	var refs []ReplicaRef
+	sawItems := false
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return fail(err)
+		}
+		key, _ := tok.(string)
+		if key != "items" {
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return fail(err)
+			}
+			continue
+		}
+		if sawItems {
+			return fail(corrupt(input, "two \"items\" keys"))
+		}
+		sawItems = true
+		if err := expectDelim(dec, '['); err != nil {
+			return fail(fmt.Errorf("items: %w", err))
+		}
+		for i := 0; dec.More(); i++ {
+			var item struct {
+				Metadata struct {
+					Name string `json:"name"`
+				} `json:"metadata"`
+				Spec *struct {
+					NodeID            string `json:"nodeID"`
+					DiskID            string `json:"diskID"`
+					DiskPath          string `json:"diskPath"`
+					DataDirectoryName string `json:"dataDirectoryName"`
+				} `json:"spec"`
+			}
+			if err := dec.Decode(&item); err != nil {
+				return fail(fmt.Errorf("items[%d]: %w", i, err))
+			}
+			if item.Spec == nil {
+				return fail(corrupt(input, "items[%d] (%q) has no spec", i, item.Metadata.Name))
+			}
+			refs = append(refs, ReplicaRef{
+				Name: item.Metadata.Name, NodeID: item.Spec.NodeID, DiskID: item.Spec.DiskID,
+				DiskPath: item.Spec.DiskPath, DataDirectoryName: item.Spec.DataDirectoryName,
+			})
+		}
+		if err := expectDelim(dec, ']'); err != nil {
+			return fail(err)
+		}
+	}
+	if err := expectDelim(dec, '}'); err != nil {
+		return fail(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fail(fmt.Errorf("data after the list"))
+	}
+	if lr.N <= 0 {
+		return fail(nil)
+	}
+	if !sawItems {
+		return fail(corrupt(input, "no \"items\" key: not a list"))
+	}
+	if refs == nil {
+		refs = []ReplicaRef{}
+	}
+	return refs, nil
+}
+
+func expectDelim(dec *json.Decoder, want json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != want {
+		return fmt.Errorf("expected %q, found %v", want, tok)
+	}
+	return nil
+}

@@ -1,0 +1,11 @@
+package diskscan
+
+import "fmt"
+
+// FormatFSID combines the two words of statfs's f_fsid as Longhorn does:
+// each word is taken as an unsigned 32-bit value (no sign extension, so a
+// negative word does not spill into the other), the first word becomes the
+// high half, and the result is printed as at least 12 lowercase hex digits.
+func FormatFSID(w0, w1 int32) string {
+	return fmt.Sprintf("%012x", uint64(uint32(w0))<<32|uint64(uint32(w1)))
+}

@@ -1,0 +1,61 @@
+package diskscan
+
+import (
+	"os"
+	"syscall"
+)
+
+// FSID returns the filesystem ID of the filesystem holding path, exactly as
+// Longhorn computes a filesystem disk's ID (GetDiskStat in
+// longhorn/go-common-libs): statfs(2), the two 32-bit words of f_fsid
+// combined into one 64-bit value, first word high, printed as %012x. It
+// equals the output of `stat -f -c %i path` whenever that has 12 digits
+// or more.
+func FSID(path string) (string, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(path, &st); err != nil {
+		return "", &os.PathError{Op: "statfs", Path: path, Err: err}
+	}
+	return FormatFSID(st.Fsid.X__val[0], st.Fsid.X__val[1]), nil
+}
+
+// fsidOf returns the filesystem ID of an open file or directory.
+func fsidOf(f *os.File) (string, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Fstatfs(int(f.Fd()), &st); err != nil {
+		return "", &os.PathError{Op: "fstatfs", Path: f.Name(), Err: err}
+	}
+	return FormatFSID(st.Fsid.X__val[0], st.Fsid.X__val[1]), nil
+}
+
+// allocatedBytes returns the bytes a file occupies on disk: st_blocks is in
+// 512-byte units whatever the filesystem's block size, and a sparse file's
+// holes have no blocks.
+func allocatedBytes(fi os.FileInfo) int64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Blocks * 512
+	}
+	return fi.Size()
+}
+
+// dirIdentity is what tells that a directory changed between two scans:
+// its inode (a directory replaced under the same name) and its change and
+// modification times (an entry created, removed or renamed inside it, as
+// the engine's volume.meta.tmp rename does).
+type dirIdentity struct {
+	dev, ino     uint64
+	mtime, ctime int64
+}
+
+func identityOf(fi os.FileInfo) (dirIdentity, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return dirIdentity{}, false
+	}
+	return dirIdentity{
+		dev:   uint64(st.Dev),
+		ino:   st.Ino,
+		mtime: st.Mtim.Sec*1e9 + st.Mtim.Nsec,
+		ctime: st.Ctim.Sec*1e9 + st.Ctim.Nsec,
+	}, true
+}

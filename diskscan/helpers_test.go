@@ -1,0 +1,132 @@
+package diskscan
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
+	"github.com/caretaker-storage/caretaker/orphan"
+)
+
+// fixture is a node with real disks in a temporary directory.
+type fixture struct {
+	t     *testing.T
+	base  string
+	disks *DiskSet
+	exp   *StaticExpected
+	inv   *Inventory
+	del   *Deleter
+}
+
+func newFixture(t *testing.T, disks ...Disk) *fixture {
+	t.Helper()
+	set, err := NewDiskSet(disks...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := NewStaticExpected()
+	return &fixture{t: t, disks: set, exp: exp, inv: NewInventory(set, exp, Options{}), del: NewDeleter(set, exp, Options{})}
+}
+
+// makeDisk creates a disk directory under base and returns its Disk.
+func makeDisk(t *testing.T, base, node, name, uuid string) Disk {
+	t.Helper()
+	p := filepath.Join(base, node+"-"+name)
+	if err := diskscantest.NewDisk(p, name, uuid); err != nil {
+		t.Fatal(err)
+	}
+	return Disk{NodeID: node, Name: name, Path: p, UUID: uuid}
+}
+
+func replica(t *testing.T, d Disk, name string, r diskscantest.Replica) string {
+	t.Helper()
+	if err := diskscantest.MakeReplica(d.Path, name, r); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(d.Path, ReplicasDir, name)
+}
+
+func (f *fixture) scan() Report {
+	f.t.Helper()
+	r, err := f.inv.ScanReport(context.Background())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return r
+}
+
+func (f *fixture) expect(d Disk, names ...string) {
+	for _, n := range names {
+		f.exp.Add(ReplicaRef{Name: n, NodeID: d.NodeID, DiskID: d.UUID, DiskPath: d.Path, DataDirectoryName: n})
+	}
+}
+
+// record is the orphan record of directory name on d.
+func record(t *testing.T, d Disk, name string) orphan.Record {
+	t.Helper()
+	r, err := orphan.NewRecord(dataItem(d, name), testTime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.DeletionRequested = true
+	return r
+}
+
+func orphanNames(r DiskReport) []string {
+	var ns []string
+	for _, o := range r.Orphans {
+		ns = append(ns, o.Name)
+	}
+	return ns
+}
+
+func skippedReasons(r DiskReport) map[string]string {
+	m := map[string]string{}
+	for _, s := range r.Skipped {
+		m[s.Name] = s.Reason
+	}
+	return m
+}
+
+func exists(t *testing.T, p string) bool {
+	t.Helper()
+	_, err := os.Lstat(p)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+func equalStrings(a, b []string) bool { return slices.Equal(a, b) }
+
+// mountTmpfs mounts a fresh tmpfs at dir for the test, or skips the test
+// if this process may not mount. It returns the unmount, which also runs
+// at cleanup unless called before.
+func mountTmpfs(t *testing.T, dir string) (unmount func()) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=16m"); err != nil {
+		if errors.Is(err, syscall.EPERM) {
+			t.Skipf("skipped: mounting a tmpfs needs CAP_SYS_ADMIN, which this process lacks (%v)", err)
+		}
+		t.Fatalf("mount tmpfs at %s: %v", dir, err)
+	}
+	var once sync.Once
+	unmount = func() {
+		once.Do(func() {
+			if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+				t.Errorf("unmount %s: %v", dir, err)
+			}
+		})
+	}
+	t.Cleanup(unmount)
+	return unmount
+}

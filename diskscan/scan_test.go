@@ -1,0 +1,331 @@
+package diskscan
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
+	"github.com/caretaker-storage/caretaker/orphan"
+)
+
+var testTime = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+
+// Longhorn's e2e cases and the adversarial entries, on one disk.
+func TestScanClassifiesEntries(t *testing.T) {
+	base := t.TempDir()
+	d := makeDisk(t, base, "node-1", "disk-1", "uuid-1")
+	other := makeDisk(t, t.TempDir(), "node-2", "disk-9", "uuid-9")
+	f := newFixture(t, d)
+
+	replica(t, d, "pvc-owned-r-1234abcd", diskscantest.Replica{})
+	replica(t, d, "pvc-lost-r-deadbeef", diskscantest.Replica{Size: 8 << 20, Written: 64 << 10})
+	replica(t, d, "nosuffixatall", diskscantest.Replica{})
+	replica(t, d, "pvc-short-r-abcd", diskscantest.Replica{})
+	replica(t, d, "pvc-nometa-r-00000001", diskscantest.Replica{NoMeta: true})
+	replica(t, d, "pvc-corrupt-r-00000002", diskscantest.Replica{Meta: []byte(`{"Size":1,`)})
+	replica(t, d, "pvc-partial-r-00000003", diskscantest.Replica{Meta: []byte(`{"Size":1,"Head":"h"}`)})
+	replica(t, d, "pvc-huge-r-00000004", diskscantest.Replica{Meta: []byte(`{"Size":1,"Head":"` + strings.Repeat("x", DefaultMaxMetaSize) + `"}`)})
+	replica(t, d, "-00000005", diskscantest.Replica{}) // no volume part
+	replica(t, other, "pvc-elsewhere-r-0000000a", diskscantest.Replica{})
+	rd := filepath.Join(d.Path, ReplicasDir)
+	must(t, os.Symlink(filepath.Join(other.Path, ReplicasDir, "pvc-elsewhere-r-0000000a"), filepath.Join(rd, "pvc-link-r-0000000b")))
+	must(t, os.Symlink("/", filepath.Join(rd, "pvc-root-r-0000000c")))
+	must(t, os.WriteFile(filepath.Join(rd, "pvc-file-r-0000000d"), []byte("x"), 0o644))
+	must(t, os.Mkdir(filepath.Join(rd, tombstonePrefix+"pvc-gone-r-0000000e"+tombstoneSuffix), 0o755))
+	f.expect(d, "pvc-owned-r-1234abcd", "pvc-nometa-r-00000001-not-this-one")
+
+	rep := f.scan().Disks[0]
+	if rep.Status.Health != orphan.HealthReady {
+		t.Fatalf("health %v", rep.Status)
+	}
+	if got, want := orphanNames(rep), []string{"pvc-lost-r-deadbeef"}; !equalStrings(got, want) {
+		t.Fatalf("orphans %v, want %v", got, want)
+	}
+	if rep.Owned != 1 || rep.Entries != 13 {
+		t.Errorf("owned %d entries %d, want 1 and 13", rep.Owned, rep.Entries)
+	}
+	o := rep.Orphans[0]
+	if o.Meta.Size != 8<<20 || o.Item.Param(orphan.ParamDiskUUID) != "uuid-1" || o.Item.Param(orphan.ParamDiskType) != "filesystem" ||
+		o.Item.DataEngine != orphan.DataEngineV1 || o.Item.Kind != orphan.KindReplicaData {
+		t.Errorf("orphan %+v", o)
+	}
+	// The 8 MiB image has 64 KiB written: a sparse file counts its blocks only.
+	if o.AllocatedBytes < 64<<10 || o.AllocatedBytes >= 1<<20 || rep.OrphanBytes != o.AllocatedBytes {
+		t.Errorf("allocated %d (total %d), want about 64 KiB", o.AllocatedBytes, rep.OrphanBytes)
+	}
+	reasons := skippedReasons(rep)
+	wantReason := map[string]string{
+		"nosuffixatall":           "-<8 letters or digits>",
+		"pvc-short-r-abcd":       "-<8 letters or digits>",
+		"-00000005":              "-<8 letters or digits>",
+		"pvc-nometa-r-00000001":  "no volume.meta",
+		"pvc-corrupt-r-00000002": "invalid volume.meta",
+		"pvc-partial-r-00000003": `missing key "Dirty"`,
+		"pvc-huge-r-00000004":    "too large",
+		"pvc-link-r-0000000b":    "symbolic link",
+		"pvc-root-r-0000000c":    "symbolic link",
+		"pvc-file-r-0000000d":    "not a directory",
+		tombstonePrefix + "pvc-gone-r-0000000e" + tombstoneSuffix: "purge in progress",
+	}
+	for name, want := range wantReason {
+		if !strings.Contains(reasons[name], want) {
+			t.Errorf("skipped %s: reason %q, want it to contain %q", name, reasons[name], want)
+		}
+	}
+	if len(reasons) != len(wantReason) {
+		t.Errorf("skipped %v, want exactly %d", reasons, len(wantReason))
+	}
+	snap := f.scan().Snapshot()
+	if len(snap.Items) != 1 || snap.Scopes[d.Scope()].Health != orphan.HealthReady || len(snap.Skipped) != len(wantReason) {
+		t.Errorf("snapshot %+v", snap)
+	}
+}
+
+func TestScanMissingReplicasDirIsReady(t *testing.T) {
+	d := makeDisk(t, t.TempDir(), "n", "d", "u")
+	must(t, os.Remove(filepath.Join(d.Path, ReplicasDir)))
+	f := newFixture(t, d)
+	rep := f.scan().Disks[0]
+	if rep.Status.Health != orphan.HealthReady || !strings.Contains(rep.Status.Message, "no replicas directory") || len(rep.Orphans) != 0 {
+		t.Fatalf("%+v", rep)
+	}
+}
+
+// A disk that is not what the host expects reports no items and says why.
+func TestScanDiskHealth(t *testing.T) {
+	cases := []struct {
+		name   string
+		break_ func(t *testing.T, d *Disk)
+		health orphan.Health
+		msg    string
+	}{
+		{"config missing", func(t *testing.T, d *Disk) { must(t, os.Remove(filepath.Join(d.Path, ConfigFile))) }, orphan.HealthDiskInvalid, "no longhorn-disk.cfg"},
+		{"config corrupt", func(t *testing.T, d *Disk) { writeFile(t, filepath.Join(d.Path, ConfigFile), `{"diskUUID":`) }, orphan.HealthDiskInvalid, "not a JSON object"},
+		{"config without UUID", func(t *testing.T, d *Disk) { writeFile(t, filepath.Join(d.Path, ConfigFile), `{"diskName":"d"}`) }, orphan.HealthDiskInvalid, "no diskUUID"},
+		{"config oversized", func(t *testing.T, d *Disk) {
+			writeFile(t, filepath.Join(d.Path, ConfigFile), `{"diskUUID":"u","x":"`+strings.Repeat("y", DefaultMaxConfigSize)+`"}`)
+		}, orphan.HealthDiskInvalid, "larger than"},
+		{"UUID changed", func(t *testing.T, d *Disk) { must(t, diskscantest.WriteConfig(d.Path, "d", "other-uuid")) }, orphan.HealthDiskChanged, "diskUUID other-uuid, expected u"},
+		{"host expects another filesystem", func(t *testing.T, d *Disk) { d.FSID = "0000deadbeef" }, orphan.HealthDiskChanged, "expected 0000deadbeef"},
+		{"path missing", func(t *testing.T, d *Disk) { must(t, os.RemoveAll(d.Path)) }, orphan.HealthDiskInvalid, "does not exist"},
+		{"replicas is a symlink", func(t *testing.T, d *Disk) {
+			rd := filepath.Join(d.Path, ReplicasDir)
+			must(t, os.RemoveAll(rd))
+			must(t, os.Symlink("/", rd))
+		}, orphan.HealthDiskInvalid, "not a directory"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := makeDisk(t, t.TempDir(), "n", "d", "u")
+			replica(t, d, "pvc-lost-r-deadbeef", diskscantest.Replica{})
+			c.break_(t, &d)
+			f := newFixture(t, d)
+			rep := f.scan().Disks[0]
+			if rep.Status.Health != c.health || !strings.Contains(rep.Status.Message, c.msg) || len(rep.Orphans) != 0 {
+				t.Fatalf("status %+v orphans %v, want %s containing %q and no orphans", rep.Status, orphanNames(rep), c.health, c.msg)
+			}
+		})
+	}
+	t.Run("expected source fails", func(t *testing.T) {
+		d := makeDisk(t, t.TempDir(), "n", "d", "u")
+		replica(t, d, "pvc-lost-r-deadbeef", diskscantest.Replica{})
+		set, _ := NewDiskSet(d)
+		inv := NewInventory(set, ExpectedFunc(func(context.Context, Disk) (NameSet, error) { return nil, errors.New("informer not synced") }), Options{})
+		snap, err := inv.Scan(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := snap.Scopes[d.Scope()]; st.Health != orphan.HealthUnknown || !strings.Contains(st.Message, "informer not synced") || len(snap.Items) != 0 {
+			t.Fatalf("%+v", snap)
+		}
+	})
+}
+
+// Two disks of one node on one filesystem: neither is trusted. On two
+// nodes (two machines that happen to report the same ID) both are fine.
+func TestScanSharedFilesystem(t *testing.T) {
+	base := t.TempDir()
+	a := makeDisk(t, base, "n", "a", "ua")
+	b := makeDisk(t, base, "n", "b", "ub")
+	c := makeDisk(t, base, "m", "c", "uc")
+	replica(t, a, "pvc-x-r-00000001", diskscantest.Replica{})
+	replica(t, c, "pvc-x-r-00000001", diskscantest.Replica{})
+	f := newFixture(t, a, b, c)
+	for _, rep := range f.scan().Disks {
+		switch rep.Disk.NodeID {
+		case "n":
+			if rep.Status.Health != orphan.HealthDiskInvalid || !strings.Contains(rep.Status.Message, "shared with disk") || len(rep.Orphans) != 0 {
+				t.Errorf("disk %s: %+v", rep.Disk.Name, rep.Status)
+			}
+		case "m":
+			if rep.Status.Health != orphan.HealthReady || len(rep.Orphans) != 1 {
+				t.Errorf("disk %s: %+v", rep.Disk.Name, rep.Status)
+			}
+		}
+	}
+	// The deleter refuses on a shared filesystem too, whatever it was told.
+	set, _ := NewDiskSet(a, b)
+	fsid, _ := FSID(a.Path)
+	a.FSID = fsid
+	must(t, set.Set([]Disk{a, b}))
+	err := NewDeleter(set, NewStaticExpected(), Options{}).Delete(context.Background(), record(t, a, "pvc-x-r-00000001"))
+	if !errors.Is(err, orphan.ErrPreconditionFailed) || !errors.Is(err, ErrDiskInvalid) {
+		t.Fatalf("delete on a shared filesystem: %v", err)
+	}
+	if !exists(t, filepath.Join(a.Path, ReplicasDir, "pvc-x-r-00000001")) {
+		t.Fatal("data deleted")
+	}
+}
+
+// Several disks of one node, each its own filesystem (tmpfs), and the
+// same directory name on two of them: two items with different names.
+func TestScanSeveralDisks(t *testing.T) {
+	base := t.TempDir()
+	var disks []Disk
+	for _, n := range []string{"d1", "d2", "d3"} {
+		mountTmpfs(t, filepath.Join(base, "n-"+n))
+		disks = append(disks, makeDisk(t, base, "n", n, "uuid-"+n))
+	}
+	replica(t, disks[0], "pvc-same-r-00000001", diskscantest.Replica{})
+	replica(t, disks[1], "pvc-same-r-00000001", diskscantest.Replica{})
+	replica(t, disks[2], "pvc-other-r-00000002", diskscantest.Replica{})
+	f := newFixture(t, disks...)
+	f.expect(disks[2], "pvc-other-r-00000002")
+	snap, err := f.inv.Scan(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Items) != 2 || len(snap.Scopes) != 3 {
+		t.Fatalf("%+v", snap)
+	}
+	for s, st := range snap.Scopes {
+		if st.Health != orphan.HealthReady {
+			t.Errorf("%s: %+v", s, st)
+		}
+	}
+	n0, err0 := snap.Items[0].Name()
+	n1, err1 := snap.Items[1].Name()
+	if err0 != nil || err1 != nil || n0 == n1 || snap.Items[0].Param(orphan.ParamDiskName) == snap.Items[1].Param(orphan.ParamDiskName) {
+		t.Fatalf("items %+v: names %s %s", snap.Items, n0, n1)
+	}
+}
+
+// A directory that disappears drops out of the inventory and the cache.
+func TestScanIncremental(t *testing.T) {
+	d := makeDisk(t, t.TempDir(), "n", "d", "u")
+	f := newFixture(t, d)
+	for _, n := range []string{"pvc-a-r-0000000a", "pvc-b-r-0000000b", "pvc-c-r-0000000c", "pvc-own-r-000000ff"} {
+		replica(t, d, n, diskscantest.Replica{})
+	}
+	f.expect(d, "pvc-own-r-000000ff")
+	step := func(wantReads int64, wantOrphans ...string) DiskReport {
+		t.Helper()
+		before := f.inv.metaReads.Load()
+		rep := f.scan().Disks[0]
+		if got := f.inv.metaReads.Load() - before; got != wantReads {
+			t.Errorf("volume.meta reads %d, want %d", got, wantReads)
+		}
+		if !equalStrings(orphanNames(rep), wantOrphans) {
+			t.Errorf("orphans %v, want %v", orphanNames(rep), wantOrphans)
+		}
+		if n := len(f.inv.caches[d.Scope()].entries); n != len(rep.Orphans)+len(rep.Skipped) {
+			t.Errorf("cache holds %d entries, want %d", n, len(rep.Orphans)+len(rep.Skipped))
+		}
+		return rep
+	}
+	step(3, "pvc-a-r-0000000a", "pvc-b-r-0000000b", "pvc-c-r-0000000c")
+	step(0, "pvc-a-r-0000000a", "pvc-b-r-0000000b", "pvc-c-r-0000000c") // unchanged: no meta read
+	replica(t, d, "pvc-d-r-0000000d", diskscantest.Replica{})
+	step(1, "pvc-a-r-0000000a", "pvc-b-r-0000000b", "pvc-c-r-0000000c", "pvc-d-r-0000000d")
+	// The engine rewrites b's meta (tmp + rename bumps the directory's
+	// mtime); the new meta is corrupt, so b is no longer a replica.
+	must(t, diskscantest.WriteMeta(filepath.Join(d.Path, ReplicasDir, "pvc-b-r-0000000b"), []byte("garbage")))
+	rep := step(1, "pvc-a-r-0000000a", "pvc-c-r-0000000c", "pvc-d-r-0000000d")
+	if !strings.Contains(skippedReasons(rep)["pvc-b-r-0000000b"], "invalid volume.meta") {
+		t.Errorf("b: %v", rep.Skipped)
+	}
+	must(t, diskscantest.WriteMeta(filepath.Join(d.Path, ReplicasDir, "pvc-b-r-0000000b"), diskscantest.Meta(5<<20)))
+	rep = step(1, "pvc-a-r-0000000a", "pvc-b-r-0000000b", "pvc-c-r-0000000c", "pvc-d-r-0000000d")
+	if rep.Orphans[1].Meta.Size != 5<<20 {
+		t.Errorf("b's new meta not seen: %+v", rep.Orphans[1].Meta)
+	}
+	must(t, os.RemoveAll(filepath.Join(d.Path, ReplicasDir, "pvc-c-r-0000000c")))
+	step(0, "pvc-a-r-0000000a", "pvc-b-r-0000000b", "pvc-d-r-0000000d")
+	// Replaced by a different directory of the same name (new inode).
+	p := filepath.Join(d.Path, ReplicasDir, "pvc-d-r-0000000d")
+	must(t, os.Rename(p, filepath.Join(d.Path, "moved-away")))
+	replica(t, d, "pvc-d-r-0000000d", diskscantest.Replica{NoMeta: true})
+	step(1, "pvc-a-r-0000000a", "pvc-b-r-0000000b")
+	// Becoming expected drops it from the cache without a read.
+	f.expect(d, "pvc-a-r-0000000a")
+	step(0, "pvc-b-r-0000000b")
+}
+
+func TestJudge(t *testing.T) {
+	d := Disk{NodeID: "n", Name: "d", Path: "/var/lib/longhorn", UUID: "u"}
+	set, _ := NewDiskSet(d)
+	exp := NewStaticExpected(ReplicaRef{DiskID: "u", DataDirectoryName: "pvc-own-r-00000001"})
+	failing := ExpectedFunc(func(context.Context, Disk) (NameSet, error) { return nil, errors.New("api down") })
+	item := func(mod func(*orphan.Item)) orphan.Item {
+		it := dataItem(d, "pvc-lost-r-00000002")
+		mod(&it)
+		return it
+	}
+	cases := []struct {
+		name string
+		src  ExpectedSource
+		it   orphan.Item
+		want orphan.Outcome
+	}{
+		{"orphan", exp, item(func(*orphan.Item) {}), orphan.OutcomeOrphan},
+		{"owned", exp, item(func(it *orphan.Item) { it.Parameters[orphan.ParamDataName] = "pvc-own-r-00000001" }), orphan.OutcomeOwned},
+		{"source fails", failing, item(func(*orphan.Item) {}), orphan.OutcomeUndecided},
+		{"unknown disk", exp, item(func(it *orphan.Item) { it.Parameters[orphan.ParamDiskName] = "x" }), orphan.OutcomeUndecided},
+		{"unknown node", exp, item(func(it *orphan.Item) { it.NodeID = "m" }), orphan.OutcomeUndecided},
+		{"disk UUID changed", exp, item(func(it *orphan.Item) { it.Parameters[orphan.ParamDiskUUID] = "old" }), orphan.OutcomeUndecided},
+		{"disk path changed", exp, item(func(it *orphan.Item) { it.Parameters[orphan.ParamDiskPath] = "/mnt/x" }), orphan.OutcomeUndecided},
+		{"v2", exp, item(func(it *orphan.Item) { it.DataEngine = orphan.DataEngineV2 }), orphan.OutcomeUndecided},
+		{"instance kind", exp, item(func(it *orphan.Item) { it.Kind = orphan.KindReplicaInstance }), orphan.OutcomeUndecided},
+		{"path-like name", exp, item(func(it *orphan.Item) { it.Parameters[orphan.ParamDataName] = ".." }), orphan.OutcomeUndecided},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v, err := NewJudge(set, c.src).Judge(context.Background(), c.it)
+			if err != nil || v.Outcome != c.want || v.Reason == "" {
+				t.Fatalf("verdict %+v, %v; want %v with a reason", v, err, c.want)
+			}
+		})
+	}
+}
+
+func TestDiskSetValidation(t *testing.T) {
+	bad := [][]Disk{
+		{{NodeID: "n", Name: "d", Path: "relative", UUID: "u"}},
+		{{NodeID: "n", Name: "d", Path: "/a/../b", UUID: "u"}},
+		{{NodeID: "", Name: "d", Path: "/a", UUID: "u"}},
+		{{NodeID: "n", Name: "d", Path: "/a", UUID: ""}},
+		{{NodeID: "n", Name: "d", Path: "/a", UUID: "u"}, {NodeID: "n", Name: "d", Path: "/b", UUID: "v"}},
+	}
+	for _, ds := range bad {
+		if _, err := NewDiskSet(ds...); err == nil {
+			t.Errorf("NewDiskSet(%+v) accepted", ds)
+		}
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeFile(t *testing.T, p, s string) {
+	t.Helper()
+	must(t, os.WriteFile(p, []byte(s), 0o644))
+}
