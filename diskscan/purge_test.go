@@ -83,7 +83,9 @@ func TestPurgeRefusals(t *testing.T) {
 			s.rec.Parameters[orphan.ParamDataName] = "pvc-root-r-33333333"
 			s.protect = append(s.protect, "/etc/passwd", filepath.Join(s.d.Path, ReplicasDir, "pvc-root-r-33333333"))
 		}, ErrNotReplica},
-		{"meta missing", func(t *testing.T, s *setup) { must(t, os.Remove(filepath.Join(s.d.Path, ReplicasDir, "pvc-lost-r-deadbeef", MetaFile))) }, ErrNotReplica},
+		{"meta missing", func(t *testing.T, s *setup) {
+			must(t, os.Remove(filepath.Join(s.d.Path, ReplicasDir, "pvc-lost-r-deadbeef", MetaFile)))
+		}, ErrNotReplica},
 		{"meta oversized", func(t *testing.T, s *setup) {
 			must(t, diskscantest.WriteMeta(filepath.Join(s.d.Path, ReplicasDir, "pvc-lost-r-deadbeef"), make([]byte, DefaultMaxMetaSize+1)))
 		}, ErrNotReplica},

@@ -60,7 +60,7 @@ func TestScanClassifiesEntries(t *testing.T) {
 	}
 	reasons := skippedReasons(rep)
 	wantReason := map[string]string{
-		"nosuffixatall":           "-<8 letters or digits>",
+		"nosuffixatall":          "-<8 letters or digits>",
 		"pvc-short-r-abcd":       "-<8 letters or digits>",
 		"-00000005":              "-<8 letters or digits>",
 		"pvc-nometa-r-00000001":  "no volume.meta",
