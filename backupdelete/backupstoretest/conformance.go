@@ -1,0 +1,207 @@
+package backupstoretest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/caretaker-storage/caretaker/backupdelete"
+)
+
+// Harness is one fresh, empty backupstore for a conformance test.
+type Harness struct {
+	// Store is the implementation under test.
+	Store backupdelete.Backupstore
+	// Create puts a completed backup in the store. Backups of one volume
+	// should share some blocks, as incremental backups do.
+	Create func(ctx context.Context, ref backupdelete.BackupRef) error
+	// Target is the BackupRef.Target the store answers for.
+	Target string
+}
+
+// RunConformance runs the Backupstore contract against fresh harnesses
+// from newHarness (called once per subtest; clean up with t.Cleanup):
+//
+//	func TestConformance(t *testing.T) {
+//		backupstoretest.RunConformance(t, func(t *testing.T) backupstoretest.Harness { ... })
+//	}
+func RunConformance(t *testing.T, newHarness func(t *testing.T) Harness) {
+	t.Helper()
+	for _, c := range []struct {
+		name string
+		run  func(t *testing.T, h Harness)
+	}{
+		{"AbsentDoesNotExist", testAbsent},
+		{"CreatedExists", testCreated},
+		{"DeleteRemoves", testDeleteRemoves},
+		{"DeleteOfWhatIsGoneIsSuccess", testDeleteGone},
+		{"DeleteLeavesOthers", testDeleteLeavesOthers},
+		{"InvalidRef", testInvalidRef},
+		{"ConcurrentDeletes", testConcurrentDeletes},
+		{"CancelledContext", testCancelled},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.run(t, newHarness(t)) })
+	}
+}
+
+func ref(h Harness, volume, name string) backupdelete.BackupRef {
+	return backupdelete.BackupRef{Target: h.Target, Volume: volume, Name: name}
+}
+
+func mustCreate(t *testing.T, h Harness, refs ...backupdelete.BackupRef) {
+	t.Helper()
+	for _, r := range refs {
+		if err := h.Create(context.Background(), r); err != nil {
+			t.Fatalf("Create(%s): %v", r, err)
+		}
+	}
+}
+
+func wantExists(t *testing.T, h Harness, r backupdelete.BackupRef, want bool) {
+	t.Helper()
+	got, err := h.Store.BackupExists(context.Background(), r)
+	if err != nil {
+		t.Fatalf("BackupExists(%s): %v", r, err)
+	}
+	if got != want {
+		t.Fatalf("BackupExists(%s) = %v, want %v", r, got, want)
+	}
+}
+
+// deleteRetrying deletes, retrying ErrLocked a few times: two deletions
+// in one volume may legitimately meet a lock.
+func deleteRetrying(ctx context.Context, s backupdelete.Backupstore, r backupdelete.BackupRef) error {
+	var err error
+	for range 5 {
+		if err = s.DeleteBackup(ctx, r); !errors.Is(err, backupdelete.ErrLocked) {
+			return err
+		}
+	}
+	return err
+}
+
+func testAbsent(t *testing.T, h Harness) {
+	wantExists(t, h, ref(h, "vol-none", "backup-0000000000000001"), false)
+	mustCreate(t, h, ref(h, "vol-a", "backup-0000000000000001"))
+	wantExists(t, h, ref(h, "vol-a", "backup-0000000000000002"), false)
+}
+
+func testCreated(t *testing.T, h Harness) {
+	r := ref(h, "vol-a", "backup-0000000000000001")
+	mustCreate(t, h, r)
+	wantExists(t, h, r, true)
+}
+
+func testDeleteRemoves(t *testing.T, h Harness) {
+	r := ref(h, "vol-a", "backup-0000000000000001")
+	mustCreate(t, h, r)
+	if err := h.Store.DeleteBackup(context.Background(), r); err != nil {
+		t.Fatalf("DeleteBackup: %v", err)
+	}
+	wantExists(t, h, r, false)
+}
+
+func testDeleteGone(t *testing.T, h Harness) {
+	ctx := context.Background()
+	if err := h.Store.DeleteBackup(ctx, ref(h, "vol-none", "backup-0000000000000001")); err != nil {
+		t.Fatalf("delete in a missing volume: %v, want nil", err)
+	}
+	r := ref(h, "vol-a", "backup-0000000000000001")
+	mustCreate(t, h, r)
+	for i := range 2 {
+		if err := h.Store.DeleteBackup(ctx, r); err != nil {
+			t.Fatalf("delete #%d: %v, want nil", i+1, err)
+		}
+	}
+	if err := h.Store.DeleteBackup(ctx, ref(h, "vol-a", "backup-00000000000000ff")); err != nil {
+		t.Fatalf("delete of a backup that never existed: %v, want nil", err)
+	}
+	wantExists(t, h, r, false)
+}
+
+func testDeleteLeavesOthers(t *testing.T, h Harness) {
+	a1, a2, a3 := ref(h, "vol-a", "backup-0000000000000001"), ref(h, "vol-a", "backup-0000000000000002"), ref(h, "vol-a", "backup-0000000000000003")
+	b1 := ref(h, "vol-b", "backup-0000000000000001")
+	mustCreate(t, h, a1, a2, a3, b1)
+	if err := h.Store.DeleteBackup(context.Background(), a2); err != nil {
+		t.Fatalf("DeleteBackup: %v", err)
+	}
+	wantExists(t, h, a2, false)
+	for _, r := range []backupdelete.BackupRef{a1, a3, b1} {
+		wantExists(t, h, r, true)
+	}
+}
+
+func testInvalidRef(t *testing.T, h Harness) {
+	ctx := context.Background()
+	for _, r := range []backupdelete.BackupRef{
+		ref(h, "", "backup-0000000000000001"),
+		ref(h, "vol-a", ""),
+		ref(h, "../etc", "backup-0000000000000001"),
+		ref(h, "vol-a", "../../volume"),
+		ref(h, "vol/a", "backup-0000000000000001"),
+		ref(h, ".hidden", "backup-0000000000000001"),
+	} {
+		if _, err := h.Store.BackupExists(ctx, r); !errors.Is(err, backupdelete.ErrInvalidRef) {
+			t.Errorf("BackupExists(%q): %v, want ErrInvalidRef", r, err)
+		}
+		if err := h.Store.DeleteBackup(ctx, r); !errors.Is(err, backupdelete.ErrInvalidRef) {
+			t.Errorf("DeleteBackup(%q): %v, want ErrInvalidRef", r, err)
+		}
+	}
+}
+
+func testConcurrentDeletes(t *testing.T, h Harness) {
+	var refs []backupdelete.BackupRef
+	for _, vol := range []string{"vol-a", "vol-b"} {
+		for i := 1; i <= 4; i++ {
+			refs = append(refs, ref(h, vol, fmt.Sprintf("backup-%016x", i)))
+		}
+	}
+	keep := ref(h, "vol-a", "backup-00000000000000aa")
+	mustCreate(t, h, append(refs, keep)...)
+	var wg sync.WaitGroup
+	errs := make([]error, len(refs))
+	for i, r := range refs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = deleteRetrying(context.Background(), h.Store, r)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("DeleteBackup(%s): %v", refs[i], err)
+		}
+	}
+	for _, r := range refs {
+		wantExists(t, h, r, false)
+	}
+	wantExists(t, h, keep, true)
+}
+
+func testCancelled(t *testing.T, h Harness) {
+	r := ref(h, "vol-a", "backup-0000000000000001")
+	mustCreate(t, h, r)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := h.Store.DeleteBackup(ctx, r)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("DeleteBackup with a cancelled context: %v, want nil or context.Canceled", err)
+	}
+	exists, xerr := h.Store.BackupExists(context.Background(), r)
+	if xerr != nil {
+		t.Fatal(xerr)
+	}
+	if err == nil && exists {
+		t.Fatal("DeleteBackup returned nil but the backup still exists")
+	}
+	// Whatever happened, a retry finishes the job.
+	if err := h.Store.DeleteBackup(context.Background(), r); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	wantExists(t, h, r, false)
+}

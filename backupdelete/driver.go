@@ -1,0 +1,290 @@
+package backupdelete
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// DriverOptions configure a Driver. The zero value is the documented
+// defaults.
+type DriverOptions struct {
+	// MaxConcurrent bounds the delete commands running at once; the rest
+	// wait in a FIFO queue (their records say running). Default 4.
+	MaxConcurrent int
+	// Backoff is the per-backup backoff between commands; the zero value
+	// is seed 002's 10 s initial, 1 min maximum. (Longhorn's controller
+	// later moved to 1 min .. 24 h; set it here if you want that.)
+	Backoff BackoffConfig
+	// PollInterval is how soon Reconcile asks to be called again while a
+	// command runs; default 2 s.
+	PollInterval time.Duration
+	// Clock gives the time for the backoff; default the real clock. Tests
+	// use k8s.io/utils/clock/testing.FakeClock.
+	Clock clock.PassiveClock
+	// OnDone, if set, is called from the command's goroutine after a
+	// command returns and its record is updated (err is nil on success).
+	// Hosts use it to requeue the backup at once instead of waiting for
+	// RequeueAfter. It must not block and must not call Close.
+	OnDone func(ref BackupRef, err error)
+}
+
+// DefaultMaxConcurrent is DriverOptions.MaxConcurrent's default.
+const DefaultMaxConcurrent = 4
+
+// Request is one reconcile of a backup whose deletion was requested.
+type Request struct {
+	Ref     BackupRef
+	State   State  // the backup's current state
+	Message string // its current error message
+}
+
+// Driver runs Step against a Backupstore: it checks presence, keeps the
+// in-progress records and the per-backup backoff in memory, and runs delete
+// commands in goroutines with bounded concurrency. A command that returns
+// an error or panics leaves a failed record, never a lost one.
+//
+// A Driver is safe for concurrent use by many reconcilers; calls for the
+// same backup are serialised where it matters (at most one command per
+// backup runs at a time). Its records live only in memory, on purpose: a
+// new Driver after a crash has none, and Step turns that into seed 002's
+// "No deletion in progress record" Error and a retry.
+type Driver struct {
+	store Backupstore
+	opts  DriverOptions
+	clock clock.PassiveClock
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	closed  bool
+	entries map[BackupRef]*entry
+	queue   []queued // commands waiting for a slot, FIFO
+	active  int      // worker goroutines
+	gen     uint64
+}
+
+// entry is what the Driver keeps per backup.
+type entry struct {
+	record  *Record
+	gen     uint64 // identifies the command the record is about
+	backoff Backoff
+}
+
+type queued struct {
+	ref BackupRef
+	gen uint64
+}
+
+// NewDriver returns a Driver that deletes through store.
+func NewDriver(store Backupstore, opts DriverOptions) *Driver {
+	if opts.MaxConcurrent <= 0 {
+		opts.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = DefaultPollInterval
+	}
+	c := opts.Clock
+	if c == nil {
+		c = clock.RealClock{}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Driver{store: store, opts: opts, clock: c, ctx: ctx, cancel: cancel, entries: map[BackupRef]*entry{}}
+}
+
+// Reconcile runs one step for a backup whose deletion was requested and
+// applies it: it checks the backupstore when the backup is Deleting, starts
+// the delete command when Step says so (recording it as running first),
+// and forgets the backup's record and backoff when Step finalizes. The host
+// then writes res.State and res.Message to its backup record, removes the
+// finalizer if res.Finalize, and reconciles again after res.RequeueAfter.
+//
+// If the presence check fails, Reconcile returns a valid result (stay
+// Deleting, requeue) together with the check's error, for the host to log.
+// An invalid ref is ErrInvalidRef and a closed Driver ErrClosed, with a
+// zero result.
+func (d *Driver) Reconcile(ctx context.Context, req Request) (StepResult, error) {
+	if err := req.Ref.Validate(); err != nil {
+		return StepResult{}, err
+	}
+	presence, checkErr := PresenceUnknown, error(nil)
+	if req.State == StateDeleting {
+		exists, err := d.store.BackupExists(ctx, req.Ref)
+		switch {
+		case err != nil:
+			checkErr = fmt.Errorf("backupdelete: check %s in the backupstore: %w", req.Ref, err)
+		case exists:
+			presence = PresenceExists
+		default:
+			presence = PresenceAbsent
+		}
+	}
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return StepResult{}, ErrClosed
+	}
+	e := d.entries[req.Ref]
+	in := StepInput{
+		Backup:        req.Ref.Name,
+		State:         req.State,
+		Message:       req.Message,
+		Presence:      presence,
+		Now:           d.clock.Now(),
+		BackoffConfig: d.opts.Backoff,
+		PollInterval:  d.opts.PollInterval,
+	}
+	if e != nil {
+		in.Record, in.Backoff = e.record, e.backoff
+	}
+	res := Step(in)
+	switch {
+	case res.Finalize:
+		delete(d.entries, req.Ref)
+	case res.StartCommand:
+		if e == nil {
+			e = &entry{}
+			d.entries[req.Ref] = e
+		}
+		d.gen++
+		e.gen, e.record, e.backoff = d.gen, &Record{State: RecordRunning}, res.Backoff
+		d.startLocked(queued{req.Ref, e.gen})
+	default:
+		if e == nil && res.Backoff != (Backoff{}) {
+			e = &entry{}
+			d.entries[req.Ref] = e
+		}
+		if e != nil {
+			e.backoff = res.Backoff
+		}
+	}
+	return res, checkErr
+}
+
+// Record returns the in-progress record of a backup, if the Driver has one.
+func (d *Driver) Record(ref BackupRef) (Record, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e := d.entries[ref]; e != nil && e.record != nil {
+		return *e.record, true
+	}
+	return Record{}, false
+}
+
+// Running returns how many commands are running or queued.
+func (d *Driver) Running() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, e := range d.entries {
+		if e.record != nil && e.record.State == RecordRunning {
+			n++
+		}
+	}
+	return n
+}
+
+// Forget drops the record and backoff of a backup the host no longer
+// deletes (its record vanished without being finalized). A command still
+// running for it finishes, and its result is discarded.
+func (d *Driver) Forget(ref BackupRef) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.entries, ref)
+}
+
+// Close cancels running commands (through their context), fails the queued
+// ones with ErrClosed, and waits for every command goroutine to return.
+// Reconcile fails with ErrClosed afterwards. Close is what a controller
+// shutdown does; a crash is a Driver that is simply dropped.
+func (d *Driver) Close() {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	d.cancel()
+	d.wg.Wait()
+}
+
+// startLocked runs the command in a worker, or queues it when
+// MaxConcurrent workers are busy. d.mu is held.
+func (d *Driver) startLocked(q queued) {
+	if d.active >= d.opts.MaxConcurrent {
+		d.queue = append(d.queue, q)
+		return
+	}
+	d.active++
+	d.wg.Add(1)
+	go d.work(q)
+}
+
+// work runs commands until the queue is empty. Reusing the worker keeps
+// 10k simultaneous deletions at MaxConcurrent goroutines rather than 10k.
+func (d *Driver) work(q queued) {
+	defer d.wg.Done()
+	for {
+		var err error
+		if d.ctx.Err() != nil {
+			err = ErrClosed
+		} else {
+			err = d.call(q.ref)
+		}
+		d.finish(q, err)
+
+		d.mu.Lock()
+		if len(d.queue) == 0 {
+			d.active--
+			d.queue = nil
+			d.mu.Unlock()
+			return
+		}
+		q = d.queue[0]
+		d.queue = d.queue[1:]
+		d.mu.Unlock()
+	}
+}
+
+// call runs one delete command and turns a panic into an error, so the
+// record is failed rather than left running forever.
+func (d *Driver) call(ref BackupRef) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v\n%s", ErrPanic, r, debug.Stack())
+		}
+	}()
+	return d.store.DeleteBackup(d.ctx, ref)
+}
+
+// finish records the command's result, unless the record was forgotten or
+// belongs to a newer command.
+func (d *Driver) finish(q queued, err error) {
+	d.mu.Lock()
+	e := d.entries[q.ref]
+	if e != nil && e.gen == q.gen && e.record != nil {
+		if err != nil {
+			e.record = &Record{State: RecordFailed, Err: firstLine(err.Error())}
+		} else {
+			e.record = &Record{State: RecordSucceeded}
+		}
+	}
+	d.mu.Unlock()
+	if d.opts.OnDone != nil {
+		d.opts.OnDone(q.ref, err)
+	}
+}
+
+// firstLine keeps a panic's stack out of the status message.
+func firstLine(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}

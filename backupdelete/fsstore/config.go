@@ -1,0 +1,213 @@
+package fsstore
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/caretaker-storage/caretaker/backupdelete"
+)
+
+// Volume is volume.cfg. The Go-style capitalised keys and the string
+// encoding of 64-bit numbers are Longhorn's. Longhorn also tags some string
+// fields `json:",string"` (BackingImageName, BackingImageChecksum,
+// CompressionMethod, StorageClassName, DataEngine), so their values are
+// JSON strings holding JSON strings ("\"lz4\""); ParseVolume unwraps them
+// and WriteVolume wraps them again.
+type Volume struct {
+	Name                 string
+	Size                 int64
+	Labels               map[string]string
+	CreatedTime          string
+	LastBackupName       string
+	LastBackupAt         string
+	BlockCount           int64
+	BackingImageName     string
+	BackingImageChecksum string
+	CompressionMethod    string
+	StorageClassName     string
+	DataEngine           string
+}
+
+// Backup is backups/backup_<name>.cfg. An empty CreatedTime means the
+// backup is still being written.
+type Backup struct {
+	Name              string
+	VolumeName        string
+	SnapshotName      string
+	SnapshotCreatedAt string
+	CreatedTime       string
+	Size              int64
+	Labels            map[string]string
+	Parameters        map[string]string
+	IsIncremental     bool
+	CompressionMethod string
+	Blocks            []BlockMapping
+}
+
+// InProgress reports whether the backup is still being written.
+func (b Backup) InProgress() bool { return b.CreatedTime == "" }
+
+// BlockMapping is one block of a backup: where it goes in the volume and
+// the checksum naming its file.
+type BlockMapping struct {
+	Offset        int64
+	BlockChecksum string
+}
+
+// volumeJSON is volume.cfg as Longhorn's struct encodes it.
+type volumeJSON struct {
+	Name                 string
+	Size                 int64 `json:",string"`
+	Labels               map[string]string
+	CreatedTime          string
+	LastBackupName       string
+	LastBackupAt         string
+	BlockCount           int64           `json:",string"`
+	BackingImageName     json.RawMessage `json:",omitempty"`
+	BackingImageChecksum json.RawMessage `json:",omitempty"`
+	CompressionMethod    json.RawMessage `json:",omitempty"`
+	StorageClassName     json.RawMessage `json:",omitempty"`
+	DataEngine           json.RawMessage `json:",omitempty"`
+}
+
+// backupJSON is a backup cfg as Longhorn's struct encodes it, in its field
+// order. ProcessingBlocks is an exported pointer Longhorn never tags, so it
+// is written as null; SingleFile is a struct, so omitempty does not drop it.
+type backupJSON struct {
+	Name                  string
+	VolumeName            string
+	SnapshotName          string
+	SnapshotCreatedAt     string
+	CreatedTime           string
+	Size                  int64 `json:",string"`
+	Labels                map[string]string
+	Parameters            map[string]string
+	IsIncremental         bool
+	CompressionMethod     string
+	NewlyUploadedDataSize int64 `json:",string"`
+	ReUploadedDataSize    int64 `json:",string"`
+	ProcessingBlocks      *struct{}
+	Blocks                []BlockMapping `json:",omitempty"`
+	SingleFile            struct{ FilePath string }
+}
+
+// ParseVolume parses volume.cfg. Bad JSON, a wrong type, or a name that is
+// not a valid backupstore name is an error wrapping backupdelete.ErrCorrupt.
+func ParseVolume(data []byte) (Volume, error) {
+	var j volumeJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return Volume{}, corrupt("volume.cfg", err)
+	}
+	v := Volume{Name: j.Name, Size: j.Size, Labels: j.Labels, CreatedTime: j.CreatedTime,
+		LastBackupName: j.LastBackupName, LastBackupAt: j.LastBackupAt, BlockCount: j.BlockCount}
+	for _, f := range []struct {
+		raw json.RawMessage
+		dst *string
+		key string
+	}{
+		{j.BackingImageName, &v.BackingImageName, "BackingImageName"},
+		{j.BackingImageChecksum, &v.BackingImageChecksum, "BackingImageChecksum"},
+		{j.CompressionMethod, &v.CompressionMethod, "CompressionMethod"},
+		{j.StorageClassName, &v.StorageClassName, "StorageClassName"},
+		{j.DataEngine, &v.DataEngine, "DataEngine"},
+	} {
+		s, err := unwrapStringField(f.raw)
+		if err != nil {
+			return Volume{}, corrupt("volume.cfg", fmt.Errorf("%s: %w", f.key, err))
+		}
+		*f.dst = s
+	}
+	if !backupdelete.ValidName(v.Name) {
+		return Volume{}, corrupt("volume.cfg", fmt.Errorf("invalid volume name %q", v.Name))
+	}
+	if v.Size < 0 || v.BlockCount < 0 {
+		return Volume{}, corrupt("volume.cfg", fmt.Errorf("negative Size or BlockCount"))
+	}
+	return v, nil
+}
+
+// unwrapStringField reads a field Longhorn tags `json:",string"` on a Go
+// string: normally a JSON string holding a JSON string. A plain string (a
+// writer that did not double-encode) is accepted as is; null or absent is "".
+func unwrapStringField(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return "", nil
+	}
+	var outer string
+	if err := json.Unmarshal(raw, &outer); err != nil {
+		return "", err
+	}
+	if inner, err := strconv.Unquote(outer); err == nil && len(outer) >= 2 && outer[0] == '"' {
+		return inner, nil
+	}
+	return outer, nil
+}
+
+// encodeVolume writes v as Longhorn does.
+func encodeVolume(v Volume) ([]byte, error) {
+	wrap := func(s string) json.RawMessage {
+		inner, _ := json.Marshal(s)
+		outer, _ := json.Marshal(string(inner))
+		return outer
+	}
+	return json.Marshal(volumeJSON{
+		Name: v.Name, Size: v.Size, Labels: v.Labels, CreatedTime: v.CreatedTime,
+		LastBackupName: v.LastBackupName, LastBackupAt: v.LastBackupAt, BlockCount: v.BlockCount,
+		BackingImageName: wrap(v.BackingImageName), BackingImageChecksum: wrap(v.BackingImageChecksum),
+		CompressionMethod: wrap(v.CompressionMethod), StorageClassName: wrap(v.StorageClassName),
+		DataEngine: wrap(v.DataEngine),
+	})
+}
+
+// ParseBackup parses a backup cfg. Bad JSON, a wrong type, an invalid name
+// or a block checksum that cannot name a block file is an error wrapping
+// backupdelete.ErrCorrupt: a cfg that cannot be trusted stops block
+// collection rather than letting it guess.
+func ParseBackup(data []byte) (Backup, error) {
+	var j backupJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return Backup{}, corrupt("backup cfg", err)
+	}
+	b := Backup{Name: j.Name, VolumeName: j.VolumeName, SnapshotName: j.SnapshotName,
+		SnapshotCreatedAt: j.SnapshotCreatedAt, CreatedTime: j.CreatedTime, Size: j.Size,
+		Labels: j.Labels, Parameters: j.Parameters, IsIncremental: j.IsIncremental,
+		CompressionMethod: j.CompressionMethod, Blocks: j.Blocks}
+	if err := checkBackup(b.Name, b.VolumeName, b.Blocks); err != nil {
+		return Backup{}, err
+	}
+	return b, nil
+}
+
+func checkBackup(name, volume string, blocks []BlockMapping) error {
+	if !backupdelete.ValidName(name) {
+		return corrupt("backup cfg", fmt.Errorf("invalid backup name %q", name))
+	}
+	if !backupdelete.ValidName(volume) {
+		return corrupt("backup cfg", fmt.Errorf("invalid volume name %q", volume))
+	}
+	for i, m := range blocks {
+		if !validChecksum(m.BlockChecksum) {
+			return corrupt("backup cfg", fmt.Errorf("block %d: invalid checksum %q", i, m.BlockChecksum))
+		}
+		if m.Offset < 0 {
+			return corrupt("backup cfg", fmt.Errorf("block %d: negative offset", i))
+		}
+	}
+	return nil
+}
+
+// encodeBackup writes b as Longhorn does.
+func encodeBackup(b Backup) ([]byte, error) {
+	return json.Marshal(backupJSON{
+		Name: b.Name, VolumeName: b.VolumeName, SnapshotName: b.SnapshotName,
+		SnapshotCreatedAt: b.SnapshotCreatedAt, CreatedTime: b.CreatedTime, Size: b.Size,
+		Labels: b.Labels, Parameters: b.Parameters, IsIncremental: b.IsIncremental,
+		CompressionMethod: b.CompressionMethod, Blocks: b.Blocks,
+	})
+}
+
+func corrupt(what string, err error) error {
+	return fmt.Errorf("%w: %s: %v", backupdelete.ErrCorrupt, what, err)
+}

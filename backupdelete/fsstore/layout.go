@@ -1,0 +1,70 @@
+package fsstore
+
+import (
+	"crypto/sha512"
+	"encoding/hex"
+	"path"
+	"strings"
+)
+
+// Names and directories of Longhorn's backupstore layout
+// (longhorn/backupstore config.go, deltablock.go, lock.go).
+const (
+	BaseDir      = "backupstore" // under the mount point
+	volumesDir   = "volumes"
+	volumeCfg    = "volume.cfg"
+	backupsDir   = "backups"
+	backupPrefix = "backup_"
+	cfgSuffix    = ".cfg"
+	blocksDir    = "blocks"
+	blockSuffix  = ".blk"
+	locksDir     = "locks"
+	lockPrefix   = "lock-"
+	lockSuffix   = ".lck"
+	tmpSuffix    = ".tmp"
+)
+
+// VolumePath returns the volume's directory relative to the mount point:
+// backupstore/volumes/<c[0:2]>/<c[2:4]>/<volume>, where c is the lowercase
+// hex SHA-512 of the volume name. The name must be valid
+// (backupdelete.ValidName); it is not checked here.
+func VolumePath(volume string) string {
+	sum := sha512.Sum512([]byte(volume))
+	c := hex.EncodeToString(sum[:2])
+	return path.Join(BaseDir, volumesDir, c[0:2], c[2:4], volume)
+}
+
+// backupCfgPath is relative to the volume directory.
+func backupCfgPath(backup string) string {
+	return backupsDir + "/" + backupPrefix + backup + cfgSuffix
+}
+
+// blockPath is relative to the volume directory; ck must be validChecksum.
+func blockPath(ck string) string {
+	return blocksDir + "/" + ck[0:2] + "/" + ck[2:4] + "/" + ck + blockSuffix
+}
+
+// validChecksum accepts what can name a block file: 4 to 128 lowercase hex
+// digits. Longhorn writes 64 (the first half of a SHA-512 in hex); a cfg
+// naming anything else is corrupt, never a path.
+func validChecksum(ck string) bool {
+	if len(ck) < 4 || len(ck) > 128 {
+		return false
+	}
+	for i := 0; i < len(ck); i++ {
+		c := ck[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// backupNameFromFile returns the backup name of a file in backups/, or ""
+// for anything else (temporary files, strays).
+func backupNameFromFile(file string) string {
+	if !strings.HasPrefix(file, backupPrefix) || !strings.HasSuffix(file, cfgSuffix) {
+		return ""
+	}
+	return file[len(backupPrefix) : len(file)-len(cfgSuffix)]
+}

@@ -1,0 +1,302 @@
+package fsstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/caretaker-storage/caretaker/backupdelete"
+)
+
+// LockType is a lock's type, as Longhorn numbers them. Locks of the same
+// type are compatible; locks of different types exclude each other.
+type LockType int
+
+// The lock types.
+const (
+	LockBackup   LockType = 1 // creating a backup
+	LockRestore  LockType = 1 // restoring one (compatible with creating)
+	LockDeletion LockType = 2 // deleting a backup
+)
+
+// Longhorn's lock timing (backupstore/lock.go).
+const (
+	// LockExpiry: a lock whose file was not modified for longer is dead.
+	LockExpiry = 150 * time.Second
+	// LockRefresh: a holder rewrites its lock file this often.
+	LockRefresh = 60 * time.Second
+	// LockSettle: after writing its lock file, a taker waits this long
+	// before listing, so that two takers racing see each other (file times
+	// have second precision and node clocks differ).
+	LockSettle = 2 * time.Second
+	// DefaultLockCheckInterval: how often a waiting taker looks again
+	// (Longhorn's LOCK_CHECK_INTERVAL).
+	DefaultLockCheckInterval = 10 * time.Second
+)
+
+// LockFile is the content of locks/lock-<16 hex>.lck.
+type LockFile struct {
+	Name     string
+	Type     LockType
+	Acquired bool
+}
+
+// maxLockFileBytes bounds a lock file read; real ones are ~60 bytes.
+const maxLockFileBytes = 64 << 10
+
+// ParseLockFile parses a lock file. Bad JSON, an empty or path-like name,
+// or an unknown type is an error wrapping backupdelete.ErrCorrupt.
+func ParseLockFile(data []byte) (LockFile, error) {
+	if len(data) > maxLockFileBytes {
+		return LockFile{}, corrupt("lock file", fmt.Errorf("%d bytes, more than %d", len(data), maxLockFileBytes))
+	}
+	var l LockFile
+	if err := json.Unmarshal(data, &l); err != nil {
+		return LockFile{}, corrupt("lock file", err)
+	}
+	if l.Name == "" || strings.ContainsAny(l.Name, "/\\\x00") || l.Name == "." || l.Name == ".." {
+		return LockFile{}, corrupt("lock file", fmt.Errorf("invalid name %q", l.Name))
+	}
+	if l.Type != LockBackup && l.Type != LockDeletion {
+		return LockFile{}, corrupt("lock file", fmt.Errorf("unknown type %d", l.Type))
+	}
+	return l, nil
+}
+
+// LockConflictError says which lock blocked a taker. It wraps
+// backupdelete.ErrLocked.
+type LockConflictError struct {
+	Volume  string
+	Type    LockType
+	Blocker LockFile
+	Waited  time.Duration
+}
+
+func (e *LockConflictError) Error() string {
+	return fmt.Sprintf("failed to acquire lock type %d on backupstore volume %s after %v: lock %s type %d (acquired %v) is held, please try again later",
+		e.Type, e.Volume, e.Waited, e.Blocker.Name, e.Blocker.Type, e.Blocker.Acquired)
+}
+
+func (e *LockConflictError) Unwrap() error { return backupdelete.ErrLocked }
+
+// Lock is a held backupstore lock. Its file is refreshed every LockRefresh
+// until Release.
+type Lock struct {
+	vol  *os.Root
+	file LockFile
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+	err  error
+	// closeRoot: the Lock opened vol itself (Store.Lock) and closes it.
+	closeRoot bool
+}
+
+// Name returns the lock's name (lock-<16 hex>).
+func (l *Lock) Name() string { return l.file.Name }
+
+// Release stops the refresh and removes the lock file. It is idempotent.
+func (l *Lock) Release() error {
+	l.once.Do(func() {
+		close(l.stop)
+		<-l.done
+		if err := l.vol.Remove(lockPath(l.file.Name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			l.err = err
+		}
+		if l.closeRoot {
+			l.vol.Close()
+		}
+	})
+	return l.err
+}
+
+func lockPath(name string) string { return locksDir + "/" + name + lockSuffix }
+
+// lockSeen is a lock found in the directory, with its file time.
+type lockSeen struct {
+	LockFile
+	mtime time.Time
+}
+
+// ranksBefore is Longhorn's compareLocks(a, b) < 0: acquired locks first,
+// then older file times, then smaller names.
+func ranksBefore(a, b lockSeen) bool {
+	if a.Acquired != b.Acquired {
+		return a.Acquired
+	}
+	if !a.mtime.Equal(b.mtime) {
+		return a.mtime.Before(b.mtime)
+	}
+	return a.Name < b.Name
+}
+
+// acquire takes a lock of type t on the volume directory vol, following
+// Longhorn's protocol: write the lock file (not acquired), wait
+// LockSettle, list the locks; if a lock of another type that has not
+// expired ranks before ours, we are blocked. Blocked, we look again every
+// LockCheckInterval until LockWait has passed (Longhorn fails at once),
+// then remove our file and fail with a LockConflictError. Otherwise we
+// rewrite our file as acquired and refresh it until Release.
+func (s *Store) acquire(ctx context.Context, vol *os.Root, volume string, t LockType) (*Lock, error) {
+	name, err := newLockName()
+	if err != nil {
+		return nil, err
+	}
+	me := LockFile{Name: name, Type: t}
+	if err := s.writeLock(vol, me); err != nil {
+		return nil, err
+	}
+	start := s.clock.Now()
+	fail := func(err error) (*Lock, error) {
+		_ = vol.Remove(lockPath(name))
+		return nil, err
+	}
+	if err := s.wait(ctx, LockSettle); err != nil {
+		return fail(err)
+	}
+	for {
+		blocker, err := s.blockingLock(vol, me)
+		if err != nil {
+			return fail(err)
+		}
+		if blocker == nil {
+			break
+		}
+		waited := s.clock.Since(start)
+		if waited+s.checkInterval() > s.opts.LockWait {
+			return fail(&LockConflictError{Volume: volume, Type: t, Blocker: blocker.LockFile, Waited: waited})
+		}
+		if err := s.wait(ctx, s.checkInterval()); err != nil {
+			return fail(err)
+		}
+	}
+	me.Acquired = true
+	if err := s.writeLock(vol, me); err != nil {
+		return fail(err)
+	}
+	l := &Lock{vol: vol, file: me, stop: make(chan struct{}), done: make(chan struct{})}
+	go s.refresh(l)
+	return l, nil
+}
+
+// blockingLock returns the first lock that blocks me, or nil.
+func (s *Store) blockingLock(vol *os.Root, me LockFile) (*lockSeen, error) {
+	locks, err := s.listLocks(vol)
+	if err != nil {
+		return nil, err
+	}
+	var mine *lockSeen
+	for i := range locks {
+		if locks[i].Name == me.Name {
+			mine = &locks[i]
+		}
+	}
+	if mine == nil {
+		// Our file vanished (someone cleaned the directory): we cannot
+		// prove our rank, so we do not proceed.
+		return nil, fmt.Errorf("fsstore: our lock file %s disappeared", me.Name)
+	}
+	now := s.clock.Now()
+	var blocker *lockSeen
+	for i := range locks {
+		l := &locks[i]
+		if l.Name == me.Name || l.Type == me.Type || now.Sub(l.mtime) > LockExpiry {
+			continue
+		}
+		if ranksBefore(*l, *mine) && (blocker == nil || ranksBefore(*l, *blocker)) {
+			blocker = l
+		}
+	}
+	return blocker, nil
+}
+
+// listLocks reads every lock file of the volume. A file that cannot be
+// read or parsed is skipped, as Longhorn does; a file that vanishes
+// between listing and reading was released.
+func (s *Store) listLocks(vol *os.Root) ([]lockSeen, error) {
+	entries, err := readDirNames(vol, locksDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []lockSeen
+	for _, n := range entries {
+		if !strings.HasSuffix(n, lockSuffix) {
+			continue
+		}
+		p := locksDir + "/" + n
+		data, info, err := readBounded(vol, p, maxLockFileBytes)
+		if err != nil {
+			continue
+		}
+		lf, err := ParseLockFile(data)
+		if err != nil || lf.Name+lockSuffix != n {
+			continue
+		}
+		out = append(out, lockSeen{LockFile: lf, mtime: info.ModTime()})
+	}
+	return out, nil
+}
+
+// refresh rewrites the lock file every LockRefresh, so that other takers
+// do not see it expire while a long deletion runs.
+func (s *Store) refresh(l *Lock) {
+	defer close(l.done)
+	for {
+		t := s.clock.NewTimer(LockRefresh)
+		select {
+		case <-l.stop:
+			t.Stop()
+			return
+		case <-t.C():
+			_ = s.writeLock(l.vol, l.file)
+		}
+	}
+}
+
+func (s *Store) writeLock(vol *os.Root, l LockFile) error {
+	data, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(vol, lockPath(l.Name), data)
+}
+
+// wait waits d on the store's clock, or until ctx ends.
+func (s *Store) wait(ctx context.Context, d time.Duration) error {
+	t := s.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C():
+		return nil
+	}
+}
+
+func (s *Store) checkInterval() time.Duration {
+	if s.opts.LockCheckInterval > 0 {
+		return s.opts.LockCheckInterval
+	}
+	return DefaultLockCheckInterval
+}
+
+// newLockName returns "lock-" and 16 lowercase hex digits, as Longhorn's
+// util.GenerateName("lock") does.
+func newLockName() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return lockPrefix + hex.EncodeToString(b[:]), nil
+}

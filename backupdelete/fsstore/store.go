@@ -1,0 +1,413 @@
+package fsstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/caretaker-storage/caretaker/backupdelete"
+	"k8s.io/utils/clock"
+)
+
+// Options configure a Store. The zero value is the documented defaults.
+type Options struct {
+	// Clock times the lock protocol (the settle wait, lock expiry, refresh,
+	// waiting for a conflicting lock); default the real clock.
+	Clock clock.Clock
+	// LockWait is how long a deletion waits for a conflicting lock (a
+	// backup or restore running on the volume) before failing with
+	// backupdelete.ErrLocked. Zero fails after the first look, as the
+	// protocol DESIGN.md describes.
+	LockWait time.Duration
+	// LockCheckInterval is how often a waiting taker looks again; default
+	// 10 s.
+	LockCheckInterval time.Duration
+	// MaxConfigBytes bounds the size of a cfg file read; a larger one is
+	// corrupt. Default 256 MiB (a 1 TiB volume of 2 MiB blocks has a
+	// ~50 MiB backup cfg).
+	MaxConfigBytes int64
+	// FullCollection makes every deletion list all block files of the
+	// volume, collecting blocks leaked by earlier interrupted deletions.
+	// By default only the deleted backup's blocks are candidates, and the
+	// full listing happens when that backup's cfg is already gone or
+	// unreadable (a retry after a partial deletion).
+	FullCollection bool
+}
+
+// DefaultMaxConfigBytes is Options.MaxConfigBytes's default.
+const DefaultMaxConfigBytes = 256 << 20
+
+// Store is a backupstore on a filesystem, in Longhorn's layout, under a
+// mount point (an NFS or CIFS mount, or a local directory). It implements
+// backupdelete.Backupstore. All file access is confined to the mount point
+// with os.Root: no symlink leads out of it.
+//
+// A Store is safe for concurrent use; concurrent deletions in one volume
+// coordinate through the lock files, like separate processes would.
+type Store struct {
+	root  *os.Root
+	opts  Options
+	clock clock.Clock
+}
+
+// Open opens the backupstore mounted at dir (the directory that holds
+// "backupstore/"). The directory must exist.
+func Open(dir string, opts Options) (*Store, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("fsstore: open %s: %w", dir, err)
+	}
+	c := opts.Clock
+	if c == nil {
+		c = clock.RealClock{}
+	}
+	if opts.MaxConfigBytes <= 0 {
+		opts.MaxConfigBytes = DefaultMaxConfigBytes
+	}
+	return &Store{root: root, opts: opts, clock: c}, nil
+}
+
+// Close releases the mount point's handle.
+func (s *Store) Close() error { return s.root.Close() }
+
+// BackupExists reports whether the backup's cfg is in the backupstore
+// (in progress or not). See backupdelete.Backupstore.
+func (s *Store) BackupExists(ctx context.Context, ref backupdelete.BackupRef) (bool, error) {
+	if err := ref.Validate(); err != nil {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	_, err := s.root.Stat(path.Join(VolumePath(ref.Volume), backupCfgPath(ref.Name)))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	default:
+		return false, fmt.Errorf("fsstore: stat backup %s: %w", ref, err)
+	}
+}
+
+// DeleteBackup deletes a backup and collects its blocks. See
+// backupdelete.Backupstore and DeleteBackupReport.
+func (s *Store) DeleteBackup(ctx context.Context, ref backupdelete.BackupRef) error {
+	_, err := s.DeleteBackupReport(ctx, ref)
+	return err
+}
+
+// Collection says what a deletion did to the volume's blocks.
+type Collection struct {
+	// Removed is the number of block files unlinked.
+	Removed int
+	// Referenced is the number of distinct blocks the remaining backups
+	// reference (volume.cfg's new BlockCount when blocks were collected).
+	Referenced int
+	// Full: every block file of the volume was a candidate (not only the
+	// deleted backup's).
+	Full bool
+	// Skipped is why no block was removed, or "".
+	Skipped string
+}
+
+// DeleteBackupReport deletes a backup under a deletion lock, exactly in
+// Longhorn's order: remove backups/backup_<name>.cfg; list and read every
+// remaining backup cfg to find the blocks still referenced and the latest
+// backup; list the backups again and compare; unlink the unreferenced
+// candidate blocks; update volume.cfg (LastBackupName, LastBackupAt,
+// BlockCount). No block is unlinked if any remaining backup is in progress
+// or unreadable, or if the backup list changed during the collection; the
+// cfg removal stands and a later deletion collects those blocks.
+//
+// A volume or backup that is already gone is success: the cfg removal is
+// skipped and the blocks are still collected, so a retry after a partial
+// deletion finishes the job.
+func (s *Store) DeleteBackupReport(ctx context.Context, ref backupdelete.BackupRef) (Collection, error) {
+	if err := ref.Validate(); err != nil {
+		return Collection{}, err
+	}
+	vol, err := s.root.OpenRoot(VolumePath(ref.Volume))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Collection{}, nil
+	}
+	if err != nil {
+		return Collection{}, fmt.Errorf("fsstore: open volume %s: %w", ref.Volume, err)
+	}
+	defer vol.Close()
+
+	lock, err := s.acquire(ctx, vol, ref.Volume, LockDeletion)
+	if err != nil {
+		return Collection{}, fmt.Errorf("fsstore: delete backup %s: %w", ref, err)
+	}
+	defer lock.Release()
+
+	c, err := s.collect(ctx, vol, ref)
+	if err != nil {
+		return c, fmt.Errorf("fsstore: delete backup %s: %w", ref, err)
+	}
+	return c, nil
+}
+
+// collect is the deletion proper, under the lock.
+func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.BackupRef) (Collection, error) {
+	var c Collection
+	// Longhorn goes on when the cfg cannot be read: the cfg still goes, and
+	// the blocks are found by listing.
+	var candidates map[string]struct{}
+	if data, _, err := readBounded(vol, backupCfgPath(ref.Name), s.opts.MaxConfigBytes); err == nil {
+		if refs, err := scanBackup(data); err == nil && !s.opts.FullCollection {
+			candidates = make(map[string]struct{}, len(refs.checksums))
+			for _, ck := range refs.checksums {
+				candidates[ck] = struct{}{}
+			}
+		}
+	}
+	if err := vol.Remove(backupCfgPath(ref.Name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return c, fmt.Errorf("remove %s: %w", backupCfgPath(ref.Name), err)
+	}
+
+	volRaw, volCfg, err := s.readVolumeRaw(vol)
+	if err != nil {
+		return c, err
+	}
+	updateLast := volCfg.LastBackupName == ref.Name
+
+	names, err := listBackupNames(vol)
+	if err != nil {
+		return c, err
+	}
+	referenced := make(map[string]struct{})
+	var latest latestBackup
+	for _, n := range names {
+		if err := ctx.Err(); err != nil {
+			return c, err
+		}
+		data, _, err := readBounded(vol, backupCfgPath(n), s.opts.MaxConfigBytes)
+		if err != nil {
+			c.Skipped = fmt.Sprintf("backup %s unreadable: %v", n, err)
+			break
+		}
+		refs, err := scanBackup(data)
+		if err != nil {
+			c.Skipped = fmt.Sprintf("backup %s unreadable: %v", n, err)
+			break
+		}
+		if refs.createdTime == "" {
+			c.Skipped = fmt.Sprintf("backup %s in progress", n)
+			break
+		}
+		for _, ck := range refs.checksums {
+			if _, ok := referenced[ck]; !ok {
+				referenced[ck] = struct{}{}
+			}
+		}
+		if updateLast {
+			if err := latest.consider(n, refs.snapshotCreatedAt); err != nil {
+				c.Skipped = err.Error()
+				break
+			}
+		}
+	}
+	c.Referenced = len(referenced)
+
+	if c.Skipped == "" {
+		again, err := listBackupNames(vol)
+		if err != nil || !sameSet(names, again) {
+			c.Skipped = "backup list changed during collection"
+		}
+	}
+
+	if c.Skipped == "" {
+		if candidates == nil {
+			c.Full = true
+			all, err := listBlocks(vol)
+			if err != nil {
+				return c, err
+			}
+			candidates = all
+		}
+		var failed []string
+		for ck := range candidates {
+			if _, ok := referenced[ck]; ok {
+				continue
+			}
+			if err := vol.Remove(blockPath(ck)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				failed = append(failed, ck)
+				continue
+			}
+			c.Removed++
+		}
+		if len(failed) > 0 {
+			slices.Sort(failed)
+			return c, fmt.Errorf("failed to remove %d blocks (first %s)", len(failed), failed[0])
+		}
+	}
+
+	changed := false
+	if updateLast {
+		// As Longhorn: when blocks were not collected, the last backup is
+		// cleared rather than guessed.
+		last, at := "", ""
+		if c.Skipped == "" {
+			last, at = latest.name, latest.at
+		}
+		volRaw["LastBackupName"], _ = json.Marshal(last)
+		volRaw["LastBackupAt"], _ = json.Marshal(at)
+		changed = true
+	}
+	if c.Skipped == "" {
+		volRaw["BlockCount"], _ = json.Marshal(strconv.Itoa(c.Referenced))
+		changed = true
+	}
+	if changed {
+		data, err := json.Marshal(volRaw)
+		if err != nil {
+			return c, err
+		}
+		if err := writeAtomic(vol, volumeCfg, data); err != nil {
+			return c, fmt.Errorf("update volume.cfg: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// readVolumeRaw reads volume.cfg both as a key → raw value map (rewritten
+// with only the changed keys replaced, so fields this package does not know
+// survive byte for byte) and parsed.
+func (s *Store) readVolumeRaw(vol *os.Root) (map[string]json.RawMessage, Volume, error) {
+	data, _, err := readBounded(vol, volumeCfg, s.opts.MaxConfigBytes)
+	if err != nil {
+		return nil, Volume{}, fmt.Errorf("read volume.cfg: %w", err)
+	}
+	v, err := ParseVolume(data)
+	if err != nil {
+		return nil, Volume{}, err
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, Volume{}, corrupt("volume.cfg", err)
+	}
+	return raw, v, nil
+}
+
+// latestBackup finds the remaining backup with the latest snapshot time,
+// as Longhorn's getLatestBackup does (RFC 3339 SnapshotCreatedAt).
+type latestBackup struct {
+	name, at string
+	t        time.Time
+}
+
+func (l *latestBackup) consider(name, snapshotCreatedAt string) error {
+	t, err := time.Parse(time.RFC3339, snapshotCreatedAt)
+	if err != nil {
+		return fmt.Errorf("backup %s: cannot parse SnapshotCreatedAt %q", name, snapshotCreatedAt)
+	}
+	if l.name == "" || t.After(l.t) {
+		l.name, l.at, l.t = name, snapshotCreatedAt, t
+	}
+	return nil
+}
+
+// listBackupNames lists backups/ (sorted); a missing directory is none.
+func listBackupNames(vol *os.Root) ([]string, error) {
+	files, err := readDirNames(vol, backupsDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list backups: %w", err)
+	}
+	var names []string
+	for _, f := range files {
+		if n := backupNameFromFile(f); n != "" {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// listBlocks lists every block file of the volume by checksum. Entries
+// that do not look like block files are ignored (and never removed).
+func listBlocks(vol *os.Root) (map[string]struct{}, error) {
+	out := map[string]struct{}{}
+	l1, err := readDirNames(vol, blocksDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list blocks: %w", err)
+	}
+	for _, a := range l1 {
+		l2, err := readDirNames(vol, blocksDir+"/"+a)
+		if err != nil {
+			return nil, fmt.Errorf("list blocks: %w", err)
+		}
+		for _, b := range l2 {
+			files, err := readDirNames(vol, blocksDir+"/"+a+"/"+b)
+			if err != nil {
+				return nil, fmt.Errorf("list blocks: %w", err)
+			}
+			for _, f := range files {
+				if len(f) <= len(blockSuffix) || f[len(f)-len(blockSuffix):] != blockSuffix {
+					continue
+				}
+				ck := f[:len(f)-len(blockSuffix)]
+				if validChecksum(ck) && ck[0:2] == a && ck[2:4] == b {
+					out[ck] = struct{}{}
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+func sameSet(a, b []string) bool { return slices.Equal(a, b) } // both sorted
+
+// readDirNames lists a directory inside root.
+func readDirNames(root *os.Root, dir string) ([]string, error) {
+	f, err := root.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+// readBounded reads a regular file of at most limit bytes.
+func readBounded(root *os.Root, name string, limit int64) ([]byte, fs.FileInfo, error) {
+	f, err := root.Open(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, nil, fmt.Errorf("%w: %s is not a regular file", backupdelete.ErrCorrupt, name)
+	}
+	if info.Size() > limit {
+		return nil, nil, fmt.Errorf("%w: %s is %d bytes, more than %d", backupdelete.ErrCorrupt, name, info.Size(), limit)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, nil, fmt.Errorf("%w: %s grew past %d bytes", backupdelete.ErrCorrupt, name, limit)
+	}
+	return data, info, nil
+}
+
+var _ backupdelete.Backupstore = (*Store)(nil)

@@ -1,0 +1,224 @@
+package fsstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+
+	"github.com/caretaker-storage/caretaker/backupdelete"
+)
+
+// This file is the writing and reading side a backup creator and an
+// operator's tools need: volumes, backups and blocks in Longhorn's layout,
+// each file written to a temporary name and renamed.
+
+// WriteVolume writes the volume's volume.cfg, creating its directory.
+func (s *Store) WriteVolume(ctx context.Context, v Volume) error {
+	if !backupdelete.ValidName(v.Name) {
+		return fmt.Errorf("%w: volume name %q", backupdelete.ErrInvalidRef, v.Name)
+	}
+	data, err := encodeVolume(v)
+	if err != nil {
+		return err
+	}
+	return s.writeInVolume(ctx, v.Name, volumeCfg, data)
+}
+
+// WriteBackup writes the backup's cfg. It takes no lock: a backup creator
+// holds a LockBackup lock (Store.Lock) around writing blocks and the cfg.
+// An empty CreatedTime marks the backup as in progress.
+func (s *Store) WriteBackup(ctx context.Context, b Backup) error {
+	if err := checkBackup(b.Name, b.VolumeName, b.Blocks); err != nil {
+		return fmt.Errorf("%w: %v", backupdelete.ErrInvalidRef, err)
+	}
+	data, err := encodeBackup(b)
+	if err != nil {
+		return err
+	}
+	return s.writeInVolume(ctx, b.VolumeName, backupCfgPath(b.Name), data)
+}
+
+// WriteBlock writes one block file. Longhorn names a block by the first
+// 64 hex digits of the SHA-512 of its compressed content; the content is
+// opaque here.
+func (s *Store) WriteBlock(ctx context.Context, volume, checksum string, data []byte) error {
+	if !backupdelete.ValidName(volume) || !validChecksum(checksum) {
+		return fmt.Errorf("%w: block %q of volume %q", backupdelete.ErrInvalidRef, checksum, volume)
+	}
+	return s.writeInVolume(ctx, volume, blockPath(checksum), data)
+}
+
+// Lock takes a lock of the given type on a volume with Longhorn's
+// protocol (see LockFile); release it with Lock.Release. A backup creator
+// takes LockBackup, which DeleteBackup's LockDeletion excludes.
+func (s *Store) Lock(ctx context.Context, volume string, t LockType) (*Lock, error) {
+	if !backupdelete.ValidName(volume) {
+		return nil, fmt.Errorf("%w: volume name %q", backupdelete.ErrInvalidRef, volume)
+	}
+	if err := s.root.MkdirAll(path.Join(VolumePath(volume), locksDir), 0o755); err != nil {
+		return nil, err
+	}
+	vol, err := s.root.OpenRoot(VolumePath(volume))
+	if err != nil {
+		return nil, err
+	}
+	l, err := s.acquire(ctx, vol, volume, t)
+	if err != nil {
+		vol.Close()
+		return nil, err
+	}
+	l.closeRoot = true
+	return l, nil
+}
+
+// Volumes lists the volume names in the backupstore, sorted.
+func (s *Store) Volumes(ctx context.Context) ([]string, error) {
+	base := path.Join(BaseDir, volumesDir)
+	l1, err := readDirNames(s.root, base)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, a := range l1 {
+		l2, err := readDirNames(s.root, base+"/"+a)
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range l2 {
+			vs, err := readDirNames(s.root, base+"/"+a+"/"+b)
+			if err != nil {
+				return nil, err
+			}
+			for _, v := range vs {
+				// Only a name that hashes to where it is is a volume.
+				if backupdelete.ValidName(v) && VolumePath(v) == base+"/"+a+"/"+b+"/"+v {
+					out = append(out, v)
+				}
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// ReadVolume reads a volume's volume.cfg; a missing volume is an error
+// wrapping backupdelete.ErrNotFound.
+func (s *Store) ReadVolume(ctx context.Context, volume string) (Volume, error) {
+	if !backupdelete.ValidName(volume) {
+		return Volume{}, fmt.Errorf("%w: volume name %q", backupdelete.ErrInvalidRef, volume)
+	}
+	data, _, err := readBounded(s.root, path.Join(VolumePath(volume), volumeCfg), s.opts.MaxConfigBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Volume{}, fmt.Errorf("%w: volume %s", backupdelete.ErrNotFound, volume)
+	}
+	if err != nil {
+		return Volume{}, err
+	}
+	return ParseVolume(data)
+}
+
+// Backups lists the names of a volume's backups, sorted.
+func (s *Store) Backups(ctx context.Context, volume string) ([]string, error) {
+	if !backupdelete.ValidName(volume) {
+		return nil, fmt.Errorf("%w: volume name %q", backupdelete.ErrInvalidRef, volume)
+	}
+	vol, err := s.root.OpenRoot(VolumePath(volume))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer vol.Close()
+	return listBackupNames(vol)
+}
+
+// ReadBackup reads one backup cfg; a missing one is an error wrapping
+// backupdelete.ErrNotFound.
+func (s *Store) ReadBackup(ctx context.Context, ref backupdelete.BackupRef) (Backup, error) {
+	if err := ref.Validate(); err != nil {
+		return Backup{}, err
+	}
+	data, _, err := readBounded(s.root, path.Join(VolumePath(ref.Volume), backupCfgPath(ref.Name)), s.opts.MaxConfigBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Backup{}, fmt.Errorf("%w: backup %s", backupdelete.ErrNotFound, ref)
+	}
+	if err != nil {
+		return Backup{}, err
+	}
+	return ParseBackup(data)
+}
+
+// BlockFiles counts a volume's block files.
+func (s *Store) BlockFiles(ctx context.Context, volume string) (int, error) {
+	if !backupdelete.ValidName(volume) {
+		return 0, fmt.Errorf("%w: volume name %q", backupdelete.ErrInvalidRef, volume)
+	}
+	vol, err := s.root.OpenRoot(VolumePath(volume))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer vol.Close()
+	blocks, err := listBlocks(vol)
+	return len(blocks), err
+}
+
+// writeInVolume writes a file relative to the volume directory.
+func (s *Store) writeInVolume(ctx context.Context, volume, rel string, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	dir := VolumePath(volume)
+	if err := s.root.MkdirAll(path.Join(dir, path.Dir(rel)), 0o755); err != nil {
+		return err
+	}
+	vol, err := s.root.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer vol.Close()
+	return writeAtomic(vol, rel, data)
+}
+
+// writeAtomic writes data to "<name>.<8 hex>.tmp" next to name and renames
+// it over name, so a reader sees the old file or the new one, never half.
+// Longhorn's own writer uses "<name>.tmp"; a unique name keeps two writers
+// from truncating each other's temporary file, and the ".tmp" suffix keeps
+// it out of every listing (none matches .cfg, .blk or .lck).
+func writeAtomic(root *os.Root, name string, data []byte) error {
+	var r [4]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return err
+	}
+	tmp := name + "." + hex.EncodeToString(r[:]) + tmpSuffix
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(data)
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		_ = root.Remove(tmp)
+		return err
+	}
+	if err := root.Rename(tmp, name); err != nil {
+		_ = root.Remove(tmp)
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,68 @@
+package backupdelete
+
+import "context"
+
+//go:generate go run go.uber.org/mock/mockgen@v0.6.0 -source=interfaces.go -destination=mocks/interfaces.go -package=mocks
+
+// Backupstore is the host adapter to a backup target: the two things the
+// deletion engine needs to do there. fsstore.Store implements it on a
+// filesystem in Longhorn's layout (an NFS or CIFS mount); a host wraps its
+// own engine binary or S3 client the same way. Every implementation should
+// pass backupstoretest.RunConformance.
+type Backupstore interface {
+	// DeleteBackup deletes the backup and everything only it references
+	// (for Longhorn's layout: its cfg, then the blocks no remaining backup
+	// references). It is called by the Driver from its command goroutines,
+	// and by BackupOrphanDeleter; it must be safe for concurrent use,
+	// including for two backups of one volume. It may run for a long time
+	// and should return promptly with ctx.Err() when ctx is cancelled.
+	//
+	// A backup that is already gone is success (nil): a retry after a
+	// partial deletion finishes the job. An invalid ref is ErrInvalidRef
+	// (not retryable); a conflicting lock is ErrLocked (retryable); any
+	// other error is retried with backoff.
+	DeleteBackup(ctx context.Context, ref BackupRef) error
+
+	// BackupExists reports whether the backup is still in the backupstore.
+	// A backup still being written (Longhorn: its cfg has an empty
+	// CreatedTime) exists. It is called by the Driver on every reconcile of
+	// a Deleting backup, from many goroutines at once. An error means "could
+	// not tell" and is retried on the next reconcile; it must not be
+	// ErrNotFound (that is false, nil).
+	BackupExists(ctx context.Context, ref BackupRef) (bool, error)
+}
+
+// BackupLister is the host adapter to its backup records (Longhorn's Backup
+// custom resources, usually from an informer cache). FailedBackups and
+// BackupOrphanDeleter use it to find failed backups and to re-check one
+// at the moment of deletion. Both methods may be called concurrently.
+type BackupLister interface {
+	// ListBackups returns every backup record, in any order. An error
+	// fails the scan that called it (nothing is created or forgotten).
+	ListBackups(ctx context.Context) ([]Backup, error)
+
+	// GetBackup returns one backup record, or an error wrapping
+	// ErrNotFound if the host has no record of it. Other errors are
+	// retryable.
+	GetBackup(ctx context.Context, ref BackupRef) (Backup, error)
+}
+
+// StatusSource is the host adapter the ProgressMonitor polls while a backup
+// is being created: in Longhorn, the engine's backup status call.
+type StatusSource interface {
+	// BackupStatus returns the creation progress of the backup. It is
+	// called from the monitor's goroutine, one call at a time per backup,
+	// concurrently for different backups. An error means the status is
+	// not readable now (the engine is restarting, the replica is gone); the
+	// monitor retries with backoff and gives up after the maximum retry
+	// period.
+	BackupStatus(ctx context.Context, ref BackupRef) (Progress, error)
+}
+
+// Progress is one reading of a backup's creation progress.
+type Progress struct {
+	State    State  // InProgress, Completed or Error (other states are kept as reported)
+	Percent  int    // 0..100
+	Error    string // the engine's error text when State is Error
+	Snapshot string // the snapshot being backed up, if reported
+}

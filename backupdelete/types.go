@@ -1,0 +1,122 @@
+package backupdelete
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// BackupRef names one backup in one backup target: the triple Longhorn's
+// backup URL encodes (target, volume, backup name).
+type BackupRef struct {
+	Target string // the backup target's name; empty when the host has one target
+	Volume string // the backup volume: the name of the volume backed up
+	Name   string // the backup's name, e.g. backup-0123456789abcdef
+}
+
+// String returns "target/volume/name" (or "volume/name" without a target).
+// It is the key the Driver keeps records and backoff under.
+func (r BackupRef) String() string {
+	if r.Target == "" {
+		return r.Volume + "/" + r.Name
+	}
+	return r.Target + "/" + r.Volume + "/" + r.Name
+}
+
+// validName is Longhorn's rule for volume and backup names in a
+// backupstore (backupstore/util.ValidateName): a leading letter or digit,
+// then letters, digits, '_', '.', '-'. It also keeps names from being
+// path-like, which the filesystem store relies on.
+var validName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]+$`)
+
+// ValidName reports whether s is a valid backupstore volume or backup name.
+func ValidName(s string) bool { return len(s) <= 253 && validName.MatchString(s) }
+
+// Validate returns an error wrapping ErrInvalidRef if the volume or the
+// backup name is not a valid backupstore name.
+func (r BackupRef) Validate() error {
+	if !ValidName(r.Volume) {
+		return fmt.Errorf("%w: volume name %q", ErrInvalidRef, r.Volume)
+	}
+	if !ValidName(r.Name) {
+		return fmt.Errorf("%w: backup name %q", ErrInvalidRef, r.Name)
+	}
+	return nil
+}
+
+// State is a backup's state, spelled as Longhorn's Backup status.state.
+type State string
+
+// The states. Deleting is the state seed 002 adds; the others are
+// Longhorn's. The zero value is StateNew.
+const (
+	StateNew        State = ""
+	StatePending    State = "Pending"
+	StateInProgress State = "InProgress"
+	StateCompleted  State = "Completed"
+	StateError      State = "Error"
+	StateUnknown    State = "Unknown"
+	StateDeleting   State = "Deleting"
+)
+
+// Failed reports whether a backup in this state failed: Error or Unknown.
+// Failed backups become orphan records (see FailedBackups).
+func (s State) Failed() bool { return s == StateError || s == StateUnknown }
+
+// Backup is the host's view of one backup record (in Longhorn, a Backup
+// custom resource).
+type Backup struct {
+	Ref   BackupRef
+	State State
+	// FailedAt is when the backup entered Error or Unknown (Longhorn: the
+	// status's lastSyncedAt). Zero when unknown; the failed-backup TTL then
+	// never expires it.
+	FailedAt time.Time
+}
+
+// Messages, exactly as Longhorn's backup controller writes them.
+const (
+	// MessageNoDeletionRecord is set with StateError when a backup is
+	// Deleting, still exists in the backupstore, and this process has no
+	// record of a running delete command: the controller restarted.
+	MessageNoDeletionRecord = "No deletion in progress record, retry the deletion command"
+	// messageFailedToDelete takes the backup's name and the command's error.
+	messageFailedToDelete = "Failed to delete the backup %s in the backupstore, err %s"
+	// messageWaitForDeletion takes the name of the backup being deleted.
+	messageWaitForDeletion = "Wait for backup %s to be deleted"
+)
+
+// FailedToDeleteMessage returns Longhorn's Error message for a delete
+// command that failed with errText.
+func FailedToDeleteMessage(backup, errText string) string {
+	return fmt.Sprintf(messageFailedToDelete, backup, errText)
+}
+
+// WaitForDeletionMessage returns the Pending message of a creation that
+// waits for the named backup's deletion.
+func WaitForDeletionMessage(backup string) string {
+	return fmt.Sprintf(messageWaitForDeletion, backup)
+}
+
+// Sentinel errors, for errors.Is.
+var (
+	// ErrNotFound: the backup (or the host record) does not exist. A
+	// Backupstore's DeleteBackup never returns it: deleting what is gone
+	// is success.
+	ErrNotFound = errors.New("backupdelete: not found")
+	// ErrInvalidRef: a volume or backup name is empty or not a valid
+	// backupstore name. Not retryable.
+	ErrInvalidRef = errors.New("backupdelete: invalid backup reference")
+	// ErrLocked: the backupstore holds a conflicting lock (a backup or
+	// restore is running on the volume). Retryable later.
+	ErrLocked = errors.New("backupdelete: backupstore volume is locked")
+	// ErrCorrupt: a backupstore file could not be parsed. Nothing was
+	// deleted because of it.
+	ErrCorrupt = errors.New("backupdelete: corrupt backupstore file")
+	// ErrPanic: a delete command panicked; the Driver recorded it as an
+	// Error instead of losing the record.
+	ErrPanic = errors.New("backupdelete: delete command panicked")
+	// ErrClosed: the Driver was closed.
+	ErrClosed = errors.New("backupdelete: driver closed")
+)
