@@ -1,0 +1,460 @@
+package orphan_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/caretaker-storage/caretaker/orphan"
+)
+
+var testEpoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func orphanRecord(node, disk, dataName string) orphan.Record {
+	r, err := orphan.NewRecord(replicaItem(node, disk, dataName), testEpoch)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+func ready(scopes ...orphan.Scope) map[orphan.Scope]orphan.ScopeStatus {
+	m := map[orphan.Scope]orphan.ScopeStatus{}
+	for _, s := range scopes {
+		m[s] = orphan.ScopeStatus{Health: orphan.HealthReady}
+	}
+	return m
+}
+
+// actions flattens a plan to name → action, the shape the table compares.
+func actions(p orphan.Plan) map[string]string {
+	out := map[string]string{}
+	for _, r := range p.Create {
+		out[r.Name] = "create"
+	}
+	for _, f := range p.Forget {
+		out[f.Record.Name] = "forget:" + string(f.Reason)
+	}
+	for _, pu := range p.Purge {
+		if pu.Auto {
+			out[pu.Record.Name] = "purge:auto"
+		} else {
+			out[pu.Record.Name] = "purge"
+		}
+	}
+	for _, k := range p.Keep {
+		out[k.Record.Name] = "keep"
+	}
+	return out
+}
+
+func TestDecideTable(t *testing.T) {
+	d1 := orphan.Scope{NodeID: "n1", Disk: "disk-1"}
+	n1 := orphan.Scope{NodeID: "n1"}
+	item := replicaItem("n1", "disk-1", "pvc-a-0123abcd")
+	rec := orphanRecord("n1", "disk-1", "pvc-a-0123abcd")
+	requested := rec.Clone()
+	requested.DeletionRequested = true
+	name := rec.Name
+	autoNow := orphan.Policy{Kinds: []orphan.Kind{orphan.KindReplicaData}, GracePeriod: time.Minute}
+	later := testEpoch.Add(time.Hour)
+
+	cases := []struct {
+		name     string
+		scopes   map[orphan.Scope]orphan.ScopeStatus
+		verdict  *orphan.Verdict // nil: the item was not seen
+		record   *orphan.Record  // nil: no record
+		policy   orphan.Policy
+		now      time.Time
+		want     string // "" means the item is not in the plan at all
+		requeue  time.Time
+		rejected int
+	}{
+		{name: "orphan without record is created", scopes: ready(d1), verdict: ptr(orphan.Orphan("x")), want: "create"},
+		{name: "owned without record is ignored", scopes: ready(d1), verdict: ptr(orphan.Owned("x"))},
+		{name: "undecided without record is ignored", scopes: ready(d1), verdict: ptr(orphan.Undecided("x"))},
+		{name: "zero verdict is undecided", scopes: ready(d1), verdict: &orphan.Verdict{}},
+		{name: "orphan in unknown scope is not created", scopes: map[orphan.Scope]orphan.ScopeStatus{d1: {Health: orphan.HealthUnknown}}, verdict: ptr(orphan.Orphan("x"))},
+		{name: "orphan in a scope nobody listed is not created", scopes: ready(orphan.Scope{NodeID: "n2"}), verdict: ptr(orphan.Orphan("x"))},
+		{name: "orphan with record is kept", scopes: ready(d1), verdict: ptr(orphan.Orphan("x")), record: &rec, want: "keep"},
+		{name: "requested orphan is purged", scopes: ready(d1), verdict: ptr(orphan.Orphan("x")), record: &requested, want: "purge"},
+		{name: "requested but undecided is kept", scopes: ready(d1), verdict: ptr(orphan.Undecided("x")), record: &requested, want: "keep"},
+		{name: "requested but owned is forgotten", scopes: ready(d1), verdict: ptr(orphan.Owned("x")), record: &requested, want: "forget:Owned"},
+		{name: "requested but gone is forgotten", scopes: ready(d1), record: &requested, want: "forget:Gone"},
+		{name: "record in unknown scope is kept, not purged", scopes: map[orphan.Scope]orphan.ScopeStatus{d1: {Health: orphan.HealthUnknown}}, verdict: ptr(orphan.Orphan("x")), record: &requested, want: "keep"},
+		{name: "empty health counts as unknown", scopes: map[orphan.Scope]orphan.ScopeStatus{d1: {}}, verdict: ptr(orphan.Orphan("x")), record: &requested, want: "keep"},
+		{name: "disk evicted forgets even if requested", scopes: map[orphan.Scope]orphan.ScopeStatus{d1: {Health: orphan.HealthDiskEvicted}}, verdict: ptr(orphan.Orphan("x")), record: &requested, want: "forget:DiskEvicted"},
+		{name: "disk changed forgets", scopes: map[orphan.Scope]orphan.ScopeStatus{d1: {Health: orphan.HealthDiskChanged}}, record: &rec, want: "forget:DiskChanged"},
+		{name: "disk invalid forgets", scopes: map[orphan.Scope]orphan.ScopeStatus{d1: {Health: orphan.HealthDiskInvalid}}, record: &rec, want: "forget:DiskInvalid"},
+		{name: "node down forgets its disks' records", scopes: map[orphan.Scope]orphan.ScopeStatus{n1: {Health: orphan.HealthNodeUnavailable}}, verdict: ptr(orphan.Orphan("x")), record: &requested, want: "forget:NodeUnavailable"},
+		{name: "node evicted forgets", scopes: map[orphan.Scope]orphan.ScopeStatus{n1: {Health: orphan.HealthNodeEvicted}}, record: &rec, want: "forget:NodeEvicted"},
+		{name: "disk gone from a ready node forgets", scopes: ready(n1), verdict: ptr(orphan.Orphan("x")), record: &requested, want: "forget:DiskInvalid"},
+		{name: "disk missing on an unknown node keeps", scopes: map[orphan.Scope]orphan.ScopeStatus{n1: {Health: orphan.HealthUnknown}}, record: &requested, want: "keep"},
+		{name: "another node's record is left alone", scopes: ready(orphan.Scope{NodeID: "n2", Disk: "disk-1"}), record: &requested},
+		{name: "auto-deletion before grace is kept with requeue", scopes: ready(d1), verdict: ptr(orphan.Orphan("x")), record: &rec, policy: autoNow, now: testEpoch.Add(30 * time.Second), want: "keep", requeue: testEpoch.Add(time.Minute)},
+		{name: "auto-deletion at grace end purges", scopes: ready(d1), verdict: ptr(orphan.Orphan("x")), record: &rec, policy: autoNow, now: testEpoch.Add(time.Minute), want: "purge:auto"},
+		{name: "auto-deletion of another kind keeps", scopes: ready(d1), verdict: ptr(orphan.Orphan("x")), record: &rec, policy: orphan.Policy{Kinds: []orphan.Kind{orphan.KindBackup}}, now: later, want: "keep"},
+		{name: "manual deletion ignores the grace period", scopes: ready(d1), verdict: ptr(orphan.Orphan("x")), record: &requested, policy: autoNow, now: testEpoch, want: "purge"},
+		{name: "created under auto-deletion requeues at grace end", scopes: ready(d1), verdict: ptr(orphan.Orphan("x")), policy: autoNow, now: later, want: "create", requeue: later.Add(time.Minute)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			now := tc.now
+			if now.IsZero() {
+				now = later
+			}
+			in := orphan.Input{Now: now, Scopes: tc.scopes, Policy: tc.policy}
+			if tc.verdict != nil {
+				in.Candidates = []orphan.Candidate{{Item: item, Verdict: *tc.verdict}}
+			}
+			if tc.record != nil {
+				in.Records = []orphan.Record{*tc.record}
+			}
+			p := orphan.Decide(in)
+			got := actions(p)[name]
+			if got != tc.want {
+				t.Fatalf("action = %q, want %q (plan %+v)", got, tc.want, p)
+			}
+			if !p.RequeueAt.Equal(tc.requeue) {
+				t.Fatalf("RequeueAt = %v, want %v", p.RequeueAt, tc.requeue)
+			}
+			if tc.want == "create" && !p.Create[0].CreatedAt.Equal(now) {
+				t.Fatalf("created record's CreatedAt = %v, want %v", p.Create[0].CreatedAt, now)
+			}
+		})
+	}
+}
+
+func TestDecideMismatchedRecordIsForgottenNotPurged(t *testing.T) {
+	d1 := orphan.Scope{NodeID: "n1", Disk: "disk-1"}
+	item := replicaItem("n1", "disk-1", "pvc-a-0123abcd")
+	forged := orphanRecord("n1", "disk-1", "pvc-b-0123abcd") // parameters of another directory...
+	forged.Name, _ = item.Name()                              // ...under the name of this one
+	forged.DeletionRequested = true
+	p := orphan.Decide(orphan.Input{Now: testEpoch, Scopes: ready(d1),
+		Candidates: []orphan.Candidate{{Item: item, Verdict: orphan.Orphan("x")}},
+		Records:    []orphan.Record{forged}})
+	if got := actions(p)[forged.Name]; got != "forget:Mismatch" {
+		t.Fatalf("action = %q, want forget:Mismatch", got)
+	}
+}
+
+func TestDecideConflictingDuplicatesAreUndecided(t *testing.T) {
+	d1 := orphan.Scope{NodeID: "n1", Disk: "disk-1"}
+	item := replicaItem("n1", "disk-1", "pvc-a-0123abcd")
+	rec := orphanRecord("n1", "disk-1", "pvc-a-0123abcd")
+	rec.DeletionRequested = true
+	for _, order := range [][]orphan.Verdict{{orphan.Orphan("a"), orphan.Owned("b")}, {orphan.Owned("b"), orphan.Orphan("a")}} {
+		p := orphan.Decide(orphan.Input{Now: testEpoch, Scopes: ready(d1), Records: []orphan.Record{rec},
+			Candidates: []orphan.Candidate{{Item: item, Verdict: order[0]}, {Item: item, Verdict: order[1]}}})
+		if got := actions(p)[rec.Name]; got != "keep" {
+			t.Fatalf("verdicts %v: action = %q, want keep", order, got)
+		}
+	}
+}
+
+func TestDecideRejectsUnnamableCandidates(t *testing.T) {
+	bad := replicaItem("n1", "disk-1", "")
+	p := orphan.Decide(orphan.Input{Now: testEpoch, Scopes: ready(orphan.Scope{NodeID: "n1", Disk: "disk-1"}),
+		Candidates: []orphan.Candidate{{Item: bad, Verdict: orphan.Orphan("x")}}})
+	if len(p.Rejected) != 1 || len(p.Create) != 0 {
+		t.Fatalf("plan = %+v, want one rejected candidate and nothing created", p)
+	}
+}
+
+func TestDecideDoesNotModifyInput(t *testing.T) {
+	in := randomInput(rand.New(rand.NewPCG(1, 2)))
+	before := fmt.Sprintf("%+v", in)
+	orphan.Decide(in)
+	if after := fmt.Sprintf("%+v", in); after != before {
+		t.Fatalf("Decide modified its input")
+	}
+}
+
+// TestDecideAgreesWithReference checks Decide against referenceDecide, a
+// deliberately naive restatement of the rules, on random inputs with many
+// name collisions, overlapping scopes and every health.
+func TestDecideAgreesWithReference(t *testing.T) {
+	for seed := range uint64(3000) {
+		rng := rand.New(rand.NewPCG(seed, 99))
+		in := randomInput(rng)
+		got := orphan.Decide(in)
+		want := referenceDecide(in)
+		if g := actions(got); !reflect.DeepEqual(g, want.actions) {
+			t.Fatalf("seed %d: actions differ\n got  %v\n want %v\ninput %+v", seed, g, want.actions, in)
+		}
+		if !got.RequeueAt.Equal(want.requeue) {
+			t.Fatalf("seed %d: RequeueAt = %v, want %v", seed, got.RequeueAt, want.requeue)
+		}
+		checkPlanInvariants(t, seed, in, got)
+	}
+}
+
+// checkPlanInvariants states the safety rules directly.
+func checkPlanInvariants(t *testing.T, seed uint64, in orphan.Input, p orphan.Plan) {
+	t.Helper()
+	seen := map[string]int{}
+	for name := range actions(p) {
+		seen[name]++
+	}
+	for _, pu := range p.Purge {
+		if pu.Candidate.Verdict.Outcome != orphan.OutcomeOrphan {
+			t.Fatalf("seed %d: purge of %s whose candidate is %v", seed, pu.Record.Name, pu.Candidate.Verdict.Outcome)
+		}
+		if !pu.Auto && !pu.Record.DeletionRequested {
+			t.Fatalf("seed %d: purge of %s that nobody requested", seed, pu.Record.Name)
+		}
+		if pu.Auto && !in.Policy.AutoDeletes(pu.Record.Kind) {
+			t.Fatalf("seed %d: auto purge of a kind the policy does not delete", seed)
+		}
+	}
+	for _, list := range [][]string{names(p.Create), forgetNames(p.Forget), purgeNames(p.Purge), keepNames(p.Keep)} {
+		if !sort.StringsAreSorted(list) {
+			t.Fatalf("seed %d: plan list not sorted: %v", seed, list)
+		}
+	}
+	total := len(p.Create) + len(p.Forget) + len(p.Purge) + len(p.Keep)
+	if total != len(seen) {
+		t.Fatalf("seed %d: a record appears in more than one list", seed)
+	}
+}
+
+type referencePlan struct {
+	actions map[string]string
+	requeue time.Time
+}
+
+// referenceDecide restates Decide's rules one record at a time, with linear
+// searches and no shared helpers.
+func referenceDecide(in orphan.Input) referencePlan {
+	out := referencePlan{actions: map[string]string{}}
+	lookup := func(s orphan.Scope) (orphan.Health, bool) {
+		for sc, st := range in.Scopes {
+			if sc == s {
+				if st.Health == "" {
+					return orphan.HealthUnknown, true
+				}
+				return st.Health, true
+			}
+		}
+		if s.Disk == "" {
+			return "", false
+		}
+		for sc, st := range in.Scopes {
+			if sc.NodeID == s.NodeID && sc.Disk == "" {
+				h := st.Health
+				if h == "" {
+					h = orphan.HealthUnknown
+				}
+				if h == orphan.HealthReady {
+					return orphan.HealthDiskInvalid, true
+				}
+				return h, true
+			}
+		}
+		return "", false
+	}
+	// verdictFor returns the combined verdict of every candidate named name.
+	verdictFor := func(name string) (orphan.Outcome, bool) {
+		found := false
+		var outcome orphan.Outcome
+		for _, c := range in.Candidates {
+			n, err := c.Item.Name()
+			if err != nil || n != name {
+				continue
+			}
+			if !found {
+				outcome, found = c.Verdict.Outcome, true
+			} else if outcome != c.Verdict.Outcome {
+				outcome = orphan.OutcomeUndecided
+			}
+		}
+		return outcome, found
+	}
+	earliest := func(t time.Time) {
+		if out.requeue.IsZero() || t.Before(out.requeue) {
+			out.requeue = t
+		}
+	}
+	recorded := map[string]bool{}
+	for _, r := range in.Records {
+		h, ok := lookup(r.Scope())
+		if !ok {
+			continue
+		}
+		recorded[r.Name] = true
+		if h != orphan.HealthReady && h != orphan.HealthUnknown {
+			out.actions[r.Name] = "forget:" + string(h)
+			continue
+		}
+		if h == orphan.HealthUnknown {
+			out.actions[r.Name] = "keep"
+			continue
+		}
+		if n, err := r.Item().Name(); err != nil || n != r.Name {
+			out.actions[r.Name] = "forget:Mismatch"
+			continue
+		}
+		outcome, seen := verdictFor(r.Name)
+		switch {
+		case !seen:
+			out.actions[r.Name] = "forget:Gone"
+		case outcome == orphan.OutcomeOwned:
+			out.actions[r.Name] = "forget:Owned"
+		case outcome == orphan.OutcomeUndecided:
+			out.actions[r.Name] = "keep"
+		case r.DeletionRequested:
+			out.actions[r.Name] = "purge"
+		default:
+			auto := false
+			for _, k := range in.Policy.Kinds {
+				auto = auto || k == r.Kind
+			}
+			due := r.CreatedAt.Add(in.Policy.GracePeriod)
+			switch {
+			case auto && !in.Now.Before(due):
+				out.actions[r.Name] = "purge:auto"
+			case auto:
+				earliest(due)
+				out.actions[r.Name] = "keep"
+			default:
+				out.actions[r.Name] = "keep"
+			}
+		}
+	}
+	for _, c := range in.Candidates {
+		n, err := c.Item.Name()
+		if err != nil || recorded[n] {
+			continue
+		}
+		if outcome, _ := verdictFor(n); outcome != orphan.OutcomeOrphan {
+			continue
+		}
+		if h, ok := lookup(c.Item.Scope()); !ok || h != orphan.HealthReady {
+			continue
+		}
+		out.actions[n] = "create"
+		for _, k := range in.Policy.Kinds {
+			if k == c.Item.Kind {
+				earliest(in.Now.Add(in.Policy.GracePeriod))
+			}
+		}
+	}
+	return out
+}
+
+var healths = []orphan.Health{"", orphan.HealthReady, orphan.HealthReady, orphan.HealthReady, orphan.HealthUnknown,
+	orphan.HealthNodeUnavailable, orphan.HealthNodeEvicted, orphan.HealthDiskInvalid, orphan.HealthDiskChanged, orphan.HealthDiskEvicted}
+
+func randomItem(rng *rand.Rand) orphan.Item {
+	node := fmt.Sprintf("n%d", rng.IntN(3))
+	if rng.IntN(4) == 0 {
+		kind := orphan.KindEngineInstance
+		if rng.IntN(2) == 0 {
+			kind = orphan.KindReplicaInstance
+		}
+		return orphan.Item{Kind: kind, NodeID: node, DataEngine: orphan.DataEngineV2, Parameters: map[string]string{
+			orphan.ParamInstanceName:    fmt.Sprintf("inst-%d", rng.IntN(3)),
+			orphan.ParamInstanceUUID:    fmt.Sprintf("uuid-%d", rng.IntN(2)),
+			orphan.ParamInstanceManager: "im-" + node,
+		}}
+	}
+	dataName := fmt.Sprintf("pvc-%d-0000000%d", rng.IntN(3), rng.IntN(2))
+	if rng.IntN(40) == 0 {
+		dataName = "" // unnamable
+	}
+	return replicaItem(node, fmt.Sprintf("disk-%d", rng.IntN(2)), dataName)
+}
+
+func randomInput(rng *rand.Rand) orphan.Input {
+	in := orphan.Input{Now: testEpoch.Add(time.Duration(rng.IntN(600)) * time.Second), Scopes: map[orphan.Scope]orphan.ScopeStatus{}}
+	for n := range 3 {
+		if rng.IntN(3) == 0 {
+			in.Scopes[orphan.Scope{NodeID: fmt.Sprintf("n%d", n)}] = orphan.ScopeStatus{Health: healths[rng.IntN(len(healths))]}
+		}
+		for d := range 2 {
+			if rng.IntN(3) != 0 {
+				in.Scopes[orphan.Scope{NodeID: fmt.Sprintf("n%d", n), Disk: fmt.Sprintf("disk-%d", d)}] = orphan.ScopeStatus{Health: healths[rng.IntN(len(healths))]}
+			}
+		}
+	}
+	verdicts := []orphan.Verdict{orphan.Orphan("o"), orphan.Orphan("o"), orphan.Owned("w"), orphan.Undecided("u"), {}}
+	for range rng.IntN(12) {
+		in.Candidates = append(in.Candidates, orphan.Candidate{Item: randomItem(rng), Verdict: verdicts[rng.IntN(len(verdicts))]})
+	}
+	seenRec := map[string]bool{}
+	for range rng.IntN(10) {
+		it := randomItem(rng)
+		r, err := orphan.NewRecord(it, testEpoch.Add(time.Duration(rng.IntN(300))*time.Second))
+		if err != nil || seenRec[r.Name] {
+			continue
+		}
+		seenRec[r.Name] = true
+		r.DeletionRequested = rng.IntN(3) == 0
+		if rng.IntN(15) == 0 {
+			r.Parameters[orphan.ParamInstanceUUID] = "tampered" // name no longer matches
+		}
+		in.Records = append(in.Records, r)
+	}
+	if rng.IntN(2) == 0 {
+		in.Policy.Kinds = []orphan.Kind{orphan.Kinds[rng.IntN(len(orphan.Kinds))]}
+		in.Policy.GracePeriod = time.Duration(rng.IntN(400)) * time.Second
+	}
+	return in
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func names(rs []orphan.Record) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.Name
+	}
+	return out
+}
+func forgetNames(fs []orphan.Forget) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.Record.Name
+	}
+	return out
+}
+func purgeNames(ps []orphan.Purge) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Record.Name
+	}
+	return out
+}
+func keepNames(ks []orphan.Keep) []string {
+	out := make([]string, len(ks))
+	for i, k := range ks {
+		out[i] = k.Record.Name
+	}
+	return out
+}
+
+func TestMergeScopesGraverWins(t *testing.T) {
+	s := orphan.Scope{NodeID: "n1", Disk: "d"}
+	got := orphan.MergeScopes(
+		map[orphan.Scope]orphan.ScopeStatus{s: {Health: orphan.HealthReady}},
+		map[orphan.Scope]orphan.ScopeStatus{s: {Health: orphan.HealthUnknown}},
+	)
+	if got[s].Health != orphan.HealthUnknown {
+		t.Errorf("Ready+Unknown = %v", got[s].Health)
+	}
+	got = orphan.MergeScopes(
+		map[orphan.Scope]orphan.ScopeStatus{s: {Health: orphan.HealthDiskEvicted}},
+		map[orphan.Scope]orphan.ScopeStatus{s: {Health: orphan.HealthReady}},
+	)
+	if got[s].Health != orphan.HealthDiskEvicted {
+		t.Errorf("DiskEvicted+Ready = %v", got[s].Health)
+	}
+	got = orphan.MergeScopes(map[orphan.Scope]orphan.ScopeStatus{s: {}}, nil)
+	if got[s].Health != orphan.HealthUnknown {
+		t.Errorf("empty health merged as %q, want Unknown", got[s].Health)
+	}
+}
