@@ -127,6 +127,13 @@ func (s *Server) Calls() []Call {
 	return slices.Clone(s.calls)
 }
 
+// ResetCalls forgets the requests received so far.
+func (s *Server) ResetCalls() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = nil
+}
+
 // CallCount returns how many requests for method were received.
 func (s *Server) CallCount(method string) int {
 	s.mu.Lock()
@@ -264,6 +271,9 @@ func (s *Server) handle(w *connWriter, raw json.RawMessage) {
 	} else {
 		body = resultReply(req.ID, result)
 	}
+	// Then runs before the reply leaves, so the caller cannot act on the
+	// reply before the state has changed under it.
+	s.runThen(f)
 	switch {
 	case f == nil || f.Action == None:
 		w.write(body)
@@ -275,7 +285,6 @@ func (s *Server) handle(w *connWriter, raw json.RawMessage) {
 		w.write(body[:len(body)/2])
 		w.close()
 	}
-	s.runThen(f)
 }
 
 func (s *Server) runThen(f *Fault) {

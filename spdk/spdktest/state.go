@@ -31,9 +31,10 @@ type Fault struct {
 	// Times is how many matching calls the fault applies to; 0 means once,
 	// a negative value means every call until ClearFaults.
 	Times int
-	// Then, if set, runs after the reply (or its absence) for each
-	// matching call: use it to change state between two calls, e.g.
-	// RecreateLvol after a listing.
+	// Then, if set, runs for each matching call after the method was
+	// carried out and before its reply is sent: use it to change state
+	// between two calls, e.g. RecreateLvol after a listing. It must not
+	// block on the caller.
 	Then func()
 }
 

@@ -1,0 +1,412 @@
+package spdk_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdktest"
+)
+
+// socketPath returns a short socket path: Unix socket paths are limited to
+// about 100 bytes and t.TempDir can be long.
+func socketPath(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "spdk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return filepath.Join(dir, "s.sock")
+}
+
+func startServer(t testing.TB) *spdktest.Server {
+	t.Helper()
+	srv, err := spdktest.Start(socketPath(t), spdktest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+func newClient(t testing.TB, srv *spdktest.Server, opts spdk.Options) *spdk.Client {
+	t.Helper()
+	opts.SocketPath = srv.SocketPath()
+	c := spdk.NewClient(opts)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func must[T any](v T, err error) func(testing.TB) T {
+	return func(t testing.TB) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+// noGoroutineLeak fails the test if, after cleanup, more goroutines run
+// than before it started. Goroutines exit asynchronously after Close
+// returns in the server, so it polls with a generous bound.
+func noGoroutineLeak(t *testing.T) {
+	t.Helper()
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			n := runtime.NumGoroutine()
+			if n <= before {
+				return
+			}
+			if time.Now().After(deadline) {
+				buf := make([]byte, 1<<20)
+				buf = buf[:runtime.Stack(buf, true)]
+				t.Errorf("goroutines: %d before, %d after\n%s", before, n, buf)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+}
+
+func TestCallDecodesResultAndKeepsRPCErrors(t *testing.T) {
+	srv := startServer(t)
+	must(srv.AddLvstore("disk-1"))(t)
+	id := must(srv.AddLvol("disk-1", "vol-r-00000001"))(t)
+	c := newClient(t, srv, spdk.Options{})
+	ctx := context.Background()
+
+	lvols, err := spdk.BdevLvolGetLvols(ctx, c, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lvols) != 1 || lvols[0].UUID != id || lvols[0].Alias != "disk-1/vol-r-00000001" || lvols[0].Lvs.Name != "disk-1" {
+		t.Fatalf("lvols = %+v", lvols)
+	}
+
+	err = spdk.BdevLvolDelete(ctx, c, "disk-1/missing")
+	var rerr *spdk.RPCError
+	if !errors.As(err, &rerr) || rerr.Code != -19 || rerr.Message != "No such device" || rerr.Method != "bdev_lvol_delete" {
+		t.Fatalf("err = %v, want RPCError -19", err)
+	}
+	if !errors.Is(err, spdk.ErrNoSuchDevice) {
+		t.Fatalf("errors.Is(%v, ErrNoSuchDevice) = false", err)
+	}
+
+	err = c.Call(ctx, "no_such_method", nil, nil)
+	if !errors.As(err, &rerr) || rerr.Code != spdk.CodeMethodNotFound || errors.Is(err, spdk.ErrNoSuchDevice) {
+		t.Fatalf("err = %v, want -32601 not matching ErrNoSuchDevice", err)
+	}
+	err = c.Call(ctx, "bdev_raid_get_bdevs", map[string]any{"category": 7}, nil)
+	if !errors.As(err, &rerr) || rerr.Code != spdk.CodeInvalidParams {
+		t.Fatalf("err = %v, want -32602", err)
+	}
+
+	// A result of the wrong type is a ResultError; the connection survives.
+	var wrong map[string]string
+	err = c.Call(ctx, "bdev_lvol_get_lvols", nil, &wrong)
+	var resErr *spdk.ResultError
+	if !errors.As(err, &resErr) || errors.Is(err, spdk.ErrConnection) {
+		t.Fatalf("err = %v, want ResultError", err)
+	}
+	if _, err := spdk.BdevLvolGetLvstores(ctx, c); err != nil {
+		t.Fatalf("connection did not survive a ResultError: %v", err)
+	}
+}
+
+func TestConcurrentCallsAreDemultiplexed(t *testing.T) {
+	noGoroutineLeak(t)
+	srv := startServer(t)
+	for i := range 8 {
+		must(srv.AddRaid(fmt.Sprintf("e-%d", i), "a", "b"))(t)
+	}
+	// Slow down every other reply so replies come back out of order.
+	srv.Inject(spdktest.Fault{Method: "bdev_get_bdevs", Delay: 20 * time.Millisecond, Times: -1})
+	c := newClient(t, srv, spdk.Options{})
+	ctx := context.Background()
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprintf("e-%d", i%8)
+			if i%2 == 0 {
+				bdevs, err := spdk.BdevGetBdevs(ctx, c, name)
+				if err == nil && (len(bdevs) != 1 || bdevs[0].Name != name) {
+					err = fmt.Errorf("asked for %s, got %+v", name, bdevs)
+				}
+				errs <- err
+				return
+			}
+			raids, err := spdk.BdevRaidGetBdevs(ctx, c, "")
+			if err == nil && len(raids) != 8 {
+				err = fmt.Errorf("got %d RAID bdevs", len(raids))
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	c.Close()
+	srv.Close()
+}
+
+func TestCallHonoursContext(t *testing.T) {
+	noGoroutineLeak(t)
+	srv := startServer(t)
+	srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvstores", Delay: 2 * time.Second})
+	c := newClient(t, srv, spdk.Options{})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := spdk.BdevLvolGetLvstores(ctx, c)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("call outlived its context by %v", d)
+	}
+
+	// A cancelled call returns promptly too, and its late reply does not
+	// confuse the next call on the same connection.
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	srv.Inject(spdktest.Fault{Method: "bdev_raid_get_bdevs", Delay: 300 * time.Millisecond})
+	done := make(chan error, 1)
+	go func() { _, err := spdk.BdevRaidGetBdevs(ctx2, c, ""); done <- err }()
+	time.Sleep(20 * time.Millisecond)
+	cancel2()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want Canceled", err)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("cancelled call did not return")
+	}
+	time.Sleep(400 * time.Millisecond) // let the late reply arrive
+	raids, err := spdk.BdevRaidGetBdevs(context.Background(), c, "")
+	if err != nil || len(raids) != 0 {
+		t.Fatalf("after a late reply: %v, %v", raids, err)
+	}
+
+	// An already-cancelled context never reaches the server.
+	before := srv.CallCount("bdev_lvol_get_lvols")
+	_, err = spdk.BdevLvolGetLvols(ctx2, c, "")
+	if !errors.Is(err, context.Canceled) || srv.CallCount("bdev_lvol_get_lvols") != before {
+		t.Fatalf("err = %v; calls %d -> %d", err, before, srv.CallCount("bdev_lvol_get_lvols"))
+	}
+	c.Close()
+	srv.Close()
+}
+
+func TestBrokenConnectionFailsInFlightCallsAndReconnects(t *testing.T) {
+	noGoroutineLeak(t)
+	for _, tc := range []struct {
+		name   string
+		action spdktest.FaultAction
+		check  func(error) bool
+	}{
+		{"dropped", spdktest.Drop, func(err error) bool { return errors.Is(err, spdk.ErrConnection) }},
+		{"garbage", spdktest.Garbage, func(err error) bool {
+			var pe *spdk.ProtocolError
+			return errors.As(err, &pe) && errors.Is(err, spdk.ErrConnection)
+		}},
+		{"truncated", spdktest.Truncate, func(err error) bool {
+			var pe *spdk.ProtocolError
+			return errors.As(err, &pe) && errors.Is(err, spdk.ErrConnection)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := startServer(t)
+			must(srv.AddRaid("e-1", "a"))(t)
+			c := newClient(t, srv, spdk.Options{})
+			ctx := context.Background()
+
+			// A slow call is in flight when the fault breaks the connection.
+			srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvstores", Delay: 5 * time.Second})
+			slow := make(chan error, 1)
+			go func() { _, err := spdk.BdevLvolGetLvstores(ctx, c); slow <- err }()
+			for srv.CallCount("bdev_lvol_get_lvstores") == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			srv.Inject(spdktest.Fault{Method: "bdev_raid_get_bdevs", Action: tc.action})
+			_, err := spdk.BdevRaidGetBdevs(ctx, c, "")
+			if !tc.check(err) {
+				t.Fatalf("faulted call: err = %v", err)
+			}
+			select {
+			case err := <-slow:
+				if !errors.Is(err, spdk.ErrConnection) {
+					t.Fatalf("in-flight call: err = %v, want ErrConnection", err)
+				}
+			case <-time.After(2 * time.Second):
+				t.Fatal("in-flight call was not failed with the connection")
+			}
+			raids, err := spdk.BdevRaidGetBdevs(ctx, c, "")
+			if err != nil || len(raids) != 1 {
+				t.Fatalf("after reconnect: %v, %v", raids, err)
+			}
+			c.Close()
+			srv.Close()
+		})
+	}
+}
+
+func TestReplyOverLimitIsAnError(t *testing.T) {
+	srv := startServer(t)
+	must(srv.AddLvstore("disk-1"))(t)
+	for i := range 50 {
+		must(srv.AddLvol("disk-1", fmt.Sprintf("vol-%02d-r-00000000", i)))(t)
+	}
+	c := newClient(t, srv, spdk.Options{MaxReplySize: 2048})
+	ctx := context.Background()
+	if _, err := spdk.BdevLvolGetLvstores(ctx, c); err != nil {
+		t.Fatalf("small reply: %v", err)
+	}
+	_, err := spdk.BdevLvolGetLvols(ctx, c, "")
+	if !errors.Is(err, spdk.ErrReplyTooLarge) || !errors.Is(err, spdk.ErrConnection) {
+		t.Fatalf("err = %v, want ErrReplyTooLarge", err)
+	}
+	// Small replies still work, many times the limit in total.
+	for range 20 {
+		if _, err := spdk.BdevLvolGetLvstores(ctx, c); err != nil {
+			t.Fatalf("small reply after an oversized one: %v", err)
+		}
+	}
+}
+
+func TestCloseFailsCallsAndLeavesNoGoroutine(t *testing.T) {
+	noGoroutineLeak(t)
+	srv := startServer(t)
+	srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvstores", Delay: 5 * time.Second})
+	c := spdk.NewClient(spdk.Options{SocketPath: srv.SocketPath()})
+	res := make(chan error, 1)
+	go func() { _, err := spdk.BdevLvolGetLvstores(context.Background(), c); res <- err }()
+	for srv.CallCount("bdev_lvol_get_lvstores") == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-res; !errors.Is(err, spdk.ErrClosed) {
+		t.Fatalf("in-flight call: %v, want ErrClosed", err)
+	}
+	if _, err := spdk.BdevLvolGetLvstores(context.Background(), c); !errors.Is(err, spdk.ErrClosed) {
+		t.Fatalf("call after Close: %v", err)
+	}
+	srv.Close()
+}
+
+func TestDialFailureIsConnectionError(t *testing.T) {
+	c := spdk.NewClient(spdk.Options{SocketPath: filepath.Join(t.TempDir(), "absent.sock")})
+	defer c.Close()
+	_, err := spdk.BdevLvolGetLvstores(context.Background(), c)
+	if !errors.Is(err, spdk.ErrConnection) {
+		t.Fatalf("err = %v", err)
+	}
+	if spdk.NewClient(spdk.Options{}).SocketPath() != spdk.DefaultSocketPath {
+		t.Fatal("default socket path")
+	}
+}
+
+// rawServer answers every request with fixed bytes, for replies spdktest
+// never sends.
+func rawServer(t *testing.T, reply func(id string) string) string {
+	t.Helper()
+	path := socketPath(t)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer conn.Close()
+				dec := json.NewDecoder(conn)
+				for {
+					var req struct {
+						ID json.RawMessage `json:"id"`
+					}
+					if dec.Decode(&req) != nil {
+						return
+					}
+					if _, err := conn.Write([]byte(reply(string(req.ID)))); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return path
+}
+
+func TestMalformedRepliesFailTheConnection(t *testing.T) {
+	for _, tc := range []struct {
+		name, reply string
+	}{
+		{"not an object", `[1,2,3]`},
+		{"wrong version", `{"jsonrpc":"1.0","id":ID,"result":true}`},
+		{"no result or error", `{"jsonrpc":"2.0","id":ID}`},
+		{"null id error", `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`},
+		{"string id", `{"jsonrpc":"2.0","id":"x","result":true}`},
+		{"bad error object", `{"jsonrpc":"2.0","id":ID,"error":"boom"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := rawServer(t, func(id string) string { return strings.ReplaceAll(tc.reply, "ID", id) + "\n" })
+			c := spdk.NewClient(spdk.Options{SocketPath: path})
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			err := c.Call(ctx, "x", nil, nil)
+			var pe *spdk.ProtocolError
+			if !errors.As(err, &pe) || !errors.Is(err, spdk.ErrConnection) {
+				t.Fatalf("err = %v, want ProtocolError", err)
+			}
+		})
+	}
+}
+
+func TestReplyWithUnknownIDIsDropped(t *testing.T) {
+	// The server first sends a reply to an id nobody waits for, then the
+	// real one: the client must skip the stray reply.
+	path := rawServer(t, func(id string) string {
+		return `{"jsonrpc":"2.0","id":999999,"result":false}` + "\n" + `{"jsonrpc":"2.0","id":` + id + `,"result":true}` + "\n"
+	})
+	c := spdk.NewClient(spdk.Options{SocketPath: path})
+	defer c.Close()
+	var ok bool
+	if err := c.Call(context.Background(), "x", nil, &ok); err != nil || !ok {
+		t.Fatalf("ok=%v err=%v", ok, err)
+	}
+}
