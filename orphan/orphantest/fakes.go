@@ -11,14 +11,12 @@ import (
 // Inventory is a fake orphan.Inventory whose snapshot the test sets. It is
 // safe for concurrent use; its zero value returns empty snapshots.
 type Inventory struct {
-	mu    sync.Mutex
-	snap  orphan.Snapshot
-	err   error
-	scans int
-	// Scanned, if not nil, receives a value at the start of every scan;
-	// the scan blocks until the test takes it, which lets a test hold a
-	// scan in progress.
-	Scanned chan struct{}
+	mu      sync.Mutex
+	snap    orphan.Snapshot
+	err     error
+	scans   int
+	gate    chan struct{}
+	started chan struct{}
 }
 
 // Set makes the next scans return snap and err.
@@ -35,15 +33,40 @@ func (f *Inventory) Scans() int {
 	return f.scans
 }
 
+// Hold makes scans that start from now on block until release is called
+// or their context ends; started receives once for each such scan. It lets
+// a test look at the world while a scan is in progress.
+func (f *Inventory) Hold() (started <-chan struct{}, release func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	gate, st := make(chan struct{}), make(chan struct{}, 64)
+	f.gate, f.started = gate, st
+	var once sync.Once
+	return st, func() {
+		once.Do(func() {
+			f.mu.Lock()
+			if f.gate == gate {
+				f.gate, f.started = nil, nil
+			}
+			f.mu.Unlock()
+			close(gate)
+		})
+	}
+}
+
 // Scan implements orphan.Inventory.
 func (f *Inventory) Scan(ctx context.Context) (orphan.Snapshot, error) {
 	f.mu.Lock()
 	f.scans++
-	ch := f.Scanned
+	gate, started := f.gate, f.started
 	f.mu.Unlock()
-	if ch != nil {
+	if gate != nil {
 		select {
-		case ch <- struct{}{}:
+		case started <- struct{}{}:
+		default:
+		}
+		select {
+		case <-gate:
 		case <-ctx.Done():
 			return orphan.Snapshot{}, ctx.Err()
 		}
