@@ -132,7 +132,7 @@ func TestDecideMismatchedRecordIsForgottenNotPurged(t *testing.T) {
 	d1 := orphan.Scope{NodeID: "n1", Disk: "disk-1"}
 	item := replicaItem("n1", "disk-1", "pvc-a-0123abcd")
 	forged := orphanRecord("n1", "disk-1", "pvc-b-0123abcd") // parameters of another directory...
-	forged.Name, _ = item.Name()                              // ...under the name of this one
+	forged.Name, _ = item.Name()                             // ...under the name of this one
 	forged.DeletionRequested = true
 	p := orphan.Decide(orphan.Input{Now: testEpoch, Scopes: ready(d1),
 		Candidates: []orphan.Candidate{{Item: item, Verdict: orphan.Orphan("x")}},
