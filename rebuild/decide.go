@@ -311,13 +311,15 @@ func (d decider) follow() Decision {
 
 	newestFailure := v.lastFailure()
 	failedNow := newestFailure.After(rec.LastFailedAt)
-	switch {
-	case healthy > rec.BestHealthy:
+	grew := healthy > rec.BestHealthy
+	if grew {
 		rec.BestHealthy, rec.LastProgressAt = healthy, now
+	}
+	switch {
 	case rec.SawAttached && failedNow:
 		// A replica failed while we held the volume: a rebuild failed.
 		rec.FailedRebuilds++
-	case rec.SawAttached && rec.WasRebuilding && !rebuilding && newestFailure.IsZero():
+	case rec.SawAttached && rec.WasRebuilding && !rebuilding && !grew && newestFailure.IsZero():
 		// For hosts that do not report failure times: a rebuild ended and
 		// no replica more is healthy, so it failed.
 		rec.FailedRebuilds++
@@ -351,7 +353,7 @@ func (d decider) follow() Decision {
 		dec.Action, dec.Ticket = ActionCreate, d.ticket()
 	}
 	if attached {
-		dec.Condition = d.condition(metav1.ConditionTrue, ReasonRebuilding, fmt.Sprintf("attached in maintenance mode; %d of %d replicas healthy", healthy, v.DesiredReplicas))
+		dec.Condition = d.condition(metav1.ConditionTrue, ReasonRebuilding, fmt.Sprintf("attached for rebuilding; %d of %d replicas healthy", healthy, v.DesiredReplicas))
 	} else {
 		dec.Condition = d.condition(metav1.ConditionTrue, ReasonAttaching, fmt.Sprintf("waiting for the maintenance attachment (volume %s)", v.State))
 	}

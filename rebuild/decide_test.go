@@ -29,8 +29,12 @@ func ours() Ticket {
 	return Ticket{ID: "volume-rebuilding-controller-vol", Type: AttacherType, NodeID: "node-1", Priority: 800, DisableFrontend: true}
 }
 
-func csi() Ticket  { return Ticket{ID: "csi-pod", Type: "csi-attacher", NodeID: "node-2", Priority: 900} }
-func back() Ticket { return Ticket{ID: "backup-x", Type: "backup-controller", NodeID: "node-1", Priority: 800} }
+func csi() Ticket {
+	return Ticket{ID: "csi-pod", Type: "csi-attacher", NodeID: "node-2", Priority: 900}
+}
+func back() Ticket {
+	return Ticket{ID: "backup-x", Type: "backup-controller", NodeID: "node-1", Priority: 800}
+}
 
 // attempt is the record of a ticket created at t0 for degraded().
 func attempt() Record {

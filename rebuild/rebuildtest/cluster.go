@@ -310,8 +310,8 @@ func (c *Cluster) Step() {
 }
 
 // stepAttachment is the attachment controller: the volume serves the ticket
-// with the highest priority (ties go to the smaller ID), switching only
-// through a detach.
+// with the highest priority (among equals the one it serves already, then
+// the smaller ID), switching only through a detach.
 func (c *Cluster) stepAttachment(v *volume) {
 	best, ok := v.bestTicket()
 	if v.deleting {
@@ -432,7 +432,9 @@ func (v *volume) bestTicket() (rebuild.Ticket, bool) {
 	}
 	best := ts[0]
 	for _, t := range ts[1:] {
-		if t.Priority > best.Priority {
+		// Among equals the ticket already served keeps the volume, so that
+		// equal priorities never take it from each other.
+		if t.Priority > best.Priority || t.Priority == best.Priority && t.ID == v.attachedFor {
 			best = t
 		}
 	}

@@ -28,9 +28,14 @@ type Sim struct {
 	Timeline []Entry
 	// Decisions holds the last decision per volume.
 	Decisions map[string]rebuild.Decision
+	// AfterReconcile, if set, is called in every Step after all volumes were
+	// reconciled and before the controllers move: the moment the driver's
+	// decisions are applied and nothing else has changed yet.
+	AfterReconcile func()
 
-	start time.Time
-	last  map[string]VolumeState
+	start      time.Time
+	last       map[string]VolumeState
+	settingErr string // last setting error written
 }
 
 // Entry is one line of the timeline.
@@ -83,10 +88,16 @@ func (s *Sim) Step(ctx context.Context) error {
 		prev, seen := s.Decisions[n]
 		dec, err := s.Driver.Reconcile(ctx, n)
 		var serr *rebuild.SettingError
-		if errors.As(err, &serr) {
-			s.add(n, "setting error: "+serr.Error())
-		} else if err != nil {
+		switch {
+		case errors.As(err, &serr):
+			if serr.Error() != s.settingErr { // once, not every step
+				s.settingErr = serr.Error()
+				s.add(n, "setting error: "+serr.Error())
+			}
+		case err != nil:
 			return err
+		default:
+			s.settingErr = ""
 		}
 		s.Decisions[n] = dec
 		s.noteDecision(n, prev, seen, dec)
@@ -96,6 +107,9 @@ func (s *Sim) Step(ctx context.Context) error {
 			delete(s.Decisions, n)
 			s.add(n, "driver: volume gone, ticket deleted, record forgotten")
 		}
+	}
+	if s.AfterReconcile != nil {
+		s.AfterReconcile()
 	}
 	s.Cluster.Step()
 	for _, n := range names {
