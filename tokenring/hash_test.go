@@ -80,7 +80,7 @@ func TestParseToken(t *testing.T) {
 		"", "-", "+1", " 1", "1 ", "01", "-0", "00", "1e3", "0x10", "abc",
 		"9223372036854775808",                     // int64 overflow
 		"170141183460469231731687303715884105727", // RandomPartitioner
-		"6b6579",                                  // ByteOrderedPartitioner
+		"6b6579", // ByteOrderedPartitioner
 		strings.Repeat("9", 10000),
 	} {
 		_, err := ParseToken(s)

@@ -27,8 +27,8 @@ func nts(dcs map[string]int) Replication {
 
 func one(ks string, r Replication) map[string]Replication { return map[string]Replication{ks: r} }
 
-// lost returns the ranges node lost in ks, nil if none.
-func lostOf(a Analysis, node, ks string) []Range  { return a.Nodes[node].Keyspaces[ks].Lost }
+// lostOf and gainedOf return the ranges node lost or gained in ks.
+func lostOf(a Analysis, node, ks string) []Range   { return a.Nodes[node].Keyspaces[ks].Lost }
 func gainedOf(a Analysis, node, ks string) []Range { return a.Nodes[node].Keyspaces[ks].Gained }
 
 func mustAnalyze(t *testing.T, before, after Snapshot) Analysis {

@@ -1,0 +1,109 @@
+// Package tokenring decides when a ScyllaDB node needs a cleanup after the
+// cluster changed, compatibly with scylla-operator, and better than it when
+// the host asks: it can tell the nodes that lost token ranges (their disks
+// hold stale data that may resurrect) from those that only gained some.
+//
+// The package has three layers; a host may use any of them alone.
+//
+//   - Compatibility: HashTokens computes scylla-operator's token ring hash
+//     byte for byte; Decide turns a member's annotations
+//     (CurrentTokenRingHashAnnotation, LastCleanedUpTokenRingHashAnnotation,
+//     NeverCleanedUp) and the cluster's status into a Verdict (seed, wait
+//     with a reason, start a cleanup Job, record a cleanup, or nothing);
+//     SetJobConditions reports the verdicts as JobControllerProgressing and
+//     JobControllerDegraded conditions.
+//   - Ownership: Analyze compares two Snapshots (token ring with each
+//     endpoint's datacenter and rack, and each keyspace's replication) and
+//     lists per node and keyspace the ranges lost and gained. With
+//     DecideOptions{Trigger: TriggerOwnership} the decision uses it: a
+//     scale-out cleans only nodes that lost ranges, a decommission cleans
+//     nobody who only gained, and a replication factor decrease or strategy
+//     change with an unchanged ring cleans the nodes that lost replicas.
+//   - Adapters: Client speaks ScyllaDB's REST API, directly
+//     (http://host:10000) or through the Scylla Manager Agent
+//     (https://host:10001, bearer token), and implements RingSource,
+//     LocationSource and Cleaner. ReadTokenRingHash refuses to hash the
+//     ring of a node that owns no tokens yet (ErrNotJoined). RunCleanup
+//     does the cleanup Job's work. Package scyllatest is a fake API for
+//     tests; package mocks has generated mocks of the interfaces.
+//
+// Decide, Analyze, HashTokens and SetJobConditions are pure: no I/O, no
+// goroutines, no clock (time comes in as an argument).
+//
+// # Host duties
+//
+//  1. On each node (the sidecar): call ReadTokenRingHash and write the hash
+//     to the member Service's CurrentTokenRingHashAnnotation. On ErrNotJoined
+//     leave the annotation as it is and ask again later.
+//  2. In the cluster reconcile loop: for every member build a Member (its
+//     Service annotations, its cleanup Job if any, its endpoint) and a
+//     ClusterStatus, and call Decide.
+//  3. Apply each Verdict: ActionSeed → set LastCleanedUpTokenRingHashAnnotation
+//     to NeverCleanedUp; ActionStartCleanup → create (or replace) the node's
+//     cleanup Job with CleanupJobTokenRingHashAnnotation = TokenRingHash, its
+//     pod calling RunCleanup against that node; ActionRecordCleanup → set
+//     LastCleanedUpTokenRingHashAnnotation to TokenRingHash; ActionWait →
+//     requeue; ActionNone → nothing.
+//  4. Call SetJobConditions on the cluster's status conditions and write the
+//     status when it reports a change.
+//  5. Only for TriggerOwnership: keep, per node, a baseline Snapshot (the
+//     ring and the vnode keyspaces' replication when the node was last
+//     cleaned, or when it joined). Each reconcile read the current ring
+//     (ReadRing) and replication, call Analyze(baseline, now) once per
+//     distinct baseline, and pass the result in DecideOptions.Analysis.
+//     When you apply ActionRecordCleanup, make "now" that node's baseline;
+//     otherwise a replication change keeps asking for cleanups.
+//
+// # A complete loop
+//
+//	func reconcile(ctx context.Context, cluster *Cluster, now time.Time) error {
+//		analysis, err := tokenring.Analyze(cluster.Baseline, cluster.ObserveSnapshot(ctx))
+//		if err != nil {
+//			return err // a bad ring or replication is reported, never guessed
+//		}
+//		opts := tokenring.DecideOptions{Trigger: tokenring.TriggerOwnership, Analysis: &analysis}
+//		var verdicts []tokenring.Verdict
+//		for _, svc := range cluster.MemberServices() {
+//			v := tokenring.Decide(tokenring.Member{
+//				Name:        svc.Name,
+//				Annotations: svc.Annotations,
+//				Job:         cluster.CleanupJob(svc.Name), // nil when there is none
+//				Endpoint:    svc.Endpoint,
+//			}, cluster.Status(), opts)
+//			switch v.Action {
+//			case tokenring.ActionSeed, tokenring.ActionRecordCleanup:
+//				svc.Annotations[tokenring.LastCleanedUpTokenRingHashAnnotation] = v.TokenRingHash
+//				if v.Action == tokenring.ActionRecordCleanup {
+//					cluster.AdvanceBaseline(svc.Endpoint)
+//				}
+//			case tokenring.ActionStartCleanup:
+//				cluster.EnsureCleanupJob(svc.Name, v.TokenRingHash) // runs tokenring.RunCleanup
+//			}
+//			verdicts = append(verdicts, v)
+//		}
+//		if tokenring.SetJobConditions(&cluster.Conditions, verdicts, cluster.Generation, metav1.NewTime(now)) {
+//			return cluster.UpdateStatus(ctx)
+//		}
+//		return nil
+//	}
+//
+// # Errors
+//
+// Sentinels for errors.Is: ErrNotMurmur3 (every *TokenError: a token that is
+// not a canonical signed 64-bit decimal), ErrInvalidRing,
+// ErrInvalidReplication and ErrMissingLocation (Analyze's input),
+// ErrNotJoined (retry later), ErrNotFound, ErrMalformedReply and
+// ErrReplyTooLarge (REST replies; bodies are read up to
+// ClientOptions.MaxReplyBytes). Non-2xx replies are *APIError. IsRetryable
+// classifies any error of this package. RunCleanup continues past failing
+// keyspaces and returns them all in a *multierror.Error and in its report.
+// Decide never fails: an annotation it cannot trust becomes a wait with
+// ReasonUnexpectedServiceState and a Degraded condition, never a Job.
+//
+// # Concurrency
+//
+// The pure functions are safe to call concurrently on inputs nobody
+// mutates. Client is safe for concurrent use and starts no goroutines of its
+// own; every call takes a context first and honours it. RunCleanup runs on
+// the caller's goroutine, one call per node.
+package tokenring
