@@ -59,6 +59,9 @@ var afterTombstone func(replicas, tombstone string)
 // nothing was deleted. A directory that is already gone is success. Other
 // errors (I/O, the expected source failing) are retryable.
 func (d *Deleter) Delete(ctx context.Context, r orphan.Record) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if r.Kind != orphan.KindReplicaData || r.DataEngine != orphan.DataEngineV1 {
 		return refuse(ErrNotReplica, "record %s is %s/%s, not a v1 replica data directory", r.Name, r.Kind, r.DataEngine)
 	}
@@ -117,6 +120,9 @@ func (d *Deleter) Delete(ctx context.Context, r orphan.Record) error {
 		return err
 	}
 
+	if err := ctx.Err(); err != nil {
+		return err // the last point where stopping leaves nothing to finish
+	}
 	// A tombstone of the same name is a purge a crash interrupted: it is
 	// garbage already, and in the way of the rename.
 	if err := rr.RemoveAll(tomb); err != nil {
