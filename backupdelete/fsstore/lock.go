@@ -151,6 +151,9 @@ func (s *Store) acquire(ctx context.Context, vol *os.Root, volume string, t Lock
 		return nil, err
 	}
 	me := LockFile{Name: name, Type: t}
+	if err := vol.MkdirAll(locksDir, 0o755); err != nil {
+		return nil, err
+	}
 	if err := s.writeLock(vol, me); err != nil {
 		return nil, err
 	}

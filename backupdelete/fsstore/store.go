@@ -11,6 +11,7 @@ import (
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
@@ -219,6 +220,7 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 	}
 	c.Referenced = len(referenced)
 
+	testHookBeforeRelist()
 	if c.Skipped == "" {
 		again, err := listBackupNames(vol)
 		if err != nil || !sameSet(names, again) {
@@ -337,10 +339,11 @@ func listBackupNames(vol *os.Root) ([]string, error) {
 }
 
 // listBlocks lists every block file of the volume by checksum. Entries
-// that do not look like block files are ignored (and never removed).
+// that do not look like block files, or sit in the wrong bucket, are
+// ignored (and never removed).
 func listBlocks(vol *os.Root) (map[string]struct{}, error) {
 	out := map[string]struct{}{}
-	l1, err := readDirNames(vol, blocksDir)
+	l1, err := readDirs(vol, blocksDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return out, nil
 	}
@@ -348,7 +351,7 @@ func listBlocks(vol *os.Root) (map[string]struct{}, error) {
 		return nil, fmt.Errorf("list blocks: %w", err)
 	}
 	for _, a := range l1 {
-		l2, err := readDirNames(vol, blocksDir+"/"+a)
+		l2, err := readDirs(vol, blocksDir+"/"+a)
 		if err != nil {
 			return nil, fmt.Errorf("list blocks: %w", err)
 		}
@@ -358,11 +361,8 @@ func listBlocks(vol *os.Root) (map[string]struct{}, error) {
 				return nil, fmt.Errorf("list blocks: %w", err)
 			}
 			for _, f := range files {
-				if len(f) <= len(blockSuffix) || f[len(f)-len(blockSuffix):] != blockSuffix {
-					continue
-				}
-				ck := f[:len(f)-len(blockSuffix)]
-				if validChecksum(ck) && ck[0:2] == a && ck[2:4] == b {
+				ck, ok := strings.CutSuffix(f, blockSuffix)
+				if ok && validChecksum(ck) && ck[0:2] == a && ck[2:4] == b {
 					out[ck] = struct{}{}
 				}
 			}
@@ -370,6 +370,30 @@ func listBlocks(vol *os.Root) (map[string]struct{}, error) {
 	}
 	return out, nil
 }
+
+// readDirs lists the bucket subdirectories (two lowercase hex digits) of
+// a blocks directory level.
+func readDirs(root *os.Root, dir string) ([]string, error) {
+	f, err := root.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if n := e.Name(); e.IsDir() && len(n) == 2 && validChecksum(n+n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// testHookBeforeRelist lets tests change the backup list mid-collection.
+var testHookBeforeRelist = func() {}
 
 func sameSet(a, b []string) bool { return slices.Equal(a, b) } // both sorted
 
