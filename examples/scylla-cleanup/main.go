@@ -1,0 +1,216 @@
+// Command scylla-cleanup inspects a ScyllaDB node's token ring through its
+// REST API and says which nodes need a cleanup, and why.
+//
+//	# the node's ring hash (as scylla-operator would annotate it) and membership
+//	go run ./examples/scylla-cleanup -api http://127.0.0.1:10000
+//
+//	# save the ring and replication now, before scaling
+//	go run ./examples/scylla-cleanup -save before.json \
+//	    -keyspace shop=NetworkTopologyStrategy:dc1=3,dc2=3 -keyspace logs=SimpleStrategy:2
+//
+//	# after scaling: who lost ranges (needs cleanup) and who only gained
+//	go run ./examples/scylla-cleanup -baseline before.json
+//
+//	# run the cleanup on this node (stop running cleanups, clean every
+//	# non-local vnode keyspace); nothing is cleaned without this flag
+//	go run ./examples/scylla-cleanup -run-cleanup
+//
+// Through the Scylla Manager Agent, use -api https://host:10001 with
+// -agent-token-file and, for a private CA, -ca-file.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caretaker-storage/caretaker/tokenring"
+)
+
+// keyspaceFlags collects repeated -keyspace name=Strategy:settings flags.
+type keyspaceFlags map[string]tokenring.Replication
+
+func (k keyspaceFlags) String() string { return fmt.Sprint(map[string]tokenring.Replication(k)) }
+
+func (k keyspaceFlags) Set(spec string) error {
+	name, rest, ok := strings.Cut(spec, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("want name=Strategy:settings, got %q", spec)
+	}
+	class, settings, _ := strings.Cut(rest, ":")
+	strategy, err := tokenring.ParseStrategy(class)
+	if err != nil {
+		return err
+	}
+	r := tokenring.Replication{Strategy: strategy}
+	switch strategy {
+	case tokenring.SimpleStrategy:
+		if r.ReplicationFactor, err = strconv.Atoi(settings); err != nil {
+			return fmt.Errorf("keyspace %s: replication factor %q: %w", name, settings, err)
+		}
+	case tokenring.NetworkTopologyStrategy:
+		r.Datacenters = map[string]int{}
+		for _, dcrf := range strings.Split(settings, ",") {
+			dc, rf, ok := strings.Cut(dcrf, "=")
+			n, err := strconv.Atoi(rf)
+			if !ok || dc == "" || err != nil {
+				return fmt.Errorf("keyspace %s: want dc=factor, got %q", name, dcrf)
+			}
+			r.Datacenters[dc] = n
+		}
+	}
+	k[name] = r
+	return nil
+}
+
+func main() {
+	keyspaces := keyspaceFlags{}
+	api := flag.String("api", "http://127.0.0.1:10000", "ScyllaDB REST API, or the Manager Agent (https://host:10001)")
+	tokenFile := flag.String("agent-token-file", "", "file holding the Scylla Manager Agent's auth token (needs an https -api)")
+	caFile := flag.String("ca-file", "", "PEM CA bundle to trust for an https -api")
+	save := flag.String("save", "", "write the current ring and the -keyspace replication to this file")
+	baseline := flag.String("baseline", "", "a file written earlier by -save: report who lost and who gained ranges since")
+	runCleanup := flag.Bool("run-cleanup", false, "run a cleanup on this node (it rewrites SSTables: use off-peak)")
+	timeout := flag.Duration("timeout", time.Minute, "deadline for reading the ring (a cleanup has no deadline)")
+	flag.Var(keyspaces, "keyspace", "name=SimpleStrategy:RF or name=NetworkTopologyStrategy:dc1=RF,dc2=RF (repeatable)")
+	flag.Parse()
+
+	if err := run(os.Stdout, *api, *tokenFile, *caFile, *save, *baseline, *runCleanup, *timeout, keyspaces); err != nil {
+		fmt.Fprintln(os.Stderr, "scylla-cleanup:", err)
+		os.Exit(1)
+	}
+}
+
+func run(w io.Writer, api, tokenFile, caFile, save, baseline string, runCleanup bool, timeout time.Duration, keyspaces keyspaceFlags) error {
+	opts := tokenring.ClientOptions{}
+	if tokenFile != "" {
+		b, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return err
+		}
+		opts.AuthToken = strings.TrimSpace(string(b))
+	}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("%s: no PEM certificates", caFile)
+		}
+		opts.TLSConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	client, err := tokenring.NewClient(api, opts)
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	hash, m, err := tokenring.ReadTokenRingHash(ctx, client)
+	switch {
+	case errors.Is(err, tokenring.ErrNotJoined):
+		fmt.Fprintf(w, "node %s (host ID %s) has not joined the ring: no hash\n", m.Endpoint, m.HostID)
+	case err != nil:
+		return err
+	default:
+		fmt.Fprintf(w, "node %s (host ID %s) owns %d tokens\n", m.Endpoint, m.HostID, m.OwnTokens)
+		fmt.Fprintf(w, "%s: %s\n", tokenring.CurrentTokenRingHashAnnotation, hash)
+	}
+
+	if save != "" || baseline != "" {
+		ring, err := tokenring.ReadRing(ctx, client, client)
+		if err != nil {
+			return err
+		}
+		now := tokenring.Snapshot{Ring: ring, Keyspaces: keyspaces}
+		if save != "" {
+			if err := writeSnapshot(save, now); err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "saved %d tokens of %d endpoints and %d keyspaces to %s\n", len(ring.Owners), len(ring.Locations), len(keyspaces), save)
+		}
+		if baseline != "" {
+			if err := report(w, baseline, now); err != nil {
+				return err
+			}
+		}
+	}
+
+	if runCleanup {
+		fmt.Fprintf(w, "cleaning up %s ...\n", api)
+		rep, err := tokenring.RunCleanup(context.Background(), client)
+		fmt.Fprintf(w, "cleaned %v\n", rep.Cleaned)
+		for ks, kerr := range rep.Failed {
+			fmt.Fprintf(w, "failed %s: %v\n", ks, kerr)
+		}
+		return err
+	}
+	return nil
+}
+
+func report(w io.Writer, baseline string, now tokenring.Snapshot) error {
+	b, err := os.ReadFile(baseline)
+	if err != nil {
+		return err
+	}
+	var before tokenring.Snapshot
+	if err := json.Unmarshal(b, &before); err != nil {
+		return fmt.Errorf("%s: %w", baseline, err)
+	}
+	if len(now.Keyspaces) == 0 {
+		now.Keyspaces = before.Keyspaces // replication unchanged unless given
+	}
+	if len(now.Keyspaces) == 0 {
+		return errors.New("no keyspaces: pass -keyspace when saving or now")
+	}
+	a, err := tokenring.Analyze(before, now)
+	if err != nil {
+		return err
+	}
+	endpoints := make([]string, 0, len(a.Nodes))
+	for ep := range a.Nodes {
+		endpoints = append(endpoints, ep)
+	}
+	sort.Strings(endpoints)
+	for _, ep := range endpoints {
+		n := a.Nodes[ep]
+		lost, gained := 0, 0
+		for _, ch := range n.Keyspaces {
+			lost += len(ch.Lost)
+			gained += len(ch.Gained)
+		}
+		switch {
+		case n.NeedsCleanup():
+			fmt.Fprintf(w, "%-16s needs cleanup: lost %d ranges of %s\n", ep, lost, strings.Join(n.LostKeyspaces(), ", "))
+		case gained > 0:
+			fmt.Fprintf(w, "%-16s no cleanup: only gained %d ranges\n", ep, gained)
+		default:
+			fmt.Fprintf(w, "%-16s no cleanup: unchanged\n", ep)
+		}
+	}
+	return nil
+}
+
+func writeSnapshot(path string, s tokenring.Snapshot) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
