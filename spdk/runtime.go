@@ -105,9 +105,9 @@ func Classify(lvols []Lvol, raids []RaidBdev) Runtime {
 		}
 		switch {
 		case l.IsSnapshot:
-			rt.Skipped = append(rt.Skipped, SkippedObject{Kind: "lvol", Name: l.Alias, Reason: "snapshot lvol not named after any replica"})
+			rt.Skipped = append(rt.Skipped, SkippedObject{Kind: "lvol", Name: aliasOf(l), Reason: "snapshot lvol not named after any replica"})
 		case l.UUID == "":
-			rt.Skipped = append(rt.Skipped, SkippedObject{Kind: "replica", Name: l.Alias, Reason: "head lvol has an empty UUID; cannot be judged or deleted safely"})
+			rt.Skipped = append(rt.Skipped, SkippedObject{Kind: "replica", Name: aliasOf(l), Reason: "head lvol has an empty UUID; cannot be judged or deleted safely"})
 		default:
 			heads[key{l.Lvs.UUID, l.Name}] = len(rt.Replicas)
 			rt.Replicas = append(rt.Replicas, Replica{Head: l})
@@ -116,7 +116,7 @@ func Classify(lvols []Lvol, raids []RaidBdev) Runtime {
 	for _, d := range derived {
 		i, ok := heads[key{d.l.Lvs.UUID, d.owner}]
 		if !ok {
-			rt.Skipped = append(rt.Skipped, SkippedObject{Kind: "lvol", Name: d.l.Alias, Reason: "derived lvol of replica " + d.owner + " whose head lvol is missing"})
+			rt.Skipped = append(rt.Skipped, SkippedObject{Kind: "lvol", Name: aliasOf(d.l), Reason: "derived lvol of replica " + d.owner + " whose head lvol is missing"})
 			continue
 		}
 		rt.Replicas[i].Derived = append(rt.Replicas[i].Derived, d.l)
@@ -174,4 +174,13 @@ func derivedOwner(l Lvol, exists func(string) bool) (string, bool) {
 		return owner, true
 	}
 	return "", false
+}
+
+// aliasOf returns the lvol's alias, built from its lvstore and name when
+// the listing left it out.
+func aliasOf(l Lvol) string {
+	if l.Alias != "" {
+		return l.Alias
+	}
+	return l.Lvs.Name + "/" + l.Name
 }
