@@ -176,10 +176,15 @@ func stuck(ctx context.Context) (*rebuildtest.Sim, error) {
 		return sim.Decisions[vol].Condition.Reason == rebuild.ReasonCannotProgress
 	}
 	steps := []func() error{
-		func() error { sim.Event(vol, "every rebuild of this volume fails (bad disk)"); return c.SetFailRebuilds(vol, true) },
+		func() error {
+			sim.Event(vol, "every rebuild of this volume fails (bad disk)")
+			return c.SetFailRebuilds(vol, true)
+		},
 		func() error { sim.Event(vol, "a replica fails while detached"); return c.LoseReplica(vol) },
 		func() error { return until(ctx, sim, "give up", 40, gaveUp) },
-		func() error { return until(ctx, sim, "detach", 5, func(s rebuildtest.VolumeState) bool { return s.State == rebuild.StateDetached }) },
+		func() error {
+			return until(ctx, sim, "detach", 5, func(s rebuildtest.VolumeState) bool { return s.State == rebuild.StateDetached })
+		},
 		func() error {
 			sim.Event(vol, "the bad disk is removed: rebuilds would work, but no disk takes a replica")
 			if err := c.SetFailRebuilds(vol, false); err != nil {
@@ -188,7 +193,10 @@ func stuck(ctx context.Context) (*rebuildtest.Sim, error) {
 			return c.SetSchedulable(vol, false)
 		},
 		func() error { return sim.Run(ctx, 8) },
-		func() error { sim.Event(vol, "a new disk is added: replicas can be scheduled"); return c.SetSchedulable(vol, true) },
+		func() error {
+			sim.Event(vol, "a new disk is added: replicas can be scheduled")
+			return c.SetSchedulable(vol, true)
+		},
 		func() error { return until(ctx, sim, "rebuild", 200, settled) },
 	}
 	return sim, do(steps)

@@ -1,0 +1,116 @@
+// Package rebuild decides when a degraded volume should be rebuilt offline:
+// attached in maintenance mode so that its lost replicas can be rebuilt,
+// then detached again. It implements seed 003 (automatic offline replica
+// rebuilding for engines that cannot rebuild while serving I/O, such as
+// Longhorn's v2 data engine) and designs against the failures Longhorn
+// users met since: a rebuilding ticket re-created forever while no replica
+// could be scheduled, so the volume never detached, and rebuilding that
+// never started after a setting change.
+//
+// The mechanism is an attachment ticket. While a volume is detached,
+// degraded, and rebuilding can make progress, the rebuilding ticket
+// ("volume-rebuilding-controller-<volume>", priority 800, frontend
+// disabled) asks the host's attachment controller to attach it on its
+// owner node. Every workload attacher has a higher priority (CSI 900,
+// Longhorn API 1000): when one appears the rebuilding ticket is deleted and
+// the rebuild ends. Once the replicas are healthy the ticket is deleted and
+// the volume detaches. When rebuilding cannot progress (no replica can be
+// reused or scheduled, rebuilds keep failing, or nothing happens for
+// Options.StallTimeout) the ticket is deleted too, and the next attempt
+// waits for a backoff that doubles up to Options.MaxBackoff. The
+// OfflineRebuilding condition says which of these is happening, and why.
+//
+// The decision is Planner.Decide, a pure function: no goroutines, no I/O,
+// no clock. Driver is a thin layer that reads the observation through the
+// host's VolumeSource and TicketStore, decides, applies the ticket change,
+// and reports the status. A host may use either.
+//
+// # Host duties
+//
+//  1. Describe each volume as a Volume: its attachment state, robustness,
+//     deletion, desired replica count, and each replica's state as the host
+//     judges it (ReplicaHealthy counts; LastFailedAt when known). Ask the
+//     host's replica scheduler whether a failed replica can be reused
+//     (CanReuseFailedReplica) or a new one placed (CanScheduleReplica).
+//     Parse the volume's own field with ParseVolumeSetting.
+//  2. Implement TicketStore over the volume's attachment tickets, with each
+//     ticket's priority, and VolumeSource (volumes, the global setting
+//     SettingName, and status updates). NotFound is ErrNotFound.
+//  3. Run an attachment controller that attaches a volume for its
+//     highest-priority ticket, in maintenance mode (no frontend) when that
+//     ticket has DisableFrontend, and detaches it when no ticket is left.
+//     While attached for the rebuilding ticket, rebuild replicas.
+//  4. Call Driver.Reconcile for a volume whenever it, its replicas or its
+//     tickets change, and again after Decision.RequeueAfter. Call
+//     Driver.ReconcileAll for every volume when the global setting changes
+//     and when a node or disk becomes schedulable.
+//  5. Show Decision.Condition with meta.SetStatusCondition, and
+//     Decision.Required as Status.OfflineReplicaRebuildingRequired.
+//  6. When calling Planner.Decide directly, keep each volume's
+//     Decision.Record and pass it back in the next Observation.
+//
+// One complete loop, with a client-go work queue keyed by volume name:
+//
+//	driver, err := rebuild.NewDriver(volumes, tickets, clock.RealClock{}, rebuild.Options{})
+//	if err != nil {
+//		return err
+//	}
+//	for {
+//		item, shutdown := queue.Get()
+//		if shutdown {
+//			return nil
+//		}
+//		name := item.(string)
+//		dec, err := driver.Reconcile(ctx, name)
+//		switch {
+//		case err != nil:
+//			log.Printf("offline rebuilding of %s: %v", name, err)
+//			queue.AddRateLimited(name)
+//		case dec.RequeueAfter > 0:
+//			queue.Forget(name)
+//			queue.AddAfter(name, dec.RequeueAfter)
+//		default:
+//			queue.Forget(name)
+//		}
+//		queue.Done(name)
+//	}
+//
+// Package rebuildtest has an in-memory cluster with such an attachment
+// controller and a simulation that runs it on a fake clock;
+// examples/rebuild-sim prints its timeline.
+//
+// # Errors
+//
+// ParseGlobalSetting and ParseVolumeSetting return a *SettingError, which
+// wraps ErrUnknownSettingValue, for an unknown value; an unknown value never
+// enables rebuilding. Invalid Options wrap ErrInvalidOptions. Hosts wrap
+// ErrNotFound for a missing volume or ticket: deleting what is gone is
+// success, and a volume that is gone is forgotten. Every other host error
+// is returned by Driver.Reconcile wrapped with what was being done, and is
+// retryable: the driver keeps a volume's record only once its ticket change
+// succeeded. An unknown global setting is applied as "disabled" and
+// returned. ReconcileAll returns every failure in a *multierror.Error.
+// Decide never fails and never panics.
+//
+// # Concurrency
+//
+// A Planner is immutable and may be shared. A Driver is safe for concurrent
+// use; it starts no goroutines and holds no lock while calling the host.
+// Reconciles of one volume should be serialized (work queues do that); if
+// they are not, a stale decision can be applied once and the next reconcile
+// corrects it. Host interface methods are called concurrently for
+// different volumes.
+//
+// # Differences from Longhorn
+//
+// Longhorn's volume-rebuilding-controller creates its ticket with the
+// frontend parameter "any"; the seed and this package ask for frontend
+// disabled (maintenance mode). Longhorn now checks that a failed replica
+// can be reused or a new one scheduled before it creates the ticket (the
+// fix for tickets re-created forever), and deletes the ticket when
+// scheduling fails while attached; but it has no backoff and no stall
+// limit, so a rebuild that passes the check and still fails is retried at
+// every detach, and an attachment that makes no progress is kept. Here
+// every attempt is bounded (MaxFailedRebuilds, StallTimeout) and given-up
+// attempts back off.
+package rebuild
