@@ -376,6 +376,9 @@ func validateReplication(r Replication) error {
 type placement struct {
 	perToken int
 	reps     []int32
+	// everyone marks EverywhereStrategy: every member replicates every
+	// range, kept symbolic instead of members × tokens entries.
+	everyone bool
 }
 
 func (p placement) of(i int) []int32 { return p.reps[i*p.perToken : (i+1)*p.perToken] }
@@ -395,7 +398,7 @@ func placeCached(cache map[string]placement, c compiledRing, r Replication) (pla
 	case NetworkTopologyStrategy:
 		p, err = placeNetworkTopology(c, r.Datacenters)
 	case EverywhereStrategy:
-		p = placeSimple(c, len(c.members))
+		p = placement{everyone: true}
 	}
 	if err != nil {
 		return placement{}, err
@@ -591,21 +594,27 @@ func diffPlacements(b, a compiledRing, pb, pa placement, acc *changeAccumulator)
 			u = min(bt[i], at[j])
 		}
 		repsB, repsA := none, none
-		if len(bt) > 0 && pb.perToken > 0 {
+		switch {
+		case pb.everyone:
+			repsB = b.members
+		case len(bt) > 0 && pb.perToken > 0:
 			repsB = pb.of(i % len(bt))
 		}
-		if len(at) > 0 && pa.perToken > 0 {
+		switch {
+		case pa.everyone:
+			repsA = a.members
+		case len(at) > 0 && pa.perToken > 0:
 			repsA = pa.of(j % len(at))
 		}
 		if !slices.Equal(repsB, repsA) {
 			r := Range{Start: prev, End: u}
 			for _, ep := range repsB {
-				if !slices.Contains(repsA, ep) {
+				if !holds(pa, a, repsA, ep) {
 					acc.add(ep, true, r)
 				}
 			}
 			for _, ep := range repsA {
-				if !slices.Contains(repsB, ep) {
+				if !holds(pb, b, repsB, ep) {
 					acc.add(ep, false, r)
 				}
 			}
@@ -618,6 +627,14 @@ func diffPlacements(b, a compiledRing, pb, pa placement, acc *changeAccumulator)
 		}
 		prev = u
 	}
+}
+
+// holds reports whether ep is among reps, in O(1) when reps is every member.
+func holds(p placement, c compiledRing, reps []int32, ep int32) bool {
+	if p.everyone {
+		return c.isMember[ep]
+	}
+	return slices.Contains(reps, ep)
 }
 
 // changeAccumulator collects one keyspace's ranges per endpoint id, merging
