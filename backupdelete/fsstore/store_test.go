@@ -110,7 +110,9 @@ func TestNoBlockRemovedWhileABackupIsInProgressOrUnreadable(t *testing.T) {
 		why   string
 	}{
 		{"in progress", func(v *lhVolume) { v.inProgressBackup("backup-9", ckS) }, "in progress"},
-		{"corrupt cfg", func(v *lhVolume) { v.write("backups/backup_backup-9.cfg", `{"Name":"backup-9","Blocks":[{"BlockChecksum":`) }, "unreadable"},
+		{"corrupt cfg", func(v *lhVolume) {
+			v.write("backups/backup_backup-9.cfg", `{"Name":"backup-9","Blocks":[{"BlockChecksum":`)
+		}, "unreadable"},
 		{"path-like checksum", func(v *lhVolume) {
 			v.write("backups/backup_backup-9.cfg", longhornBackupCfg("backup-9", "vol-a", "2026-11-09T00:00:00Z", "2026-11-09T00:00:00Z", []string{"../../../../etc"}))
 		}, "unreadable"},
