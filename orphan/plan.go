@@ -3,6 +3,7 @@ package orphan
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -48,8 +49,9 @@ type Plan struct {
 	Purge []Purge
 	// Keep are records left as they are, with why.
 	Keep []Keep
-	// Rejected are candidates that could not be named (an item lacking a
-	// field); they are neither created nor matched.
+	// Rejected are candidates that could have mattered (judged orphan, or
+	// possibly a record's item) but could not be named, lacking a field;
+	// they are neither created nor matched.
 	Rejected []Rejected
 	// RequeueAt is when the plan changes by the passing of time alone (an
 	// auto-deletion grace period ending); zero if never.
@@ -118,7 +120,7 @@ type Rejected struct {
 // very input.
 func Decide(in Input) Plan {
 	var plan Plan
-	cands := indexCandidates(in.Candidates, &plan)
+	cands := indexCandidates(in.Candidates, in.Records, &plan)
 
 	recorded := make(map[string]bool, len(in.Records))
 	for _, r := range in.Records {
@@ -193,12 +195,31 @@ type namedCandidate struct {
 	name string
 }
 
-// indexCandidates names each candidate and merges duplicates; conflicting
-// verdicts for one name become undecided, because "orphan" must be
-// unanimous.
-func indexCandidates(cs []Candidate, plan *Plan) map[string]namedCandidate {
-	out := make(map[string]namedCandidate, len(cs))
+// indexCandidates names the candidates that can matter and merges
+// duplicates; conflicting verdicts for one name become undecided, because
+// "orphan" must be unanimous.
+//
+// A candidate matters if it is judged orphan (it may need a record) or if
+// a record or an orphan candidate shares its matchKey (it may be the
+// record's item, or a conflicting observation of an orphan). Naming means
+// hashing, and most candidates of a large disk are owned directories with
+// no record: skipping them is what lets Decide plan a million items a
+// second.
+func indexCandidates(cs []Candidate, recs []Record, plan *Plan) map[string]namedCandidate {
+	needed := make(map[matchKey]struct{}, len(recs)+len(cs)/64)
+	for _, r := range recs {
+		needed[keyOf(r.Item())] = struct{}{}
+	}
 	for _, c := range cs {
+		if c.Verdict.Outcome == OutcomeOrphan {
+			needed[keyOf(c.Item)] = struct{}{}
+		}
+	}
+	out := make(map[string]namedCandidate, len(needed))
+	for _, c := range cs {
+		if _, ok := needed[keyOf(c.Item)]; !ok {
+			continue
+		}
 		name, err := c.Item.Name()
 		if err != nil {
 			plan.Rejected = append(plan.Rejected, Rejected{Item: c.Item, Err: err})
@@ -211,6 +232,31 @@ func indexCandidates(cs []Candidate, plan *Plan) map[string]namedCandidate {
 		out[name] = namedCandidate{Candidate: c, name: name}
 	}
 	return out
+}
+
+// matchKey is a cheap stand-in for a record name, built from the field that
+// names the data (directory, instance, backup), trimmed at least as much as
+// the name trims it: two observations of the same data share a key, so an
+// item whose key is not needed is not the item of any record or orphan
+// candidate. (Longhorn's dash-joined names can collide for different
+// items, e.g. disk UUID "a-b" with data "c" and "a" with "b-c"; such
+// collisions are not merged here, which only ever keeps two different
+// directories apart.)
+type matchKey struct {
+	class   string // "replica", "instance", "backup"; engine and replica instances share a name formula
+	primary string // the data, instance or backup name, trimmed
+}
+
+func keyOf(it Item) matchKey {
+	switch it.Kind {
+	case KindReplicaData:
+		return matchKey{"replica", strings.TrimSpace(it.Param(ParamDataName))}
+	case KindEngineInstance, KindReplicaInstance:
+		return matchKey{"instance", strings.TrimSpace(it.Param(ParamInstanceName))}
+	case KindBackup:
+		return matchKey{"backup", strings.TrimSpace(it.Param(ParamBackupName))}
+	}
+	return matchKey{class: string(it.Kind)} // unknown kinds: all share a key, and fail naming
 }
 
 // resolveScope finds the status that applies to s; see Input.Scopes.

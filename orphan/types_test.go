@@ -1,8 +1,11 @@
 package orphan_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/caretaker-storage/caretaker/orphan"
@@ -150,4 +153,32 @@ func TestNewRecordCopiesParameters(t *testing.T) {
 	if !r.CreatedAt.Equal(testEpoch) || r.Scope() != (orphan.Scope{NodeID: "node-1", Disk: "disk-1"}) {
 		t.Fatalf("record = %+v", r)
 	}
+}
+
+// FuzzNameMatchesJoinedFormula checks the allocation-free naming against
+// the formula as Longhorn writes it: sha256 of the dash-joined fields,
+// trimmed.
+func FuzzNameMatchesJoinedFormula(f *testing.F) {
+	f.Add("node-1", "disk-1", "/var/lib/longhorn", "uuid", "pvc-1-0123abcd")
+	f.Add(" \t", "d", "p", "u", "x \n")
+	f.Add("n", " d ", "p", "u", "\u2003")
+	f.Fuzz(func(t *testing.T, node, disk, path, uuid, data string) {
+		it := replicaItem(node, disk, data)
+		it.Parameters[orphan.ParamDiskPath] = path
+		it.Parameters[orphan.ParamDiskUUID] = uuid
+		got, err := it.Name()
+		if node == "" || disk == "" || path == "" || uuid == "" || data == "" {
+			if !errors.Is(err, orphan.ErrInvalidItem) {
+				t.Fatalf("empty field accepted: %v", err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256([]byte(strings.TrimSpace(strings.Join([]string{node, disk, path, uuid, data}, "-"))))
+		if want := "orphan-" + hex.EncodeToString(sum[:]); got != want {
+			t.Fatalf("Name = %s, want %s", got, want)
+		}
+	})
 }
