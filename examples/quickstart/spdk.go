@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/caretaker-storage/caretaker/orphan"
+	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdktest"
+)
+
+func init() {
+	register(part{rank: 20, title: "Orphaned v2 runtime objects (packages orphan + spdk)", run: runSPDK})
+}
+
+const (
+	v2Node = "node-1"
+	v2IM   = "instance-manager-v2-node-1"
+)
+
+// v2Records is the cluster's view of engines and replicas (Longhorn: the
+// Engine and Replica custom resources), as an orphan.InstanceLookup.
+type v2Records struct {
+	mu sync.Mutex
+	m  map[string]orphan.InstanceView
+}
+
+func (r *v2Records) LookupInstance(_ context.Context, _ orphan.Kind, name string) (orphan.InstanceView, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.m[name], nil
+}
+
+// runSPDK starts a fake SPDK on a socket in dir, fills it with the runtime
+// objects a node has after rejoining the cluster, and runs the v2 orphan
+// loop: inventory, instance judgement, plan, records, deletion with the
+// UUID check.
+func runSPDK(ctx context.Context, w io.Writer, dir string) error {
+	srv, err := spdktest.Start(filepath.Join(dir, "spdk.sock"), spdktest.Options{})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	if err := buildV2Node(srv); err != nil {
+		return err
+	}
+	client := spdk.NewClient(spdk.Options{SocketPath: srv.SocketPath()})
+	defer client.Close()
+
+	running := orphan.InstanceView{Exists: true, DesiredState: orphan.InstanceStateRunning, CurrentState: orphan.InstanceStateRunning, OwnerNodeID: v2Node, InstanceManager: v2IM}
+	records := &v2Records{m: map[string]orphan.InstanceView{
+		"vol-live-e-0":          running,
+		"vol-live-r-11111111":   running,
+		"vol-image-r-22222222":  running,
+		"vol-moved-e-0":         {Exists: true, DesiredState: orphan.InstanceStateRunning, CurrentState: orphan.InstanceStateRunning, OwnerNodeID: "node-2", InstanceManager: "instance-manager-v2-node-2"},
+		"vol-stopped-r-44444444": {Exists: true, DesiredState: orphan.InstanceStateStopped, CurrentState: orphan.InstanceStateStopped, OwnerNodeID: v2Node},
+		// vol-gone was deleted while node-1 was offline: no records.
+	}}
+
+	inv := &spdk.Inventory{RPC: client, NodeID: v2Node, InstanceManager: v2IM}
+	judge := orphan.InstanceJudge{Lookup: records}
+	store := orphan.NewMemStore()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	sweeper := &orphan.Sweeper{Store: store, Judge: judge, Deleter: &spdk.Deleter{RPC: client, NodeID: v2Node, InstanceManager: v2IM}, Clock: clk}
+	policy, err := orphan.ParsePolicy("", "") // auto-deletion off: a user deletes the records
+	if err != nil {
+		return err
+	}
+
+	fmt.Fprintln(w, "node-1 rejoined the cluster. Its SPDK still holds what it ran before:")
+	snap, err := inv.Scan(ctx)
+	if err != nil {
+		return err
+	}
+	for _, it := range snap.Items {
+		v, err := judge.Judge(ctx, it)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "  %-16s %-23s uuid %s…  %-9s %s\n", it.Kind, it.Param(orphan.ParamInstanceName),
+			it.Param(orphan.ParamInstanceUUID)[:8], v.Outcome, afterColon(v.Reason))
+	}
+	for _, s := range snap.Skipped {
+		fmt.Fprintf(w, "  skipped %s: %s\n", s.Name, s.Reason)
+	}
+
+	cyc := orphan.Cycle{Selector: orphan.Selector{NodeID: v2Node}, Policy: policy}
+	plan, res, err := sweeper.Run(ctx, snap, cyc)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nPlan: %d orphan records to create, %d to purge (auto-deletion is off).\n", len(plan.Create), len(plan.Purge))
+	recs, err := store.List(ctx, orphan.Selector{})
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(recs, func(a, b orphan.Record) int {
+		return strings.Compare(a.Param(orphan.ParamInstanceName), b.Param(orphan.ParamInstanceName))
+	})
+	for _, r := range recs {
+		fmt.Fprintf(w, "  record %s…  %-16s %s\n", r.Name[:15], r.Kind, r.Param(orphan.ParamInstanceName))
+	}
+	_ = res
+
+	fmt.Fprintln(w, "\nA user deletes every orphan record. Meanwhile Longhorn restarts vol-stopped's")
+	fmt.Fprintln(w, "replica, which recreates its lvol with a new UUID right after the scan.")
+	for _, r := range recs {
+		if err := store.RequestDeletion(ctx, r.Name); err != nil {
+			return err
+		}
+	}
+	srv.Inject(spdktest.Fault{Method: "bdev_raid_get_bdevs", Then: func() { _, _ = srv.RecreateLvol("disk-1", "vol-stopped-r-44444444") }})
+	snap, err = inv.Scan(ctx)
+	if err != nil {
+		return err
+	}
+	_, res, err = sweeper.Run(ctx, snap, cyc)
+	if err != nil {
+		return err
+	}
+	byName := map[string]string{}
+	for _, r := range recs {
+		byName[r.Name] = r.Param(orphan.ParamInstanceName)
+	}
+	purged := make([]string, 0, len(res.Purged))
+	for _, n := range res.Purged {
+		purged = append(purged, byName[n])
+	}
+	slices.Sort(purged)
+	fmt.Fprintf(w, "  purged:  %s\n", strings.Join(purged, ", "))
+	for _, rf := range res.Refused {
+		reason := "other"
+		if strings.Contains(rf.Reason, "UUID does not match") {
+			reason = "runtime UUID does not match the record (ErrUUIDMismatch): nothing deleted"
+		}
+		fmt.Fprintf(w, "  refused: %s: %s\n", byName[rf.Name], reason)
+	}
+	fmt.Fprintln(w, "\nLeft in SPDK:")
+	for _, a := range srv.LvolAliases() {
+		fmt.Fprintf(w, "  lvol %s\n", a)
+	}
+	for _, r := range srv.RaidNames() {
+		fmt.Fprintf(w, "  raid %s\n", r)
+	}
+	return nil
+}
+
+// buildV2Node creates the runtime objects: a live volume, a live replica
+// on a backing image, the engine of a volume that moved to node-2, a
+// replica whose record says stopped, and a volume deleted while the node
+// was offline (engine plus a replica with snapshots and an expired clone).
+func buildV2Node(srv *spdktest.Server) error {
+	steps := []func() (string, error){
+		func() (string, error) { return srv.AddLvstore("disk-1") },
+		func() (string, error) { return srv.AddLvol("disk-1", "vol-live-r-11111111") },
+		func() (string, error) { return srv.Snapshot("disk-1", "vol-live-r-11111111", "vol-live-r-11111111-snap-hourly") },
+		func() (string, error) { return srv.AddRaid("vol-live-e-0", "vol-live-r-11111111") },
+		func() (string, error) { return srv.AddLvol("disk-1", "bi-ubuntu-disk-1-temp-head") },
+		func() (string, error) { return srv.Snapshot("disk-1", "bi-ubuntu-disk-1-temp-head", "bi-ubuntu-disk-1") },
+		func() (string, error) { return srv.Clone("disk-1", "bi-ubuntu-disk-1", "vol-image-r-22222222") },
+		func() (string, error) { return srv.AddRaid("vol-moved-e-0", "remote-replica") },
+		func() (string, error) { return srv.AddLvol("disk-1", "vol-stopped-r-44444444") },
+		func() (string, error) { return srv.AddRaid("vol-gone-e-0", "vol-gone-r-33333333") },
+		func() (string, error) { return srv.AddLvol("disk-1", "vol-gone-r-33333333") },
+		func() (string, error) { return srv.Snapshot("disk-1", "vol-gone-r-33333333", "vol-gone-r-33333333-snap-s1") },
+		func() (string, error) { return srv.Snapshot("disk-1", "vol-gone-r-33333333", "vol-gone-r-33333333-snap-s2") },
+		func() (string, error) {
+			return srv.Clone("disk-1", "vol-gone-r-33333333-snap-s1", "vol-gone-r-33333333-expired-5e6f7a8b")
+		},
+	}
+	for _, step := range steps {
+		if _, err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// afterColon drops the "<kind> <name>: " prefix of a verdict reason.
+func afterColon(s string) string {
+	if _, after, ok := strings.Cut(s, ": "); ok {
+		return after
+	}
+	return s
+}
