@@ -57,10 +57,10 @@ func runSPDK(ctx context.Context, w io.Writer, dir string) error {
 
 	running := orphan.InstanceView{Exists: true, DesiredState: orphan.InstanceStateRunning, CurrentState: orphan.InstanceStateRunning, OwnerNodeID: v2Node, InstanceManager: v2IM}
 	records := &v2Records{m: map[string]orphan.InstanceView{
-		"vol-live-e-0":          running,
-		"vol-live-r-11111111":   running,
-		"vol-image-r-22222222":  running,
-		"vol-moved-e-0":         {Exists: true, DesiredState: orphan.InstanceStateRunning, CurrentState: orphan.InstanceStateRunning, OwnerNodeID: "node-2", InstanceManager: "instance-manager-v2-node-2"},
+		"vol-live-e-0":           running,
+		"vol-live-r-11111111":    running,
+		"vol-image-r-22222222":   running,
+		"vol-moved-e-0":          {Exists: true, DesiredState: orphan.InstanceStateRunning, CurrentState: orphan.InstanceStateRunning, OwnerNodeID: "node-2", InstanceManager: "instance-manager-v2-node-2"},
 		"vol-stopped-r-44444444": {Exists: true, DesiredState: orphan.InstanceStateStopped, CurrentState: orphan.InstanceStateStopped, OwnerNodeID: v2Node},
 		// vol-gone was deleted while node-1 was offline: no records.
 	}}
@@ -161,17 +161,25 @@ func buildV2Node(srv *spdktest.Server) error {
 	steps := []func() (string, error){
 		func() (string, error) { return srv.AddLvstore("disk-1") },
 		func() (string, error) { return srv.AddLvol("disk-1", "vol-live-r-11111111") },
-		func() (string, error) { return srv.Snapshot("disk-1", "vol-live-r-11111111", "vol-live-r-11111111-snap-hourly") },
+		func() (string, error) {
+			return srv.Snapshot("disk-1", "vol-live-r-11111111", "vol-live-r-11111111-snap-hourly")
+		},
 		func() (string, error) { return srv.AddRaid("vol-live-e-0", "vol-live-r-11111111") },
 		func() (string, error) { return srv.AddLvol("disk-1", "bi-ubuntu-disk-1-temp-head") },
-		func() (string, error) { return srv.Snapshot("disk-1", "bi-ubuntu-disk-1-temp-head", "bi-ubuntu-disk-1") },
+		func() (string, error) {
+			return srv.Snapshot("disk-1", "bi-ubuntu-disk-1-temp-head", "bi-ubuntu-disk-1")
+		},
 		func() (string, error) { return srv.Clone("disk-1", "bi-ubuntu-disk-1", "vol-image-r-22222222") },
 		func() (string, error) { return srv.AddRaid("vol-moved-e-0", "remote-replica") },
 		func() (string, error) { return srv.AddLvol("disk-1", "vol-stopped-r-44444444") },
 		func() (string, error) { return srv.AddRaid("vol-gone-e-0", "vol-gone-r-33333333") },
 		func() (string, error) { return srv.AddLvol("disk-1", "vol-gone-r-33333333") },
-		func() (string, error) { return srv.Snapshot("disk-1", "vol-gone-r-33333333", "vol-gone-r-33333333-snap-s1") },
-		func() (string, error) { return srv.Snapshot("disk-1", "vol-gone-r-33333333", "vol-gone-r-33333333-snap-s2") },
+		func() (string, error) {
+			return srv.Snapshot("disk-1", "vol-gone-r-33333333", "vol-gone-r-33333333-snap-s1")
+		},
+		func() (string, error) {
+			return srv.Snapshot("disk-1", "vol-gone-r-33333333", "vol-gone-r-33333333-snap-s2")
+		},
 		func() (string, error) {
 			return srv.Clone("disk-1", "vol-gone-r-33333333-snap-s1", "vol-gone-r-33333333-expired-5e6f7a8b")
 		},
