@@ -1,4 +1,56 @@
-// Package caretaker finds and safely cleans up what storage clusters leave
-// behind. See the README and the package documentation of orphan, diskscan,
-// spdk, backupdelete, rebuild and tokenring.
+// Package caretaker is the root of a library that storage operators on
+// Kubernetes import to find and safely clean up what their clusters leave
+// behind, and to trigger the maintenance that keeps data healthy. It holds
+// no code of its own: the work is in the packages below, which need no
+// controller framework. The host keeps its own controllers, informers and
+// custom resources, and plugs small adapters into caretaker's interfaces.
+//
+// # Packages
+//
+//   - orphan: orphan items and records with Longhorn's names, labels and
+//     conditions; the judgement verdict; Decide, the pure planner; the
+//     auto-deletion policy; the background Monitor and the Sweeper that
+//     carries plans out; MemStore; orphantest conformance suites.
+//   - diskscan: Longhorn v1 filesystem disks: disk config, filesystem ID,
+//     incremental scans of replica directories, and a confined deleter.
+//   - spdk: SPDK JSON-RPC over its Unix socket; the v2 runtime inventory
+//     (engines are RAID bdevs, replicas head lvols) and UUID-checked
+//     deletion; spdktest, a fake SPDK speaking the real wire format.
+//   - backupdelete: asynchronous backup deletion, the creation gate,
+//     failed-backup orphans, and a backupstore in Longhorn's on-disk layout.
+//   - rebuild: offline replica rebuilding: when to attach a degraded volume
+//     in maintenance mode, and never leaving it stuck attached.
+//   - tokenring: the scylla-operator-compatible token ring hash and cleanup
+//     trigger, and ring-ownership analysis that cleans only the nodes that
+//     really lost ranges.
+//
+// # The host's loop
+//
+// Every package follows one pattern: observe, decide purely, apply through
+// a thin driver that re-checks before anything destructive. For orphaned
+// replica directories on one node:
+//
+//	disks, err := diskscan.NewDiskSet(diskscan.Disk{...}) // this node's disks
+//	expected := hostReplicas                               // a diskscan.ExpectedSource over the host's replica cache
+//	inv := diskscan.NewInventory(disks, expected, diskscan.Options{})
+//	judge := diskscan.NewJudge(disks, expected)
+//	deleter := diskscan.NewDeleter(disks, expected, diskscan.Options{})
+//	mon := orphan.NewMonitor(inv, orphan.MonitorOptions{OnChange: enqueue})
+//	_ = mon.Start(ctx)
+//	defer mon.Stop()
+//	sweeper := &orphan.Sweeper{Store: store, Judge: judge, Deleter: deleter}
+//	for range reconciles {
+//		obs, ok := mon.Latest() // never blocks on a scan
+//		if !ok || obs.Err != nil {
+//			continue
+//		}
+//		plan, result, err := sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
+//			Selector: orphan.Selector{NodeID: node},
+//			Scopes:   clusterView(node), // evicted or down nodes and disks
+//			Policy:   policy,            // orphan.ParsePolicy(settings...)
+//		})
+//		report(plan, result, err)
+//	}
+//
+// See the README for the runnable quickstart.
 package caretaker
