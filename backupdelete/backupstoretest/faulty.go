@@ -52,6 +52,13 @@ func (f *Faulty) InjectExists(errs ...error) {
 	f.existsFaults = append(f.existsFaults, errs...)
 }
 
+// Clear drops every queued fault.
+func (f *Faulty) Clear() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deleteFaults, f.existsFaults = nil, nil
+}
+
 // DeleteCalls returns how many DeleteBackup calls were made.
 func (f *Faulty) DeleteCalls() int {
 	f.mu.Lock()
