@@ -38,6 +38,7 @@ type APIError struct {
 	Message string
 }
 
+// Error implements error.
 func (e *APIError) Error() string {
 	return fmt.Sprintf("tokenring: %s %s: HTTP %d: %s", e.Method, e.Path, e.StatusCode, e.Message)
 }

@@ -104,6 +104,7 @@ const (
 	ActionRecordCleanup
 )
 
+// String returns the action's name, as the constants spell it without "Action".
 func (a Action) String() string {
 	switch a {
 	case ActionNone:

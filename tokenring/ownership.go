@@ -500,6 +500,8 @@ func placeNetworkTopology(c compiledRing, factors map[string]int) (placement, er
 		if pl.nodes == 0 {
 			continue
 		}
+		// Tokens per node are roughly even: size sub once instead of growing it.
+		pl.sub = make([]int, 0, len(c.owner)/len(c.members)*pl.nodes+pl.nodes)
 		for i, ep := range c.owner {
 			if dcOf[ep] == dcIndex {
 				pl.sub = append(pl.sub, i)
@@ -529,7 +531,10 @@ func placeNetworkTopology(c compiledRing, factors map[string]int) (placement, er
 			if s == len(pl.sub) {
 				s = 0
 			}
-			copy(p.reps[i*perToken+offset:], pl.reps[s*pl.perTok:(s+1)*pl.perTok])
+			dst, src := p.reps[i*perToken+offset:], pl.reps[s*pl.perTok:(s+1)*pl.perTok]
+			for k, ep := range src { // a handful of ids: cheaper than copy's call
+				dst[k] = ep
+			}
 		}
 		offset += pl.perTok
 	}

@@ -24,6 +24,7 @@ type TokenError struct {
 	Reason string
 }
 
+// Error implements error.
 func (e *TokenError) Error() string {
 	return fmt.Sprintf("tokenring: %q is %v: %s", e.Token, ErrNotMurmur3, e.Reason)
 }
