@@ -531,10 +531,7 @@ func placeNetworkTopology(c compiledRing, factors map[string]int) (placement, er
 			if s == len(pl.sub) {
 				s = 0
 			}
-			dst, src := p.reps[i*perToken+offset:], pl.reps[s*pl.perTok:(s+1)*pl.perTok]
-			for k, ep := range src { // a handful of ids: cheaper than copy's call
-				dst[k] = ep
-			}
+			copy(p.reps[i*perToken+offset:], pl.reps[s*pl.perTok:(s+1)*pl.perTok])
 		}
 		offset += pl.perTok
 	}
