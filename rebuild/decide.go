@@ -114,6 +114,7 @@ const (
 	ActionDelete
 )
 
+// String returns the action's name, as in "create".
 func (a Action) String() string {
 	switch a {
 	case ActionWait:
@@ -177,18 +178,18 @@ type Record struct {
 	// Failures counts consecutive attempts that were given up.
 	Failures int `json:"failures,omitempty"`
 	// RetryAt: no new ticket before this time.
-	RetryAt time.Time `json:"retryAt,omitempty"`
+	RetryAt time.Time `json:"retryAt,omitzero"`
 	// LastFailure says why the last attempt was given up.
 	LastFailure string `json:"lastFailure,omitempty"`
 
 	// The current attempt; zero while there is no ticket.
-	AttemptStartedAt time.Time `json:"attemptStartedAt,omitempty"`
-	LastProgressAt   time.Time `json:"lastProgressAt,omitempty"`
+	AttemptStartedAt time.Time `json:"attemptStartedAt,omitzero"`
+	LastProgressAt   time.Time `json:"lastProgressAt,omitzero"`
 	SawAttached      bool      `json:"sawAttached,omitempty"`
 	BestHealthy      int       `json:"bestHealthy,omitempty"`
 	WasRebuilding    bool      `json:"wasRebuilding,omitempty"`
 	FailedRebuilds   int       `json:"failedRebuilds,omitempty"`
-	LastFailedAt     time.Time `json:"lastFailedAt,omitempty"` // newest Replica.LastFailedAt seen
+	LastFailedAt     time.Time `json:"lastFailedAt,omitzero"` // newest Replica.LastFailedAt seen
 }
 
 // Decide returns the decision for one volume. It is a pure function of the
@@ -204,12 +205,17 @@ type Record struct {
 //  5. Degraded, no ticket: wait out a backoff; wait while attached for
 //     someone else; wait when no replica can be reused or scheduled;
 //     otherwise create the ticket.
-//  6. Degraded, ticket present: give up (delete, back off) when no replica
-//     can be reused or scheduled while attached, when MaxFailedRebuilds
-//     rebuilds failed, or when nothing progressed for StallTimeout;
-//     otherwise keep it.
+//  6. Degraded, ticket present: give up (delete, back off) when nothing is
+//     rebuilding and no replica can be reused or scheduled, when
+//     MaxFailedRebuilds rebuilds failed, or when nothing progressed for
+//     StallTimeout; otherwise keep it.
+//
+// A Record from the future (the clock stepped back, or a corrupt stored
+// record) is clamped first, so that no wait exceeds StallTimeout or
+// MaxBackoff from Now.
 func (p Planner) Decide(obs Observation) Decision {
 	o := p.opts.withDefaults()
+	obs.Record = obs.Record.sane(obs.Now, o)
 	v := obs.Volume
 	id := TicketID(v.Name)
 	ours, present := findTicket(obs.Tickets, id)
@@ -387,6 +393,27 @@ func (r Record) startAttempt(now time.Time, v Volume) Record {
 	r.BestHealthy, r.LastFailedAt = v.HealthyReplicas(), v.lastFailure()
 	return r
 }
+
+// sane clamps a record that cannot come from this clock: times after now
+// would stretch a stall or a backoff without bound.
+func (r Record) sane(now time.Time, o Options) Record {
+	if limit := now.Add(o.MaxBackoff); r.RetryAt.After(limit) {
+		r.RetryAt = limit
+	}
+	if r.AttemptStartedAt.After(now) {
+		r.AttemptStartedAt = now
+	}
+	if r.LastProgressAt.After(now) {
+		r.LastProgressAt = now
+	}
+	if r.Failures < 0 || r.Failures > maxFailures {
+		r.Failures = maxFailures // keeps Failures++ from overflowing
+	}
+	return r
+}
+
+// maxFailures is far beyond the doublings that reach any MaxBackoff.
+const maxFailures = 1 << 20
 
 // endAttempt keeps the backoff and drops the current attempt.
 func (r Record) endAttempt() Record {

@@ -161,7 +161,20 @@ func TestDecide(t *testing.T) {
 			}
 		}},
 
+		{"backoff from the future is clamped to MaxBackoff", func(o *Observation) {
+			o.Record = Record{Failures: -5, RetryAt: t0.Add(48 * time.Hour)}
+		}, want{ActionWait, ReasonBackingOff, metav1.ConditionFalse, true, time.Hour}, func(t *testing.T, d Decision) {
+			if d.Record.RetryAt != t0.Add(time.Hour) || d.Record.Failures != maxFailures {
+				t.Errorf("record %+v", d.Record)
+			}
+		}},
+
 		// 6. Degraded, ticket present.
+		{"progress from the future is clamped to now", func(o *Observation) {
+			o.Tickets = []Ticket{ours()}
+			o.Record = attempt()
+			o.Record.AttemptStartedAt, o.Record.LastProgressAt = t0.Add(24*time.Hour), t0.Add(24*time.Hour)
+		}, want{ActionKeep, ReasonAttaching, metav1.ConditionTrue, true, 10 * time.Minute}, nil},
 		{"ticket waiting for attachment: keep", func(o *Observation) {
 			o.Tickets = []Ticket{ours()}
 			o.Record = attempt()

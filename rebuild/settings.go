@@ -49,6 +49,7 @@ type SettingError struct {
 	Allowed []string // the values that are accepted
 }
 
+// Error names the setting, the value and the accepted values.
 func (e *SettingError) Error() string {
 	return fmt.Sprintf("rebuild: setting %s has unknown value %q (accepted: %s)",
 		e.Setting, e.Value, strings.Join(e.Allowed, ", "))

@@ -12,9 +12,13 @@ type Volume struct {
 	OwnerNode  string        // node that owns the volume; the rebuilding ticket asks to attach there
 	DataEngine DataEngine    // which engine serves the volume
 	Setting    VolumeSetting // the volume's own override; "" means VolumeSettingIgnored
-	State      AttachState   // attachment state as the attachment controller reports it
-	Robustness Robustness    // only RobustnessFaulted changes the decision
-	Deleting   bool          // a deletion was requested (deletion timestamp set)
+	// State is the attachment state. The view does not say which ticket an
+	// attachment serves: while the rebuilding ticket exists, an attachment
+	// for an equal-priority ticket counts as the rebuild's, and
+	// Options.StallTimeout ends it if no replica rebuilds.
+	State      AttachState
+	Robustness Robustness // only RobustnessFaulted changes the decision
+	Deleting   bool       // a deletion was requested (deletion timestamp set)
 
 	// DesiredReplicas is how many healthy replicas the volume should have.
 	DesiredReplicas int
@@ -57,20 +61,20 @@ const (
 type AttachState string
 
 const (
-	StateDetached  AttachState = "detached"
-	StateAttaching AttachState = "attaching"
-	StateAttached  AttachState = "attached"
-	StateDetaching AttachState = "detaching"
+	StateDetached  AttachState = "detached"  // no attachment; the only state in which the ticket is created
+	StateAttaching AttachState = "attaching" // being attached for the highest-priority ticket
+	StateAttached  AttachState = "attached"  // attached; with the ticket present, rebuilding should run
+	StateDetaching AttachState = "detaching" // on the way to StateDetached
 )
 
 // Robustness is Longhorn's Volume.Status.Robustness.
 type Robustness string
 
 const (
-	RobustnessHealthy  Robustness = "healthy"
-	RobustnessDegraded Robustness = "degraded"
-	RobustnessFaulted  Robustness = "faulted"
-	RobustnessUnknown  Robustness = "unknown"
+	RobustnessHealthy  Robustness = "healthy"  // every replica healthy
+	RobustnessDegraded Robustness = "degraded" // some replicas lost; the decision counts them itself
+	RobustnessFaulted  Robustness = "faulted"  // no usable replica: nothing to rebuild from, the ticket goes
+	RobustnessUnknown  Robustness = "unknown"  // not known yet (detached volumes in Longhorn)
 )
 
 // HealthyReplicas counts the replicas in ReplicaHealthy.

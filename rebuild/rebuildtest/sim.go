@@ -45,6 +45,7 @@ type Entry struct {
 	Text   string
 }
 
+// String formats the entry as one timeline line.
 func (e Entry) String() string {
 	return fmt.Sprintf("%8s  %-6s %s", "+"+e.At.String(), e.Volume, e.Text)
 }
