@@ -1,23 +1,3 @@
-// Package spdktest provides a fake SPDK target for tests: a JSON-RPC 2.0
-// server on a real Unix socket that keeps state (lvstores, lvols with
-// snapshot and clone trees, RAID bdevs), answers the methods package spdk
-// uses with SPDK's JSON shapes and error codes, and injects faults (slow
-// replies, garbage, a reply cut mid-way, a dropped connection, an object
-// recreated between a list and a delete).
-//
-// A typical test:
-//
-//	srv, err := spdktest.Start(filepath.Join(t.TempDir(), "spdk.sock"), spdktest.Options{})
-//	if err != nil { t.Fatal(err) }
-//	defer srv.Close()
-//	srv.AddLvstore("disk-1")
-//	head, _ := srv.AddLvol("disk-1", "vol-r-1234abcd")
-//	srv.Snapshot("disk-1", "vol-r-1234abcd", "vol-r-1234abcd-snap-s1")
-//	c := spdk.NewClient(spdk.Options{SocketPath: srv.SocketPath()})
-//
-// Requests on one connection are answered concurrently, each as soon as
-// it is handled, so replies can come out of order as they can from SPDK's
-// asynchronous handlers. All methods of Server are safe for concurrent use.
 package spdktest
 
 import (
@@ -69,11 +49,17 @@ type Call struct {
 	Params json.RawMessage
 }
 
-// Start listens on socketPath (removing a stale socket file first) and
-// serves until Close.
+// Start listens on socketPath and serves until Close. A stale socket at
+// that path is replaced; any other file there is an error.
 func Start(socketPath string, opts Options) (*Server, error) {
-	if err := os.Remove(socketPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("spdktest: removing stale socket: %w", err)
+	// Remove a socket left by a crashed run, but never anything else.
+	if fi, err := os.Lstat(socketPath); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("spdktest: %s exists and is not a socket", socketPath)
+		}
+		if err := os.Remove(socketPath); err != nil {
+			return nil, fmt.Errorf("spdktest: removing stale socket: %w", err)
+		}
 	}
 	ln, err := net.Listen("unix", socketPath)
 	if err != nil {

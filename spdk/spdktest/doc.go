@@ -1,0 +1,56 @@
+// Package spdktest provides a fake SPDK target for tests: a JSON-RPC 2.0
+// server on a real Unix socket that keeps state (lvstores, lvols with
+// snapshot and clone trees, RAID bdevs), answers the methods package spdk
+// uses with SPDK's JSON shapes and error codes, and injects faults (slow
+// replies, garbage, a reply cut mid-way, a dropped connection, an object
+// recreated between a list and a delete).
+//
+// Methods served: bdev_get_bdevs, bdev_lvol_get_lvstores,
+// bdev_lvol_get_lvols, bdev_raid_get_bdevs, bdev_lvol_delete and
+// bdev_raid_delete. State is built through the Go API (AddLvstore,
+// AddLvol, Snapshot, Clone, AddRaid) with SPDK's semantics: a snapshot
+// takes its lvol's place under the lvol's parent, and deleting a snapshot
+// with one clone re-parents the clone.
+//
+// # Host duties
+//
+//  1. Start a Server on a short socket path (Unix socket paths are limited
+//     to about 100 bytes; t.TempDir can be longer) and Close it.
+//  2. Build the state, point an spdk.Client at SocketPath.
+//  3. Inject faults before the calls they should hit; assert with Calls,
+//     CallCount, Lvols, LvolAliases and RaidNames.
+//
+// A complete test:
+//
+//	srv, err := spdktest.Start(filepath.Join(dir, "spdk.sock"), spdktest.Options{})
+//	if err != nil { t.Fatal(err) }
+//	defer srv.Close()
+//	srv.AddLvstore("disk-1")
+//	srv.AddLvol("disk-1", "vol-r-1234abcd")
+//	srv.Snapshot("disk-1", "vol-r-1234abcd", "vol-r-1234abcd-snap-s1")
+//	srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvols", Then: func() {
+//		srv.RecreateLvol("disk-1", "vol-r-1234abcd") // the UUID changes after the listing
+//	}})
+//	c := spdk.NewClient(spdk.Options{SocketPath: srv.SocketPath()})
+//	defer c.Close()
+//	// ... scan, then purge: the purge must refuse with spdk.ErrUUIDMismatch.
+//
+// # Errors
+//
+// The server answers like SPDK: -32700 (and a dropped connection) for
+// unparsable input, -32600 for a request that is not a JSON-RPC 2.0
+// request, -32601 for an unknown method, -32602 for bad or unknown
+// parameters, -19 "No such device" for a missing lvol, lvstore or bdev,
+// and -32603 "Operation not permitted" when deleting an lvol with more
+// than one clone. The state-building methods return errors wrapping
+// ErrExists or ErrNotFound.
+//
+// # Concurrency
+//
+// All methods of Server are safe for concurrent use. Requests on one
+// connection are handled concurrently, each answered as soon as it is
+// done, so replies can come out of order as they can from SPDK's
+// asynchronous handlers. Object UUIDs come from a deterministic sequence
+// unless Options.NewUUID says otherwise, so output built on them is stable.
+// Close waits for every connection and handler to finish.
+package spdktest

@@ -1,0 +1,135 @@
+package spdktest_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdktest"
+)
+
+func start(t *testing.T) (*spdktest.Server, string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "spdktest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, "s.sock")
+	// A stale socket from a crashed run is replaced.
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close()
+	srv, err := spdktest.Start(path, spdktest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv, path
+}
+
+func TestFaultTimesAndClear(t *testing.T) {
+	srv, path := start(t)
+	c := spdk.NewClient(spdk.Options{SocketPath: path})
+	defer c.Close()
+	ctx := context.Background()
+
+	srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvstores", Action: spdktest.Garbage, Times: 2})
+	for i := range 3 {
+		_, err := spdk.BdevLvolGetLvstores(ctx, c)
+		if (i < 2) != errors.Is(err, spdk.ErrConnection) {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	srv.Inject(spdktest.Fault{Action: spdktest.Drop, Times: -1})
+	for range 2 {
+		if _, err := spdk.BdevLvolGetLvstores(ctx, c); !errors.Is(err, spdk.ErrConnection) {
+			t.Fatalf("unlimited fault: %v", err)
+		}
+	}
+	srv.ClearFaults()
+	if _, err := spdk.BdevLvolGetLvstores(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.CallCount("bdev_lvol_get_lvstores"); n != 6 {
+		t.Fatalf("%d calls recorded", n)
+	}
+}
+
+func TestDropConnectionsAndClose(t *testing.T) {
+	srv, path := start(t)
+	c := spdk.NewClient(spdk.Options{SocketPath: path})
+	defer c.Close()
+	srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvstores", Delay: time.Minute})
+	res := make(chan error, 1)
+	go func() { _, err := spdk.BdevLvolGetLvstores(context.Background(), c); res <- err }()
+	for srv.CallCount("bdev_lvol_get_lvstores") == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	srv.DropConnections()
+	if err := <-res; !errors.Is(err, spdk.ErrConnection) {
+		t.Fatalf("err = %v", err)
+	}
+	// Close does not wait for the minute-long delay, and is idempotent.
+	done := make(chan struct{})
+	go func() { srv.Close(); srv.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waited for a delayed reply")
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("socket file left: %v", err)
+	}
+}
+
+func TestStateErrors(t *testing.T) {
+	srv, _ := start(t)
+	if _, err := srv.AddLvol("nope", "x"); !errors.Is(err, spdktest.ErrNotFound) {
+		t.Fatal(err)
+	}
+	if _, err := srv.AddLvstore("d"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.AddLvstore("d"); !errors.Is(err, spdktest.ErrExists) {
+		t.Fatal(err)
+	}
+	if _, err := srv.AddLvol("d", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Clone("d", "x", "y"); !errors.Is(err, spdktest.ErrNotFound) {
+		t.Fatalf("clone of a non-snapshot: %v", err)
+	}
+	if _, err := srv.AddRaid("e", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.AddRaid("e", "x"); !errors.Is(err, spdktest.ErrExists) {
+		t.Fatal(err)
+	}
+	a, _ := srv.SetLvolUUID("d", "x", "")
+	b, _ := srv.RecreateLvol("d", "x")
+	if a == "" || a == b {
+		t.Fatalf("recreate kept the UUID: %q %q", a, b)
+	}
+}
+
+func TestStartRefusesToReplaceAFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "not-a-socket")
+	if err := os.WriteFile(path, []byte("data"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := spdktest.Start(path, spdktest.Options{}); err == nil {
+		t.Fatal("Start replaced a regular file")
+	}
+	if b, _ := os.ReadFile(path); string(b) != "data" {
+		t.Fatal("file changed")
+	}
+}
