@@ -198,7 +198,7 @@ type Record struct {
 //
 // The rules, in order (the first that matches decides):
 //  1. Data engine not covered, or rebuilding disabled: delete the ticket; forget the record.
-//  2. Volume being deleted, or faulted: delete the ticket.
+//  2. Volume being deleted, or faulted (or no replica healthy): delete the ticket.
 //  3. Not degraded: delete the ticket (Completed) or wait (Healthy); forget the record.
 //  4. A ticket with a higher priority than the rebuilding ticket exists:
 //     delete the ticket (the workload wins; the rebuild is interrupted).
@@ -230,7 +230,8 @@ func (p Planner) Decide(obs Observation) Decision {
 	if v.Deleting {
 		return d.release(ReasonVolumeDeleting, "the volume is being deleted", obs.Record.endAttempt())
 	}
-	if v.Robustness == RobustnessFaulted {
+	if v.Robustness == RobustnessFaulted || v.DesiredReplicas > 0 && v.HealthyReplicas() == 0 {
+		// Robustness is often unknown while detached: count replicas too.
 		return d.release(ReasonVolumeFaulted, "the volume is faulted: no healthy replica to rebuild from", obs.Record.endAttempt())
 	}
 	if !v.Degraded() {

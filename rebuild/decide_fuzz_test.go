@@ -2,6 +2,7 @@ package rebuild
 
 import (
 	"encoding/json"
+	"math/rand"
 	"testing"
 	"time"
 )
@@ -70,7 +71,7 @@ func FuzzDecide(f *testing.F) {
 			if otherPriority > DefaultPriority {
 				t.Fatalf("%s next to a ticket of priority %d", d.Action, otherPriority)
 			}
-			if !Enabled(global, v.Setting) || v.DataEngine != DataEngineV2 || v.Deleting || v.Robustness == RobustnessFaulted || !v.Degraded() {
+			if !Enabled(global, v.Setting) || v.DataEngine != DataEngineV2 || v.Deleting || v.Robustness == RobustnessFaulted || !v.Degraded() || v.HealthyReplicas() == 0 {
 				t.Fatalf("%s for %+v (global %v)", d.Action, v, global)
 			}
 		}
@@ -122,6 +123,87 @@ func BenchmarkDecide(b *testing.B) {
 	for b.Loop() {
 		if d := p.Decide(obs); d.Action != ActionKeep {
 			b.Fatal(d.Action)
+		}
+	}
+}
+
+// referenceAction is a naive restatement of Decide's rules, written from the
+// package documentation rather than the code: which actions are allowed
+// for an observation. For a present ticket on a degraded volume it allows
+// keep, give up (delete), and re-create on a moved owner, since choosing
+// among them needs the record.
+func referenceAction(obs Observation) []Action {
+	v := obs.Volume
+	var present bool
+	higher := false
+	for _, t := range obs.Tickets {
+		if t.ID == "volume-rebuilding-controller-"+v.Name {
+			present = true
+		} else if t.Priority > 800 {
+			higher = true
+		}
+	}
+	healthy := 0
+	for _, r := range v.Replicas {
+		if r.State == "healthy" {
+			healthy++
+		}
+	}
+	enabled := v.Setting == "enabled" || obs.Global && (v.Setting == "ignored" || v.Setting == "")
+	off := v.DataEngine != "v2" || !enabled || v.Deleting || v.Robustness == "faulted" || healthy == 0 ||
+		v.DesiredReplicas <= 0 || healthy >= v.DesiredReplicas || higher
+	switch {
+	case off && present:
+		return []Action{ActionDelete}
+	case off:
+		return []Action{ActionWait}
+	case present:
+		return []Action{ActionKeep, ActionDelete, ActionCreate}
+	case obs.Now.Before(obs.Record.RetryAt) || v.State != "detached" || !v.CanReuseFailedReplica && !v.CanScheduleReplica:
+		return []Action{ActionWait}
+	}
+	return []Action{ActionCreate}
+}
+
+// TestDecideMatchesReference compares Decide with referenceAction on
+// random observations (seeded, so a failure reproduces).
+func TestDecideMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	pick := func(xs ...string) string { return xs[rng.Intn(len(xs))] }
+	var p Planner
+	for i := 0; i < 20000; i++ {
+		v := Volume{Name: "vol", OwnerNode: pick("node-1", "node-2"), DataEngine: DataEngine(pick("v1", "v2", "v2", "")),
+			Setting: VolumeSetting(pick("", "ignored", "enabled", "disabled", "junk")), State: AttachState(pick("detached", "attaching", "attached", "detaching")),
+			Robustness: Robustness(pick("healthy", "degraded", "faulted", "unknown")), Deleting: rng.Intn(8) == 0,
+			DesiredReplicas: rng.Intn(5) - 1, CanReuseFailedReplica: rng.Intn(2) == 0, CanScheduleReplica: rng.Intn(2) == 0}
+		for n := rng.Intn(5); n > 0; n-- {
+			v.Replicas = append(v.Replicas, Replica{State: ReplicaState(pick("healthy", "healthy", "rebuilding", "failed")),
+				LastFailedAt: now.Add(-time.Duration(rng.Intn(30)) * time.Minute)})
+		}
+		var tickets []Ticket
+		for n := rng.Intn(3); n > 0; n-- {
+			tickets = append(tickets, Ticket{ID: pick("csi-a", "api-b", "backup-c"), Priority: []int{100, 800, 900, 1000}[rng.Intn(4)]})
+		}
+		if rng.Intn(2) == 0 {
+			tickets = append(tickets, Ticket{ID: TicketID("vol"), Priority: 800, NodeID: pick("node-1", "node-2"), DisableFrontend: true})
+		}
+		rec := Record{}
+		if rng.Intn(2) == 0 {
+			rec = Record{Failures: rng.Intn(4), RetryAt: now.Add(time.Duration(rng.Intn(7)-3) * time.Minute),
+				AttemptStartedAt: now.Add(-time.Duration(rng.Intn(20)) * time.Minute), SawAttached: rng.Intn(2) == 0,
+				WasRebuilding: rng.Intn(2) == 0, BestHealthy: rng.Intn(4), FailedRebuilds: rng.Intn(4)}
+			rec.LastProgressAt = rec.AttemptStartedAt.Add(time.Duration(rng.Intn(10)) * time.Minute)
+		}
+		obs := Observation{Volume: v, Tickets: tickets, Global: rng.Intn(2) == 0, Record: rec, Now: now}
+		got := p.Decide(obs)
+		allowed := referenceAction(obs)
+		ok := false
+		for _, a := range allowed {
+			ok = ok || a == got.Action
+		}
+		if !ok {
+			t.Fatalf("case %d: Decide = %s (%s: %s), reference allows %v\nobservation %+v", i, got.Action, got.Condition.Reason, got.Condition.Message, allowed, obs)
 		}
 	}
 }

@@ -87,6 +87,12 @@ func TestDecide(t *testing.T) {
 		}, want{ActionDelete, ReasonVolumeFaulted, metav1.ConditionFalse, false, time.Minute},
 			recordIs(Record{Failures: 1, RetryAt: t0.Add(time.Minute), LastFailure: "x"})},
 
+		{"no healthy replica, robustness unknown: treated as faulted", func(o *Observation) {
+			o.Volume.Robustness = RobustnessUnknown
+			o.Volume.Replicas = []Replica{{Name: "r1", State: ReplicaFailed}, {Name: "r2", State: ReplicaFailed}}
+			o.Tickets = []Ticket{ours()}
+		}, want{ActionDelete, ReasonVolumeFaulted, metav1.ConditionFalse, false, 0}, nil},
+
 		// 3. Healthy volumes.
 		{"healthy, no ticket", func(o *Observation) { o.Volume.Replicas[2].State = ReplicaHealthy },
 			want{ActionWait, ReasonHealthy, metav1.ConditionFalse, false, 0}, nil},
