@@ -11,6 +11,8 @@ import (
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
 	"github.com/caretaker-storage/caretaker/backupdelete/backupstoretest"
+	"github.com/caretaker-storage/caretaker/backupdelete/mocks"
+	"go.uber.org/mock/gomock"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -334,5 +336,24 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDriverWithGeneratedMock shows the mocks package: a Completed backup
+// is never checked for presence, and its command is started exactly once.
+func TestDriverWithGeneratedMock(t *testing.T) {
+	ctrl := gomock.NewController(t)
+	store := mocks.NewMockBackupstore(ctrl)
+	done := make(chan error, 1)
+	store.EXPECT().DeleteBackup(gomock.Any(), refB).Return(nil).Times(1)
+	store.EXPECT().BackupExists(gomock.Any(), refB).Return(false, nil).Times(1)
+	d := backupdelete.NewDriver(store, backupdelete.DriverOptions{OnDone: func(_ backupdelete.BackupRef, err error) { done <- err }})
+	defer d.Close()
+	if res, err := d.Reconcile(context.Background(), backupdelete.Request{Ref: refB, State: backupdelete.StateCompleted}); err != nil || !res.StartCommand {
+		t.Fatal(res, err)
+	}
+	<-done
+	if res, err := d.Reconcile(context.Background(), backupdelete.Request{Ref: refB, State: backupdelete.StateDeleting}); err != nil || !res.Finalize {
+		t.Fatal(res, err)
 	}
 }

@@ -1,7 +1,3 @@
-// Package backupstoretest helps test code that uses
-// backupdelete.Backupstore: a conformance suite any implementation runs in
-// one line (RunConformance), an in-memory Backupstore that passes it
-// (MemStore), and a fault-injecting wrapper (Faulty).
 package backupstoretest
 
 import (

@@ -1,0 +1,116 @@
+// Package backupdelete deletes backups from a backupstore asynchronously,
+// holds back backup creations while a deletion of the same volume runs, and
+// turns failed backups into orphan records. It implements seed 002
+// ("Delete backup in the backupstore asynchronously") and the failed-backup
+// half of seed 000, with Longhorn's states and messages, so a Longhorn-style
+// backup controller can adopt it without migrating its objects.
+//
+// The decisions are pure and synchronous:
+//
+//   - Step is the deletion state machine for one backup: (state, in-progress
+//     record, presence in the backupstore, backoff, now) → next state,
+//     message, start the command?, finalize?, requeue after.
+//   - CreationGate says whether a new backup must wait (Pending, "Wait for
+//     backup <name> to be deleted").
+//   - ProgressTracker is the creation progress monitor's timing: 2 s
+//     doubling to 10 min while the status is unreadable, a steady 2 s once
+//     it is, Error after 24 h without a readable status.
+//   - ExpiredFailedBackups applies Longhorn's failed-backup-ttl.
+//
+// Driver and ProgressMonitor are the thin drivers around them: goroutines,
+// an injected k8s.io/utils/clock, and the host's adapters. FailedBackups
+// (an orphan.Inventory and orphan.Judge) and BackupOrphanDeleter (an
+// orphan.Deleter) plug failed backups into package orphan.
+//
+// The host plugs in a Backupstore (delete a backup; does it exist). Package
+// fsstore is a real one: a filesystem in Longhorn's backupstore layout with
+// its lock protocol, for an NFS or CIFS mount. Package backupstoretest has
+// the conformance suite any Backupstore runs in one line, an in-memory
+// Backupstore and a fault injector; package mocks has gomock mocks.
+//
+// # Host duties
+//
+//  1. Build one Driver per process over your Backupstore, and Close it on
+//     shutdown. Do not persist its records: a new process must start with
+//     none, which is how a crash is detected (seed 002).
+//  2. Reconcile every backup whose deletion was requested (in Kubernetes:
+//     deletion timestamp set) with Driver.Reconcile, passing its current
+//     state and message. Write the result's State and Message to the
+//     backup's status; remove the finalizer when Finalize; requeue after
+//     RequeueAfter (and when DriverOptions.OnDone fires).
+//  3. Before starting a new backup, call CreationGate with the other
+//     backups; while it says Wait, keep the new one Pending with its
+//     Message.
+//  4. While a backup is being created, run ProgressMonitor.Run for it (or
+//     drive a ProgressTracker from your own loop) and write the progress;
+//     a give-up comes back as State Error with a message.
+//  5. For failed backups, run orphan's loop with FailedBackups as the
+//     Inventory and Judge and BackupOrphanDeleter registered for
+//     orphan.KindBackup; enable auto-deletion with the policy's "backup"
+//     item. For Longhorn's failed-backup-ttl, request the deletion of what
+//     ExpiredFailedBackups returns (the Driver then deletes it).
+//
+// # A complete loop
+//
+//	store, _ := fsstore.Open("/mnt/nfs-backupstore", fsstore.Options{LockWait: time.Minute})
+//	drv := backupdelete.NewDriver(store, backupdelete.DriverOptions{
+//		OnDone: func(ref backupdelete.BackupRef, err error) { queue.Add(ref) },
+//	})
+//	defer drv.Close()
+//
+//	func reconcile(ctx context.Context, b *Backup) error {
+//		if b.DeletionRequested {
+//			res, err := drv.Reconcile(ctx, backupdelete.Request{Ref: b.Ref, State: b.State, Message: b.Message})
+//			if errors.Is(err, backupdelete.ErrInvalidRef) || errors.Is(err, backupdelete.ErrClosed) {
+//				return err
+//			}
+//			if res.Finalize {
+//				return removeFinalizer(ctx, b)
+//			}
+//			b.State, b.Message = res.State, res.Message
+//			queue.AddAfter(b.Ref, res.RequeueAfter)
+//			return updateStatus(ctx, b)
+//		}
+//		if b.State == backupdelete.StateNew || b.State == backupdelete.StatePending {
+//			if g := backupdelete.CreationGate(b.Ref, otherBackups(b)); g.Wait {
+//				b.State, b.Message = backupdelete.StatePending, g.Message
+//				queue.AddAfter(b.Ref, 5*time.Second)
+//				return updateStatus(ctx, b)
+//			}
+//			return startBackup(ctx, b)
+//		}
+//		return nil
+//	}
+//
+// # Errors
+//
+// Sentinels for errors.Is: ErrInvalidRef (a name that is not a valid
+// backupstore name; not retryable), ErrLocked (a conflicting backupstore
+// lock; retryable), ErrCorrupt (an unparsable backupstore file; nothing is
+// deleted because of it), ErrNotFound (a host record that does not exist),
+// ErrPanic (a delete command panicked; it becomes an Error record),
+// ErrClosed and ErrInvalidSetting. A delete command's error never escapes
+// the Driver as an error: it becomes the backup's Error state with
+// Longhorn's message "Failed to delete the backup <name> in the
+// backupstore, err <err>", and the command is retried after the backoff.
+//
+// # Concurrency
+//
+// Step, CreationGate, ExpiredFailedBackups and ParseFailedBackupTTL are pure.
+// A ProgressTracker belongs to one goroutine. Driver is safe for concurrent
+// use by many reconcilers; at most one command runs per backup, at most
+// DriverOptions.MaxConcurrent in all (the rest queue, recorded as running).
+// FailedBackups and BackupOrphanDeleter are safe for concurrent use if their
+// adapters are. Backupstore implementations must be safe for concurrent use.
+//
+// # Differences from Longhorn's controller
+//
+// Two rows of Step refine Longhorn's: it never starts a second command for
+// a backup whose own command still runs (Longhorn does when a status update
+// was lost), and it finalizes only once the command has returned, not as
+// soon as the cfg is gone; otherwise the finalized backup stops holding
+// creations while its command still holds the deletion lock, and the
+// creation fails on that lock, which is the very complaint seed 002 fixes.
+// The default backoff is the seed's 10 s to 1 min; Longhorn's code later
+// moved to 1 min to 24 h, available through BackoffConfig.
+package backupdelete

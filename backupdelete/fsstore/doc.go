@@ -1,0 +1,128 @@
+// Package fsstore is a backupstore on a filesystem in Longhorn's on-disk
+// layout, with Longhorn's lock protocol: point it at an NFS or CIFS mount
+// that Longhorn backs up to, and it deletes backups interoperably with
+// Longhorn's own backupstore module. Store implements
+// backupdelete.Backupstore and passes backupstoretest.RunConformance.
+//
+// # Format (every decision, with its source)
+//
+// Checked against DESIGN.md "Backupstore (Longhorn layout)" and
+// longhorn/backupstore (backupstore.go, config.go, deltablock.go, lock.go,
+// vfs/vfs.go):
+//
+//   - Paths: <mount>/backupstore/volumes/<c[0:2]>/<c[2:4]>/<volume>/, c
+//     the lowercase hex SHA-512 of the volume name; inside, volume.cfg,
+//     backups/backup_<name>.cfg, blocks/<ck[0:2]>/<ck[2:4]>/<ck>.blk,
+//     locks/<lock>.lck. Volume and backup names must match Longhorn's
+//     ValidateName, ^[a-zA-Z0-9][a-zA-Z0-9_.-]+$, so no name is a path.
+//   - volume.cfg and backup cfgs are JSON with Go-style capitalised keys,
+//     exactly the field names of Longhorn's Volume and Backup structs.
+//     int64 fields (Size, BlockCount, NewlyUploadedDataSize,
+//     ReUploadedDataSize) are JSON strings ("Size":"2097152"), as
+//     `json:",string"` makes them. Longhorn also tags the Volume's string
+//     fields BackingImageName, BackingImageChecksum, CompressionMethod,
+//     StorageClassName and DataEngine `json:",string"`, which double-encodes
+//     them ("DataEngine":"\"v1\""): ParseVolume unwraps them (and accepts a
+//     plain string), WriteVolume writes them double-encoded.
+//   - A backup cfg is written with Longhorn's field order; ProcessingBlocks
+//     (an untagged exported pointer) is null; Blocks is omitted when empty
+//     (omitempty); SingleFile is always {"FilePath":""} (omitempty does not
+//     drop structs). Readers ignore fields they do not know.
+//   - Block checksums are 4..128 lowercase hex digits (Longhorn writes 64:
+//     the first half of a SHA-512). Anything else makes the cfg corrupt,
+//     never a path.
+//   - An empty CreatedTime marks a backup in progress.
+//   - Files are written to a temporary name and renamed. Longhorn uses
+//     "<file>.tmp"; we use "<file>.<8 hex>.tmp" so two writers never
+//     truncate each other's temporary file; both end in .tmp, so neither
+//     is ever listed as a cfg, block or lock.
+//   - volume.cfg is rewritten key by key: only LastBackupName,
+//     LastBackupAt and BlockCount change, every other key keeps its bytes,
+//     so fields added by newer Longhorn versions survive.
+//   - Every cfg read is bounded (Options.MaxConfigBytes, default 256 MiB);
+//     a lock file read is bounded at 64 KiB.
+//
+// # Deletion
+//
+// Store.DeleteBackup follows Longhorn's DeleteDeltaBlockBackup, under a
+// deletion lock: read the backup's cfg (an unreadable one is still
+// removed), remove it, read volume.cfg, list and read every remaining
+// backup cfg to collect the referenced blocks and, if the deleted backup
+// was the volume's LastBackupName, the latest remaining backup by
+// SnapshotCreatedAt; list the backups again and compare; unlink the
+// unreferenced candidate blocks; write volume.cfg (LastBackupName,
+// LastBackupAt; BlockCount = the distinct referenced blocks). No block is
+// unlinked if a remaining backup is in progress or unreadable, or if the
+// backup list changed, and then LastBackupName is cleared rather than
+// guessed, as Longhorn does.
+//
+// One departure, for speed, documented in Collection.Full: the candidates
+// are the deleted backup's own blocks, not every block file of the volume,
+// unless the deleted cfg is already gone or unreadable (a retry after a
+// partial deletion) or Options.FullCollection is set; then every block
+// file is listed, which also collects blocks leaked by interrupted
+// deletions. Longhorn always lists every block, and counts BlockCount as
+// referenced blocks that are present; ours counts referenced blocks.
+//
+// # Locks
+//
+// Lock files are locks/lock-<16 hex>.lck holding {"Name","Type","Acquired"};
+// type 1 is backup and restore (compatible with each other), 2 is
+// deletion. A lock's time is its file's modification time; one older than
+// LockExpiry (150 s) is dead; holders rewrite theirs every LockRefresh
+// (60 s). To take a lock: write it (not acquired), wait LockSettle (2 s),
+// list the locks; a lock of another type that is not expired and ranks
+// first (acquired first, then older file time, then smaller name) blocks.
+// Unreadable lock files are skipped, as Longhorn does. Longhorn's current
+// lock.go retries every 10 s for up to 30 s (DESIGN.md describes the older
+// single try); here Options.LockWait bounds the wait and defaults to a
+// single try, and a failure is a *LockConflictError wrapping
+// backupdelete.ErrLocked that names the blocking lock. All protocol time
+// runs on Options.Clock, so tests use a fake clock; expiry compares that
+// clock with file times, which on a shared mount come from the server.
+//
+// # Safety
+//
+// All access goes through an os.Root at the mount point: no symlink leads
+// outside it. Deleting what is already gone is success, and the block
+// collection still runs, so a retry finishes an interrupted deletion.
+// Files that are not cfgs, blocks or locks are never removed.
+//
+// # Host duties
+//
+//  1. Open the mount point with Open; Close it when done.
+//  2. Pass the Store to backupdelete.NewDriver (or call DeleteBackup
+//     yourself).
+//  3. If you also create backups, take Store.Lock(ctx, volume, LockBackup)
+//     around writing blocks and the cfg, and release it.
+//
+// # A complete loop
+//
+//	store, err := fsstore.Open("/mnt/backupstore", fsstore.Options{LockWait: time.Minute})
+//	if err != nil {
+//		return err
+//	}
+//	defer store.Close()
+//	vols, _ := store.Volumes(ctx)
+//	for _, v := range vols {
+//		names, _ := store.Backups(ctx, v)
+//		fmt.Println(v, names)
+//	}
+//	c, err := store.DeleteBackupReport(ctx, backupdelete.BackupRef{Volume: "vol-a", Name: "backup-0123456789abcdef"})
+//	fmt.Println(c.Removed, "blocks removed", err)
+//
+// # Errors
+//
+// backupdelete.ErrInvalidRef for invalid names; backupdelete.ErrLocked
+// (as *LockConflictError) for a conflicting lock; backupdelete.ErrCorrupt
+// for an unparsable or oversized file; backupdelete.ErrNotFound from the
+// Read methods; filesystem errors (EIO, EPERM from an immutable file) are
+// returned wrapped, with the path.
+//
+// # Concurrency
+//
+// A Store is safe for concurrent use. Deletions in one volume coordinate
+// through lock files exactly as separate processes (or Longhorn itself)
+// would; two deletions are compatible, and each only removes blocks that
+// none of the backups it read references.
+package fsstore
