@@ -255,3 +255,31 @@ func TestSPDKRefusesSnapshotWithTwoClones(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestConcurrentPurgesOfDifferentRecords(t *testing.T) {
+	s := newScene(t)
+	d := s.deleter(t)
+	recs := []orphan.Record{
+		record(t, orphan.KindReplicaInstance, repA, s.uuids["disk-1/"+repA]),
+		record(t, orphan.KindReplicaInstance, repB, s.uuids["disk-1/"+repB]),
+		record(t, orphan.KindReplicaInstance, repC, s.uuids["disk-1/"+repC]),
+		record(t, orphan.KindEngineInstance, "vol1-e-0", s.uuids["vol1-e-0"]),
+		record(t, orphan.KindEngineInstance, "vol2-e-0", s.uuids["vol2-e-0"]),
+	}
+	errs := make(chan error, len(recs))
+	for _, r := range recs {
+		go func() { errs <- d.Delete(context.Background(), r) }()
+	}
+	for range recs {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	want := []string{"disk-1/bi-img1-disk-1-temp-head", "disk-1/bi-img1-disk-1", "disk-1/gone-r-dddddddd-snap-x"}
+	if got := s.srv.LvolAliases(); !slices.Equal(got, want) {
+		t.Fatalf("lvols left %v, want %v", got, want)
+	}
+	if got := s.srv.RaidNames(); len(got) != 0 {
+		t.Fatalf("RAID bdevs left %v", got)
+	}
+}
