@@ -1,5 +1,7 @@
 package orphan
 
+//go:generate go run go.uber.org/mock/mockgen@v0.6.0 -source=instance.go -destination=mocks/instance.go -package=mocks
+
 import (
 	"context"
 	"fmt"
