@@ -254,12 +254,7 @@ func (d *Deleter) finishDisk(ctx context.Context, disk Disk) error {
 		return err
 	}
 	defer rr.Close()
-	dir, err := rr.Open(".")
-	if err != nil {
-		return err
-	}
-	entries, err := dir.ReadDir(-1)
-	dir.Close()
+	entries, err := listDir(rr)
 	if err != nil {
 		return err
 	}

@@ -59,3 +59,25 @@ func identityOf(fi os.FileInfo) (dirIdentity, bool) {
 		ctime: st.Ctim.Sec*1e9 + st.Ctim.Nsec,
 	}, true
 }
+
+// dupFd duplicates f's descriptor, close-on-exec.
+func dupFd(f *os.File) (uintptr, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var fd int
+	var dupErr error
+	if err := rc.Control(func(old uintptr) {
+		fd, dupErr = syscall.Dup(int(old))
+		if dupErr == nil {
+			syscall.CloseOnExec(fd)
+		}
+	}); err != nil {
+		return 0, err
+	}
+	if dupErr != nil {
+		return 0, &os.PathError{Op: "dup", Path: f.Name(), Err: dupErr}
+	}
+	return uintptr(fd), nil
+}

@@ -9,10 +9,17 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
+
+// settled scans as if an hour had passed since the test made its
+// directories, so that their validation is cached at once.
+var settled = Options{Clock: clocktesting.NewFakePassiveClock(time.Now().Add(time.Hour))}
 
 // fixture is a node with real disks in a temporary directory.
 type fixture struct {
@@ -31,7 +38,7 @@ func newFixture(t *testing.T, disks ...Disk) *fixture {
 		t.Fatal(err)
 	}
 	exp := NewStaticExpected()
-	return &fixture{t: t, disks: set, exp: exp, inv: NewInventory(set, exp, Options{}), del: NewDeleter(set, exp, Options{})}
+	return &fixture{t: t, disks: set, exp: exp, inv: NewInventory(set, exp, settled), del: NewDeleter(set, exp, Options{})}
 }
 
 // makeDisk creates a disk directory under base and returns its Disk.

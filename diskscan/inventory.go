@@ -6,10 +6,14 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"k8s.io/utils/clock"
 
 	"github.com/caretaker-storage/caretaker/orphan"
 )
@@ -23,11 +27,21 @@ type Options struct {
 	// MaxConfigSize bounds a longhorn-disk.cfg read; 0 means
 	// DefaultMaxConfigSize. A larger file makes the disk DiskInvalid.
 	MaxConfigSize int64
+	// Clock tells the Inventory when a scan starts. A directory changed
+	// within RacyWindow before that is validated again on the next scan
+	// too, because filesystem timestamps are coarse: a change in the same
+	// tick as the scan would not change them. Nil means the real clock.
+	Clock clock.PassiveClock
 	// ListOwned makes DiskReport.OwnedNames list the expected directories
 	// (off by default: on a disk of 100k replicas it costs a slice of 100k
 	// names per scan).
 	ListOwned bool
 }
+
+// RacyWindow is how recently changed a directory may be and still have
+// its validation cached. Kernel file timestamps advance in ticks of a few
+// milliseconds; a second leaves a wide margin.
+const RacyWindow = time.Second
 
 // Report is what one scan of the disks saw, richer than the Snapshot the
 // orphan package consumes: per-disk details, metas and sizes.
@@ -103,6 +117,7 @@ type Inventory struct {
 	last   Report
 
 	metaReads atomic.Int64 // volume.meta files opened; tests read it
+	racyAfter int64        // this scan's cut-off for caching, in Unix ns
 }
 
 // NewInventory returns an Inventory of disks, judged against expected.
@@ -136,6 +151,11 @@ func (inv *Inventory) ScanReport(ctx context.Context) (Report, error) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 
+	clk := inv.opts.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	inv.racyAfter = clk.Now().Add(-RacyWindow).UnixNano()
 	disks := inv.disks.Disks()
 	reps := make([]DiskReport, len(disks))
 	opened := make([]*os.Root, len(disks))
@@ -296,6 +316,18 @@ func markSharedFilesystems(reps []DiskReport) {
 type diskCache struct {
 	path, uuid string
 	entries    map[string]*cachedEntry // unexpected directories, by name
+
+	// The previous listing in the kernel's order (stable while the
+	// directory does not change), whether each name was expected, and the
+	// set that said so. While the expected source hands out the same set
+	// (it may not modify a set it handed out), a name at the same position
+	// as last time is expected again without hashing it: on a large disk
+	// the look-ups would cost more than the listing.
+	names      []string
+	owned      []bool
+	set        NameSet
+	spareNames []string // the buffers of the listing before, reused
+	spareOwned []bool
 }
 
 // cachedEntry is the validation of one unexpected directory, valid while
@@ -333,14 +365,7 @@ func (inv *Inventory) listDisk(ctx context.Context, rep *DiskReport, root *os.Ro
 		return unknown("open %s: %v", ReplicasDir, err)
 	}
 	defer rr.Close()
-	dir, err := rr.Open(".")
-	if err != nil {
-		return unknown("open %s: %v", ReplicasDir, err)
-	}
-	// Unsorted: sorting 100k names would cost more than the rest of an
-	// unchanged rescan. Only the (few) orphans and skips are sorted.
-	entries, err := dir.ReadDir(-1)
-	dir.Close()
+	entries, err := listDir(rr)
 	if err != nil {
 		return unknown("list %s: %v", ReplicasDir, err)
 	}
@@ -361,6 +386,9 @@ func (inv *Inventory) listDisk(ctx context.Context, rep *DiskReport, root *os.Ro
 	}
 	seen := make(map[string]struct{}, len(cache.entries))
 	rep.Entries = len(entries)
+	sameSet := expected != nil && sameNameSet(cache.set, expected)
+	names, owned := resize(cache.spareNames, len(entries)), resize(cache.spareOwned, len(entries))
+	clear(owned)
 	skip := func(name, reason string) {
 		rep.Skipped = append(rep.Skipped, orphan.Skipped{Scope: d.Scope(), Name: name, Reason: reason})
 	}
@@ -371,6 +399,15 @@ func (inv *Inventory) listDisk(ctx context.Context, rep *DiskReport, root *os.Ro
 			}
 		}
 		name, typ := e.Name(), e.Type()
+		names[i] = name
+		if sameSet && typ.IsDir() && i < len(cache.names) && cache.owned[i] && cache.names[i] == name {
+			owned[i] = true
+			rep.Owned++
+			if inv.opts.ListOwned {
+				rep.OwnedNames = append(rep.OwnedNames, name)
+			}
+			continue
+		}
 		switch {
 		case isTombstone(name):
 			skip(name, "a purge in progress (caretaker tombstone)")
@@ -385,6 +422,7 @@ func (inv *Inventory) listDisk(ctx context.Context, rep *DiskReport, root *os.Ro
 			skip(name, "name does not end in -<8 letters or digits>")
 			continue
 		case expected.Has(name):
+			owned[i] = true
 			rep.Owned++
 			if inv.opts.ListOwned {
 				rep.OwnedNames = append(rep.OwnedNames, name)
@@ -408,6 +446,9 @@ func (inv *Inventory) listDisk(ctx context.Context, rep *DiskReport, root *os.Ro
 			delete(cache.entries, name)
 		}
 	}
+	clear(cache.names) // drop the old names for the garbage collector
+	cache.spareNames, cache.spareOwned = cache.names, cache.owned
+	cache.names, cache.owned, cache.set = names, owned, expected
 	slices.Sort(rep.OwnedNames)
 	slices.SortFunc(rep.Orphans, func(a, b OrphanDir) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(rep.Skipped, func(a, b orphan.Skipped) int { return strings.Compare(a.Name, b.Name) })
@@ -452,8 +493,48 @@ func (inv *Inventory) validate(rr *os.Root, cache *diskCache, name string) (*cac
 		// changes ctime anyway.
 		return &cachedEntry{reason: "cannot read " + MetaFile + ": " + errText(err)}, true
 	}
-	cache.entries[name] = ce
+	if id.mtime < inv.racyAfter && id.ctime < inv.racyAfter {
+		cache.entries[name] = ce
+	} else {
+		delete(cache.entries, name)
+	}
 	return ce, true
+}
+
+// sameNameSet reports whether a and b are the same map, not just equal.
+func sameNameSet(a, b NameSet) bool {
+	return a != nil && b != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+// resize returns s with length n, reusing its array if it is large enough.
+func resize[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n)
+}
+
+// listDir lists the directory rr holds, unsorted: sorting 100k names
+// would cost more than the rest of an unchanged rescan, and only the few
+// orphans and skips need an order.
+//
+// A directory opened through an os.Root lstat's every entry while listing
+// (its entries cannot load their FileInfo lazily), which would double the
+// cost of a scan; a descriptor duplicated from it is an ordinary File that
+// lists with the types the kernel returns, of the very same directory.
+func listDir(rr *os.Root) ([]fs.DirEntry, error) {
+	dir, err := rr.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	fd, err := dupFd(dir)
+	dir.Close()
+	if err != nil {
+		return nil, err
+	}
+	plain := os.NewFile(fd, rr.Name())
+	defer plain.Close()
+	return plain.ReadDir(-1)
 }
 
 // readMeta reads <name>/volume.meta inside rr; it must be a regular file.

@@ -3,11 +3,16 @@ package diskscan
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
 	"github.com/caretaker-storage/caretaker/orphan"
@@ -245,11 +250,13 @@ func TestScanIncremental(t *testing.T) {
 	// The engine rewrites b's meta (tmp + rename bumps the directory's
 	// mtime); the new meta is corrupt, so b is no longer a replica.
 	must(t, diskscantest.WriteMeta(filepath.Join(d.Path, ReplicasDir, "pvc-b-r-0000000b"), []byte("garbage")))
+	stamp(t, filepath.Join(d.Path, ReplicasDir, "pvc-b-r-0000000b"), 1)
 	rep := step(1, "pvc-a-r-0000000a", "pvc-c-r-0000000c", "pvc-d-r-0000000d")
 	if !strings.Contains(skippedReasons(rep)["pvc-b-r-0000000b"], "invalid volume.meta") {
 		t.Errorf("b: %v", rep.Skipped)
 	}
 	must(t, diskscantest.WriteMeta(filepath.Join(d.Path, ReplicasDir, "pvc-b-r-0000000b"), diskscantest.Meta(5<<20)))
+	stamp(t, filepath.Join(d.Path, ReplicasDir, "pvc-b-r-0000000b"), 2)
 	rep = step(1, "pvc-a-r-0000000a", "pvc-b-r-0000000b", "pvc-c-r-0000000c", "pvc-d-r-0000000d")
 	if rep.Orphans[1].Meta.Size != 5<<20 {
 		t.Errorf("b's new meta not seen: %+v", rep.Orphans[1].Meta)
@@ -264,6 +271,92 @@ func TestScanIncremental(t *testing.T) {
 	// Becoming expected drops it from the cache without a read.
 	f.expect(d, "pvc-a-r-0000000a")
 	step(0, "pvc-b-r-0000000b")
+	// And no longer expected: an orphan again, validated afresh.
+	f.exp.Replace([]ReplicaRef{{DiskID: d.UUID, DataDirectoryName: "pvc-own-r-000000ff"}})
+	step(1, "pvc-a-r-0000000a", "pvc-b-r-0000000b")
+	step(0, "pvc-a-r-0000000a", "pvc-b-r-0000000b")
+}
+
+// The incremental scan always agrees with a cold scan by a new Inventory,
+// through a seeded random run of the changes a disk sees.
+func TestScanIncrementalMatchesCold(t *testing.T) {
+	d := makeDisk(t, t.TempDir(), "n", "d", "u")
+	f := newFixture(t, d)
+	rng := rand.New(rand.NewPCG(1, 2))
+	names := make([]string, 40)
+	for i := range names {
+		names[i] = fmt.Sprintf("pvc-%02d-r-%08x", i, i)
+	}
+	expected := map[string]bool{}
+	for step := range 300 {
+		name := names[rng.IntN(len(names))]
+		p := filepath.Join(d.Path, ReplicasDir, name)
+		switch op := rng.IntN(6); op {
+		case 0, 1:
+			must(t, diskscantest.MakeReplica(d.Path, name, diskscantest.Replica{NoImage: rng.IntN(2) == 0}))
+		case 2:
+			must(t, os.RemoveAll(p))
+		case 3:
+			if exists(t, p) {
+				metas := [][]byte{diskscantest.Meta(int64(rng.IntN(100))), []byte("{"), []byte("{}")}
+				must(t, diskscantest.WriteMeta(p, metas[rng.IntN(len(metas))]))
+			}
+		case 4, 5:
+			expected[name] = !expected[name]
+			var refs []ReplicaRef
+			for n, ok := range expected {
+				if ok {
+					refs = append(refs, ReplicaRef{DiskID: d.UUID, DataDirectoryName: n})
+				}
+			}
+			f.exp.Replace(refs)
+		}
+		if exists(t, p) {
+			// Give every change its own modification time: the kernel's
+			// timestamps are too coarse to tell apart two changes made in
+			// the same few milliseconds, which RacyWindow covers in real
+			// use and the settled clock switches off here.
+			stamp(t, p, step)
+		}
+		got := f.scan().Disks[0]
+		cold, err := NewInventory(f.disks, f.exp, settled).ScanReport(context.Background())
+		must(t, err)
+		want := cold.Disks[0]
+		if !reflect.DeepEqual(orphanNames(got), orphanNames(want)) || got.Owned != want.Owned || !reflect.DeepEqual(skippedReasons(got), skippedReasons(want)) {
+			t.Fatalf("step %d: incremental %v owned %d skipped %v; cold %v owned %d skipped %v",
+				step, orphanNames(got), got.Owned, skippedReasons(got), orphanNames(want), want.Owned, skippedReasons(want))
+		}
+		for i := range got.Orphans {
+			if got.Orphans[i].Meta != want.Orphans[i].Meta {
+				t.Fatalf("step %d: %s meta %+v, cold %+v", step, got.Orphans[i].Name, got.Orphans[i].Meta, want.Orphans[i].Meta)
+			}
+		}
+	}
+}
+
+// A directory changed within RacyWindow of the scan is validated again
+// next time: its timestamps might not move with a change in the same tick.
+func TestScanRacyWindow(t *testing.T) {
+	d := makeDisk(t, t.TempDir(), "n", "d", "u")
+	p := replica(t, d, "pvc-a-r-0000000a", diskscantest.Replica{})
+	fi, err := os.Stat(p)
+	must(t, err)
+	set, _ := NewDiskSet(d)
+	clk := clocktesting.NewFakePassiveClock(fi.ModTime())
+	inv := NewInventory(set, NewStaticExpected(), Options{Clock: clk})
+	for i, want := range []int64{1, 2, 3} {
+		if i == 2 {
+			clk.SetTime(fi.ModTime().Add(RacyWindow + time.Millisecond))
+		}
+		_, err := inv.Scan(context.Background())
+		must(t, err)
+		if got := inv.metaReads.Load(); got != want {
+			t.Fatalf("scan %d: %d reads, want %d", i, got, want)
+		}
+	}
+	if _, err := inv.Scan(context.Background()); err != nil || inv.metaReads.Load() != 3 {
+		t.Fatalf("settled directory read again: %d reads", inv.metaReads.Load())
+	}
 }
 
 func TestJudge(t *testing.T) {
@@ -323,6 +416,15 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// stamp sets p's modification time to the k-th second after testTime, so
+// that changes made within one kernel timestamp tick still look different
+// (the real-clock case is TestScanRacyWindow's).
+func stamp(t *testing.T, p string, k int) {
+	t.Helper()
+	ts := testTime.Add(time.Duration(k) * time.Second)
+	must(t, os.Chtimes(p, ts, ts))
 }
 
 func writeFile(t *testing.T, p, s string) {

@@ -1,0 +1,133 @@
+package diskscan
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
+)
+
+// The benchmark disk: 100k replica directories with real volume.meta
+// files, 1% of them orphans. Building it takes a while, so it is built once
+// per test binary run and removed by TestMain.
+const (
+	benchEntries     = 100_000
+	benchOrphanEvery = 100
+)
+
+var bench struct {
+	once sync.Once
+	dir  string
+	disk Disk
+	exp  *StaticExpected
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bench.dir != "" {
+		os.RemoveAll(bench.dir)
+	}
+	os.Exit(code)
+}
+
+func benchDisk(b *testing.B) (*DiskSet, *StaticExpected, string) {
+	b.Helper()
+	bench.once.Do(func() {
+		bench.dir, bench.err = os.MkdirTemp("", "diskscan-bench-")
+		if bench.err != nil {
+			return
+		}
+		bench.disk = Disk{NodeID: "node-1", Name: "disk-1", Path: filepath.Join(bench.dir, "disk"), UUID: "uuid-bench"}
+		if bench.err = diskscantest.NewDisk(bench.disk.Path, bench.disk.Name, bench.disk.UUID); bench.err != nil {
+			return
+		}
+		var refs []ReplicaRef
+		for i := range benchEntries {
+			name := fmt.Sprintf("pvc-%06d-r-%08x", i, uint32(i)*2654435761)
+			if bench.err = diskscantest.MakeReplica(bench.disk.Path, name, diskscantest.Replica{NoImage: true}); bench.err != nil {
+				return
+			}
+			if i%benchOrphanEvery != 0 {
+				refs = append(refs, ReplicaRef{DiskID: bench.disk.UUID, DataDirectoryName: name})
+			}
+		}
+		bench.exp = NewStaticExpected(refs...)
+	})
+	if bench.err != nil {
+		b.Fatal(bench.err)
+	}
+	set, err := NewDiskSet(bench.disk)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return set, bench.exp, filepath.Join(bench.disk.Path, ReplicasDir)
+}
+
+// The yardstick: a bare os.ReadDir of the same replicas directory.
+func BenchmarkReadDir100k(b *testing.B) {
+	_, _, dir := benchDisk(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := os.ReadDir(dir); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// A rescan of the unchanged disk: one listing, one look-up per entry, one
+// lstat per unexpected entry, no volume.meta read. It also reports the
+// memory an Inventory keeps per listed entry after a scan (the cache and
+// the last report), B/entry, and per cached (unexpected) entry.
+func BenchmarkRescanUnchanged100k(b *testing.B) {
+	set, exp, _ := benchDisk(b)
+	ctx := context.Background()
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	before := ms.HeapAlloc
+	inv := NewInventory(set, exp, settled)
+	if _, err := inv.ScanReport(ctx); err != nil {
+		b.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	kept := float64(ms.HeapAlloc) - float64(before)
+	cached := len(inv.caches[bench.disk.Scope()].entries)
+	reads := inv.metaReads.Load()
+
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		r, err := inv.ScanReport(ctx)
+		if err != nil || len(r.Disks[0].Orphans) != benchEntries/benchOrphanEvery {
+			b.Fatalf("%v: %d orphans", err, len(r.Disks[0].Orphans))
+		}
+	}
+	b.StopTimer()
+	if inv.metaReads.Load() != reads {
+		b.Fatalf("an unchanged rescan read %d volume.meta files", inv.metaReads.Load()-reads)
+	}
+	b.ReportMetric(kept/benchEntries, "B/entry")
+	b.ReportMetric(kept/float64(cached), "B/cached-entry")
+	runtime.KeepAlive(inv)
+}
+
+// A first scan of the disk: every unexpected directory's volume.meta is
+// read and its size summed.
+func BenchmarkColdScan100k(b *testing.B) {
+	set, exp, _ := benchDisk(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		inv := NewInventory(set, exp, settled)
+		if _, err := inv.ScanReport(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
