@@ -24,7 +24,6 @@ var settled = Options{Clock: clocktesting.NewFakePassiveClock(time.Now().Add(tim
 // fixture is a node with real disks in a temporary directory.
 type fixture struct {
 	t     *testing.T
-	base  string
 	disks *DiskSet
 	exp   *StaticExpected
 	inv   *Inventory

@@ -1,0 +1,104 @@
+package diskscan_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/caretaker-storage/caretaker/diskscan"
+	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
+	"github.com/caretaker-storage/caretaker/orphan"
+)
+
+// A disk with one replica the cluster expects, one it does not, and a
+// directory that is not a replica.
+func ExampleInventory() {
+	base, _ := os.MkdirTemp("", "diskscan-example-")
+	defer os.RemoveAll(base)
+	path := filepath.Join(base, "disk-1")
+	diskscantest.NewDisk(path, "disk-1", "uuid-1")
+	diskscantest.MakeReplica(path, "pvc-1-r-0a1b2c3d", diskscantest.Replica{})
+	diskscantest.MakeReplica(path, "pvc-2-r-4e5f6a7b", diskscantest.Replica{Size: 8 << 20, Written: 1 << 20})
+	diskscantest.MakeReplica(path, "pvc-3-r-8c9d", diskscantest.Replica{})
+
+	disks, _ := diskscan.NewDiskSet(diskscan.Disk{NodeID: "node-1", Name: "disk-1", Path: path, UUID: "uuid-1"})
+	expected := diskscan.NewStaticExpected(diskscan.ReplicaRef{DiskID: "uuid-1", DataDirectoryName: "pvc-1-r-0a1b2c3d"})
+	inv := diskscan.NewInventory(disks, expected, diskscan.Options{})
+	report, _ := inv.ScanReport(context.Background())
+	for _, d := range report.Disks {
+		fmt.Printf("%s: %s, %d entries, %d owned\n", d.Disk.Scope(), d.Status.Health, d.Entries, d.Owned)
+		for _, o := range d.Orphans {
+			fmt.Printf("orphan %s: volume of %d MiB, about %d MiB on disk\n", o.Name, o.Meta.Size>>20, (o.AllocatedBytes+512<<10)>>20)
+		}
+		for _, s := range d.Skipped {
+			fmt.Printf("skipped %s: %s\n", s.Name, s.Reason)
+		}
+	}
+	// Output:
+	// node-1/disk-1: Ready, 3 entries, 1 owned
+	// orphan pvc-2-r-4e5f6a7b: volume of 8 MiB, about 1 MiB on disk
+	// skipped pvc-3-r-8c9d: name does not end in -<8 letters or digits>
+}
+
+// Purging refuses anything it cannot prove orphaned at that moment.
+func ExampleDeleter() {
+	base, _ := os.MkdirTemp("", "diskscan-example-")
+	defer os.RemoveAll(base)
+	path := filepath.Join(base, "disk-1")
+	diskscantest.NewDisk(path, "disk-1", "uuid-1")
+	diskscantest.MakeReplica(path, "pvc-2-r-4e5f6a7b", diskscantest.Replica{})
+	os.Symlink("/", filepath.Join(path, "replicas", "pvc-9-r-99999999"))
+
+	disks, _ := diskscan.NewDiskSet(diskscan.Disk{NodeID: "node-1", Name: "disk-1", Path: path, UUID: "uuid-1"})
+	expected := diskscan.NewStaticExpected()
+	inv := diskscan.NewInventory(disks, expected, diskscan.Options{})
+	snap, _ := inv.Scan(context.Background()) // also pins the disk's filesystem ID
+	del := diskscan.NewDeleter(disks, expected, diskscan.Options{})
+
+	for _, data := range []string{"pvc-2-r-4e5f6a7b", "pvc-9-r-99999999", ".."} {
+		it := snap.Items[0]
+		it.Parameters = maps.Clone(it.Parameters)
+		it.Parameters[orphan.ParamDataName] = data
+		rec, _ := orphan.NewRecord(it, time.Time{})
+		err := del.Delete(context.Background(), rec)
+		switch {
+		case err == nil:
+			fmt.Println(data, "purged")
+		case errors.Is(err, diskscan.ErrNotReplica):
+			fmt.Println(data, "refused: not a replica directory")
+		case errors.Is(err, diskscan.ErrUnsafePath):
+			fmt.Println(data, "refused: unsafe name")
+		}
+	}
+	_, err := os.Stat("/etc")
+	fmt.Println("/etc still there:", err == nil)
+	// Output:
+	// pvc-2-r-4e5f6a7b purged
+	// pvc-9-r-99999999 refused: not a replica directory
+	// .. refused: unsafe name
+	// /etc still there: true
+}
+
+// The JSON kubectl prints for Longhorn's replicas is the expected set.
+func ExampleParseReplicaList() {
+	list := `{"apiVersion":"v1","kind":"List","items":[
+	  {"metadata":{"name":"pvc-1-r-aaaa1111"},"spec":{"nodeID":"node-1","diskID":"uuid-1","diskPath":"/var/lib/longhorn/","dataDirectoryName":"pvc-1-0a1b2c3d"}}]}`
+	refs, err := diskscan.ParseReplicaList(strings.NewReader(list), 0)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	set, _ := diskscan.NewStaticExpected(refs...).Expected(context.Background(), diskscan.Disk{UUID: "uuid-1"})
+	fmt.Println(len(refs), set.Has("pvc-1-0a1b2c3d"))
+
+	_, err = diskscan.ParseReplicaList(strings.NewReader(list[:60]), 0)
+	fmt.Println(errors.Is(err, diskscan.ErrCorrupt))
+	// Output:
+	// 1 true
+	// true
+}
