@@ -1,0 +1,249 @@
+// Command longhorn-disk lists the orphaned replica directories of a
+// Longhorn v1 filesystem disk on a real node, with their sizes, and
+// purges them only when asked explicitly.
+//
+//	kubectl -n longhorn-system get replicas.longhorn.io -o json > replicas.json
+//	longhorn-disk -disk /var/lib/longhorn -node worker-1 -replicas replicas.json
+//	longhorn-disk -disk /var/lib/longhorn -node worker-1 -replicas replicas.json -purge pvc-1-0a1b2c3d -yes
+//
+// Dry-run is the default: without -yes nothing is deleted. A purge goes
+// through diskscan.Deleter, which re-checks the disk's UUID and filesystem,
+// the directory and its volume.meta, and the expected replicas at the
+// moment it acts, and never follows symbolic links.
+//
+// The replica list must be the whole cluster's, taken after the scan
+// would start: a directory whose replica object is missing from the list
+// is reported as an orphan. Pass -disk-uuid (node.status.diskStatus) so a
+// disk whose config changed is caught; without it the UUID in
+// longhorn-disk.cfg is trusted.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/caretaker-storage/caretaker/diskscan"
+	"github.com/caretaker-storage/caretaker/orphan"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// names is a repeatable string flag.
+type names []string
+
+func (n *names) String() string     { return fmt.Sprint(*n) }
+func (n *names) Set(v string) error { *n = append(*n, v); return nil }
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fl := flag.NewFlagSet("longhorn-disk", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	diskPath := fl.String("disk", "", "the disk's path (required)")
+	node := fl.String("node", "", "this node's name, as in replica spec.nodeID (required)")
+	replicas := fl.String("replicas", "", "`file` with the output of kubectl get replicas.longhorn.io -o json, - for stdin (required)")
+	diskName := fl.String("disk-name", "", "the disk's name in the node spec (default: diskName in longhorn-disk.cfg, else the path's base name)")
+	diskUUID := fl.String("disk-uuid", "", "the disk UUID the node status expects (default: trust longhorn-disk.cfg)")
+	fsid := fl.String("fsid", "", "the filesystem ID to expect (default: the one seen now)")
+	var purge names
+	fl.Var(&purge, "purge", "data directory `name` to purge (repeatable)")
+	purgeAll := fl.Bool("purge-all", false, "purge every orphan found")
+	yes := fl.Bool("yes", false, "really delete; without it purging is a dry run")
+	if err := fl.Parse(args); err != nil {
+		return 2
+	}
+	if *diskPath == "" || *node == "" || *replicas == "" || fl.NArg() > 0 {
+		fmt.Fprintln(stderr, "longhorn-disk: -disk, -node and -replicas are required")
+		fl.Usage()
+		return 2
+	}
+	fail := func(err error) int { fmt.Fprintln(stderr, "longhorn-disk:", err); return 1 }
+
+	path, err := filepath.Abs(*diskPath)
+	if err != nil {
+		return fail(err)
+	}
+	refs, err := readReplicas(*replicas)
+	if err != nil {
+		return fail(err)
+	}
+	disk, err := describeDisk(path, *node, *diskName, *diskUUID, *fsid)
+	if err != nil {
+		return fail(err)
+	}
+	disks, err := diskscan.NewDiskSet(disk)
+	if err != nil {
+		return fail(err)
+	}
+	expected := diskscan.NewStaticExpected(refs...)
+	inv := diskscan.NewInventory(disks, expected, diskscan.Options{})
+	report, err := inv.ScanReport(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	d := report.Disks[0]
+	printReport(stdout, d, refs)
+	if d.Status.Health != orphan.HealthReady {
+		if len(purge) > 0 || *purgeAll {
+			return fail(fmt.Errorf("disk is %s: nothing is purged", d.Status.Health))
+		}
+		return 1
+	}
+
+	targets, err := selectTargets(d, purge, *purgeAll)
+	if err != nil {
+		return fail(err)
+	}
+	if len(targets) == 0 {
+		return 0
+	}
+	if !*yes {
+		fmt.Fprintf(stdout, "\ndry run: would purge %d directories (%s); add -yes to delete\n", len(targets), human(sumBytes(targets)))
+		for _, o := range targets {
+			fmt.Fprintf(stdout, "  %s\n", o.Name)
+		}
+		return 0
+	}
+	judge := diskscan.NewJudge(disks, expected)
+	del := diskscan.NewDeleter(disks, expected, diskscan.Options{})
+	status := 0
+	var freed int64
+	fmt.Fprintln(stdout)
+	for _, o := range targets {
+		rec, err := orphan.NewRecord(o.Item, time.Now())
+		if err == nil {
+			var v orphan.Verdict
+			if v, err = judge.Judge(ctx, o.Item); err == nil && v.Outcome != orphan.OutcomeOrphan {
+				err = fmt.Errorf("not purged: %s (%s)", v.Outcome, v.Reason)
+			}
+		}
+		if err == nil {
+			err = del.Delete(ctx, rec)
+		}
+		switch {
+		case err == nil:
+			freed += o.AllocatedBytes
+			fmt.Fprintf(stdout, "purged  %s (%s)\n", o.Name, human(o.AllocatedBytes))
+		case errors.Is(err, orphan.ErrPreconditionFailed):
+			status = 1
+			fmt.Fprintf(stdout, "refused %s: %v\n", o.Name, err)
+		default:
+			status = 1
+			fmt.Fprintf(stdout, "failed  %s: %v\n", o.Name, err)
+		}
+	}
+	if err := del.FinishInterrupted(ctx); err != nil {
+		status = 1
+		fmt.Fprintf(stdout, "finishing interrupted purges: %v\n", err)
+	}
+	fmt.Fprintf(stdout, "reclaimed %s\n", human(freed))
+	return status
+}
+
+func readReplicas(file string) ([]diskscan.ReplicaRef, error) {
+	r := io.Reader(os.Stdin)
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	return diskscan.ParseReplicaList(r, 0)
+}
+
+// describeDisk fills in what the flags left out from the disk's config.
+func describeDisk(path, node, name, uuid, fsid string) (diskscan.Disk, error) {
+	if name == "" || uuid == "" {
+		f, err := os.Open(filepath.Join(path, diskscan.ConfigFile))
+		if err != nil {
+			return diskscan.Disk{}, fmt.Errorf("no -disk-uuid given and %w", err)
+		}
+		cfg, err := diskscan.ReadDiskConfig(f, 0)
+		f.Close()
+		if err != nil {
+			return diskscan.Disk{}, err
+		}
+		if uuid == "" {
+			uuid = cfg.DiskUUID
+		}
+		if name == "" {
+			name = cfg.DiskName
+		}
+	}
+	if name == "" {
+		name = filepath.Base(path)
+	}
+	return diskscan.Disk{NodeID: node, Name: name, Path: path, UUID: uuid, FSID: fsid}, nil
+}
+
+func printReport(w io.Writer, d diskscan.DiskReport, refs []diskscan.ReplicaRef) {
+	fmt.Fprintf(w, "disk %s at %s: UUID %s, filesystem %s\n", d.Disk.Scope(), d.Disk.Path, d.Disk.UUID, d.FSID)
+	fmt.Fprintf(w, "health: %s", d.Status.Health)
+	if d.Status.Message != "" {
+		fmt.Fprintf(w, " (%s)", d.Status.Message)
+	}
+	fmt.Fprintln(w)
+	if d.Status.Health != orphan.HealthReady {
+		return
+	}
+	if !slices.ContainsFunc(refs, func(r diskscan.ReplicaRef) bool { return r.DiskID == d.Disk.UUID }) && d.Entries > 0 {
+		fmt.Fprintf(w, "warning: no replica in the list names disk UUID %s: is the list this cluster's, and complete?\n", d.Disk.UUID)
+	}
+	fmt.Fprintf(w, "%d entries in replicas/: %d expected, %d orphaned, %d not replicas\n", d.Entries, d.Owned, len(d.Orphans), len(d.Skipped))
+	for _, o := range d.Orphans {
+		fmt.Fprintf(w, "  orphan   %-48s volume %-9s on disk %s\n", o.Name, human(o.Meta.Size), human(o.AllocatedBytes))
+	}
+	for _, s := range d.Skipped {
+		fmt.Fprintf(w, "  skipped  %-48s %s\n", s.Name, s.Reason)
+	}
+	fmt.Fprintf(w, "orphaned data: %s\n", human(d.OrphanBytes))
+}
+
+func selectTargets(d diskscan.DiskReport, purge []string, all bool) ([]diskscan.OrphanDir, error) {
+	if all {
+		return d.Orphans, nil
+	}
+	var out []diskscan.OrphanDir
+	for _, name := range purge {
+		i := slices.IndexFunc(d.Orphans, func(o diskscan.OrphanDir) bool { return o.Name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("%q is not an orphan found on this disk: nothing is purged", name)
+		}
+		out = append(out, d.Orphans[i])
+	}
+	return out, nil
+}
+
+func sumBytes(os []diskscan.OrphanDir) int64 {
+	var n int64
+	for _, o := range os {
+		n += o.AllocatedBytes
+	}
+	return n
+}
+
+// human prints a byte count in binary units.
+func human(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
