@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/caretaker-storage/caretaker/diskscan"
+	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
+	"github.com/caretaker-storage/caretaker/orphan"
+)
+
+func init() {
+	register(part{rank: 10, title: "Orphaned replica directories (packages orphan + diskscan)", run: runDiskscan})
+}
+
+// The throw-away disk: what is on it, and why each entry is there.
+const (
+	qsNode     = "node-1"
+	qsDiskName = "disk-1"
+	qsDiskUUID = "5c0ffee0-0000-4000-8000-000000000001"
+)
+
+type qsEntry struct {
+	name     string
+	replica  diskscantest.Replica
+	expected bool // a replica object of the cluster names it
+}
+
+var qsEntries = []qsEntry{
+	{name: "pvc-web-8f2c4d1a", replica: diskscantest.Replica{Size: 32 << 20, Written: 4 << 20}, expected: true},   // a healthy replica of a volume in use
+	{name: "pvc-db-3b7e9a05", replica: diskscantest.Replica{Size: 16 << 20, Written: 1 << 20}, expected: true},    // a healthy replica of another volume
+	{name: "pvc-old-c4a1e7d2", replica: diskscantest.Replica{Size: 64 << 20, Written: 2 << 20}},                   // left behind by a volume deleted while the node was down
+	{name: "pvc-moved-0e5d6f7a", replica: diskscantest.Replica{Size: 16 << 20, Written: 512 << 10}},               // left behind by a replica rebuilt elsewhere
+	{name: "pvc-scratch", replica: diskscantest.Replica{}},                                                        // no -<8 characters> suffix
+	{name: "pvc-short-1a2b", replica: diskscantest.Replica{}},                                                     // a 4-character suffix
+	{name: "pvc-half-9c8b7a6d", replica: diskscantest.Replica{NoMeta: true}},                                      // no volume.meta (a replica whose creation was interrupted?)
+	{name: "pvc-torn-5d4c3b2a", replica: diskscantest.Replica{Meta: []byte(`{"Size":1048576,"Head":"volume-he`)}}, // a torn volume.meta
+}
+
+// runDiskscan builds a Longhorn-style disk under dir, lets orphan.Monitor
+// scan it with diskscan's Inventory, judges, plans and records the orphans
+// in a MemStore, then purges one on request through the Sweeper and
+// diskscan's Deleter.
+func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
+	disk := diskscan.Disk{NodeID: qsNode, Name: qsDiskName, Path: filepath.Join(dir, qsDiskName), UUID: qsDiskUUID}
+	if err := diskscantest.NewDisk(disk.Path, disk.Name, disk.UUID); err != nil {
+		return err
+	}
+	var refs []diskscan.ReplicaRef
+	for _, e := range qsEntries {
+		if err := diskscantest.MakeReplica(disk.Path, e.name, e.replica); err != nil {
+			return err
+		}
+		if e.expected {
+			refs = append(refs, diskscan.ReplicaRef{Name: e.name + "-r", NodeID: qsNode, DiskID: qsDiskUUID, DiskPath: disk.Path, DataDirectoryName: e.name})
+		}
+	}
+	disks, err := diskscan.NewDiskSet(disk)
+	if err != nil {
+		return err
+	}
+	expected := diskscan.NewStaticExpected(refs...)
+	inv := diskscan.NewInventory(disks, expected, diskscan.Options{ListOwned: true})
+
+	// The Monitor scans in its own goroutine; the fake clock only stamps
+	// observations, so the report does not depend on when it runs.
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
+	observed := make(chan orphan.Observation, 4)
+	mon := orphan.NewMonitor(inv, orphan.MonitorOptions{Clock: clk, OnScan: func(o orphan.Observation) { observed <- o }})
+	if err := mon.Start(ctx); err != nil {
+		return err
+	}
+	defer mon.Stop()
+	next := func() (orphan.Snapshot, error) {
+		select {
+		case o := <-observed:
+			return o.Snapshot, o.Err
+		case <-ctx.Done():
+			return orphan.Snapshot{}, ctx.Err()
+		}
+	}
+	snap, err := next()
+	if err != nil {
+		return err
+	}
+	rep := inv.LastReport().Disks[0]
+
+	fmt.Fprintf(w, "A Longhorn v1 disk %q with %d entries in replicas/; the cluster's replica objects expect %d of them.\n",
+		qsDiskName, rep.Entries, len(refs))
+	fmt.Fprintf(w, "Scan (orphan.Monitor running diskscan.Inventory): disk %s\n\n", rep.Status.Health)
+	judge := diskscan.NewJudge(disks, expected)
+	for _, name := range rep.OwnedNames {
+		fmt.Fprintf(w, "  owned     %-20s a replica object expects it on this disk\n", name)
+	}
+	for _, o := range rep.Orphans {
+		v, err := judge.Judge(ctx, o.Item)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "  %-9s %-20s %s: volume %s, %s allocated (sparse)\n", v.Outcome, o.Name, verdictWhy(v), mib(o.Meta.Size), mib(o.AllocatedBytes))
+	}
+	for _, s := range rep.Skipped {
+		fmt.Fprintf(w, "  skipped   %-20s not a replica: %s\n", s.Name, s.Reason)
+	}
+
+	store := orphan.NewMemStore()
+	sweeper := &orphan.Sweeper{Store: store, Judge: judge, Deleter: diskscan.NewDeleter(disks, expected, diskscan.Options{}), Clock: clk}
+	cycle := orphan.Cycle{Selector: orphan.Selector{NodeID: qsNode}}
+	plan, res, err := sweeper.Run(ctx, snap, cycle)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nPlan (orphan.Decide): %d orphan records to create, %d to purge; the store holds %d records.\n",
+		len(plan.Create), len(plan.Purge), len(res.Created))
+
+	// A user deletes the record of pvc-old: a deletion request.
+	const victim = "pvc-old-c4a1e7d2"
+	var reclaimed int64
+	for _, o := range rep.Orphans {
+		if o.Name == victim {
+			name, err := o.Item.Name()
+			if err != nil {
+				return err
+			}
+			if err := store.RequestDeletion(ctx, name); err != nil {
+				return err
+			}
+			reclaimed = o.AllocatedBytes
+		}
+	}
+	plan, res, err = sweeper.Run(ctx, snap, cycle)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "Deletion requested for %s; the next sweep plans %d purge:\n", victim, len(plan.Purge))
+	fmt.Fprintln(w, "  the Sweeper re-reads the record and re-judges it; the Deleter re-checks the disk's UUID and")
+	fmt.Fprintln(w, "  filesystem, the directory, its volume.meta and the expected replicas, renames it to a tombstone")
+	fmt.Fprintln(w, "  inside replicas/ (os.Root), checks again, and removes it.")
+	if len(res.Purged) != 1 || len(res.Refused) != 0 {
+		return fmt.Errorf("purge: %+v", res)
+	}
+	if _, err := os.Stat(filepath.Join(disk.Path, diskscan.ReplicasDir, victim)); !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%s still on disk: %v", victim, err)
+	}
+	fmt.Fprintf(w, "  purged %s: %s reclaimed\n", victim, mib(reclaimed))
+
+	// A purge that must be refused: the user also asks for pvc-moved, but
+	// the cluster schedules a replica onto that very directory first.
+	for _, o := range rep.Orphans {
+		if o.Name == "pvc-moved-0e5d6f7a" {
+			name, _ := o.Item.Name()
+			if err := store.RequestDeletion(ctx, name); err != nil {
+				return err
+			}
+		}
+	}
+	expected.Add(diskscan.ReplicaRef{Name: "pvc-moved-r", NodeID: qsNode, DiskID: qsDiskUUID, DiskPath: disk.Path, DataDirectoryName: "pvc-moved-0e5d6f7a"})
+	mon.Rescan()
+	if snap, err = next(); err != nil {
+		return err
+	}
+	_, res, err = sweeper.Run(ctx, snap, cycle)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "Deletion requested for pvc-moved-0e5d6f7a, but a replica now expects it: purged %d, forgotten %d (record dropped, data kept).\n",
+		len(res.Purged), len(res.Forgotten))
+	if _, err := os.Stat(filepath.Join(disk.Path, diskscan.ReplicasDir, "pvc-moved-0e5d6f7a", diskscan.MetaFile)); err != nil {
+		return fmt.Errorf("pvc-moved was touched: %v", err)
+	}
+	left, err := store.List(ctx, orphan.Selector{})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "Records left: %d.", len(left))
+	for _, r := range left {
+		fmt.Fprintf(w, " %s (%s)", r.Param(orphan.ParamDataName), r.Kind)
+	}
+	fmt.Fprintf(w, "\nOrphaned data left on %s: %s.\n", qsDiskName, mib(inv.LastReport().Disks[0].OrphanBytes))
+	return nil
+}
+
+// verdictWhy shortens a verdict's reason for the report: the disk UUID is
+// printed once above.
+func verdictWhy(v orphan.Verdict) string {
+	if v.Outcome == orphan.OutcomeOrphan {
+		return "no replica object expects it"
+	}
+	return v.Reason
+}
+
+// mib prints bytes in MiB with one decimal: allocation differs by a few KiB
+// between filesystems, the report should not.
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
