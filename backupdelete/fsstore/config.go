@@ -181,21 +181,32 @@ func ParseBackup(data []byte) (Backup, error) {
 }
 
 func checkBackup(name, volume string, blocks []BlockMapping) error {
-	if !backupdelete.ValidName(name) {
-		return corrupt("backup cfg", fmt.Errorf("invalid backup name %q", name))
-	}
-	if !backupdelete.ValidName(volume) {
-		return corrupt("backup cfg", fmt.Errorf("invalid volume name %q", volume))
+	if err := checkNames(name, volume); err != nil {
+		return err
 	}
 	for i, m := range blocks {
 		if !validChecksum(m.BlockChecksum) {
-			return corrupt("backup cfg", fmt.Errorf("block %d: invalid checksum %q", i, m.BlockChecksum))
+			return corrupt("backup cfg", errBadChecksum(i, m.BlockChecksum))
 		}
 		if m.Offset < 0 {
 			return corrupt("backup cfg", fmt.Errorf("block %d: negative offset", i))
 		}
 	}
 	return nil
+}
+
+func checkNames(name, volume string) error {
+	if !backupdelete.ValidName(name) {
+		return corrupt("backup cfg", fmt.Errorf("invalid backup name %q", name))
+	}
+	if !backupdelete.ValidName(volume) {
+		return corrupt("backup cfg", fmt.Errorf("invalid volume name %q", volume))
+	}
+	return nil
+}
+
+func errBadChecksum(i int, ck string) error {
+	return fmt.Errorf("block %d: invalid checksum %q", i, ck)
 }
 
 // encodeBackup writes b as Longhorn does.

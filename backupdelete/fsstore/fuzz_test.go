@@ -99,3 +99,48 @@ func FuzzParseLockFile(f *testing.F) {
 		}
 	})
 }
+
+// FuzzScanBackup checks the fast cfg scanner against encoding/json: when
+// the fast path answers, encoding/json must accept the same input and
+// read the same fields (and reject it exactly when the fast path's result
+// fails validation).
+func FuzzScanBackup(f *testing.F) {
+	ck := checksum("a")
+	for _, s := range []string{
+		longhornBackupCfg("backup-1", "vol-a", "2026-11-01T00:00:00Z", "2026-11-01T00:00:00Z", []string{ck, checksum("b")}),
+		`{"name":"backup-1","VOLUMENAME":"vol-a","blocks":[{"offset":0,"blockchecksum":"` + ck + `"}]}`,
+		`{"Name":"backup-1","Name":null,"VolumeName":"vol-a","Blocks":null}`,
+		`{"Name":"backup-1","VolumeName":"vol-a","Blocks":[{"Offset":1e3,"BlockChecksum":"` + ck + `"}]}`,
+		`{"Name":"backup-1","VolumeName":"vol-a","Blocks":[{"Offset":-0,"BlockChecksum":"` + ck + `","X":[{"y":"\u00e9"}]}]}`,
+		`{"Name":"backup-1","VolumeName":"vol-a","Blocks":[{"Offset":-5,"BlockChecksum":"` + ck + `"}]}`,
+		`{"Name":"backup-1","VolumeName":"vol-a","Blocks":[],"Blocks":[{}]}`,
+		`{"Name":"b\u0061ckup-1","VolumeName":"vol-a"}`,
+		`{"Name":"backup-1","VolumeName":"vol-a","Labels":{"a":"b"},"Size":"1","IsIncremental":true} `,
+		`{"Name":"backup-1","VolumeName":"vol-a"} x`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fast, ok := scanBackupFast(data)
+		if !ok {
+			return
+		}
+		slow, serr := scanBackupSlow(data)
+		ferr := checkScanned(fast)
+		if (serr == nil) != (ferr == nil) {
+			t.Fatalf("fast path error %v, encoding/json error %v", ferr, serr)
+		}
+		if serr != nil {
+			return
+		}
+		if fast.name != slow.name || fast.volumeName != slow.volumeName || fast.createdTime != slow.createdTime ||
+			fast.snapshotCreatedAt != slow.snapshotCreatedAt || len(fast.checksums) != len(slow.checksums) {
+			t.Fatalf("fast %+v\nslow %+v", fast, slow)
+		}
+		for i := range fast.checksums {
+			if fast.checksums[i] != slow.checksums[i] {
+				t.Fatalf("checksum %d: %q vs %q", i, fast.checksums[i], slow.checksums[i])
+			}
+		}
+	})
+}

@@ -52,13 +52,21 @@ func validChecksum(ck string) bool {
 		return false
 	}
 	for i := 0; i < len(ck); i++ {
-		c := ck[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+		if !lowerHex[ck[i]] {
 			return false
 		}
 	}
 	return true
 }
+
+// lowerHex marks the bytes 0-9a-f; a table keeps validChecksum, which
+// runs for every block of every backup a deletion reads, branch-light.
+var lowerHex = func() (t [256]bool) {
+	for _, c := range "0123456789abcdef" {
+		t[c] = true
+	}
+	return t
+}()
 
 // backupNameFromFile returns the backup name of a file in backups/, or ""
 // for anything else (temporary files, strays).

@@ -9,9 +9,11 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
@@ -188,31 +190,27 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 	}
 	referenced := make(map[string]struct{})
 	var latest latestBackup
-	for _, n := range names {
-		if err := ctx.Err(); err != nil {
-			return c, err
-		}
-		data, _, err := readBounded(vol, backupCfgPath(n), s.opts.MaxConfigBytes)
-		if err != nil {
-			c.Skipped = fmt.Sprintf("backup %s unreadable: %v", n, err)
+	scans := s.scanAll(ctx, vol, names)
+	for i, sc := range scans {
+		n := names[i]
+		if sc.err != nil {
+			if errors.Is(sc.err, context.Canceled) || errors.Is(sc.err, context.DeadlineExceeded) {
+				return c, sc.err
+			}
+			c.Skipped = fmt.Sprintf("backup %s unreadable: %v", n, sc.err)
 			break
 		}
-		refs, err := scanBackup(data)
-		if err != nil {
-			c.Skipped = fmt.Sprintf("backup %s unreadable: %v", n, err)
-			break
-		}
-		if refs.createdTime == "" {
+		if sc.refs.createdTime == "" {
 			c.Skipped = fmt.Sprintf("backup %s in progress", n)
 			break
 		}
-		for _, ck := range refs.checksums {
+		for _, ck := range sc.refs.checksums {
 			if _, ok := referenced[ck]; !ok {
 				referenced[ck] = struct{}{}
 			}
 		}
 		if updateLast {
-			if err := latest.consider(n, refs.snapshotCreatedAt); err != nil {
+			if err := latest.consider(n, sc.refs.snapshotCreatedAt); err != nil {
 				c.Skipped = err.Error()
 				break
 			}
@@ -237,17 +235,14 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 			}
 			candidates = all
 		}
-		var failed []string
+		var unref []string
 		for ck := range candidates {
-			if _, ok := referenced[ck]; ok {
-				continue
+			if _, ok := referenced[ck]; !ok {
+				unref = append(unref, ck)
 			}
-			if err := vol.Remove(blockPath(ck)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				failed = append(failed, ck)
-				continue
-			}
-			c.Removed++
 		}
+		removed, failed := removeBlocks(vol, unref)
+		c.Removed = removed
 		if len(failed) > 0 {
 			slices.Sort(failed)
 			return c, fmt.Errorf("failed to remove %d blocks (first %s)", len(failed), failed[0])
@@ -280,6 +275,79 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 		}
 	}
 	return c, nil
+}
+
+// scanResult is one backup cfg read for block collection.
+type scanResult struct {
+	refs backupRefs
+	err  error
+}
+
+// scanAll reads and scans the cfgs in parallel (they are independent, and
+// on a network mount each read waits on the server), one result per name.
+func (s *Store) scanAll(ctx context.Context, vol *os.Root, names []string) []scanResult {
+	out := make([]scanResult, len(names))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(len(names), max(2, runtime.GOMAXPROCS(0))) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if err := ctx.Err(); err != nil {
+					out[i].err = err
+					continue
+				}
+				data, _, err := readBounded(vol, backupCfgPath(names[i]), s.opts.MaxConfigBytes)
+				if err == nil {
+					out[i].refs, err = scanBackup(data)
+				}
+				out[i].err = err
+			}
+		}()
+	}
+	for i := range names {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	return out
+}
+
+// removeWorkers unlink block files at once: each unlink is a round trip
+// on NFS, and a few in flight hide that latency.
+const removeWorkers = 8
+
+// removeBlocks unlinks block files; one already gone counts as removed.
+func removeBlocks(vol *os.Root, cks []string) (removed int, failed []string) {
+	var mu sync.Mutex
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range min(len(cks), removeWorkers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := 0
+			var bad []string
+			for ck := range work {
+				if err := vol.Remove(blockPath(ck)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					bad = append(bad, ck)
+					continue
+				}
+				n++
+			}
+			mu.Lock()
+			removed += n
+			failed = append(failed, bad...)
+			mu.Unlock()
+		}()
+	}
+	for _, ck := range cks {
+		work <- ck
+	}
+	close(work)
+	wg.Wait()
+	return removed, failed
 }
 
 // readVolumeRaw reads volume.cfg both as a key → raw value map (rewritten
