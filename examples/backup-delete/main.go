@@ -1,0 +1,179 @@
+// Command backup-delete points at a backupstore directory in Longhorn's
+// layout (for example an NFS mount that Longhorn backs up to), lists its
+// volumes and backups, and deletes one backup asynchronously through
+// backupdelete's Driver, printing each state transition. It is a dry run
+// unless -yes is given: the dry run shows which block files the deletion
+// would free.
+//
+//	go run ./examples/backup-delete -dir /mnt/backupstore
+//	go run ./examples/backup-delete -dir /mnt/backupstore -volume pvc-1234 -backup backup-0123456789abcdef
+//	go run ./examples/backup-delete -dir /mnt/backupstore -volume pvc-1234 -backup backup-0123456789abcdef -yes
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/caretaker-storage/caretaker/backupdelete"
+	"github.com/caretaker-storage/caretaker/backupdelete/fsstore"
+)
+
+func main() {
+	dir := flag.String("dir", "", "the backupstore mount point (the directory holding backupstore/)")
+	volume := flag.String("volume", "", "the volume of the backup to delete")
+	backup := flag.String("backup", "", "the backup to delete")
+	yes := flag.Bool("yes", false, "really delete (default: dry run)")
+	lockWait := flag.Duration("lock-wait", time.Minute, "how long to wait for a backup or restore holding the volume's lock")
+	flag.Parse()
+	if *dir == "" {
+		fmt.Fprintln(os.Stderr, "backup-delete: -dir is required")
+		flag.Usage()
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Stdout, *dir, *volume, *backup, *yes, *lockWait); err != nil {
+		fmt.Fprintln(os.Stderr, "backup-delete:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, w io.Writer, dir, volume, backup string, yes bool, lockWait time.Duration) error {
+	store, err := fsstore.Open(dir, fsstore.Options{LockWait: lockWait})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	if err := list(ctx, w, store); err != nil {
+		return err
+	}
+	if backup == "" {
+		return nil
+	}
+	ref := backupdelete.BackupRef{Volume: volume, Name: backup}
+	if err := ref.Validate(); err != nil {
+		return err
+	}
+	freed, err := wouldFree(ctx, store, ref)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\ndeleting %s would free %d block files\n", ref, freed)
+	if !yes {
+		fmt.Fprintln(w, "dry run: pass -yes to delete")
+		return nil
+	}
+	return deleteAsync(ctx, w, store, ref)
+}
+
+// list prints every volume with its backups.
+func list(ctx context.Context, w io.Writer, store *fsstore.Store) error {
+	vols, err := store.Volumes(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%d volumes\n", len(vols))
+	for _, v := range vols {
+		names, err := store.Backups(ctx, v)
+		if err != nil {
+			return err
+		}
+		blocks, err := store.BlockFiles(ctx, v)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "  %s: %d backups, %d block files\n", v, len(names), blocks)
+		for _, n := range names {
+			b, err := store.ReadBackup(ctx, backupdelete.BackupRef{Volume: v, Name: n})
+			switch {
+			case err != nil:
+				fmt.Fprintf(w, "    %s  unreadable: %v\n", n, err)
+			case b.InProgress():
+				fmt.Fprintf(w, "    %s  in progress\n", n)
+			default:
+				fmt.Fprintf(w, "    %s  created %s, %d blocks\n", n, b.CreatedTime, len(b.Blocks))
+			}
+		}
+	}
+	return nil
+}
+
+// wouldFree counts the blocks only ref references.
+func wouldFree(ctx context.Context, store *fsstore.Store, ref backupdelete.BackupRef) (int, error) {
+	target, err := store.ReadBackup(ctx, ref)
+	if err != nil {
+		return 0, err
+	}
+	names, err := store.Backups(ctx, ref.Volume)
+	if err != nil {
+		return 0, err
+	}
+	own := map[string]bool{}
+	for _, m := range target.Blocks {
+		own[m.BlockChecksum] = true
+	}
+	for _, n := range names {
+		if n == ref.Name {
+			continue
+		}
+		b, err := store.ReadBackup(ctx, backupdelete.BackupRef{Volume: ref.Volume, Name: n})
+		if err != nil {
+			return 0, fmt.Errorf("backup %s is unreadable, so no block would be collected: %w", n, err)
+		}
+		for _, m := range b.Blocks {
+			delete(own, m.BlockChecksum)
+		}
+	}
+	return len(own), nil
+}
+
+// deleteAsync runs the Driver's loop for one backup, as a controller
+// would, printing each transition.
+func deleteAsync(ctx context.Context, w io.Writer, store *fsstore.Store, ref backupdelete.BackupRef) error {
+	wake := make(chan struct{}, 1)
+	drv := backupdelete.NewDriver(store, backupdelete.DriverOptions{
+		OnDone: func(backupdelete.BackupRef, error) {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		},
+	})
+	defer drv.Close()
+
+	state, msg := backupdelete.StateCompleted, ""
+	fmt.Fprintf(w, "%s %s\n", time.Now().Format(time.TimeOnly), state)
+	for {
+		res, err := drv.Reconcile(ctx, backupdelete.Request{Ref: ref, State: state, Message: msg})
+		if errors.Is(err, backupdelete.ErrInvalidRef) || errors.Is(err, backupdelete.ErrClosed) {
+			return err
+		}
+		if err != nil {
+			fmt.Fprintln(w, "  (check failed, retrying:", err, ")")
+		}
+		if res.Finalize {
+			fmt.Fprintf(w, "%s deleted\n", time.Now().Format(time.TimeOnly))
+			return nil
+		}
+		if res.State != state || res.Message != msg {
+			fmt.Fprintf(w, "%s %s -> %s %s\n", time.Now().Format(time.TimeOnly), state, res.State, res.Message)
+		}
+		state, msg = res.State, res.Message
+		t := time.NewTimer(res.RequeueAfter)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-wake:
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
