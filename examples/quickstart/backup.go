@@ -226,7 +226,9 @@ func (h *quickstartHost) list() []backupdelete.Backup {
 	return out
 }
 
-func (h *quickstartHost) ListBackups(context.Context) ([]backupdelete.Backup, error) { return h.list(), nil }
+func (h *quickstartHost) ListBackups(context.Context) ([]backupdelete.Backup, error) {
+	return h.list(), nil
+}
 
 func (h *quickstartHost) GetBackup(_ context.Context, ref backupdelete.BackupRef) (backupdelete.Backup, error) {
 	if b, ok := h.backups[ref.Name]; ok && b.Ref == ref {
