@@ -3,7 +3,6 @@ package backupdelete
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 )
 
@@ -24,14 +23,30 @@ func (r BackupRef) String() string {
 	return r.Target + "/" + r.Volume + "/" + r.Name
 }
 
-// validName is Longhorn's rule for volume and backup names in a
-// backupstore (backupstore/util.ValidateName): a leading letter or digit,
-// then letters, digits, '_', '.', '-'. It also keeps names from being
-// path-like, which the filesystem store relies on.
-var validName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]+$`)
+// ValidName reports whether s is a valid backupstore volume or backup name:
+// Longhorn's rule (backupstore/util.ValidateName, the regular expression
+// ^[a-zA-Z0-9][a-zA-Z0-9_.-]+$), so at least two characters, a leading
+// letter or digit, then letters, digits, '_', '.', '-'; and at most 253
+// characters. It keeps names from being path-like, which the filesystem
+// store relies on. (Hand-written: the Driver checks it on every reconcile.)
+func ValidName(s string) bool {
+	if len(s) < 2 || len(s) > 253 || !nameByte[s[0]] || s[0] == '_' || s[0] == '.' || s[0] == '-' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if !nameByte[s[i]] {
+			return false
+		}
+	}
+	return true
+}
 
-// ValidName reports whether s is a valid backupstore volume or backup name.
-func ValidName(s string) bool { return len(s) <= 253 && validName.MatchString(s) }
+var nameByte = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
+	}
+	return t
+}()
 
 // Validate returns an error wrapping ErrInvalidRef if the volume or the
 // backup name is not a valid backupstore name.
