@@ -160,6 +160,20 @@ func TestEndToEndThroughOrphan(t *testing.T) {
 		t.Fatalf("after b vanished: %+v, %v", res, err)
 	}
 
+	// The host evicts the disk: records forgotten, data kept; they come
+	// back once the eviction is over.
+	evicted := cycle
+	evicted.Scopes = map[orphan.Scope]orphan.ScopeStatus{d.Scope(): {Health: orphan.HealthDiskEvicted}}
+	if _, res, err := sw.Run(ctx, snap, evicted); err != nil || len(res.Forgotten) != 1 || store.Len() != 0 {
+		t.Fatalf("evicted: %+v, %v, %d records", res, err, store.Len())
+	}
+	if _, err := os.Stat(filepath.Join(d.Path, diskscan.ReplicasDir, "pvc-c-r-0000000c", diskscan.MetaFile)); err != nil {
+		t.Fatalf("eviction touched data: %v", err)
+	}
+	if _, res, err := sw.Run(ctx, snap, cycle); err != nil || len(res.Created) != 1 {
+		t.Fatalf("after the eviction: %+v, %v", res, err)
+	}
+
 	// The disk's UUID changes: its records are forgotten, data kept.
 	if err := diskscantest.WriteConfig(d.Path, d.Name, "someone-else"); err != nil {
 		t.Fatal(err)
