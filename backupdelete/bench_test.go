@@ -47,10 +47,11 @@ func benchRefs(n int) []backupdelete.BackupRef {
 //
 //   - cycle: one op is the whole life of 10k deletions: 10k reconciles
 //     that start commands, the commands, 10k reconciles that finalize.
+//
 //   - poll: one op is one reconcile of a Deleting backup while all 10k
 //     commands are in flight (the steady state a controller polls in).
 //
-//	go test -run='^$' -bench=Driver10k -benchmem ./backupdelete/
+//     go test -run='^$' -bench=Driver10k -benchmem ./backupdelete/
 func BenchmarkDriver10kDeletions(b *testing.B) {
 	const n = 10000
 	refs := benchRefs(n)
