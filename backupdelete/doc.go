@@ -89,6 +89,7 @@
 // lock; retryable), ErrCorrupt (an unparsable backupstore file; nothing is
 // deleted because of it), ErrNotFound (a host record that does not exist),
 // ErrPanic (a delete command panicked; it becomes an Error record),
+// ErrTimeout (a command ran past DriverOptions.CommandTimeout),
 // ErrClosed and ErrInvalidSetting. A delete command's error never escapes
 // the Driver as an error: it becomes the backup's Error state with
 // Longhorn's message "Failed to delete the backup <name> in the

@@ -2,6 +2,7 @@ package backupdelete
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync"
@@ -23,9 +24,15 @@ type DriverOptions struct {
 	// PollInterval is how soon Reconcile asks to be called again while a
 	// command runs; default 2 s.
 	PollInterval time.Duration
-	// Clock gives the time for the backoff; default the real clock. Tests
-	// use k8s.io/utils/clock/testing.FakeClock.
+	// Clock gives the time for the backoff and, if it is a clock.Clock,
+	// times CommandTimeout; default the real clock. Tests use
+	// k8s.io/utils/clock/testing.FakeClock.
 	Clock clock.PassiveClock
+	// CommandTimeout, if positive, cancels a delete command's context after
+	// this long (a hung NFS mount must not hold a slot forever); the
+	// command then fails with ErrTimeout and is retried after the backoff.
+	// It needs Clock to be a clock.Clock (the default is). Zero: no limit.
+	CommandTimeout time.Duration
 	// OnDone, if set, is called from the command's goroutine after a
 	// command returns and its record is updated (err is nil on success).
 	// Hosts use it to requeue the backup at once instead of waiting for
@@ -253,12 +260,28 @@ func (d *Driver) work(q queued) {
 // call runs one delete command and turns a panic into an error, so the
 // record is failed rather than left running forever.
 func (d *Driver) call(ref BackupRef) (err error) {
+	ctx, cancel := context.WithCancelCause(d.ctx)
+	defer cancel(nil)
+	if c, ok := d.clock.(clock.Clock); ok && d.opts.CommandTimeout > 0 {
+		t := c.NewTimer(d.opts.CommandTimeout)
+		defer t.Stop()
+		go func() {
+			select {
+			case <-t.C():
+				cancel(fmt.Errorf("%w after %v", ErrTimeout, d.opts.CommandTimeout))
+			case <-ctx.Done():
+			}
+		}()
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %v\n%s", ErrPanic, r, debug.Stack())
 		}
+		if cause := context.Cause(ctx); err != nil && errors.Is(cause, ErrTimeout) && !errors.Is(err, ErrTimeout) {
+			err = fmt.Errorf("%w: %v", cause, err)
+		}
 	}()
-	return d.store.DeleteBackup(d.ctx, ref)
+	return d.store.DeleteBackup(ctx, ref)
 }
 
 // finish records the command's result, unless the record was forgotten or

@@ -357,3 +357,26 @@ func TestDriverWithGeneratedMock(t *testing.T) {
 		t.Fatal(res, err)
 	}
 }
+
+func TestDriverCommandTimeout(t *testing.T) {
+	r := newRig(t, backupdelete.DriverOptions{CommandTimeout: time.Minute})
+	must(t, r.mem.Put(refB, false, "k1"))
+	r.faulty.InjectDelete(backupstoretest.Fault{Wait: make(chan struct{})}) // a hung mount
+	state, msg := backupdelete.StateCompleted, ""
+	r.reconcile(t, refB, &state, &msg)
+	waitFor(t, func() bool { return r.faulty.DeleteCalls() == 1 && r.clock.HasWaiters() })
+	r.clock.Step(59 * time.Second)
+	select {
+	case err := <-r.done:
+		t.Fatalf("returned before the timeout: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	r.clock.Step(time.Second)
+	if err := r.waitDone(t); !errors.Is(err, backupdelete.ErrTimeout) {
+		t.Fatalf("%v, want ErrTimeout", err)
+	}
+	r.reconcile(t, refB, &state, &msg)
+	if state != backupdelete.StateError || !strings.Contains(msg, "timed out after 1m0s") {
+		t.Fatalf("%q %q", state, msg)
+	}
+}

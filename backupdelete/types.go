@@ -132,6 +132,9 @@ var (
 	// ErrPanic: a delete command panicked; the Driver recorded it as an
 	// Error instead of losing the record.
 	ErrPanic = errors.New("backupdelete: delete command panicked")
+	// ErrTimeout: a delete command ran longer than
+	// DriverOptions.CommandTimeout and was cancelled. Retried.
+	ErrTimeout = errors.New("backupdelete: delete command timed out")
 	// ErrClosed: the Driver was closed.
 	ErrClosed = errors.New("backupdelete: driver closed")
 )
