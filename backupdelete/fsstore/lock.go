@@ -158,6 +158,7 @@ func (s *Store) acquire(ctx context.Context, vol *os.Root, volume string, t Lock
 		return nil, err
 	}
 	start := s.clock.Now()
+	written := start
 	fail := func(err error) (*Lock, error) {
 		_ = vol.Remove(lockPath(name))
 		return nil, err
@@ -179,6 +180,15 @@ func (s *Store) acquire(ctx context.Context, vol *os.Root, volume string, t Lock
 		}
 		if err := s.wait(ctx, s.checkInterval()); err != nil {
 			return fail(err)
+		}
+		if s.clock.Since(written) >= LockRefresh {
+			if err := s.writeLock(vol, me); err != nil {
+				return fail(err)
+			}
+			written = s.clock.Now()
+			if err := s.wait(ctx, LockSettle); err != nil {
+				return fail(err)
+			}
 		}
 	}
 	me.Acquired = true

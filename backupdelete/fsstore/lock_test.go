@@ -205,3 +205,50 @@ func TestRanksBefore(t *testing.T) {
 		t.Fatal("then smaller name")
 	}
 }
+
+// TestLongWaitKeepsOurLockFresh: with a wait longer than LockRefresh, the
+// waiting lock file is rewritten, so it never looks expired to others
+// while we still rank by it.
+func TestLongWaitKeepsOurLockFresh(t *testing.T) {
+	s, v, clk := lockFixture(t, Options{LockWait: 150 * time.Second})
+	blocker := filepath.Join(v.dir, "locks", "lock-00000000000000aa.lck")
+	v.lock("lock-00000000000000aa", 1, true, clk.Now())
+	done := make(chan error, 1)
+	go func() { done <- s.DeleteBackup(context.Background(), ref1) }()
+	type version struct {
+		ino   uint64
+		mtime time.Time
+	}
+	inodes := map[version]bool{}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		select {
+		case err := <-done:
+			if !errors.Is(err, backupdelete.ErrLocked) {
+				t.Fatalf("%v, want ErrLocked: the blocker held on", err)
+			}
+			if len(inodes) < 3 {
+				t.Fatalf("our waiting lock file was written %d times in 150 s, want it rewritten every 60 s", len(inodes))
+			}
+			return
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("did not finish")
+		}
+		entries, _ := os.ReadDir(filepath.Join(v.dir, "locks"))
+		for _, e := range entries {
+			if e.Name() != "lock-00000000000000aa.lck" && filepath.Ext(e.Name()) == ".lck" {
+				if info, err := e.Info(); err == nil {
+					inodes[version{inode(info), info.ModTime()}] = true
+				}
+			}
+		}
+		if clk.HasWaiters() {
+			clk.Step(time.Second)
+			// The blocker's holder refreshes it, as Longhorn's does.
+			_ = os.Chtimes(blocker, clk.Now(), clk.Now())
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}

@@ -28,7 +28,12 @@ type Options struct {
 	// LockWait is how long a deletion waits for a conflicting lock (a
 	// backup or restore running on the volume) before failing with
 	// backupdelete.ErrLocked. Zero fails after the first look, as the
-	// protocol DESIGN.md describes.
+	// protocol DESIGN.md describes. A wait longer than LockRefresh
+	// rewrites our waiting lock file every LockRefresh, so that it never
+	// looks expired to others while we still count its rank (Longhorn's
+	// 30 s wait never gets near LockExpiry; a longer one would let a taker
+	// that saw our lock as expired and we, who still ranked it first, both
+	// proceed).
 	LockWait time.Duration
 	// LockCheckInterval is how often a waiting taker looks again; default
 	// 10 s.
