@@ -31,7 +31,7 @@ func FuzzParseBackup(f *testing.F) {
 			t.Fatalf("scan %+v vs parse %+v", refs, b)
 		}
 		for i, m := range b.Blocks {
-			if !validChecksum(m.BlockChecksum) || refs.checksums[i] != m.BlockChecksum {
+			if !validChecksum(m.BlockChecksum) || string(refs.checksums[i]) != m.BlockChecksum {
 				t.Fatalf("block %d: %q", i, m.BlockChecksum)
 			}
 			_ = blockPath(m.BlockChecksum) // must not panic
@@ -138,7 +138,7 @@ func FuzzScanBackup(f *testing.F) {
 			t.Fatalf("fast %+v\nslow %+v", fast, slow)
 		}
 		for i := range fast.checksums {
-			if fast.checksums[i] != slow.checksums[i] {
+			if string(fast.checksums[i]) != string(slow.checksums[i]) {
 				t.Fatalf("checksum %d: %q vs %q", i, fast.checksums[i], slow.checksums[i])
 			}
 		}

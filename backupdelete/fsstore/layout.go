@@ -59,6 +59,19 @@ func validChecksum(ck string) bool {
 	return true
 }
 
+// validChecksumBytes is validChecksum on bytes.
+func validChecksumBytes(ck []byte) bool {
+	if len(ck) < 4 || len(ck) > 128 {
+		return false
+	}
+	for _, c := range ck {
+		if !lowerHex[c] {
+			return false
+		}
+	}
+	return true
+}
+
 // lowerHex marks the bytes 0-9a-f; a table keeps validChecksum, which
 // runs for every block of every backup a deletion reads, branch-light.
 var lowerHex = func() (t [256]bool) {

@@ -175,7 +175,7 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 		if refs, err := scanBackup(data); err == nil && !s.opts.FullCollection {
 			candidates = make(map[string]struct{}, len(refs.checksums))
 			for _, ck := range refs.checksums {
-				candidates[ck] = struct{}{}
+				candidates[string(ck)] = struct{}{}
 			}
 		}
 	}
@@ -193,9 +193,13 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 	if err != nil {
 		return c, err
 	}
-	referenced := make(map[string]struct{})
 	var latest latestBackup
 	scans := s.scanAll(ctx, vol, names)
+	size := 0
+	for _, sc := range scans {
+		size = max(size, len(sc.refs.checksums))
+	}
+	referenced := make(map[string]struct{}, size+size/4)
 	for i, sc := range scans {
 		n := names[i]
 		if sc.err != nil {
@@ -210,8 +214,10 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 			break
 		}
 		for _, ck := range sc.refs.checksums {
-			if _, ok := referenced[ck]; !ok {
-				referenced[ck] = struct{}{}
+			// The lookup converts without allocating; only a block seen
+			// for the first time gets its own string.
+			if _, ok := referenced[string(ck)]; !ok {
+				referenced[string(ck)] = struct{}{}
 			}
 		}
 		if updateLast {
