@@ -9,3 +9,12 @@ import "fmt"
 func FormatFSID(w0, w1 int32) string {
 	return fmt.Sprintf("%012x", uint64(uint32(w0))<<32|uint64(uint32(w1)))
 }
+
+// dirIdentity is what tells that a directory changed between two scans:
+// its inode (a directory replaced under the same name) and its change and
+// modification times (an entry created, removed or renamed inside it, as
+// the engine's volume.meta.tmp rename does).
+type dirIdentity struct {
+	dev, ino     uint64
+	mtime, ctime int64
+}

@@ -1,3 +1,5 @@
+//go:build linux
+
 package diskscan
 
 import (
@@ -36,15 +38,6 @@ func allocatedBytes(fi os.FileInfo) int64 {
 		return st.Blocks * 512
 	}
 	return fi.Size()
-}
-
-// dirIdentity is what tells that a directory changed between two scans:
-// its inode (a directory replaced under the same name) and its change and
-// modification times (an entry created, removed or renamed inside it, as
-// the engine's volume.meta.tmp rename does).
-type dirIdentity struct {
-	dev, ino     uint64
-	mtime, ctime int64
 }
 
 func identityOf(fi os.FileInfo) (dirIdentity, bool) {
