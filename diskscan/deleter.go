@@ -141,12 +141,16 @@ func (d *Deleter) Delete(ctx context.Context, r orphan.Record) error {
 	if err != nil || !os.SameFile(before, after) {
 		// Swapped between the lstat and the rename: what we renamed is
 		// not what we checked. Put it back untouched.
-		return restore(rr, tomb, name, refuse(ErrNotReplica, "%s changed while it was being purged", name))
+		return d.restore(rr, disk, tomb, name, refuse(ErrNotReplica, "%s changed while it was being purged", name))
 	}
 	if err := d.notExpected(ctx, disk, name); err != nil {
-		return restore(rr, tomb, name, err)
+		return d.restore(rr, disk, tomb, name, err)
 	}
-	return rr.RemoveAll(tomb)
+	if err := rr.RemoveAll(tomb); err != nil {
+		d.disks.markTombstone(disk)
+		return err
+	}
+	return nil
 }
 
 // notExpected asks the expected source about name; it is nil only if the
@@ -164,8 +168,9 @@ func (d *Deleter) notExpected(ctx context.Context, disk Disk, name string) error
 
 // restore renames a tombstone back to its name and returns why, or an
 // error saying the restore failed too.
-func restore(rr *os.Root, tomb, name string, why error) error {
+func (d *Deleter) restore(rr *os.Root, disk Disk, tomb, name string, why error) error {
 	if err := rr.Rename(tomb, name); err != nil {
+		d.disks.markTombstone(disk)
 		return fmt.Errorf("%w; and renaming %s back to %s failed: %v (FinishInterrupted restores it if it is still expected)", why, tomb, name, err)
 	}
 	return why
@@ -238,6 +243,10 @@ func (d *Deleter) FinishInterrupted(ctx context.Context) error {
 }
 
 func (d *Deleter) finishDisk(ctx context.Context, disk Disk) error {
+	if !d.disks.mayHoldTombstones(disk) {
+		return nil // the last listing found none: no need to read the directory again
+	}
+	marks := d.disks.tombMarks(disk)
 	root, err := d.openChecked(disk)
 	if err != nil {
 		if errors.Is(err, orphan.ErrPreconditionFailed) {
@@ -281,6 +290,9 @@ func (d *Deleter) finishDisk(ctx context.Context, disk Disk) error {
 		if err := rr.RemoveAll(e.Name()); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if len(errs) == 0 {
+		d.disks.sawTombstones(disk, false, marks)
 	}
 	return errors.Join(errs...)
 }

@@ -48,6 +48,16 @@ type DiskSet struct {
 	mu    sync.Mutex
 	disks []Disk                  // sorted by NodeID, Name
 	pins  map[orphan.Scope]pinned // filesystem IDs learned by scans
+	tombs map[orphan.Scope]tombs  // whether a disk may hold tombstones
+}
+
+// tombs is what is known of a disk's tombstones. A disk with no entry may
+// hold some (nothing has looked since this process started); clean means
+// the last complete listing found none and no purge has failed since.
+type tombs struct {
+	path, uuid string
+	clean      bool
+	marks      uint64 // purges that left a tombstone behind, ever
 }
 
 type pinned struct{ path, uuid, fsid string }
@@ -139,4 +149,53 @@ func (s *DiskSet) pin(d Disk, fsid string) {
 			return
 		}
 	}
+}
+
+// tombMarks returns how many purges on d have left a tombstone so far; a
+// listing that starts now passes it to sawTombstones.
+func (s *DiskSet) tombMarks(d Disk) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tombs[d.Scope()].marks
+}
+
+// sawTombstones records what a complete listing of d's replicas directory,
+// started when tombMarks returned marks, found. It marks the disk clean only
+// if no purge left a tombstone since the listing started.
+func (s *DiskSet) sawTombstones(d Disk, found bool, marks uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tombs == nil {
+		s.tombs = map[orphan.Scope]tombs{}
+	}
+	t := s.tombs[d.Scope()]
+	if t.path != d.Path || t.uuid != d.UUID {
+		t = tombs{path: d.Path, uuid: d.UUID, marks: t.marks}
+	}
+	t.clean = !found && t.marks == marks
+	s.tombs[d.Scope()] = t
+}
+
+// markTombstone records that a purge on d left a tombstone behind.
+func (s *DiskSet) markTombstone(d Disk) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tombs == nil {
+		s.tombs = map[orphan.Scope]tombs{}
+	}
+	t := s.tombs[d.Scope()]
+	t.clean = false
+	t.marks++
+	s.tombs[d.Scope()] = t
+}
+
+// mayHoldTombstones reports whether FinishInterrupted has to look at d: it
+// does unless a listing of this very disk found none since anything could
+// have left one. A crash that leaves a tombstone also ends this process,
+// and a new DiskSet knows nothing, so it looks.
+func (s *DiskSet) mayHoldTombstones(d Disk) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.tombs[d.Scope()]
+	return !ok || !t.clean || t.path != d.Path || t.uuid != d.UUID
 }

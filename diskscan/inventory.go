@@ -365,6 +365,7 @@ func (inv *Inventory) listDisk(ctx context.Context, rep *DiskReport, root *os.Ro
 		return unknown("open %s: %v", ReplicasDir, err)
 	}
 	defer rr.Close()
+	marks := inv.disks.tombMarks(d)
 	entries, err := listDir(rr)
 	if err != nil {
 		return unknown("list %s: %v", ReplicasDir, err)
@@ -392,6 +393,7 @@ func (inv *Inventory) listDisk(ctx context.Context, rep *DiskReport, root *os.Ro
 	skip := func(name, reason string) {
 		rep.Skipped = append(rep.Skipped, orphan.Skipped{Scope: d.Scope(), Name: name, Reason: reason})
 	}
+	tombstones := 0
 	for i, e := range entries {
 		if i%4096 == 4095 {
 			if err := ctx.Err(); err != nil {
@@ -411,6 +413,7 @@ func (inv *Inventory) listDisk(ctx context.Context, rep *DiskReport, root *os.Ro
 		switch {
 		case isTombstone(name):
 			skip(name, "a purge in progress (caretaker tombstone)")
+			tombstones++
 			continue
 		case typ&fs.ModeSymlink != 0:
 			skip(name, "a symbolic link: never followed")
@@ -446,6 +449,7 @@ func (inv *Inventory) listDisk(ctx context.Context, rep *DiskReport, root *os.Ro
 			delete(cache.entries, name)
 		}
 	}
+	inv.disks.sawTombstones(d, tombstones > 0, marks)
 	clear(cache.names) // drop the old names for the garbage collector
 	cache.spareNames, cache.spareOwned = cache.names, cache.owned
 	cache.names, cache.owned, cache.set = names, owned, expected

@@ -405,3 +405,88 @@ func mustOpen(t *testing.T, p string) *os.File {
 	t.Cleanup(func() { f.Close() })
 	return f
 }
+
+// FinishInterrupted runs on every sync, so it must not read a large
+// replicas directory again when the last listing found no tombstone; but
+// it must look when nothing has listed the disk yet (a restart after a
+// crash) or when one of our own purges failed to remove its tombstone.
+func TestFinishInterruptedLooksOnlyWhereTombstonesMayBe(t *testing.T) {
+	d := makeDisk(t, t.TempDir(), "n", "d", "u")
+	f := newFixture(t, d)
+	rd := filepath.Join(d.Path, ReplicasDir)
+	plant := func(name string) string {
+		t.Helper()
+		replica(t, d, name, diskscantest.Replica{})
+		tomb, _ := tombstoneName(name)
+		must(t, os.Rename(filepath.Join(rd, name), filepath.Join(rd, tomb)))
+		return filepath.Join(rd, tomb)
+	}
+	finish := func() { t.Helper(); must(t, f.del.FinishInterrupted(context.Background())) }
+
+	// Nothing has listed the disk yet: a crash may have left a tombstone.
+	first := plant("pvc-a-r-00000001")
+	f.scan() // pins the filesystem ID; the listing sees the tombstone
+	finish()
+	if exists(t, first) {
+		t.Fatalf("a tombstone seen by the scan was left behind")
+	}
+
+	// A clean listing: a tombstone planted behind our back afterwards is
+	// not looked for (no directory read), until the next scan sees it.
+	f.scan()
+	sneaky := plant("pvc-b-r-00000002")
+	finish()
+	if !exists(t, sneaky) {
+		t.Fatalf("FinishInterrupted read the directory although the last listing was clean")
+	}
+	f.scan()
+	finish()
+	if exists(t, sneaky) {
+		t.Fatalf("the tombstone the scan saw was not finished")
+	}
+
+	// Our own purge that left a tombstone marks the disk without a scan.
+	f.scan()
+	left := plant("pvc-c-r-00000003")
+	f.disks.markTombstone(d)
+	finish()
+	if exists(t, left) {
+		t.Fatalf("a tombstone our own purge left was not finished")
+	}
+
+	// A new process (a new DiskSet) knows nothing and looks.
+	f.scan()
+	again := plant("pvc-d-r-00000004")
+	g := newFixture(t, d)
+	g.scan() // pins the filesystem ID, and sees the tombstone
+	must(t, g.del.FinishInterrupted(context.Background()))
+	if exists(t, again) {
+		t.Fatalf("a fresh DiskSet did not look for tombstones")
+	}
+}
+
+// A listing that started before one of our purges left a tombstone must not
+// mark the disk clean when it finishes.
+func TestSawTombstonesIgnoresListingsOlderThanAMark(t *testing.T) {
+	d := Disk{NodeID: "n", Name: "d", Path: "/x", UUID: "u"}
+	s, err := NewDiskSet(d)
+	must(t, err)
+	if !s.mayHoldTombstones(d) {
+		t.Fatalf("an unlisted disk counts as clean")
+	}
+	marks := s.tombMarks(d)
+	s.markTombstone(d) // a purge fails while the listing runs
+	s.sawTombstones(d, false, marks)
+	if !s.mayHoldTombstones(d) {
+		t.Fatalf("a listing older than the mark cleared it")
+	}
+	s.sawTombstones(d, false, s.tombMarks(d))
+	if s.mayHoldTombstones(d) {
+		t.Fatalf("a fresh clean listing did not clear the mark")
+	}
+	moved := d
+	moved.Path = "/y"
+	if !s.mayHoldTombstones(moved) {
+		t.Fatalf("a disk at a new path counts as clean")
+	}
+}
