@@ -236,7 +236,10 @@ func (s *scanner) blocks() ([][]byte, bool) {
 	}
 	for {
 		s.ws()
-		ck, ok := s.block()
+		ck, ok := s.canonicalBlock()
+		if !ok {
+			ck, ok = s.block()
+		}
 		if !ok {
 			return nil, false
 		}
@@ -250,6 +253,40 @@ func (s *scanner) blocks() ([][]byte, bool) {
 		}
 		return nil, false
 	}
+}
+
+// canonicalBlock reads a block mapping exactly as encoding/json writes it,
+// {"Offset":<digits>,"BlockChecksum":"<lowercase hex>"}, with a few
+// comparisons instead of the general object walk; anything else leaves
+// the position unchanged for block to read.
+func (s *scanner) canonicalBlock() ([]byte, bool) {
+	const head, mid = `{"Offset":`, `,"BlockChecksum":"`
+	d, i := s.d, s.i
+	if len(d)-i < len(head)+1+len(mid)+4+2 || string(d[i:i+len(head)]) != head {
+		return nil, false
+	}
+	i += len(head)
+	start := i
+	for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+		i++
+	}
+	// Up to 18 digits always fits an int64; a leading 0 only alone.
+	if n := i - start; n == 0 || n > 18 || d[start] == '0' && n > 1 {
+		return nil, false
+	}
+	if len(d)-i < len(mid) || string(d[i:i+len(mid)]) != mid {
+		return nil, false
+	}
+	i += len(mid)
+	start = i
+	for i < len(d) && lowerHex[d[i]] {
+		i++
+	}
+	if i+1 >= len(d) || d[i] != '"' || d[i+1] != '}' || i-start < 4 || i-start > 128 {
+		return nil, false
+	}
+	s.i = i + 2
+	return d[start:i], true
 }
 
 func (s *scanner) block() ([]byte, bool) {
