@@ -1,0 +1,504 @@
+// Package agent is a per-node orphan agent for Longhorn v1 filesystem
+// disks on Kubernetes: it keeps its node's Orphan custom resources in step
+// with the replica directories on the node's disks, and purges a
+// directory when its Orphan is deleted.
+//
+// It watches three kinds of Longhorn object through informers: its own
+// Node (which disks to scan, and whether the node or a disk is being
+// evicted), the Replicas (which directories the cluster expects), and the
+// Orphans labelled with its node (deletion requests). A diskscan Inventory
+// runs under an orphan.Monitor; on every change, and on every event, the
+// agent runs one orphan.Sweeper cycle over the crstore Store, then writes
+// the DataCleanable and Error conditions.
+//
+// Deletion follows Longhorn's rule: the data of a deleted Orphan is
+// purged only when its DataCleanable condition is True; otherwise the
+// finalizer is removed and the data stays. Forgetting a record (its
+// directory gone, its disk or node evicted) marks it DataCleanable=False
+// first, so even a crash halfway never turns a forget into a purge.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/caretaker-storage/caretaker/diskscan"
+	"github.com/caretaker-storage/caretaker/examples/kube/crstore"
+	"github.com/caretaker-storage/caretaker/orphan"
+)
+
+// Config configures an Agent.
+type Config struct {
+	// Client reaches the API server.
+	Client dynamic.Interface
+	// Namespace holds Longhorn's objects; empty means crstore.DefaultNamespace.
+	Namespace string
+	// NodeID is the Longhorn node this agent runs on. Required.
+	NodeID string
+	// Period is the disk scan period; zero means orphan.DefaultPeriod.
+	Period time.Duration
+	// Policy is the auto-deletion policy; the zero value deletes only
+	// what users delete.
+	Policy orphan.Policy
+	// FieldManager names the agent's writes; empty means
+	// "caretaker-orphan-agent-<NodeID>".
+	FieldManager string
+	// Logger receives the agent's log; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Retry delays after a failed cycle, doubling from the first to the last.
+const (
+	minRetry = 250 * time.Millisecond
+	maxRetry = 30 * time.Second
+)
+
+// ErrConfig is wrapped by errors about an incomplete Config.
+var ErrConfig = errors.New("agent: invalid config")
+
+// Agent is one node's orphan agent. Create it with New and run it with Run.
+type Agent struct {
+	cfg      Config
+	log      *slog.Logger
+	store    *crstore.Store
+	disks    *diskscan.DiskSet
+	expected *diskscan.StaticExpected
+	monitor  *orphan.Monitor
+	sweeper  *orphan.Sweeper
+	trigger  chan struct{}
+
+	mu     sync.Mutex
+	scopes map[orphan.Scope]orphan.ScopeStatus // the host's view, from the Node object
+}
+
+// New returns an agent; it does nothing until Run.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Client == nil || cfg.NodeID == "" {
+		return nil, fmt.Errorf("%w: Client and NodeID are required", ErrConfig)
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = crstore.DefaultNamespace
+	}
+	if cfg.FieldManager == "" {
+		cfg.FieldManager = "caretaker-orphan-agent-" + cfg.NodeID
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	disks, err := diskscan.NewDiskSet()
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{
+		cfg:      cfg,
+		log:      cfg.Logger.With("node", cfg.NodeID),
+		store:    crstore.New(cfg.Client, crstore.Options{Namespace: cfg.Namespace, OwnerID: cfg.NodeID, FieldManager: cfg.FieldManager}),
+		disks:    disks,
+		expected: diskscan.NewStaticExpected(),
+		trigger:  make(chan struct{}, 1),
+		// Until the Node object is read, nothing is known about the node.
+		scopes: map[orphan.Scope]orphan.ScopeStatus{{NodeID: cfg.NodeID}: {Health: orphan.HealthUnknown, Message: "the node object is not read yet"}},
+	}
+	inv := diskscan.NewInventory(disks, a.expected, diskscan.Options{})
+	a.monitor = orphan.NewMonitor(inv, orphan.MonitorOptions{
+		Period:   cfg.Period,
+		OnChange: func(orphan.Observation) { a.poke() },
+	})
+	a.sweeper = &orphan.Sweeper{
+		Store:   cleanableView{a.store},
+		Judge:   presentJudge{diskscan.NewJudge(disks, a.expected)},
+		Deleter: diskscan.NewDeleter(disks, a.expected, diskscan.Options{}),
+	}
+	return a, nil
+}
+
+// Run watches, scans and sweeps until ctx is done. It returns nil when
+// ctx ends, or an error if the informers cannot start.
+func (a *Agent) Run(ctx context.Context) error {
+	ns := a.cfg.Namespace
+	factory := func(tweak dynamicinformer.TweakListOptionsFunc) dynamicinformer.DynamicSharedInformerFactory {
+		return dynamicinformer.NewFilteredDynamicSharedInformerFactory(a.cfg.Client, 0, ns, tweak)
+	}
+	nodeF := factory(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", a.cfg.NodeID).String()
+	})
+	replicaF := factory(nil)
+	orphanF := factory(func(o *metav1.ListOptions) {
+		o.LabelSelector = labels.Set{orphan.LabelNode: a.cfg.NodeID}.String()
+	})
+	nodeInf := nodeF.ForResource(NodeGVR).Informer()
+	replicaInf := replicaF.ForResource(ReplicaGVR).Informer()
+	orphanInf := orphanF.ForResource(crstore.GVR).Informer()
+
+	onEvent := func(f func()) cache.ResourceEventHandlerFuncs {
+		return cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { f() },
+			UpdateFunc: func(any, any) { f() },
+			DeleteFunc: func(any) { f() },
+		}
+	}
+	// Node and replica events mark the agent's view stale; refresh
+	// rebuilds it once per burst (the initial list is one event per object).
+	nodeKey := ns + "/" + a.cfg.NodeID
+	var nodeDirty, replicasDirty atomic.Bool
+	refresh := make(chan struct{}, 1)
+	mark := func(dirty *atomic.Bool) func() {
+		return func() {
+			dirty.Store(true)
+			select {
+			case refresh <- struct{}{}:
+			default:
+			}
+		}
+	}
+	if _, err := nodeInf.AddEventHandler(onEvent(mark(&nodeDirty))); err != nil {
+		return err
+	}
+	if _, err := replicaInf.AddEventHandler(onEvent(mark(&replicasDirty))); err != nil {
+		return err
+	}
+	if _, err := orphanInf.AddEventHandler(onEvent(a.poke)); err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for _, f := range []dynamicinformer.DynamicSharedInformerFactory{nodeF, replicaF, orphanF} {
+		f.Start(ctx.Done())
+		defer f.Shutdown()
+	}
+	for _, f := range []dynamicinformer.DynamicSharedInformerFactory{nodeF, replicaF, orphanF} {
+		for gvr, ok := range f.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("agent: informer for %s did not sync", gvr.Resource)
+			}
+		}
+	}
+	// Read the caches once so the disks and expected replicas are in
+	// place before the first scan, then follow their changes.
+	nodeDirty.Store(false)
+	replicasDirty.Store(false)
+	a.nodeChanged(nodeInf.GetStore(), nodeKey)
+	a.replicasChanged(replicaInf.GetStore())
+	a.log.Info("informers synced; starting the disk monitor", "period", a.cfg.Period)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-refresh:
+			}
+			if nodeDirty.Swap(false) {
+				a.nodeChanged(nodeInf.GetStore(), nodeKey)
+			}
+			if replicasDirty.Swap(false) {
+				a.replicasChanged(replicaInf.GetStore())
+			}
+		}
+	}()
+
+	if err := a.monitor.Start(ctx); err != nil {
+		return err
+	}
+	defer a.monitor.Stop()
+	a.loop(ctx)
+	return nil
+}
+
+func (a *Agent) poke() {
+	select {
+	case a.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// nodeChanged applies the Node object to the DiskSet and the host scopes.
+func (a *Agent) nodeChanged(store cache.Store, key string) {
+	var u *unstructured.Unstructured
+	if obj, ok, _ := store.GetByKey(key); ok {
+		u, _ = obj.(*unstructured.Unstructured)
+	}
+	v := viewOfNode(a.cfg.NodeID, u)
+	if err := a.disks.Set(v.disks); err != nil {
+		// Two disks of one name cannot happen in a node map; be safe anyway.
+		a.log.Error("node disks rejected; the node is not scanned", "err", err)
+		v.scopes = map[orphan.Scope]orphan.ScopeStatus{{NodeID: a.cfg.NodeID}: {Health: orphan.HealthUnknown, Message: err.Error()}}
+		_ = a.disks.Set(nil)
+	}
+	a.mu.Lock()
+	a.scopes = v.scopes
+	a.mu.Unlock()
+	a.monitor.Rescan()
+	a.poke()
+}
+
+// replicasChanged rebuilds the expected set from the informer's cache.
+func (a *Agent) replicasChanged(store cache.Store) {
+	objs := store.List()
+	refs := make([]diskscan.ReplicaRef, 0, len(objs))
+	for _, obj := range objs {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			refs = append(refs, replicaRef(u))
+		}
+	}
+	a.expected.Replace(refs)
+	a.monitor.Rescan()
+	a.poke()
+}
+
+func (a *Agent) hostScopes() map[orphan.Scope]orphan.ScopeStatus {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.scopes
+}
+
+// loop runs a cycle on every poke, after a failure with a growing delay,
+// and when the plan says time alone will change it.
+func (a *Agent) loop(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	retry := time.Duration(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.trigger:
+		case <-timer.C:
+		}
+		next, err := a.cycle(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		var wait time.Duration
+		switch {
+		case err != nil:
+			retry = min(max(2*retry, minRetry), maxRetry)
+			wait = retry
+			a.log.Warn("cycle failed; retrying", "in", wait, "err", err)
+		case !next.IsZero():
+			retry = 0
+			wait = max(time.Until(next), 0)
+		default:
+			retry = 0
+			continue
+		}
+		timer.Stop()
+		timer.Reset(wait)
+	}
+}
+
+// cycle is one pass: release deletions that must not purge, sweep, and
+// write conditions. It returns when the plan changes by time alone.
+func (a *Agent) cycle(ctx context.Context) (time.Time, error) {
+	start := time.Now()
+	obs, ok := a.monitor.Latest()
+	if !ok {
+		return time.Time{}, nil // the first scan's OnChange pokes again
+	}
+	if obs.Err != nil {
+		return time.Time{}, fmt.Errorf("scan %d: %w", obs.Seq, obs.Err)
+	}
+	if err := a.releaseUncleanable(ctx); err != nil {
+		return time.Time{}, err
+	}
+	host := a.hostScopes()
+	plan, res, err := a.sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
+		Selector: orphan.Selector{NodeID: a.cfg.NodeID},
+		Scopes:   host,
+		Policy:   a.cfg.Policy,
+	})
+	if a.log.Enabled(ctx, slog.LevelDebug) {
+		for _, k := range plan.Keep {
+			a.log.Debug("keep", "orphan", k.Record.Name, "why", k.Reason)
+		}
+		a.log.Debug("cycle", "scan", obs.Seq, "took", time.Since(start), "requeueAt", plan.RequeueAt, "err", err)
+	}
+	if len(res.Created)+len(res.Forgotten)+len(res.Purged)+len(res.Refused) > 0 {
+		a.log.Info("swept", "scan", obs.Seq, "created", res.Created, "forgotten", res.Forgotten,
+			"purged", res.Purged, "refused", res.Refused)
+	}
+	cerr := a.writeConditions(ctx, orphan.MergeScopes(obs.Snapshot.Scopes, host), res, err)
+	return plan.RequeueAt, errors.Join(err, cerr)
+}
+
+// releaseUncleanable is the deletion path that keeps the data: an Orphan
+// being deleted whose DataCleanable condition is not True loses its
+// finalizer, as in Longhorn.
+func (a *Agent) releaseUncleanable(ctx context.Context) error {
+	recs, err := a.store.List(ctx, orphan.Selector{NodeID: a.cfg.NodeID})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, r := range recs {
+		if r.DeletionRequested && !cleanable(r) {
+			if err := a.store.Delete(ctx, r.Name); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			a.log.Info("released a deleted orphan whose data is not cleanable; data kept", "orphan", r.Name,
+				"reason", reasonOf(r, orphan.ConditionDataCleanable))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// writeConditions sets DataCleanable=True on the node's live records whose
+// scope is Ready, and Error on records whose purge failed or was refused
+// (Error=False on the others that have it set).
+func (a *Agent) writeConditions(ctx context.Context, scopes map[orphan.Scope]orphan.ScopeStatus, res orphan.Result, syncErr error) error {
+	failed := map[string]string{}
+	for _, r := range res.Refused {
+		failed[r.Name] = "purge refused: " + r.Reason
+	}
+	var recErr *orphan.RecordError
+	for _, e := range unwrapAll(syncErr) {
+		if errors.As(e, &recErr) && recErr.Op == "purge" {
+			failed[recErr.Name] = "purge failed: " + recErr.Err.Error()
+		}
+	}
+	recs, err := a.store.List(ctx, orphan.Selector{NodeID: a.cfg.NodeID})
+	if err != nil {
+		return err
+	}
+	now := metav1.Now()
+	var errs []error
+	for _, r := range recs {
+		changed := false
+		if !r.DeletionRequested && ready(scopes, r.Scope()) && !cleanable(r) {
+			changed = meta.SetStatusCondition(&r.Conditions, metav1.Condition{
+				Type: orphan.ConditionDataCleanable, Status: metav1.ConditionTrue, Reason: "Ready", LastTransitionTime: now,
+			}) || changed
+		}
+		if msg, ok := failed[r.Name]; ok {
+			changed = meta.SetStatusCondition(&r.Conditions, metav1.Condition{
+				Type: orphan.ConditionError, Status: metav1.ConditionTrue, Reason: "PurgeFailed", Message: msg, LastTransitionTime: now,
+			}) || changed
+		} else if meta.IsStatusConditionTrue(r.Conditions, orphan.ConditionError) {
+			changed = meta.SetStatusCondition(&r.Conditions, metav1.Condition{
+				Type: orphan.ConditionError, Status: metav1.ConditionFalse, Reason: "NoError", LastTransitionTime: now,
+			}) || changed
+		}
+		if !changed {
+			continue
+		}
+		r.ResourceVersion = "" // conditions are ours; retry conflicts with other writers
+		if _, err := a.store.Update(ctx, r); err != nil && !errors.Is(err, orphan.ErrNotFound) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ready reports whether s and its node are Ready in scopes.
+func ready(scopes map[orphan.Scope]orphan.ScopeStatus, s orphan.Scope) bool {
+	if st, ok := scopes[s]; !ok || st.Health != orphan.HealthReady {
+		return false
+	}
+	st, ok := scopes[orphan.Scope{NodeID: s.NodeID}]
+	return ok && st.Health == orphan.HealthReady
+}
+
+func cleanable(r orphan.Record) bool {
+	return meta.IsStatusConditionTrue(r.Conditions, orphan.ConditionDataCleanable)
+}
+
+func reasonOf(r orphan.Record, condType string) string {
+	if c := meta.FindStatusCondition(r.Conditions, condType); c != nil {
+		return c.Reason
+	}
+	return "no " + condType + " condition"
+}
+
+// unwrapAll flattens joined and multierror errors one level.
+func unwrapAll(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, unwrapAll(e)...)
+		}
+		return out
+	}
+	if w, ok := err.(interface{ WrappedErrors() []error }); ok {
+		return w.WrappedErrors()
+	}
+	return []error{err}
+}
+
+// cleanableView is the Store the Sweeper sees: Orphans being deleted whose
+// data is not cleanable are not there, so no plan ever purges them; the
+// agent releases them through releaseUncleanable.
+type cleanableView struct{ *crstore.Store }
+
+func hidden(r orphan.Record) bool { return r.DeletionRequested && !cleanable(r) }
+
+// List implements orphan.Store.
+func (v cleanableView) List(ctx context.Context, sel orphan.Selector) ([]orphan.Record, error) {
+	recs, err := v.Store.List(ctx, sel)
+	if err != nil {
+		return nil, err
+	}
+	out := recs[:0]
+	for _, r := range recs {
+		if !hidden(r) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// Get implements orphan.Store.
+func (v cleanableView) Get(ctx context.Context, name string) (orphan.Record, error) {
+	r, err := v.Store.Get(ctx, name)
+	if err == nil && hidden(r) {
+		return orphan.Record{}, fmt.Errorf("%w: %s is being deleted and its data is not cleanable", orphan.ErrNotFound, name)
+	}
+	return r, err
+}
+
+// presentJudge judges a replica directory undecided when it is no longer
+// on disk. The Sweeper plans from the latest scan, which may predate a
+// purge or a removal; without this, the next pass would create an Orphan
+// for a directory that has just gone, and the scan after would forget it.
+type presentJudge struct{ next orphan.Judge }
+
+// Judge implements orphan.Judge.
+func (j presentJudge) Judge(ctx context.Context, it orphan.Item) (orphan.Verdict, error) {
+	if it.Kind == orphan.KindReplicaData {
+		dir, name := it.Param(orphan.ParamDiskPath), it.Param(orphan.ParamDataName)
+		if diskscan.SafeName(name) != nil || !filepath.IsAbs(dir) {
+			return orphan.Undecided("not a replica directory path"), nil
+		}
+		if _, err := os.Lstat(filepath.Join(dir, diskscan.ReplicasDir, name)); err != nil {
+			return orphan.Undecided("not on disk since the scan: " + err.Error()), nil
+		}
+	}
+	return j.next.Judge(ctx, it)
+}

@@ -1,0 +1,332 @@
+package agent_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
+	"github.com/caretaker-storage/caretaker/examples/kube/agent"
+	"github.com/caretaker-storage/caretaker/examples/kube/crstore"
+	"github.com/caretaker-storage/caretaker/examples/kube/internal/kubetest"
+)
+
+// agentArgsEnv, when set, makes the test binary run the agent instead of
+// the tests: its value is the agent's arguments, one per line. The tests
+// start agents this way so they can SIGKILL one in the middle of a purge.
+const agentArgsEnv = "CARETAKER_KUBE_AGENT_ARGS"
+
+func TestMain(m *testing.M) {
+	if args := os.Getenv(agentArgsEnv); args != "" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		code := agent.Main(ctx, strings.Split(args, "\n"), os.Stderr)
+		stop()
+		os.Exit(code)
+	}
+	kubetest.Main(m)
+}
+
+// scanPeriod keeps the tests quick; real agents scan every 30 s.
+const scanPeriod = 500 * time.Millisecond
+
+// waitTimeout bounds every wait for the agent to act.
+const waitTimeout = 60 * time.Second
+
+// env is one test's world: a namespace on the shared API server and a
+// directory for the nodes' disks.
+type env struct {
+	t    *testing.T
+	dc   dynamic.Interface
+	ns   string
+	base string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	c := kubetest.Require(t)
+	dc, err := c.Dynamic()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, dc: dc, ns: kubetest.Namespace(t, dc, "agent"), base: t.TempDir()}
+}
+
+// disk is a Longhorn v1 disk of a node, on the real filesystem.
+type disk struct {
+	node, name, path, uuid string
+}
+
+func (d disk) dir(dataName string) string { return filepath.Join(d.path, "replicas", dataName) }
+
+// addNode creates a disk directory and the Longhorn Node object naming it.
+func (e *env) addNode(node, diskName string) disk {
+	e.t.Helper()
+	d := disk{node: node, name: diskName, path: filepath.Join(e.base, node, diskName), uuid: uuid.NewString()}
+	if err := diskscantest.NewDisk(d.path, d.name, d.uuid); err != nil {
+		e.t.Fatal(err)
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "longhorn.io/v1beta2", "kind": "Node",
+		"metadata": map[string]any{"name": node, "namespace": e.ns},
+		"spec": map[string]any{
+			"name": node,
+			"disks": map[string]any{diskName: map[string]any{
+				"path": d.path, "diskType": "filesystem", "allowScheduling": true, "evictionRequested": false,
+			}},
+		},
+	}}
+	ctx := context.Background()
+	ri := e.dc.Resource(agent.NodeGVR).Namespace(e.ns)
+	created, err := ri.Create(ctx, obj, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	created.Object["status"] = map[string]any{"diskStatus": map[string]any{diskName: map[string]any{"diskUUID": d.uuid}}}
+	if _, err := ri.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	return d
+}
+
+// owned makes a replica directory and the Replica object that expects it.
+func (e *env) owned(d disk, dataName string) {
+	e.t.Helper()
+	e.orphanDir(d, dataName)
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "longhorn.io/v1beta2", "kind": "Replica",
+		"metadata": map[string]any{
+			"name":      "replica-" + dataName,
+			"namespace": e.ns, "labels": map[string]any{"longhornnode": d.node},
+		},
+		"spec": map[string]any{"nodeID": d.node, "diskID": d.uuid, "diskPath": d.path, "dataDirectoryName": dataName},
+	}}
+	if _, err := e.dc.Resource(agent.ReplicaGVR).Namespace(e.ns).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// orphanDir makes a replica directory that no Replica expects.
+func (e *env) orphanDir(d disk, dataName string) {
+	e.t.Helper()
+	if err := diskscantest.MakeReplica(d.path, dataName, diskscantest.Replica{Size: 1 << 20, Written: 4096}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// longhornName is Longhorn's name for the orphan of a replica directory,
+// computed here on its own: "orphan-" + sha256 of
+// <node>-<disk name>-<disk path>-<disk UUID>-<data directory>.
+func longhornName(d disk, dataName string) string {
+	sum := sha256.Sum256([]byte(strings.Join([]string{d.node, d.name, d.path, d.uuid, dataName}, "-")))
+	return "orphan-" + hex.EncodeToString(sum[:])
+}
+
+func (e *env) orphans() dynamic.ResourceInterface {
+	return e.dc.Resource(crstore.GVR).Namespace(e.ns)
+}
+
+// nodeOrphans lists the Orphan objects labelled with node, by name.
+func (e *env) nodeOrphans(node string) map[string]*unstructured.Unstructured {
+	e.t.Helper()
+	list, err := e.orphans().List(context.Background(), metav1.ListOptions{LabelSelector: "longhornnode=" + node})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string]*unstructured.Unstructured{}
+	for i := range list.Items {
+		out[list.Items[i].GetName()] = &list.Items[i]
+	}
+	return out
+}
+
+// waitFor polls cond until it returns nil, failing the test with cond's
+// last answer after waitTimeout.
+func (e *env) waitFor(what string, cond func() error) {
+	e.t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("waiting for %s: gave up after %s: %v", what, waitTimeout, err)
+		}
+		time.Sleep(100 * time.Millisecond) // polling the API server with a deadline
+	}
+}
+
+// waitOrphans waits until node's Orphan objects are exactly names, each
+// with DataCleanable=True.
+func (e *env) waitOrphans(node string, names ...string) map[string]*unstructured.Unstructured {
+	e.t.Helper()
+	var got map[string]*unstructured.Unstructured
+	e.waitFor(fmt.Sprintf("the orphans of %s to be %d cleanable objects", node, len(names)), func() error {
+		got = e.nodeOrphans(node)
+		if len(got) != len(names) {
+			return fmt.Errorf("have %d: %v", len(got), keys(got))
+		}
+		for _, n := range names {
+			o, ok := got[n]
+			if !ok {
+				return fmt.Errorf("%s missing; have %v", n, keys(got))
+			}
+			if c := condition(o, "DataCleanable"); c["status"] != "True" {
+				return fmt.Errorf("%s: DataCleanable = %v", n, c)
+			}
+		}
+		return nil
+	})
+	return got
+}
+
+func (e *env) deleteOrphan(name string) {
+	e.t.Helper()
+	if err := e.orphans().Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		e.t.Fatalf("kubectl delete orphan %s: %v", name, err)
+	}
+}
+
+func (e *env) waitGone(name string) {
+	e.t.Helper()
+	e.waitFor("orphan "+name+" to be gone", func() error {
+		_, err := e.orphans().Get(context.Background(), name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return errors.New("still there")
+	})
+}
+
+func (e *env) setDiskEviction(d disk, evict bool) {
+	e.t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"disks":{%q:{"evictionRequested":%t}}}}`, d.name, evict)
+	if _, err := e.dc.Resource(agent.NodeGVR).Namespace(e.ns).Patch(context.Background(), d.node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// agentProc is an agent running as a child process (this test binary).
+type agentProc struct {
+	t    *testing.T
+	node string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+}
+
+// startAgent starts node's agent; it is stopped at the end of the test,
+// and its log printed if the test failed or ran with -v.
+func (e *env) startAgent(node string, extra ...string) *agentProc {
+	e.t.Helper()
+	kc := kubetest.Require(e.t).Kubeconfig
+	args := append([]string{"-kubeconfig=" + kc, "-namespace=" + e.ns, "-node=" + node, "-period=" + scanPeriod.String(), "-log-level=debug"}, extra...)
+	logPath := filepath.Join(e.base, fmt.Sprintf("agent-%s-%d.log", node, time.Now().UnixNano()))
+	f, err := os.Create(logPath)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), agentArgsEnv+"="+strings.Join(args, "\n"))
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	p := &agentProc{t: e.t, node: node, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	e.t.Cleanup(func() {
+		p.stop()
+		if e.t.Failed() || testing.Verbose() {
+			data, _ := os.ReadFile(logPath)
+			e.t.Logf("agent %s log:\n%s", node, data)
+		}
+	})
+	return p
+}
+
+// kill SIGKILLs the agent and waits for it to be gone.
+func (p *agentProc) kill() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// stop asks the agent to stop (SIGTERM) and waits, killing it after 10 s.
+func (p *agentProc) stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.t.Errorf("agent %s did not stop on SIGTERM within 10 s; killing it", p.node)
+		p.kill()
+	}
+}
+
+func condition(o *unstructured.Unstructured, typ string) map[string]any {
+	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == typ {
+			return m
+		}
+	}
+	return nil
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func exists(t *testing.T, path string) bool {
+	t.Helper()
+	_, err := os.Lstat(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// tombstones lists the purge tombstones in a disk's replicas directory.
+func tombstones(t *testing.T, d disk) []string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(d.path, "replicas"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".caretaker-purge.") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
