@@ -78,19 +78,26 @@ func TestDeleteThroughTheAPIPurges(t *testing.T) {
 	e.waitOrphans("node-1", nameA, nameB)
 
 	// Watch the object: when it goes, its directory must be gone already.
-	w, err := e.orphans().Watch(context.Background(), metav1.ListOptions{FieldSelector: "metadata.name=" + nameA})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	w, err := e.orphans().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + nameA})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Stop()
 	e.deleteOrphan(nameA)
+	deleted := false
 	for ev := range w.ResultChan() {
 		if ev.Type == "DELETED" {
 			if exists(t, d.dir(orphanDirA)) {
 				t.Fatalf("the Orphan was removed before its directory")
 			}
+			deleted = true
 			break
 		}
+	}
+	if !deleted {
+		t.Fatalf("no DELETED event for %s within %s", nameA, waitTimeout)
 	}
 	e.waitGone(nameA)
 	if exists(t, d.dir(orphanDirA)) {
@@ -139,7 +146,9 @@ func TestDiskEvictionForgetsAndKeepsData(t *testing.T) {
 
 	// Watch what the forget does: every object must be marked not
 	// cleanable before it goes, so no deletion path could purge it.
-	w, err := e.orphans().Watch(context.Background(), metav1.ListOptions{LabelSelector: "longhornnode=node-1"})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	w, err := e.orphans().Watch(ctx, metav1.ListOptions{LabelSelector: "longhornnode=node-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +157,10 @@ func TestDiskEvictionForgetsAndKeepsData(t *testing.T) {
 	e.waitOrphans("node-1")
 	marked := map[string]string{}
 	for len(marked) < 2 {
-		ev := <-w.ResultChan()
+		ev, open := <-w.ResultChan()
+		if !open {
+			t.Fatalf("watch ended with %d of 2 DELETED events", len(marked))
+		}
 		o, ok := ev.Object.(*unstructured.Unstructured)
 		if !ok {
 			t.Fatalf("watch event %v", ev.Type)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -144,7 +145,9 @@ func TestDeleteNeverRequestsDeletion(t *testing.T) {
 	if _, err := s.Create(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	w, err := ri.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + r.Name})
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	w, err := ri.Watch(wctx, metav1.ListOptions{FieldSelector: "metadata.name=" + r.Name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,6 +170,7 @@ func TestDeleteNeverRequestsDeletion(t *testing.T) {
 			return
 		}
 	}
+	t.Fatalf("no DELETED event within 30 s")
 }
 
 // TestConditionsRoundTrip: conditions are stored in Longhorn's shape and
