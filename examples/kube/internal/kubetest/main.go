@@ -30,10 +30,14 @@ var (
 // Shared is the cluster a test package's TestMain started with Main.
 var Shared *Cluster
 
+// skipReason is set when Main runs the tests without a cluster.
+var skipReason string
+
 // Main starts a cluster with the Orphan CRD and the Longhorn Node and
 // Replica stand-ins, runs the package's tests, stops the cluster, and
-// exits. When the binaries are missing it fails, or skips every test with
-// a message when the CI environment variable is unset. The cluster's logs
+// exits. When the binaries are missing it fails, or, when the CI
+// environment variable is unset, runs the tests so that each skips with
+// the reason. The cluster's logs
 // are printed when a test failed, and its directory is then kept.
 func Main(m *testing.M) {
 	os.Exit(run(m))
@@ -43,8 +47,9 @@ func run(m *testing.M) int {
 	if _, _, err := Binaries(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		if os.Getenv("CI") == "" {
-			fmt.Fprintln(os.Stderr, "kubetest: CI is unset, so the tests against a real API server are SKIPPED")
-			return 0
+			// Each test skips with the reason (see Require).
+			skipReason = err.Error() + " (CI is unset, so this test is skipped)"
+			return m.Run()
 		}
 		return 1
 	}
@@ -138,10 +143,13 @@ func Namespace(t testing.TB, dc dynamic.Interface, prefix string) string {
 	return created.GetName()
 }
 
-// Require returns the shared cluster, failing the test if TestMain did
-// not start one.
+// Require returns the shared cluster. It skips the test when Main found
+// no binaries outside CI, and fails it if TestMain did not call Main.
 func Require(t testing.TB) *Cluster {
 	t.Helper()
+	if skipReason != "" {
+		t.Skip(skipReason)
+	}
 	if Shared == nil {
 		t.Fatal(errors.New("kubetest: no cluster; the package's TestMain must call kubetest.Main"))
 	}
