@@ -12,6 +12,9 @@ import (
 	"golang.org/x/sys/unix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/caretaker-storage/caretaker/examples/kube/deploy"
+	"github.com/caretaker-storage/caretaker/examples/kube/internal/kubetest"
 )
 
 // The data directories of the tests: <volume>-<8 alphanumerics>.
@@ -387,5 +390,21 @@ func TestAutoDeletionPurgesOrphans(t *testing.T) {
 	})
 	if !exists(t, d.dir(ownedDir)) {
 		t.Fatalf("auto-deletion removed the directory a Replica expects")
+	}
+}
+
+// TestDaemonSetManifestIsValid: the API server accepts deploy/daemonset.yaml
+// (a server-side dry run validates it completely and stores nothing).
+func TestDaemonSetManifestIsValid(t *testing.T) {
+	e := newEnv(t)
+	objs, err := kubetest.Objects(deploy.DaemonSet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 1 || objs[0].GetKind() != "DaemonSet" {
+		t.Fatalf("daemonset.yaml holds %d objects", len(objs))
+	}
+	if err := kubetest.Create(context.Background(), e.dc, e.ns, true, objs...); err != nil {
+		t.Fatal(err)
 	}
 }

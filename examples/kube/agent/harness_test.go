@@ -21,10 +21,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
 	"github.com/caretaker-storage/caretaker/examples/kube/agent"
 	"github.com/caretaker-storage/caretaker/examples/kube/crstore"
+	"github.com/caretaker-storage/caretaker/examples/kube/deploy"
 	"github.com/caretaker-storage/caretaker/examples/kube/internal/kubetest"
 )
 
@@ -65,7 +67,47 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, dc: dc, ns: kubetest.Namespace(t, dc, "agent"), base: t.TempDir()}
+	e := &env{t: t, dc: dc, ns: kubetest.Namespace(t, dc, "agent"), base: t.TempDir()}
+	e.grantAgentRBAC(c)
+	return e
+}
+
+// grantAgentRBAC creates deploy/rbac.yaml in the namespace, with the
+// RoleBinding naming the test cluster's agent user too, and waits until
+// the agent user may list Orphans: the agents of the tests run with
+// exactly the rules the example ships.
+func (e *env) grantAgentRBAC(c *kubetest.Cluster) {
+	e.t.Helper()
+	objs, err := kubetest.Objects(deploy.RBAC)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.GetKind() == "RoleBinding" {
+			subjects := []any{
+				map[string]any{"kind": "ServiceAccount", "name": "caretaker-orphan-agent", "namespace": e.ns},
+				map[string]any{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": c.AgentUser},
+			}
+			if err := unstructured.SetNestedSlice(o.Object, subjects, "subjects"); err != nil {
+				e.t.Fatal(err)
+			}
+		}
+	}
+	if err := kubetest.Create(context.Background(), e.dc, e.ns, false, objs...); err != nil {
+		e.t.Fatal(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.AgentKubeconfig)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	agentClient, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.waitFor("the agent user's Role to take effect", func() error {
+		_, err := agentClient.Resource(crstore.GVR).Namespace(e.ns).List(context.Background(), metav1.ListOptions{})
+		return err
+	})
 }
 
 // disk is a Longhorn v1 disk of a node, on the real filesystem.
@@ -239,7 +281,7 @@ type agentProc struct {
 // and its log printed if the test failed or ran with -v.
 func (e *env) startAgent(node string, extra ...string) *agentProc {
 	e.t.Helper()
-	kc := kubetest.Require(e.t).Kubeconfig
+	kc := kubetest.Require(e.t).AgentKubeconfig
 	args := append([]string{"-kubeconfig=" + kc, "-namespace=" + e.ns, "-node=" + node, "-period=" + scanPeriod.String(), "-log-level=debug"}, extra...)
 	logPath := filepath.Join(e.base, fmt.Sprintf("agent-%s-%d.log", node, time.Now().UnixNano()))
 	f, err := os.Create(logPath)

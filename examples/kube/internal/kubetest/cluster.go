@@ -79,6 +79,11 @@ type Cluster struct {
 	Config *rest.Config
 	// Kubeconfig is the path of a kubeconfig file for Config.
 	Kubeconfig string
+	// AgentUser is a user with no permissions but those RBAC grants it,
+	// and AgentKubeconfig a kubeconfig file for it: tests bind a Role to
+	// AgentUser to run a program with exactly that Role's rules.
+	AgentUser       string
+	AgentKubeconfig string
 
 	procs []*exec.Cmd
 	logs  []string
@@ -129,8 +134,14 @@ func Start(base string) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
+	agentToken, err := randomToken()
+	if err != nil {
+		return nil, err
+	}
+	c.AgentUser = "kubetest-agent"
 	tokens := filepath.Join(dir, "tokens.csv")
-	if err := os.WriteFile(tokens, []byte(token+`,kubetest-admin,kubetest-admin,"system:masters"`+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte(token+`,kubetest-admin,kubetest-admin,"system:masters"`+"\n"+
+		agentToken+","+c.AgentUser+","+c.AgentUser+"\n"), 0o600); err != nil {
 		return nil, err
 	}
 	saKey := filepath.Join(dir, "sa.key")
@@ -173,7 +184,11 @@ func Start(base string) (c *Cluster, err error) {
 		WarningHandler: rest.NewWarningWriter(os.Stderr, rest.WarningWriterOptions{Deduplicate: true}),
 	}
 	c.Kubeconfig = filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(c.Kubeconfig, []byte(kubeconfig(host, token)), 0o600); err != nil {
+	if err := os.WriteFile(c.Kubeconfig, []byte(kubeconfig(host, "kubetest-admin", token)), 0o600); err != nil {
+		return nil, err
+	}
+	c.AgentKubeconfig = filepath.Join(dir, "kubeconfig-agent")
+	if err := os.WriteFile(c.AgentKubeconfig, []byte(kubeconfig(host, c.AgentUser, agentToken)), 0o600); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -309,23 +324,10 @@ func writeRSAKey(path string) error {
 	return os.WriteFile(path, pemBytes, 0o600)
 }
 
-func kubeconfig(host, token string) string {
-	return `apiVersion: v1
-kind: Config
-clusters:
-- name: kubetest
-  cluster:
-    server: ` + host + `
-    insecure-skip-tls-verify: true
-users:
-- name: kubetest-admin
-  user:
-    token: ` + token + `
-contexts:
-- name: kubetest
-  context:
-    cluster: kubetest
-    user: kubetest-admin
-current-context: kubetest
-`
+func kubeconfig(host, user, token string) string {
+	return "apiVersion: v1\nkind: Config\n" +
+		"clusters:\n- name: kubetest\n  cluster:\n    server: " + host + "\n    insecure-skip-tls-verify: true\n" +
+		"users:\n- name: " + user + "\n  user:\n    token: " + token + "\n" +
+		"contexts:\n- name: kubetest\n  context:\n    cluster: kubetest\n    user: " + user + "\n" +
+		"current-context: kubetest\n"
 }
