@@ -72,6 +72,14 @@ func validChecksumBytes(ck []byte) bool {
 	return true
 }
 
+// hexVal is the value of a lowercase hex digit.
+var hexVal = func() (t [256]byte) {
+	for i, c := range "0123456789abcdef" {
+		t[c] = byte(i)
+	}
+	return t
+}()
+
 // lowerHex marks the bytes 0-9a-f; a table keeps validChecksum, which
 // runs for every block of every backup a deletion reads, branch-light.
 var lowerHex = func() (t [256]bool) {

@@ -170,12 +170,14 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 	var c Collection
 	// Longhorn goes on when the cfg cannot be read: the cfg still goes, and
 	// the blocks are found by listing.
-	var candidates map[string]struct{}
-	if data, _, err := readBounded(vol, backupCfgPath(ref.Name), s.opts.MaxConfigBytes); err == nil {
-		if refs, err := scanBackup(data); err == nil && !s.opts.FullCollection {
-			candidates = make(map[string]struct{}, len(refs.checksums))
-			for _, ck := range refs.checksums {
-				candidates[string(ck)] = struct{}{}
+	// candidates are the deleted backup's blocks (slices of its cfg's
+	// bytes, possibly repeated); nil means "list every block file".
+	var candidates [][]byte
+	if data, _, err := readBounded(vol, backupCfgPath(ref.Name), s.opts.MaxConfigBytes); err == nil && !s.opts.FullCollection {
+		if refs, err := scanBackup(data); err == nil {
+			candidates = refs.checksums
+			if candidates == nil {
+				candidates = [][]byte{}
 			}
 		}
 	}
@@ -194,12 +196,8 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 		return c, err
 	}
 	var latest latestBackup
-	scans := s.scanAll(ctx, vol, names)
-	size := 0
-	for _, sc := range scans {
-		size = max(size, len(sc.refs.checksums))
-	}
-	referenced := make(map[string]struct{}, size+size/4)
+	referenced := newBlockSet()
+	scans := s.scanAll(ctx, vol, names, referenced)
 	for i, sc := range scans {
 		n := names[i]
 		if sc.err != nil {
@@ -209,25 +207,18 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 			c.Skipped = fmt.Sprintf("backup %s unreadable: %v", n, sc.err)
 			break
 		}
-		if sc.refs.createdTime == "" {
+		if sc.createdTime == "" {
 			c.Skipped = fmt.Sprintf("backup %s in progress", n)
 			break
 		}
-		for _, ck := range sc.refs.checksums {
-			// The lookup converts without allocating; only a block seen
-			// for the first time gets its own string.
-			if _, ok := referenced[string(ck)]; !ok {
-				referenced[string(ck)] = struct{}{}
-			}
-		}
 		if updateLast {
-			if err := latest.consider(n, sc.refs.snapshotCreatedAt); err != nil {
+			if err := latest.consider(n, sc.snapshotCreatedAt); err != nil {
 				c.Skipped = err.Error()
 				break
 			}
 		}
 	}
-	c.Referenced = len(referenced)
+	c.Referenced = referenced.len()
 
 	testHookBeforeRelist()
 	if c.Skipped == "" {
@@ -244,12 +235,19 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 			if err != nil {
 				return c, err
 			}
-			candidates = all
+			for ck := range all {
+				candidates = append(candidates, []byte(ck))
+			}
 		}
+		seen := map[string]struct{}{}
 		var unref []string
-		for ck := range candidates {
-			if _, ok := referenced[ck]; !ok {
-				unref = append(unref, ck)
+		for _, ck := range candidates {
+			if referenced.has(ck) {
+				continue
+			}
+			if _, dup := seen[string(ck)]; !dup {
+				seen[string(ck)] = struct{}{}
+				unref = append(unref, string(ck))
 			}
 		}
 		removed, failed := removeBlocks(vol, unref)
@@ -288,19 +286,24 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 	return c, nil
 }
 
-// scanResult is one backup cfg read for block collection.
+// scanResult is what block collection keeps of one remaining backup cfg
+// (its blocks go straight into the referenced set).
 type scanResult struct {
-	refs backupRefs
-	err  error
+	createdTime, snapshotCreatedAt string
+	err                            error
 }
 
 // scanAll reads and scans the cfgs in parallel (they are independent, and
-// on a network mount each read waits on the server), one result per name.
-func (s *Store) scanAll(ctx context.Context, vol *os.Root, names []string) []scanResult {
+// on a network mount each read waits on the server), adding every block
+// they reference to referenced, one result per name. A cfg that turns out
+// unreadable or in progress still adds what it had: then nothing is
+// unlinked at all, so extra references cannot hurt.
+func (s *Store) scanAll(ctx context.Context, vol *os.Root, names []string, referenced *blockSet) []scanResult {
 	out := make([]scanResult, len(names))
 	work := make(chan int)
 	var wg sync.WaitGroup
-	for range min(len(names), max(2, runtime.GOMAXPROCS(0))) {
+	// Twice the CPUs: half of the workers are usually waiting on a read.
+	for range min(len(names), max(4, 2*runtime.GOMAXPROCS(0))) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -310,10 +313,14 @@ func (s *Store) scanAll(ctx context.Context, vol *os.Root, names []string) []sca
 					continue
 				}
 				data, _, err := readBounded(vol, backupCfgPath(names[i]), s.opts.MaxConfigBytes)
+				var refs backupRefs
 				if err == nil {
-					out[i].refs, err = scanBackup(data)
+					refs, err = scanBackup(data)
 				}
-				out[i].err = err
+				if err == nil {
+					referenced.addAll(refs.checksums)
+				}
+				out[i] = scanResult{createdTime: refs.createdTime, snapshotCreatedAt: refs.snapshotCreatedAt, err: err}
 			}
 		}()
 	}
@@ -325,27 +332,107 @@ func (s *Store) scanAll(ctx context.Context, vol *os.Root, names []string) []sca
 	return out
 }
 
+// blockSet is a set of block checksums that several scanners fill at once:
+// 256 shards by the checksum's first two hex digits, each filled a batch at
+// a time under its own lock.
+type blockSet struct {
+	shards [256]struct {
+		mu sync.Mutex
+		m  map[string]struct{}
+	}
+}
+
+func newBlockSet() *blockSet {
+	b := &blockSet{}
+	for i := range b.shards {
+		b.shards[i].m = map[string]struct{}{}
+	}
+	return b
+}
+
+// shardOf maps a valid checksum to its shard.
+func shardOf(ck []byte) int { return int(hexVal[ck[0]])<<4 | int(hexVal[ck[1]]) }
+
+// addAll adds valid checksums (the scanner validated them).
+func (b *blockSet) addAll(cks [][]byte) {
+	var batches [256][][]byte
+	for _, ck := range cks {
+		i := shardOf(ck)
+		batches[i] = append(batches[i], ck)
+	}
+	for i, batch := range batches {
+		if len(batch) == 0 {
+			continue
+		}
+		sh := &b.shards[i]
+		sh.mu.Lock()
+		for _, ck := range batch {
+			// The lookup converts without allocating; only a block seen
+			// for the first time gets its own string.
+			if _, ok := sh.m[string(ck)]; !ok {
+				sh.m[string(ck)] = struct{}{}
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// has is for after the scanners are done: it takes no lock.
+func (b *blockSet) has(ck []byte) bool {
+	_, ok := b.shards[shardOf(ck)].m[string(ck)]
+	return ok
+}
+
+func (b *blockSet) len() int {
+	n := 0
+	for i := range b.shards {
+		b.shards[i].mu.Lock()
+		n += len(b.shards[i].m)
+		b.shards[i].mu.Unlock()
+	}
+	return n
+}
+
 // removeWorkers unlink block files at once: each unlink is a round trip
 // on NFS, and a few in flight hide that latency.
 const removeWorkers = 8
 
 // removeBlocks unlinks block files; one already gone counts as removed.
+// The files are grouped by first-level bucket, and each bucket directory
+// is opened once as an os.Root, so an unlink walks one directory level
+// instead of three while still never following a symlink.
 func removeBlocks(vol *os.Root, cks []string) (removed int, failed []string) {
+	groups := map[string][]string{}
+	for _, ck := range cks {
+		groups[ck[0:2]] = append(groups[ck[0:2]], ck)
+	}
 	var mu sync.Mutex
-	work := make(chan string)
+	work := make(chan []string)
 	var wg sync.WaitGroup
-	for range min(len(cks), removeWorkers) {
+	for range min(len(groups), removeWorkers) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			n := 0
 			var bad []string
-			for ck := range work {
-				if err := vol.Remove(blockPath(ck)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					bad = append(bad, ck)
+			for group := range work {
+				bucket, err := vol.OpenRoot(blocksDir + "/" + group[0][0:2])
+				if errors.Is(err, fs.ErrNotExist) {
+					n += len(group) // the whole bucket is gone
 					continue
 				}
-				n++
+				if err != nil {
+					bad = append(bad, group...)
+					continue
+				}
+				for _, ck := range group {
+					if err := bucket.Remove(ck[2:4] + "/" + ck + blockSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+						bad = append(bad, ck)
+						continue
+					}
+					n++
+				}
+				bucket.Close()
 			}
 			mu.Lock()
 			removed += n
@@ -353,8 +440,8 @@ func removeBlocks(vol *os.Root, cks []string) (removed int, failed []string) {
 			mu.Unlock()
 		}()
 	}
-	for _, ck := range cks {
-		work <- ck
+	for _, g := range groups {
+		work <- g
 	}
 	close(work)
 	wg.Wait()
@@ -503,9 +590,24 @@ func readBounded(root *os.Root, name string, limit int64) ([]byte, fs.FileInfo, 
 	if info.Size() > limit {
 		return nil, nil, fmt.Errorf("%w: %s is %d bytes, more than %d", backupdelete.ErrCorrupt, name, info.Size(), limit)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, nil, err
+	// Read into a buffer of the file's size, as os.ReadFile does, rather
+	// than letting io.ReadAll double its way up through a 50 MiB cfg.
+	data := make([]byte, 0, info.Size()+512)
+	for {
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+		n, err := f.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if int64(len(data)) > limit {
+			break
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, nil, err
+		}
 	}
 	if int64(len(data)) > limit {
 		return nil, nil, fmt.Errorf("%w: %s grew past %d bytes", backupdelete.ErrCorrupt, name, limit)
