@@ -56,13 +56,18 @@
 // backup list changed, and then LastBackupName is cleared rather than
 // guessed, as Longhorn does.
 //
-// One departure, for speed, documented in Collection.Full: the candidates
-// are the deleted backup's own blocks, not every block file of the volume,
-// unless the deleted cfg is already gone or unreadable (a retry after a
-// partial deletion) or Options.FullCollection is set; then every block
-// file is listed, which also collects blocks leaked by interrupted
-// deletions. Longhorn always lists every block, and counts BlockCount as
-// referenced blocks that are present; ours counts referenced blocks.
+// One departure, for speed (Collection.Full, Options.FullCollection):
+// Longhorn lists every block file of the volume on every deletion, which
+// on a large volume costs far more than the unlinks. A Store lists them on
+// its first deletion in a volume, after any collection of its own there
+// that was skipped or failed, and when the deleted cfg is already gone or
+// unreadable (a retry after a partial deletion); those full listings also
+// collect blocks leaked by anyone's earlier skipped or interrupted
+// collections. Otherwise only the deleted backup's own blocks are
+// candidates. Blocks leaked by another process between two of our
+// deletions wait for our next full listing (a new Store, or
+// FullCollection). BlockCount is the number of distinct blocks the
+// remaining backups reference; Longhorn counts those that are also present.
 //
 // # Locks
 //

@@ -43,10 +43,13 @@ type Options struct {
 	// ~50 MiB backup cfg).
 	MaxConfigBytes int64
 	// FullCollection makes every deletion list all block files of the
-	// volume, collecting blocks leaked by earlier interrupted deletions.
-	// By default only the deleted backup's blocks are candidates, and the
-	// full listing happens when that backup's cfg is already gone or
-	// unreadable (a retry after a partial deletion).
+	// volume, as Longhorn does. By default a Store lists them (collecting
+	// blocks leaked by earlier skipped or interrupted collections, ours or
+	// Longhorn's) on its first deletion in a volume, and after any
+	// collection of its own in that volume that was skipped or failed, or
+	// when the deleted cfg is already gone or unreadable; otherwise only
+	// the deleted backup's blocks are candidates, which is what keeps
+	// collection close to the cost of the unlinks themselves.
 	FullCollection bool
 }
 
@@ -64,6 +67,12 @@ type Store struct {
 	root  *os.Root
 	opts  Options
 	clock clock.Clock
+
+	mu sync.Mutex
+	// swept holds the volumes in which this Store completed a full
+	// collection and every collection since: no block can have leaked
+	// through us, so the deleted backup's blocks are the only candidates.
+	swept map[string]bool
 }
 
 // Open opens the backupstore mounted at dir (the directory that holds
@@ -80,7 +89,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.MaxConfigBytes <= 0 {
 		opts.MaxConfigBytes = DefaultMaxConfigBytes
 	}
-	return &Store{root: root, opts: opts, clock: c}, nil
+	return &Store{root: root, opts: opts, clock: c, swept: map[string]bool{}}, nil
 }
 
 // Close releases the mount point's handle.
@@ -166,14 +175,22 @@ func (s *Store) DeleteBackupReport(ctx context.Context, ref backupdelete.BackupR
 }
 
 // collect is the deletion proper, under the lock.
-func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.BackupRef) (Collection, error) {
-	var c Collection
+func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.BackupRef) (c Collection, err error) {
+	s.mu.Lock()
+	targeted := !s.opts.FullCollection && s.swept[ref.Volume]
+	s.mu.Unlock()
+	defer func() {
+		// Only a complete collection vouches for the next targeted one.
+		s.mu.Lock()
+		s.swept[ref.Volume] = err == nil && c.Skipped == "" && (c.Full || s.swept[ref.Volume])
+		s.mu.Unlock()
+	}()
 	// Longhorn goes on when the cfg cannot be read: the cfg still goes, and
 	// the blocks are found by listing.
 	// candidates are the deleted backup's blocks (slices of its cfg's
 	// bytes, possibly repeated); nil means "list every block file".
 	var candidates [][]byte
-	if data, _, err := readBounded(vol, backupCfgPath(ref.Name), s.opts.MaxConfigBytes); err == nil && !s.opts.FullCollection {
+	if data, _, err := readBounded(vol, backupCfgPath(ref.Name), s.opts.MaxConfigBytes); err == nil && targeted {
 		if refs, err := scanBackup(data); err == nil {
 			candidates = refs.checksums
 			if candidates == nil {

@@ -56,8 +56,8 @@ func TestDeleteLonghornWrittenBackup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Removed != 1 || c.Referenced != 3 || c.Full || c.Skipped != "" {
-		t.Fatalf("collection %+v, want 1 removed, 3 referenced", c)
+	if c.Removed != 1 || c.Referenced != 3 || !c.Full || c.Skipped != "" {
+		t.Fatalf("collection %+v, want 1 removed, 3 referenced, by a full listing (the Store's first in the volume)", c)
 	}
 	if v.exists("backups/backup_backup-1.cfg") || v.blockExists(ckA) {
 		t.Fatal("backup-1's cfg or its only block survived")
@@ -82,6 +82,48 @@ func TestDeleteLonghornWrittenBackup(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(filepath.Join(v.dir, "locks")); len(entries) != 0 {
 		t.Fatalf("lock files left: %v", entries)
+	}
+}
+
+// TestTargetedCollectionAfterASweep: after a complete full collection the
+// Store only considers the deleted backup's blocks; after a skipped one it
+// lists everything again, collecting what the skip left behind.
+func TestTargetedCollectionAfterASweep(t *testing.T) {
+	mount, v := threeBackups(t)
+	stray := checksum("leaked by Longhorn")
+	v.block(stray)
+	s := openFast(t, mount, Options{})
+	ctx := context.Background()
+	c, err := s.DeleteBackupReport(ctx, ref1)
+	if err != nil || !c.Full || c.Removed != 2 || v.blockExists(stray) {
+		t.Fatalf("first: %+v %v, want a full listing that also collects the leaked block", c, err)
+	}
+	// A crashed backup's in-progress cfg makes the next collection skip...
+	v.inProgressBackup("backup-8", ckS)
+	v.block(checksum("leaked again"))
+	c, err = s.DeleteBackupReport(ctx, backupdelete.BackupRef{Volume: "vol-a", Name: "backup-2"})
+	if err != nil || c.Full || c.Skipped == "" || !v.blockExists(ckB) {
+		t.Fatalf("second: %+v %v, want a targeted, skipped collection", c, err)
+	}
+	// ...so once it is gone, the next deletion lists everything again.
+	if err := os.Remove(filepath.Join(v.dir, "backups/backup_backup-8.cfg")); err != nil {
+		t.Fatal(err)
+	}
+	c, err = s.DeleteBackupReport(ctx, backupdelete.BackupRef{Volume: "vol-a", Name: "backup-3"})
+	if err != nil || !c.Full || c.Removed != 4 { // s, c, b (left by the skip) and the block leaked meanwhile
+		t.Fatalf("third: %+v %v, want a full listing", c, err)
+	}
+	if n, _ := s.BlockFiles(ctx, "vol-a"); n != 0 {
+		t.Fatalf("%d block files left with no backups", n)
+	}
+	// With nothing left unswept, a new volume state is collected targeted.
+	v.backup("backup-5", "2026-11-05T00:00:00Z", ckA)
+	v.backup("backup-6", "2026-11-06T00:00:00Z", ckA, ckC)
+	v.block(ckA)
+	v.block(ckC)
+	c, err = s.DeleteBackupReport(ctx, backupdelete.BackupRef{Volume: "vol-a", Name: "backup-6"})
+	if err != nil || c.Full || c.Removed != 1 || v.blockExists(ckC) || !v.blockExists(ckA) {
+		t.Fatalf("fourth: %+v %v, want a targeted collection of block c", c, err)
 	}
 }
 
