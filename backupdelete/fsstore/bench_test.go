@@ -74,10 +74,11 @@ func benchVolume(b *testing.B, mount string, backups, blocks int, onlyFreed bool
 //
 //   - targeted: the steady state, after the Store has swept the volume
 //     once: the deleted backup's blocks are the candidates.
+//
 //   - full-listing: a Store's first deletion in a volume (and Longhorn's
 //     every deletion): every block file of the volume is listed.
 //
-//	go test -run='^$' -bench=BlockCollection -benchtime=1x -benchmem -timeout=30m ./backupdelete/fsstore/
+//     go test -run='^$' -bench=BlockCollection -benchtime=1x -benchmem -timeout=30m ./backupdelete/fsstore/
 func BenchmarkBlockCollection(b *testing.B) {
 	for _, mode := range []string{"targeted", "full-listing"} {
 		b.Run(mode, func(b *testing.B) {
