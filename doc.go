@@ -45,9 +45,10 @@
 //			continue
 //		}
 //		plan, result, err := sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
-//			Selector: orphan.Selector{NodeID: node},
-//			Scopes:   clusterView(node), // evicted or down nodes and disks
-//			Policy:   policy,            // orphan.ParsePolicy(settings...)
+//			Selector:   orphan.Selector{NodeID: node},
+//			Scopes:     clusterView(node), // evicted or down nodes and disks
+//			Policy:     policy,            // orphan.ParsePolicy(settings...)
+//			ObservedAt: obs.StartedAt,
 //		})
 //		report(plan, result, err)
 //	}

@@ -3,6 +3,7 @@ package orphan
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // JudgeAll judges every item in order. It stops at the first error, which
@@ -59,6 +60,11 @@ type Cycle struct {
 	Scopes map[Scope]ScopeStatus
 	// Policy is the auto-deletion policy.
 	Policy Policy
+	// ObservedAt is when the snapshot's scan started (Observation.StartedAt),
+	// by the Sweeper's clock. A snapshot taken before a purge still shows
+	// the purged data; with ObservedAt set, Run creates no record for data
+	// this Sweeper purged after that time. Zero turns the check off.
+	ObservedAt time.Time
 }
 
 // Run judges snap's items with s.Judge, lists the records c.Selector picks
@@ -84,6 +90,7 @@ func (s *Sweeper) Run(ctx context.Context, snap Snapshot, c Cycle) (Plan, Result
 		Records:    recs,
 		Policy:     c.Policy,
 	})
+	plan.Create = s.dropPurgedSince(c.ObservedAt, plan.Create)
 	res, err := s.Sync(ctx, plan)
 	return plan, res, err
 }

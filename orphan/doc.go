@@ -31,6 +31,10 @@
 //     identity, runtime UUID, still unclaimed) and refuses with
 //     ErrPreconditionFailed if anything changed.
 //
+// A record marked DataCleanable=False (by a host, or by a forget that was
+// cut short) is never purged: a due purge forgets it instead, as Longhorn
+// does.
+//
 // Everything that is unsure is kept (HealthUnknown, OutcomeUndecided — the
 // zero Verdict); everything that is out of date is forgotten, never
 // purged (the item disappeared, became owned, or its node or disk is down,
@@ -63,9 +67,10 @@
 //			continue // nothing trustworthy yet; records stay as they are
 //		}
 //		plan, res, err := sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
-//			Selector: orphan.Selector{NodeID: node},
-//			Scopes:   map[orphan.Scope]orphan.ScopeStatus{{NodeID: node}: {Health: orphan.HealthReady}},
-//			Policy:   policy,
+//			Selector:   orphan.Selector{NodeID: node},
+//			Scopes:     map[orphan.Scope]orphan.ScopeStatus{{NodeID: node}: {Health: orphan.HealthReady}},
+//			Policy:     policy,
+//			ObservedAt: obs.StartedAt, // a snapshot older than a purge does not resurrect its record
 //		})
 //		log(res, err) // err aggregates per-record failures; the others went through
 //		if !plan.RequeueAt.IsZero() {

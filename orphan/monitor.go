@@ -39,6 +39,10 @@ type Observation struct {
 	Snapshot Snapshot
 	// Err is the scan's error; Snapshot is empty when it is set.
 	Err error
+	// StartedAt is when the scan started, by the monitor's clock: what
+	// happened after it (a purge) may be missing from the snapshot. Pass it
+	// as Cycle.ObservedAt.
+	StartedAt time.Time
 	// At is when the scan finished, by the monitor's clock.
 	At time.Time
 	// Seq counts scans from 1.
@@ -151,6 +155,7 @@ func (m *Monitor) scan(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
+	started := m.opts.Clock.Now()
 	snap, err := m.inv.Scan(ctx)
 	if ctx.Err() != nil {
 		return // stopped mid-scan: a cancelled scan says nothing about the disks
@@ -160,7 +165,7 @@ func (m *Monitor) scan(ctx context.Context) {
 	}
 	m.mu.Lock()
 	prev := m.latest
-	obs := Observation{Snapshot: snap, Err: err, At: m.opts.Clock.Now(), Seq: prev.Seq + 1}
+	obs := Observation{Snapshot: snap, Err: err, StartedAt: started, At: m.opts.Clock.Now(), Seq: prev.Seq + 1}
 	m.latest = obs
 	m.mu.Unlock()
 

@@ -93,7 +93,7 @@ func TestMonitorScansAtOnceThenEveryPeriod(t *testing.T) {
 	default:
 	}
 	h.step(t, time.Second)
-	if o := h.nextScan(t); o.Seq != 2 || !o.At.Equal(testEpoch.Add(orphan.DefaultPeriod)) {
+	if o := h.nextScan(t); o.Seq != 2 || !o.At.Equal(testEpoch.Add(orphan.DefaultPeriod)) || !o.StartedAt.Equal(o.At) {
 		t.Fatalf("second scan = %+v", o)
 	}
 }

@@ -68,6 +68,10 @@ const (
 	ReasonGone     ForgetReason = "Gone"     // the scope was scanned and the candidate was not seen
 	ReasonOwned    ForgetReason = "Owned"    // the candidate is owned now
 	ReasonMismatch ForgetReason = "Mismatch" // the record's name is not the one its parameters give
+	// ReasonNotCleanable: a purge is due, but the record says its data is
+	// not cleanable (DataCleanable=False), as a forget that was cut short,
+	// or a host, left it. Longhorn drops such a record and keeps the data.
+	ReasonNotCleanable ForgetReason = "NotCleanable"
 )
 
 // Forget is a record to drop while its data stays.
@@ -112,7 +116,9 @@ type Rejected struct {
 //  6. the candidate is undecided: keep;
 //  7. the candidate is an orphan and deletion was requested, or the policy
 //     auto-deletes its kind and the grace period since CreatedAt is over:
-//     purge; otherwise keep.
+//     purge, unless the record is marked not cleanable (DataCleanable=False,
+//     as a forget cut short leaves it): then forget (ReasonNotCleanable);
+//     otherwise keep.
 //
 // A candidate judged orphan in a Ready scope with no record gets one
 // created. Candidates seen more than once with different verdicts count as
@@ -150,11 +156,15 @@ func Decide(in Input) Plan {
 			plan.Forget = append(plan.Forget, Forget{Record: r, Reason: ReasonOwned, Message: c.Verdict.Reason})
 		case c.Verdict.Outcome != OutcomeOrphan:
 			plan.Keep = append(plan.Keep, Keep{Record: r, Reason: "undecided: " + c.Verdict.Reason})
+		case r.DeletionRequested && r.NotCleanable():
+			plan.Forget = append(plan.Forget, Forget{Record: r, Reason: ReasonNotCleanable, Message: "deletion requested, but the record says its data is not cleanable"})
 		case r.DeletionRequested:
 			plan.Purge = append(plan.Purge, Purge{Record: r, Candidate: c.Candidate})
 		default:
 			due, auto := in.Policy.DueAt(r)
 			switch {
+			case auto && !in.Now.Before(due) && r.NotCleanable():
+				plan.Forget = append(plan.Forget, Forget{Record: r, Reason: ReasonNotCleanable, Message: "auto-deletion due, but the record says its data is not cleanable"})
 			case auto && !in.Now.Before(due):
 				plan.Purge = append(plan.Purge, Purge{Record: r, Candidate: c.Candidate, Auto: true})
 			case auto:

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -58,6 +60,12 @@ func TestDecideTable(t *testing.T) {
 	rec := orphanRecord("n1", "disk-1", "pvc-a-0123abcd")
 	requested := rec.Clone()
 	requested.DeletionRequested = true
+	notCleanable := requested.Clone()
+	notCleanable.Conditions = []metav1.Condition{{Type: orphan.ConditionDataCleanable, Status: metav1.ConditionFalse, Reason: "DiskEvicted"}}
+	cleanable := requested.Clone()
+	cleanable.Conditions = []metav1.Condition{{Type: orphan.ConditionDataCleanable, Status: metav1.ConditionTrue, Reason: "Cleanable"}}
+	autoNotCleanable := notCleanable.Clone()
+	autoNotCleanable.DeletionRequested = false
 	name := rec.Name
 	autoNow := orphan.Policy{Kinds: []orphan.Kind{orphan.KindReplicaData}, GracePeriod: time.Minute}
 	later := testEpoch.Add(time.Hour)
@@ -81,6 +89,10 @@ func TestDecideTable(t *testing.T) {
 		{name: "orphan in a scope nobody listed is not created", scopes: ready(orphan.Scope{NodeID: "n2"}), verdict: ptr(orphan.Orphan("x"))},
 		{name: "orphan with record is kept", scopes: ready(d1), verdict: ptr(orphan.Orphan("x")), record: &rec, want: "keep"},
 		{name: "requested orphan is purged", scopes: ready(d1), verdict: ptr(orphan.Orphan("x")), record: &requested, want: "purge"},
+		{name: "requested but not cleanable is forgotten", scopes: ready(d1), verdict: ptr(orphan.Orphan("x")), record: &notCleanable, want: "forget:NotCleanable"},
+		{name: "requested and marked cleanable is purged", scopes: ready(d1), verdict: ptr(orphan.Orphan("x")), record: &cleanable, want: "purge"},
+		{name: "auto-deletion of a not cleanable record forgets", scopes: ready(d1), verdict: ptr(orphan.Orphan("x")), record: &autoNotCleanable, policy: autoNow, now: later, want: "forget:NotCleanable"},
+		{name: "not cleanable without a request is kept", scopes: ready(d1), verdict: ptr(orphan.Orphan("x")), record: &autoNotCleanable, want: "keep"},
 		{name: "requested but undecided is kept", scopes: ready(d1), verdict: ptr(orphan.Undecided("x")), record: &requested, want: "keep"},
 		{name: "requested but owned is forgotten", scopes: ready(d1), verdict: ptr(orphan.Owned("x")), record: &requested, want: "forget:Owned"},
 		{name: "requested but gone is forgotten", scopes: ready(d1), record: &requested, want: "forget:Gone"},
@@ -207,6 +219,9 @@ func checkPlanInvariants(t *testing.T, seed uint64, in orphan.Input, p orphan.Pl
 		if !pu.Auto && !pu.Record.DeletionRequested {
 			t.Fatalf("seed %d: purge of %s that nobody requested", seed, pu.Record.Name)
 		}
+		if hasFalseCleanable(pu.Record) {
+			t.Fatalf("seed %d: purge of %s, which is marked not cleanable", seed, pu.Record.Name)
+		}
 		if pu.Auto && !in.Policy.AutoDeletes(pu.Record.Kind) {
 			t.Fatalf("seed %d: auto purge of a kind the policy does not delete", seed)
 		}
@@ -306,6 +321,8 @@ func referenceDecide(in orphan.Input) referencePlan {
 			out.actions[r.Name] = "forget:Owned"
 		case outcome == orphan.OutcomeUndecided:
 			out.actions[r.Name] = "keep"
+		case r.DeletionRequested && hasFalseCleanable(r):
+			out.actions[r.Name] = "forget:NotCleanable"
 		case r.DeletionRequested:
 			out.actions[r.Name] = "purge"
 		default:
@@ -315,6 +332,8 @@ func referenceDecide(in orphan.Input) referencePlan {
 			}
 			due := r.CreatedAt.Add(in.Policy.GracePeriod)
 			switch {
+			case auto && !in.Now.Before(due) && hasFalseCleanable(r):
+				out.actions[r.Name] = "forget:NotCleanable"
 			case auto && !in.Now.Before(due):
 				out.actions[r.Name] = "purge:auto"
 			case auto:
@@ -394,6 +413,12 @@ func randomInput(rng *rand.Rand) orphan.Input {
 		}
 		seenRec[r.Name] = true
 		r.DeletionRequested = rng.IntN(3) == 0
+		switch rng.IntN(6) {
+		case 0:
+			r.Conditions = []metav1.Condition{{Type: orphan.ConditionDataCleanable, Status: metav1.ConditionFalse, Reason: "DiskEvicted"}}
+		case 1:
+			r.Conditions = []metav1.Condition{{Type: orphan.ConditionDataCleanable, Status: metav1.ConditionTrue, Reason: "Cleanable"}}
+		}
 		if rng.IntN(15) == 0 {
 			r.Parameters[orphan.ParamInstanceUUID] = "tampered" // name no longer matches
 		}
@@ -407,6 +432,16 @@ func randomInput(rng *rand.Rand) orphan.Input {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// hasFalseCleanable looks for DataCleanable=False by hand.
+func hasFalseCleanable(r orphan.Record) bool {
+	for _, c := range r.Conditions {
+		if c.Type == "DataCleanable" {
+			return c.Status == "False"
+		}
+	}
+	return false
+}
 
 func names(rs []orphan.Record) []string {
 	out := make([]string, len(rs))

@@ -34,6 +34,9 @@ type Sweeper struct {
 	// Concurrency bounds the store and delete calls in flight. Zero means
 	// DefaultConcurrency.
 	Concurrency int
+
+	mu     sync.Mutex
+	purged map[string]time.Time // record name → when this Sweeper purged it
 }
 
 var errSweeperIncomplete = errors.New("orphan: Sweeper needs a Store, a Judge and a Deleter")
@@ -56,10 +59,21 @@ type Refusal struct {
 	Reason string
 }
 
+// Op names the step of a sync that failed.
+type Op string
+
+// The steps of a sync.
+const (
+	OpCreate Op = "create" // Store.Create of a new record
+	OpForget Op = "forget" // marking a record not cleanable and deleting it
+	OpPurge  Op = "purge"  // the re-checks, Deleter.Delete and the record's deletion
+	OpFinish Op = "finish" // Finisher.FinishInterrupted (Name is empty)
+)
+
 // RecordError is one record's failure in a sync.
 type RecordError struct {
-	Name string // the record
-	Op   string // "create", "forget", "purge" or "finish"
+	Name string // the record; empty for OpFinish
+	Op   Op
 	Err  error
 }
 
@@ -72,8 +86,8 @@ func (e *RecordError) Unwrap() error { return e.Err }
 // fails never stops the others, and the failures come back together as a
 // *multierror.Error of *RecordError values (nil if none).
 //
-// For each purge, Sync re-reads the record from the Store (gone, or its
-// deletion request withdrawn: refused), re-judges its item with the Judge
+// For each purge, Sync re-reads the record from the Store (gone, its
+// deletion request withdrawn, or marked DataCleanable=False: refused), re-judges its item with the Judge
 // (anything but orphan: refused), records an auto-deletion as a deletion
 // request in the Store so that a crash leaves the intent behind, and only
 // then calls the Deleter, whose own re-checks follow. The record is deleted
@@ -88,7 +102,7 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 		res  Result
 		errs *multierror.Error
 	)
-	fail := func(name, op string, err error) {
+	fail := func(name string, op Op, err error) {
 		mu.Lock()
 		errs = multierror.Append(errs, &RecordError{Name: name, Op: op, Err: err})
 		mu.Unlock()
@@ -104,7 +118,7 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 	for _, r := range plan.Create {
 		g.Go(func() error {
 			if _, err := s.Store.Create(ctx, r); err != nil && !errors.Is(err, ErrAlreadyExists) {
-				fail(r.Name, "create", err)
+				fail(r.Name, OpCreate, err)
 				return nil
 			}
 			done(&res.Created, r.Name)
@@ -114,7 +128,7 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 	for _, f := range plan.Forget {
 		g.Go(func() error {
 			if err := s.forget(ctx, f); err != nil {
-				fail(f.Record.Name, "forget", err)
+				fail(f.Record.Name, OpForget, err)
 				return nil
 			}
 			done(&res.Forgotten, f.Record.Name)
@@ -126,7 +140,7 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 			refusal, err := s.purge(ctx, p)
 			switch {
 			case err != nil:
-				fail(p.Record.Name, "purge", err)
+				fail(p.Record.Name, OpPurge, err)
 			case refusal != "":
 				mu.Lock()
 				res.Refused = append(res.Refused, Refusal{Name: p.Record.Name, Reason: refusal})
@@ -141,7 +155,7 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 
 	if f, ok := s.Deleter.(Finisher); ok {
 		if err := f.FinishInterrupted(ctx); err != nil {
-			fail("", "finish", err)
+			fail("", OpFinish, err)
 		}
 	}
 	return res, errs.ErrorOrNil()
@@ -181,6 +195,9 @@ func (s *Sweeper) purge(ctx context.Context, p Purge) (refusal string, err error
 	if !p.Auto && !cur.DeletionRequested {
 		return "the deletion request was withdrawn", nil
 	}
+	if cur.NotCleanable() {
+		return "the record says its data is not cleanable (DataCleanable=False)", nil
+	}
 	if name, err := cur.Item().Name(); err != nil || name != cur.Name {
 		return "the record's parameters changed", nil
 	}
@@ -206,7 +223,45 @@ func (s *Sweeper) purge(ctx context.Context, p Purge) (refusal string, err error
 		}
 		return "", err
 	}
+	s.notePurged(cur.Name)
 	return "", s.Store.Delete(ctx, cur.Name)
+}
+
+func (s *Sweeper) notePurged(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.purged == nil {
+		s.purged = map[string]time.Time{}
+	}
+	s.purged[name] = s.now()
+}
+
+// dropPurgedSince removes from creates the records whose data this Sweeper
+// purged at or after since: the snapshot they come from predates the
+// purge. Purges before since can no longer matter to a snapshot that new,
+// and are forgotten; a zero since forgets them all.
+func (s *Sweeper) dropPurgedSince(since time.Time, creates []Record) []Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if since.IsZero() {
+		clear(s.purged)
+		return creates
+	}
+	for name, at := range s.purged {
+		if at.Before(since) {
+			delete(s.purged, name)
+		}
+	}
+	if len(s.purged) == 0 {
+		return creates
+	}
+	kept := creates[:0:0]
+	for _, r := range creates {
+		if _, stale := s.purged[r.Name]; !stale {
+			kept = append(kept, r)
+		}
+	}
+	return kept
 }
 
 func (s *Sweeper) concurrency() int {

@@ -86,6 +86,9 @@ func TestSyncPurgeRechecksAtTheMomentOfDeletion(t *testing.T) {
 	base := orphanRecord("n1", "disk-1", "pvc-a-0123abcd")
 	requested := base.Clone()
 	requested.DeletionRequested = true
+	markedNotCleanable := requested.Clone()
+	markedNotCleanable.Conditions = []metav1.Condition{{Type: orphan.ConditionDataCleanable, Status: metav1.ConditionFalse,
+		Reason: "NodeUnavailable", LastTransitionTime: metav1.NewTime(testEpoch)}}
 
 	cases := []struct {
 		name    string
@@ -100,6 +103,7 @@ func TestSyncPurgeRechecksAtTheMomentOfDeletion(t *testing.T) {
 		{name: "claimed meanwhile: refused", stored: &requested, verdict: orphan.Owned("a replica claims it now"), refused: true},
 		{name: "judge unsure now: refused", stored: &requested, verdict: orphan.Undecided("cache not synced"), refused: true},
 		{name: "auto purge needs no request", stored: &base, verdict: orphan.Orphan("x"), auto: true},
+		{name: "marked not cleanable meanwhile: refused", stored: &markedNotCleanable, verdict: orphan.Orphan("x"), refused: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -190,7 +194,7 @@ func TestSyncOneFailureNeverBlocksTheOthers(t *testing.T) {
 	}
 	for _, e := range merr.Errors {
 		var re *orphan.RecordError
-		if !errors.As(e, &re) || re.Op != "purge" || (re.Name != recs[3].Name && re.Name != recs[7].Name) || !errors.Is(e, boom) {
+		if !errors.As(e, &re) || re.Op != orphan.OpPurge || (re.Name != recs[3].Name && re.Name != recs[7].Name) || !errors.Is(e, boom) {
 			t.Fatalf("per-record error = %#v", e)
 		}
 	}
@@ -349,4 +353,50 @@ func sortedNames(rs []orphan.Record) []string {
 	out := names(rs)
 	sort.Strings(out)
 	return out
+}
+
+// A snapshot taken before a purge still shows the purged data. Run given
+// that snapshot's start must not create a record for it again; a snapshot
+// started after the purge is trusted as usual.
+func TestRunIgnoresPurgedDataInOlderSnapshots(t *testing.T) {
+	h := newSweepHarness()
+	ctx := context.Background()
+	item := replicaItem("n1", "disk-1", "pvc-a-0123abcd")
+	d1 := orphan.Scope{NodeID: "n1", Disk: "disk-1"}
+	snap := orphan.Snapshot{Items: []orphan.Item{item}, Scopes: ready(d1)}
+	scanStart := h.clock.Now()
+	cycle := orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, ObservedAt: scanStart}
+
+	if _, _, err := h.sweeper.Run(ctx, snap, cycle); err != nil {
+		t.Fatal(err)
+	}
+	name, _ := item.Name()
+	must(t, h.store.RequestDeletion(ctx, name))
+	h.clock.Step(time.Second)
+	if _, res, err := h.sweeper.Run(ctx, snap, cycle); err != nil || len(res.Purged) != 1 {
+		t.Fatalf("purge: %+v, %v", res, err)
+	}
+
+	// The same old snapshot again, as a host reconciling on the purge's
+	// own event would pass it.
+	p, res, err := h.sweeper.Run(ctx, snap, cycle)
+	if err != nil || len(p.Create) != 0 || len(res.Created) != 0 || h.store.Len() != 0 {
+		t.Fatalf("a snapshot from before the purge re-created its record: plan %+v result %+v", p, res)
+	}
+
+	// A scan that started after the purge and still sees the directory is
+	// believed: something put it back.
+	h.clock.Step(time.Second)
+	fresh := cycle
+	fresh.ObservedAt = h.clock.Now()
+	if p, _, err := h.sweeper.Run(ctx, snap, fresh); err != nil || len(p.Create) != 1 {
+		t.Fatalf("a snapshot newer than the purge was ignored: %+v, %v", p, err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -261,6 +262,12 @@ func (r Record) Item() Item {
 
 // Param returns the parameter key, or "" if it is not set.
 func (r Record) Param(key string) string { return r.Parameters[key] }
+
+// NotCleanable reports whether the record carries DataCleanable=False: its
+// data must not be purged, whoever asks.
+func (r Record) NotCleanable() bool {
+	return meta.IsStatusConditionFalse(r.Conditions, ConditionDataCleanable)
+}
 
 // Scope returns the scope of the record's item.
 func (r Record) Scope() Scope { return r.Item().Scope() }

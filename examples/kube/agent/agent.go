@@ -327,9 +327,10 @@ func (a *Agent) cycle(ctx context.Context) (time.Time, error) {
 	}
 	host := a.hostScopes()
 	plan, res, err := a.sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
-		Selector: orphan.Selector{NodeID: a.cfg.NodeID},
-		Scopes:   host,
-		Policy:   a.cfg.Policy,
+		Selector:   orphan.Selector{NodeID: a.cfg.NodeID},
+		Scopes:     host,
+		Policy:     a.cfg.Policy,
+		ObservedAt: obs.StartedAt,
 	})
 	if a.log.Enabled(ctx, slog.LevelDebug) {
 		for _, k := range plan.Keep {
@@ -377,7 +378,7 @@ func (a *Agent) writeConditions(ctx context.Context, scopes map[orphan.Scope]orp
 	}
 	var recErr *orphan.RecordError
 	for _, e := range unwrapAll(syncErr) {
-		if errors.As(e, &recErr) && recErr.Op == "purge" {
+		if errors.As(e, &recErr) && recErr.Op == orphan.OpPurge {
 			failed[recErr.Name] = "purge failed: " + recErr.Err.Error()
 		}
 	}
