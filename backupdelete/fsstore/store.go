@@ -523,35 +523,75 @@ func listBackupNames(vol *os.Root) ([]string, error) {
 
 // listBlocks lists every block file of the volume by checksum. Entries
 // that do not look like block files, or sit in the wrong bucket, are
-// ignored (and never removed).
+// ignored (and never removed). The first-level buckets are listed by
+// several workers: a large volume has tens of thousands of bucket
+// directories, and on NFS each listing is a round trip.
 func listBlocks(vol *os.Root) (map[string]struct{}, error) {
-	out := map[string]struct{}{}
 	l1, err := readDirs(vol, blocksDir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return out, nil
+		return map[string]struct{}{}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("list blocks: %w", err)
 	}
-	for _, a := range l1 {
-		l2, err := readDirs(vol, blocksDir+"/"+a)
-		if err != nil {
-			return nil, fmt.Errorf("list blocks: %w", err)
-		}
-		for _, b := range l2 {
-			files, err := readDirNames(vol, blocksDir+"/"+a+"/"+b)
-			if err != nil {
-				return nil, fmt.Errorf("list blocks: %w", err)
+	type listing struct {
+		cks []string
+		err error
+	}
+	out := make([]listing, len(l1))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(len(l1), removeWorkers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				out[i].cks, out[i].err = listBucket(vol, l1[i])
 			}
-			for _, f := range files {
-				ck, ok := strings.CutSuffix(f, blockSuffix)
-				if ok && validChecksum(ck) && ck[0:2] == a && ck[2:4] == b {
-					out[ck] = struct{}{}
-				}
+		}()
+	}
+	for i := range l1 {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	all := map[string]struct{}{}
+	for _, l := range out {
+		if l.err != nil {
+			return nil, fmt.Errorf("list blocks: %w", l.err)
+		}
+		for _, ck := range l.cks {
+			all[ck] = struct{}{}
+		}
+	}
+	return all, nil
+}
+
+// listBucket lists the block files under blocks/<a>/.
+func listBucket(vol *os.Root, a string) ([]string, error) {
+	bucket, err := vol.OpenRoot(blocksDir + "/" + a)
+	if err != nil {
+		return nil, err
+	}
+	defer bucket.Close()
+	l2, err := readDirs(bucket, ".")
+	if err != nil {
+		return nil, err
+	}
+	var cks []string
+	for _, b := range l2 {
+		files, err := readDirNames(bucket, b)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range files {
+			ck, ok := strings.CutSuffix(f, blockSuffix)
+			if ok && validChecksum(ck) && ck[0:2] == a && ck[2:4] == b {
+				cks = append(cks, ck)
 			}
 		}
 	}
-	return out, nil
+	return cks, nil
 }
 
 // readDirs lists the bucket subdirectories (two lowercase hex digits) of
