@@ -260,9 +260,11 @@ func (d *Driver) work(q queued) {
 // call runs one delete command and turns a panic into an error, so the
 // record is failed rather than left running forever.
 func (d *Driver) call(ref BackupRef) (err error) {
-	ctx, cancel := context.WithCancelCause(d.ctx)
-	defer cancel(nil)
+	ctx := d.ctx
 	if c, ok := d.clock.(clock.Clock); ok && d.opts.CommandTimeout > 0 {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(d.ctx)
+		defer cancel(nil)
 		t := c.NewTimer(d.opts.CommandTimeout)
 		defer t.Stop()
 		go func() {
