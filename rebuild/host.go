@@ -15,6 +15,16 @@ var ErrNotFound = errors.New("rebuild: not found")
 
 // VolumeSource is the host's read side of volumes, plus the place the
 // driver reports to. Implementations usually read from informer caches.
+//
+// Contract for every method, here and in TicketStore: implementations are
+// safe for concurrent use, also for one volume (a host whose reconciles are
+// not serialized makes such calls). ctx bounds the call; a call whose ctx
+// is done may still complete, but if it fails for that reason its error
+// must not wrap ErrNotFound, which would make the driver forget a volume
+// or count a ticket as deleted. A nil error means the change was made.
+// Returned values belong to the caller: slices are not shared with the
+// implementation or with other callers. Package rebuildtest's
+// RunVolumeSourceTests and RunTicketStoreTests check this contract.
 type VolumeSource interface {
 	// Volume returns the current view of the named volume.
 	// Called by Driver.Reconcile, concurrently for different volumes.
@@ -35,7 +45,10 @@ type VolumeSource interface {
 
 	// UpdateStatus records the decision's outcome on the volume: Longhorn's
 	// Status.OfflineReplicaRebuildingRequired and the OfflineRebuilding
-	// condition (merge it with meta.SetStatusCondition).
+	// condition. Merge the condition with meta.SetStatusCondition: it
+	// replaces the stored condition of type ConditionType, leaves other
+	// conditions alone, and keeps the stored LastTransitionTime while the
+	// condition's Status does not change.
 	// Called by Driver.Reconcile after the ticket change was applied,
 	// concurrently for different volumes, at most once per call.
 	// A volume that no longer exists returns an error wrapping ErrNotFound,
@@ -50,24 +63,34 @@ type Status struct {
 }
 
 // TicketStore holds a volume's attachment tickets (in Longhorn: the
-// VolumeAttachment object's spec.attachmentTickets).
+// VolumeAttachment object's spec.attachmentTickets). The contract stated on
+// VolumeSource (concurrency, ctx, ownership) holds here too.
 type TicketStore interface {
 	// Tickets returns every ticket of the volume, the rebuilding ticket and
-	// everyone else's, with their priorities.
+	// everyone else's, in any order, each ID once. Each ticket's ID, Type,
+	// NodeID, Priority and DisableFrontend are as PutTicket (or the host's
+	// other attachers) stored them. Longhorn derives a ticket's priority
+	// from its type; for the types of Longhorn's table at their priorities
+	// (AttacherType at DefaultPriority, "csi-attacher" at 900,
+	// "longhorn-api" at 1000) that is the same thing.
 	// Called by Driver.Reconcile, concurrently for different volumes.
-	// A volume without tickets (or without a ticket object yet) returns an
-	// empty slice and no error. Errors are retryable.
+	// A volume without tickets, without a ticket object yet, or that does
+	// not exist returns no tickets (a nil or empty slice) and no error.
+	// Errors are retryable.
 	Tickets(ctx context.Context, volume string) ([]Ticket, error)
 
 	// PutTicket creates the ticket, or replaces the ticket with the same ID.
 	// Called by Driver.Reconcile for the rebuilding ticket only, never
 	// concurrently for one volume by a host that serializes each volume's
-	// reconciles (as work queues do). A volume that no longer exists returns
-	// an error wrapping ErrNotFound. Other errors are retryable
-	// (a conflicting update is the usual one).
+	// reconciles (as work queues do). It must not lose tickets written
+	// concurrently by other calls or other attachers: update the ticket
+	// object optimistically and report a conflict as an error.
+	// A volume that does not exist returns an error wrapping ErrNotFound,
+	// and no ticket is stored. Other errors are retryable (a conflicting
+	// update is the usual one).
 	PutTicket(ctx context.Context, volume string, t Ticket) error
 
-	// DeleteTicket deletes the ticket with the given ID.
+	// DeleteTicket deletes the ticket with the given ID and no other.
 	// Called by Driver.Reconcile for the rebuilding ticket only.
 	// Deleting a ticket, or a volume, that does not exist is success: return
 	// nil or an error wrapping ErrNotFound. Other errors are retryable.
