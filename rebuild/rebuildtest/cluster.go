@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/caretaker-storage/caretaker/rebuild"
@@ -110,7 +112,9 @@ func (c *Cluster) GlobalSetting(context.Context) (string, error) {
 	return c.global, nil
 }
 
-// UpdateStatus implements rebuild.VolumeSource.
+// UpdateStatus implements rebuild.VolumeSource. The condition is merged
+// with meta.SetStatusCondition, as the contract asks: its
+// LastTransitionTime moves only when its Status changes.
 func (c *Cluster) UpdateStatus(_ context.Context, name string, st rebuild.Status) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -118,7 +122,12 @@ func (c *Cluster) UpdateStatus(_ context.Context, name string, st rebuild.Status
 	if !ok {
 		return fmt.Errorf("volume %s: %w", name, rebuild.ErrNotFound)
 	}
-	v.status = st
+	conds := []metav1.Condition{}
+	if v.status.Condition.Type != "" {
+		conds = append(conds, v.status.Condition)
+	}
+	meta.SetStatusCondition(&conds, st.Condition)
+	v.status = rebuild.Status{Required: st.Required, Condition: *meta.FindStatusCondition(conds, st.Condition.Type)}
 	return nil
 }
 
