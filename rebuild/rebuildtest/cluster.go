@@ -3,6 +3,10 @@
 // controller and volume controller, and a Sim that drives it together with
 // a rebuild.Driver on a fake clock. Tests, examples and hosts' own tests use
 // it to watch offline rebuilding happen without Kubernetes.
+//
+// RunVolumeSourceTests and RunTicketStoreTests are conformance suites for
+// the host interfaces: a host runs them against its own implementations in
+// one line each, and the Cluster passes both.
 package rebuildtest
 
 import (
