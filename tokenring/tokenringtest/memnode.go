@@ -1,0 +1,204 @@
+package tokenringtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/caretaker-storage/caretaker/tokenring"
+)
+
+// MemNode is an in-memory ScyllaDB node: it implements
+// tokenring.RingSource, tokenring.LocationSource and tokenring.Cleaner over
+// a Cluster, answering as ScyllaDB's REST API would, and records the
+// cleanups it ran. Every call fails with ctx's error once ctx is done. All
+// methods are safe for concurrent use.
+type MemNode struct {
+	mu       sync.Mutex
+	cluster  Cluster
+	cleaned  []string
+	stops    int
+	failures map[string]error // by keyspace
+}
+
+var (
+	_ tokenring.RingSource     = (*MemNode)(nil)
+	_ tokenring.LocationSource = (*MemNode)(nil)
+	_ tokenring.Cleaner        = (*MemNode)(nil)
+)
+
+// NewMemNode returns the node c.Local of cluster c. It keeps a copy of c.
+func NewMemNode(c Cluster) *MemNode {
+	return &MemNode{cluster: c.Clone(), failures: map[string]error{}}
+}
+
+// SetCluster replaces the cluster the node sees (a scale-out, a
+// decommission, a dropped keyspace). It keeps a copy of c.
+func (n *MemNode) SetCluster(c Cluster) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.cluster = c.Clone()
+}
+
+// FailCleanup makes cleanups of keyspace return err (wrapped); nil removes
+// the failure.
+func (n *MemNode) FailCleanup(keyspace string, err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err == nil {
+		delete(n.failures, keyspace)
+		return
+	}
+	n.failures[keyspace] = err
+}
+
+// Cleaned returns the keyspaces cleaned so far, in order.
+func (n *MemNode) Cleaned() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.cleaned)
+}
+
+// StopCalls returns how many times StopCleanups was called successfully.
+func (n *MemNode) StopCalls() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.stops
+}
+
+// LocalHostID implements tokenring.RingSource. A node without a host ID
+// yet answers tokenring.ErrNotFound, as ScyllaDB's API answers 404.
+func (n *MemNode) LocalHostID(ctx context.Context) (string, error) {
+	c, err := n.view(ctx)
+	if err != nil {
+		return "", err
+	}
+	local, ok := c.Node(c.Local)
+	if !ok || local.HostID == "" {
+		return "", fmt.Errorf("tokenringtest: local host ID is not yet set: %w", tokenring.ErrNotFound)
+	}
+	return local.HostID, nil
+}
+
+// HostIDs implements tokenring.RingSource.
+func (n *MemNode) HostIDs(ctx context.Context) (map[string]string, error) {
+	c, err := n.view(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.HostIDs(), nil
+}
+
+// Tokens implements tokenring.RingSource: sorted numerically, as ScyllaDB
+// reports them.
+func (n *MemNode) Tokens(ctx context.Context) ([]string, error) {
+	c, err := n.view(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.Tokens(), nil
+}
+
+// EndpointTokens implements tokenring.RingSource. An endpoint the node does
+// not know owns no tokens, as ScyllaDB answers.
+func (n *MemNode) EndpointTokens(ctx context.Context, endpoint string) ([]string, error) {
+	if endpoint == "" {
+		return nil, errors.New("tokenringtest: EndpointTokens: empty endpoint")
+	}
+	c, err := n.view(ctx)
+	if err != nil {
+		return nil, err
+	}
+	node, _ := c.Node(endpoint)
+	own := slices.Clone(node.Tokens)
+	slices.SortFunc(own, compareTokens)
+	if own == nil {
+		own = []string{}
+	}
+	return own, nil
+}
+
+// TokenEndpoints implements tokenring.RingSource, ordered by token.
+func (n *MemNode) TokenEndpoints(ctx context.Context) ([]tokenring.TokenEndpoint, error) {
+	c, err := n.view(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pairs := []tokenring.TokenEndpoint{}
+	for _, node := range c.Nodes {
+		for _, t := range node.Tokens {
+			pairs = append(pairs, tokenring.TokenEndpoint{Token: t, Endpoint: node.Endpoint})
+		}
+	}
+	slices.SortFunc(pairs, func(a, b tokenring.TokenEndpoint) int { return compareTokens(a.Token, b.Token) })
+	return pairs, nil
+}
+
+// Location implements tokenring.LocationSource; an unknown endpoint is
+// tokenring.ErrNotFound.
+func (n *MemNode) Location(ctx context.Context, endpoint string) (tokenring.Location, error) {
+	c, err := n.view(ctx)
+	if err != nil {
+		return tokenring.Location{}, err
+	}
+	node, ok := c.Node(endpoint)
+	if !ok {
+		return tokenring.Location{}, fmt.Errorf("tokenringtest: unknown host %s: %w", endpoint, tokenring.ErrNotFound)
+	}
+	return tokenring.Location{Datacenter: node.Datacenter, Rack: node.Rack}, nil
+}
+
+// StopCleanups implements tokenring.Cleaner. No cleanup ever runs in the
+// background here, so it only counts the call.
+func (n *MemNode) StopCleanups(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.stops++
+	return nil
+}
+
+// CleanupKeyspaces implements tokenring.Cleaner.
+func (n *MemNode) CleanupKeyspaces(ctx context.Context) ([]string, error) {
+	c, err := n.view(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.CleanupKeyspaces(), nil
+}
+
+// CleanupKeyspace implements tokenring.Cleaner: it records the cleanup, or
+// returns the failure set with FailCleanup, or tokenring.ErrNotFound for a
+// keyspace that does not exist.
+func (n *MemNode) CleanupKeyspace(ctx context.Context, keyspace string) error {
+	if keyspace == "" {
+		return errors.New("tokenringtest: CleanupKeyspace: empty keyspace")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !slices.ContainsFunc(n.cluster.Keyspaces, func(k Keyspace) bool { return k.Name == keyspace }) {
+		return fmt.Errorf("tokenringtest: keyspace %s does not exist: %w", keyspace, tokenring.ErrNotFound)
+	}
+	if err := n.failures[keyspace]; err != nil {
+		return fmt.Errorf("tokenringtest: cleanup of %s: %w", keyspace, err)
+	}
+	n.cleaned = append(n.cleaned, keyspace)
+	return nil
+}
+
+// view returns a copy of the cluster, or ctx's error once ctx is done.
+func (n *MemNode) view(ctx context.Context) (Cluster, error) {
+	if err := ctx.Err(); err != nil {
+		return Cluster{}, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cluster.Clone(), nil
+}
