@@ -15,10 +15,13 @@ import (
 //
 // Contract for every method: the host's reconcile loop or the cleanup tool
 // calls it; implementations must be safe for concurrent use; ctx bounds the
-// call. Errors: a reply that cannot be parsed wraps ErrMalformedReply (not
+// call, and a call cut short by ctx returns an error wrapping ctx.Err()
+// (context.Canceled or context.DeadlineExceeded), never ErrNotFound.
+// Errors: a reply that cannot be parsed wraps ErrMalformedReply (not
 // retryable: asking again gets the same garbage); ErrNotFound means the
 // node does not know the thing asked for; anything else (network, 5xx) is
-// worth retrying with backoff (IsRetryable tells).
+// worth retrying with backoff (IsRetryable tells). Returned maps and slices
+// belong to the caller. tokenringtest.RunRingSourceTests checks all this.
 type RingSource interface {
 	// LocalHostID returns the node's own host ID
 	// (GET /storage_service/hostid/local).
@@ -27,10 +30,14 @@ type RingSource interface {
 	// (GET /storage_service/host_id).
 	HostIDs(ctx context.Context) (map[string]string, error)
 	// Tokens returns the ring's tokens exactly as the node reported them,
-	// for hashing (GET /storage_service/tokens). Do not sort or reformat.
+	// for hashing (GET /storage_service/tokens): ScyllaDB lists them in
+	// ascending numeric order as canonical decimal strings. Do not sort or
+	// reformat: the hash is over the node's own bytes.
 	Tokens(ctx context.Context) ([]string, error)
 	// EndpointTokens returns the normal tokens of one endpoint, empty
 	// while it is still joining (GET /storage_service/tokens/{endpoint}).
+	// An endpoint the node does not know gives either no tokens or
+	// ErrNotFound; callers treat both as "owns nothing".
 	EndpointTokens(ctx context.Context, endpoint string) ([]string, error)
 	// TokenEndpoints returns the token → endpoint map of the whole ring
 	// (GET /storage_service/tokens_endpoint).
@@ -50,6 +57,7 @@ type LocationSource interface {
 // keyspace cleanup can take hours: give ctx a matching deadline). Same
 // contract as RingSource otherwise; cleaning a keyspace that was dropped
 // meanwhile reports ErrNotFound, which RunCleanup treats as done.
+// tokenringtest.RunCleanerTests checks the contract.
 type Cleaner interface {
 	// StopCleanups aborts cleanup compactions already running on the node
 	// (POST /compaction_manager/stop_compaction?type=CLEANUP), so a new
