@@ -66,8 +66,18 @@
 // collections. Otherwise only the deleted backup's own blocks are
 // candidates. Blocks leaked by another process between two of our
 // deletions wait for our next full listing (a new Store, or
-// FullCollection). BlockCount is the number of distinct blocks the
-// remaining backups reference; Longhorn counts those that are also present.
+// FullCollection).
+//
+// BlockCount is the number of distinct blocks the remaining backups
+// reference; Longhorn counts those that are also present. A full
+// collection counts them; a targeted one, so as not to build the set of
+// every referenced block, only finds which of its candidates are still
+// referenced and writes the old BlockCount less the distinct candidates
+// that are not, as Longhorn's backup creation adds its newly uploaded
+// blocks to it. It counts them in full instead when volume.cfg has no
+// BlockCount or the result is less than the candidates still referenced.
+// So a count that drifted (a writer that does not maintain it) is carried
+// along until the Store's next full collection.
 //
 // # Locks
 //

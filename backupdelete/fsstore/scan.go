@@ -15,6 +15,10 @@ type backupRefs struct {
 	// of the cfg's bytes, so a volume's 500k references cost no
 	// allocation each.
 	checksums [][]byte
+	// checked: every checksum is known to be valid already (the fast
+	// path read each as a canonical mapping, which only accepts 4 to 128
+	// lowercase hex digits).
+	checked bool
 }
 
 // scanBackup reads the fields block collection needs from a backup cfg,
@@ -39,6 +43,9 @@ func scanBackup(data []byte) (backupRefs, error) {
 func checkScanned(r backupRefs) error {
 	if err := checkNames(r.name, r.volumeName); err != nil {
 		return err
+	}
+	if r.checked {
+		return nil
 	}
 	for i, ck := range r.checksums {
 		if !validChecksumBytes(ck) {
@@ -115,6 +122,7 @@ func scanBackupFast(data []byte) (r backupRefs, ok bool) {
 			}
 			seenBlocks = true
 			r.checksums, ok = s.blocks()
+			r.checked = !s.irregular
 		default:
 			ok = s.skip(0)
 		}
@@ -135,6 +143,9 @@ func scanBackupFast(data []byte) (r backupRefs, ok bool) {
 type scanner struct {
 	d []byte
 	i int
+	// irregular: blocks read a mapping that was not canonical, so its
+	// checksum still needs validating.
+	irregular bool
 }
 
 const maxScanDepth = 1000
@@ -238,6 +249,7 @@ func (s *scanner) blocks() ([][]byte, bool) {
 		s.ws()
 		ck, ok := s.canonicalBlock()
 		if !ok {
+			s.irregular = true
 			ck, ok = s.block()
 		}
 		if !ok {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"io/fs"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
@@ -128,6 +130,8 @@ type Collection struct {
 	Removed int
 	// Referenced is the number of distinct blocks the remaining backups
 	// reference (volume.cfg's new BlockCount when blocks were collected).
+	// A targeted collection derives it from the old BlockCount (see
+	// collect) and leaves it 0 when skipped.
 	Referenced int
 	// Full: every block file of the volume was a candidate (not only the
 	// deleted backup's).
@@ -212,30 +216,53 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 	if err != nil {
 		return c, err
 	}
-	var latest latestBackup
-	referenced := newBlockSet()
-	scans := s.scanAll(ctx, vol, names, referenced)
-	for i, sc := range scans {
-		n := names[i]
-		if sc.err != nil {
-			if errors.Is(sc.err, context.Canceled) || errors.Is(sc.err, context.DeadlineExceeded) {
-				return c, sc.err
+	// A targeted collection only needs to know which candidates the
+	// remaining backups reference: the scanners mark them in an index of
+	// the candidates, and the new BlockCount is the old one less the
+	// distinct candidates left unmarked (what the deleted backup alone
+	// referenced), the way Longhorn's backup creation adds its new blocks
+	// to it. That saves building the set of every referenced block, which
+	// costs more than the unlinks. Without an old BlockCount, or when the
+	// result is less than the candidates still referenced (so the old
+	// count was not that of the distinct referenced blocks), the
+	// referenced set is built after all. Full collections always build it.
+	var (
+		idx        *candidateIndex
+		referenced *blockSet
+		add        func([][]byte)
+	)
+	oldCount, haveOld := blockCountOf(volRaw)
+	if candidates != nil && haveOld {
+		idx = newCandidateIndex(candidates)
+		add = idx.mark
+	} else {
+		referenced = newBlockSet()
+		add = referenced.addAll
+	}
+	latest, skipped, err := checkScans(names, s.scanAll(ctx, vol, names, add), updateLast)
+	if err != nil {
+		return c, err
+	}
+	c.Skipped = skipped
+	if idx == nil {
+		c.Referenced = referenced.len()
+	} else if c.Skipped == "" {
+		c.Referenced = oldCount - idx.unmarked()
+		if c.Referenced < idx.marked() {
+			// The old BlockCount cannot have been the distinct blocks
+			// referenced before this deletion: count them all.
+			referenced = newBlockSet()
+			_, skipped, err := checkScans(names, s.scanAll(ctx, vol, names, referenced.addAll), false)
+			if err != nil {
+				return c, err
 			}
-			c.Skipped = fmt.Sprintf("backup %s unreadable: %v", n, sc.err)
-			break
-		}
-		if sc.createdTime == "" {
-			c.Skipped = fmt.Sprintf("backup %s in progress", n)
-			break
-		}
-		if updateLast {
-			if err := latest.consider(n, sc.snapshotCreatedAt); err != nil {
-				c.Skipped = err.Error()
-				break
+			c.Skipped = skipped
+			c.Referenced = referenced.len()
+			if c.Skipped != "" {
+				c.Referenced = 0
 			}
 		}
 	}
-	c.Referenced = referenced.len()
 
 	testHookBeforeRelist()
 	if c.Skipped == "" {
@@ -246,25 +273,36 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 	}
 
 	if c.Skipped == "" {
-		if candidates == nil {
-			c.Full = true
-			all, err := listBlocks(vol)
-			if err != nil {
-				return c, err
-			}
-			for ck := range all {
-				candidates = append(candidates, []byte(ck))
-			}
-		}
-		seen := map[string]struct{}{}
 		var unref []string
-		for _, ck := range candidates {
-			if referenced.has(ck) {
-				continue
+		switch {
+		case idx != nil:
+			// Unmarked by the scan, and absent from the recount if
+			// there was one.
+			for i, ck := range idx.cks {
+				if !idx.marks[i].Load() && (referenced == nil || !referenced.has([]byte(ck))) {
+					unref = append(unref, ck)
+				}
 			}
-			if _, dup := seen[string(ck)]; !dup {
-				seen[string(ck)] = struct{}{}
-				unref = append(unref, string(ck))
+		default:
+			if candidates == nil {
+				c.Full = true
+				all, err := listBlocks(vol)
+				if err != nil {
+					return c, err
+				}
+				for ck := range all {
+					candidates = append(candidates, []byte(ck))
+				}
+			}
+			seen := map[string]struct{}{}
+			for _, ck := range candidates {
+				if referenced.has(ck) {
+					continue
+				}
+				if _, dup := seen[string(ck)]; !dup {
+					seen[string(ck)] = struct{}{}
+					unref = append(unref, string(ck))
+				}
 			}
 		}
 		removed, failed := removeBlocks(vol, unref)
@@ -304,18 +342,45 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 }
 
 // scanResult is what block collection keeps of one remaining backup cfg
-// (its blocks go straight into the referenced set).
+// (its blocks go straight to the scan's add).
 type scanResult struct {
 	createdTime, snapshotCreatedAt string
 	err                            error
 }
 
+// checkScans applies the collection's rules to the scans of names, in
+// order: a cancelled read is an error; an unreadable or in-progress
+// backup (or, with updateLast, an unparsable SnapshotCreatedAt) is why
+// nothing may be collected. Otherwise it returns the latest backup (with
+// updateLast).
+func checkScans(names []string, scans []scanResult, updateLast bool) (latest latestBackup, skipped string, err error) {
+	for i, sc := range scans {
+		n := names[i]
+		if sc.err != nil {
+			if errors.Is(sc.err, context.Canceled) || errors.Is(sc.err, context.DeadlineExceeded) {
+				return latest, "", sc.err
+			}
+			return latest, fmt.Sprintf("backup %s unreadable: %v", n, sc.err), nil
+		}
+		if sc.createdTime == "" {
+			return latest, fmt.Sprintf("backup %s in progress", n), nil
+		}
+		if updateLast {
+			if err := latest.consider(n, sc.snapshotCreatedAt); err != nil {
+				return latest, err.Error(), nil
+			}
+		}
+	}
+	return latest, "", nil
+}
+
 // scanAll reads and scans the cfgs in parallel (they are independent, and
-// on a network mount each read waits on the server), adding every block
-// they reference to referenced, one result per name. A cfg that turns out
-// unreadable or in progress still adds what it had: then nothing is
-// unlinked at all, so extra references cannot hurt.
-func (s *Store) scanAll(ctx context.Context, vol *os.Root, names []string, referenced *blockSet) []scanResult {
+// on a network mount each read waits on the server), passing the blocks
+// each references to add (called concurrently; the slices alias a read
+// buffer that is reused once add returns), one result per name. A cfg
+// that turns out unreadable or in progress still adds what it had: then
+// nothing is unlinked at all, so extra references cannot hurt.
+func (s *Store) scanAll(ctx context.Context, vol *os.Root, names []string, add func([][]byte)) []scanResult {
 	out := make([]scanResult, len(names))
 	work := make(chan int)
 	var wg sync.WaitGroup
@@ -324,18 +389,20 @@ func (s *Store) scanAll(ctx context.Context, vol *os.Root, names []string, refer
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var buf []byte // reused: a large volume's cfgs are tens of MB each
 			for i := range work {
 				if err := ctx.Err(); err != nil {
 					out[i].err = err
 					continue
 				}
-				data, _, err := readBounded(vol, backupCfgPath(names[i]), s.opts.MaxConfigBytes)
+				data, _, err := readBoundedInto(vol, backupCfgPath(names[i]), s.opts.MaxConfigBytes, buf)
 				var refs backupRefs
 				if err == nil {
+					buf = data
 					refs, err = scanBackup(data)
 				}
 				if err == nil {
-					referenced.addAll(refs.checksums)
+					add(refs.checksums)
 				}
 				out[i] = scanResult{createdTime: refs.createdTime, snapshotCreatedAt: refs.snapshotCreatedAt, err: err}
 			}
@@ -347,6 +414,109 @@ func (s *Store) scanAll(ctx context.Context, vol *os.Root, names []string, refer
 	close(work)
 	wg.Wait()
 	return out
+}
+
+// blockCountOf is volume.cfg's BlockCount, if it has one.
+func blockCountOf(volRaw map[string]json.RawMessage) (int, bool) {
+	raw, ok := volRaw["BlockCount"]
+	if !ok {
+		return 0, false
+	}
+	var str string
+	if err := json.Unmarshal(raw, &str); err != nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(str)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
+}
+
+// candidateIndex is a targeted collection's distinct candidates, with a
+// mark per candidate that the scanners set when a remaining backup
+// references it. It is read-only while they run, so marking takes no lock
+// and allocates nothing. Every block of every remaining backup is looked
+// up in it, so it is a flat open-addressing table rather than a map: one
+// word per slot holds a hash tag and the candidate's index, and most
+// lookups touch that word and nothing else.
+type candidateIndex struct {
+	seed  maphash.Seed
+	slots []uint64 // 0 (empty), or the hash's high 32 bits | index+1
+	cks   []string
+	marks []atomic.Bool
+}
+
+const tagMask = uint64(0xffffffff_00000000)
+
+func newCandidateIndex(candidates [][]byte) *candidateIndex {
+	// The candidates are kept as substrings of one copy of them all: one
+	// allocation instead of one per candidate.
+	n := 0
+	for _, ck := range candidates {
+		n += len(ck)
+	}
+	buf := make([]byte, 0, n)
+	for _, ck := range candidates {
+		buf = append(buf, ck...)
+	}
+	all := string(buf)
+	size := 1
+	for size < 2*len(candidates) { // at most half full
+		size <<= 1
+	}
+	x := &candidateIndex{seed: maphash.MakeSeed(), slots: make([]uint64, size)}
+	off := 0
+	for _, ck := range candidates {
+		key := all[off : off+len(ck)]
+		off += len(ck)
+		if i, slot, h := x.find(ck); i < 0 {
+			x.slots[slot] = h&tagMask | uint64(len(x.cks)+1)
+			x.cks = append(x.cks, key)
+		}
+	}
+	x.marks = make([]atomic.Bool, len(x.cks))
+	return x
+}
+
+// find returns ck's index in cks, or -1 and the empty slot where it
+// belongs; h is ck's hash.
+func (x *candidateIndex) find(ck []byte) (i, slot int, h uint64) {
+	h = maphash.Bytes(x.seed, ck)
+	mask := len(x.slots) - 1
+	for slot = int(h) & mask; ; slot = (slot + 1) & mask {
+		e := x.slots[slot]
+		if e == 0 {
+			return -1, slot, h
+		}
+		if e&tagMask == h&tagMask {
+			if i := int(e&^tagMask) - 1; x.cks[i] == string(ck) {
+				return i, slot, h
+			}
+		}
+	}
+}
+
+// mark marks the candidates among cks; safe for concurrent use.
+func (x *candidateIndex) mark(cks [][]byte) {
+	for _, ck := range cks {
+		if i, _, _ := x.find(ck); i >= 0 && !x.marks[i].Load() {
+			x.marks[i].Store(true)
+		}
+	}
+}
+
+// marked and unmarked count the distinct candidates, after the scan.
+func (x *candidateIndex) marked() int { return len(x.cks) - x.unmarked() }
+
+func (x *candidateIndex) unmarked() int {
+	n := 0
+	for i := range x.marks {
+		if !x.marks[i].Load() {
+			n++
+		}
+	}
+	return n
 }
 
 // blockSet is a set of block checksums that several scanners fill at once:
@@ -632,6 +802,12 @@ func readDirNames(root *os.Root, dir string) ([]string, error) {
 
 // readBounded reads a regular file of at most limit bytes.
 func readBounded(root *os.Root, name string, limit int64) ([]byte, fs.FileInfo, error) {
+	return readBoundedInto(root, name, limit, nil)
+}
+
+// readBoundedInto is readBounded into buf's storage when it is large
+// enough (the result then aliases buf).
+func readBoundedInto(root *os.Root, name string, limit int64, buf []byte) ([]byte, fs.FileInfo, error) {
 	f, err := root.Open(name)
 	if err != nil {
 		return nil, nil, err
@@ -649,7 +825,10 @@ func readBounded(root *os.Root, name string, limit int64) ([]byte, fs.FileInfo, 
 	}
 	// Read into a buffer of the file's size, as os.ReadFile does, rather
 	// than letting io.ReadAll double its way up through a 50 MiB cfg.
-	data := make([]byte, 0, info.Size()+512)
+	data := buf[:0]
+	if int64(cap(data)) < info.Size()+512 {
+		data = make([]byte, 0, info.Size()+512)
+	}
 	for {
 		if len(data) == cap(data) {
 			data = append(data, 0)[:len(data)]
