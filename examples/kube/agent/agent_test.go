@@ -71,14 +71,7 @@ func TestOrphansAppearAsLonghornWritesThem(t *testing.T) {
 // TestDeleteThroughTheAPIPurges: `kubectl delete orphan NAME` removes the
 // directory, and then the object; nothing else is touched.
 func TestDeleteThroughTheAPIPurges(t *testing.T) {
-	e := newEnv(t)
-	d := e.addNode("node-1", "disk-1")
-	e.owned(d, ownedDir)
-	e.orphanDir(d, orphanDirA)
-	e.orphanDir(d, orphanDirB)
-	e.startAgent("node-1")
-	nameA, nameB := longhornName(d, orphanDirA), longhornName(d, orphanDirB)
-	e.waitOrphans("node-1", nameA, nameB)
+	e, d, nameA, nameB := newTwoOrphanNode(t)
 
 	// Watch the object: when it goes, its directory must be gone already.
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
@@ -117,13 +110,7 @@ func TestDeleteThroughTheAPIPurges(t *testing.T) {
 
 // TestDirectoryRemovedByHandDropsItsOrphan: the next scan forgets it.
 func TestDirectoryRemovedByHandDropsItsOrphan(t *testing.T) {
-	e := newEnv(t)
-	d := e.addNode("node-1", "disk-1")
-	e.orphanDir(d, orphanDirA)
-	e.orphanDir(d, orphanDirB)
-	e.startAgent("node-1")
-	nameA, nameB := longhornName(d, orphanDirA), longhornName(d, orphanDirB)
-	e.waitOrphans("node-1", nameA, nameB)
+	e, d, nameA, nameB := newTwoOrphanNode(t)
 
 	if err := os.RemoveAll(d.dir(orphanDirA)); err != nil {
 		t.Fatal(err)
@@ -138,14 +125,7 @@ func TestDirectoryRemovedByHandDropsItsOrphan(t *testing.T) {
 // TestDiskEvictionForgetsAndKeepsData: evicting the disk removes its
 // Orphans without touching a directory; they come back after.
 func TestDiskEvictionForgetsAndKeepsData(t *testing.T) {
-	e := newEnv(t)
-	d := e.addNode("node-1", "disk-1")
-	e.owned(d, ownedDir)
-	e.orphanDir(d, orphanDirA)
-	e.orphanDir(d, orphanDirB)
-	e.startAgent("node-1")
-	nameA, nameB := longhornName(d, orphanDirA), longhornName(d, orphanDirB)
-	e.waitOrphans("node-1", nameA, nameB)
+	e, d, nameA, nameB := newTwoOrphanNode(t)
 
 	// Watch what the forget does: every object must be marked not
 	// cleanable before it goes, so no deletion path could purge it.

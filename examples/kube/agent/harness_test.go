@@ -372,3 +372,19 @@ func tombstones(t *testing.T, d disk) []string {
 	}
 	return out
 }
+
+// newTwoOrphanNode is the common start of the agent tests: node-1 with
+// disk-1 holding an expected directory and the orphan directories A and B,
+// its agent running, and both Orphans created.
+func newTwoOrphanNode(t *testing.T) (e *env, d disk, nameA, nameB string) {
+	t.Helper()
+	e = newEnv(t)
+	d = e.addNode("node-1", "disk-1")
+	e.owned(d, ownedDir)
+	e.orphanDir(d, orphanDirA)
+	e.orphanDir(d, orphanDirB)
+	e.startAgent("node-1")
+	nameA, nameB = longhornName(d, orphanDirA), longhornName(d, orphanDirB)
+	e.waitOrphans("node-1", nameA, nameB)
+	return e, d, nameA, nameB
+}
