@@ -115,9 +115,9 @@ func (s *Server) AddLvstore(name string) (string, error) {
 func (s *Server) AddLvol(lvs, name string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.findLvs(lvs)
-	if st == nil {
-		return "", fmt.Errorf("%w: lvstore %s", ErrNotFound, lvs)
+	st, err := s.lvstoreNamed(lvs)
+	if err != nil {
+		return "", err
 	}
 	if s.findLvol(st, name) != nil {
 		return "", fmt.Errorf("%w: lvol %s/%s", ErrExists, lvs, name)
@@ -134,13 +134,9 @@ func (s *Server) AddLvol(lvs, name string) (string, error) {
 func (s *Server) Snapshot(lvs, name, snapName string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.findLvs(lvs)
-	if st == nil {
-		return "", fmt.Errorf("%w: lvstore %s", ErrNotFound, lvs)
-	}
-	l := s.findLvol(st, name)
-	if l == nil {
-		return "", fmt.Errorf("%w: lvol %s/%s", ErrNotFound, lvs, name)
+	st, l, err := s.lvolNamed(lvs, name)
+	if err != nil {
+		return "", err
 	}
 	if s.findLvol(st, snapName) != nil {
 		return "", fmt.Errorf("%w: lvol %s/%s", ErrExists, lvs, snapName)
@@ -160,12 +156,8 @@ func (s *Server) Snapshot(lvs, name, snapName string) (string, error) {
 func (s *Server) Clone(lvs, snapName, cloneName string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.findLvs(lvs)
-	if st == nil {
-		return "", fmt.Errorf("%w: lvstore %s", ErrNotFound, lvs)
-	}
-	snap := s.findLvol(st, snapName)
-	if snap == nil || !snap.snapshot {
+	st, snap, err := s.lvolNamed(lvs, snapName)
+	if err != nil || !snap.snapshot {
 		return "", fmt.Errorf("%w: snapshot %s/%s", ErrNotFound, lvs, snapName)
 	}
 	if s.findLvol(st, cloneName) != nil {
@@ -200,19 +192,10 @@ func (s *Server) RecreateLvol(lvs, name string) (string, error) {
 func (s *Server) SetLvolUUID(lvs, name, id string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.findLvs(lvs)
-	if st == nil {
-		return "", fmt.Errorf("%w: lvstore %s", ErrNotFound, lvs)
-	}
-	l := s.findLvol(st, name)
-	if l == nil {
-		return "", fmt.Errorf("%w: lvol %s/%s", ErrNotFound, lvs, name)
-	}
 	if id == "" {
 		id = s.newUUID()
 	}
-	l.uuid = id
-	return id, nil
+	return id, s.setLvolUUID(lvs, name, id)
 }
 
 // ClearLvolUUID makes lvol lvs/name report an empty UUID, as an SPDK that
@@ -220,15 +203,16 @@ func (s *Server) SetLvolUUID(lvs, name, id string) (string, error) {
 func (s *Server) ClearLvolUUID(lvs, name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.findLvs(lvs)
-	if st == nil {
-		return fmt.Errorf("%w: lvstore %s", ErrNotFound, lvs)
+	return s.setLvolUUID(lvs, name, "")
+}
+
+// setLvolUUID sets the UUID of lvs/name; s.mu is held.
+func (s *Server) setLvolUUID(lvs, name, id string) error {
+	_, l, err := s.lvolNamed(lvs, name)
+	if err != nil {
+		return err
 	}
-	l := s.findLvol(st, name)
-	if l == nil {
-		return fmt.Errorf("%w: lvol %s/%s", ErrNotFound, lvs, name)
-	}
-	l.uuid = ""
+	l.uuid = id
 	return nil
 }
 
@@ -320,6 +304,29 @@ func (s *Server) findLvs(name string) *lvstore {
 		}
 	}
 	return nil
+}
+
+// lvstoreNamed returns lvstore lvs, or an error wrapping ErrNotFound.
+func (s *Server) lvstoreNamed(lvs string) (*lvstore, error) {
+	st := s.findLvs(lvs)
+	if st == nil {
+		return nil, fmt.Errorf("%w: lvstore %s", ErrNotFound, lvs)
+	}
+	return st, nil
+}
+
+// lvolNamed returns lvol lvs/name and its lvstore, or an error wrapping
+// ErrNotFound naming what is missing.
+func (s *Server) lvolNamed(lvs, name string) (*lvstore, *lvol, error) {
+	st, err := s.lvstoreNamed(lvs)
+	if err != nil {
+		return nil, nil, err
+	}
+	l := s.findLvol(st, name)
+	if l == nil {
+		return nil, nil, fmt.Errorf("%w: lvol %s/%s", ErrNotFound, lvs, name)
+	}
+	return st, l, nil
 }
 
 func (s *Server) findLvol(st *lvstore, name string) *lvol {
