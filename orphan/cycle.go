@@ -25,15 +25,23 @@ func JudgeAll(ctx context.Context, j Judge, items []Item) ([]Candidate, error) {
 // snapshot, the host's view of node and disk eviction) into one map. For a
 // scope present in several, the graver health wins: any health that
 // forgets beats Unknown, which beats Ready; between two that forget, the
-// later source wins. The inputs are not modified.
+// later source wins. The guard's evidence is kept from every source:
+// NoneExpected if any source says so, the largest OwnedUnlisted. The
+// inputs are not modified.
 func MergeScopes(sources ...map[Scope]ScopeStatus) map[Scope]ScopeStatus {
 	out := map[Scope]ScopeStatus{}
 	for _, src := range sources {
 		for s, st := range src {
 			st = normalise(st)
-			if cur, ok := out[s]; !ok || gravity(st.Health) >= gravity(cur.Health) {
-				out[s] = st
+			cur, ok := out[s]
+			if ok {
+				st.NoneExpected = st.NoneExpected || cur.NoneExpected
+				st.OwnedUnlisted = max(st.OwnedUnlisted, cur.OwnedUnlisted)
+				if gravity(st.Health) < gravity(cur.Health) {
+					st.Health, st.Message = cur.Health, cur.Message
+				}
 			}
+			out[s] = st
 		}
 	}
 	return out

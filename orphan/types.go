@@ -365,10 +365,24 @@ const (
 // Forgets reports whether records in a scope of this health are forgotten.
 func (h Health) Forgets() bool { return h != HealthReady && h != HealthUnknown && h != "" }
 
-// ScopeStatus is a scope's health and the reason for it.
+// ScopeStatus is a scope's health and the reason for it, with the evidence
+// an Inventory gathered that the mass-deletion guard (see Guard) weighs.
 type ScopeStatus struct {
 	Health  Health
 	Message string
+
+	// OwnedUnlisted counts the valid items of the scope that the Inventory
+	// found owned and left out of Snapshot.Items to save work (diskscan
+	// lists only the directories no replica expects). The guard counts
+	// them as owned items of the scope. Zero when the Inventory lists
+	// every item.
+	OwnedUnlisted int
+	// NoneExpected says the host's list of what may own the scope's items
+	// (the replicas expected on a disk) was empty when the scope was
+	// scanned. Beside valid items, that is the classic broken view (a
+	// replica list read from the wrong namespace), and the guard refuses
+	// every purge in the scope.
+	NoneExpected bool
 }
 
 // Skipped is something an Inventory saw and deliberately did not list as
