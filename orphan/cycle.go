@@ -68,6 +68,8 @@ type Cycle struct {
 	Scopes map[Scope]ScopeStatus
 	// Policy is the auto-deletion policy.
 	Policy Policy
+	// Guard is the mass-deletion guard; the zero value is on.
+	Guard Guard
 	// ObservedAt is when the snapshot's scan started (Observation.StartedAt),
 	// by the Sweeper's clock. A snapshot taken before a purge still shows
 	// the purged data; with ObservedAt set, Run creates no record for data
@@ -97,6 +99,7 @@ func (s *Sweeper) Run(ctx context.Context, snap Snapshot, c Cycle) (Plan, Result
 		Candidates: cands,
 		Records:    recs,
 		Policy:     c.Policy,
+		Guard:      c.Guard,
 	})
 	plan.Create = s.dropPurgedSince(c.ObservedAt, plan.Create)
 	res, err := s.Sync(ctx, plan)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -23,8 +25,13 @@ func ExampleDecide() {
 	old, _ := orphan.NewRecord(dir("pvc-old-1a2b3c4d"), now.Add(-time.Hour))
 
 	plan := orphan.Decide(orphan.Input{
-		Now:    now,
-		Scopes: map[orphan.Scope]orphan.ScopeStatus{disk: {Health: orphan.HealthReady}},
+		Now: now,
+		// The disk scan says the disk is Ready; the host says its node is.
+		// A disk is Ready only under a Ready node.
+		Scopes: map[orphan.Scope]orphan.ScopeStatus{
+			{NodeID: "node-1"}: {Health: orphan.HealthReady},
+			disk:               {Health: orphan.HealthReady},
+		},
 		Candidates: []orphan.Candidate{
 			{Item: dir("pvc-new-5e6f7a8b"), Verdict: orphan.Orphan("no replica uses it")},
 			{Item: dir("pvc-live-0a1b2c3d"), Verdict: orphan.Owned("replica pvc-live-r-1")},
@@ -40,6 +47,44 @@ func ExampleDecide() {
 	// Output:
 	// create pvc-new-5e6f7a8b
 	// forget pvc-old-1a2b3c4d because Gone
+}
+
+// The guard refuses what looks like a broken view: here the host's list
+// of replicas expected on the disk came back empty (a replica list read
+// from the wrong namespace), so every directory looks orphaned.
+func ExampleGuard() {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	node, disk := orphan.Scope{NodeID: "node-1"}, orphan.Scope{NodeID: "node-1", Disk: "disk-1"}
+	dir := func(name string) orphan.Item {
+		return orphan.Item{Kind: orphan.KindReplicaData, NodeID: "node-1", DataEngine: orphan.DataEngineV1,
+			Parameters: map[string]string{
+				orphan.ParamDataName: name, orphan.ParamDiskName: "disk-1", orphan.ParamDiskPath: "/var/lib/longhorn/",
+				orphan.ParamDiskUUID: "9d7c6a52-0d1e-4c1b-8f55-2f1d5b6f1a01", orphan.ParamDiskType: "filesystem",
+			}}
+	}
+	var in orphan.Input
+	in.Now = now
+	in.Scopes = map[orphan.Scope]orphan.ScopeStatus{
+		node: {Health: orphan.HealthReady},
+		disk: {Health: orphan.HealthReady, NoneExpected: true}, // diskscan's evidence
+	}
+	for _, name := range []string{"pvc-a-1a2b3c4d", "pvc-b-5e6f7a8b"} {
+		in.Candidates = append(in.Candidates, orphan.Candidate{Item: dir(name), Verdict: orphan.Orphan("not expected")})
+		rec, _ := orphan.NewRecord(dir(name), now.Add(-time.Hour))
+		rec.DeletionRequested = true // a user deleted every orphan
+		rec.Conditions = []metav1.Condition{{Type: orphan.ConditionDataCleanable, Status: metav1.ConditionTrue, Reason: orphan.ReasonCleanable}}
+		in.Records = append(in.Records, rec)
+	}
+	plan := orphan.Decide(in)
+	fmt.Println("purges:", len(plan.Purge), "refused:", len(plan.Refused))
+	fmt.Println(plan.Conditions[0].Conditions[0].Type, plan.Conditions[0].Conditions[0].Reason)
+
+	in.Guard.AllowNoneExpected = true // the host really means it
+	fmt.Println("purges with the opt-out:", len(orphan.Decide(in).Purge))
+	// Output:
+	// purges: 0 refused: 2
+	// PurgeGuarded NoneExpected
+	// purges with the opt-out: 2
 }
 
 func ExampleParsePolicy() {

@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Input is everything Decide looks at. It is plain data: the host gathers
@@ -15,15 +18,12 @@ type Input struct {
 	// it as CreatedAt, and the grace period is measured against it.
 	Now time.Time
 
-	// Scopes are the scopes this input speaks for, with their health. A
-	// record or candidate is looked up by its exact scope; a disk scope
-	// that is not listed falls back to its node's scope (Disk ""): if the
-	// node is listed and Ready, the disk is no longer part of the node and
-	// its records are forgotten with HealthDiskInvalid; if the node's
-	// health forgets (down, evicted), so does the disk's. Records and
-	// candidates whose scope resolves to nothing are outside this input's
-	// authority and are left alone: a node's planner never touches another
-	// node's records.
+	// Scopes are the scopes this input speaks for, with their health. See
+	// Decide for how a record's or candidate's scope is resolved against
+	// them: a node's health dominates its disks', and a disk counts only
+	// under a listed node. Records and candidates whose scope resolves to
+	// nothing are outside this input's authority and are left alone: a
+	// node's planner never touches another node's records.
 	Scopes map[Scope]ScopeStatus
 
 	// Candidates are the items observed, with their verdicts.
@@ -35,6 +35,10 @@ type Input struct {
 
 	// Policy is the auto-deletion policy.
 	Policy Policy
+
+	// Guard is the mass-deletion guard; its zero value is on, with the
+	// documented defaults.
+	Guard Guard
 }
 
 // Plan is what Decide wants done, as data. Every record within the input's
@@ -49,12 +53,21 @@ type Plan struct {
 	Purge []Purge
 	// Keep are records left as they are, with why.
 	Keep []Keep
+	// Conditions are status conditions to write on kept records: Longhorn's
+	// DataCleanable (True while the record's scope is Ready; a forget sets
+	// it False itself) and caretaker's PurgeGuarded. Each record appears at
+	// most once, with every condition that changes.
+	Conditions []SetConditions
+	// Refused are purges that were due (requested, or by the policy) but
+	// that the Guard stopped. Their records are in Keep too.
+	Refused []Refusal
 	// Rejected are candidates that could have mattered (judged orphan, or
 	// possibly a record's item) but could not be named, lacking a field;
 	// they are neither created nor matched.
 	Rejected []Rejected
 	// RequeueAt is when the plan changes by the passing of time alone (an
-	// auto-deletion grace period ending); zero if never.
+	// auto-deletion grace period ending), or Now when a due purge waits
+	// only for this plan's conditions to be written; zero if never.
 	RequeueAt time.Time
 }
 
@@ -97,6 +110,15 @@ type Keep struct {
 	Reason string
 }
 
+// SetConditions is a kept record's conditions to write. Conditions carry
+// no LastTransitionTime: the writer stamps it (the Sweeper with its clock)
+// and keeps the old one where the status did not change, as
+// meta.SetStatusCondition does.
+type SetConditions struct {
+	Record     Record
+	Conditions []metav1.Condition
+}
+
 // Rejected is a candidate Decide could not use.
 type Rejected struct {
 	Item Item
@@ -106,29 +128,64 @@ type Rejected struct {
 // Decide makes the plan for one cycle. It is a pure function: no I/O, no
 // clock, no goroutines, and the input is not modified.
 //
+// # Scopes
+//
+// A record's or candidate's scope is its node, and for replica data also
+// its disk. Its health is resolved from Input.Scopes with the node first,
+// because a node's health dominates its disks':
+//
+//   - the node's health forgets (NodeUnavailable, NodeEvicted, ...): that
+//     health, whatever any disk of the node says;
+//   - else the disk's own health forgets (DiskInvalid, DiskChanged,
+//     DiskEvicted): that health;
+//   - else the disk is not listed: DiskInvalid if the node is Ready (the
+//     disk is no longer part of it), Unknown if the node is Unknown, and
+//     outside the input's authority if the node is not listed either;
+//   - else the node is Unknown or not listed: Unknown (a disk scan says
+//     nothing about whether its node is down or being evicted, so a disk
+//     is only ever Ready under a node the host listed as Ready);
+//   - else the disk's health (Ready or Unknown).
+//
+// A node scope (instances, backups) is simply the node's listed health.
+// An empty health is Unknown. A host that learns a node's Kubernetes Ready
+// condition is Unknown reports HealthNodeUnavailable, as Longhorn does;
+// HealthUnknown means only "could not tell this cycle" and keeps records.
+//
+// # Records
+//
 // The rules, in the order they apply to a record in its authority:
-//  1. its scope's health forgets (node down or evicted, disk invalid,
-//     changed or evicted, or a disk gone from a Ready node): forget;
-//  2. its scope is Unknown (the scan could not finish): keep;
+//  1. its scope's health forgets: forget, with that health as the reason;
+//  2. its scope is Unknown: keep;
 //  3. its name is not the one its parameters give: forget (ReasonMismatch);
 //  4. no candidate of that name was seen: forget (ReasonGone);
 //  5. the candidate is owned: forget (ReasonOwned);
 //  6. the candidate is undecided: keep;
 //  7. the candidate is an orphan and deletion was requested, or the policy
 //     auto-deletes its kind and the grace period since CreatedAt is over:
-//     purge, unless the record is marked not cleanable (DataCleanable=False,
-//     as a forget cut short leaves it): then forget (ReasonNotCleanable);
-//     otherwise keep.
+//     - marked DataCleanable=False (a forget cut short, or a host, left
+//     it): forget (ReasonNotCleanable), as Longhorn does;
+//     - not marked DataCleanable=True yet: keep; this plan marks it and
+//     requeues at once, so the next cycle purges (Longhorn's rule: data is
+//     purged only while DataCleanable is True);
+//     - the Guard refuses the scope: keep, with a Refusal;
+//     - otherwise: purge;
+//     and otherwise keep.
+//
+// Every record kept in a Ready scope that is not marked DataCleanable=True
+// gets it in Conditions; a record the Guard covers gets PurgeGuarded=True,
+// and one that had it and is no longer covered PurgeGuarded=False.
 //
 // A candidate judged orphan in a Ready scope with no record gets one
-// created. Candidates seen more than once with different verdicts count as
-// undecided. Nothing is ever purged that was not judged an orphan in this
-// very input.
+// created, marked DataCleanable=True. Candidates seen more than once with
+// different verdicts count as undecided. Nothing is ever purged that was
+// not judged an orphan in this very input.
 func Decide(in Input) Plan {
 	var plan Plan
 	cands := indexCandidates(in.Candidates, in.Records, &plan)
+	guard := newGuardState(in, cands)
 
 	recorded := make(map[string]bool, len(in.Records))
+	var dueAuto []int // indexes in plan.Purge of auto purges, for the guard's share rule
 	for _, r := range in.Records {
 		st, ok := resolveScope(in.Scopes, r.Scope())
 		if !ok {
@@ -152,29 +209,41 @@ func Decide(in Input) Plan {
 		switch {
 		case !seen:
 			plan.Forget = append(plan.Forget, Forget{Record: r, Reason: ReasonGone, Message: "no longer seen in " + r.Scope().String()})
+			continue
 		case c.Verdict.Outcome == OutcomeOwned:
 			plan.Forget = append(plan.Forget, Forget{Record: r, Reason: ReasonOwned, Message: c.Verdict.Reason})
+			continue
 		case c.Verdict.Outcome != OutcomeOrphan:
-			plan.Keep = append(plan.Keep, Keep{Record: r, Reason: "undecided: " + c.Verdict.Reason})
-		case r.DeletionRequested && r.NotCleanable():
-			plan.Forget = append(plan.Forget, Forget{Record: r, Reason: ReasonNotCleanable, Message: "deletion requested, but the record says its data is not cleanable"})
-		case r.DeletionRequested:
-			plan.Purge = append(plan.Purge, Purge{Record: r, Candidate: c.Candidate})
+			plan.keep(r, guard, "undecided: "+c.Verdict.Reason)
+			continue
+		}
+		due, auto := in.Policy.DueAt(r)
+		isDue := r.DeletionRequested || (auto && !in.Now.Before(due))
+		switch {
+		case !isDue && auto:
+			plan.requeue(due)
+			plan.keep(r, guard, "auto-deletion due at "+due.UTC().Format(time.RFC3339))
+		case !isDue:
+			plan.keep(r, guard, "orphan; waiting for a deletion request")
+		case r.NotCleanable():
+			what := "auto-deletion due"
+			if r.DeletionRequested {
+				what = "deletion requested"
+			}
+			plan.Forget = append(plan.Forget, Forget{Record: r, Reason: ReasonNotCleanable, Message: what + ", but the record says its data is not cleanable"})
+		case !r.Cleanable():
+			plan.requeue(in.Now)
+			plan.keep(r, guard, "purge due once DataCleanable=True is recorded")
+		case guard.refuses(r.Scope()).rule != "":
+			plan.refuse(r, guard.refuses(r.Scope()))
 		default:
-			due, auto := in.Policy.DueAt(r)
-			switch {
-			case auto && !in.Now.Before(due) && r.NotCleanable():
-				plan.Forget = append(plan.Forget, Forget{Record: r, Reason: ReasonNotCleanable, Message: "auto-deletion due, but the record says its data is not cleanable"})
-			case auto && !in.Now.Before(due):
-				plan.Purge = append(plan.Purge, Purge{Record: r, Candidate: c.Candidate, Auto: true})
-			case auto:
-				plan.requeue(due)
-				plan.Keep = append(plan.Keep, Keep{Record: r, Reason: "auto-deletion due at " + due.UTC().Format(time.RFC3339)})
-			default:
-				plan.Keep = append(plan.Keep, Keep{Record: r, Reason: "orphan; waiting for a deletion request"})
+			plan.Purge = append(plan.Purge, Purge{Record: r, Candidate: c.Candidate, Auto: !r.DeletionRequested})
+			if !r.DeletionRequested {
+				dueAuto = append(dueAuto, len(plan.Purge)-1)
 			}
 		}
 	}
+	plan.applyShareRule(guard, dueAuto)
 
 	for name, c := range cands {
 		if recorded[name] || c.Verdict.Outcome != OutcomeOrphan {
@@ -189,6 +258,10 @@ func Decide(in Input) Plan {
 			plan.Rejected = append(plan.Rejected, Rejected{Item: c.Item, Err: err})
 			continue
 		}
+		rec.Conditions = []metav1.Condition{cleanableTrue()}
+		if hit := guard.refuses(rec.Scope()); hit.rule != "" {
+			rec.Conditions = append(rec.Conditions, guardedTrue(hit))
+		}
 		plan.Create = append(plan.Create, rec)
 		if due, auto := in.Policy.DueAt(rec); auto {
 			plan.requeue(due)
@@ -199,6 +272,50 @@ func Decide(in Input) Plan {
 	return plan
 }
 
+// keep keeps a record of a Ready scope and plans the conditions it lacks.
+func (p *Plan) keep(r Record, g *guardState, reason string) {
+	p.Keep = append(p.Keep, Keep{Record: r, Reason: reason})
+	p.setConditions(r, g.refuses(r.Scope()))
+}
+
+// refuse keeps a record whose due purge the guard stopped.
+func (p *Plan) refuse(r Record, hit guardHit) {
+	p.Keep = append(p.Keep, Keep{Record: r, Reason: "purge refused: " + hit.String()})
+	p.Refused = append(p.Refused, Refusal{Name: r.Name, Reason: hit.String()})
+	p.setConditions(r, hit)
+}
+
+// setConditions plans DataCleanable=True where it is missing and
+// PurgeGuarded as the guard's hit says (zero: not guarded).
+func (p *Plan) setConditions(r Record, hit guardHit) {
+	var cs []metav1.Condition
+	if !r.Cleanable() {
+		cs = append(cs, cleanableTrue())
+	}
+	switch {
+	case hit.rule != "":
+		if c := meta.FindStatusCondition(r.Conditions, ConditionPurgeGuarded); c == nil ||
+			c.Status != metav1.ConditionTrue || c.Reason != string(hit.rule) || c.Message != hit.msg {
+			cs = append(cs, guardedTrue(hit))
+		}
+	case meta.IsStatusConditionTrue(r.Conditions, ConditionPurgeGuarded):
+		cs = append(cs, metav1.Condition{Type: ConditionPurgeGuarded, Status: metav1.ConditionFalse, Reason: ReasonGuardClear,
+			Message: "the mass-deletion guard no longer covers this record's scope"})
+	}
+	if len(cs) > 0 {
+		p.Conditions = append(p.Conditions, SetConditions{Record: r, Conditions: cs})
+	}
+}
+
+func cleanableTrue() metav1.Condition {
+	return metav1.Condition{Type: ConditionDataCleanable, Status: metav1.ConditionTrue, Reason: ReasonCleanable,
+		Message: "the record's node and disk are ready"}
+}
+
+func guardedTrue(hit guardHit) metav1.Condition {
+	return metav1.Condition{Type: ConditionPurgeGuarded, Status: metav1.ConditionTrue, Reason: string(hit.rule), Message: hit.msg}
+}
+
 // namedCandidate is a candidate with its computed record name.
 type namedCandidate struct {
 	Candidate
@@ -206,8 +323,9 @@ type namedCandidate struct {
 }
 
 // indexCandidates names the candidates that can matter and merges
-// duplicates; conflicting verdicts for one name become undecided, because
-// "orphan" must be unanimous.
+// duplicates; conflicting verdicts or kinds for one name become undecided,
+// because "orphan" must be unanimous. (Once undecided, a name stays
+// undecided whatever later duplicates say.)
 //
 // A candidate matters if it is judged orphan (it may need a record) or if
 // a record or an orphan candidate shares its matchKey (it may be the
@@ -236,7 +354,12 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan) map[string]named
 			continue
 		}
 		prev, dup := out[name]
-		if dup && prev.Verdict.Outcome != c.Verdict.Outcome {
+		switch {
+		case dup && prev.Item.Kind != c.Item.Kind:
+			// Engine and replica instances share Longhorn's name formula:
+			// one name seen as two kinds is no item anyone can vouch for.
+			c.Verdict = Undecided("one name observed as two kinds: " + string(prev.Item.Kind) + " and " + string(c.Item.Kind))
+		case dup && prev.Verdict.Outcome != c.Verdict.Outcome:
 			c.Verdict = Undecided("conflicting verdicts for one item: " + prev.Verdict.Outcome.String() + " and " + c.Verdict.Outcome.String())
 		}
 		out[name] = namedCandidate{Candidate: c, name: name}
@@ -269,23 +392,32 @@ func keyOf(it Item) matchKey {
 	return matchKey{class: string(it.Kind)} // unknown kinds: all share a key, and fail naming
 }
 
-// resolveScope finds the status that applies to s; see Input.Scopes.
+// resolveScope finds the status that applies to s, node first; see Decide.
 func resolveScope(scopes map[Scope]ScopeStatus, s Scope) (ScopeStatus, bool) {
-	if st, ok := scopes[s]; ok {
-		return normalise(st), true
-	}
-	if s.Disk == "" {
-		return ScopeStatus{}, false
-	}
-	node, ok := scopes[Scope{NodeID: s.NodeID}]
-	if !ok {
-		return ScopeStatus{}, false
-	}
+	node, nodeListed := scopes[Scope{NodeID: s.NodeID}]
 	node = normalise(node)
-	if node.Health == HealthReady {
-		return ScopeStatus{Health: HealthDiskInvalid, Message: "disk " + s.Disk + " is no longer part of node " + s.NodeID}, true
+	if s.Disk == "" {
+		return node, nodeListed
 	}
-	return node, true
+	disk, diskListed := scopes[s]
+	disk = normalise(disk)
+	switch {
+	case nodeListed && node.Health.Forgets():
+		return node, true
+	case diskListed && disk.Health.Forgets():
+		return disk, true
+	case !diskListed && !nodeListed:
+		return ScopeStatus{}, false
+	case !diskListed && node.Health == HealthReady:
+		return ScopeStatus{Health: HealthDiskInvalid, Message: "disk " + s.Disk + " is no longer part of node " + s.NodeID}, true
+	case !diskListed:
+		return node, true
+	case !nodeListed:
+		return ScopeStatus{Health: HealthUnknown, Message: "the health of node " + s.NodeID + " was not given: a disk is Ready only under a Ready node"}, true
+	case node.Health != HealthReady:
+		return node, true
+	}
+	return disk, true
 }
 
 // normalise treats an empty health as Unknown: a status nobody filled in
@@ -308,9 +440,11 @@ func (p *Plan) sort() {
 	slices.SortFunc(p.Forget, func(a, b Forget) int { return cmp.Compare(a.Record.Name, b.Record.Name) })
 	slices.SortFunc(p.Purge, func(a, b Purge) int { return cmp.Compare(a.Record.Name, b.Record.Name) })
 	slices.SortFunc(p.Keep, func(a, b Keep) int { return cmp.Compare(a.Record.Name, b.Record.Name) })
+	slices.SortFunc(p.Conditions, func(a, b SetConditions) int { return cmp.Compare(a.Record.Name, b.Record.Name) })
+	slices.SortFunc(p.Refused, func(a, b Refusal) int { return cmp.Compare(a.Name, b.Name) })
 }
 
 // Empty reports whether the plan changes nothing.
 func (p Plan) Empty() bool {
-	return len(p.Create) == 0 && len(p.Forget) == 0 && len(p.Purge) == 0
+	return len(p.Create) == 0 && len(p.Forget) == 0 && len(p.Purge) == 0 && len(p.Conditions) == 0
 }

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,12 +24,23 @@ func orphanRecord(node, disk, dataName string) orphan.Record {
 	return r
 }
 
+// ready lists the scopes as Ready, and the node of each disk scope too: a
+// disk is Ready only under a Ready node.
 func ready(scopes ...orphan.Scope) map[orphan.Scope]orphan.ScopeStatus {
 	m := map[orphan.Scope]orphan.ScopeStatus{}
 	for _, s := range scopes {
 		m[s] = orphan.ScopeStatus{Health: orphan.HealthReady}
+		m[orphan.Scope{NodeID: s.NodeID}] = orphan.ScopeStatus{Health: orphan.HealthReady}
 	}
 	return m
+}
+
+// markCleanable returns r marked DataCleanable=True, as a cycle in a Ready
+// scope marks it.
+func markCleanable(r orphan.Record) orphan.Record {
+	r = r.Clone()
+	r.Conditions = append(r.Conditions, metav1.Condition{Type: orphan.ConditionDataCleanable, Status: metav1.ConditionTrue, Reason: orphan.ReasonCleanable})
+	return r
 }
 
 // actions flattens a plan to name → action, the shape the table compares.
@@ -57,9 +69,13 @@ func TestDecideTable(t *testing.T) {
 	d1 := orphan.Scope{NodeID: "n1", Disk: "disk-1"}
 	n1 := orphan.Scope{NodeID: "n1"}
 	item := replicaItem("n1", "disk-1", "pvc-a-0123abcd")
-	rec := orphanRecord("n1", "disk-1", "pvc-a-0123abcd")
+	rec := markCleanable(orphanRecord("n1", "disk-1", "pvc-a-0123abcd"))
 	requested := rec.Clone()
 	requested.DeletionRequested = true
+	unmarked := requested.Clone()
+	unmarked.Conditions = nil
+	unmarkedAuto := unmarked.Clone()
+	unmarkedAuto.DeletionRequested = false
 	notCleanable := requested.Clone()
 	notCleanable.Conditions = []metav1.Condition{{Type: orphan.ConditionDataCleanable, Status: metav1.ConditionFalse, Reason: "DiskEvicted"}}
 	cleanable := requested.Clone()
@@ -91,6 +107,10 @@ func TestDecideTable(t *testing.T) {
 		{name: "requested orphan is purged", scopes: ready(d1), verdict: ptr(orphan.Orphan("x")), record: &requested, want: "purge"},
 		{name: "requested but not cleanable is forgotten", scopes: ready(d1), verdict: ptr(orphan.Orphan("x")), record: &notCleanable, want: "forget:NotCleanable"},
 		{name: "requested and marked cleanable is purged", scopes: ready(d1), verdict: ptr(orphan.Orphan("x")), record: &cleanable, want: "purge"},
+		{name: "requested but never marked cleanable waits a cycle", scopes: ready(d1), verdict: ptr(orphan.Orphan("x")), record: &unmarked, want: "keep", requeue: later},
+		{name: "auto-deletion due but never marked cleanable waits a cycle", scopes: ready(d1), verdict: ptr(orphan.Orphan("x")), record: &unmarkedAuto, policy: autoNow, now: later, want: "keep", requeue: later},
+		{name: "disk ready under a node nobody listed is unknown", scopes: map[orphan.Scope]orphan.ScopeStatus{d1: {Health: orphan.HealthReady}}, verdict: ptr(orphan.Orphan("x")), record: &requested, want: "keep"},
+		{name: "orphan on a disk under a node nobody listed is not created", scopes: map[orphan.Scope]orphan.ScopeStatus{d1: {Health: orphan.HealthReady}}, verdict: ptr(orphan.Orphan("x"))},
 		{name: "auto-deletion of a not cleanable record forgets", scopes: ready(d1), verdict: ptr(orphan.Orphan("x")), record: &autoNotCleanable, policy: autoNow, now: later, want: "forget:NotCleanable"},
 		{name: "not cleanable without a request is kept", scopes: ready(d1), verdict: ptr(orphan.Orphan("x")), record: &autoNotCleanable, want: "keep"},
 		{name: "requested but undecided is kept", scopes: ready(d1), verdict: ptr(orphan.Undecided("x")), record: &requested, want: "keep"},
@@ -188,9 +208,10 @@ func TestDecideDoesNotModifyInput(t *testing.T) {
 
 // TestDecideAgreesWithReference checks Decide against referenceDecide, a
 // deliberately naive restatement of the rules, on random inputs with many
-// name collisions, overlapping scopes and every health.
+// name collisions, overlapping scopes, every health, the guard's evidence
+// and options.
 func TestDecideAgreesWithReference(t *testing.T) {
-	for seed := range uint64(3000) {
+	for seed := range uint64(5000) {
 		rng := rand.New(rand.NewPCG(seed, 99))
 		in := randomInput(rng)
 		got := orphan.Decide(in)
@@ -198,11 +219,41 @@ func TestDecideAgreesWithReference(t *testing.T) {
 		if g := actions(got); !reflect.DeepEqual(g, want.actions) {
 			t.Fatalf("seed %d: actions differ\n got  %v\n want %v\ninput %+v", seed, g, want.actions, in)
 		}
+		if g := marks(got); !reflect.DeepEqual(g, want.marks) {
+			t.Fatalf("seed %d: conditions differ\n got  %v\n want %v\ninput %+v", seed, g, want.marks, in)
+		}
+		if g := refusals(got); !reflect.DeepEqual(g, want.refused) {
+			t.Fatalf("seed %d: refusals differ\n got  %v\n want %v\ninput %+v", seed, g, want.refused, in)
+		}
 		if !got.RequeueAt.Equal(want.requeue) {
 			t.Fatalf("seed %d: RequeueAt = %v, want %v", seed, got.RequeueAt, want.requeue)
 		}
 		checkPlanInvariants(t, seed, in, got)
 	}
+}
+
+// marks flattens a plan's conditions to name → "Type=Status:Reason,...".
+func marks(p orphan.Plan) map[string]string {
+	out := map[string]string{}
+	for _, sc := range p.Conditions {
+		var parts []string
+		for _, c := range sc.Conditions {
+			parts = append(parts, c.Type+"="+string(c.Status)+":"+c.Reason)
+		}
+		sort.Strings(parts)
+		out[sc.Record.Name] = fmt.Sprint(parts)
+	}
+	return out
+}
+
+// refusals flattens a plan's refusals to name → rule.
+func refusals(p orphan.Plan) map[string]string {
+	out := map[string]string{}
+	for _, r := range p.Refused {
+		rule, _, _ := strings.Cut(r.Reason, ":")
+		out[r.Name] = rule
+	}
+	return out
 }
 
 // checkPlanInvariants states the safety rules directly.
@@ -219,11 +270,18 @@ func checkPlanInvariants(t *testing.T, seed uint64, in orphan.Input, p orphan.Pl
 		if !pu.Auto && !pu.Record.DeletionRequested {
 			t.Fatalf("seed %d: purge of %s that nobody requested", seed, pu.Record.Name)
 		}
-		if hasFalseCleanable(pu.Record) {
-			t.Fatalf("seed %d: purge of %s, which is marked not cleanable", seed, pu.Record.Name)
+		if !hasTrueCleanable(pu.Record) {
+			t.Fatalf("seed %d: purge of %s, which is not marked cleanable", seed, pu.Record.Name)
 		}
 		if pu.Auto && !in.Policy.AutoDeletes(pu.Record.Kind) {
 			t.Fatalf("seed %d: auto purge of a kind the policy does not delete", seed)
+		}
+		node := in.Scopes[orphan.Scope{NodeID: pu.Record.NodeID}]
+		if node.Health != orphan.HealthReady {
+			t.Fatalf("seed %d: purge of %s on node %s whose health is %q", seed, pu.Record.Name, pu.Record.NodeID, node.Health)
+		}
+		if st := in.Scopes[pu.Record.Scope()]; st.NoneExpected && !in.Guard.AllowNoneExpected {
+			t.Fatalf("seed %d: purge of %s in a scope where nothing is expected", seed, pu.Record.Name)
 		}
 	}
 	for _, list := range [][]string{names(p.Create), forgetNames(p.Forget), purgeNames(p.Purge), keepNames(p.Keep)} {
@@ -239,14 +297,16 @@ func checkPlanInvariants(t *testing.T, seed uint64, in orphan.Input, p orphan.Pl
 
 type referencePlan struct {
 	actions map[string]string
+	marks   map[string]string
+	refused map[string]string
 	requeue time.Time
 }
 
 // referenceDecide restates Decide's rules one record at a time, with linear
 // searches and no shared helpers.
 func referenceDecide(in orphan.Input) referencePlan {
-	out := referencePlan{actions: map[string]string{}}
-	lookup := func(s orphan.Scope) (orphan.Health, bool) {
+	out := referencePlan{actions: map[string]string{}, marks: map[string]string{}, refused: map[string]string{}}
+	find := func(s orphan.Scope) (orphan.Health, bool) {
 		for sc, st := range in.Scopes {
 			if sc == s {
 				if st.Health == "" {
@@ -255,35 +315,44 @@ func referenceDecide(in orphan.Input) referencePlan {
 				return st.Health, true
 			}
 		}
-		if s.Disk == "" {
-			return "", false
-		}
-		for sc, st := range in.Scopes {
-			if sc.NodeID == s.NodeID && sc.Disk == "" {
-				h := st.Health
-				if h == "" {
-					h = orphan.HealthUnknown
-				}
-				if h == orphan.HealthReady {
-					return orphan.HealthDiskInvalid, true
-				}
-				return h, true
-			}
-		}
 		return "", false
+	}
+	forgets := func(h orphan.Health) bool { return h != orphan.HealthReady && h != orphan.HealthUnknown }
+	// lookup ranks what applies: a forgetting node, a forgetting disk, a
+	// missing disk, a node that is not Ready, then the disk itself.
+	lookup := func(s orphan.Scope) (orphan.Health, bool) {
+		nodeH, nodeOK := find(orphan.Scope{NodeID: s.NodeID})
+		if s.Disk == "" {
+			return nodeH, nodeOK
+		}
+		diskH, diskOK := find(s)
+		switch {
+		case nodeOK && forgets(nodeH):
+			return nodeH, true
+		case diskOK && forgets(diskH):
+			return diskH, true
+		case !diskOK && !nodeOK:
+			return "", false
+		case !diskOK && nodeH == orphan.HealthReady:
+			return orphan.HealthDiskInvalid, true
+		case !diskOK, !nodeOK, nodeH != orphan.HealthReady:
+			return orphan.HealthUnknown, true
+		}
+		return diskH, true
 	}
 	// verdictFor returns the combined verdict of every candidate named name.
 	verdictFor := func(name string) (orphan.Outcome, bool) {
 		found := false
 		var outcome orphan.Outcome
+		var kind orphan.Kind
 		for _, c := range in.Candidates {
 			n, err := c.Item.Name()
 			if err != nil || n != name {
 				continue
 			}
 			if !found {
-				outcome, found = c.Verdict.Outcome, true
-			} else if outcome != c.Verdict.Outcome {
+				outcome, kind, found = c.Verdict.Outcome, c.Item.Kind, true
+			} else if outcome != c.Verdict.Outcome || kind != c.Item.Kind {
 				outcome = orphan.OutcomeUndecided
 			}
 		}
@@ -294,14 +363,81 @@ func referenceDecide(in orphan.Input) referencePlan {
 			out.requeue = t
 		}
 	}
+	condOf := func(r orphan.Record, typ string) *metav1.Condition {
+		for i := range r.Conditions {
+			if r.Conditions[i].Type == typ {
+				return &r.Conditions[i]
+			}
+		}
+		return nil
+	}
+
+	// The guard: count each scope's valid items and orphans by hand.
+	minItems := in.Guard.MinItems
+	if minItems <= 0 {
+		minItems = 3
+	}
+	share := in.Guard.MaxAutoShare
+	if share <= 0 || share >= 1 {
+		share = 0.5
+	}
+	valid := map[orphan.Scope]int{}
+	orphans := map[orphan.Scope]int{}
+	countedName := map[string]bool{}
+	for _, c := range in.Candidates {
+		if c.Verdict.Outcome != orphan.OutcomeOrphan {
+			valid[c.Item.Scope()]++
+			continue
+		}
+		n, err := c.Item.Name()
+		if err != nil || countedName[n] {
+			continue
+		}
+		if outcome, _ := verdictFor(n); outcome == orphan.OutcomeOrphan {
+			countedName[n] = true
+			valid[c.Item.Scope()]++
+			orphans[c.Item.Scope()]++
+		}
+	}
+	for s, st := range in.Scopes {
+		valid[s] += st.OwnedUnlisted
+	}
+	guardRule := func(s orphan.Scope) string {
+		if in.Scopes[s].NoneExpected && valid[s] > 0 && !in.Guard.AllowNoneExpected {
+			return "NoneExpected"
+		}
+		if orphans[s] == valid[s] && orphans[s] >= minItems && !in.Guard.AllowWholeScope {
+			return "WholeScope"
+		}
+		return ""
+	}
+	mark := func(r orphan.Record, rule string) {
+		var parts []string
+		if c := condOf(r, "DataCleanable"); c == nil || c.Status != "True" {
+			parts = append(parts, "DataCleanable=True:Ready")
+		}
+		pg := condOf(r, "PurgeGuarded")
+		switch {
+		case rule != "":
+			parts = append(parts, "PurgeGuarded=True:"+rule) // random records never carry the same message
+		case pg != nil && pg.Status == "True":
+			parts = append(parts, "PurgeGuarded=False:Clear")
+		}
+		if len(parts) > 0 {
+			sort.Strings(parts)
+			out.marks[r.Name] = fmt.Sprint(parts)
+		}
+	}
+
 	recorded := map[string]bool{}
+	var purges []orphan.Record
 	for _, r := range in.Records {
 		h, ok := lookup(r.Scope())
 		if !ok {
 			continue
 		}
 		recorded[r.Name] = true
-		if h != orphan.HealthReady && h != orphan.HealthUnknown {
+		if forgets(h) {
 			out.actions[r.Name] = "forget:" + string(h)
 			continue
 		}
@@ -317,31 +453,60 @@ func referenceDecide(in orphan.Input) referencePlan {
 		switch {
 		case !seen:
 			out.actions[r.Name] = "forget:Gone"
+			continue
 		case outcome == orphan.OutcomeOwned:
 			out.actions[r.Name] = "forget:Owned"
+			continue
 		case outcome == orphan.OutcomeUndecided:
 			out.actions[r.Name] = "keep"
-		case r.DeletionRequested && hasFalseCleanable(r):
-			out.actions[r.Name] = "forget:NotCleanable"
-		case r.DeletionRequested:
-			out.actions[r.Name] = "purge"
-		default:
-			auto := false
-			for _, k := range in.Policy.Kinds {
-				auto = auto || k == r.Kind
-			}
-			due := r.CreatedAt.Add(in.Policy.GracePeriod)
-			switch {
-			case auto && !in.Now.Before(due) && hasFalseCleanable(r):
-				out.actions[r.Name] = "forget:NotCleanable"
-			case auto && !in.Now.Before(due):
-				out.actions[r.Name] = "purge:auto"
-			case auto:
+			mark(r, guardRule(r.Scope()))
+			continue
+		}
+		auto := false
+		for _, k := range in.Policy.Kinds {
+			auto = auto || k == r.Kind
+		}
+		due := r.CreatedAt.Add(in.Policy.GracePeriod)
+		isDue := r.DeletionRequested || (auto && !in.Now.Before(due))
+		cl := condOf(r, "DataCleanable")
+		switch {
+		case !isDue:
+			if auto {
 				earliest(due)
-				out.actions[r.Name] = "keep"
-			default:
-				out.actions[r.Name] = "keep"
 			}
+			out.actions[r.Name] = "keep"
+			mark(r, guardRule(r.Scope()))
+		case cl != nil && cl.Status == "False":
+			out.actions[r.Name] = "forget:NotCleanable"
+		case cl == nil || cl.Status != "True":
+			earliest(in.Now)
+			out.actions[r.Name] = "keep"
+			mark(r, guardRule(r.Scope()))
+		case guardRule(r.Scope()) != "":
+			out.actions[r.Name] = "keep"
+			out.refused[r.Name] = guardRule(r.Scope())
+			mark(r, guardRule(r.Scope()))
+		default:
+			purges = append(purges, r)
+		}
+	}
+	for _, r := range purges {
+		inScope := 0
+		for _, o := range purges {
+			if o.Scope() == r.Scope() {
+				inScope++
+			}
+		}
+		if !r.DeletionRequested && !in.Guard.AllowAnyShare && inScope >= minItems && float64(inScope) > share*float64(valid[r.Scope()]) {
+			out.actions[r.Name] = "keep"
+			out.refused[r.Name] = "AutoShare"
+			mark(r, "AutoShare")
+			continue
+		}
+		if r.DeletionRequested {
+			out.actions[r.Name] = "purge"
+		} else {
+			out.actions[r.Name] = "purge:auto"
 		}
 	}
 	for _, c := range in.Candidates {
@@ -396,12 +561,25 @@ func randomInput(rng *rand.Rand) orphan.Input {
 		}
 		for d := range 2 {
 			if rng.IntN(3) != 0 {
-				in.Scopes[orphan.Scope{NodeID: fmt.Sprintf("n%d", n), Disk: fmt.Sprintf("disk-%d", d)}] = orphan.ScopeStatus{Health: healths[rng.IntN(len(healths))]}
+				st := orphan.ScopeStatus{Health: healths[rng.IntN(len(healths))]}
+				if rng.IntN(6) == 0 {
+					st.NoneExpected = true
+				}
+				if rng.IntN(3) == 0 {
+					st.OwnedUnlisted = rng.IntN(4)
+				}
+				in.Scopes[orphan.Scope{NodeID: fmt.Sprintf("n%d", n), Disk: fmt.Sprintf("disk-%d", d)}] = st
 			}
 		}
 	}
+	switch rng.IntN(5) {
+	case 0:
+		in.Guard = orphan.Guard{AllowNoneExpected: rng.IntN(2) == 0, AllowWholeScope: rng.IntN(2) == 0, AllowAnyShare: rng.IntN(2) == 0}
+	case 1:
+		in.Guard = orphan.Guard{MinItems: 1 + rng.IntN(3), MaxAutoShare: []float64{0, 0.3, 0.5, 0.9, 1.5, -1}[rng.IntN(6)]}
+	}
 	verdicts := []orphan.Verdict{orphan.Orphan("o"), orphan.Orphan("o"), orphan.Owned("w"), orphan.Undecided("u"), {}}
-	for range rng.IntN(12) {
+	for range rng.IntN(20) {
 		in.Candidates = append(in.Candidates, orphan.Candidate{Item: randomItem(rng), Verdict: verdicts[rng.IntN(len(verdicts))]})
 	}
 	seenRec := map[string]bool{}
@@ -413,11 +591,14 @@ func randomInput(rng *rand.Rand) orphan.Input {
 		}
 		seenRec[r.Name] = true
 		r.DeletionRequested = rng.IntN(3) == 0
-		switch rng.IntN(6) {
+		switch rng.IntN(4) {
 		case 0:
 			r.Conditions = []metav1.Condition{{Type: orphan.ConditionDataCleanable, Status: metav1.ConditionFalse, Reason: "DiskEvicted"}}
-		case 1:
+		case 1, 2:
 			r.Conditions = []metav1.Condition{{Type: orphan.ConditionDataCleanable, Status: metav1.ConditionTrue, Reason: "Cleanable"}}
+		}
+		if rng.IntN(6) == 0 {
+			r.Conditions = append(r.Conditions, metav1.Condition{Type: orphan.ConditionPurgeGuarded, Status: metav1.ConditionTrue, Reason: "WholeScope", Message: "stale"})
 		}
 		if rng.IntN(15) == 0 {
 			r.Parameters[orphan.ParamInstanceUUID] = "tampered" // name no longer matches
@@ -432,6 +613,16 @@ func randomInput(rng *rand.Rand) orphan.Input {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// hasTrueCleanable looks for DataCleanable=True by hand.
+func hasTrueCleanable(r orphan.Record) bool {
+	for _, c := range r.Conditions {
+		if c.Type == "DataCleanable" {
+			return c.Status == "True"
+		}
+	}
+	return false
+}
 
 // hasFalseCleanable looks for DataCleanable=False by hand.
 func hasFalseCleanable(r orphan.Record) bool {

@@ -47,13 +47,16 @@ type Result struct {
 	Created   []string
 	Forgotten []string
 	Purged    []string
-	// Refused are purges that the re-check at the moment of deletion
-	// stopped, with why. They are not errors: the next plan sorts them out.
+	// Marked are the records whose conditions were written.
+	Marked []string
+	// Refused are purges that did not happen, with why: the plan's own
+	// (the Guard's) and those the re-check at the moment of deletion
+	// stopped. They are not errors: the next plan sorts them out.
 	Refused []Refusal
 }
 
-// Refusal is a purge that did not happen because its preconditions no
-// longer held.
+// Refusal is a purge that did not happen because its preconditions did
+// not hold.
 type Refusal struct {
 	Name   string
 	Reason string
@@ -66,6 +69,7 @@ type Op string
 const (
 	OpCreate Op = "create" // Store.Create of a new record
 	OpForget Op = "forget" // marking a record not cleanable and deleting it
+	OpMark   Op = "mark"   // writing a kept record's conditions
 	OpPurge  Op = "purge"  // the re-checks, Deleter.Delete and the record's deletion
 	OpFinish Op = "finish" // Finisher.FinishInterrupted (Name is empty)
 )
@@ -87,12 +91,15 @@ func (e *RecordError) Unwrap() error { return e.Err }
 // *multierror.Error of *RecordError values (nil if none).
 //
 // For each purge, Sync re-reads the record from the Store (gone, its
-// deletion request withdrawn, or marked DataCleanable=False: refused), re-judges its item with the Judge
-// (anything but orphan: refused), records an auto-deletion as a deletion
-// request in the Store so that a crash leaves the intent behind, and only
-// then calls the Deleter, whose own re-checks follow. The record is deleted
-// only after its data is. When the Deleter is a Finisher, Sync finally asks
-// it to finish purges a crash interrupted.
+// deletion request withdrawn, or not marked DataCleanable=True: refused),
+// re-judges its item with the Judge (anything but orphan: refused),
+// records an auto-deletion as a deletion request in the Store so that a
+// crash leaves the intent behind, and only then calls the Deleter, whose
+// own re-checks follow. The record is deleted only after its data is.
+// Planned conditions are written on a fresh read of each record, so a
+// deletion request made meanwhile is never overwritten. The plan's
+// refusals are copied into the Result. When the Deleter is a Finisher,
+// Sync finally asks it to finish purges a crash interrupted.
 func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 	if s.Store == nil || s.Judge == nil || s.Deleter == nil {
 		return Result{}, errSweeperIncomplete
@@ -113,8 +120,20 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 		mu.Unlock()
 	}
 
+	res.Refused = append(res.Refused, plan.Refused...)
+
 	var g errgroup.Group
 	g.SetLimit(s.concurrency())
+	for _, c := range plan.Conditions {
+		g.Go(func() error {
+			if err := s.mark(ctx, c); err != nil {
+				fail(c.Record.Name, OpMark, err)
+				return nil
+			}
+			done(&res.Marked, c.Record.Name)
+			return nil
+		})
+	}
 	for _, r := range plan.Create {
 		g.Go(func() error {
 			if _, err := s.Store.Create(ctx, r); err != nil && !errors.Is(err, ErrAlreadyExists) {
@@ -182,6 +201,38 @@ func (s *Sweeper) forget(ctx context.Context, f Forget) error {
 	return s.Store.Delete(ctx, r.Name)
 }
 
+// markRetries bounds the conflicts mark rides out before it reports one.
+const markRetries = 3
+
+// mark writes a kept record's planned conditions on a fresh read of it, so
+// nothing else on the record (a deletion request made since the plan) is
+// overwritten. A record that is gone needs no conditions.
+func (s *Sweeper) mark(ctx context.Context, c SetConditions) error {
+	var err error
+	for range markRetries {
+		var cur Record
+		cur, err = s.Store.Get(ctx, c.Record.Name)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		now := metav1.NewTime(s.now())
+		for _, cond := range c.Conditions {
+			cond.LastTransitionTime = now
+			meta.SetStatusCondition(&cur.Conditions, cond)
+		}
+		if _, err = s.Store.Update(ctx, cur); err == nil || errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if !errors.Is(err, ErrConflict) {
+			return err
+		}
+	}
+	return err
+}
+
 // purge re-checks and deletes. It returns a non-empty refusal when a
 // precondition no longer holds.
 func (s *Sweeper) purge(ctx context.Context, p Purge) (refusal string, err error) {
@@ -195,8 +246,8 @@ func (s *Sweeper) purge(ctx context.Context, p Purge) (refusal string, err error
 	if !p.Auto && !cur.DeletionRequested {
 		return "the deletion request was withdrawn", nil
 	}
-	if cur.NotCleanable() {
-		return "the record says its data is not cleanable (DataCleanable=False)", nil
+	if !cur.Cleanable() {
+		return "the record is not marked DataCleanable=True", nil
 	}
 	if name, err := cur.Item().Name(); err != nil || name != cur.Name {
 		return "the record's parameters changed", nil

@@ -40,6 +40,15 @@ func newSweepHarness() *sweepHarness {
 	return h
 }
 
+// cleanRecord is a record a cycle has already marked DataCleanable=True,
+// as every record must be before its data is purged.
+func cleanRecord(node, disk, dataName string) orphan.Record {
+	r := orphanRecord(node, disk, dataName)
+	r.Conditions = []metav1.Condition{{Type: orphan.ConditionDataCleanable, Status: metav1.ConditionTrue,
+		Reason: orphan.ReasonCleanable, LastTransitionTime: metav1.NewTime(testEpoch)}}
+	return r
+}
+
 func (h *sweepHarness) seed(t *testing.T, rs ...orphan.Record) {
 	t.Helper()
 	for _, r := range rs {
@@ -52,12 +61,12 @@ func (h *sweepHarness) seed(t *testing.T, rs ...orphan.Record) {
 func TestSyncAppliesEveryPart(t *testing.T) {
 	h := newSweepHarness()
 	ctx := context.Background()
-	keep := orphanRecord("n1", "disk-1", "pvc-keep-0123abcd")
-	gone := orphanRecord("n1", "disk-1", "pvc-gone-0123abcd")
-	purge := orphanRecord("n1", "disk-1", "pvc-purge-0123abcd")
+	keep := cleanRecord("n1", "disk-1", "pvc-keep-0123abcd")
+	gone := cleanRecord("n1", "disk-1", "pvc-gone-0123abcd")
+	purge := cleanRecord("n1", "disk-1", "pvc-purge-0123abcd")
 	purge.DeletionRequested = true
 	h.seed(t, keep, gone, purge)
-	create := orphanRecord("n1", "disk-1", "pvc-new-0123abcd")
+	create := cleanRecord("n1", "disk-1", "pvc-new-0123abcd")
 
 	res, err := h.sweeper.Sync(ctx, orphan.Plan{
 		Create: []orphan.Record{create},
@@ -83,9 +92,11 @@ func TestSyncAppliesEveryPart(t *testing.T) {
 
 func TestSyncPurgeRechecksAtTheMomentOfDeletion(t *testing.T) {
 	ctx := context.Background()
-	base := orphanRecord("n1", "disk-1", "pvc-a-0123abcd")
+	base := cleanRecord("n1", "disk-1", "pvc-a-0123abcd")
 	requested := base.Clone()
 	requested.DeletionRequested = true
+	unmarked := requested.Clone()
+	unmarked.Conditions = nil
 	markedNotCleanable := requested.Clone()
 	markedNotCleanable.Conditions = []metav1.Condition{{Type: orphan.ConditionDataCleanable, Status: metav1.ConditionFalse,
 		Reason: "NodeUnavailable", LastTransitionTime: metav1.NewTime(testEpoch)}}
@@ -104,6 +115,7 @@ func TestSyncPurgeRechecksAtTheMomentOfDeletion(t *testing.T) {
 		{name: "judge unsure now: refused", stored: &requested, verdict: orphan.Undecided("cache not synced"), refused: true},
 		{name: "auto purge needs no request", stored: &base, verdict: orphan.Orphan("x"), auto: true},
 		{name: "marked not cleanable meanwhile: refused", stored: &markedNotCleanable, verdict: orphan.Orphan("x"), refused: true},
+		{name: "never marked cleanable: refused", stored: &unmarked, verdict: orphan.Orphan("x"), refused: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -137,7 +149,7 @@ func TestSyncPurgeRechecksAtTheMomentOfDeletion(t *testing.T) {
 func TestSyncAutoPurgeRecordsTheRequestFirst(t *testing.T) {
 	h := newSweepHarness()
 	ctx := context.Background()
-	r := orphanRecord("n1", "disk-1", "pvc-a-0123abcd")
+	r := cleanRecord("n1", "disk-1", "pvc-a-0123abcd")
 	h.seed(t, r)
 	crash := errors.New("agent killed")
 	h.deleter.FailWith(r.Name, crash)
@@ -157,7 +169,7 @@ func TestSyncAutoPurgeRecordsTheRequestFirst(t *testing.T) {
 func TestSyncPreconditionFailureIsARefusalAndKeepsTheRecord(t *testing.T) {
 	h := newSweepHarness()
 	ctx := context.Background()
-	r := orphanRecord("n1", "disk-1", "pvc-a-0123abcd")
+	r := cleanRecord("n1", "disk-1", "pvc-a-0123abcd")
 	r.DeletionRequested = true
 	h.seed(t, r)
 	h.deleter.FailWith(r.Name, fmt.Errorf("disk UUID changed: %w", orphan.ErrPreconditionFailed))
@@ -175,7 +187,7 @@ func TestSyncOneFailureNeverBlocksTheOthers(t *testing.T) {
 	ctx := context.Background()
 	var recs []orphan.Record
 	for i := range 10 {
-		r := orphanRecord("n1", "disk-1", fmt.Sprintf("pvc-%d-0123abcd", i))
+		r := cleanRecord("n1", "disk-1", fmt.Sprintf("pvc-%d-0123abcd", i))
 		r.DeletionRequested = true
 		recs = append(recs, r)
 	}
@@ -229,7 +241,7 @@ func TestSyncBoundsConcurrency(t *testing.T) {
 	}
 	plan := orphan.Plan{}
 	for i := range 12 {
-		r := orphanRecord("n1", "disk-1", fmt.Sprintf("pvc-%d-0123abcd", i))
+		r := cleanRecord("n1", "disk-1", fmt.Sprintf("pvc-%d-0123abcd", i))
 		r.DeletionRequested = true
 		h.seed(t, r)
 		plan.Purge = append(plan.Purge, orphan.Purge{Record: r})
@@ -249,7 +261,7 @@ func TestSyncBoundsConcurrency(t *testing.T) {
 func TestSyncForgetMarksNotCleanableThenDeletes(t *testing.T) {
 	ctrl := gomock.NewController(t)
 	store := mocks.NewMockStore(ctrl)
-	r := orphanRecord("n1", "disk-1", "pvc-a-0123abcd")
+	r := cleanRecord("n1", "disk-1", "pvc-a-0123abcd")
 	gomock.InOrder(
 		store.EXPECT().Update(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, got orphan.Record) (orphan.Record, error) {
 			if len(got.Conditions) != 1 {
@@ -291,7 +303,7 @@ func TestSyncCallsFinisher(t *testing.T) {
 }
 
 func TestKindDeletersWithoutDeleterForKind(t *testing.T) {
-	err := orphan.KindDeleters{}.Delete(context.Background(), orphanRecord("n1", "disk-1", "pvc-a-0123abcd"))
+	err := orphan.KindDeleters{}.Delete(context.Background(), cleanRecord("n1", "disk-1", "pvc-a-0123abcd"))
 	if !errors.Is(err, orphan.ErrNoDeleter) {
 		t.Fatalf("got %v, want ErrNoDeleter", err)
 	}

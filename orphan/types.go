@@ -269,6 +269,13 @@ func (r Record) NotCleanable() bool {
 	return meta.IsStatusConditionFalse(r.Conditions, ConditionDataCleanable)
 }
 
+// Cleanable reports whether the record carries DataCleanable=True, which
+// Longhorn's rule requires before its data is purged. A record without
+// the condition is neither: it is not purged until a cycle has marked it.
+func (r Record) Cleanable() bool {
+	return meta.IsStatusConditionTrue(r.Conditions, ConditionDataCleanable)
+}
+
 // Scope returns the scope of the record's item.
 func (r Record) Scope() Scope { return r.Item().Scope() }
 

@@ -1,0 +1,196 @@
+package orphan
+
+import (
+	"fmt"
+	"math"
+)
+
+// Guard is the mass-deletion guard: evidence that a view is broken rather
+// than that data is orphaned stops purges in the scope it concerns. The
+// classic accident is an empty expected list (a replica list read from the
+// wrong namespace prints {"items":[]}), and a host whose cache lost a
+// node's records sees every item on it as an orphan: both look exactly like
+// real orphans to a Judge.
+//
+// The zero value is on, with the defaults; each rule has its own explicit
+// opt-out. Refused purges are kept, listed in Plan.Refused, and their
+// records marked PurgeGuarded=True with the rule as the reason, so the
+// refusal is visible where users look.
+//
+// The rules, per scope (a node, or a disk of a node):
+//
+//	NoneExpected:  the Inventory found the host's list of owners of the
+//	               scope empty (ScopeStatus.NoneExpected) while the scope
+//	               holds valid items: no purge there, requested or
+//	               automatic.
+//	WholeScope:    every valid item of the scope (the candidates, plus
+//	               ScopeStatus.OwnedUnlisted) is judged an orphan, and
+//	               there are at least MinItems of them: no purge there.
+//	AutoShare:     the purges due in the scope this cycle are at least
+//	               MinItems and more than MaxAutoShare of its valid items:
+//	               the automatic ones are refused (requested ones go on).
+//
+// A small scope still cleans up: one orphan beside one owned item is
+// purged, and fewer than MinItems orphans are never taken for a broken
+// view by WholeScope or AutoShare.
+type Guard struct {
+	// AllowNoneExpected turns the NoneExpected rule off.
+	AllowNoneExpected bool
+	// AllowWholeScope turns the WholeScope rule off.
+	AllowWholeScope bool
+	// AllowAnyShare turns the AutoShare rule off.
+	AllowAnyShare bool
+	// MinItems is the fewest orphans that WholeScope and AutoShare treat as
+	// a mass deletion. Zero means DefaultGuardMinItems.
+	MinItems int
+	// MaxAutoShare is the share of a scope's valid items that automatic
+	// deletion may purge in one cycle, in (0, 1). Zero means
+	// DefaultGuardMaxAutoShare; other values outside (0, 1) mean the
+	// default too (use AllowAnyShare to turn the rule off).
+	MaxAutoShare float64
+}
+
+// The guard's defaults.
+const (
+	DefaultGuardMinItems     = 3
+	DefaultGuardMaxAutoShare = 0.5
+)
+
+// GuardRule names the rule that refused a purge; it is the reason of the
+// PurgeGuarded condition.
+type GuardRule string
+
+// The guard's rules.
+const (
+	GuardNoneExpected GuardRule = "NoneExpected"
+	GuardWholeScope   GuardRule = "WholeScope"
+	GuardAutoShare    GuardRule = "AutoShare"
+)
+
+// ConditionPurgeGuarded is caretaker's condition on a record whose purge
+// the Guard refuses (True, reason the GuardRule) or no longer refuses
+// (False, reason ReasonGuardClear). Longhorn has no such condition.
+const ConditionPurgeGuarded = "PurgeGuarded"
+
+// Condition reasons caretaker writes.
+const (
+	// ReasonCleanable is the reason of DataCleanable=True.
+	ReasonCleanable = "Ready"
+	// ReasonGuardClear is the reason of PurgeGuarded=False.
+	ReasonGuardClear = "Clear"
+)
+
+func (g Guard) minItems() int {
+	if g.MinItems > 0 {
+		return g.MinItems
+	}
+	return DefaultGuardMinItems
+}
+
+func (g Guard) maxAutoShare() float64 {
+	if g.MaxAutoShare > 0 && g.MaxAutoShare < 1 {
+		return g.MaxAutoShare
+	}
+	return DefaultGuardMaxAutoShare
+}
+
+// guardHit is a rule that holds for a scope, with the message saying why.
+type guardHit struct {
+	rule GuardRule
+	msg  string
+}
+
+// scopeCount is what the guard counts of one scope.
+type scopeCount struct {
+	valid, orphans int
+}
+
+// guardState is the guard evaluated over one Input.
+type guardState struct {
+	g      Guard
+	counts map[Scope]scopeCount
+	hits   map[Scope]guardHit
+}
+
+// newGuardState counts each scope's valid items and orphans and applies
+// the rules that do not depend on the plan (NoneExpected, WholeScope).
+// Orphans are counted once per name, as cands merged them; other
+// candidates once per observation, which only ever makes a scope look
+// less orphaned. An orphan that could not be named is no valid item.
+func newGuardState(in Input, cands map[string]namedCandidate) *guardState {
+	gs := &guardState{g: in.Guard, counts: map[Scope]scopeCount{}, hits: map[Scope]guardHit{}}
+	add := func(s Scope, valid, orphans int) {
+		sc := gs.counts[s]
+		sc.valid += valid
+		sc.orphans += orphans
+		gs.counts[s] = sc
+	}
+	for _, c := range cands {
+		if c.Verdict.Outcome == OutcomeOrphan {
+			add(c.Item.Scope(), 1, 1)
+		}
+	}
+	for _, c := range in.Candidates {
+		if c.Verdict.Outcome != OutcomeOrphan {
+			add(c.Item.Scope(), 1, 0)
+		}
+	}
+	for s, st := range in.Scopes {
+		if st.OwnedUnlisted > 0 {
+			add(s, st.OwnedUnlisted, 0)
+		}
+	}
+	for s, sc := range gs.counts {
+		st := in.Scopes[s]
+		switch {
+		case st.NoneExpected && sc.valid > 0 && !gs.g.AllowNoneExpected:
+			gs.hits[s] = guardHit{GuardNoneExpected, fmt.Sprintf(
+				"nothing is expected in %s while it holds %d valid items: the host's view looks broken (a replica list from the wrong namespace?)", s, sc.valid)}
+		case sc.orphans == sc.valid && sc.orphans >= gs.g.minItems() && !gs.g.AllowWholeScope:
+			gs.hits[s] = guardHit{GuardWholeScope, fmt.Sprintf(
+				"all %d valid items of %s are judged orphans: the host's view looks broken (a lost cache?)", sc.valid, s)}
+		}
+	}
+	return gs
+}
+
+// refuses returns the rule that stops every purge in s; the zero guardHit
+// if none does.
+func (gs *guardState) refuses(s Scope) guardHit { return gs.hits[s] }
+
+func (h guardHit) String() string { return string(h.rule) + ": " + h.msg }
+
+// applyShareRule refuses the automatic purges of scopes where the purges
+// due this cycle are at least MinItems and more than MaxAutoShare of the
+// scope's valid items. auto indexes plan.Purge.
+func (p *Plan) applyShareRule(gs *guardState, auto []int) {
+	if gs.g.AllowAnyShare || len(auto) == 0 {
+		return
+	}
+	due := map[Scope]int{}
+	for _, pu := range p.Purge {
+		due[pu.Record.Scope()]++
+	}
+	refused := map[int]bool{}
+	for _, i := range auto {
+		s := p.Purge[i].Record.Scope()
+		n, valid := due[s], gs.counts[s].valid
+		if n < gs.g.minItems() || float64(n) <= gs.g.maxAutoShare()*float64(valid) {
+			continue
+		}
+		refused[i] = true
+		p.refuse(p.Purge[i].Record, guardHit{GuardAutoShare, fmt.Sprintf(
+			"%d of the %d valid items of %s are due for purging at once, more than %d%%: automatic deletion stops here",
+			n, valid, s, int(math.Round(100*gs.g.maxAutoShare())))})
+	}
+	if len(refused) == 0 {
+		return
+	}
+	kept := p.Purge[:0:0]
+	for i, pu := range p.Purge {
+		if !refused[i] {
+			kept = append(kept, pu)
+		}
+	}
+	p.Purge = kept
+}
