@@ -152,6 +152,9 @@ func run(w io.Writer, api, tokenFile, caFile, save, baseline string, runCleanup 
 		fmt.Fprintf(w, "cleaning up %s ...\n", api)
 		rep, err := tokenring.RunCleanup(context.Background(), client)
 		fmt.Fprintf(w, "cleaned %v\n", rep.Cleaned)
+		if len(rep.Dropped) > 0 {
+			fmt.Fprintf(w, "dropped meanwhile (nothing to clean) %v\n", rep.Dropped)
+		}
 		for ks, kerr := range rep.Failed {
 			fmt.Fprintf(w, "failed %s: %v\n", ks, kerr)
 		}
