@@ -76,7 +76,11 @@
 //     (ReadRing) and replication, call Analyze(baseline, now) once per
 //     distinct baseline, and pass the result in DecideOptions.Analysis.
 //     When you apply ActionRecordCleanup, make "now" that node's baseline;
-//     otherwise a replication change keeps asking for cleanups.
+//     otherwise a replication change keeps asking for cleanups. Never keep
+//     a snapshot that fails Snapshot.Validate: a replication that does not
+//     match the ring (a datacenter it does not have, no replicas at all)
+//     would make every node look as if it lost its ranges, so Analyze
+//     refuses it with ErrUnknownDatacenter or ErrInvalidReplication.
 //
 // # A complete loop
 //
@@ -115,7 +119,8 @@
 //
 // Sentinels for errors.Is: ErrNotMurmur3 (every *TokenError: a token that is
 // not a canonical signed 64-bit decimal), ErrInvalidRing,
-// ErrInvalidReplication and ErrMissingLocation (Analyze's input),
+// ErrInvalidReplication, ErrUnknownDatacenter and ErrMissingLocation
+// (Snapshot.Validate and Analyze's input),
 // ErrNotJoined and ErrInconsistentRing (retry later), ErrNotFound (HTTP
 // 404), ErrKeyspaceNotFound (ScyllaDB said the keyspace does not exist),
 // ErrRedirect, ErrMalformedReply and ErrReplyTooLarge (REST replies;
