@@ -2,6 +2,7 @@ package tokenring_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -315,4 +316,96 @@ func TestNullRepliesAreMalformed(t *testing.T) {
 			t.Errorf("%s answering null: %v, want ErrMalformedReply", path, err)
 		}
 	}
+}
+
+// TestStalledReplyEndsWithTheContext: a server that sends its headers and
+// then nothing (a stuck proxy, a half-dead node) cannot hold a call past
+// its context, and a cleanup cut short that way is a failure, not done.
+func TestStalledReplyEndsWithTheContext(t *testing.T) {
+	started := make(chan struct{}, 4)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		rw.Header().Set("Content-Type", "application/json")
+		rw.WriteHeader(http.StatusOK)
+		_, _ = rw.Write([]byte(`["1",`))
+		rw.(http.Flusher).Flush()
+		started <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	c, err := tokenring.NewClient(srv.URL, tokenring.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, call := range map[string]func(context.Context) error{
+		"Tokens":          func(ctx context.Context) error { _, err := c.Tokens(ctx); return err },
+		"CleanupKeyspace": func(ctx context.Context) error { return c.CleanupKeyspace(ctx, "ks") },
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- call(ctx) }()
+		<-started // the reply is half sent and stalls
+		cancel()
+		err := <-done
+		if !errors.Is(err, context.Canceled) || tokenring.IsRetryable(err) || errors.Is(err, tokenring.ErrKeyspaceNotFound) {
+			t.Errorf("%s with a stalled reply: %v; want context.Canceled", name, err)
+		}
+	}
+}
+
+// FuzzCleanupReply answers a cleanup with any status and body and checks
+// that RunCleanup counts the keyspace cleaned only for ScyllaDB's success
+// reply (2xx, 0), dropped only for ScyllaDB's exact message about this
+// keyspace with a 400, and failed otherwise; it never panics.
+func FuzzCleanupReply(f *testing.F) {
+	f.Add(200, "0")
+	f.Add(200, " 0\n")
+	f.Add(200, "null")
+	f.Add(404, `{"message":"Not found","code":404}`)
+	f.Add(400, `{"message":"Can't find a keyspace ks","code":400}`)
+	f.Add(400, `{"message":"Keyspace ks Does not exist","code":400}`)
+	f.Add(400, `{"message":"Keyspace ks does not exist","code":400}`)
+	f.Add(302, ``)
+	f.Add(500, `{"message":"Can not perform cleanup operation when topology changes","code":500}`)
+	srv := scyllatest.NewServer(scyllatest.Options{})
+	defer srv.Close()
+	srv.SetKeyspaces([]scyllatest.Keyspace{{Name: "ks"}})
+	c, err := tokenring.NewClient(srv.URL, tokenring.ClientOptions{MaxReplyBytes: 4096})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, status int, body string) {
+		if status < 200 || status > 599 {
+			return // net/http cannot send it
+		}
+		srv.Override(http.MethodPost, "/storage_service/keyspace_cleanup/ks", status, body)
+		report, err := tokenring.RunCleanup(context.Background(), c)
+		trimmed := strings.TrimSpace(body)
+		if status == http.StatusNoContent {
+			trimmed = "" // net/http sends no body with it
+		}
+		var msg struct {
+			Message string `json:"message"`
+		}
+		_ = json.Unmarshal([]byte(body), &msg)
+		exact := strings.TrimSpace(msg.Message) == "Can't find a keyspace ks" || strings.TrimSpace(msg.Message) == "Keyspace ks Does not exist"
+		switch {
+		case status >= 200 && status <= 299 && trimmed == "0":
+			if err != nil || !reflect.DeepEqual(report.Cleaned, []string{"ks"}) {
+				t.Fatalf("success reply %d %q: %+v, %v", status, body, report, err)
+			}
+		case status == 400 && exact:
+			if err != nil || !reflect.DeepEqual(report.Dropped, []string{"ks"}) || len(report.Cleaned) != 0 {
+				t.Fatalf("missing-keyspace reply %q: %+v, %v", body, report, err)
+			}
+		default:
+			if err == nil || report.Failed["ks"] == nil || len(report.Cleaned)+len(report.Dropped) != 0 {
+				t.Fatalf("reply %d %q: %+v, %v; want a failure", status, body, report, err)
+			}
+		}
+	})
 }
