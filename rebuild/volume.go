@@ -51,7 +51,10 @@ type Replica struct {
 	// Progress (a percentage), or bytes copied where the host knows them.
 	// Only a ReplicaRebuilding replica's value is read, and only growth
 	// matters (see Volume.RebuildProgress and Options.StallTimeout). Zero
-	// means unknown or not started; negative values count as zero.
+	// means unknown or not started; negative values count as zero. The
+	// unit must move within StallTimeout while data flows: with a
+	// percentage, 1% of a 10 TiB replica at 100 MiB/s takes 17 minutes, so
+	// prefer bytes for large volumes, or raise StallTimeout.
 	//
 	// Being "rebuilding" is not progress by itself: a replica that stays
 	// ReplicaRebuilding while this value does not grow is a hung rebuild,
