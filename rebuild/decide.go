@@ -22,9 +22,18 @@ type Options struct {
 	// Default DefaultWorkloadPriority (900).
 	WorkloadPriority int
 
-	// StallTimeout: how long the ticket may stay without progress (the
-	// volume attaching, a replica rebuilding, one more replica healthy)
-	// before it is deleted so the volume can detach. Default 10 minutes.
+	// StallTimeout: how long the ticket may stay without progress before it
+	// is deleted so the volume can detach. Default 10 minutes. Progress is
+	// only what the host can observe, and each kind is a high-water mark
+	// within the attempt, so a flapping state cannot restart the clock:
+	//   - the volume seen attached for the first time in the attempt;
+	//   - more replicas healthy than ever before in the attempt;
+	//   - Volume.RebuildProgress above its highest value since the attempt
+	//     started, a replica became healthy, or a rebuild was counted as
+	//     failed (a new rebuild starts from zero; failed rebuilds are
+	//     bounded by MaxFailedRebuilds).
+	// A replica merely staying ReplicaRebuilding is not progress: a hung
+	// rebuild releases the volume StallTimeout after the last progress.
 	StallTimeout time.Duration
 	// MaxFailedRebuilds: how many rebuilds may fail within one attachment
 	// before it is given up. Default 3.
@@ -172,8 +181,10 @@ type Decision struct {
 // Record is the memory the decision needs between two observations: how
 // often rebuilding was given up, until when to wait, and how the current
 // attempt is going. Hosts store it with the volume (in memory or in a
-// status field) and pass it back unchanged. Losing it only resets the
-// backoff; it never makes a ticket stay.
+// status field) and pass it back unchanged. Losing it once resets the
+// backoff and restarts the current attempt's stall clock (the ticket is
+// adopted as a new attempt); a host that never passes it back gets no
+// stall limit, so a hung rebuild would keep its volume.
 type Record struct {
 	// Failures counts consecutive attempts that were given up.
 	Failures int `json:"failures,omitempty"`
@@ -187,9 +198,12 @@ type Record struct {
 	LastProgressAt   time.Time `json:"lastProgressAt,omitzero"`
 	SawAttached      bool      `json:"sawAttached,omitempty"`
 	BestHealthy      int       `json:"bestHealthy,omitempty"`
-	WasRebuilding    bool      `json:"wasRebuilding,omitempty"`
-	FailedRebuilds   int       `json:"failedRebuilds,omitempty"`
-	LastFailedAt     time.Time `json:"lastFailedAt,omitzero"` // newest Replica.LastFailedAt seen
+	// BestProgress is the highest Volume.RebuildProgress seen since the
+	// attempt started, a replica became healthy or a rebuild failed.
+	BestProgress   int64     `json:"bestProgress,omitempty"`
+	WasRebuilding  bool      `json:"wasRebuilding,omitempty"`
+	FailedRebuilds int       `json:"failedRebuilds,omitempty"`
+	LastFailedAt   time.Time `json:"lastFailedAt,omitzero"` // newest Replica.LastFailedAt seen
 }
 
 // Decide returns the decision for one volume. It is a pure function of the
@@ -208,7 +222,9 @@ type Record struct {
 //  6. Degraded, ticket present: give up (delete, back off) when nothing is
 //     rebuilding and no replica can be reused or scheduled, when
 //     MaxFailedRebuilds rebuilds failed, or when nothing progressed for
-//     StallTimeout; otherwise keep it.
+//     StallTimeout (see Options.StallTimeout for what progress is; a
+//     replica that stays rebuilding without progress is not); otherwise
+//     keep it.
 //
 // A Record from the future (the clock stepped back, or a corrupt stored
 // record) is clamped first, so that no wait exceeds StallTimeout or
@@ -316,20 +332,33 @@ func (d decider) follow() Decision {
 		rec = rec.startAttempt(now, v)
 	}
 
+	// Only what the host can observe moving counts as progress, and each
+	// mark is a high-water mark, so that a state that flaps cannot restart
+	// the stall clock. Being "rebuilding" is not progress: a rebuild that
+	// hangs would otherwise hold the volume forever.
 	newestFailure := v.lastFailure()
 	failedNow := newestFailure.After(rec.LastFailedAt)
 	grew := healthy > rec.BestHealthy
+	progress := v.RebuildProgress()
 	if grew {
-		rec.BestHealthy, rec.LastProgressAt = healthy, now
+		// A replica finished: the next rebuild's progress starts afresh.
+		rec.BestHealthy, rec.BestProgress, rec.LastProgressAt = healthy, progress, now
 	}
+	failedRebuild := false
 	switch {
 	case rec.SawAttached && failedNow:
 		// A replica failed while we held the volume: a rebuild failed.
-		rec.FailedRebuilds++
+		failedRebuild = true
 	case rec.SawAttached && rec.WasRebuilding && !rebuilding && !grew && newestFailure.IsZero():
 		// For hosts that do not report failure times: a rebuild ended and
 		// no replica more is healthy, so it failed.
+		failedRebuild = true
+	}
+	if failedRebuild {
+		// The next rebuild starts from zero; it may progress again, and the
+		// failures themselves are bounded by MaxFailedRebuilds.
 		rec.FailedRebuilds++
+		rec.BestProgress = progress
 	}
 	if failedNow {
 		rec.LastFailedAt = newestFailure
@@ -337,8 +366,8 @@ func (d decider) follow() Decision {
 	if attached && !rec.SawAttached {
 		rec.SawAttached, rec.LastProgressAt = true, now
 	}
-	if attached && rebuilding {
-		rec.LastProgressAt = now
+	if progress > rec.BestProgress {
+		rec.BestProgress, rec.LastProgressAt = progress, now
 	}
 	rec.WasRebuilding = rebuilding
 
@@ -392,6 +421,7 @@ func (r Record) startAttempt(now time.Time, v Volume) Record {
 	r = r.endAttempt()
 	r.AttemptStartedAt, r.LastProgressAt = now, now
 	r.BestHealthy, r.LastFailedAt = v.HealthyReplicas(), v.lastFailure()
+	r.BestProgress = v.RebuildProgress() // progress from before the attempt is not the attempt's
 	return r
 }
 
@@ -406,6 +436,9 @@ func (r Record) sane(now time.Time, o Options) Record {
 	}
 	if r.LastProgressAt.After(now) {
 		r.LastProgressAt = now
+	}
+	if r.BestProgress < 0 {
+		r.BestProgress = 0
 	}
 	if r.Failures < 0 || r.Failures > maxFailures {
 		r.Failures = maxFailures // keeps Failures++ from overflowing

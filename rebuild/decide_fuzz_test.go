@@ -18,13 +18,19 @@ import (
 //     faulted or not degraded;
 //   - a ticket is only created for a detached volume;
 //   - delete and keep are only returned when the ticket exists;
-//   - no requeue and no kept attempt reaches past its bound.
+//   - no requeue and no kept attempt reaches past its bound;
+//   - the stall clock does not move without observable progress: a replica
+//     staying "rebuilding" at or below the recorded best progress, with no
+//     new healthy high and no new failure, leaves LastProgressAt alone.
 func FuzzDecide(f *testing.F) {
-	f.Add("v2", "ignored", "detached", "degraded", 3, uint8(2), uint8(0), uint8(1), true, true, false, true, 0, 5, int64(0), int64(0), 0)
-	f.Add("v2", "enabled", "attached", "degraded", 3, uint8(1), uint8(1), uint8(1), false, false, true, false, 900, 2, int64(600), int64(-60), 7)
-	f.Add("v1", "disabled", "weird", "faulted", -1, uint8(9), uint8(9), uint8(9), true, false, true, true, 1000, 1<<30, int64(-1), int64(1)<<40, -3)
+	f.Add("v2", "ignored", "detached", "degraded", 3, uint8(2), uint8(0), uint8(1), true, true, false, true, 0, 5, int64(0), int64(0), 0, int64(0), int64(0), false)
+	f.Add("v2", "enabled", "attached", "degraded", 3, uint8(1), uint8(1), uint8(1), false, false, true, false, 900, 2, int64(600), int64(-60), 7, int64(40), int64(40), true)
+	f.Add("v2", "ignored", "attached", "degraded", 3, uint8(1), uint8(1), uint8(1), false, false, true, true, 0, 0, int64(300), int64(0), 0, int64(40), int64(40), true)
+	f.Add("v2", "ignored", "attached", "degraded", 3, uint8(2), uint8(2), uint8(0), true, true, true, true, 0, 0, int64(300), int64(0), 0, int64(1)<<62, int64(-5), true)
+	f.Add("v1", "disabled", "weird", "faulted", -1, uint8(9), uint8(9), uint8(9), true, false, true, true, 1000, 1<<30, int64(-1), int64(1)<<40, -3, int64(-7), int64(1)<<62, false)
 	f.Fuzz(func(t *testing.T, engine, setting, state, robustness string, desired int, healthy, rebuilding, failed uint8,
-		reuse, schedule, present, global bool, otherPriority, failures int, sinceStart, retryIn int64, failedRebuilds int) {
+		reuse, schedule, present, global bool, otherPriority, failures int, sinceStart, retryIn int64, failedRebuilds int,
+		progress, bestProgress int64, sawAttached bool) {
 		now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 		v := Volume{Name: "vol", OwnerNode: "node-1", DataEngine: DataEngine(engine), Setting: VolumeSetting(setting),
 			State: AttachState(state), Robustness: Robustness(robustness), DesiredReplicas: desired,
@@ -33,7 +39,7 @@ func FuzzDecide(f *testing.F) {
 			v.Replicas = append(v.Replicas, Replica{State: ReplicaHealthy})
 		}
 		for i := 0; i < int(rebuilding%8); i++ {
-			v.Replicas = append(v.Replicas, Replica{State: ReplicaRebuilding})
+			v.Replicas = append(v.Replicas, Replica{State: ReplicaRebuilding, RebuildProgress: progress})
 		}
 		for i := 0; i < int(failed%8); i++ {
 			v.Replicas = append(v.Replicas, Replica{State: ReplicaFailed, LastFailedAt: now.Add(-time.Duration(i) * time.Minute)})
@@ -47,7 +53,8 @@ func FuzzDecide(f *testing.F) {
 		}
 		rec := Record{Failures: failures, RetryAt: now.Add(time.Duration(retryIn) * time.Second),
 			AttemptStartedAt: now.Add(-time.Duration(sinceStart) * time.Second), LastProgressAt: now.Add(-time.Duration(sinceStart) * time.Second),
-			FailedRebuilds: failedRebuilds}
+			FailedRebuilds: failedRebuilds, BestProgress: bestProgress, SawAttached: sawAttached,
+			BestHealthy: int(healthy % 8), LastFailedAt: now}
 
 		var p Planner
 		d := p.Decide(Observation{Volume: v, Tickets: tickets, Global: global, Record: rec, Now: now})
@@ -83,6 +90,14 @@ func FuzzDecide(f *testing.F) {
 		if d.Action == ActionKeep && d.Record.LastProgressAt.Add(10*time.Minute).Before(now) {
 			t.Fatalf("kept past the stall timeout: %+v", d.Record)
 		}
+		if d.Action == ActionKeep && sinceStart > 0 && sawAttached && v.RebuildProgress() <= max(bestProgress, 0) &&
+			!d.Record.LastProgressAt.Equal(rec.LastProgressAt) {
+			// Nothing observable moved (healthy is at its recorded best, no
+			// failure is newer than the recorded one, the attachment was
+			// seen before): being "rebuilding" must not restart the clock.
+			t.Fatalf("stall clock moved from %s to %s without progress (progress %d, best %d)",
+				rec.LastProgressAt, d.Record.LastProgressAt, v.RebuildProgress(), bestProgress)
+		}
 		if d.Condition.Type != ConditionType || d.Condition.Reason == "" {
 			t.Fatalf("condition %+v", d.Condition)
 		}
@@ -94,7 +109,7 @@ func FuzzDecide(f *testing.F) {
 func TestRecordJSON(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	rec := Record{Failures: 2, RetryAt: now, LastFailure: "no progress for 10m0s", AttemptStartedAt: now, LastProgressAt: now,
-		SawAttached: true, BestHealthy: 2, WasRebuilding: true, FailedRebuilds: 1, LastFailedAt: now}
+		SawAttached: true, BestHealthy: 2, BestProgress: 66, WasRebuilding: true, FailedRebuilds: 1, LastFailedAt: now}
 	b, err := json.Marshal(rec)
 	if err != nil {
 		t.Fatal(err)

@@ -15,10 +15,26 @@
 // Longhorn API 1000): when one appears the rebuilding ticket is deleted and
 // the rebuild ends. Once the replicas are healthy the ticket is deleted and
 // the volume detaches. When rebuilding cannot progress (no replica can be
-// reused or scheduled, rebuilds keep failing, or nothing happens for
-// Options.StallTimeout) the ticket is deleted too, and the next attempt
-// waits for a backoff that doubles up to Options.MaxBackoff. The
-// OfflineRebuilding condition says which of these is happening, and why.
+// reused or scheduled, rebuilds keep failing, or nothing the host can
+// observe moves for Options.StallTimeout) the ticket is deleted too, and
+// the next attempt waits for a backoff that doubles up to
+// Options.MaxBackoff. The OfflineRebuilding condition says which of these
+// is happening, and why.
+//
+// # Never stuck attached
+//
+// A rebuild can hang: the replica stays "rebuilding" while nothing is
+// copied. Being in ReplicaRebuilding is therefore not progress. Progress
+// is only what the host reports moving, each kind counted against a
+// high-water mark of the attempt so that a flapping state cannot restart
+// the clock: the first maintenance attachment, a new high of healthy
+// replicas, and a new high of Volume.RebuildProgress (the sum of the
+// rebuilding replicas' Replica.RebuildProgress; the mark restarts when a
+// replica becomes healthy or a rebuild is counted as failed, and failed
+// rebuilds are bounded by Options.MaxFailedRebuilds). So the ticket, and
+// the attachment it asks for, is held at most Options.StallTimeout after
+// the last progress, plus the host's requeue delay; then it is deleted and
+// the next attempt backs off.
 //
 // The decision is Planner.Decide, a pure function: no goroutines, no I/O,
 // no clock. Driver is a thin layer that reads the observation through the
@@ -29,7 +45,11 @@
 //
 //  1. Describe each volume as a Volume: its attachment state, robustness,
 //     deletion, desired replica count, and each replica's state as the host
-//     judges it (ReplicaHealthy counts; LastFailedAt when known). Ask the
+//     judges it (ReplicaHealthy counts; LastFailedAt when known; for a
+//     rebuilding replica, RebuildProgress: in Longhorn the engine's
+//     Status.RebuildStatus[<replica address>].Progress). A host that cannot
+//     measure progress leaves it zero and sets Options.StallTimeout above
+//     its longest rebuild of one replica. Ask the
 //     host's replica scheduler whether a failed replica can be reused
 //     (CanReuseFailedReplica) or a new one placed (CanScheduleReplica).
 //     Parse the volume's own field with ParseVolumeSetting.
@@ -112,5 +132,8 @@
 // limit, so a rebuild that passes the check and still fails is retried at
 // every detach, and an attachment that makes no progress is kept. Here
 // every attempt is bounded (MaxFailedRebuilds, StallTimeout) and given-up
-// attempts back off.
+// attempts back off. A replica that stays rebuilding is not progress by
+// itself: only a rising RebuildProgress (Longhorn's engine rebuild status
+// Progress) or a replica becoming healthy keeps the ticket past
+// StallTimeout, so a rebuild that hangs releases the volume.
 package rebuild

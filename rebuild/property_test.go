@@ -28,8 +28,10 @@ var (
 //   - it is gone right after rebuilding became disabled, the volume is
 //     being deleted or is healthy;
 //   - it never stays present while rebuilding cannot progress (no replica
-//     schedulable, or every rebuild failing) for longer than the stall
-//     timeout plus one step;
+//     schedulable, every rebuild failing, or every rebuild hanging with its
+//     replica still "rebuilding") for longer than the stall timeout plus
+//     one step after the last observable progress (the first maintenance
+//     attachment, one more healthy replica, rebuild progress rising);
 //
 // and at the end, once every obstacle is removed, that the volume is rebuilt
 // and released within the longest backoff plus a few steps.
@@ -62,9 +64,12 @@ type volumeModel struct {
 	name        string
 	unscheduled bool
 	failing     bool
+	hanging     bool // rebuilds hang: rebuilding, no progress
 	setting     rebuild.VolumeSetting
 	stuckSince  time.Duration // -1 when the ticket is absent or progress is possible
 	lastHealthy int           // healthy replicas at the previous check
+	lastProgres int64         // rebuild progress at the previous check
+	sawAttached bool          // the volume was attached since the ticket appeared
 }
 
 func runProperty(t *testing.T, seed int64) {
@@ -102,7 +107,7 @@ func runProperty(t *testing.T, seed int64) {
 			m := models[rng.Intn(len(models))]
 			var what string
 			var err error
-			switch rng.Intn(9) {
+			switch rng.Intn(10) {
 			case 0:
 				u := users[rng.Intn(len(users))]
 				what, err = "attach "+u.id, c.Attach(m.name, u.id, "node-2", u.priority)
@@ -129,6 +134,9 @@ func runProperty(t *testing.T, seed int64) {
 			case 8:
 				m.failing = !m.failing
 				what, err = fmt.Sprint("rebuilds fail=", m.failing), c.SetFailRebuilds(m.name, m.failing)
+			case 9:
+				m.hanging = !m.hanging
+				what, err = fmt.Sprint("rebuilds hang=", m.hanging), c.SetHangRebuilds(m.name, m.hanging)
 			}
 			if err != nil {
 				t.Fatalf("step %d %s %s: %v", i, m.name, what, err)
@@ -147,6 +155,7 @@ func runProperty(t *testing.T, seed int64) {
 		if err := sim.Step(ctx); err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
+
 	}
 	sim.AfterReconcile = nil
 
@@ -154,7 +163,8 @@ func runProperty(t *testing.T, seed int64) {
 	c.SetGlobalSetting("enabled")
 	for _, m := range models {
 		for _, err := range []error{c.Detach(m.name, "csi-pod"), c.Detach(m.name, "longhorn-ui"),
-			c.SetSchedulable(m.name, true), c.SetFailRebuilds(m.name, false), c.SetVolumeSetting(m.name, rebuild.VolumeSettingIgnored)} {
+			c.SetSchedulable(m.name, true), c.SetFailRebuilds(m.name, false), c.SetHangRebuilds(m.name, false),
+			c.SetVolumeSetting(m.name, rebuild.VolumeSettingIgnored)} {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -187,7 +197,7 @@ func checkInvariants(t *testing.T, sim *rebuildtest.Sim, m *volumeModel, globalO
 		}
 	}
 	if ours == nil {
-		m.stuckSince, m.lastHealthy = -1, s.Healthy
+		m.stuckSince, m.lastHealthy, m.lastProgres, m.sawAttached = -1, s.Healthy, s.Progress, false
 		return
 	}
 	if ours.Priority >= rebuild.DefaultWorkloadPriority || !ours.DisableFrontend {
@@ -204,11 +214,18 @@ func checkInvariants(t *testing.T, sim *rebuildtest.Sim, m *volumeModel, globalO
 	if s.Healthy >= s.Desired {
 		t.Fatalf("step %d %s: ticket kept for a healthy volume", i, m.name)
 	}
-	grew := s.Healthy > m.lastHealthy
-	m.lastHealthy = s.Healthy
-	if !m.unscheduled && !m.failing || grew {
-		// Progress is possible, or just happened (a replica came back by
-		// itself): the stall clock starts again.
+	// Observable progress, judged more leniently than the planner does
+	// (a rise since the previous check, not above a high-water mark), so
+	// the bound below is one the planner must meet: the first maintenance
+	// attachment, one more healthy replica, rebuild progress moving.
+	moved := s.Healthy > m.lastHealthy || s.Progress > m.lastProgres ||
+		s.State == rebuild.StateAttached && !m.sawAttached
+	m.lastHealthy, m.lastProgres = s.Healthy, s.Progress
+	m.sawAttached = m.sawAttached || s.State == rebuild.StateAttached
+	if !m.unscheduled && !m.failing && !m.hanging || moved {
+		// Progress is possible, or just happened: the stall clock starts
+		// again. A hung rebuild is "rebuilding" without progress: it does
+		// not restart the clock.
 		m.stuckSince = -1
 		return
 	}

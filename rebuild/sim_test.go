@@ -247,6 +247,30 @@ func TestSimNeverStuck(t *testing.T) {
 		})
 	})
 
+	t.Run("a rebuild hangs", func(t *testing.T) {
+		// The replica stays "rebuilding" and its progress never moves: the
+		// ticket goes within the stall timeout of the attachment, the volume
+		// detaches, and the next attempt waits for the backoff.
+		must(t, c.SetSchedulable(simVol, true))
+		must(t, c.SetHangRebuilds(simVol, true))
+		must(t, c.LoseReplica(simVol))
+		stepUntil(t, sim, "hung rebuild", 10, func(s rebuildtest.VolumeState) bool { return s.Rebuilding > 0 })
+		hungAt := sim.Elapsed()
+		stepUntil(t, sim, "released", 40, func(s rebuildtest.VolumeState) bool {
+			return !hasOurTicket(s) && s.State == rebuild.StateDetached
+		})
+		if held := sim.Elapsed() - hungAt; held > 10*time.Minute+2*sim.Tick {
+			t.Fatalf("hung rebuild held the volume for %s", held)
+		}
+		if rec := sim.Driver.Record(simVol); !strings.HasPrefix(rec.LastFailure, "no progress for") || rec.RetryAt.IsZero() {
+			t.Fatalf("record %+v: want a stall give-up with a backoff", rec)
+		}
+		must(t, c.SetHangRebuilds(simVol, false))
+		stepUntil(t, sim, "rebuilt after the hang", 200, func(s rebuildtest.VolumeState) bool {
+			return s.Healthy == 3 && s.State == rebuild.StateDetached && len(s.Tickets) == 0
+		})
+	})
+
 	t.Run("scheduling breaks while attached", func(t *testing.T) {
 		must(t, c.LoseReplica(simVol))
 		stepUntil(t, sim, "attach", 5, func(s rebuildtest.VolumeState) bool { return s.State == rebuild.StateAttaching })

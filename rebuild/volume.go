@@ -1,6 +1,9 @@
 package rebuild
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Volume is what the decision needs to know about one volume, as the host
 // sees it right now. The host builds it from its own objects (in Longhorn:
@@ -15,7 +18,7 @@ type Volume struct {
 	// State is the attachment state. The view does not say which ticket an
 	// attachment serves: while the rebuilding ticket exists, an attachment
 	// for an equal-priority ticket counts as the rebuild's, and
-	// Options.StallTimeout ends it if no replica rebuilds.
+	// Options.StallTimeout ends it if nothing progresses.
 	State      AttachState
 	Robustness Robustness // only RobustnessFaulted changes the decision
 	Deleting   bool       // a deletion was requested (deletion timestamp set)
@@ -42,6 +45,25 @@ type Replica struct {
 	// hosts that leave it zero get failures counted from rebuilds that end
 	// without a new healthy replica, which an observation can miss.
 	LastFailedAt time.Time
+	// RebuildProgress is how far this replica's current rebuild has come,
+	// as the host measures it, in any unit that grows while data is copied:
+	// in Longhorn, the engine's Status.RebuildStatus[<replica address>].
+	// Progress (a percentage), or bytes copied where the host knows them.
+	// Only a ReplicaRebuilding replica's value is read, and only growth
+	// matters (see Volume.RebuildProgress and Options.StallTimeout). Zero
+	// means unknown or not started; negative values count as zero. The
+	// unit must move within StallTimeout while data flows: with a
+	// percentage, 1% of a 10 TiB replica at 100 MiB/s takes 17 minutes, so
+	// prefer bytes for large volumes, or raise StallTimeout.
+	//
+	// Being "rebuilding" is not progress by itself: a replica that stays
+	// ReplicaRebuilding while this value does not grow is a hung rebuild,
+	// and the ticket is released Options.StallTimeout after the last
+	// progress. Hosts that cannot measure it leave it zero; their rebuilds
+	// then get StallTimeout from the attachment or from the last replica
+	// that became healthy, so they should set StallTimeout above their
+	// longest rebuild of one replica.
+	RebuildProgress int64
 }
 
 // ReplicaState is the host's judgement of a replica.
@@ -96,6 +118,24 @@ func (v Volume) Rebuilding() bool {
 		}
 	}
 	return false
+}
+
+// RebuildProgress is the sum of RebuildProgress over the replicas in
+// ReplicaRebuilding, with negative values counted as zero and the sum
+// capped at math.MaxInt64. The decision counts a rise of this sum above
+// its highest value since the last other progress as progress.
+func (v Volume) RebuildProgress() int64 {
+	var sum int64
+	for _, r := range v.Replicas {
+		if r.State != ReplicaRebuilding || r.RebuildProgress <= 0 {
+			continue
+		}
+		if sum > math.MaxInt64-r.RebuildProgress {
+			return math.MaxInt64
+		}
+		sum += r.RebuildProgress
+	}
+	return sum
 }
 
 // lastFailure is the newest LastFailedAt of any replica.

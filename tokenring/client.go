@@ -15,9 +15,27 @@ import (
 
 // Errors of the REST client, for errors.Is.
 var (
-	// ErrNotFound: the API answered 404, or ScyllaDB said the keyspace or
-	// endpoint does not exist.
+	// ErrNotFound: the API answered 404. ScyllaDB answers 404 for a path it
+	// does not serve (an older version, or a proxy that does not route
+	// it), not for a missing keyspace: see ErrKeyspaceNotFound.
 	ErrNotFound = errors.New("not found")
+	// ErrKeyspaceNotFound: ScyllaDB said the keyspace asked for does not
+	// exist (it was dropped). See Client.CleanupKeyspace for the exact
+	// replies that prove it.
+	ErrKeyspaceNotFound = errors.New("keyspace does not exist")
+	// ErrRedirect: the API answered with a redirect. ScyllaDB's API and the
+	// Manager Agent never redirect, and following one could send the
+	// agent's bearer token to another origin, or over plain HTTP: the
+	// client never follows redirects. The *APIError in the chain holds
+	// the status and the Location it pointed to.
+	ErrRedirect = errors.New("redirect refused")
+	// ErrInvalidURL: NewClient was given a base URL it cannot use (no
+	// scheme, a scheme other than http or https, no host, credentials,
+	// a query or a fragment).
+	ErrInvalidURL = errors.New("invalid base URL")
+	// ErrTokenWithoutTLS: ClientOptions.AuthToken was set with an http
+	// base URL. The Manager Agent's token is only ever sent over TLS.
+	ErrTokenWithoutTLS = errors.New("refusing to send the agent's bearer token without TLS")
 	// ErrMalformedReply: the reply is not the JSON shape the API
 	// documents (truncated, wrong types, trailing garbage).
 	ErrMalformedReply = errors.New("malformed reply")
@@ -34,7 +52,8 @@ type APIError struct {
 	Method     string
 	Path       string
 	StatusCode int
-	// Message is ScyllaDB's error message, or the start of the body.
+	// Message is ScyllaDB's error message, or the start of the body; for
+	// a redirect, where it pointed.
 	Message string
 }
 
@@ -43,28 +62,35 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("tokenring: %s %s: HTTP %d: %s", e.Method, e.Path, e.StatusCode, e.Message)
 }
 
-// Is makes a 404 match ErrNotFound, and also a 400 whose message says the
-// thing "does not exist": ScyllaDB answers a dropped keyspace that way.
+// Is makes a 404 match ErrNotFound and a 3xx match ErrRedirect. Nothing
+// else matches ErrNotFound: a message that merely says "does not exist"
+// proves nothing about what is missing.
 func (e *APIError) Is(target error) bool {
-	if target != ErrNotFound {
-		return false
+	switch target {
+	case ErrNotFound:
+		return e.StatusCode == http.StatusNotFound
+	case ErrRedirect:
+		return e.StatusCode >= 300 && e.StatusCode <= 399
 	}
-	return e.StatusCode == http.StatusNotFound ||
-		(e.StatusCode == http.StatusBadRequest && strings.Contains(strings.ToLower(e.Message), "does not exist"))
+	return false
 }
 
 // IsRetryable reports whether asking again later may succeed: network
-// failures, 5xx, 429, 408 and ErrNotJoined (joining finishes) are;
-// malformed and oversized replies, other 4xx, unparseable tokens and the
+// failures, 5xx, 429, 408, ErrNotJoined (joining finishes) and
+// ErrInconsistentRing (the ring was changing between two replies) are;
+// malformed and oversized replies, redirects, other 4xx (a missing
+// keyspace among them), unparseable tokens, configuration errors and the
 // caller's own cancelled or expired context are not.
 func IsRetryable(err error) bool {
 	switch {
 	case err == nil:
 		return false
-	case errors.Is(err, ErrNotJoined):
+	case errors.Is(err, ErrNotJoined), errors.Is(err, ErrInconsistentRing):
 		return true
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, ErrMalformedReply), errors.Is(err, ErrReplyTooLarge), errors.Is(err, ErrNotMurmur3):
+		errors.Is(err, ErrMalformedReply), errors.Is(err, ErrReplyTooLarge), errors.Is(err, ErrNotMurmur3),
+		errors.Is(err, ErrRedirect), errors.Is(err, ErrKeyspaceNotFound),
+		errors.Is(err, ErrInvalidURL), errors.Is(err, ErrTokenWithoutTLS):
 		return false
 	}
 	var apiErr *APIError
@@ -79,13 +105,16 @@ func IsRetryable(err error) bool {
 // ScyllaDB's own API.
 type ClientOptions struct {
 	// AuthToken is the Scylla Manager Agent's token, sent as
-	// "Authorization: Bearer <token>". It requires an https base URL.
+	// "Authorization: Bearer <token>" to the base URL's origin and nowhere
+	// else. It requires an https base URL (ErrTokenWithoutTLS otherwise).
 	AuthToken string
 	// TLSConfig is used for https; nil means the system roots.
 	TLSConfig *tls.Config
 	// HTTPClient replaces the default client (TLSConfig is then unused).
-	// The default has no overall timeout: ctx bounds each call, and a
-	// keyspace cleanup may legitimately take hours.
+	// The Client uses a copy whose CheckRedirect refuses every redirect,
+	// whatever the host's client would do; the host's value is not
+	// changed. The default has no overall timeout: ctx bounds each call,
+	// and a keyspace cleanup may legitimately take hours.
 	HTTPClient *http.Client
 	// MaxReplyBytes bounds every reply body; 0 means DefaultMaxReplyBytes.
 	MaxReplyBytes int64
@@ -95,6 +124,11 @@ type ClientOptions struct {
 // (http://host:10000) or through the Scylla Manager Agent
 // (https://host:10001 with a bearer token). It implements RingSource,
 // LocationSource and Cleaner, and is safe for concurrent use.
+//
+// It never follows a redirect (ErrRedirect), so every request, and the
+// bearer token with it, goes to the base URL's origin only. Replies are
+// read up to ClientOptions.MaxReplyBytes; a reply of JSON null, where the
+// API always answers a value, is ErrMalformedReply.
 type Client struct {
 	base     string
 	token    string
@@ -102,33 +136,93 @@ type Client struct {
 	maxReply int64
 }
 
-// NewClient checks baseURL and returns a client for it.
+// NewClient checks baseURL and returns a client for it. A base URL it
+// cannot use is an error wrapping ErrInvalidURL that says what is wrong
+// (a URL without a scheme shows the URL with one); a token with an http
+// base URL is ErrTokenWithoutTLS.
 func NewClient(baseURL string, opts ClientOptions) (*Client, error) {
-	u, err := url.Parse(baseURL)
+	u, err := parseBaseURL(baseURL)
 	if err != nil {
-		return nil, fmt.Errorf("tokenring: base URL: %w", err)
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("tokenring: base URL %q: want http(s)://host:port", baseURL)
+		return nil, err
 	}
 	if opts.AuthToken != "" && u.Scheme != "https" {
-		return nil, fmt.Errorf("tokenring: base URL %q: refusing to send the agent's bearer token without TLS", baseURL)
+		return nil, fmt.Errorf("tokenring: base URL %q: %w: use https (the Manager Agent listens on https://host:10001)", baseURL, ErrTokenWithoutTLS)
 	}
 	c := &Client{
 		base:     strings.TrimSuffix(u.String(), "/"),
 		token:    opts.AuthToken,
-		http:     opts.HTTPClient,
 		maxReply: opts.MaxReplyBytes,
 	}
 	if c.maxReply <= 0 {
 		c.maxReply = DefaultMaxReplyBytes
 	}
-	if c.http == nil {
+	var hc http.Client
+	if opts.HTTPClient != nil {
+		hc = *opts.HTTPClient // a copy: the host's client keeps its own redirect policy
+	} else {
 		transport := http.DefaultTransport.(*http.Transport).Clone()
 		transport.TLSClientConfig = opts.TLSConfig
-		c.http = &http.Client{Transport: transport}
+		hc.Transport = transport
 	}
+	// Go's client follows redirects and keeps the Authorization header when
+	// only the port or the scheme changes (it compares host names), so an
+	// answer "302 http://same-host:80/..." would send the token in clear.
+	// Never follow: the 3xx reply comes back to call, which refuses it.
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	c.http = &hc
 	return c, nil
+}
+
+// parseBaseURL accepts http(s)://host[:port][/prefix] and explains what
+// is wrong with anything else.
+func parseBaseURL(raw string) (*url.URL, error) {
+	invalid := func(format string, args ...any) error {
+		return fmt.Errorf("tokenring: base URL %q: %w: %s", redactURL(raw), ErrInvalidURL, fmt.Sprintf(format, args...))
+	}
+	if strings.TrimSpace(raw) == "" {
+		return nil, invalid("empty; want http://host:10000 (ScyllaDB) or https://host:10001 (the Manager Agent)")
+	}
+	if !strings.Contains(raw, "://") {
+		// "10.0.0.1:10000" does not parse, and "localhost:10000" parses
+		// with the scheme "localhost": say what was meant.
+		return nil, invalid("has no scheme: write %q (ScyllaDB's API) or %q (the Manager Agent)", "http://"+raw, "https://"+raw)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, invalid("%v", redactError(err, raw))
+	}
+	u.Scheme = strings.ToLower(u.Scheme)
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, invalid("scheme %q: want http or https", u.Scheme)
+	case u.User != nil:
+		return nil, invalid("credentials in the URL are not supported (the agent's token goes in ClientOptions.AuthToken)")
+	case u.Host == "":
+		return nil, invalid("no host")
+	case u.RawQuery != "" || u.ForceQuery:
+		return nil, invalid("a query is not allowed")
+	case u.Fragment != "":
+		return nil, invalid("a fragment is not allowed")
+	}
+	return u, nil
+}
+
+// redactURL hides a password in a URL for error messages.
+func redactURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return raw
+}
+
+// redactError keeps url.Parse's reason without repeating the URL, which may
+// hold a password.
+func redactError(err error, raw string) string {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		return uerr.Err.Error()
+	}
+	return strings.ReplaceAll(err.Error(), raw, "<url>")
 }
 
 // LocalHostID implements RingSource.
@@ -213,12 +307,45 @@ func (c *Client) CleanupKeyspaces(ctx context.Context) ([]string, error) {
 	return names, err
 }
 
-// CleanupKeyspace implements Cleaner.
+// CleanupKeyspace implements Cleaner. Only ScyllaDB's own answers count:
+//
+//   - success is HTTP 2xx with the body 0 (the handler's json_return_type(0),
+//     api/storage_service.cc force_keyspace_cleanup); any other body,
+//     empty or null included, is ErrMalformedReply, never "cleaned";
+//   - "the keyspace does not exist" is HTTP 400 whose message is exactly
+//     what validate_keyspace throws for this keyspace: "Can't find a
+//     keyspace <name>" (replica::no_such_keyspace, ScyllaDB 5.x and
+//     later) or "Keyspace <name> Does not exist" (older releases); that
+//     error wraps ErrKeyspaceNotFound;
+//   - everything else fails: a 404 means the path is not served (wraps
+//     ErrNotFound), a redirect ErrRedirect, a 500 the cleanup failed
+//     (for example "Can not perform cleanup operation when topology
+//     changes").
 func (c *Client) CleanupKeyspace(ctx context.Context, keyspace string) error {
 	if keyspace == "" {
 		return errors.New("tokenring: CleanupKeyspace: empty keyspace")
 	}
-	return c.call(ctx, http.MethodPost, "/storage_service/keyspace_cleanup/"+url.PathEscape(keyspace), nil, nil)
+	path := "/storage_service/keyspace_cleanup/" + url.PathEscape(keyspace)
+	var result json.RawMessage
+	err := c.call(ctx, http.MethodPost, path, nil, &result)
+	var apiErr *APIError
+	if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusBadRequest && keyspaceMissing(apiErr.Message, keyspace) {
+		return fmt.Errorf("tokenring: keyspace %q: %w: %w", keyspace, ErrKeyspaceNotFound, apiErr)
+	}
+	if err != nil {
+		return err
+	}
+	if string(bytes.TrimSpace(result)) != "0" {
+		return fmt.Errorf("tokenring: POST %s: %w: ScyllaDB answers a finished cleanup with 0, got %s", path, ErrMalformedReply, shorten(string(result)))
+	}
+	return nil
+}
+
+// keyspaceMissing reports whether msg is exactly one of ScyllaDB's messages
+// for a keyspace that does not exist, about this keyspace.
+func keyspaceMissing(msg, keyspace string) bool {
+	msg = strings.TrimSpace(msg)
+	return msg == "Can't find a keyspace "+keyspace || msg == "Keyspace "+keyspace+" Does not exist"
 }
 
 // keyValue is the API's "mapper" model.
@@ -255,11 +382,20 @@ func (c *Client) call(ctx context.Context, method, path string, query url.Values
 	if int64(len(body)) > c.maxReply {
 		return fmt.Errorf("tokenring: %s %s: %w: more than %d bytes", method, path, ErrReplyTooLarge, c.maxReply)
 	}
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+		return &APIError{Method: method, Path: path, StatusCode: resp.StatusCode,
+			Message: "redirect to " + shorten(resp.Header.Get("Location")) + " not followed"}
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return &APIError{Method: method, Path: path, StatusCode: resp.StatusCode, Message: errorMessage(body)}
 	}
 	if out == nil {
 		return nil
+	}
+	if string(bytes.TrimSpace(body)) == "null" {
+		// Every endpoint we call answers a value; null decodes to "nothing"
+		// (a nil list, an empty string), which must not pass for an answer.
+		return fmt.Errorf("tokenring: %s %s: %w: null", method, path, ErrMalformedReply)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(out); err != nil {

@@ -212,13 +212,3 @@ func TestRunCleanup(t *testing.T) {
 		t.Errorf("first call %+v, want stopping cleanups first", calls[0])
 	}
 }
-
-func TestRunCleanupTreatsADroppedKeyspaceAsDone(t *testing.T) {
-	srv, c := newFake(t, scyllatest.Options{}, "10.0.0.1")
-	srv.SetKeyspaces([]scyllatest.Keyspace{{Name: "ks1"}})
-	srv.Override(http.MethodGet, "/storage_service/keyspaces", 200, `["gone","ks1"]`)
-	report, err := tokenring.RunCleanup(context.Background(), c)
-	if err != nil || !reflect.DeepEqual(report.Cleaned, []string{"gone", "ks1"}) {
-		t.Fatalf("report %+v, error %v", report, err)
-	}
-}

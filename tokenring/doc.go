@@ -23,9 +23,33 @@
 //     (http://host:10000) or through the Scylla Manager Agent
 //     (https://host:10001, bearer token), and implements RingSource,
 //     LocationSource and Cleaner. ReadTokenRingHash refuses to hash the
-//     ring of a node that owns no tokens yet (ErrNotJoined). RunCleanup
-//     does the cleanup Job's work. Package scyllatest is a fake API for
-//     tests; package mocks has generated mocks of the interfaces.
+//     ring of a node that owns no tokens yet (ErrNotJoined), or a ring
+//     reply that lacks the node's own tokens (ErrInconsistentRing).
+//     RunCleanup does the cleanup Job's work. Package scyllatest is a fake
+//     API for tests; package mocks has generated mocks of the interfaces.
+//
+// # What the client trusts
+//
+// The Manager Agent's bearer token is sent to the base URL's origin over
+// TLS and nowhere else: NewClient refuses a token with an http URL
+// (ErrTokenWithoutTLS), and the client never follows a redirect
+// (ErrRedirect), even when the host's own http.Client would. Go's client
+// keeps the Authorization header on a redirect to the same host name on
+// another port or scheme, so following one would send the token in clear.
+//
+// A reply counts only for what it proves. JSON null, where the API always
+// answers a value, is ErrMalformedReply, never "nothing". A cleanup is
+// done only when ScyllaDB answers HTTP 200 with 0 (the reply of
+// force_keyspace_cleanup in ScyllaDB's api/storage_service.cc). A keyspace
+// is gone only when ScyllaDB answers HTTP 400 with exactly the message its
+// validate_keyspace throws for that keyspace: "Can't find a keyspace
+// <name>" (replica::no_such_keyspace, current releases) or "Keyspace
+// <name> Does not exist" (older ones); RunCleanup then reports it
+// Dropped, not Cleaned. A 404 means the path is not served (an old
+// version, a proxy), never that the keyspace is gone: it fails the
+// keyspace. (An earlier version of this package took any 400 mentioning
+// "does not exist", and any 404, as "dropped": that was a guess, and
+// today's message does not even say "does not exist".)
 //
 // Decide, Analyze, HashTokens and SetJobConditions are pure: no I/O, no
 // goroutines, no clock (time comes in as an argument).
@@ -52,7 +76,11 @@
 //     (ReadRing) and replication, call Analyze(baseline, now) once per
 //     distinct baseline, and pass the result in DecideOptions.Analysis.
 //     When you apply ActionRecordCleanup, make "now" that node's baseline;
-//     otherwise a replication change keeps asking for cleanups.
+//     otherwise a replication change keeps asking for cleanups. Never keep
+//     a snapshot that fails Snapshot.Validate: a replication that does not
+//     match the ring (a datacenter it does not have, no replicas at all)
+//     would make every node look as if it lost its ranges, so Analyze
+//     refuses it with ErrUnknownDatacenter or ErrInvalidReplication.
 //
 // # A complete loop
 //
@@ -91,12 +119,16 @@
 //
 // Sentinels for errors.Is: ErrNotMurmur3 (every *TokenError: a token that is
 // not a canonical signed 64-bit decimal), ErrInvalidRing,
-// ErrInvalidReplication and ErrMissingLocation (Analyze's input),
-// ErrNotJoined (retry later), ErrNotFound, ErrMalformedReply and
-// ErrReplyTooLarge (REST replies; bodies are read up to
-// ClientOptions.MaxReplyBytes). Non-2xx replies are *APIError. IsRetryable
-// classifies any error of this package. RunCleanup continues past failing
-// keyspaces and returns them all in a *multierror.Error and in its report.
+// ErrInvalidReplication, ErrUnknownDatacenter and ErrMissingLocation
+// (Snapshot.Validate and Analyze's input),
+// ErrNotJoined and ErrInconsistentRing (retry later), ErrNotFound (HTTP
+// 404), ErrKeyspaceNotFound (ScyllaDB said the keyspace does not exist),
+// ErrRedirect, ErrMalformedReply and ErrReplyTooLarge (REST replies;
+// bodies are read up to ClientOptions.MaxReplyBytes), ErrInvalidURL and
+// ErrTokenWithoutTLS (NewClient's configuration). Non-2xx replies are
+// *APIError. IsRetryable classifies any error of this package. RunCleanup
+// continues past failing keyspaces and returns them all in a
+// *multierror.Error and in its report.
 // Decide never fails: an annotation it cannot trust becomes a wait with
 // ReasonUnexpectedServiceState and a Degraded condition, never a Job.
 //

@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -63,13 +65,18 @@ func ParseStrategy(class string) (Strategy, error) {
 	return "", fmt.Errorf("%w: unknown replication strategy class %q", ErrInvalidReplication, class)
 }
 
-// Replication is a keyspace's replication settings.
+// Replication is a keyspace's replication settings. Snapshot.Validate
+// says which settings are consistent with a ring.
 type Replication struct {
 	Strategy Strategy `json:"strategy"`
-	// ReplicationFactor is SimpleStrategy's factor.
+	// ReplicationFactor is SimpleStrategy's factor, at least 1.
 	ReplicationFactor int `json:"replication_factor,omitempty"`
-	// Datacenters is NetworkTopologyStrategy's factor per datacenter. A
-	// datacenter without endpoints in the ring is ignored, as ScyllaDB does.
+	// Datacenters is NetworkTopologyStrategy's factor per datacenter. At
+	// least one factor is positive; a datacenter with a positive factor
+	// must have endpoints in the ring (ErrUnknownDatacenter otherwise). A
+	// factor of 0 means no replicas there: that is how a datacenter is
+	// drained before it is removed, and it may name a datacenter that is
+	// gone.
 	Datacenters map[string]int `json:"datacenters,omitempty"`
 }
 
@@ -79,6 +86,81 @@ type Replication struct {
 type Snapshot struct {
 	Ring      Ring                   `json:"ring"`
 	Keyspaces map[string]Replication `json:"keyspaces"`
+}
+
+// Validate checks that the snapshot can be analysed and that each
+// keyspace's replication is consistent with the ring:
+//
+//   - the ring: no token owned twice, no empty endpoint (ErrInvalidRing);
+//   - a known strategy, no negative factor, and replicas somewhere:
+//     SimpleStrategy with a factor of at least 1, NetworkTopologyStrategy
+//     with at least one positive factor (ErrInvalidReplication);
+//   - NetworkTopologyStrategy: every endpoint of the ring has a
+//     datacenter (ErrMissingLocation), and every datacenter with a
+//     positive factor has endpoints in the ring (ErrUnknownDatacenter,
+//     which also matches ErrInvalidReplication).
+//
+// A replication that asks for no replicas, or for replicas in a
+// datacenter the ring does not have, would make every node of the ring
+// (or of the other datacenters) look as if it lost its ranges, and so ask
+// for cleanups everywhere; ScyllaDB itself refuses both (a factor of 0
+// everywhere leaves no replica, and an unknown datacenter is an
+// "Unrecognized strategy option" in validate_replication_strategy,
+// locator/abstract_replication_strategy.cc). Analyze calls Validate on
+// both snapshots; hosts call it too before keeping a snapshot as a
+// baseline. The error names the keyspace.
+func (s Snapshot) Validate() error {
+	names := endpointNames{ids: map[string]int32{}}
+	if _, err := compileRing(s.Ring, &names); err != nil {
+		return err
+	}
+	var dcs map[string]bool // of the ring's endpoints; built on first need
+	for _, ks := range slices.Sorted(maps.Keys(s.Keyspaces)) {
+		r := s.Keyspaces[ks]
+		if err := validateReplication(r); err != nil {
+			return fmt.Errorf("keyspace %q: %w", ks, err)
+		}
+		if r.Strategy != NetworkTopologyStrategy {
+			continue
+		}
+		if dcs == nil {
+			var err error
+			if dcs, err = ringDatacenters(s.Ring); err != nil {
+				return fmt.Errorf("keyspace %q: %w", ks, err)
+			}
+		}
+		for _, dc := range slices.Sorted(maps.Keys(r.Datacenters)) {
+			if r.Datacenters[dc] > 0 && !dcs[dc] {
+				return fmt.Errorf("keyspace %q: %w: %w: datacenter %q (factor %d) has no endpoint in the ring; the ring has %s",
+					ks, ErrInvalidReplication, ErrUnknownDatacenter, dc, r.Datacenters[dc], describeDatacenters(dcs))
+			}
+		}
+	}
+	return nil
+}
+
+// ringDatacenters returns the datacenters of the ring's endpoints.
+func ringDatacenters(r Ring) (map[string]bool, error) {
+	dcs := map[string]bool{}
+	for _, o := range r.Owners {
+		loc, ok := r.Locations[o.Endpoint]
+		if !ok || loc.Datacenter == "" {
+			return nil, fmt.Errorf("%w: %q", ErrMissingLocation, o.Endpoint)
+		}
+		dcs[loc.Datacenter] = true
+	}
+	return dcs, nil
+}
+
+func describeDatacenters(dcs map[string]bool) string {
+	if len(dcs) == 0 {
+		return "no datacenter"
+	}
+	quoted := make([]string, 0, len(dcs))
+	for _, dc := range slices.Sorted(maps.Keys(dcs)) {
+		quoted = append(quoted, strconv.Quote(dc))
+	}
+	return strings.Join(quoted, ", ")
 }
 
 // Range is the token range (Start, End]. Start == End is the whole ring.
@@ -155,8 +237,15 @@ func (a Analysis) NeedsCleanup() []string {
 var (
 	// ErrInvalidRing: a token owned twice, or an empty endpoint name.
 	ErrInvalidRing = errors.New("invalid token ring")
-	// ErrInvalidReplication: unknown strategy or a negative factor.
+	// ErrInvalidReplication: unknown strategy, a negative factor, no
+	// replicas at all, or a datacenter the ring does not have (see
+	// Snapshot.Validate).
 	ErrInvalidReplication = errors.New("invalid replication")
+	// ErrUnknownDatacenter: a NetworkTopologyStrategy keyspace asks for
+	// replicas in a datacenter without endpoints in the ring (a typo, or a
+	// replication from another cluster). Errors wrapping it also wrap
+	// ErrInvalidReplication.
+	ErrUnknownDatacenter = errors.New("datacenter not in the ring")
 	// ErrMissingLocation: a NetworkTopologyStrategy keyspace is analysed
 	// and an endpoint of the ring has no datacenter.
 	ErrMissingLocation = errors.New("endpoint without location")
@@ -173,10 +262,19 @@ var (
 // factor walking clockwise, taking a new rack whenever it meets one and a
 // repeated rack only while the datacenter has fewer racks than its factor.
 //
+// Both snapshots must pass Snapshot.Validate; the error says which one
+// failed and why, and nothing is analysed.
+//
 // Analyze is pure: no I/O, no goroutines, safe to call concurrently on
 // snapshots nobody mutates. It costs a few sorts of the rings, not a walk of
 // the whole ring per range.
 func Analyze(before, after Snapshot) (Analysis, error) {
+	if err := before.Validate(); err != nil {
+		return Analysis{}, fmt.Errorf("before: %w", err)
+	}
+	if err := after.Validate(); err != nil {
+		return Analysis{}, fmt.Errorf("after: %w", err)
+	}
 	names := endpointNames{ids: map[string]int32{}}
 	b, err := compileRing(before.Ring, &names)
 	if err != nil {
@@ -354,14 +452,20 @@ func (c *compiledRing) finish() {
 func validateReplication(r Replication) error {
 	switch r.Strategy {
 	case SimpleStrategy:
-		if r.ReplicationFactor < 0 {
-			return fmt.Errorf("%w: replication factor %d", ErrInvalidReplication, r.ReplicationFactor)
+		if r.ReplicationFactor < 1 {
+			return fmt.Errorf("%w: SimpleStrategy replication factor %d: want at least 1", ErrInvalidReplication, r.ReplicationFactor)
 		}
 	case NetworkTopologyStrategy:
-		for dc, rf := range r.Datacenters {
+		positive := false
+		for _, dc := range slices.Sorted(maps.Keys(r.Datacenters)) {
+			rf := r.Datacenters[dc]
 			if rf < 0 {
 				return fmt.Errorf("%w: datacenter %q has factor %d", ErrInvalidReplication, dc, rf)
 			}
+			positive = positive || rf > 0
+		}
+		if !positive {
+			return fmt.Errorf("%w: NetworkTopologyStrategy with no datacenter factor above 0 (%v): no replicas anywhere", ErrInvalidReplication, r.Datacenters)
 		}
 	case LocalStrategy, EverywhereStrategy:
 	default:

@@ -3,6 +3,7 @@ package tokenring
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -442,21 +443,49 @@ func randomRing(r *rand.Rand, locs map[string]Location) Ring {
 	return ring
 }
 
-func randomReplication(r *rand.Rand) Replication {
+// randomReplication returns a replication valid for a ring whose
+// datacenters are dcs: factors of 0 (also for a datacenter the ring does
+// not have) are common, and at least one factor is positive.
+func randomReplication(r *rand.Rand, dcs map[string]bool) Replication {
 	switch r.IntN(5) {
 	case 0:
-		return simple(r.IntN(5))
+		return simple(1 + r.IntN(4))
 	case 1:
 		return Replication{Strategy: EverywhereStrategy}
 	default:
-		dcs := map[string]int{}
+		factors := map[string]int{}
+		var positive []string
 		for dc := range 3 {
-			if r.IntN(4) > 0 {
-				dcs[fmt.Sprintf("dc%d", dc)] = r.IntN(5)
+			name := fmt.Sprintf("dc%d", dc)
+			switch {
+			case r.IntN(4) == 0:
+			case dcs[name]:
+				factors[name] = r.IntN(5)
+				if factors[name] > 0 {
+					positive = append(positive, name)
+				}
+			default:
+				factors[name] = 0 // a datacenter drained and gone
 			}
 		}
-		return nts(dcs)
+		if len(positive) == 0 {
+			known := slices.Sorted(maps.Keys(dcs))
+			if len(known) == 0 {
+				return simple(1 + r.IntN(4))
+			}
+			factors[known[r.IntN(len(known))]] = 1 + r.IntN(4)
+		}
+		return nts(factors)
 	}
+}
+
+// datacentersOf returns the datacenters of a ring's token owners.
+func datacentersOf(ring Ring) map[string]bool {
+	dcs := map[string]bool{}
+	for _, o := range ring.Owners {
+		dcs[ring.Locations[o.Endpoint].Datacenter] = true
+	}
+	return dcs
 }
 
 // TestAnalyzeAgreesWithReference: random topologies, rings, scale-outs,
@@ -500,12 +529,21 @@ func TestAnalyzeAgreesWithReference(t *testing.T) {
 
 		ks := map[string]Replication{}
 		ksAfter := map[string]Replication{}
+		dcsBefore, dcsAfter := datacentersOf(before), datacentersOf(after)
+		both := map[string]bool{}
+		for dc := range dcsBefore {
+			if dcsAfter[dc] {
+				both[dc] = true
+			}
+		}
 		for i := range 1 + r.IntN(3) {
 			name := fmt.Sprintf("ks%d", i)
-			ks[name] = randomReplication(r)
-			ksAfter[name] = ks[name]
 			if r.IntN(2) == 0 {
-				ksAfter[name] = randomReplication(r)
+				ks[name] = randomReplication(r, both) // unchanged: valid in both rings
+				ksAfter[name] = ks[name]
+			} else {
+				ks[name] = randomReplication(r, dcsBefore)
+				ksAfter[name] = randomReplication(r, dcsAfter)
 			}
 		}
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {

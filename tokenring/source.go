@@ -55,9 +55,12 @@ type LocationSource interface {
 
 // Cleaner runs a node's cleanup. Calls block until ScyllaDB finishes (a
 // keyspace cleanup can take hours: give ctx a matching deadline). Same
-// contract as RingSource otherwise; cleaning a keyspace that was dropped
-// meanwhile reports ErrNotFound, which RunCleanup treats as done.
-// tokenringtest.RunCleanerTests checks the contract.
+// contract as RingSource otherwise, except for a missing keyspace:
+// CleanupKeyspace of a keyspace the node proved does not exist (dropped
+// after the listing) returns an error wrapping ErrKeyspaceNotFound, which
+// RunCleanup reports as dropped; every other error, ErrNotFound included
+// (a 404 is a path the node does not serve, not a missing keyspace), is a
+// failed cleanup. tokenringtest.RunCleanerTests checks the contract.
 type Cleaner interface {
 	// StopCleanups aborts cleanup compactions already running on the node
 	// (POST /compaction_manager/stop_compaction?type=CLEANUP), so a new
@@ -68,7 +71,8 @@ type Cleaner interface {
 	// ?type=non_local_strategy&replication=vnodes).
 	CleanupKeyspaces(ctx context.Context) ([]string, error)
 	// CleanupKeyspace cleans one keyspace
-	// (POST /storage_service/keyspace_cleanup/{keyspace}).
+	// (POST /storage_service/keyspace_cleanup/{keyspace}). A nil error
+	// means the node said the cleanup finished.
 	CleanupKeyspace(ctx context.Context, keyspace string) error
 }
 
@@ -83,6 +87,13 @@ type TokenEndpoint struct {
 // left), so its view of the ring is not worth a hash. Wait and ask again.
 var ErrNotJoined = errors.New("node has not joined the token ring")
 
+// ErrInconsistentRing: the node's replies disagree with each other: it
+// owns tokens, but the ring it reports (GET /storage_service/tokens) is
+// empty or lacks some of them. The ring was changing between the two
+// calls, or a reply is stale; hashing it would record a ring the node
+// is not in. Ask again later (IsRetryable says so).
+var ErrInconsistentRing = errors.New("ring reply does not hold the node's own tokens")
+
 // Membership is the node's place in the ring.
 type Membership struct {
 	HostID   string
@@ -95,13 +106,19 @@ type Membership struct {
 // own: its host ID appears in the host ID map, and its endpoint owns
 // tokens. Otherwise it returns an error wrapping ErrNotJoined.
 func ReadMembership(ctx context.Context, src RingSource) (Membership, error) {
+	m, _, err := readMembership(ctx, src)
+	return m, err
+}
+
+// readMembership is ReadMembership that also returns the own tokens, parsed.
+func readMembership(ctx context.Context, src RingSource) (Membership, []Token, error) {
 	hostID, err := src.LocalHostID(ctx)
 	if err != nil {
-		return Membership{}, fmt.Errorf("local host ID: %w", err)
+		return Membership{}, nil, fmt.Errorf("local host ID: %w", err)
 	}
 	ids, err := src.HostIDs(ctx)
 	if err != nil {
-		return Membership{}, fmt.Errorf("host ID map: %w", err)
+		return Membership{}, nil, fmt.Errorf("host ID map: %w", err)
 	}
 	var endpoints []string
 	for ep, id := range ids {
@@ -110,30 +127,43 @@ func ReadMembership(ctx context.Context, src RingSource) (Membership, error) {
 		}
 	}
 	if len(endpoints) == 0 {
-		return Membership{HostID: hostID}, fmt.Errorf("%w: host ID %s is not in the host ID map", ErrNotJoined, hostID)
+		return Membership{HostID: hostID}, nil, fmt.Errorf("%w: host ID %s is not in the host ID map", ErrNotJoined, hostID)
 	}
 	if len(endpoints) > 1 {
 		sort.Strings(endpoints)
-		return Membership{HostID: hostID}, fmt.Errorf("%w: host ID %s maps to several endpoints %v", ErrMalformedReply, hostID, endpoints)
+		return Membership{HostID: hostID}, nil, fmt.Errorf("%w: host ID %s maps to several endpoints %v", ErrMalformedReply, hostID, endpoints)
 	}
-	own, err := src.EndpointTokens(ctx, endpoints[0])
+	return readOwnTokens(ctx, src, hostID, endpoints[0])
+}
+
+// readOwnTokens reads and parses the endpoint's own tokens.
+func readOwnTokens(ctx context.Context, src RingSource, hostID, endpoint string) (Membership, []Token, error) {
+	m := Membership{HostID: hostID, Endpoint: endpoint}
+	raw, err := src.EndpointTokens(ctx, endpoint)
 	if err != nil {
-		return Membership{HostID: hostID, Endpoint: endpoints[0]}, fmt.Errorf("tokens of %s: %w", endpoints[0], err)
+		return m, nil, fmt.Errorf("tokens of %s: %w", endpoint, err)
 	}
-	m := Membership{HostID: hostID, Endpoint: endpoints[0], OwnTokens: len(own)}
-	if len(own) == 0 {
-		return m, fmt.Errorf("%w: %s owns no tokens", ErrNotJoined, m.Endpoint)
+	m.OwnTokens = len(raw)
+	if len(raw) == 0 {
+		return m, nil, fmt.Errorf("%w: %s owns no tokens", ErrNotJoined, endpoint)
 	}
-	return m, nil
+	own, err := ParseTokens(raw)
+	if err != nil {
+		return m, nil, fmt.Errorf("tokens of %s: %w", endpoint, err)
+	}
+	return m, own, nil
 }
 
 // ReadTokenRingHash returns the value for CurrentTokenRingHashAnnotation, the
 // way scylla-operator's sidecar computes it, but only for a node that
 // ReadMembership accepts: a joining node gets ErrNotJoined, not a hash of
 // a ring it is not part of yet. The tokens must parse as Murmur3 tokens;
-// they are hashed as returned.
+// they are hashed as returned. A ring reply that is empty or lacks any of
+// the node's own tokens is ErrInconsistentRing, never a hash: the
+// operator would otherwise record (and later clean up against) a ring the
+// node is not in. scylla-operator's sidecar hashes whatever the reply is.
 func ReadTokenRingHash(ctx context.Context, src RingSource) (string, Membership, error) {
-	m, err := ReadMembership(ctx, src)
+	m, own, err := readMembership(ctx, src)
 	if err != nil {
 		return "", m, err
 	}
@@ -141,8 +171,23 @@ func ReadTokenRingHash(ctx context.Context, src RingSource) (string, Membership,
 	if err != nil {
 		return "", m, fmt.Errorf("tokens: %w", err)
 	}
-	if _, err := ParseTokens(tokens); err != nil {
+	ring, err := ParseTokens(tokens)
+	if err != nil {
 		return "", m, fmt.Errorf("tokens: %w", err)
+	}
+	inRing := make(map[Token]bool, len(ring))
+	for _, t := range ring {
+		inRing[t] = true
+	}
+	missing := 0
+	for _, t := range own {
+		if !inRing[t] {
+			missing++
+		}
+	}
+	if missing > 0 {
+		return "", m, fmt.Errorf("%w: %s owns %d tokens, %d of them missing from the %d-token ring reply",
+			ErrInconsistentRing, m.Endpoint, len(own), missing, len(ring))
 	}
 	return HashTokens(tokens), m, nil
 }

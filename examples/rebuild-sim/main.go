@@ -16,6 +16,9 @@
 //     driver's memory of the volume go with it.
 //   - stuck: rebuilds keep failing, then no replica can be scheduled; the
 //     ticket is given up so the volume detaches, and attempts back off.
+//   - hang: a rebuild hangs: the replica stays "rebuilding" and its
+//     progress never moves; the ticket is released after the stall
+//     timeout, and the rebuild succeeds once the engine works again.
 package main
 
 import (
@@ -41,10 +44,11 @@ var scenarios = []scenario{
 	{"interrupt", "a user attaches mid-rebuild", interrupt},
 	{"delete", "the volume is deleted mid-rebuild", deleteMidRebuild},
 	{"stuck", "rebuilding cannot progress: give up, detach, back off", stuck},
+	{"hang", "a rebuild hangs without progress: released after the stall timeout", hang},
 }
 
 func main() {
-	which := flag.String("scenario", "all", "lifecycle, interrupt, delete, stuck or all")
+	which := flag.String("scenario", "all", "lifecycle, interrupt, delete, stuck, hang or all")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -198,6 +202,33 @@ func stuck(ctx context.Context) (*rebuildtest.Sim, error) {
 			return c.SetSchedulable(vol, true)
 		},
 		func() error { return until(ctx, sim, "rebuild", 200, settled) },
+	}
+	return sim, do(steps)
+}
+
+func hang(ctx context.Context) (*rebuildtest.Sim, error) {
+	sim, err := newSim()
+	if err != nil {
+		return nil, err
+	}
+	c := sim.Cluster
+	steps := []func() error{
+		func() error {
+			sim.Event(vol, "the engine hangs on every rebuild: replicas stay rebuilding, progress stays put")
+			return c.SetHangRebuilds(vol, true)
+		},
+		func() error { sim.Event(vol, "a replica fails while detached"); return c.LoseReplica(vol) },
+		func() error { return until(ctx, sim, "hung rebuild", 10, rebuilding) },
+		func() error {
+			return until(ctx, sim, "release", 30, func(s rebuildtest.VolumeState) bool {
+				return s.State == rebuild.StateDetached && len(s.Tickets) == 0
+			})
+		},
+		func() error {
+			sim.Event(vol, "the engine is fixed: rebuilds make progress again")
+			return c.SetHangRebuilds(vol, false)
+		},
+		func() error { return until(ctx, sim, "rebuild", 40, settled) },
 	}
 	return sim, do(steps)
 }

@@ -27,6 +27,7 @@ func TestScenarios(t *testing.T) {
 		"== interrupt", "Interrupted: ticket longhorn-ui (priority 1000)",
 		"== delete", "VolumeDeleting", "driver: volume gone, ticket deleted, record forgotten",
 		"== stuck", "CannotProgress: rebuilding failed 3 times", "BackingOff", "not attaching",
+		"== hang", "CannotProgress: no progress for 10m0s", "EVENT the engine is fixed",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)

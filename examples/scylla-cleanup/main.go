@@ -66,26 +66,79 @@ func (k keyspaceFlags) Set(spec string) error {
 			if !ok || dc == "" || err != nil {
 				return fmt.Errorf("keyspace %s: want dc=factor, got %q", name, dcrf)
 			}
+			if _, dup := r.Datacenters[dc]; dup {
+				return fmt.Errorf("keyspace %s: datacenter %s given twice", name, dc)
+			}
 			r.Datacenters[dc] = n
 		}
+	}
+	// Factors alone can be checked now (no replicas anywhere, negative);
+	// datacenters need the ring, and are checked once it is read.
+	if err := (tokenring.Snapshot{Keyspaces: map[string]tokenring.Replication{name: r}}).Validate(); err != nil &&
+		!errors.Is(err, tokenring.ErrUnknownDatacenter) {
+		return err
 	}
 	k[name] = r
 	return nil
 }
 
-func main() {
-	keyspaces := keyspaceFlags{}
-	api := flag.String("api", "http://127.0.0.1:10000", "ScyllaDB REST API, or the Manager Agent (https://host:10001)")
-	tokenFile := flag.String("agent-token-file", "", "file holding the Scylla Manager Agent's auth token (needs an https -api)")
-	caFile := flag.String("ca-file", "", "PEM CA bundle to trust for an https -api")
-	save := flag.String("save", "", "write the current ring and the -keyspace replication to this file")
-	baseline := flag.String("baseline", "", "a file written earlier by -save: report who lost and who gained ranges since")
-	runCleanup := flag.Bool("run-cleanup", false, "run a cleanup on this node (it rewrites SSTables: use off-peak)")
-	timeout := flag.Duration("timeout", time.Minute, "deadline for reading the ring (a cleanup has no deadline)")
-	flag.Var(keyspaces, "keyspace", "name=SimpleStrategy:RF or name=NetworkTopologyStrategy:dc1=RF,dc2=RF (repeatable)")
-	flag.Parse()
+// apiFlag is the -api value, checked when the flag is parsed so that a
+// URL without a scheme is reported as such, with the fix.
+type apiFlag string
 
-	if err := run(os.Stdout, *api, *tokenFile, *caFile, *save, *baseline, *runCleanup, *timeout, keyspaces); err != nil {
+func (a *apiFlag) String() string { return string(*a) }
+
+func (a *apiFlag) Set(v string) error {
+	if _, err := tokenring.NewClient(v, tokenring.ClientOptions{}); err != nil {
+		return err
+	}
+	*a = apiFlag(v)
+	return nil
+}
+
+// config is the parsed command line.
+type config struct {
+	api               apiFlag
+	tokenFile, caFile string
+	save, baseline    string
+	runCleanup        bool
+	timeout           time.Duration
+	keyspaces         keyspaceFlags
+}
+
+// parseArgs parses the command line; errors name the flag and what is
+// wrong with it.
+func parseArgs(args []string, stderr io.Writer) (config, error) {
+	c := config{api: "http://127.0.0.1:10000", keyspaces: keyspaceFlags{}}
+	fs := flag.NewFlagSet("scylla-cleanup", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Var(&c.api, "api", "ScyllaDB REST API, http://host:10000, or the Manager Agent, https://host:10001")
+	fs.StringVar(&c.tokenFile, "agent-token-file", "", "file holding the Scylla Manager Agent's auth token (needs an https -api)")
+	fs.StringVar(&c.caFile, "ca-file", "", "PEM CA bundle to trust for an https -api")
+	fs.StringVar(&c.save, "save", "", "write the current ring and the -keyspace replication to this file")
+	fs.StringVar(&c.baseline, "baseline", "", "a file written earlier by -save: report who lost and who gained ranges since")
+	fs.BoolVar(&c.runCleanup, "run-cleanup", false, "run a cleanup on this node (it rewrites SSTables: use off-peak)")
+	fs.DurationVar(&c.timeout, "timeout", time.Minute, "deadline for reading the ring (a cleanup has no deadline)")
+	fs.Var(c.keyspaces, "keyspace", "name=SimpleStrategy:RF or name=NetworkTopologyStrategy:dc1=RF,dc2=RF (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return c, nil
+}
+
+func main() {
+	c, err := parseArgs(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scylla-cleanup:", err)
+		os.Exit(2)
+	}
+	if err := run(os.Stdout, string(c.api), c.tokenFile, c.caFile, c.save, c.baseline, c.runCleanup, c.timeout, c.keyspaces); err != nil {
 		fmt.Fprintln(os.Stderr, "scylla-cleanup:", err)
 		os.Exit(1)
 	}
@@ -113,7 +166,7 @@ func run(w io.Writer, api, tokenFile, caFile, save, baseline string, runCleanup 
 	}
 	client, err := tokenring.NewClient(api, opts)
 	if err != nil {
-		return err
+		return fmt.Errorf("-api: %w", err)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -135,6 +188,11 @@ func run(w io.Writer, api, tokenFile, caFile, save, baseline string, runCleanup 
 			return err
 		}
 		now := tokenring.Snapshot{Ring: ring, Keyspaces: keyspaces}
+		if err := now.Validate(); err != nil {
+			// A datacenter typo would make every node look as if it lost
+			// its ranges: refuse before saving or reporting anything.
+			return fmt.Errorf("-keyspace does not match the ring: %w", err)
+		}
 		if save != "" {
 			if err := writeSnapshot(save, now); err != nil {
 				return err
@@ -152,6 +210,9 @@ func run(w io.Writer, api, tokenFile, caFile, save, baseline string, runCleanup 
 		fmt.Fprintf(w, "cleaning up %s ...\n", api)
 		rep, err := tokenring.RunCleanup(context.Background(), client)
 		fmt.Fprintf(w, "cleaned %v\n", rep.Cleaned)
+		if len(rep.Dropped) > 0 {
+			fmt.Fprintf(w, "dropped meanwhile (nothing to clean) %v\n", rep.Dropped)
+		}
 		for ks, kerr := range rep.Failed {
 			fmt.Fprintf(w, "failed %s: %v\n", ks, kerr)
 		}

@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/caretaker-storage/caretaker/tokenring"
 	"github.com/caretaker-storage/caretaker/tokenring/scyllatest"
 )
 
@@ -59,9 +63,75 @@ func TestKeyspaceFlag(t *testing.T) {
 	if r := ks["a"]; r.Datacenters["dc1"] != 3 || r.Datacenters["dc2"] != 1 {
 		t.Fatalf("%+v", r)
 	}
-	for _, bad := range []string{"a", "=SimpleStrategy:1", "a=SimpleStrategy:x", "a=Nope:1", "a=NetworkTopologyStrategy:dc1"} {
+	for _, bad := range []string{"a", "=SimpleStrategy:1", "a=SimpleStrategy:x", "a=Nope:1", "a=NetworkTopologyStrategy:dc1",
+		"a=SimpleStrategy:0", "a=SimpleStrategy:-1", "a=NetworkTopologyStrategy:dc1=0", "a=NetworkTopologyStrategy:dc1=0,dc2=0",
+		"a=NetworkTopologyStrategy:dc1=3,dc2=-1", "a=NetworkTopologyStrategy:dc1=1,dc1=2"} {
 		if err := ks.Set(bad); err == nil {
 			t.Errorf("accepted %q", bad)
 		}
+	}
+	// A drained datacenter (factor 0 beside a positive one) is valid.
+	if err := ks.Set("b=NetworkTopologyStrategy:dc1=3,dc2=0"); err != nil {
+		t.Errorf("drained datacenter refused: %v", err)
+	}
+}
+
+// TestDatacenterTypoIsRefused: a -keyspace naming a datacenter the ring
+// does not have is refused before anything is saved or reported; it used
+// to make every node "need cleanup".
+func TestDatacenterTypoIsRefused(t *testing.T) {
+	srv := scyllatest.NewServer(scyllatest.Options{})
+	defer srv.Close()
+	srv.SetNodes("10.0.0.1", []scyllatest.Node{
+		{Endpoint: "10.0.0.1", HostID: "h1", Datacenter: "dc1", Rack: "r1", Tokens: []string{"10"}},
+		{Endpoint: "10.0.0.2", HostID: "h2", Datacenter: "dc1", Rack: "r2", Tokens: []string{"20"}},
+	})
+	dir := t.TempDir()
+	typo := keyspaceFlags{}
+	if err := typo.Set("shop=NetworkTopologyStrategy:DC1=2"); err != nil {
+		t.Fatal(err) // the flag alone cannot know the ring's datacenters
+	}
+	var out bytes.Buffer
+	file := filepath.Join(dir, "typo.json")
+	err := run(&out, srv.URL, "", "", file, "", false, time.Minute, typo)
+	if !errors.Is(err, tokenring.ErrUnknownDatacenter) || !strings.Contains(err.Error(), `"DC1"`) {
+		t.Fatalf("save with a datacenter typo: %v", err)
+	}
+	if _, statErr := os.Stat(file); !os.IsNotExist(statErr) {
+		t.Errorf("a snapshot was saved despite the typo (%v)", statErr)
+	}
+
+	good := keyspaceFlags{}
+	if err := good.Set("shop=NetworkTopologyStrategy:dc1=2"); err != nil {
+		t.Fatal(err)
+	}
+	base := filepath.Join(dir, "before.json")
+	if err := run(&out, srv.URL, "", "", base, "", false, time.Minute, good); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	err = run(&out, srv.URL, "", "", "", base, false, time.Minute, typo)
+	if !errors.Is(err, tokenring.ErrUnknownDatacenter) || strings.Contains(out.String(), "needs cleanup") {
+		t.Fatalf("report with a datacenter typo: %v\n%s", err, out.String())
+	}
+}
+
+// TestAPIWithoutScheme: "-api 10.0.0.1:10000" gets a message saying the
+// scheme is missing and what to write, when the flag is parsed.
+func TestAPIWithoutScheme(t *testing.T) {
+	var stderr bytes.Buffer
+	_, err := parseArgs([]string{"-api", "10.0.0.1:10000"}, &stderr)
+	if err == nil || !strings.Contains(err.Error(), `has no scheme: write "http://10.0.0.1:10000"`) {
+		t.Fatalf("parseArgs: %v", err)
+	}
+	if _, err := parseArgs([]string{"-api", "https://10.0.0.1:10001", "-keyspace", "a=SimpleStrategy:2"}, &stderr); err != nil {
+		t.Fatalf("good flags refused: %v", err)
+	}
+	if _, err := parseArgs([]string{"-keyspace", "a=SimpleStrategy:0"}, &stderr); err == nil {
+		t.Fatal("a replication factor of 0 was accepted")
+	}
+	err = run(io.Discard, "10.0.0.1:10000", "", "", "", "", false, time.Minute, keyspaceFlags{})
+	if !errors.Is(err, tokenring.ErrInvalidURL) || !strings.Contains(err.Error(), "-api") {
+		t.Fatalf("run: %v", err)
 	}
 }

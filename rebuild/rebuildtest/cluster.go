@@ -66,6 +66,7 @@ type volume struct {
 	deleting    bool
 	unscheduled bool // no disk takes a new replica, no failed replica is reusable
 	failRebuild bool // every rebuild ends failed
+	hangRebuild bool // rebuilds stay rebuilding and make no progress
 	tickets     map[string]rebuild.Ticket
 	status      rebuild.Status
 }
@@ -101,7 +102,8 @@ func (c *Cluster) Volume(_ context.Context, name string) (rebuild.Volume, error)
 		CanScheduleReplica: !v.unscheduled,
 	}
 	for _, r := range v.replicas {
-		view.Replicas = append(view.Replicas, rebuild.Replica{Name: r.name, State: r.state, LastFailedAt: r.failedAt})
+		view.Replicas = append(view.Replicas, rebuild.Replica{Name: r.name, State: r.state, LastFailedAt: r.failedAt,
+			RebuildProgress: int64(r.progress * 100 / c.rebuildSteps())})
 		if r.state == rebuild.ReplicaFailed && !v.unscheduled {
 			view.CanReuseFailedReplica = true
 		}
@@ -242,6 +244,13 @@ func (c *Cluster) SetFailRebuilds(name string, fail bool) error {
 	return c.with(name, func(v *volume) error { v.failRebuild = fail; return nil })
 }
 
+// SetHangRebuilds makes the volume's rebuilds hang (or resume): a hung
+// replica stays rebuilding and its RebuildProgress does not move, as when
+// the engine waits forever on a peer.
+func (c *Cluster) SetHangRebuilds(name string, hang bool) error {
+	return c.with(name, func(v *volume) error { v.hangRebuild = hang; return nil })
+}
+
 // SetVolumeSetting changes the volume's own offline rebuilding setting.
 func (c *Cluster) SetVolumeSetting(name string, s rebuild.VolumeSetting) error {
 	return c.with(name, func(v *volume) error { v.spec.Setting = s; return nil })
@@ -268,6 +277,7 @@ type VolumeState struct {
 	Maintenance bool   // attached with the frontend disabled
 	Healthy     int
 	Rebuilding  int
+	Progress    int64 // sum of RebuildProgress over rebuilding replicas, as the view reports it
 	Desired     int
 	Tickets     []rebuild.Ticket
 	Status      rebuild.Status
@@ -289,6 +299,7 @@ func (c *Cluster) Inspect(name string) VolumeState {
 			st.Healthy++
 		case rebuild.ReplicaRebuilding:
 			st.Rebuilding++
+			st.Progress += int64(r.progress * 100 / c.rebuildSteps())
 		}
 	}
 	return st
@@ -356,13 +367,14 @@ func (c *Cluster) stepReplicas(v *volume) {
 	if v.state != rebuild.StateAttached || !(v.maintenance || c.OnlineRebuild) {
 		return
 	}
-	steps := c.RebuildSteps
-	if steps <= 0 {
-		steps = 3
-	}
+	steps := c.rebuildSteps()
 	rebuilding := false
 	for _, r := range v.replicas {
 		if r.state != rebuild.ReplicaRebuilding {
+			continue
+		}
+		if v.hangRebuild {
+			rebuilding = true
 			continue
 		}
 		r.progress++
@@ -385,6 +397,14 @@ func (c *Cluster) stepReplicas(v *volume) {
 		}
 	}
 	v.addReplica(rebuild.ReplicaRebuilding)
+}
+
+// rebuildSteps is RebuildSteps with its default.
+func (c *Cluster) rebuildSteps() int {
+	if c.RebuildSteps <= 0 {
+		return 3
+	}
+	return c.RebuildSteps
 }
 
 func (c *Cluster) now() time.Time {

@@ -117,3 +117,41 @@ func TestClusterRebuild(t *testing.T) {
 		t.Errorf("unschedulable volume still offers replicas: %+v", v)
 	}
 }
+
+// TestClusterRebuildProgress: the view reports each rebuilding replica's
+// progress as a percentage, and a hung rebuild keeps it where it was.
+func TestClusterRebuildProgress(t *testing.T) {
+	ctx := context.Background()
+	c := NewCluster(nil)
+	c.RebuildSteps = 4
+	if err := c.CreateVolume(VolumeSpec{Name: "v", Replicas: 2}); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.LoseReplica("v")
+	_ = c.PutTicket(ctx, "v", RebuildingTicket("v", "n"))
+	progress := func() int64 {
+		v, err := c.Volume(ctx, "v")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.RebuildProgress()
+	}
+	for i := 0; i < 3; i++ { // attaching, attached and rebuild started, one step copied
+		c.Step()
+	}
+	if got := progress(); got != 25 || c.Inspect("v").Progress != 25 {
+		t.Fatalf("progress %d (inspect %d), want 25", got, c.Inspect("v").Progress)
+	}
+	_ = c.SetHangRebuilds("v", true)
+	for i := 0; i < 5; i++ {
+		c.Step()
+	}
+	if s := c.Inspect("v"); progress() != 25 || s.Rebuilding != 1 {
+		t.Fatalf("hung rebuild moved: progress %d, %+v", progress(), s)
+	}
+	_ = c.SetHangRebuilds("v", false)
+	c.Step()
+	if got := progress(); got != 50 {
+		t.Fatalf("resumed rebuild at %d, want 50", got)
+	}
+}

@@ -289,7 +289,9 @@ func (s *Server) serveKeyspaces(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) serveCleanup(w http.ResponseWriter, keyspace string) {
 	if !slices.ContainsFunc(s.keyspaces, func(k Keyspace) bool { return k.Name == keyspace }) {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("Keyspace %s does not exist", keyspace))
+		// validate_keyspace in api/storage_service.cc throws
+		// bad_param_exception(replica::no_such_keyspace(name).what()).
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("Can't find a keyspace %s", keyspace))
 		return
 	}
 	if f, ok := s.failures[keyspace]; ok {

@@ -172,8 +172,8 @@ func (n *MemNode) CleanupKeyspaces(ctx context.Context) ([]string, error) {
 }
 
 // CleanupKeyspace implements tokenring.Cleaner: it records the cleanup, or
-// returns the failure set with FailCleanup, or tokenring.ErrNotFound for a
-// keyspace that does not exist.
+// returns the failure set with FailCleanup, or tokenring.ErrKeyspaceNotFound
+// for a keyspace that does not exist.
 func (n *MemNode) CleanupKeyspace(ctx context.Context, keyspace string) error {
 	if keyspace == "" {
 		return errors.New("tokenringtest: CleanupKeyspace: empty keyspace")
@@ -184,7 +184,7 @@ func (n *MemNode) CleanupKeyspace(ctx context.Context, keyspace string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !slices.ContainsFunc(n.cluster.Keyspaces, func(k Keyspace) bool { return k.Name == keyspace }) {
-		return fmt.Errorf("tokenringtest: keyspace %s does not exist: %w", keyspace, tokenring.ErrNotFound)
+		return fmt.Errorf("tokenringtest: keyspace %s does not exist: %w", keyspace, tokenring.ErrKeyspaceNotFound)
 	}
 	if err := n.failures[keyspace]; err != nil {
 		return fmt.Errorf("tokenringtest: cleanup of %s: %w", keyspace, err)

@@ -269,9 +269,11 @@ func RunRingSourceTests(t *testing.T, newSource func(t *testing.T, c Cluster) to
 
 // RunCleanerTests checks that the Cleaners newCleaner makes honour the
 // contract of tokenring.Cleaner: the keyspaces to clean (no local, no
-// tablet keyspaces), cleaning each, ErrNotFound for a dropped keyspace,
-// StopCleanups, RunCleanup end to end, server failures that are retryable
-// and not NotFound, copies, concurrent use, and cancelled contexts.
+// tablet keyspaces), cleaning each, ErrKeyspaceNotFound (and not
+// ErrNotFound) for a dropped keyspace, StopCleanups, RunCleanup end to end
+// (a dropped keyspace is Dropped, never Cleaned), server failures that are
+// retryable and claim no missing keyspace, copies, concurrent use, and
+// cancelled contexts.
 // newCleaner is called once per subtest and must present c as the node
 // c.Local sees it, with no cleanup run yet.
 func RunCleanerTests(t *testing.T, newCleaner func(t *testing.T, c Cluster) CleanerHarness) {
@@ -312,11 +314,11 @@ func RunCleanerTests(t *testing.T, newCleaner func(t *testing.T, c Cluster) Clea
 		}
 	})
 
-	t.Run("DroppedKeyspaceIsNotFound", func(t *testing.T) {
+	t.Run("DroppedKeyspaceIsKeyspaceNotFound", func(t *testing.T) {
 		h := newCleaner(t, SampleCluster(endpointA))
 		err := h.Cleaner.CleanupKeyspace(ctx, "dropped")
-		if !errors.Is(err, tokenring.ErrNotFound) {
-			t.Errorf("CleanupKeyspace of a keyspace that does not exist: %v, want an error wrapping ErrNotFound", err)
+		if !errors.Is(err, tokenring.ErrKeyspaceNotFound) || tokenring.IsRetryable(err) {
+			t.Errorf("CleanupKeyspace of a keyspace that does not exist: %v, want a final error wrapping ErrKeyspaceNotFound", err)
 		}
 		if h.Cleaned != nil && len(h.Cleaned()) != 0 {
 			t.Errorf("cleaned %v after cleaning only a missing keyspace", h.Cleaned())
@@ -362,8 +364,8 @@ func RunCleanerTests(t *testing.T, newCleaner func(t *testing.T, c Cluster) Clea
 		}
 		h.FailCleanup("metrics")
 		err := h.Cleaner.CleanupKeyspace(ctx, "metrics")
-		if err == nil || errors.Is(err, tokenring.ErrNotFound) || !tokenring.IsRetryable(err) {
-			t.Errorf("failing CleanupKeyspace: %v; want a retryable error that is not ErrNotFound (RunCleanup would count it done)", err)
+		if err == nil || errors.Is(err, tokenring.ErrKeyspaceNotFound) || !tokenring.IsRetryable(err) {
+			t.Errorf("failing CleanupKeyspace: %v; want a retryable error that is not ErrKeyspaceNotFound (RunCleanup would count it dropped)", err)
 		}
 		report, err := tokenring.RunCleanup(ctx, h.Cleaner)
 		if err == nil || report.Failed["metrics"] == nil || !slices.Equal(report.Cleaned, []string{"app"}) {
@@ -453,14 +455,15 @@ func checkRingAgain(t *testing.T, ctx context.Context, src tokenring.RingSource,
 
 // checkCancelled: a call made with a cancelled context must fail with an
 // error wrapping context.Canceled, so IsRetryable says not to retry, and
-// never with ErrNotFound, which RunCleanup would count as done.
+// never with ErrNotFound or ErrKeyspaceNotFound, which callers would take
+// for "gone".
 func checkCancelled(t *testing.T, call string, err error) {
 	t.Helper()
 	switch {
 	case err == nil:
 		t.Errorf("%s with a cancelled context succeeded; ctx bounds every call", call)
-	case errors.Is(err, tokenring.ErrNotFound):
-		t.Errorf("%s with a cancelled context reported ErrNotFound: %v", call, err)
+	case errors.Is(err, tokenring.ErrNotFound), errors.Is(err, tokenring.ErrKeyspaceNotFound):
+		t.Errorf("%s with a cancelled context reported a missing thing: %v", call, err)
 	case !errors.Is(err, context.Canceled):
 		t.Errorf("%s with a cancelled context: %v does not wrap context.Canceled", call, err)
 	case tokenring.IsRetryable(err):
