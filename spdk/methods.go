@@ -136,7 +136,10 @@ func BdevGetBdevs(ctx context.Context, c Caller, name string) ([]Bdev, error) {
 	if err := c.Call(ctx, method, params, &out); err != nil {
 		return nil, err
 	}
-	return out, checkList(method, out, func(b *Bdev) string { return b.Name })
+	if err := checkList(method, out, func(b *Bdev) string { return b.Name }); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // BdevLvolGetLvstores lists every lvstore. Like BdevGetBdevs, it fails with
@@ -147,7 +150,10 @@ func BdevLvolGetLvstores(ctx context.Context, c Caller) ([]Lvstore, error) {
 	if err := c.Call(ctx, method, nil, &out); err != nil {
 		return nil, err
 	}
-	return out, checkList(method, out, func(l *Lvstore) string { return l.Name })
+	if err := checkList(method, out, func(l *Lvstore) string { return l.Name }); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // BdevLvolGetLvols lists the lvols of the lvstore named lvsName, or of
@@ -165,7 +171,10 @@ func BdevLvolGetLvols(ctx context.Context, c Caller, lvsName string) ([]Lvol, er
 	if err := c.Call(ctx, method, params, &out); err != nil {
 		return nil, err
 	}
-	return out, checkList(method, out, func(l *Lvol) string { return l.Name })
+	if err := checkList(method, out, func(l *Lvol) string { return l.Name }); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // BdevRaidGetBdevs lists RAID bdevs of a category ("" means all). Like
@@ -183,7 +192,10 @@ func BdevRaidGetBdevs(ctx context.Context, c Caller, category string) ([]RaidBde
 	if err := c.Call(ctx, method, params, &out); err != nil {
 		return nil, err
 	}
-	return out, checkList(method, out, func(r *RaidBdev) string { return r.Name })
+	if err := checkList(method, out, func(r *RaidBdev) string { return r.Name }); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Errors checkList reports inside a *ResultError.

@@ -52,6 +52,9 @@ type SkippedObject struct {
 	Kind   string // "engine" or "replica" (or "lvol" for headless lvols)
 	Name   string // RAID bdev name or lvol alias
 	Reason string
+	// NoUUID says the object was skipped for lack of a usable UUID: it
+	// exists, but cannot be named as an orphan or told from its successor.
+	NoUUID bool
 }
 
 // BackingImagePrefix starts the name of Longhorn's backing image lvols.
@@ -81,7 +84,7 @@ func Classify(lvols []Lvol, raids []RaidBdev) Runtime {
 	var rt Runtime
 	for _, r := range raids {
 		if !usableUUID(r.UUID) {
-			rt.Skipped = append(rt.Skipped, SkippedObject{Kind: "engine", Name: r.Name, Reason: "RAID bdev has an empty UUID; cannot be judged or deleted safely"})
+			rt.Skipped = append(rt.Skipped, SkippedObject{Kind: "engine", Name: r.Name, Reason: "RAID bdev has an empty UUID; cannot be judged or deleted safely", NoUUID: true})
 			continue
 		}
 		rt.Engines = append(rt.Engines, Engine{Name: r.Name, UUID: r.UUID, State: r.State})
@@ -115,7 +118,7 @@ func Classify(lvols []Lvol, raids []RaidBdev) Runtime {
 		case l.IsSnapshot:
 			rt.Skipped = append(rt.Skipped, SkippedObject{Kind: "lvol", Name: aliasOf(l), Reason: "snapshot lvol not named after any replica"})
 		case !usableUUID(l.UUID):
-			rt.Skipped = append(rt.Skipped, SkippedObject{Kind: "replica", Name: aliasOf(l), Reason: "head lvol has an empty UUID; cannot be judged or deleted safely"})
+			rt.Skipped = append(rt.Skipped, SkippedObject{Kind: "replica", Name: aliasOf(l), Reason: "head lvol has an empty UUID; cannot be judged or deleted safely", NoUUID: true})
 		default:
 			heads[key{l.Lvs.UUID, l.Name}] = len(rt.Replicas)
 			rt.Replicas = append(rt.Replicas, Replica{Head: l})
