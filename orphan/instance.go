@@ -28,10 +28,18 @@ type InstanceView struct {
 	// Exists says a record of that name exists. When false the other
 	// fields are ignored.
 	Exists bool
+	// Deleting says the record is being deleted (Longhorn: a deletion
+	// timestamp is set). Longhorn counts that as a transition.
+	Deleting bool
 	// DesiredState is the record's desired state (spec.desireState).
 	DesiredState InstanceState
 	// CurrentState is the record's observed state (status.currentState).
 	CurrentState InstanceState
+	// DesiredNodeID is the node the record is scheduled to (spec.nodeID),
+	// or "" when the host does not know it or the record is not scheduled.
+	// When set and different from OwnerNodeID, the record is moving
+	// between nodes: a transition.
+	DesiredNodeID string
 	// OwnerNodeID is the node whose controller owns the record
 	// (status.ownerID).
 	OwnerNodeID string
@@ -40,21 +48,75 @@ type InstanceView struct {
 	InstanceManager string
 }
 
-// JudgeInstance is seed 001's instance judgement, for v1 and v2 runtime
-// instances alike. item is an engine-instance or replica-instance item seen
-// on item.NodeID by the instance manager in its InstanceManager parameter;
+// JudgeInstance judges one runtime instance against the host's record of
+// it. item is an engine-instance or replica-instance item seen on
+// item.NodeID by the instance manager in its InstanceManager parameter;
 // view is the host's record of that instance. The rules, in order:
 //
 //  1. no record: orphan;
-//  2. current state differs from desired state: undecided (in transition);
-//  3. the record is owned by another node: undecided (that node judges);
-//  4. running on another instance manager: orphan; running on this one: owned;
-//  5. stopped, while the runtime object still exists (it does: it is the
-//     item): orphan, because stopped does not mean the runtime resources
-//     were deleted;
-//  6. starting, stopping, error, unknown or any other state: undecided.
+//  2. a v2 replica (any data engine but v1) with a record, in any state:
+//     owned. Its head lvol and snapshots are the replica's data, and a
+//     detached volume's replicas are stopped records whose lvols must
+//     survive (see "Deviation from seed 001" below);
+//  3. the record is being deleted, has no owner or no current state yet,
+//     its current state differs from its desired state, or it is
+//     scheduled to another node than its owner: undecided (in
+//     transition; Longhorn's isEngineInTransitionState and
+//     isReplicaInTransitionState);
+//  4. the record is owned by another node: undecided (that node judges);
+//  5. running on another instance manager: orphan; running on this one:
+//     owned;
+//  6. stopped, while the runtime object still exists (it does: it is the
+//     item): orphan;
+//  7. starting, stopping, error, unknown or any other state: undecided.
 //
 // It is pure. Items of another kind are undecided.
+//
+// What a purge then removes (the Deleter's part; spdk.Deleter for v2):
+//
+//	record                          v1 engine/replica   v2 engine        v2 replica
+//	none                            the process         the RAID bdev    head lvol and the lvols SPDK reports
+//	                                                                     descending from its chain (spdk.PurgeOrder)
+//	stopped (owner: this node)      the process         the RAID bdev    nothing: owned
+//	running on another IM           the process         the RAID bdev    nothing: owned
+//	running on this IM              nothing: owned      nothing: owned   nothing: owned
+//	in transition, other owner,     nothing: undecided  nothing:         nothing: owned
+//	starting/stopping/error/unknown                     undecided
+//
+// A RAID bdev holds no data: its base bdevs are the replicas' lvols,
+// which an engine purge never touches.
+//
+// # Deviation from seed 001
+//
+// Seed 001 (orphaned v2 runtime cleanup) says "record stopped and the
+// runtime object still exists: orphan" for both kinds, and cleans up with
+// cleanupRequired=true, which deletes a v2 replica's lvols. A detached v2
+// volume's replicas are exactly that: stopped records whose head lvol and
+// snapshots hold the volume's data. Longhorn's code never applies the
+// rule to v2 replicas:
+//
+//   - longhorn-manager controller/instance_manager_controller.go,
+//     InstanceManagerMonitor.createOrphanForInstances: instance orphans are
+//     created for data engine v1 only, and runtimes that are starting,
+//     stopping or stopped, or have an empty UUID, are skipped (see
+//     RuntimeSkipReason); isInstanceOrphanedInInstanceManager: running on
+//     another instance manager or stopped is an orphan; isEngineOrphaned /
+//     isReplicaOrphaned skip records in transition;
+//   - longhorn-manager controller/orphan_controller.go,
+//     OrphanController.cleanupOrphanedInstance: InstanceDelete(...,
+//     cleanupRequired=false), which for a v2 replica (longhorn-spdk-engine
+//     pkg/spdk/replica.go, Replica.Delete) only stops the NVMe-oF exposure
+//     and releases ports; lvols are deleted only with cleanupRequired=true,
+//     which Longhorn uses when the Replica object itself is deleted.
+//
+// caretaker keeps the rule for engines and v1 replicas (rules 5 and 6),
+// and a v2 replica with any record is owned. Its lvols are deleted only
+// when no replica record of that name exists, which spdk.Deleter checks
+// again at the moment of deletion. Rule 4 is the seed's ("CR owner is not
+// current node: skip"); Longhorn's code has no such rule and calls a
+// runtime orphan when its record runs on another node's instance manager.
+// caretaker keeps the seed's rule because it is the safer of the two: the
+// node that owns the record judges it.
 func JudgeInstance(item Item, view InstanceView) Verdict {
 	if item.Kind != KindEngineInstance && item.Kind != KindReplicaInstance {
 		return Undecided(fmt.Sprintf("kind %q is not a runtime instance", item.Kind))
@@ -63,10 +125,19 @@ func JudgeInstance(item Item, view InstanceView) Verdict {
 	if !view.Exists {
 		return Orphan(what + ": no " + recordNoun(item.Kind) + " record exists")
 	}
-	if view.CurrentState != view.DesiredState {
-		return Undecided(fmt.Sprintf("%s: current state %q differs from desired state %q", what, view.CurrentState, view.DesiredState))
+	if item.Kind == KindReplicaInstance && item.DataEngine != DataEngineV1 {
+		return Owned(fmt.Sprintf("%s: a replica record exists (state %q); a v2 replica's lvols are its data and are kept while any record of that name exists", what, view.CurrentState))
 	}
-	if view.OwnerNodeID != item.NodeID {
+	switch {
+	case view.Deleting:
+		return Undecided(what + ": record is being deleted")
+	case view.OwnerNodeID == "" || view.CurrentState == "":
+		return Undecided(what + ": record status not reconciled yet (no owner or no current state)")
+	case view.CurrentState != view.DesiredState:
+		return Undecided(fmt.Sprintf("%s: current state %q differs from desired state %q", what, view.CurrentState, view.DesiredState))
+	case view.DesiredNodeID != "" && view.DesiredNodeID != view.OwnerNodeID:
+		return Undecided(fmt.Sprintf("%s: record is scheduled to node %q but owned by node %q", what, view.DesiredNodeID, view.OwnerNodeID))
+	case view.OwnerNodeID != item.NodeID:
 		return Undecided(fmt.Sprintf("%s: record is owned by node %q, not %q", what, view.OwnerNodeID, item.NodeID))
 	}
 	im := item.Param(ParamInstanceManager)
@@ -80,6 +151,27 @@ func JudgeInstance(item Item, view InstanceView) Verdict {
 		return Orphan(what + ": record is stopped but the runtime object still exists")
 	}
 	return Undecided(fmt.Sprintf("%s: record is in state %q", what, view.CurrentState))
+}
+
+// RuntimeSkipReason says why a runtime instance must not be judged at all
+// this cycle, or "" if it may be. A host that lists v1 instances from its
+// instance managers (caretaker ships no v1 instance inventory) leaves out
+// the instances for which it returns a reason, as Longhorn's
+// createOrphanForInstances does: a starting instance is in transition; a
+// stopping or stopped one is being cleaned up by its instance manager; one
+// with an empty UUID cannot be told from its successor, so neither named
+// nor deleted safely. state is the runtime's own state as the instance
+// manager reports it, not the record's.
+func RuntimeSkipReason(state InstanceState, uuid string) string {
+	switch {
+	case state == InstanceStateStarting:
+		return "runtime is starting; judged once it runs"
+	case state == InstanceStateStopping || state == InstanceStateStopped:
+		return "runtime is " + string(state) + "; its instance manager cleans it up"
+	case uuid == "":
+		return "runtime has an empty UUID; it cannot be named or deleted safely"
+	}
+	return ""
 }
 
 func recordNoun(k Kind) string {

@@ -68,22 +68,90 @@ func TestJudgeInstanceTable(t *testing.T) {
 		{"unknown steady", instView(unknown, unknown, instNode, instIM), orphan.OutcomeUndecided, "unknown"},
 		{"empty states", instView("", "", instNode, instIM), orphan.OutcomeUndecided, "state"},
 		{"unheard-of state", instView("paused", "paused", instNode, instIM), orphan.OutcomeUndecided, "paused"},
+		// Longhorn's isEngineInTransitionState / isReplicaInTransitionState.
+		{"being deleted, running here", deleting(instView(running, running, instNode, instIM)), orphan.OutcomeUndecided, "being deleted"},
+		{"being deleted, stopped", deleting(instView(stopped, stopped, instNode, "")), orphan.OutcomeUndecided, "being deleted"},
+		{"no owner yet", instView(stopped, stopped, "", ""), orphan.OutcomeUndecided, "not reconciled"},
+		{"no current state yet", instView(running, "", instNode, instIM), orphan.OutcomeUndecided, "not reconciled"},
+		{"scheduled to another node than its owner", scheduled(instView(stopped, stopped, instNode, ""), "node-2"), orphan.OutcomeUndecided, "scheduled to node"},
+		{"scheduled to its owner, stopped", scheduled(instView(stopped, stopped, instNode, ""), instNode), orphan.OutcomeOrphan, "stopped"},
 	}
 	for _, kind := range []orphan.Kind{orphan.KindEngineInstance, orphan.KindReplicaInstance} {
-		for _, engine := range []orphan.DataEngine{orphan.DataEngineV1, orphan.DataEngineV2} {
+		for _, engine := range []orphan.DataEngine{orphan.DataEngineV1, orphan.DataEngineV2, ""} {
 			for _, row := range rows {
 				t.Run(fmt.Sprintf("%s/%s/%s", kind, engine, row.name), func(t *testing.T) {
 					it := instItem(kind, "vol-x", "uuid-1")
 					it.DataEngine = engine
-					got := orphan.JudgeInstance(it, row.view)
-					if got.Outcome != row.want {
-						t.Fatalf("outcome %v (%s), want %v", got.Outcome, got.Reason, row.want)
+					want, reason := row.want, row.reason
+					if kind == orphan.KindReplicaInstance && engine != orphan.DataEngineV1 && row.view.Exists {
+						// A v2 replica (or one whose engine is not known
+						// to be v1) with a record in any state keeps its
+						// lvols.
+						want, reason = orphan.OutcomeOwned, "replica record exists"
 					}
-					if !strings.Contains(got.Reason, row.reason) || !strings.Contains(got.Reason, "vol-x") {
-						t.Fatalf("reason %q lacks %q or the instance name", got.Reason, row.reason)
+					got := orphan.JudgeInstance(it, row.view)
+					if got.Outcome != want {
+						t.Fatalf("outcome %v (%s), want %v", got.Outcome, got.Reason, want)
+					}
+					if !strings.Contains(got.Reason, reason) || !strings.Contains(got.Reason, "vol-x") {
+						t.Fatalf("reason %q lacks %q or the instance name", got.Reason, reason)
 					}
 				})
 			}
+		}
+	}
+}
+
+func deleting(v orphan.InstanceView) orphan.InstanceView { v.Deleting = true; return v }
+
+func scheduled(v orphan.InstanceView, node string) orphan.InstanceView {
+	v.DesiredNodeID = node
+	return v
+}
+
+// TestJudgeInstanceV2ReplicaRecordKeepsLvols pins the deviation from seed
+// 001: a detached v2 volume's replicas are stopped records, and their
+// lvols are the volume's data. Seed 001's "stopped + runtime present ->
+// orphan" rule would destroy them; the engine of the same volume is still
+// an orphan (its RAID bdev holds no data).
+func TestJudgeInstanceV2ReplicaRecordKeepsLvols(t *testing.T) {
+	stoppedDetached := orphan.InstanceView{Exists: true, DesiredState: orphan.InstanceStateStopped, CurrentState: orphan.InstanceStateStopped, OwnerNodeID: instNode}
+	runningElsewhere := instView(orphan.InstanceStateRunning, orphan.InstanceStateRunning, instNode, "instance-manager-other")
+	for name, v := range map[string]orphan.InstanceView{"stopped": stoppedDetached, "running elsewhere": runningElsewhere} {
+		r := orphan.JudgeInstance(instItem(orphan.KindReplicaInstance, "vol-r-1", "u"), v)
+		if r.Outcome != orphan.OutcomeOwned {
+			t.Errorf("%s v2 replica: %v (%s), want owned", name, r.Outcome, r.Reason)
+		}
+		e := orphan.JudgeInstance(instItem(orphan.KindEngineInstance, "vol-e-0", "u"), v)
+		if e.Outcome != orphan.OutcomeOrphan {
+			t.Errorf("%s v2 engine: %v (%s), want orphan", name, e.Outcome, e.Reason)
+		}
+		v1 := instItem(orphan.KindReplicaInstance, "vol-r-1", "u")
+		v1.DataEngine = orphan.DataEngineV1
+		if got := orphan.JudgeInstance(v1, v); got.Outcome != orphan.OutcomeOrphan {
+			t.Errorf("%s v1 replica: %v (%s), want orphan (Longhorn's isInstanceOrphanedInInstanceManager)", name, got.Outcome, got.Reason)
+		}
+	}
+}
+
+func TestRuntimeSkipReason(t *testing.T) {
+	for _, tc := range []struct {
+		state orphan.InstanceState
+		uuid  string
+		skip  string // fragment of the reason; "" means judged
+	}{
+		{orphan.InstanceStateRunning, "u", ""},
+		{orphan.InstanceStateError, "u", ""},
+		{orphan.InstanceStateUnknown, "u", ""},
+		{orphan.InstanceStateStarting, "u", "starting"},
+		{orphan.InstanceStateStopping, "u", "stopping"},
+		{orphan.InstanceStateStopped, "u", "stopped"},
+		{orphan.InstanceStateRunning, "", "empty UUID"},
+		{orphan.InstanceStateStarting, "", "starting"},
+	} {
+		got := orphan.RuntimeSkipReason(tc.state, tc.uuid)
+		if (tc.skip == "") != (got == "") || !strings.Contains(got, tc.skip) {
+			t.Errorf("RuntimeSkipReason(%q, %q) = %q, want %q", tc.state, tc.uuid, got, tc.skip)
 		}
 	}
 }
@@ -319,16 +387,27 @@ func TestSeedReplicaDeletedWhileNodeOffline(t *testing.T) {
 	}
 }
 
+// TestSeedStoppedRecordWithRuntimeStillPresent is seed 001's test-plan
+// case, as far as it is safe: a stopped v2 engine record whose RAID bdev is
+// still there is an orphan and its purge removes it; a stopped v2 replica
+// record (a detached volume) keeps its lvols, even when a user asks to
+// delete every record.
 func TestSeedStoppedRecordWithRuntimeStillPresent(t *testing.T) {
-	w := newSeedWorld(t, "")
-	w.hosts.set(orphan.KindReplicaInstance, "vol-r-1", instView(orphan.InstanceStateStopped, orphan.InstanceStateStopped, instNode, ""))
-	if got := w.cycle(t); !slices.Equal(got, []string{"vol-r-1"}) {
-		t.Fatalf("records %v", got)
+	w := newSeedWorld(t, "instance")
+	stopped := instView(orphan.InstanceStateStopped, orphan.InstanceStateStopped, instNode, "")
+	w.hosts.set(orphan.KindEngineInstance, "vol-e-0", stopped)
+	w.hosts.set(orphan.KindReplicaInstance, "vol-r-1", stopped)
+	if got := w.cycle(t); !slices.Equal(got, []string{"vol-e-0"}) {
+		t.Fatalf("records %v, want only the engine", got)
 	}
 	w.requestAll(t)
+	w.clock.Step(time.Hour) // auto-deletion is due too
 	w.cycle(t)
-	if w.rt.has("vol-r-1") || !w.rt.has("vol-e-0") {
+	if w.rt.has("vol-e-0") || !w.rt.has("vol-r-1") {
 		t.Fatalf("purge removed the wrong objects: %v", w.rt.objects)
+	}
+	if got := w.cycle(t); len(got) != 0 {
+		t.Fatalf("records %v for a detached volume's replica", got)
 	}
 }
 

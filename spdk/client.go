@@ -61,6 +61,12 @@ var (
 	ErrReplyTooLarge = errors.New("spdk: reply too large")
 	// ErrClosed: the Client was closed.
 	ErrClosed = errors.New("spdk: client closed")
+	// ErrUnexpectedResult: SPDK answered, but the result is not what the
+	// method returns: null, an object where a list belongs, a list of
+	// non-objects or of nameless objects, anything but true from a delete.
+	// It is never read as "nothing exists" or "already gone". *ResultError
+	// matches it. The connection stays usable; the call may be retried.
+	ErrUnexpectedResult = errors.New("spdk: unexpected result")
 )
 
 // The JSON-RPC 2.0 error codes SPDK uses, and ENODEV as SPDK returns it.
@@ -105,7 +111,9 @@ func (e *ProtocolError) Unwrap() error { return e.Err }
 func (e *ProtocolError) Is(target error) bool { return target == ErrConnection }
 
 // ResultError is a well-formed reply whose result does not decode into the
-// type the caller asked for. The connection stays usable.
+// type the caller asked for, or is null, or breaks what the method
+// promises (see ErrUnexpectedResult, which it matches). The connection
+// stays usable.
 type ResultError struct {
 	Method string
 	Err    error
@@ -117,6 +125,9 @@ func (e *ResultError) Error() string {
 
 // Unwrap returns the decoding error.
 func (e *ResultError) Unwrap() error { return e.Err }
+
+// Is reports ErrUnexpectedResult.
+func (e *ResultError) Is(target error) bool { return target == ErrUnexpectedResult }
 
 // Client is a JSON-RPC 2.0 client over SPDK's Unix socket. Requests and
 // replies are whole JSON values on one stream; one reader goroutine per

@@ -10,22 +10,80 @@
 //     stream; one reader goroutine per connection hands replies to
 //     concurrent callers by id. Typed calls (BdevGetBdevs,
 //     BdevLvolGetLvstores, BdevLvolGetLvols, BdevRaidGetBdevs,
-//     BdevLvolDelete, BdevRaidDelete) work over any Caller.
+//     BdevLvolDelete, BdevRaidDelete) work over any Caller and reject
+//     results of the wrong shape.
 //   - Classify and Inventory: engines are RAID bdevs (identity: the bdev
 //     UUID), replicas are head lvols (identity: the lvol UUID, never the
-//     lvstore's). Longhorn's derived lvols ("<replica>-snap-<snapshot>",
-//     "-rebuilding", "-expired-<8>", "-cloning") are attributed to their
-//     replica; backing image lvols ("bi-...") to none. Inventory is an
-//     orphan.Inventory of kind engine-instance and replica-instance items.
-//   - Deleter: an orphan.Deleter with seed 001's delete-time validation:
-//     it re-reads the object and deletes only if its UUID is the recorded
-//     one (else ErrUUIDMismatch); a replica's whole lvol tree goes, clones
-//     before the snapshots they depend on, the head last, each by UUID.
+//     lvstore's). Longhorn's derived lvols (snapshot lvols
+//     "<replica>-snap-<snapshot>", "-rebuilding", "-expired-<8>",
+//     "-cloning") are grouped under their replica so that none is judged
+//     as a replica of its own; backing image lvols ("bi-...") belong to
+//     none. Inventory is an orphan.Inventory of kind engine-instance and
+//     replica-instance items.
+//   - Deleter: an orphan.Deleter with seed 001's delete-time UUID check,
+//     and caretaker's own rule for replicas: their lvols go only while no
+//     replica record of that name exists, asked again before every lvol.
+//     What a replica purge deletes is decided by SPDK's snapshot and clone
+//     relations (PurgeOrder), never by names alone.
 //
 // Whether an instance is an orphan is decided by orphan.JudgeInstance
-// (seed 001's table) through orphan.InstanceJudge, over the host's engine
-// and replica records. Package spdk/spdktest is a fake SPDK target for
-// tests, with fault injection.
+// through orphan.InstanceJudge, over the host's engine and replica
+// records. Package spdk/spdktest is a fake SPDK target for tests, with
+// fault injection.
+//
+// # What a purge deletes
+//
+//	engine or replica record        v2 engine purge deletes             v2 replica purge deletes
+//	none                            the RAID bdev, if its UUID is the   the head lvol and the lvols SPDK reports
+//	                                record's                            descending from its chain, if the head's
+//	                                                                    UUID is the record's (never shared
+//	                                                                    ancestors such as a backing image)
+//	stopped, owned by this node     the RAID bdev                       nothing: owned, no orphan record
+//	running on another IM           the RAID bdev                       nothing: owned, no orphan record
+//	running on this IM              nothing: owned                      nothing: owned
+//	in transition, owned elsewhere, nothing: undecided                  nothing: owned
+//	being deleted, error, unknown
+//
+// A RAID bdev holds no data: its base bdevs are the replicas' lvols and
+// NVMe-oF connections to other nodes' replicas, which an engine purge never
+// touches. caretaker does not list or delete NVMe-oF exposures. A replica
+// purge also refuses a tree with an lvol that is not the replica's (a clone
+// another volume made of its snapshot, a head whose name only looks like
+// one of its lvols) and a tree a RAID bdev is built on; lvols named after
+// the replica that SPDK does not relate to it (a stray "-rebuilding" lvol)
+// are left alone and listed in Snapshot.Skipped once the head is gone.
+//
+// # Deviation from seed 001 and from Longhorn's code
+//
+// Seed 001 judges "record stopped, runtime object present" an orphan for
+// both kinds and cleans up with cleanupRequired=true, which for a v2
+// replica deletes its lvols. A detached v2 volume's replicas are stopped
+// records whose lvols are the volume's data, so that rule would destroy
+// every detached volume. Longhorn's code never does it: longhorn-manager
+// controller/instance_manager_controller.go,
+// InstanceManagerMonitor.createOrphanForInstances, creates instance
+// orphans for v1 only (and skips starting, stopping and stopped runtimes
+// and empty UUIDs); controller/orphan_controller.go,
+// OrphanController.cleanupOrphanedInstance, calls InstanceDelete(...,
+// cleanupRequired=false), which in longhorn-spdk-engine pkg/spdk/replica.go,
+// Replica.Delete, only stops the NVMe-oF exposure and releases ports.
+// caretaker keeps the rule for engines (a RAID bdev holds no data) and
+// makes a v2 replica with any record owned (orphan.JudgeInstance), and its
+// Deleter re-checks "no replica record" itself.
+//
+// When Longhorn does delete a replica's lvols (Replica.Delete with
+// cleanupRequired=true, on Replica deletion) it picks them by name:
+// IsReplicaLvol in longhorn-spdk-engine pkg/spdk is a plain prefix test
+// ("<replica>-"), which also matches the head of a replica of a volume
+// named "<replica>-snap". caretaker follows SPDK's relations
+// (driver_specific.lvol base_snapshot and clones of bdev_get_bdevs, as
+// SPDK's vbdev_lvol_dump_info_json writes them) and requires the
+// replica's name on every lvol it deletes.
+//
+// The seed's delete-time UUID check does not exist in Longhorn today;
+// caretaker implements it and deletes lvols by UUID. Seed 001 skips an
+// object without a UUID; caretaker also marks the node's scope Unknown for
+// that cycle, so its records are kept rather than forgotten as gone.
 //
 // # Host duties
 //
@@ -34,16 +92,23 @@
 //  2. Give Inventory and Deleter the node's ID and its v2 instance manager's
 //     name; a Deleter refuses records of another node or instance manager.
 //  3. Implement orphan.InstanceLookup over the engine and replica records
-//     (Longhorn: the Engine and Replica custom resources: spec.desireState,
-//     status.currentState, status.ownerID, status.instanceManagerName) and
-//     use orphan.InstanceJudge as the Judge, for both planning and the
-//     Sweeper's re-judgement.
+//     (Longhorn: the Engine and Replica custom resources: metadata
+//     deletionTimestamp, spec.desireState, spec.nodeID,
+//     status.currentState, status.ownerID, status.instanceManagerName).
+//     Use it in orphan.InstanceJudge as the Judge, for both planning and
+//     the Sweeper's re-judgement, and as Deleter.Records: without Records
+//     the Deleter refuses every replica purge. A lookup must answer from
+//     the freshest view the host has, and fail (not answer "no record")
+//     while that view is not synced.
 //  4. Each period, Scan, log or turn Snapshot.Skipped into events (an empty
-//     UUID must be fixed upstream: seed 001's UUID source requirement), and
-//     run the cycle with the node's health (down or evicted nodes forget
-//     their records and keep the objects).
-//  5. Treat ErrUUIDMismatch and other orphan.ErrPreconditionFailed refusals
-//     as "the record is stale": the next cycle forgets or re-creates it.
+//     UUID must be fixed upstream: seed 001's UUID source requirement;
+//     meanwhile the node's records are kept), and run the cycle with the
+//     node's health (down or evicted nodes forget their records and keep
+//     the objects). A failed Scan skips the cycle: nothing may be decided
+//     on a listing that could not be read.
+//  5. Treat ErrUUIDMismatch, ErrReplicaRecordExists and other
+//     orphan.ErrPreconditionFailed refusals as "the record is stale": the
+//     next cycle forgets or re-creates it.
 //
 // One complete loop:
 //
@@ -53,7 +118,7 @@
 //	sweeper := &orphan.Sweeper{
 //		Store:   store, // the host's orphan records, or orphan.NewMemStore()
 //		Judge:   orphan.InstanceJudge{Lookup: records},
-//		Deleter: &spdk.Deleter{RPC: client, NodeID: node, InstanceManager: im},
+//		Deleter: &spdk.Deleter{RPC: client, NodeID: node, InstanceManager: im, Records: records},
 //	}
 //	policy, err := orphan.ParsePolicy(autoDeletionSetting, gracePeriodSetting)
 //	if err != nil { return err }
@@ -78,15 +143,23 @@
 // unreadable reply: a *ProtocolError for garbage or a truncated value,
 // ErrReplyTooLarge for a reply over Options.MaxReplySize). Connection
 // errors fail every call in flight on that connection and are retryable:
-// the next call dials again. A *ResultError is a well-formed reply of the
-// wrong shape; the connection stays up. ErrClosed follows Close.
+// the next call dials again. A *ResultError (errors.Is(err,
+// ErrUnexpectedResult)) is a well-formed reply of the wrong shape: a null
+// result, an object or a string where a list belongs, a list element that
+// is null or has no name, a delete that answered anything but true, an
+// lvol listed without a UUID or an "lvstore/lvol" alias. It never means
+// "nothing exists" or "already gone"; the connection stays up. ErrClosed
+// follows Close.
 //
 // Deleter.Delete returns nil when the object is already gone;
 // ErrUUIDMismatch (which wraps orphan.ErrPreconditionFailed) when the
-// object was recreated; orphan.ErrPreconditionFailed when the record
-// cannot be checked (not v2, no UUID, another node) or the replica's tree
-// has a clone it does not own. Any other error leaves the purge to be
-// retried, and nothing is deleted after an unreadable reply.
+// object was recreated; ErrReplicaRecordExists (also wrapping it) when a
+// replica record of that name exists; orphan.ErrPreconditionFailed when
+// the record cannot be checked (not v2, no UUID, another node, no
+// Deleter.Records for a replica), or the replica's tree holds an lvol that
+// is not the replica's or is used by a RAID bdev. Any other error (RPC,
+// connection, ErrUnexpectedResult, a failed record lookup) leaves the
+// purge to be retried, and nothing is deleted after an unreadable reply.
 //
 // # Concurrency
 //

@@ -58,21 +58,37 @@ func ExampleDeleter() {
 	defer client.Close()
 	ctx := context.Background()
 
-	snap, _ := (&spdk.Inventory{RPC: client, NodeID: "node-1", InstanceManager: "im"}).Scan(ctx)
-	replica, _ := orphan.NewRecord(snap.Items[1], time.Unix(0, 0))
+	inv := &spdk.Inventory{RPC: client, NodeID: "node-1", InstanceManager: "im"}
+	snap, _ := inv.Scan(ctx)
 	engine, _ := orphan.NewRecord(snap.Items[0], time.Unix(0, 0))
+	replica, _ := orphan.NewRecord(snap.Items[1], time.Unix(0, 0))
+
+	// The cluster has no engine or replica records for this volume.
+	records := orphan.InstanceLookupFunc(func(context.Context, orphan.Kind, string) (orphan.InstanceView, error) {
+		return orphan.InstanceView{}, nil
+	})
+	d := &spdk.Deleter{RPC: client, NodeID: "node-1", InstanceManager: "im", Records: records}
 
 	// The engine is recreated after the scan: its purge is refused.
 	_, _ = srv.RecreateRaid("vol-e-0")
-	d := &spdk.Deleter{RPC: client, NodeID: "node-1", InstanceManager: "im"}
 	err := d.Delete(ctx, engine)
 	fmt.Println("engine refused:", errors.Is(err, spdk.ErrUUIDMismatch), errors.Is(err, orphan.ErrPreconditionFailed))
 
-	// The replica still has the recorded UUID: its whole tree goes.
+	// The RAID bdev is still built on the replica's head: refused too.
+	err = d.Delete(ctx, replica)
+	fmt.Println("replica refused:", errors.Is(err, orphan.ErrPreconditionFailed))
+
+	// A new scan records the engine's new UUID; once its RAID bdev is
+	// gone, the replica's whole tree goes.
+	snap, _ = inv.Scan(ctx)
+	engine, _ = orphan.NewRecord(snap.Items[0], time.Unix(0, 0))
+	fmt.Println("engine purged:", d.Delete(ctx, engine) == nil)
 	fmt.Println("replica purged:", d.Delete(ctx, replica) == nil)
 	fmt.Println("lvols left:", len(srv.LvolAliases()))
 	// Output:
 	// engine refused: true true
+	// replica refused: true
+	// engine purged: true
 	// replica purged: true
 	// lvols left: 0
 }

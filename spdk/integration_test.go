@@ -46,11 +46,15 @@ func (h *hostRecords) LookupInstance(_ context.Context, _ orphan.Kind, name stri
 
 // TestEndToEndRejoinAndPurge runs the whole v2 loop against the fake SPDK:
 // a node rejoins with the runtime objects of a volume deleted while it was
-// away; they become records with their UUIDs; deleting the records purges
-// the objects, and a recreated object is refused.
+// away and of a volume detached meanwhile; the deleted volume's objects
+// and the detached volume's engine become records with their UUIDs, the
+// detached volume's replica (a stopped record) does not; deleting every
+// record purges what it should, a recreated object is refused, and a
+// replica whose record reappears before its purge keeps its lvols.
 func TestEndToEndRejoinAndPurge(t *testing.T) {
 	s := newScene(t)
 	running := orphan.InstanceView{Exists: true, DesiredState: orphan.InstanceStateRunning, CurrentState: orphan.InstanceStateRunning, OwnerNodeID: nodeID, InstanceManager: imName}
+	stopped := orphan.InstanceView{Exists: true, DesiredState: orphan.InstanceStateStopped, CurrentState: orphan.InstanceStateStopped, OwnerNodeID: nodeID}
 	hosts := &hostRecords{m: map[string]orphan.InstanceView{}}
 	for _, n := range []string{"vol1-e-0", "vol2-e-0", repA, repB, repC} {
 		hosts.set(n, running)
@@ -61,7 +65,7 @@ func TestEndToEndRejoinAndPurge(t *testing.T) {
 	sw := &orphan.Sweeper{
 		Store:   store,
 		Judge:   orphan.InstanceJudge{Lookup: hosts},
-		Deleter: &spdk.Deleter{RPC: client, NodeID: nodeID, InstanceManager: imName},
+		Deleter: &spdk.Deleter{RPC: client, NodeID: nodeID, InstanceManager: imName, Records: hosts},
 		Clock:   clocktesting.NewFakeClock(time.Unix(1_800_000_000, 0)),
 	}
 	ctx := context.Background()
@@ -84,11 +88,14 @@ func TestEndToEndRejoinAndPurge(t *testing.T) {
 	if res := cycle(orphan.HealthReady); len(res.Created) != 0 {
 		t.Fatalf("orphans on a healthy node: %+v", res)
 	}
-	// Volume 1 is deleted while the node is away; volume 3's replica is
-	// stopped but its lvol is still there.
+	// Volume 1 is deleted while the node is away; volume 2 is detached
+	// (engine and replica records stopped); volume 3's replica record is
+	// deleted.
 	hosts.remove("vol1-e-0")
 	hosts.remove(repA)
-	hosts.set(repC, orphan.InstanceView{Exists: true, DesiredState: orphan.InstanceStateStopped, CurrentState: orphan.InstanceStateStopped, OwnerNodeID: nodeID})
+	hosts.set("vol2-e-0", stopped)
+	hosts.set(repB, stopped)
+	hosts.remove(repC)
 	if res := cycle(orphan.HealthNodeUnavailable); len(res.Created) != 0 {
 		t.Fatalf("records created while the node is away: %+v", res)
 	}
@@ -102,11 +109,11 @@ func TestEndToEndRejoinAndPurge(t *testing.T) {
 		names = append(names, r.Param(orphan.ParamInstanceName))
 	}
 	slices.Sort(names)
-	if want := []string{"vol1-e-0", repA, repC}; !slices.Equal(names, want) {
-		t.Fatalf("records %v, want %v", names, want)
+	if want := []string{"vol1-e-0", repA, "vol2-e-0", repC}; !slices.Equal(names, want) {
+		t.Fatalf("records %v, want %v (never the detached volume's replica)", names, want)
 	}
 
-	// The user deletes the records. Replica C's lvol is recreated right
+	// The user deletes every record. Replica C's lvol is recreated right
 	// after the next scan listed it: its purge must be refused by UUID.
 	for _, r := range recs {
 		if err := store.RequestDeletion(ctx, r.Name); err != nil {
@@ -116,7 +123,7 @@ func TestEndToEndRejoinAndPurge(t *testing.T) {
 	s.srv.Inject(spdktest.Fault{Method: "bdev_raid_get_bdevs", Then: func() { _, _ = s.srv.RecreateLvol("disk-1", repC) }})
 	res := cycle(orphan.HealthReady)
 	slices.Sort(res.Purged)
-	if len(res.Purged) != 2 || len(res.Refused) != 1 || !strings.Contains(res.Refused[0].Reason, "UUID") {
+	if len(res.Purged) != 3 || len(res.Refused) != 1 || !strings.Contains(res.Refused[0].Reason, "UUID") {
 		t.Fatalf("result %+v", res)
 	}
 	aliases := s.srv.LvolAliases()
@@ -125,11 +132,101 @@ func TestEndToEndRejoinAndPurge(t *testing.T) {
 			t.Errorf("replica A's %s survived", a)
 		}
 	}
-	if !slices.Contains(aliases, "disk-1/"+repC) || !slices.Contains(aliases, "disk-1/"+repB) {
-		t.Errorf("live lvols deleted: %v", aliases)
+	for _, a := range []string{repB, repB + "-rebuilding", repC} {
+		if !slices.Contains(aliases, "disk-1/"+a) {
+			t.Errorf("live lvol %s deleted: %v", a, aliases)
+		}
 	}
-	if got := s.srv.RaidNames(); !slices.Equal(got, []string{"vol2-e-0"}) {
-		t.Errorf("RAID bdevs %v", got)
+	if got := s.srv.RaidNames(); len(got) != 0 {
+		t.Errorf("RAID bdevs %v: the deleted and the detached volume's engines should be gone", got)
+	}
+}
+
+// TestReplicaRecordReappearingStopsPurge: the Sweeper judged the replica an
+// orphan, and a replica record of that name appears before the Deleter
+// acts (a restore, a user recreating it). The Deleter asks again before
+// every lvol and deletes nothing.
+func TestReplicaRecordReappearingStopsPurge(t *testing.T) {
+	for _, after := range []int{0, 1, 2} { // lookups that still say "no record"
+		s := newScene(t)
+		var n int
+		lookup := orphan.InstanceLookupFunc(func(_ context.Context, k orphan.Kind, name string) (orphan.InstanceView, error) {
+			if k != orphan.KindReplicaInstance || name != repA {
+				t.Errorf("looked up %s %s", k, name)
+			}
+			n++
+			if n > after {
+				return orphan.InstanceView{Exists: true, DesiredState: orphan.InstanceStateStopped, CurrentState: orphan.InstanceStateStopped}, nil
+			}
+			return orphan.InstanceView{}, nil
+		})
+		d := &spdk.Deleter{RPC: s.client(t), NodeID: nodeID, InstanceManager: imName, Records: lookup}
+		err := d.Delete(context.Background(), record(t, orphan.KindReplicaInstance, repA, s.uuids["disk-1/"+repA]))
+		if !errors.Is(err, spdk.ErrReplicaRecordExists) || !errors.Is(err, orphan.ErrPreconditionFailed) {
+			t.Fatalf("after %d: err = %v, want ErrReplicaRecordExists", after, err)
+		}
+		// Each "no record" answer allows at most one lvol to go, and the
+		// head (the last) is never reached.
+		if got := s.srv.CallCount("bdev_lvol_delete"); got != max(after-1, 0) {
+			t.Fatalf("after %d: %d lvols deleted", after, got)
+		}
+		if !slices.Contains(s.srv.LvolAliases(), "disk-1/"+repA) {
+			t.Fatalf("after %d: head deleted", after)
+		}
+	}
+}
+
+// TestReplicaPurgeNeedsRecordLookup: without Records the Deleter cannot
+// know whether a replica record exists, so it refuses every replica purge
+// before any call; engine purges do not need it.
+func TestReplicaPurgeNeedsRecordLookup(t *testing.T) {
+	s := newScene(t)
+	d := &spdk.Deleter{RPC: s.client(t), NodeID: nodeID, InstanceManager: imName}
+	err := d.Delete(context.Background(), record(t, orphan.KindReplicaInstance, repA, s.uuids["disk-1/"+repA]))
+	if !errors.Is(err, orphan.ErrPreconditionFailed) || !strings.Contains(err.Error(), "Records") {
+		t.Fatalf("err = %v", err)
+	}
+	if n := len(s.srv.Calls()); n != 0 {
+		t.Fatalf("%d calls", n)
+	}
+	if err := d.Delete(context.Background(), record(t, orphan.KindEngineInstance, "vol1-e-0", s.uuids["vol1-e-0"])); err != nil {
+		t.Fatal(err)
+	}
+	// A failing lookup is retryable and deletes nothing.
+	d.Records = orphan.InstanceLookupFunc(func(context.Context, orphan.Kind, string) (orphan.InstanceView, error) {
+		return orphan.InstanceView{}, errors.New("cache not synced")
+	})
+	err = d.Delete(context.Background(), record(t, orphan.KindReplicaInstance, repA, s.uuids["disk-1/"+repA]))
+	if err == nil || errors.Is(err, orphan.ErrPreconditionFailed) || !strings.Contains(err.Error(), "cache not synced") {
+		t.Fatalf("err = %v", err)
+	}
+	err = d.Delete(context.Background(), record(t, orphan.KindEngineInstance, "vol2-e-0", s.uuids["vol2-e-0"]))
+	if err == nil || !strings.Contains(err.Error(), "cache not synced") {
+		t.Fatalf("engine: err = %v", err)
+	}
+	if n := s.srv.CallCount("bdev_lvol_delete") + s.srv.CallCount("bdev_raid_delete"); n != 1 {
+		t.Fatalf("%d deletions, want only the first engine", n)
+	}
+}
+
+// TestEnginePurgeRejudgesWithRecords: with Records set, an engine whose
+// record now runs on this instance manager is not deleted, whatever the
+// record in the store says.
+func TestEnginePurgeRejudgesWithRecords(t *testing.T) {
+	s := newScene(t)
+	hosts := &hostRecords{m: map[string]orphan.InstanceView{
+		"vol1-e-0": {Exists: true, DesiredState: orphan.InstanceStateRunning, CurrentState: orphan.InstanceStateRunning, OwnerNodeID: nodeID, InstanceManager: imName},
+		"vol2-e-0": {Exists: true, DesiredState: orphan.InstanceStateStopped, CurrentState: orphan.InstanceStateStopped, OwnerNodeID: nodeID},
+	}}
+	d := &spdk.Deleter{RPC: s.client(t), NodeID: nodeID, InstanceManager: imName, Records: hosts}
+	if err := d.Delete(context.Background(), record(t, orphan.KindEngineInstance, "vol1-e-0", s.uuids["vol1-e-0"])); !errors.Is(err, orphan.ErrPreconditionFailed) {
+		t.Fatalf("running engine: err = %v", err)
+	}
+	if err := d.Delete(context.Background(), record(t, orphan.KindEngineInstance, "vol2-e-0", s.uuids["vol2-e-0"])); err != nil {
+		t.Fatalf("stopped engine: %v", err)
+	}
+	if got := s.srv.RaidNames(); !slices.Equal(got, []string{"vol1-e-0"}) {
+		t.Fatalf("RAID bdevs left %v", got)
 	}
 }
 
@@ -138,7 +235,11 @@ func TestEndToEndRejoinAndPurge(t *testing.T) {
 func TestInventoryWithMockCaller(t *testing.T) {
 	ctrl := gomock.NewController(t)
 	rpc := mocks.NewMockCaller(ctrl)
-	rpc.EXPECT().Call(gomock.Any(), "bdev_lvol_get_lvols", gomock.Any(), gomock.Any()).Return(nil)
+	rpc.EXPECT().Call(gomock.Any(), "bdev_lvol_get_lvols", gomock.Any(), gomock.Any()).
+		DoAndReturn(func(_ context.Context, _ string, _, result any) error {
+			*result.(*[]spdk.Lvol) = []spdk.Lvol{} // an empty list, not a null result
+			return nil
+		})
 	rpc.EXPECT().Call(gomock.Any(), "bdev_raid_get_bdevs", gomock.Any(), gomock.Any()).
 		Return(&spdk.RPCError{Method: "bdev_raid_get_bdevs", Code: spdk.CodeInternalError, Message: "boom"})
 	_, err := (&spdk.Inventory{RPC: rpc, NodeID: nodeID, InstanceManager: imName}).Scan(context.Background())

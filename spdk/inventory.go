@@ -29,7 +29,9 @@ var _ orphan.Inventory = (*Inventory)(nil)
 // Scan lists RAID bdevs and lvols once and returns the engines and replicas
 // as items, in a stable order. Objects with an empty UUID, and lvols that
 // cannot be attributed, are reported in Snapshot.Skipped. Any RPC failure
-// is an error: a partial listing would make present objects look gone.
+// is an error, and so is a result of the wrong shape (null, not a list,
+// elements that are not objects or have no name: ErrUnexpectedResult): a
+// partial or unreadable listing would make present objects look gone.
 // Scan may be called concurrently with itself.
 func (inv *Inventory) Scan(ctx context.Context) (orphan.Snapshot, error) {
 	if inv.RPC == nil || inv.NodeID == "" || inv.InstanceManager == "" {
@@ -44,11 +46,25 @@ func (inv *Inventory) Scan(ctx context.Context) (orphan.Snapshot, error) {
 
 // Snapshot turns a Runtime into the items and skipped entries Scan returns.
 // It is pure.
+//
+// The node's scope is HealthReady, unless an engine or head lvol was
+// skipped for lack of a usable UUID: then it is HealthUnknown, so that the
+// cycle keeps every record of the node (one of them may be that object's),
+// creates none and purges none, until SPDK reports the UUID. Seed 001
+// skips such objects; caretaker also refuses to read their absence as
+// "gone".
 func (inv *Inventory) Snapshot(rt Runtime) orphan.Snapshot {
 	scope := orphan.Scope{NodeID: inv.NodeID}
+	status := orphan.ScopeStatus{Health: orphan.HealthReady}
+	for _, s := range rt.Skipped {
+		if s.NoUUID {
+			status = orphan.ScopeStatus{Health: orphan.HealthUnknown, Message: s.Kind + " " + s.Name + " has no usable UUID: its record cannot be matched this cycle"}
+			break
+		}
+	}
 	snap := orphan.Snapshot{
 		Items:  make([]orphan.Item, 0, len(rt.Engines)+len(rt.Replicas)),
-		Scopes: map[orphan.Scope]orphan.ScopeStatus{scope: {Health: orphan.HealthReady}},
+		Scopes: map[orphan.Scope]orphan.ScopeStatus{scope: status},
 	}
 	for _, e := range rt.Engines {
 		snap.Items = append(snap.Items, inv.item(orphan.KindEngineInstance, e.Name, e.UUID))

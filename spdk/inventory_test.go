@@ -5,6 +5,7 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/caretaker-storage/caretaker/orphan"
@@ -146,6 +147,55 @@ func TestScanSkipsEmptyUUIDs(t *testing.T) {
 	for _, w := range []string{"vol2-e-0", "disk-1/" + repB} {
 		if !slices.Contains(skipped, w) {
 			t.Errorf("%s not skipped: %v", w, skipped)
+		}
+	}
+	// A record of B or of vol2-e-0 cannot be matched, so the node's view
+	// is incomplete: the cycle keeps every record (never "gone").
+	if st := snap.Scopes[orphan.Scope{NodeID: nodeID}]; st.Health != orphan.HealthUnknown || !strings.Contains(st.Message, "UUID") {
+		t.Fatalf("scope = %+v, want Unknown", st)
+	}
+}
+
+// TestScanWithoutUUIDKeepsRecords runs a cycle end to end: records made
+// while the UUIDs were there survive a scan where SPDK reports one object
+// without a UUID (or the all-zero one), and nothing new is recorded.
+func TestScanWithoutUUIDKeepsRecords(t *testing.T) {
+	for _, clear := range []func(*spdktest.Server) error{
+		func(s *spdktest.Server) error { return s.ClearLvolUUID("disk-1", repA) },
+		func(s *spdktest.Server) error {
+			_, err := s.SetLvolUUID("disk-1", repA, "00000000-0000-0000-0000-000000000000")
+			return err
+		},
+		func(s *spdktest.Server) error { return s.ClearRaidUUID("vol2-e-0") },
+	} {
+		s := newScene(t)
+		inv := &spdk.Inventory{RPC: s.client(t), NodeID: nodeID, InstanceManager: imName}
+		store := orphan.NewMemStore()
+		sw := &orphan.Sweeper{Store: store, Judge: orphan.InstanceJudge{Lookup: noRecords}, Deleter: orphan.DeleterFunc(func(context.Context, orphan.Record) error {
+			t.Error("purged")
+			return nil
+		})}
+		cycle := func() {
+			snap, err := inv.Scan(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := sw.Run(context.Background(), snap, orphan.Cycle{Selector: orphan.Selector{NodeID: nodeID}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cycle()
+		before, _ := store.List(context.Background(), orphan.Selector{})
+		if len(before) != 5 {
+			t.Fatalf("%d records, want 5", len(before))
+		}
+		if err := clear(s.srv); err != nil {
+			t.Fatal(err)
+		}
+		cycle()
+		after, _ := store.List(context.Background(), orphan.Selector{})
+		if len(after) != len(before) {
+			t.Fatalf("%d records after a scan with a UUID-less object, want %d", len(after), len(before))
 		}
 	}
 }

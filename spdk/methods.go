@@ -3,6 +3,7 @@ package spdk
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // The fields below are the ones SPDK writes for each method (see SPDK's
@@ -32,10 +33,21 @@ const (
 // drivers this package reads are decoded.
 type BdevDriverSpecific struct {
 	Lvol *BdevLvolInfo `json:"lvol,omitempty"`
+	Raid *BdevRaidInfo `json:"raid,omitempty"`
 }
 
-// BdevLvolInfo is driver_specific.lvol of an lvol bdev. BaseSnapshot and
-// Clones hold lvol names (not aliases) in the same lvstore.
+// BdevRaidInfo is the part of driver_specific.raid of a RAID bdev this
+// package reads: which bdevs the RAID is built on.
+type BdevRaidInfo struct {
+	BaseBdevsList []RaidBaseBdev `json:"base_bdevs_list"`
+}
+
+// BdevLvolInfo is driver_specific.lvol of an lvol bdev, as SPDK's
+// vbdev_lvol_dump_info_json writes it. BaseSnapshot (for a clone) and
+// Clones (for a snapshot) hold lvol names, not aliases, in the same
+// lvstore; SPDK leaves a name out when it cannot resolve it, so a clone
+// may have no BaseSnapshot and a snapshot may list fewer clones than it
+// has.
 type BdevLvolInfo struct {
 	LvolStoreUUID        string   `json:"lvol_store_uuid"`
 	BaseBdev             string   `json:"base_bdev"`
@@ -110,8 +122,10 @@ const (
 
 // BdevGetBdevs lists bdevs: all of them for name "", else the one bdev
 // whose name, alias or UUID is name (a missing one is an error matching
-// ErrNoSuchDevice).
+// ErrNoSuchDevice). A null result, or an element without a name, is a
+// *ResultError: an unreadable listing never means "nothing exists".
 func BdevGetBdevs(ctx context.Context, c Caller, name string) ([]Bdev, error) {
+	const method = "bdev_get_bdevs"
 	var params any
 	if name != "" {
 		params = struct {
@@ -119,18 +133,34 @@ func BdevGetBdevs(ctx context.Context, c Caller, name string) ([]Bdev, error) {
 		}{name}
 	}
 	var out []Bdev
-	return out, c.Call(ctx, "bdev_get_bdevs", params, &out)
+	if err := c.Call(ctx, method, params, &out); err != nil {
+		return nil, err
+	}
+	if err := checkList(method, out, func(b *Bdev) string { return b.Name }); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
-// BdevLvolGetLvstores lists every lvstore.
+// BdevLvolGetLvstores lists every lvstore. Like BdevGetBdevs, it fails with
+// a *ResultError on a null result or a nameless element.
 func BdevLvolGetLvstores(ctx context.Context, c Caller) ([]Lvstore, error) {
+	const method = "bdev_lvol_get_lvstores"
 	var out []Lvstore
-	return out, c.Call(ctx, "bdev_lvol_get_lvstores", nil, &out)
+	if err := c.Call(ctx, method, nil, &out); err != nil {
+		return nil, err
+	}
+	if err := checkList(method, out, func(l *Lvstore) string { return l.Name }); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // BdevLvolGetLvols lists the lvols of the lvstore named lvsName, or of
-// every lvstore for "".
+// every lvstore for "". Like BdevGetBdevs, it fails with a *ResultError on
+// a null result or a nameless element.
 func BdevLvolGetLvols(ctx context.Context, c Caller, lvsName string) ([]Lvol, error) {
+	const method = "bdev_lvol_get_lvols"
 	var params any
 	if lvsName != "" {
 		params = struct {
@@ -138,11 +168,20 @@ func BdevLvolGetLvols(ctx context.Context, c Caller, lvsName string) ([]Lvol, er
 		}{lvsName}
 	}
 	var out []Lvol
-	return out, c.Call(ctx, "bdev_lvol_get_lvols", params, &out)
+	if err := c.Call(ctx, method, params, &out); err != nil {
+		return nil, err
+	}
+	if err := checkList(method, out, func(l *Lvol) string { return l.Name }); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
-// BdevRaidGetBdevs lists RAID bdevs of a category ("" means all).
+// BdevRaidGetBdevs lists RAID bdevs of a category ("" means all). Like
+// BdevGetBdevs, it fails with a *ResultError on a null result or a nameless
+// element.
 func BdevRaidGetBdevs(ctx context.Context, c Caller, category string) ([]RaidBdev, error) {
+	const method = "bdev_raid_get_bdevs"
 	if category == "" {
 		category = RaidCategoryAll
 	}
@@ -150,7 +189,36 @@ func BdevRaidGetBdevs(ctx context.Context, c Caller, category string) ([]RaidBde
 		Category string `json:"category"`
 	}{category}
 	var out []RaidBdev
-	return out, c.Call(ctx, "bdev_raid_get_bdevs", params, &out)
+	if err := c.Call(ctx, method, params, &out); err != nil {
+		return nil, err
+	}
+	if err := checkList(method, out, func(r *RaidBdev) string { return r.Name }); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Errors checkList reports inside a *ResultError.
+var (
+	errNullResult = errors.New("result is null, not a list")
+	errNameless   = errors.New("list element has no name (null, or not an object of the method's kind)")
+)
+
+// checkList rejects what json.Unmarshal lets through but SPDK never sends:
+// a null result (a nil slice: "[]" decodes to an empty non-nil one) and
+// null or foreign elements, which decode to values without a name. An
+// object where a list belongs, or a list of numbers, already failed to
+// decode.
+func checkList[T any](method string, list []T, name func(*T) string) error {
+	if list == nil {
+		return &ResultError{Method: method, Err: errNullResult}
+	}
+	for i := range list {
+		if name(&list[i]) == "" {
+			return &ResultError{Method: method, Err: fmt.Errorf("element %d: %w", i, errNameless)}
+		}
+	}
+	return nil
 }
 
 // BdevLvolDelete deletes the lvol whose UUID or alias is name. Deleting by

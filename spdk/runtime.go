@@ -29,9 +29,13 @@ type Engine struct {
 
 // Replica is a head lvol: Longhorn names it after the replica, and its UUID
 // (never the lvstore's) is the replica's runtime identity. Derived are the
-// lvols named after it in the same lvstore: snapshots
+// lvols named after it in the same lvstore: snapshot lvols
 // "<replica>-snap-<snapshot>", "<replica>-rebuilding",
 // "<replica>-expired-<8>", "<replica>-cloning" and "<replica>-cloning-tmp".
+//
+// Derived only groups lvols for listing, so that none of them is judged as
+// a replica of its own; it never decides what a purge deletes. A purge
+// follows SPDK's own snapshot and clone relations (PurgeOrder).
 type Replica struct {
 	Head    Lvol
 	Derived []Lvol
@@ -48,6 +52,9 @@ type SkippedObject struct {
 	Kind   string // "engine" or "replica" (or "lvol" for headless lvols)
 	Name   string // RAID bdev name or lvol alias
 	Reason string
+	// NoUUID says the object was skipped for lack of a usable UUID: it
+	// exists, but cannot be named as an orphan or told from its successor.
+	NoUUID bool
 }
 
 // BackingImagePrefix starts the name of Longhorn's backing image lvols.
@@ -55,25 +62,29 @@ const BackingImagePrefix = "bi-"
 
 // Classify sorts lvols and RAID bdevs into a Runtime:
 //
-//   - each RAID bdev is an engine; one with an empty UUID is skipped;
+//   - each RAID bdev is an engine; one with an empty (or all-zero) UUID is
+//     skipped;
 //   - an lvol named "bi-..." is a backing image;
-//   - an lvol whose name has a derived form ("<r>-snap-<s>",
-//     "<r>-rebuilding", "<r>-expired-<8>", "<r>-cloning", "<r>-cloning-tmp")
-//     is attributed to the head lvol named <r> in the same lvstore; if no
-//     such head exists it is skipped (a purge interrupted half-way, or a
-//     head being recreated: not a replica, and not safe to guess about);
+//   - a snapshot lvol named "<r>-snap-<s>", or any lvol named
+//     "<r>-rebuilding", "<r>-expired-<8>", "<r>-cloning" or
+//     "<r>-cloning-tmp", is attributed to the head lvol named <r> in the
+//     same lvstore; if no such head exists it is skipped (a purge
+//     interrupted half-way, or a head being recreated: not a replica, and
+//     not safe to guess about);
 //   - a snapshot lvol with no derived form is skipped: a head is never a
 //     snapshot;
-//   - any other lvol is a replica head; one with an empty UUID is skipped.
+//   - any other lvol is a replica head; one with an empty (or all-zero)
+//     UUID is skipped.
 //
-// A "-snap-" name counts as derived only if it is a snapshot or its prefix
-// names an existing lvol, so a head whose replica name merely contains
-// "-snap-" is still a head. Output is sorted by lvstore and name.
+// Longhorn's snapshot lvols are SPDK snapshots, so a "-snap-" name counts
+// only on an lvol SPDK reports as a snapshot: a head whose replica name
+// contains "-snap-" (a replica of volume "x-r-11111111-snap") is a head of
+// its own and is judged on its own. Output is sorted by lvstore and name.
 func Classify(lvols []Lvol, raids []RaidBdev) Runtime {
 	var rt Runtime
 	for _, r := range raids {
-		if r.UUID == "" {
-			rt.Skipped = append(rt.Skipped, SkippedObject{Kind: "engine", Name: r.Name, Reason: "RAID bdev has an empty UUID; cannot be judged or deleted safely"})
+		if !usableUUID(r.UUID) {
+			rt.Skipped = append(rt.Skipped, SkippedObject{Kind: "engine", Name: r.Name, Reason: "RAID bdev has an empty UUID; cannot be judged or deleted safely", NoUUID: true})
 			continue
 		}
 		rt.Engines = append(rt.Engines, Engine{Name: r.Name, UUID: r.UUID, State: r.State})
@@ -106,8 +117,8 @@ func Classify(lvols []Lvol, raids []RaidBdev) Runtime {
 		switch {
 		case l.IsSnapshot:
 			rt.Skipped = append(rt.Skipped, SkippedObject{Kind: "lvol", Name: aliasOf(l), Reason: "snapshot lvol not named after any replica"})
-		case l.UUID == "":
-			rt.Skipped = append(rt.Skipped, SkippedObject{Kind: "replica", Name: aliasOf(l), Reason: "head lvol has an empty UUID; cannot be judged or deleted safely"})
+		case !usableUUID(l.UUID):
+			rt.Skipped = append(rt.Skipped, SkippedObject{Kind: "replica", Name: aliasOf(l), Reason: "head lvol has an empty UUID; cannot be judged or deleted safely", NoUUID: true})
 		default:
 			heads[key{l.Lvs.UUID, l.Name}] = len(rt.Replicas)
 			rt.Replicas = append(rt.Replicas, Replica{Head: l})
@@ -158,6 +169,11 @@ func derivedOwner(l Lvol, exists func(string) bool) (string, bool) {
 	if i := strings.LastIndex(n, expiredInfix); i > 0 && len(n)-i-len(expiredInfix) == expiredRandSize {
 		return n[:i], true
 	}
+	if !l.IsSnapshot {
+		// Longhorn's snapshot lvols are SPDK snapshots; anything else
+		// named "-snap-" is somebody's head.
+		return "", false
+	}
 	// Prefer the longest prefix that names an existing lvol: a replica
 	// name may itself contain "-snap-".
 	owner := ""
@@ -170,11 +186,19 @@ func derivedOwner(l Lvol, exists func(string) bool) (string, bool) {
 		}
 		owner = n[:i]
 	}
-	if owner != "" && l.IsSnapshot {
+	if owner != "" {
 		return owner, true
 	}
 	return "", false
 }
+
+// nilUUID is how SPDK prints an unset UUID.
+const nilUUID = "00000000-0000-0000-0000-000000000000"
+
+// usableUUID reports whether id can identify one runtime object: not
+// empty and not SPDK's all-zero UUID, which every object without a UUID
+// shares.
+func usableUUID(id string) bool { return id != "" && id != nilUUID }
 
 // aliasOf returns the lvol's alias, built from its lvstore and name when
 // the listing left it out.

@@ -42,7 +42,7 @@ func (r *v2Records) LookupInstance(_ context.Context, _ orphan.Kind, name string
 // runSPDK starts a fake SPDK on a socket in dir, fills it with the runtime
 // objects a node has after rejoining the cluster, and runs the v2 orphan
 // loop: inventory, instance judgement, plan, records, deletion with the
-// UUID check.
+// UUID and replica-record checks.
 func runSPDK(ctx context.Context, w io.Writer, dir string) error {
 	srv, err := spdktest.Start(filepath.Join(dir, "spdk.sock"), spdktest.Options{})
 	if err != nil {
@@ -56,20 +56,24 @@ func runSPDK(ctx context.Context, w io.Writer, dir string) error {
 	defer client.Close()
 
 	running := orphan.InstanceView{Exists: true, DesiredState: orphan.InstanceStateRunning, CurrentState: orphan.InstanceStateRunning, OwnerNodeID: v2Node, InstanceManager: v2IM}
+	stopped := orphan.InstanceView{Exists: true, DesiredState: orphan.InstanceStateStopped, CurrentState: orphan.InstanceStateStopped, OwnerNodeID: v2Node}
 	records := &v2Records{m: map[string]orphan.InstanceView{
-		"vol-live-e-0":           running,
-		"vol-live-r-11111111":    running,
-		"vol-image-r-22222222":   running,
-		"vol-moved-e-0":          {Exists: true, DesiredState: orphan.InstanceStateRunning, CurrentState: orphan.InstanceStateRunning, OwnerNodeID: "node-2", InstanceManager: "instance-manager-v2-node-2"},
-		"vol-stopped-r-44444444": {Exists: true, DesiredState: orphan.InstanceStateStopped, CurrentState: orphan.InstanceStateStopped, OwnerNodeID: v2Node},
-		// vol-gone was deleted while node-1 was offline: no records.
+		"vol-live-e-0":            running,
+		"vol-live-r-11111111":     running,
+		"vol-image-r-22222222":    running,
+		"vol-moved-e-0":           {Exists: true, DesiredState: orphan.InstanceStateRunning, CurrentState: orphan.InstanceStateRunning, OwnerNodeID: "node-2", InstanceManager: "instance-manager-v2-node-2"},
+		"vol-detached-e-0":        stopped, // detached while node-1 was offline
+		"vol-detached-r-44444444": stopped,
+		// vol-gone was deleted while node-1 was offline: no records, and
+		// vol-redo's replica record was deleted too.
 	}}
 
 	inv := &spdk.Inventory{RPC: client, NodeID: v2Node, InstanceManager: v2IM}
 	judge := orphan.InstanceJudge{Lookup: records}
 	store := orphan.NewMemStore()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	sweeper := &orphan.Sweeper{Store: store, Judge: judge, Deleter: &spdk.Deleter{RPC: client, NodeID: v2Node, InstanceManager: v2IM}, Clock: clk}
+	deleter := &spdk.Deleter{RPC: client, NodeID: v2Node, InstanceManager: v2IM, Records: records}
+	sweeper := &orphan.Sweeper{Store: store, Judge: judge, Deleter: deleter, Clock: clk}
 	policy, err := orphan.ParsePolicy("", "") // auto-deletion off: a user deletes the records
 	if err != nil {
 		return err
@@ -85,15 +89,19 @@ func runSPDK(ctx context.Context, w io.Writer, dir string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "  %-16s %-23s uuid %s…  %-9s %s\n", it.Kind, it.Param(orphan.ParamInstanceName),
-			it.Param(orphan.ParamInstanceUUID)[:8], v.Outcome, afterColon(v.Reason))
+		fmt.Fprintf(w, "  %-16s %-24s uuid %s…  %-9s %s\n", it.Kind, it.Param(orphan.ParamInstanceName),
+			it.Param(orphan.ParamInstanceUUID)[:8], v.Outcome, shortReason(afterColon(v.Reason)))
 	}
 	for _, s := range snap.Skipped {
 		fmt.Fprintf(w, "  skipped %s: %s\n", s.Name, s.Reason)
 	}
+	fmt.Fprintln(w, "  (vol-detached is a detached volume: its replica record is stopped, and its head")
+	fmt.Fprintln(w, "  lvol and snapshots are the volume's data. Seed 001 would call it an orphan;")
+	fmt.Fprintln(w, "  Longhorn's code never does, and neither does caretaker. Its engine's RAID bdev")
+	fmt.Fprintln(w, "  holds no data and is an orphan.)")
 
 	cyc := orphan.Cycle{Selector: orphan.Selector{NodeID: v2Node}, Policy: policy}
-	plan, res, err := sweeper.Run(ctx, snap, cyc)
+	plan, _, err := sweeper.Run(ctx, snap, cyc)
 	if err != nil {
 		return err
 	}
@@ -108,21 +116,20 @@ func runSPDK(ctx context.Context, w io.Writer, dir string) error {
 	for _, r := range recs {
 		fmt.Fprintf(w, "  record %s…  %-16s %s\n", r.Name[:15], r.Kind, r.Param(orphan.ParamInstanceName))
 	}
-	_ = res
 
-	fmt.Fprintln(w, "\nA user deletes every orphan record. Meanwhile Longhorn restarts vol-stopped's")
-	fmt.Fprintln(w, "replica, which recreates its lvol with a new UUID right after the scan.")
+	fmt.Fprintln(w, "\nA user deletes every orphan record. Meanwhile vol-redo's head lvol is deleted and")
+	fmt.Fprintln(w, "created again under the same name (a new UUID) right after the scan.")
 	for _, r := range recs {
 		if err := store.RequestDeletion(ctx, r.Name); err != nil {
 			return err
 		}
 	}
-	srv.Inject(spdktest.Fault{Method: "bdev_raid_get_bdevs", Then: func() { _, _ = srv.RecreateLvol("disk-1", "vol-stopped-r-44444444") }})
+	srv.Inject(spdktest.Fault{Method: "bdev_raid_get_bdevs", Then: func() { _, _ = srv.RecreateLvol("disk-1", "vol-redo-r-55555555") }})
 	snap, err = inv.Scan(ctx)
 	if err != nil {
 		return err
 	}
-	_, res, err = sweeper.Run(ctx, snap, cyc)
+	_, res, err := sweeper.Run(ctx, snap, cyc)
 	if err != nil {
 		return err
 	}
@@ -155,8 +162,10 @@ func runSPDK(ctx context.Context, w io.Writer, dir string) error {
 
 // buildV2Node creates the runtime objects: a live volume, a live replica
 // on a backing image, the engine of a volume that moved to node-2, a
-// replica whose record says stopped, and a volume deleted while the node
-// was offline (engine plus a replica with snapshots and an expired clone).
+// detached volume (its engine's RAID bdev left behind, its replica with a
+// snapshot), a volume deleted while the node was offline (engine plus a
+// replica with snapshots and an expired clone), and a replica whose record
+// was deleted and is about to be recreated.
 func buildV2Node(srv *spdktest.Server) error {
 	steps := []func() (string, error){
 		func() (string, error) { return srv.AddLvstore("disk-1") },
@@ -170,9 +179,13 @@ func buildV2Node(srv *spdktest.Server) error {
 			return srv.Snapshot("disk-1", "bi-ubuntu-disk-1-temp-head", "bi-ubuntu-disk-1")
 		},
 		func() (string, error) { return srv.Clone("disk-1", "bi-ubuntu-disk-1", "vol-image-r-22222222") },
-		func() (string, error) { return srv.AddRaid("vol-moved-e-0", "remote-replica") },
-		func() (string, error) { return srv.AddLvol("disk-1", "vol-stopped-r-44444444") },
-		func() (string, error) { return srv.AddRaid("vol-gone-e-0", "vol-gone-r-33333333") },
+		func() (string, error) { return srv.AddRaid("vol-moved-e-0", "remote-replica-n1") },
+		func() (string, error) { return srv.AddLvol("disk-1", "vol-detached-r-44444444") },
+		func() (string, error) {
+			return srv.Snapshot("disk-1", "vol-detached-r-44444444", "vol-detached-r-44444444-snap-daily")
+		},
+		func() (string, error) { return srv.AddRaid("vol-detached-e-0", "remote-replica-n2") },
+		func() (string, error) { return srv.AddRaid("vol-gone-e-0", "remote-replica-n3") },
 		func() (string, error) { return srv.AddLvol("disk-1", "vol-gone-r-33333333") },
 		func() (string, error) {
 			return srv.Snapshot("disk-1", "vol-gone-r-33333333", "vol-gone-r-33333333-snap-s1")
@@ -183,6 +196,7 @@ func buildV2Node(srv *spdktest.Server) error {
 		func() (string, error) {
 			return srv.Clone("disk-1", "vol-gone-r-33333333-snap-s1", "vol-gone-r-33333333-expired-5e6f7a8b")
 		},
+		func() (string, error) { return srv.AddLvol("disk-1", "vol-redo-r-55555555") },
 	}
 	for _, step := range steps {
 		if _, err := step(); err != nil {
@@ -190,6 +204,12 @@ func buildV2Node(srv *spdktest.Server) error {
 		}
 	}
 	return nil
+}
+
+// shortReason cuts a verdict reason at its first ';'.
+func shortReason(s string) string {
+	before, _, _ := strings.Cut(s, ";")
+	return before
 }
 
 // afterColon drops the "<kind> <name>: " prefix of a verdict reason.

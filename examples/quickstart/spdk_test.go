@@ -26,13 +26,21 @@ func TestSPDKPart(t *testing.T) {
 	for _, want := range []string{
 		"engine-instance  vol-gone-e-0",
 		"orphan    no engine record exists",
-		"vol-moved-e-0           uuid ",
+		"vol-moved-e-0            uuid ",
 		`undecided record is owned by node "node-2"`,
+		// The detached volume: its engine's RAID bdev is an orphan, its
+		// replica (a stopped record) is owned and keeps its lvols.
+		"engine-instance  vol-detached-e-0         uuid ",
 		"orphan    record is stopped but the runtime object still exists",
-		"Plan: 3 orphan records to create, 0 to purge",
-		"purged:  vol-gone-e-0, vol-gone-r-33333333\n",
-		"refused: vol-stopped-r-44444444: runtime UUID does not match the record (ErrUUIDMismatch): nothing deleted",
-		"  lvol disk-1/vol-stopped-r-44444444\n",
+		`replica-instance vol-detached-r-44444444  uuid `,
+		`owned     a replica record exists (state "stopped")`,
+		"Plan: 4 orphan records to create, 0 to purge",
+		// The replica whose record is gone is purged with its tree.
+		"purged:  vol-detached-e-0, vol-gone-e-0, vol-gone-r-33333333\n",
+		"refused: vol-redo-r-55555555: runtime UUID does not match the record (ErrUUIDMismatch): nothing deleted",
+		"  lvol disk-1/vol-detached-r-44444444\n",
+		"  lvol disk-1/vol-detached-r-44444444-snap-daily\n",
+		"  lvol disk-1/vol-redo-r-55555555\n",
 		"  lvol disk-1/bi-ubuntu-disk-1\n",
 		"  raid vol-moved-e-0\n",
 	} {
@@ -40,7 +48,16 @@ func TestSPDKPart(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	for _, gone := range []string{"lvol disk-1/vol-gone", "raid vol-gone-e-0", dir} {
+	for _, gone := range []string{"lvol disk-1/vol-gone", "raid vol-gone-e-0", "raid vol-detached-e-0", "record orphan-", dir} {
+		if gone == "record orphan-" {
+			// Never a record for the detached volume's replica.
+			for _, line := range strings.Split(out, "\n") {
+				if strings.HasPrefix(strings.TrimSpace(line), gone) && strings.Contains(line, "vol-detached-r") {
+					t.Errorf("orphan record for the detached replica: %s", line)
+				}
+			}
+			continue
+		}
 		if strings.Contains(out, gone) {
 			t.Errorf("output contains %q:\n%s", gone, out)
 		}

@@ -1,26 +1,38 @@
 // Command spdk-inventory lists the v2 engines (RAID bdevs) and replicas
 // (head lvols) in a node's SPDK target, and, given the engines and replicas
-// the cluster expects, says which are orphans and why (seed 001's instance
-// judgement). It deletes nothing unless asked with -delete, and then only
-// what it judged an orphan, with the UUID re-checked at the moment of
-// deletion.
+// the cluster has records of, says which are orphans and why
+// (orphan.JudgeInstance). It deletes nothing unless asked with -delete
+// -yes, and then only what it judged an orphan, re-checked at the moment
+// of deletion: the UUID, and for a replica that no replica record of its
+// name exists (a v2 replica's lvols are its data).
 //
 //	spdk-inventory [-socket /var/tmp/spdk.sock] [-node node-1] [-instance-manager im-name]
-//	               [-expected expected.json [-delete]]
+//	               [-expected records.json [-delete -yes [-allow-mass-delete]]]
 //
-// The expected file is JSON:
+// The expected file is the cluster's Engine and Replica records, straight
+// from kubectl:
+//
+//	kubectl -n longhorn-system get engines.longhorn.io,replicas.longhorn.io -o json > records.json
+//
+// (Without "-n longhorn-system" kubectl prints {"items":[]} and every
+// object would look orphaned: see -allow-mass-delete.) It may also be
+// written by hand:
 //
 //	{
 //	  "engines":  [{"name": "vol-e-0"}],
 //	  "replicas": [{"name": "vol-r-0a1b2c3d", "desiredState": "stopped", "currentState": "stopped"}]
 //	}
 //
-// Each entry is a record the cluster has for this node (Longhorn: an
-// Engine or Replica custom resource). Omitted fields default to a healthy
-// record of this node: desiredState and currentState "running", ownerNode
-// -node, instanceManager -instance-manager. An instance with no entry has
-// no record: it is an orphan. Unknown fields are an error, so a typo never
-// turns an expected object into an orphan.
+// Each entry is a record the cluster has. In the hand-written form,
+// omitted fields default to a healthy record of this node: desiredState
+// and currentState "running", ownerNode -node, instanceManager
+// -instance-manager, and unknown fields are an error, so a typo never
+// turns an expected object into an orphan. An instance with no entry has
+// no record: it is an orphan.
+//
+// -delete refuses, unless -allow-mass-delete is given, when the list looks
+// broken rather than real: it holds no record at all while SPDK holds
+// objects, or every object (at least three) was judged an orphan.
 package main
 
 import (
@@ -38,10 +50,16 @@ import (
 	"github.com/caretaker-storage/caretaker/spdk"
 )
 
-// maxExpectedSize bounds the expected file; a real one is a few KiB.
-const maxExpectedSize = 16 << 20
+// maxExpectedSize bounds the expected file; kubectl's output for a large
+// cluster is a few MiB.
+const maxExpectedSize = 64 << 20
 
-// Expected is the file -expected reads.
+// massOrphanMin is how many objects, all judged orphans, make -delete
+// refuse without -allow-mass-delete. A small node where one of two
+// objects is an orphan still cleans up.
+const massOrphanMin = 3
+
+// Expected is the file -expected reads, in its hand-written form.
 type Expected struct {
 	Engines  []ExpectedInstance `json:"engines"`
 	Replicas []ExpectedInstance `json:"replicas"`
@@ -54,6 +72,12 @@ type ExpectedInstance struct {
 	CurrentState    string `json:"currentState,omitempty"`
 	OwnerNode       string `json:"ownerNode,omitempty"`
 	InstanceManager string `json:"instanceManager,omitempty"`
+	// DesiredNode and Deleting come from kubectl's output (spec.nodeID,
+	// metadata.deletionTimestamp); they are not part of the hand-written
+	// form.
+	DesiredNode string `json:"-"`
+	Deleting    bool   `json:"-"`
+	fromKube    bool
 }
 
 func main() {
@@ -63,19 +87,47 @@ func main() {
 	}
 }
 
+// Errors run reports for flag combinations and broken lists.
+var (
+	errDeleteNeedsExpected = errors.New("-delete needs -expected: without the cluster's records nothing can be judged an orphan")
+	errDeleteNeedsYes      = errors.New("-delete deletes runtime objects (for replicas: lvols, which are data); add -yes to confirm")
+	errEmptyExpected       = errors.New("refusing -delete: the expected list has no engine or replica record while SPDK holds objects; an empty list is the classic accident (kubectl without -n longhorn-system prints {\"items\":[]}); pass -allow-mass-delete if this node really should hold nothing")
+	errAllOrphans          = errors.New("refusing -delete: every object on this node was judged an orphan; that is what a list from the wrong cluster or namespace looks like; check the list, or pass -allow-mass-delete")
+)
+
 func run(ctx context.Context, args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("spdk-inventory", flag.ContinueOnError)
+	fs.SetOutput(w)
 	socket := fs.String("socket", spdk.DefaultSocketPath, "SPDK JSON-RPC Unix socket")
 	node := fs.String("node", hostname(), "this node's ID")
 	im := fs.String("instance-manager", "instance-manager", "this node's v2 instance manager name")
-	expectedPath := fs.String("expected", "", "JSON file of the engines and replicas the cluster expects (see the command doc)")
-	del := fs.Bool("delete", false, "delete the orphans found (needs -expected)")
+	expectedPath := fs.String("expected", "", "a `file` of the cluster's engine and replica records: the output of\n  kubectl -n longhorn-system get engines.longhorn.io,replicas.longhorn.io -o json\n(or the hand-written form in the command doc)")
+	del := fs.Bool("delete", false, "delete the orphans found (needs -expected and -yes)")
+	yes := fs.Bool("yes", false, "confirm -delete")
+	allowMass := fs.Bool("allow-mass-delete", false, "let -delete proceed when the expected list is empty while objects exist, or every object (at least 3) is judged an orphan")
 	timeout := fs.Duration("timeout", 30*time.Second, "overall timeout")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage: spdk-inventory [flags]\n\nLists this node's v2 engines and replicas and, with -expected, judges them.\nThe expected list comes from:\n  kubectl -n longhorn-system get engines.longhorn.io,replicas.longhorn.io -o json > records.json\n\nFlags:")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
 	if *del && *expectedPath == "" {
-		return errors.New("-delete needs -expected: without the expected set nothing can be judged an orphan")
+		return errDeleteNeedsExpected
+	}
+	if *del && !*yes {
+		return errDeleteNeedsYes
+	}
+	var exp *Expected
+	if *expectedPath != "" {
+		var err error
+		if exp, err = readExpected(*expectedPath); err != nil {
+			return err
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
@@ -89,12 +141,10 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 	}
 
 	var judge orphan.Judge
-	if *expectedPath != "" {
-		exp, err := readExpected(*expectedPath)
-		if err != nil {
-			return err
-		}
-		judge = orphan.InstanceJudge{Lookup: exp.lookup(*node, *im)}
+	var records orphan.InstanceLookup
+	if exp != nil {
+		records = exp.lookup(*node, *im)
+		judge = orphan.InstanceJudge{Lookup: records}
 	}
 
 	var orphans []orphan.Item
@@ -115,6 +165,11 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 	for _, s := range snap.Skipped {
 		fmt.Fprintf(w, "skipped %s: %s\n", s.Name, s.Reason)
 	}
+	for scope, st := range snap.Scopes {
+		if st.Health != orphan.HealthReady {
+			fmt.Fprintf(w, "node %s is %s: %s\n", scope, st.Health, st.Message)
+		}
+	}
 	if judge == nil {
 		return nil
 	}
@@ -122,8 +177,19 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 	if !*del {
 		return nil
 	}
+	if st := snap.Scopes[orphan.Scope{NodeID: *node}]; st.Health != orphan.HealthReady {
+		return fmt.Errorf("refusing -delete: the node's view is %s: %s", st.Health, st.Message)
+	}
+	if !*allowMass {
+		switch objects := len(snap.Items) + len(snap.Skipped); {
+		case exp.count() == 0 && objects > 0:
+			return errEmptyExpected
+		case len(orphans) == len(snap.Items) && len(orphans) >= massOrphanMin:
+			return errAllOrphans
+		}
+	}
 
-	d := &spdk.Deleter{RPC: client, NodeID: *node, InstanceManager: *im}
+	d := &spdk.Deleter{RPC: client, NodeID: *node, InstanceManager: *im, Records: records}
 	var errs []error
 	for _, it := range orphans {
 		r, err := orphan.NewRecord(it, time.Time{})
@@ -149,11 +215,22 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 }
 
 func readExpected(path string) (*Expected, error) {
+	// A FIFO or device would block the open itself: look first.
+	if fi, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
 	data, err := io.ReadAll(io.LimitReader(f, maxExpectedSize+1))
 	if err != nil {
 		return nil, err
@@ -161,33 +238,120 @@ func readExpected(path string) (*Expected, error) {
 	if len(data) > maxExpectedSize {
 		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxExpectedSize)
 	}
+	var probe struct {
+		Items json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var exp *Expected
+	if probe.Items != nil {
+		exp, err = parseKubeList(data)
+	} else {
+		exp, err = parseHandWritten(data)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return exp, nil
+}
+
+func parseHandWritten(data []byte) (*Expected, error) {
 	var exp Expected
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&exp); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
 	for _, list := range [][]ExpectedInstance{exp.Engines, exp.Replicas} {
 		for i, e := range list {
 			if e.Name == "" {
-				return nil, fmt.Errorf("%s: entry %d has no name", path, i)
+				return nil, fmt.Errorf("entry %d has no name", i)
 			}
 		}
 	}
 	return &exp, nil
 }
 
+// kubeObject is what the tool reads of an Engine or Replica custom
+// resource in kubectl's JSON output.
+type kubeObject struct {
+	Kind     string `json:"kind"`
+	Metadata struct {
+		Name              string  `json:"name"`
+		DeletionTimestamp *string `json:"deletionTimestamp"`
+	} `json:"metadata"`
+	Spec struct {
+		DesireState string `json:"desireState"`
+		NodeID      string `json:"nodeID"`
+	} `json:"spec"`
+	Status struct {
+		CurrentState        string `json:"currentState"`
+		OwnerID             string `json:"ownerID"`
+		InstanceManagerName string `json:"instanceManagerName"`
+	} `json:"status"`
+}
+
+// parseKubeList reads kubectl's List of Engine and Replica objects. Any
+// other kind is an error: a list of volumes or pods passed by mistake must
+// not make every runtime object look orphaned.
+func parseKubeList(data []byte) (*Expected, error) {
+	var list struct {
+		Items []kubeObject `json:"items"`
+	}
+	if err := json.Unmarshal(data, &list); err != nil {
+		return nil, err
+	}
+	exp := &Expected{}
+	for i, o := range list.Items {
+		if o.Metadata.Name == "" {
+			return nil, fmt.Errorf("item %d has no metadata.name", i)
+		}
+		e := ExpectedInstance{
+			Name:            o.Metadata.Name,
+			DesiredState:    o.Spec.DesireState,
+			CurrentState:    o.Status.CurrentState,
+			OwnerNode:       o.Status.OwnerID,
+			InstanceManager: o.Status.InstanceManagerName,
+			DesiredNode:     o.Spec.NodeID,
+			Deleting:        o.Metadata.DeletionTimestamp != nil,
+			fromKube:        true,
+		}
+		switch o.Kind {
+		case "Engine":
+			exp.Engines = append(exp.Engines, e)
+		case "Replica":
+			exp.Replicas = append(exp.Replicas, e)
+		default:
+			return nil, fmt.Errorf("item %d (%s) is of kind %q; want Engine or Replica (kubectl -n longhorn-system get engines.longhorn.io,replicas.longhorn.io -o json)", i, o.Metadata.Name, o.Kind)
+		}
+	}
+	return exp, nil
+}
+
+func (e *Expected) count() int { return len(e.Engines) + len(e.Replicas) }
+
 // lookup turns the expected set into the host's view of its records.
+// Hand-written entries get the documented defaults; kubectl's objects are
+// taken as they are.
 func (e *Expected) lookup(node, im string) orphan.InstanceLookup {
 	views := map[string]orphan.InstanceView{}
 	add := func(kind orphan.Kind, list []ExpectedInstance) {
 		for _, x := range list {
 			v := orphan.InstanceView{
 				Exists:          true,
-				DesiredState:    orphan.InstanceState(or(x.DesiredState, "running")),
-				CurrentState:    orphan.InstanceState(or(x.CurrentState, "running")),
-				OwnerNodeID:     or(x.OwnerNode, node),
-				InstanceManager: or(x.InstanceManager, im),
+				Deleting:        x.Deleting,
+				DesiredState:    orphan.InstanceState(x.DesiredState),
+				CurrentState:    orphan.InstanceState(x.CurrentState),
+				DesiredNodeID:   x.DesiredNode,
+				OwnerNodeID:     x.OwnerNode,
+				InstanceManager: x.InstanceManager,
+			}
+			if !x.fromKube {
+				v.DesiredState = orphan.InstanceState(or(x.DesiredState, "running"))
+				v.CurrentState = orphan.InstanceState(or(x.CurrentState, "running"))
+				v.OwnerNodeID = or(x.OwnerNode, node)
+				v.InstanceManager = or(x.InstanceManager, im)
 			}
 			views[string(kind)+"/"+x.Name] = v
 		}

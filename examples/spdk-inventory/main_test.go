@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,17 +13,22 @@ import (
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
 
-func TestInventoryJudgesAndDeletesOnlyWhenAsked(t *testing.T) {
+// node is a fake SPDK with, in lvstore disk-1: keep (a live replica), gone
+// (a replica of a deleted volume, with a snapshot), stop (a detached
+// volume's replica, stopped record) and, as RAID bdevs, keep-e-0 (live) and
+// gone-e-0 (deleted volume).
+func node(t *testing.T) (*spdktest.Server, string) {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "spdkinv")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	srv, err := spdktest.Start(filepath.Join(dir, "s.sock"), spdktest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
+	t.Cleanup(func() { srv.Close() })
 	for _, step := range []func() (string, error){
 		func() (string, error) { return srv.AddLvstore("disk-1") },
 		func() (string, error) { return srv.AddLvol("disk-1", "keep-r-11111111") },
@@ -35,55 +42,150 @@ func TestInventoryJudgesAndDeletesOnlyWhenAsked(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	expected := filepath.Join(dir, "expected.json")
-	if err := os.WriteFile(expected, []byte(`{
+	return srv, dir
+}
+
+func write(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func exec(srv *spdktest.Server, args ...string) (string, error) {
+	var buf bytes.Buffer
+	base := []string{"-socket", srv.SocketPath(), "-node", "n1", "-instance-manager", "im1"}
+	err := run(context.Background(), append(base, args...), &buf)
+	return buf.String(), err
+}
+
+func deletions(srv *spdktest.Server) int {
+	return srv.CallCount("bdev_lvol_delete") + srv.CallCount("bdev_raid_delete")
+}
+
+const handWritten = `{
   "engines": [{"name": "keep-e-0"}],
   "replicas": [{"name": "keep-r-11111111"}, {"name": "stop-r-33333333", "desiredState": "stopped", "currentState": "stopped"}]
-}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	base := []string{"-socket", srv.SocketPath(), "-node", "n1", "-instance-manager", "im1"}
-	exec := func(args ...string) (string, error) {
-		var buf bytes.Buffer
-		err := run(context.Background(), append(append([]string{}, base...), args...), &buf)
-		return buf.String(), err
-	}
+}`
 
-	out, err := exec()
-	if err != nil || strings.Count(out, "\n") != 5 || strings.Contains(out, "orphan") {
-		t.Fatalf("plain listing: %v\n%s", err, out)
-	}
-	out, err = exec("-expected", expected)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"3 orphan(s)", "gone-e-0", "no engine record exists", "record is stopped but the runtime object still exists", "owned: replica-instance keep-r-11111111"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("judged listing lacks %q:\n%s", want, out)
+// kubectlList is what kubectl -n longhorn-system get
+// engines.longhorn.io,replicas.longhorn.io -o json prints for the same
+// records (trimmed to the fields that matter, plus some that do not).
+const kubectlList = `{"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": [
+  {"apiVersion": "longhorn.io/v1beta2", "kind": "Engine", "metadata": {"name": "keep-e-0", "namespace": "longhorn-system"},
+   "spec": {"desireState": "running", "nodeID": "n1", "dataEngine": "v2"},
+   "status": {"currentState": "running", "ownerID": "n1", "instanceManagerName": "im1"}},
+  {"apiVersion": "longhorn.io/v1beta2", "kind": "Replica", "metadata": {"name": "keep-r-11111111", "namespace": "longhorn-system"},
+   "spec": {"desireState": "running", "nodeID": "n1", "dataEngine": "v2"},
+   "status": {"currentState": "running", "ownerID": "n1", "instanceManagerName": "im1"}},
+  {"apiVersion": "longhorn.io/v1beta2", "kind": "Replica", "metadata": {"name": "stop-r-33333333", "namespace": "longhorn-system"},
+   "spec": {"desireState": "stopped", "nodeID": "n1", "dataEngine": "v2"},
+   "status": {"currentState": "stopped", "ownerID": "n1", "instanceManagerName": ""}}
+]}`
+
+func TestInventoryJudgesAndDeletesOnlyWhenAsked(t *testing.T) {
+	for _, form := range []string{handWritten, kubectlList} {
+		srv, dir := node(t)
+		expected := write(t, dir, "expected.json", form)
+		out, err := exec(srv)
+		if err != nil || strings.Count(out, "\n") != 5 || strings.Contains(out, "orphan") {
+			t.Fatalf("plain listing: %v\n%s", err, out)
+		}
+		out, err = exec(srv, "-expected", expected)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"2 orphan(s)", "gone-e-0", "no engine record exists", "no replica record exists",
+			`owned: replica-instance stop-r-33333333: a replica record exists (state "stopped")`, "owned: replica-instance keep-r-11111111"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("judged listing lacks %q:\n%s", want, out)
+			}
+		}
+		if n := deletions(srv); n != 0 {
+			t.Fatalf("%d deletions without -delete", n)
+		}
+		out, err = exec(srv, "-expected", expected, "-delete", "-yes")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		// The detached volume's replica keeps its lvol.
+		if got := strings.Join(srv.LvolAliases(), " "); got != "disk-1/keep-r-11111111 disk-1/stop-r-33333333" {
+			t.Fatalf("lvols left: %s\n%s", got, out)
+		}
+		if got := strings.Join(srv.RaidNames(), " "); got != "keep-e-0" {
+			t.Fatalf("RAID bdevs left: %s", got)
 		}
 	}
-	if n := srv.CallCount("bdev_lvol_delete") + srv.CallCount("bdev_raid_delete"); n != 0 {
-		t.Fatalf("%d deletions without -delete", n)
-	}
-	if _, err := exec("-delete"); err == nil {
-		t.Fatal("-delete without -expected accepted")
-	}
-	out, err = exec("-expected", expected, "-delete")
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	if got := strings.Join(srv.LvolAliases(), " "); got != "disk-1/keep-r-11111111" {
-		t.Fatalf("lvols left: %s\n%s", got, out)
-	}
-	if got := strings.Join(srv.RaidNames(), " "); got != "keep-e-0" {
-		t.Fatalf("RAID bdevs left: %s", got)
-	}
+}
 
-	// A typo in the expected file is an error, not an orphan.
-	if err := os.WriteFile(expected, []byte(`{"engine": []}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := exec("-expected", expected); err == nil || !strings.Contains(err.Error(), "unknown field") {
-		t.Fatalf("err = %v", err)
+// TestInventoryFlags table-tests the flag combinations and the guard
+// against a broken expected list.
+func TestInventoryFlags(t *testing.T) {
+	const (
+		empty     = `{"engines": [], "replicas": []}`
+		kubeNone  = `{"apiVersion": "v1", "items": [], "kind": "List"}` // kubectl without -n longhorn-system
+		unrelated = `{"engines": [{"name": "other-e-0"}], "replicas": [{"name": "other-r-99999999"}]}`
+	)
+	for _, tc := range []struct {
+		name     string
+		list     string // "" means no -expected
+		args     []string
+		err      error  // a sentinel, or nil
+		errText  string // a fragment, when err is nil but an error is expected
+		deleted  int    // RPC deletions expected (a replica with a snapshot is two)
+		outputIn string
+	}{
+		{name: "listing only", args: nil},
+		{name: "-delete without -expected", args: []string{"-delete", "-yes"}, err: errDeleteNeedsExpected},
+		{name: "-delete without -yes", list: handWritten, args: []string{"-delete"}, err: errDeleteNeedsYes},
+		{name: "-yes alone deletes nothing", list: handWritten, args: []string{"-yes"}, outputIn: "2 orphan(s)"},
+		{name: "good list", list: handWritten, args: []string{"-delete", "-yes"}, deleted: 3, outputIn: "deleted replica-instance gone-r-22222222"},
+		{name: "empty hand-written list", list: empty, args: []string{"-delete", "-yes"}, err: errEmptyExpected},
+		{name: "kubectl without -n", list: kubeNone, args: []string{"-delete", "-yes"}, err: errEmptyExpected},
+		{name: "empty list, explicitly allowed", list: kubeNone, args: []string{"-delete", "-yes", "-allow-mass-delete"}, deleted: 6},
+		{name: "every object an orphan", list: unrelated, args: []string{"-delete", "-yes"}, err: errAllOrphans},
+		{name: "every object an orphan, allowed", list: unrelated, args: []string{"-delete", "-yes", "-allow-mass-delete"}, deleted: 6},
+		{name: "empty list listed without -delete", list: kubeNone, args: nil, outputIn: "5 orphan(s)"},
+		{name: "a list of the wrong kind", list: `{"items": [{"kind": "Volume", "metadata": {"name": "keep"}}]}`, args: []string{"-delete", "-yes"}, errText: `kind "Volume"`},
+		{name: "a typo in the hand-written form", list: `{"engine": []}`, errText: "unknown field"},
+		{name: "stray argument", list: handWritten, args: []string{"-delete", "-yes", "now"}, errText: "unexpected arguments"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, dir := node(t)
+			var args []string
+			if tc.list != "" {
+				args = append(args, "-expected", write(t, dir, "e.json", tc.list))
+			}
+			out, err := exec(srv, append(args, tc.args...)...)
+			switch {
+			case tc.err != nil && !errors.Is(err, tc.err):
+				t.Fatalf("err = %v, want %v\n%s", err, tc.err, out)
+			case tc.errText != "" && (err == nil || !strings.Contains(err.Error(), tc.errText)):
+				t.Fatalf("err = %v, want %q", err, tc.errText)
+			case tc.err == nil && tc.errText == "" && err != nil:
+				t.Fatalf("err = %v\n%s", err, out)
+			}
+			if n := deletions(srv); n != tc.deleted {
+				t.Fatalf("%d deletions, want %d\n%s", n, tc.deleted, out)
+			}
+			if !strings.Contains(out, tc.outputIn) {
+				t.Fatalf("output lacks %q:\n%s", tc.outputIn, out)
+			}
+		})
 	}
 }
+
+func TestInventoryHelpNamesTheKubectlCommand(t *testing.T) {
+	var buf bytes.Buffer
+	err := run(context.Background(), []string{"-h"}, &buf)
+	if !errors.Is(err, flagErrHelp()) {
+		t.Fatalf("err = %v", err)
+	}
+	if want := "kubectl -n longhorn-system get engines.longhorn.io,replicas.longhorn.io -o json"; !strings.Contains(buf.String(), want) {
+		t.Fatalf("help lacks %q:\n%s", want, buf.String())
+	}
+}
+
+func flagErrHelp() error { return flag.ErrHelp }

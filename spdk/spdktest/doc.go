@@ -2,8 +2,9 @@
 // server on a real Unix socket that keeps state (lvstores, lvols with
 // snapshot and clone trees, RAID bdevs), answers the methods package spdk
 // uses with SPDK's JSON shapes and error codes, and injects faults (slow
-// replies, garbage, a reply cut mid-way, a dropped connection, an object
-// recreated between a list and a delete).
+// replies, garbage, a reply cut mid-way, a dropped connection, a
+// well-formed reply with a result of the wrong shape, an object recreated
+// between a list and a delete).
 //
 // Methods served: bdev_get_bdevs, bdev_lvol_get_lvstores,
 // bdev_lvol_get_lvols, bdev_raid_get_bdevs, bdev_lvol_delete and

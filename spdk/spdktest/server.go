@@ -270,7 +270,24 @@ func (s *Server) handle(w *connWriter, raw json.RawMessage) {
 	case f.Action == Truncate:
 		w.write(body[:len(body)/2])
 		w.close()
+	case f.Action == Replace:
+		w.write(rawResultReply(req.ID, f.Result))
 	}
+}
+
+// rawResultReply is a reply whose result is raw as given (null if empty).
+// An invalid raw value would garble the stream, which Garbage is for; it
+// is sent as null instead.
+func rawResultReply(id json.RawMessage, raw json.RawMessage) []byte {
+	if len(bytes.TrimSpace(raw)) == 0 || !json.Valid(raw) {
+		raw = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(struct {
+		Version string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Result  json.RawMessage `json:"result"`
+	}{"2.0", idOrNull(id), raw})
+	return append(b, '\n')
 }
 
 func (s *Server) runThen(f *Fault) {

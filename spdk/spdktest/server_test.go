@@ -2,6 +2,7 @@ package spdktest_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"os"
@@ -131,5 +132,44 @@ func TestStartRefusesToReplaceAFile(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(path); string(b) != "data" {
 		t.Fatal("file changed")
+	}
+}
+
+// TestReplaceSendsTheRawResult: a Replace fault answers with a well-formed
+// reply carrying the raw result (null when none, or when not valid JSON),
+// after carrying out the method.
+func TestReplaceSendsTheRawResult(t *testing.T) {
+	srv, path := start(t)
+	if _, err := srv.AddLvstore("disk-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.AddLvol("disk-1", "r"); err != nil {
+		t.Fatal(err)
+	}
+	c := spdk.NewClient(spdk.Options{SocketPath: path})
+	defer c.Close()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		raw  string
+		want string
+	}{
+		{"", "null"},
+		{"not json", "null"},
+		{`{"a": 1}`, `{"a":1}`},
+		{`[1, null]`, `[1,null]`},
+	} {
+		srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvols", Action: spdktest.Replace, Result: json.RawMessage(tc.raw)})
+		var got json.RawMessage
+		if err := c.Call(ctx, "bdev_lvol_get_lvols", nil, &got); err != nil || string(got) != tc.want {
+			t.Errorf("Result %q: got %s, %v; want %s", tc.raw, got, err, tc.want)
+		}
+	}
+	// The method itself was carried out: a delete under Replace deletes.
+	srv.Inject(spdktest.Fault{Method: "bdev_lvol_delete", Action: spdktest.Replace, Result: json.RawMessage(`false`)})
+	if err := spdk.BdevLvolDelete(ctx, c, "disk-1/r"); !errors.Is(err, spdk.ErrUnexpectedResult) {
+		t.Fatalf("err = %v", err)
+	}
+	if got := srv.LvolAliases(); len(got) != 0 {
+		t.Fatalf("lvols %v", got)
 	}
 }

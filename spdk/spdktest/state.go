@@ -18,6 +18,10 @@ const (
 	Garbage                     // reply with bytes that are not JSON
 	Truncate                    // send half the reply, then close the connection
 	Drop                        // close the connection without replying
+	// Replace answers with a well-formed JSON-RPC reply whose result is
+	// Fault.Result exactly as given (nil means null): a wrong-shaped
+	// result, as a broken or foreign SPDK might send.
+	Replace
 )
 
 // Fault changes how the server answers matching calls.
@@ -28,6 +32,10 @@ type Fault struct {
 	Delay time.Duration
 	// Action taken on the reply.
 	Action FaultAction
+	// Result is the raw JSON result a Replace reply carries; nil means
+	// null. It is sent as given, so it may be any JSON value (an object
+	// where a list belongs, a list of numbers, a list with a null).
+	Result json.RawMessage
 	// Times is how many matching calls the fault applies to; 0 means once,
 	// a negative value means every call until ClearFaults.
 	Times int

@@ -1,0 +1,295 @@
+package spdk_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/caretaker-storage/caretaker/orphan"
+	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdktest"
+)
+
+// badList are replies a list method must never read as a list: a null
+// result, other JSON shapes, lists of non-objects or of nameless objects,
+// and replies cut off or unparsable.
+var badList = []struct {
+	name  string
+	fault spdktest.Fault
+}{
+	{"null", spdktest.Fault{Action: spdktest.Replace}},
+	{"object", spdktest.Fault{Action: spdktest.Replace, Result: json.RawMessage(`{"name":"vol1-e-0","uuid":"u"}`)}},
+	{"string", spdktest.Fault{Action: spdktest.Replace, Result: json.RawMessage(`"none"`)}},
+	{"true", spdktest.Fault{Action: spdktest.Replace, Result: json.RawMessage(`true`)}},
+	{"numbers", spdktest.Fault{Action: spdktest.Replace, Result: json.RawMessage(`[1,2]`)}},
+	{"strings", spdktest.Fault{Action: spdktest.Replace, Result: json.RawMessage(`["vol1-r-aaaaaaaa"]`)}},
+	{"null element", spdktest.Fault{Action: spdktest.Replace, Result: json.RawMessage(`[null]`)}},
+	{"empty object", spdktest.Fault{Action: spdktest.Replace, Result: json.RawMessage(`[{}]`)}},
+	{"nameless object", spdktest.Fault{Action: spdktest.Replace, Result: json.RawMessage(`[{"uuid":"8a4f0e36-0000-4000-8000-000000000000"}]`)}},
+	{"truncated", spdktest.Fault{Action: spdktest.Truncate}},
+	{"garbage", spdktest.Fault{Action: spdktest.Garbage}},
+}
+
+// unreadable reports whether err is one of the two ways an unreadable
+// reply may fail a call.
+func unreadable(err error) bool {
+	return errors.Is(err, spdk.ErrUnexpectedResult) || errors.Is(err, spdk.ErrConnection)
+}
+
+func TestListMethodsRejectWrongShapes(t *testing.T) {
+	calls := map[string]func(context.Context, spdk.Caller) (int, error){
+		"bdev_get_bdevs": func(ctx context.Context, c spdk.Caller) (int, error) {
+			l, err := spdk.BdevGetBdevs(ctx, c, "")
+			return len(l), err
+		},
+		"bdev_lvol_get_lvstores": func(ctx context.Context, c spdk.Caller) (int, error) {
+			l, err := spdk.BdevLvolGetLvstores(ctx, c)
+			return len(l), err
+		},
+		"bdev_lvol_get_lvols": func(ctx context.Context, c spdk.Caller) (int, error) {
+			l, err := spdk.BdevLvolGetLvols(ctx, c, "")
+			return len(l), err
+		},
+		"bdev_raid_get_bdevs": func(ctx context.Context, c spdk.Caller) (int, error) {
+			l, err := spdk.BdevRaidGetBdevs(ctx, c, "")
+			return len(l), err
+		},
+	}
+	s := newScene(t)
+	c := s.client(t)
+	for method, call := range calls {
+		for _, bad := range badList {
+			f := bad.fault
+			f.Method = method
+			s.srv.Inject(f)
+			n, err := call(context.Background(), c)
+			if !unreadable(err) || n != 0 {
+				t.Errorf("%s, %s: %d elements, err = %v; want an unreadable-reply error", method, bad.name, n, err)
+			}
+			if f.Action == spdktest.Replace {
+				var rerr *spdk.ResultError
+				if !errors.As(err, &rerr) || rerr.Method != method {
+					t.Errorf("%s, %s: err = %v, want a *ResultError naming the method", method, bad.name, err)
+				}
+			}
+		}
+		// The connection stays usable after a wrong shape, and an empty
+		// list is still an empty list.
+		if _, err := call(context.Background(), c); err != nil {
+			t.Errorf("%s after the faults: %v", method, err)
+		}
+	}
+	srv := startServer(t)
+	for method, call := range calls {
+		if n, err := call(context.Background(), newClient(t, srv, spdk.Options{})); err != nil || n != 0 {
+			t.Errorf("%s on an empty target: %d, %v", method, n, err)
+		}
+	}
+}
+
+func TestDeleteMethodsRejectAnythingButTrue(t *testing.T) {
+	for _, method := range []string{"bdev_lvol_delete", "bdev_raid_delete"} {
+		for _, bad := range []spdktest.Fault{
+			{Action: spdktest.Replace},
+			{Action: spdktest.Replace, Result: json.RawMessage(`false`)},
+			{Action: spdktest.Replace, Result: json.RawMessage(`"true"`)},
+			{Action: spdktest.Replace, Result: json.RawMessage(`[true]`)},
+			{Action: spdktest.Replace, Result: json.RawMessage(`{}`)},
+			{Action: spdktest.Replace, Result: json.RawMessage(`1`)},
+			{Action: spdktest.Truncate},
+		} {
+			s := newScene(t)
+			bad.Method = method
+			s.srv.Inject(bad)
+			var err error
+			if method == "bdev_lvol_delete" {
+				err = spdk.BdevLvolDelete(context.Background(), s.client(t), s.uuids["disk-1/"+repB+"-rebuilding"])
+			} else {
+				err = spdk.BdevRaidDelete(context.Background(), s.client(t), "vol1-e-0")
+			}
+			if !unreadable(err) {
+				t.Errorf("%s, %s: err = %v", method, bad.Result, err)
+			}
+		}
+	}
+}
+
+// v2World is a node with a v2 volume deleted while the node was away
+// (engine vol1-e-0 and replica A without records) and the others live,
+// driven through orphan.Sweeper with a MemStore.
+type v2World struct {
+	s     *scene
+	inv   *spdk.Inventory
+	store *orphan.MemStore
+	sw    *orphan.Sweeper
+}
+
+func newV2World(t *testing.T) *v2World {
+	t.Helper()
+	s := newScene(t)
+	running := orphan.InstanceView{Exists: true, DesiredState: orphan.InstanceStateRunning, CurrentState: orphan.InstanceStateRunning, OwnerNodeID: nodeID, InstanceManager: imName}
+	hosts := &hostRecords{m: map[string]orphan.InstanceView{"vol2-e-0": running, repB: running, repC: running}}
+	c := s.client(t)
+	w := &v2World{s: s, inv: &spdk.Inventory{RPC: c, NodeID: nodeID, InstanceManager: imName}, store: orphan.NewMemStore()}
+	w.sw = &orphan.Sweeper{
+		Store:   w.store,
+		Judge:   orphan.InstanceJudge{Lookup: hosts},
+		Deleter: &spdk.Deleter{RPC: c, NodeID: nodeID, InstanceManager: imName, Records: hosts},
+		Clock:   clocktesting.NewFakeClock(time.Unix(1_800_000_000, 0)),
+	}
+	return w
+}
+
+// scan is the host loop's first half: a failed scan skips the cycle.
+func (w *v2World) scan(t *testing.T) (orphan.Snapshot, error) {
+	t.Helper()
+	return w.inv.Scan(context.Background())
+}
+
+func (w *v2World) run(t *testing.T, snap orphan.Snapshot) (orphan.Result, error) {
+	t.Helper()
+	_, res, err := w.sw.Run(context.Background(), snap, orphan.Cycle{Selector: orphan.Selector{NodeID: nodeID}})
+	return res, err
+}
+
+func (w *v2World) records(t *testing.T) []string {
+	t.Helper()
+	recs, err := w.store.List(context.Background(), orphan.Selector{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range recs {
+		names = append(names, r.Param(orphan.ParamInstanceName))
+	}
+	slices.Sort(names)
+	return names
+}
+
+// TestUnreadableScanForgetsNothing: the records of the deleted volume
+// exist; a scan whose listing is null, wrong-shaped or cut off fails, so
+// the cycle is skipped and no record is forgotten (an empty listing read
+// as "nothing exists" would forget them all).
+func TestUnreadableScanForgetsNothing(t *testing.T) {
+	want := []string{"vol1-e-0", repA}
+	for _, method := range []string{"bdev_lvol_get_lvols", "bdev_raid_get_bdevs"} {
+		for _, bad := range badList {
+			t.Run(method+"/"+bad.name, func(t *testing.T) {
+				w := newV2World(t)
+				snap, err := w.scan(t)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := w.run(t, snap); err != nil {
+					t.Fatal(err)
+				}
+				if got := w.records(t); !slices.Equal(got, want) {
+					t.Fatalf("records %v, want %v", got, want)
+				}
+				f := bad.fault
+				f.Method = method
+				w.s.srv.Inject(f)
+				snap, err = w.scan(t)
+				if !unreadable(err) || len(snap.Items) != 0 || len(snap.Scopes) != 0 {
+					t.Fatalf("scan = %d items, %v scopes, err %v; want an unreadable-reply error", len(snap.Items), snap.Scopes, err)
+				}
+				// Even a host that ran the cycle on what Scan returned
+				// would change nothing: an empty snapshot has no scope.
+				if _, err := w.run(t, snap); err != nil {
+					t.Fatal(err)
+				}
+				if got := w.records(t); !slices.Equal(got, want) {
+					t.Fatalf("records %v after an unreadable scan, want %v", got, want)
+				}
+			})
+		}
+	}
+}
+
+// TestUnreadablePurgeRepliesKeepRecords: the user asked to delete both
+// records; every reply the purge reads (the re-reads and the deletes) is
+// null, wrong-shaped or cut off in turn. The purge fails (retryable), the
+// record stays, and after a re-read fault the data is untouched.
+func TestUnreadablePurgeRepliesKeepRecords(t *testing.T) {
+	// Results of the right shape that still cannot prove anything.
+	headNoUUID := json.RawMessage(`[{"name":"x","aliases":["disk-1/` + repA + `"],"product_name":"Logical Volume","driver_specific":{"lvol":{"lvol_store_uuid":"L"}}}]`)
+	headNoAlias := json.RawMessage(`[{"name":"u","uuid":"8a4f0e36-0000-4000-8000-000000000000","aliases":[],"product_name":"Logical Volume","driver_specific":{"lvol":{"lvol_store_uuid":"L"}}}]`)
+	lvolNoInfo := json.RawMessage(`[{"name":"u","uuid":"8a4f0e36-0000-4000-8000-000000000000","aliases":["disk-1/` + repA + `"],"product_name":"Logical Volume","driver_specific":{}}]`)
+	engineNoUUID := json.RawMessage(`[{"name":"vol1-e-0","state":"online"}]`)
+
+	type tc struct {
+		method   string
+		fault    spdktest.Fault
+		readOnly bool // the fault hits a re-read: nothing may be deleted
+	}
+	var cases []tc
+	for _, m := range []string{"bdev_get_bdevs", "bdev_raid_get_bdevs"} {
+		for _, bad := range badList {
+			cases = append(cases, tc{m, bad.fault, true})
+		}
+	}
+	cases = append(cases,
+		tc{"bdev_get_bdevs", spdktest.Fault{Action: spdktest.Replace, Result: headNoUUID}, true},
+		tc{"bdev_get_bdevs", spdktest.Fault{Action: spdktest.Replace, Result: headNoAlias}, true},
+		tc{"bdev_get_bdevs", spdktest.Fault{Action: spdktest.Replace, Result: lvolNoInfo}, true},
+		tc{"bdev_raid_get_bdevs", spdktest.Fault{Action: spdktest.Replace, Result: engineNoUUID}, true},
+	)
+	for _, m := range []string{"bdev_lvol_delete", "bdev_raid_delete"} {
+		for _, r := range []string{"", "false", `{}`, `[true]`} {
+			cases = append(cases, tc{m, spdktest.Fault{Action: spdktest.Replace, Result: json.RawMessage(r)}, false})
+		}
+		cases = append(cases, tc{m, spdktest.Fault{Action: spdktest.Truncate}, false})
+	}
+	for i, c := range cases {
+		t.Run(fmt.Sprintf("%d/%s/%s", i, c.method, c.fault.Result), func(t *testing.T) {
+			w := newV2World(t)
+			snap, err := w.scan(t)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.run(t, snap); err != nil {
+				t.Fatal(err)
+			}
+			recs, _ := w.store.List(context.Background(), orphan.Selector{})
+			for _, r := range recs {
+				if err := w.store.RequestDeletion(context.Background(), r.Name); err != nil {
+					t.Fatal(err)
+				}
+			}
+			snap, err = w.scan(t) // before the fault: the purge's own reads get it
+			if err != nil {
+				t.Fatal(err)
+			}
+			lvolsBefore, raidsBefore := w.s.srv.LvolAliases(), w.s.srv.RaidNames()
+			f := c.fault
+			f.Method = c.method
+			w.s.srv.Inject(f)
+			res, err := w.run(t, snap)
+			hit := "vol1-e-0"
+			if c.method == "bdev_get_bdevs" || c.method == "bdev_lvol_delete" {
+				hit = repA
+			}
+			got := w.records(t)
+			if !slices.Contains(got, hit) {
+				t.Fatalf("record of %s dropped after an unreadable reply; result %+v, err %v", hit, res, err)
+			}
+			if err == nil && len(res.Refused) == 0 {
+				t.Fatalf("purge of %s neither failed nor was refused: %+v", hit, res)
+			}
+			if c.readOnly {
+				if c.method == "bdev_get_bdevs" && !slices.Equal(w.s.srv.LvolAliases(), lvolsBefore) {
+					t.Fatalf("lvols deleted after an unreadable re-read: %v", w.s.srv.LvolAliases())
+				}
+				if c.method == "bdev_raid_get_bdevs" && !slices.Equal(w.s.srv.RaidNames(), raidsBefore) {
+					t.Fatalf("RAID bdevs deleted after an unreadable re-read: %v", w.s.srv.RaidNames())
+				}
+			}
+		})
+	}
+}
