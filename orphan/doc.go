@@ -23,35 +23,61 @@
 //  1. The record's deletion was requested (Record.DeletionRequested, set by
 //     a user), or the auto-deletion Policy covers its kind and its grace
 //     period since CreatedAt is over.
-//  2. In this very cycle its scope (node, disk) was scanned completely
-//     (HealthReady) and its item was seen and judged an orphan by every
-//     observation of it.
-//  3. At the moment of deletion the Sweeper re-reads the record and
+//  2. In this very cycle its scope was scanned completely and is Ready, and
+//     so is its node: a node's health dominates its disks' (a node that is
+//     evicted or unavailable forgets every record on every one of its
+//     disks, whatever the disk scan says), and a disk is Ready only under a
+//     node the host listed as Ready. See Decide for the whole precedence.
+//  3. Its item was seen and judged an orphan by every observation of it.
+//  4. The record is marked DataCleanable=True (Longhorn's rule). Decide
+//     plans the mark (Plan.Conditions) while the scope is Ready and the
+//     Sweeper writes it; a record without it waits a cycle.
+//  5. The mass-deletion Guard does not read the scope as a broken view: an
+//     empty expected list beside valid data, every valid item of a scope
+//     judged an orphan, or automatic deletion of more than a share of a
+//     scope at once. Its refusals are kept, reported in Plan.Refused and
+//     Result.Refused, and marked PurgeGuarded=True on the records. Each
+//     rule has an explicit opt-out.
+//  6. At the moment of deletion the Sweeper re-reads the record (still
+//     there, still requested or due, still DataCleanable=True) and
 //     re-judges the item, and the Deleter re-checks the data itself (disk
-//     identity, runtime UUID, still unclaimed) and refuses with
-//     ErrPreconditionFailed if anything changed.
+//     identity, runtime UUID, still unclaimed, no mount or special file in
+//     the way) and refuses with ErrPreconditionFailed if anything changed.
 //
 // A record marked DataCleanable=False (by a host, or by a forget that was
 // cut short) is never purged: a due purge forgets it instead, as Longhorn
 // does.
 //
 // Everything that is unsure is kept (HealthUnknown, OutcomeUndecided — the
-// zero Verdict); everything that is out of date is forgotten, never
-// purged (the item disappeared, became owned, or its node or disk is down,
-// evicted or changed).
+// zero Verdict — and one name observed as two kinds); everything that is
+// out of date is forgotten, never purged (the item disappeared, became
+// owned, or its node or disk is down, evicted or changed).
 //
 // # The host's duties
 //
 //  1. Implement Inventory (or use diskscan's or spdk's), Judge, Deleter,
 //     and Store (or use MemStore); run orphantest's suites against yours.
+//     An Inventory that leaves owned items out of its snapshot must say
+//     how many in ScopeStatus.OwnedUnlisted, and report an empty expected
+//     list as ScopeStatus.NoneExpected, or the Guard cannot tell a broken
+//     view from real orphans.
 //  2. Start a Monitor on the Inventory; enqueue a reconcile from OnChange.
-//  3. In each reconcile, take Monitor.Latest, add the node and disk
-//     states only the cluster knows (evicted, down) as Scopes, and call
-//     Sweeper.Run — or JudgeAll, Decide and Sweeper.Sync separately.
-//  4. Requeue at Plan.RequeueAt when it is set.
+//  3. In each reconcile, take Monitor.Latest and add what only the cluster
+//     knows as Scopes: every node's health (Ready, or NodeUnavailable when
+//     it is down, its Kubernetes Ready condition is Unknown or its manager
+//     is missing, NodeEvicted when eviction is requested) and each evicted
+//     disk (DiskEvicted). Records of a disk under a node the host does not
+//     list as Ready are never purged. Then call Sweeper.Run — or JudgeAll,
+//     Decide and Sweeper.Sync separately, and write Plan.Conditions
+//     yourself.
+//  4. Requeue at Plan.RequeueAt when it is set (it is Now when a due purge
+//     waits only for this plan's DataCleanable mark).
 //  5. To delete an orphan on a user's request, set DeletionRequested on
 //     its record (Store.Update; in Kubernetes, deleting the object with a
-//     finalizer); the next reconcile purges it.
+//     finalizer); the next reconcile purges it if it is cleanable, or
+//     forgets it (data kept) if it is marked DataCleanable=False.
+//  6. Leave the Guard on. Turn a rule off (Cycle.Guard) only for a run a
+//     person has checked, such as a tool's explicit flag.
 //
 // One complete loop:
 //
@@ -68,15 +94,31 @@
 //		}
 //		plan, res, err := sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
 //			Selector:   orphan.Selector{NodeID: node},
-//			Scopes:     map[orphan.Scope]orphan.ScopeStatus{{NodeID: node}: {Health: orphan.HealthReady}},
+//			Scopes:     nodeAndDiskHealth(), // e.g. {{NodeID: node}: {Health: orphan.HealthReady}}, plus evicted disks
 //			Policy:     policy,
 //			ObservedAt: obs.StartedAt, // a snapshot older than a purge does not resurrect its record
 //		})
-//		log(res, err) // err aggregates per-record failures; the others went through
+//		log(res, err) // err aggregates per-record failures; res.Refused says what was not purged and why
 //		if !plan.RequeueAt.IsZero() {
 //			requeueAt(plan.RequeueAt)
 //		}
 //	}
+//
+// # Where caretaker differs from the seeds and from Longhorn
+//
+//   - v2 replica instances: seed 001's "record stopped and runtime present:
+//     orphan" would delete every detached v2 volume's data. Longhorn's code
+//     never does it; neither does JudgeInstance. Its doc lists the sources
+//     and which object each case deletes.
+//   - Node over disk: Longhorn's OrphanController.updateDataCleanableCondition
+//     (controller/orphan_controller.go) checks the node (down, missing
+//     manager, eviction requested) before the disk; Decide resolves scopes
+//     in the same order, and also refuses a disk whose node the host did
+//     not list.
+//   - The Guard and its PurgeGuarded condition are caretaker's own; Longhorn
+//     has no mass-deletion check.
+//   - DataCleanable=True carries the reason "Ready" (Longhorn writes an empty
+//     reason, which metav1.Condition does not allow).
 //
 // # Errors
 //
@@ -85,12 +127,12 @@
 // ErrInvalidItem marks items lacking a field their name needs, and
 // ErrInvalidSetting (as a *SettingError) a rejected setting. Sweeper.Sync
 // returns a *multierror.Error of *RecordError values, one per record that
-// failed; the others are not affected. A precondition failure is not an
-// error but a Refusal in the Result.
+// failed; the others are not affected. A precondition failure, and a
+// purge the Guard refused, is not an error but a Refusal in the Result.
 //
 // # Concurrency
 //
-// Decide, JudgeAll, MergeScopes and the types are plain values and
+// Decide, JudgeAll, MergeScopes, Guard and the types are plain values and
 // functions. MemStore, Monitor's methods and Sweeper are safe for
 // concurrent use. Judges must be safe for concurrent use; Deleters are
 // called concurrently for different records and never twice at once for
