@@ -155,7 +155,9 @@ type Rejected struct {
 //
 // The rules, in the order they apply to a record in its authority:
 //  1. its scope's health forgets: forget, with that health as the reason;
-//  2. its scope is Unknown: keep;
+//  2. its scope is Unknown: keep, unless its deletion was requested and it
+//     is marked DataCleanable=False: forget (ReasonNotCleanable; forgetting
+//     never touches data, and the user's deletion completes);
 //  3. its name is not the one its parameters give: forget (ReasonMismatch);
 //  4. no candidate of that name was seen: forget (ReasonGone);
 //  5. the candidate is owned: forget (ReasonOwned);
@@ -195,6 +197,12 @@ func Decide(in Input) Plan {
 		switch {
 		case st.Health.Forgets():
 			plan.Forget = append(plan.Forget, Forget{Record: r, Reason: ForgetReason(st.Health), Message: st.Message})
+			continue
+		case st.Health != HealthReady && r.DeletionRequested && r.NotCleanable():
+			// Forgetting keeps the data whatever the scope holds; keeping
+			// would leave the user's deletion hanging until the scope is
+			// known again.
+			plan.Forget = append(plan.Forget, Forget{Record: r, Reason: ReasonNotCleanable, Message: "deletion requested, but the record says its data is not cleanable"})
 			continue
 		case st.Health != HealthReady:
 			plan.Keep = append(plan.Keep, Keep{Record: r, Reason: "scope " + r.Scope().String() + " was not scanned completely: " + st.Message})

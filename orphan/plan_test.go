@@ -117,6 +117,7 @@ func TestDecideTable(t *testing.T) {
 		{name: "requested but owned is forgotten", scopes: ready(d1), verdict: ptr(orphan.Owned("x")), record: &requested, want: "forget:Owned"},
 		{name: "requested but gone is forgotten", scopes: ready(d1), record: &requested, want: "forget:Gone"},
 		{name: "record in unknown scope is kept, not purged", scopes: map[orphan.Scope]orphan.ScopeStatus{d1: {Health: orphan.HealthUnknown}}, verdict: ptr(orphan.Orphan("x")), record: &requested, want: "keep"},
+		{name: "requested, not cleanable, in an unknown scope is forgotten", scopes: map[orphan.Scope]orphan.ScopeStatus{n1: {Health: orphan.HealthReady}, d1: {Health: orphan.HealthUnknown}}, verdict: ptr(orphan.Orphan("x")), record: &notCleanable, want: "forget:NotCleanable"},
 		{name: "empty health counts as unknown", scopes: map[orphan.Scope]orphan.ScopeStatus{d1: {}}, verdict: ptr(orphan.Orphan("x")), record: &requested, want: "keep"},
 		{name: "disk evicted forgets even if requested", scopes: map[orphan.Scope]orphan.ScopeStatus{d1: {Health: orphan.HealthDiskEvicted}}, verdict: ptr(orphan.Orphan("x")), record: &requested, want: "forget:DiskEvicted"},
 		{name: "disk changed forgets", scopes: map[orphan.Scope]orphan.ScopeStatus{d1: {Health: orphan.HealthDiskChanged}}, record: &rec, want: "forget:DiskChanged"},
@@ -442,7 +443,11 @@ func referenceDecide(in orphan.Input) referencePlan {
 			continue
 		}
 		if h == orphan.HealthUnknown {
-			out.actions[r.Name] = "keep"
+			if c := condOf(r, "DataCleanable"); r.DeletionRequested && c != nil && c.Status == "False" {
+				out.actions[r.Name] = "forget:NotCleanable"
+			} else {
+				out.actions[r.Name] = "keep"
+			}
 			continue
 		}
 		if n, err := r.Item().Name(); err != nil || n != r.Name {

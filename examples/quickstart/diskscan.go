@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
@@ -38,6 +41,7 @@ var qsEntries = []qsEntry{
 	{name: "pvc-db-3b7e9a05", replica: diskscantest.Replica{Size: 16 << 20, Written: 1 << 20}, expected: true},    // a healthy replica of another volume
 	{name: "pvc-old-c4a1e7d2", replica: diskscantest.Replica{Size: 64 << 20, Written: 2 << 20}},                   // left behind by a volume deleted while the node was down
 	{name: "pvc-moved-0e5d6f7a", replica: diskscantest.Replica{Size: 16 << 20, Written: 512 << 10}},               // left behind by a replica rebuilt elsewhere
+	{name: "pvc-stale-7e8f9a0b", replica: diskscantest.Replica{Size: 8 << 20, Written: 256 << 10}},                // left behind too; its node is evicted later
 	{name: "pvc-scratch", replica: diskscantest.Replica{}},                                                        // no -<8 characters> suffix
 	{name: "pvc-short-1a2b", replica: diskscantest.Replica{}},                                                     // a 4-character suffix
 	{name: "pvc-half-9c8b7a6d", replica: diskscantest.Replica{NoMeta: true}},                                      // no volume.meta (a replica whose creation was interrupted?)
@@ -112,28 +116,47 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 
 	store := orphan.NewMemStore()
 	sweeper := &orphan.Sweeper{Store: store, Judge: judge, Deleter: diskscan.NewDeleter(disks, expected, diskscan.Options{}), Clock: clk}
-	cycle := orphan.Cycle{Selector: orphan.Selector{NodeID: qsNode}}
+	// The disk scan speaks for the disk; only the host knows whether the
+	// node is down or being evicted, and a node's health dominates its
+	// disks'.
+	nodeReady := map[orphan.Scope]orphan.ScopeStatus{{NodeID: qsNode}: {Health: orphan.HealthReady}}
+	cycle := orphan.Cycle{Selector: orphan.Selector{NodeID: qsNode}, Scopes: nodeReady}
 	plan, res, err := sweeper.Run(ctx, snap, cycle)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nPlan (orphan.Decide): %d orphan records to create, %d to purge; the store holds %d records.\n",
-		len(plan.Create), len(plan.Purge), len(res.Created))
+	fmt.Fprintf(w, "\nPlan (orphan.Decide): %d orphan records to create, %d to purge; the store holds %d records, marked %s=True.\n",
+		len(plan.Create), len(plan.Purge), len(res.Created), orphan.ConditionDataCleanable)
+
+	recordOf := func(dataName string) (string, int64, error) {
+		for _, o := range inv.LastReport().Disks[0].Orphans {
+			if o.Name == dataName {
+				name, err := o.Item.Name()
+				return name, o.AllocatedBytes, err
+			}
+		}
+		return "", 0, fmt.Errorf("%s is not an orphan in the last scan", dataName)
+	}
+	request := func(dataName string) error {
+		name, _, err := recordOf(dataName)
+		if err != nil {
+			return err
+		}
+		return store.RequestDeletion(ctx, name)
+	}
+	onDisk := func(dataName string) error {
+		_, err := os.Stat(filepath.Join(disk.Path, diskscan.ReplicasDir, dataName, diskscan.MetaFile))
+		return err
+	}
 
 	// A user deletes the record of pvc-old: a deletion request.
 	const victim = "pvc-old-c4a1e7d2"
-	var reclaimed int64
-	for _, o := range rep.Orphans {
-		if o.Name == victim {
-			name, err := o.Item.Name()
-			if err != nil {
-				return err
-			}
-			if err := store.RequestDeletion(ctx, name); err != nil {
-				return err
-			}
-			reclaimed = o.AllocatedBytes
-		}
+	_, reclaimed, err := recordOf(victim)
+	if err != nil {
+		return err
+	}
+	if err := request(victim); err != nil {
+		return err
 	}
 	plan, res, err = sweeper.Run(ctx, snap, cycle)
 	if err != nil {
@@ -146,24 +169,21 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	if len(res.Purged) != 1 || len(res.Refused) != 0 {
 		return fmt.Errorf("purge: %+v", res)
 	}
-	if _, err := os.Stat(filepath.Join(disk.Path, diskscan.ReplicasDir, victim)); !errors.Is(err, os.ErrNotExist) {
+	if err := onDisk(victim); !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("%s still on disk: %v", victim, err)
 	}
 	fmt.Fprintf(w, "  purged %s: %s reclaimed\n", victim, mib(reclaimed))
+	if snap, err = rescan(mon, next); err != nil {
+		return err
+	}
 
 	// A purge that must be refused: the user also asks for pvc-moved, but
 	// the cluster schedules a replica onto that very directory first.
-	for _, o := range rep.Orphans {
-		if o.Name == "pvc-moved-0e5d6f7a" {
-			name, _ := o.Item.Name()
-			if err := store.RequestDeletion(ctx, name); err != nil {
-				return err
-			}
-		}
+	if err := request("pvc-moved-0e5d6f7a"); err != nil {
+		return err
 	}
 	expected.Add(diskscan.ReplicaRef{Name: "pvc-moved-r", NodeID: qsNode, DiskID: qsDiskUUID, DiskPath: disk.Path, DataDirectoryName: "pvc-moved-0e5d6f7a"})
-	mon.Rescan()
-	if snap, err = next(); err != nil {
+	if snap, err = rescan(mon, next); err != nil {
 		return err
 	}
 	_, res, err = sweeper.Run(ctx, snap, cycle)
@@ -172,9 +192,84 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	}
 	fmt.Fprintf(w, "Deletion requested for pvc-moved-0e5d6f7a, but a replica now expects it: purged %d, forgotten %d (record dropped, data kept).\n",
 		len(res.Purged), len(res.Forgotten))
-	if _, err := os.Stat(filepath.Join(disk.Path, diskscan.ReplicasDir, "pvc-moved-0e5d6f7a", diskscan.MetaFile)); err != nil {
+	if err := onDisk("pvc-moved-0e5d6f7a"); err != nil {
 		return fmt.Errorf("pvc-moved was touched: %v", err)
 	}
+
+	// The node is being evicted. The disk scan still says Ready, but the
+	// node's health dominates: the record is forgotten and the data kept
+	// for the eviction to move, even though its deletion was requested.
+	const stale = "pvc-stale-7e8f9a0b"
+	if err := request(stale); err != nil {
+		return err
+	}
+	evicted := orphan.Cycle{Selector: cycle.Selector, Scopes: map[orphan.Scope]orphan.ScopeStatus{
+		{NodeID: qsNode}: {Health: orphan.HealthNodeEvicted, Message: "eviction requested for node " + qsNode}}}
+	_, res, err = sweeper.Run(ctx, snap, evicted)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "Deletion requested for %s while node %s is being evicted (disk scan: %s): purged %d, forgotten %d; data kept.\n",
+		stale, qsNode, snap.Scopes[disk.Scope()].Health, len(res.Purged), len(res.Forgotten))
+	if err := onDisk(stale); err != nil || len(res.Purged) != 0 {
+		return fmt.Errorf("%s purged on an evicted node: %v %+v", stale, err, res)
+	}
+	if _, res, err = sweeper.Run(ctx, snap, cycle); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "Eviction over: the next sweep creates its record again (%d created), waiting for a new request.\n", len(res.Created))
+
+	// The guard. The host reads the replica list from the wrong namespace
+	// and gets {"items":[]}: every directory now looks orphaned, and a
+	// user (or a script) deletes every orphan record.
+	expected.Replace(nil)
+	if snap, err = rescan(mon, next); err != nil {
+		return err
+	}
+	if _, _, err = sweeper.Run(ctx, snap, cycle); err != nil {
+		return err
+	}
+	all, err := store.List(ctx, orphan.Selector{NodeID: qsNode})
+	if err != nil {
+		return err
+	}
+	for _, r := range all {
+		if err := store.RequestDeletion(ctx, r.Name); err != nil {
+			return err
+		}
+	}
+	_, res, err = sweeper.Run(ctx, snap, cycle)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "The replica list comes back empty (read from the wrong namespace): %d records, all deleted by a user.\n", len(all))
+	fmt.Fprintf(w, "  the guard refuses %d purges, purges %d:", len(res.Refused), len(res.Purged))
+	rules := map[string]bool{}
+	for _, rf := range res.Refused {
+		rule, _, _ := strings.Cut(rf.Reason, ":")
+		rules[rule] = true
+	}
+	for _, rule := range slices.Sorted(maps.Keys(rules)) {
+		fmt.Fprintf(w, " %s", rule)
+	}
+	fmt.Fprintf(w, " (records marked %s=True)\n", orphan.ConditionPurgeGuarded)
+	for _, e := range qsEntries {
+		if e.expected {
+			if err := onDisk(e.name); err != nil {
+				return fmt.Errorf("the guard let %s go: %v", e.name, err)
+			}
+		}
+	}
+	// The list is right again: what is expected is owned and forgotten.
+	expected.Replace(append(refs, diskscan.ReplicaRef{Name: "pvc-moved-r", NodeID: qsNode, DiskID: qsDiskUUID, DiskPath: disk.Path, DataDirectoryName: "pvc-moved-0e5d6f7a"}))
+	if snap, err = rescan(mon, next); err != nil {
+		return err
+	}
+	if _, res, err = sweeper.Run(ctx, snap, cycle); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "The list is right again: %d records forgotten (owned), %d purged.\n", len(res.Forgotten), len(res.Purged))
+
 	left, err := store.List(ctx, orphan.Selector{})
 	if err != nil {
 		return err
@@ -185,6 +280,12 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	}
 	fmt.Fprintf(w, "\nOrphaned data left on %s: %s.\n", qsDiskName, mib(inv.LastReport().Disks[0].OrphanBytes))
 	return nil
+}
+
+// rescan asks the Monitor for a new scan and waits for it.
+func rescan(mon *orphan.Monitor, next func() (orphan.Snapshot, error)) (orphan.Snapshot, error) {
+	mon.Rescan()
+	return next()
 }
 
 // verdictWhy shortens a verdict's reason for the report: the disk UUID is
