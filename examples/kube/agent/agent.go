@@ -9,13 +9,15 @@
 // Orphans labelled with its node (deletion requests). A diskscan Inventory
 // runs under an orphan.Monitor; on every change, and on every event, the
 // agent runs one orphan.Sweeper cycle over the crstore Store, then writes
-// the DataCleanable and Error conditions.
+// the Error condition.
 //
-// Deletion follows Longhorn's rule: the data of a deleted Orphan is
-// purged only when its DataCleanable condition is True; otherwise the
-// finalizer is removed and the data stays. Forgetting a record (its
-// directory gone, its disk or node evicted) marks it DataCleanable=False
-// first, so even a crash halfway never turns a forget into a purge.
+// Deletion follows Longhorn's rule, which the orphan core applies: the
+// data of a deleted Orphan is purged only when its DataCleanable condition
+// is True (the core marks it while the node and disk are Ready);
+// otherwise the finalizer is removed and the data stays. Forgetting a
+// record (its directory gone, its disk or node evicted) marks it
+// DataCleanable=False first, so even a crash halfway never turns a forget
+// into a purge. The core's mass-deletion guard is on.
 package agent
 
 import (
@@ -121,7 +123,7 @@ func New(cfg Config) (*Agent, error) {
 		OnChange: func(orphan.Observation) { a.poke() },
 	})
 	a.sweeper = &orphan.Sweeper{
-		Store:   cleanableView{a.store},
+		Store:   a.store,
 		Judge:   presentJudge{diskscan.NewJudge(disks, a.expected)},
 		Deleter: diskscan.NewDeleter(disks, a.expected, diskscan.Options{}),
 	}
@@ -322,9 +324,6 @@ func (a *Agent) cycle(ctx context.Context) (time.Time, error) {
 	if obs.Err != nil {
 		return time.Time{}, fmt.Errorf("scan %d: %w", obs.Seq, obs.Err)
 	}
-	if err := a.releaseUncleanable(ctx); err != nil {
-		return time.Time{}, err
-	}
 	host := a.hostScopes()
 	plan, res, err := a.sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
 		Selector:   orphan.Selector{NodeID: a.cfg.NodeID},
@@ -342,36 +341,13 @@ func (a *Agent) cycle(ctx context.Context) (time.Time, error) {
 		a.log.Info("swept", "scan", obs.Seq, "created", res.Created, "forgotten", res.Forgotten,
 			"purged", res.Purged, "refused", res.Refused)
 	}
-	cerr := a.writeConditions(ctx, orphan.MergeScopes(obs.Snapshot.Scopes, host), res, err)
+	cerr := a.writeErrors(ctx, res, err)
 	return plan.RequeueAt, errors.Join(err, cerr)
 }
 
-// releaseUncleanable is the deletion path that keeps the data: an Orphan
-// being deleted whose DataCleanable condition is not True loses its
-// finalizer, as in Longhorn.
-func (a *Agent) releaseUncleanable(ctx context.Context) error {
-	recs, err := a.store.List(ctx, orphan.Selector{NodeID: a.cfg.NodeID})
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, r := range recs {
-		if r.DeletionRequested && !cleanable(r) {
-			if err := a.store.Delete(ctx, r.Name); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			a.log.Info("released a deleted orphan whose data is not cleanable; data kept", "orphan", r.Name,
-				"reason", reasonOf(r, orphan.ConditionDataCleanable))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// writeConditions sets DataCleanable=True on the node's live records whose
-// scope is Ready, and Error on records whose purge failed or was refused
-// (Error=False on the others that have it set).
-func (a *Agent) writeConditions(ctx context.Context, scopes map[orphan.Scope]orphan.ScopeStatus, res orphan.Result, syncErr error) error {
+// writeErrors sets Error=True on records whose purge failed or was
+// refused, and Error=False on the others that have it set.
+func (a *Agent) writeErrors(ctx context.Context, res orphan.Result, syncErr error) error {
 	failed := map[string]string{}
 	for _, r := range res.Refused {
 		failed[r.Name] = "purge refused: " + r.Reason
@@ -390,11 +366,6 @@ func (a *Agent) writeConditions(ctx context.Context, scopes map[orphan.Scope]orp
 	var errs []error
 	for _, r := range recs {
 		changed := false
-		if !r.DeletionRequested && ready(scopes, r.Scope()) && !cleanable(r) {
-			changed = meta.SetStatusCondition(&r.Conditions, metav1.Condition{
-				Type: orphan.ConditionDataCleanable, Status: metav1.ConditionTrue, Reason: "Ready", LastTransitionTime: now,
-			}) || changed
-		}
 		if msg, ok := failed[r.Name]; ok {
 			changed = meta.SetStatusCondition(&r.Conditions, metav1.Condition{
 				Type: orphan.ConditionError, Status: metav1.ConditionTrue, Reason: "PurgeFailed", Message: msg, LastTransitionTime: now,
@@ -415,26 +386,6 @@ func (a *Agent) writeConditions(ctx context.Context, scopes map[orphan.Scope]orp
 	return errors.Join(errs...)
 }
 
-// ready reports whether s and its node are Ready in scopes.
-func ready(scopes map[orphan.Scope]orphan.ScopeStatus, s orphan.Scope) bool {
-	if st, ok := scopes[s]; !ok || st.Health != orphan.HealthReady {
-		return false
-	}
-	st, ok := scopes[orphan.Scope{NodeID: s.NodeID}]
-	return ok && st.Health == orphan.HealthReady
-}
-
-func cleanable(r orphan.Record) bool {
-	return meta.IsStatusConditionTrue(r.Conditions, orphan.ConditionDataCleanable)
-}
-
-func reasonOf(r orphan.Record, condType string) string {
-	if c := meta.FindStatusCondition(r.Conditions, condType); c != nil {
-		return c.Reason
-	}
-	return "no " + condType + " condition"
-}
-
 // unwrapAll flattens joined and multierror errors one level.
 func unwrapAll(err error) []error {
 	if err == nil {
@@ -451,37 +402,6 @@ func unwrapAll(err error) []error {
 		return w.WrappedErrors()
 	}
 	return []error{err}
-}
-
-// cleanableView is the Store the Sweeper sees: Orphans being deleted whose
-// data is not cleanable are not there, so no plan ever purges them; the
-// agent releases them through releaseUncleanable.
-type cleanableView struct{ *crstore.Store }
-
-func hidden(r orphan.Record) bool { return r.DeletionRequested && !cleanable(r) }
-
-// List implements orphan.Store.
-func (v cleanableView) List(ctx context.Context, sel orphan.Selector) ([]orphan.Record, error) {
-	recs, err := v.Store.List(ctx, sel)
-	if err != nil {
-		return nil, err
-	}
-	out := recs[:0]
-	for _, r := range recs {
-		if !hidden(r) {
-			out = append(out, r)
-		}
-	}
-	return out, nil
-}
-
-// Get implements orphan.Store.
-func (v cleanableView) Get(ctx context.Context, name string) (orphan.Record, error) {
-	r, err := v.Store.Get(ctx, name)
-	if err == nil && hidden(r) {
-		return orphan.Record{}, fmt.Errorf("%w: %s is being deleted and its data is not cleanable", orphan.ErrNotFound, name)
-	}
-	return r, err
 }
 
 // presentJudge judges a replica directory undecided when it is no longer
