@@ -94,8 +94,11 @@ type Lock struct {
 	file LockFile
 	stop chan struct{}
 	done chan struct{}
-	once sync.Once
-	err  error
+	// abandon, if not nil, stops the refresh early (the operation the
+	// lock is for was cancelled); the file stays until Release.
+	abandon <-chan struct{}
+	once    sync.Once
+	err     error
 	// closeRoot: the Lock opened vol itself (Store.Lock) and closes it.
 	closeRoot bool
 }
@@ -144,8 +147,9 @@ func ranksBefore(a, b lockSeen) bool {
 // expired ranks before ours, we are blocked. Blocked, we look again every
 // LockCheckInterval until LockWait has passed (Longhorn fails at once),
 // then remove our file and fail with a LockConflictError. Otherwise we
-// rewrite our file as acquired and refresh it until Release.
-func (s *Store) acquire(ctx context.Context, vol *os.Root, volume string, t LockType) (*Lock, error) {
+// rewrite our file as acquired and refresh it until Release, or until
+// abandon is closed (nil: until Release).
+func (s *Store) acquire(ctx context.Context, vol *os.Root, volume string, t LockType, abandon <-chan struct{}) (*Lock, error) {
 	name, err := newLockName()
 	if err != nil {
 		return nil, err
@@ -195,7 +199,7 @@ func (s *Store) acquire(ctx context.Context, vol *os.Root, volume string, t Lock
 	if err := s.writeLock(vol, me); err != nil {
 		return fail(err)
 	}
-	l := &Lock{vol: vol, file: me, stop: make(chan struct{}), done: make(chan struct{})}
+	l := &Lock{vol: vol, file: me, stop: make(chan struct{}), done: make(chan struct{}), abandon: abandon}
 	go s.refresh(l)
 	return l, nil
 }
@@ -262,13 +266,17 @@ func (s *Store) listLocks(vol *os.Root) ([]lockSeen, error) {
 }
 
 // refresh rewrites the lock file every LockRefresh, so that other takers
-// do not see it expire while a long deletion runs.
+// do not see it expire while a long deletion runs. It stops at Release,
+// or when the lock's operation is abandoned.
 func (s *Store) refresh(l *Lock) {
 	defer close(l.done)
 	for {
 		t := s.clock.NewTimer(LockRefresh)
 		select {
 		case <-l.stop:
+			t.Stop()
+			return
+		case <-l.abandon:
 			t.Stop()
 			return
 		case <-t.C():

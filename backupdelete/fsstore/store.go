@@ -80,6 +80,15 @@ type Store struct {
 // Open opens the backupstore mounted at dir (the directory that holds
 // "backupstore/"). The directory must exist.
 func Open(dir string, opts Options) (*Store, error) {
+	// Opening a FIFO blocks; the mount point's type is checked first (it
+	// may be a symlink to a directory: the host chose the path).
+	info, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("fsstore: open %s: %w", dir, err)
+	}
+	if !info.IsDir() {
+		return nil, &FileTypeError{Path: dir, Mode: info.Mode(), Want: "directory"}
+	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, fmt.Errorf("fsstore: open %s: %w", dir, err)
@@ -156,7 +165,7 @@ func (s *Store) DeleteBackupReport(ctx context.Context, ref backupdelete.BackupR
 	if err := ref.Validate(); err != nil {
 		return Collection{}, err
 	}
-	vol, err := s.root.OpenRoot(VolumePath(ref.Volume))
+	vol, err := openDir(s.root, VolumePath(ref.Volume))
 	if errors.Is(err, fs.ErrNotExist) {
 		return Collection{}, nil
 	}
@@ -165,7 +174,11 @@ func (s *Store) DeleteBackupReport(ctx context.Context, ref backupdelete.BackupR
 	}
 	defer vol.Close()
 
-	lock, err := s.acquire(ctx, vol, ref.Volume, LockDeletion)
+	// The lock stops being refreshed when the deletion returns or ctx
+	// ends, whichever comes first: a deletion stuck past its context does
+	// not hold the volume for longer than LockExpiry (and, cancelled, it
+	// unlinks nothing more: see removeBlocks).
+	lock, err := s.acquire(ctx, vol, ref.Volume, LockDeletion, ctx.Done())
 	if err != nil {
 		return Collection{}, fmt.Errorf("fsstore: delete backup %s: %w", ref, err)
 	}
@@ -201,6 +214,11 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 				candidates = [][]byte{}
 			}
 		}
+	}
+	// Only a regular file is a cfg: anything else at its name (a FIFO, a
+	// directory, a symlink) stops the deletion before it removes anything.
+	if err := checkRegularOrAbsent(vol, backupCfgPath(ref.Name)); err != nil {
+		return c, err
 	}
 	if err := vol.Remove(backupCfgPath(ref.Name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return c, fmt.Errorf("remove %s: %w", backupCfgPath(ref.Name), err)
@@ -305,8 +323,11 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 				}
 			}
 		}
-		removed, failed := removeBlocks(vol, unref)
+		removed, failed := removeBlocks(ctx, vol, unref)
 		c.Removed = removed
+		if err := ctx.Err(); err != nil {
+			return c, err
+		}
 		if len(failed) > 0 {
 			slices.Sort(failed)
 			return c, fmt.Errorf("failed to remove %d blocks (first %s)", len(failed), failed[0])
@@ -330,6 +351,9 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 		changed = true
 	}
 	if changed {
+		if err := ctx.Err(); err != nil {
+			return c, err
+		}
 		data, err := json.Marshal(volRaw)
 		if err != nil {
 			return c, err
@@ -587,8 +611,10 @@ const removeWorkers = 8
 // removeBlocks unlinks block files; one already gone counts as removed.
 // The files are grouped by first-level bucket, and each bucket directory
 // is opened once as an os.Root, so an unlink walks one directory level
-// instead of three while still never following a symlink.
-func removeBlocks(vol *os.Root, cks []string) (removed int, failed []string) {
+// instead of three while still never following a symlink. Once ctx ends
+// nothing more is unlinked (the lock may no longer be refreshed), and the
+// blocks left count as neither removed nor failed.
+func removeBlocks(ctx context.Context, vol *os.Root, cks []string) (removed int, failed []string) {
 	groups := map[string][]string{}
 	for _, ck := range cks {
 		groups[ck[0:2]] = append(groups[ck[0:2]], ck)
@@ -603,7 +629,10 @@ func removeBlocks(vol *os.Root, cks []string) (removed int, failed []string) {
 			n := 0
 			var bad []string
 			for group := range work {
-				bucket, err := vol.OpenRoot(blocksDir + "/" + group[0][0:2])
+				if ctx.Err() != nil {
+					continue
+				}
+				bucket, err := openDir(vol, blocksDir+"/"+group[0][0:2])
 				if errors.Is(err, fs.ErrNotExist) {
 					n += len(group) // the whole bucket is gone
 					continue
@@ -613,6 +642,9 @@ func removeBlocks(vol *os.Root, cks []string) (removed int, failed []string) {
 					continue
 				}
 				for _, ck := range group {
+					if ctx.Err() != nil {
+						break
+					}
 					if err := bucket.Remove(ck[2:4] + "/" + ck + blockSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
 						bad = append(bad, ck)
 						continue
@@ -739,7 +771,7 @@ func listBlocks(vol *os.Root) (map[string]struct{}, error) {
 
 // listBucket lists the block files under blocks/<a>/.
 func listBucket(vol *os.Root, a string) ([]string, error) {
-	bucket, err := vol.OpenRoot(blocksDir + "/" + a)
+	bucket, err := openDir(vol, blocksDir+"/"+a)
 	if err != nil {
 		return nil, err
 	}
@@ -767,7 +799,7 @@ func listBucket(vol *os.Root, a string) ([]string, error) {
 // readDirs lists the bucket subdirectories (two lowercase hex digits) of
 // a blocks directory level.
 func readDirs(root *os.Root, dir string) ([]string, error) {
-	f, err := root.Open(dir)
+	f, err := openDirFile(root, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -792,7 +824,7 @@ func sameSet(a, b []string) bool { return slices.Equal(a, b) } // both sorted
 
 // readDirNames lists a directory inside root.
 func readDirNames(root *os.Root, dir string) ([]string, error) {
-	f, err := root.Open(dir)
+	f, err := openDirFile(root, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -808,18 +840,11 @@ func readBounded(root *os.Root, name string, limit int64) ([]byte, fs.FileInfo, 
 // readBoundedInto is readBounded into buf's storage when it is large
 // enough (the result then aliases buf).
 func readBoundedInto(root *os.Root, name string, limit int64, buf []byte) ([]byte, fs.FileInfo, error) {
-	f, err := root.Open(name)
+	f, info, err := openRegular(root, name)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, nil, err
-	}
-	if !info.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("%w: %s is not a regular file", backupdelete.ErrCorrupt, name)
-	}
 	if info.Size() > limit {
 		return nil, nil, fmt.Errorf("%w: %s is %d bytes, more than %d", backupdelete.ErrCorrupt, name, info.Size(), limit)
 	}
