@@ -27,7 +27,9 @@ const (
 	LockDeletion LockType = 2 // deleting a backup
 )
 
-// Longhorn's lock timing (backupstore/lock.go).
+// Lock timing. LockExpiry, LockRefresh and LockSettle are Longhorn's
+// (longhorn/backupstore lock.go: LOCK_DURATION, LOCK_REFRESH_INTERVAL,
+// LOCK_CHECK_WAIT_TIME); DefaultLockCheckInterval is caretaker's own.
 const (
 	// LockExpiry: a lock whose file was not modified for longer is dead.
 	LockExpiry = 150 * time.Second
@@ -37,8 +39,12 @@ const (
 	// before listing, so that two takers racing see each other (file times
 	// have second precision and node clocks differ).
 	LockSettle = 2 * time.Second
-	// DefaultLockCheckInterval: how often a waiting taker looks again
-	// (Longhorn's LOCK_CHECK_INTERVAL).
+	// DefaultLockCheckInterval: how often a taker that waits for a
+	// conflicting lock (Options.LockWait > 0) looks again. Longhorn's
+	// FileLock.Lock does not wait: it looks once after LockSettle and
+	// fails. (Its lock.go once retried every 10 s for up to 30 s,
+	// LOCK_CHECK_INTERVAL and LOCK_MAX_WAIT_TIME; that loop was removed
+	// in 2020 in favour of the caller retrying with backoff.)
 	DefaultLockCheckInterval = 10 * time.Second
 )
 

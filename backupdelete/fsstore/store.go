@@ -29,13 +29,13 @@ type Options struct {
 	Clock clock.Clock
 	// LockWait is how long a deletion waits for a conflicting lock (a
 	// backup or restore running on the volume) before failing with
-	// backupdelete.ErrLocked. Zero fails after the first look, as the
-	// protocol DESIGN.md describes. A wait longer than LockRefresh
-	// rewrites our waiting lock file every LockRefresh, so that it never
-	// looks expired to others while we still count its rank (Longhorn's
-	// 30 s wait never gets near LockExpiry; a longer one would let a taker
-	// that saw our lock as expired and we, who still ranked it first, both
-	// proceed).
+	// backupdelete.ErrLocked. Zero fails after the first look, about
+	// LockSettle after the attempt, exactly as Longhorn's FileLock.Lock
+	// does; waiting is caretaker's own option. A wait longer than
+	// LockRefresh rewrites our waiting lock file every LockRefresh, so that
+	// it never looks expired to others while we still count its rank
+	// (otherwise a taker that saw our lock as expired and we, who still
+	// ranked it first, could both proceed).
 	LockWait time.Duration
 	// LockCheckInterval is how often a waiting taker looks again; default
 	// 10 s.
@@ -342,19 +342,22 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 		if c.Skipped == "" {
 			last, at = latest.name, latest.at
 		}
-		volRaw["LastBackupName"], _ = json.Marshal(last)
-		volRaw["LastBackupAt"], _ = json.Marshal(at)
+		lastJSON, _ := json.Marshal(last)
+		atJSON, _ := json.Marshal(at)
+		volRaw.set("LastBackupName", lastJSON)
+		volRaw.set("LastBackupAt", atJSON)
 		changed = true
 	}
 	if c.Skipped == "" {
-		volRaw["BlockCount"], _ = json.Marshal(strconv.Itoa(c.Referenced))
+		count, _ := json.Marshal(strconv.Itoa(c.Referenced))
+		volRaw.set("BlockCount", count)
 		changed = true
 	}
 	if changed {
 		if err := ctx.Err(); err != nil {
 			return c, err
 		}
-		data, err := json.Marshal(volRaw)
+		data, err := volRaw.marshalVolume()
 		if err != nil {
 			return c, err
 		}
@@ -441,8 +444,8 @@ func (s *Store) scanAll(ctx context.Context, vol *os.Root, names []string, add f
 }
 
 // blockCountOf is volume.cfg's BlockCount, if it has one.
-func blockCountOf(volRaw map[string]json.RawMessage) (int, bool) {
-	raw, ok := volRaw["BlockCount"]
+func blockCountOf(volRaw rawObject) (int, bool) {
+	raw, ok := volRaw.vals["BlockCount"]
 	if !ok {
 		return 0, false
 	}
@@ -667,21 +670,22 @@ func removeBlocks(ctx context.Context, vol *os.Root, cks []string) (removed int,
 	return removed, failed
 }
 
-// readVolumeRaw reads volume.cfg both as a key → raw value map (rewritten
-// with only the changed keys replaced, so fields this package does not know
-// survive byte for byte) and parsed.
-func (s *Store) readVolumeRaw(vol *os.Root) (map[string]json.RawMessage, Volume, error) {
+// readVolumeRaw reads volume.cfg both as its members with raw values
+// (rewritten with only the changed values replaced, in Longhorn's field
+// order, so fields this package does not know survive byte for byte) and
+// parsed.
+func (s *Store) readVolumeRaw(vol *os.Root) (rawObject, Volume, error) {
 	data, _, err := readBounded(vol, volumeCfg, s.opts.MaxConfigBytes)
 	if err != nil {
-		return nil, Volume{}, fmt.Errorf("read volume.cfg: %w", err)
+		return rawObject{}, Volume{}, fmt.Errorf("read volume.cfg: %w", err)
 	}
 	v, err := ParseVolume(data)
 	if err != nil {
-		return nil, Volume{}, err
+		return rawObject{}, Volume{}, err
 	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return nil, Volume{}, corrupt("volume.cfg", err)
+	raw, err := parseVolumeObject(data)
+	if err != nil {
+		return rawObject{}, Volume{}, corrupt("volume.cfg", err)
 	}
 	return raw, v, nil
 }
