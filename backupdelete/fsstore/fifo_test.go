@@ -335,3 +335,15 @@ func TestCancelledDeletionStopsUnlinkingAndRefreshing(t *testing.T) {
 		t.Fatalf("lock files left: %v", ours)
 	}
 }
+
+func TestDeleteCompletedBackupWithAFIFOCfg(t *testing.T) {
+	s, v, clk := lockFixture(t, Options{})
+	v.mkfifo("backups/backup_backup-1.cfg")
+	err := runStepping(t, clk, func() error { return s.DeleteCompletedBackup(context.Background(), ref1) })
+	if !errors.Is(err, ErrFileType) {
+		t.Fatalf("%v, want ErrFileType", err)
+	}
+	if ours := ourLocks(v); len(ours) != 0 {
+		t.Fatalf("lock files left: %v", ours)
+	}
+}

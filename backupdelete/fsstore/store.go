@@ -162,6 +162,23 @@ type Collection struct {
 // skipped and the blocks are still collected, so a retry after a partial
 // deletion finishes the job.
 func (s *Store) DeleteBackupReport(ctx context.Context, ref backupdelete.BackupRef) (Collection, error) {
+	return s.deleteBackup(ctx, ref, false)
+}
+
+// DeleteCompletedBackup is DeleteBackup for a backup whose creation has
+// finished: under the deletion lock (which no backup creator holds at the
+// same time), before anything is removed, it reads the backup's cfg and
+// deletes nothing if the cfg has an empty CreatedTime (an error wrapping
+// backupdelete.ErrInProgress) or cannot be read (a FIFO or anything but a
+// regular file: ErrFileType; unparsable or oversized: ErrCorrupt; an I/O
+// error as it is). A cfg that is already gone is success, and the blocks
+// are still collected. See backupdelete.CompletedBackupDeleter.
+func (s *Store) DeleteCompletedBackup(ctx context.Context, ref backupdelete.BackupRef) error {
+	_, err := s.deleteBackup(ctx, ref, true)
+	return err
+}
+
+func (s *Store) deleteBackup(ctx context.Context, ref backupdelete.BackupRef, requireComplete bool) (Collection, error) {
 	if err := ref.Validate(); err != nil {
 		return Collection{}, err
 	}
@@ -184,7 +201,7 @@ func (s *Store) DeleteBackupReport(ctx context.Context, ref backupdelete.BackupR
 	}
 	defer lock.Release()
 
-	c, err := s.collect(ctx, vol, ref)
+	c, err := s.collect(ctx, vol, ref, requireComplete)
 	if err != nil {
 		return c, fmt.Errorf("fsstore: delete backup %s: %w", ref, err)
 	}
@@ -192,7 +209,7 @@ func (s *Store) DeleteBackupReport(ctx context.Context, ref backupdelete.BackupR
 }
 
 // collect is the deletion proper, under the lock.
-func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.BackupRef) (c Collection, err error) {
+func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.BackupRef, requireComplete bool) (c Collection, err error) {
 	s.mu.Lock()
 	targeted := !s.opts.FullCollection && s.swept[ref.Volume]
 	s.mu.Unlock()
@@ -207,7 +224,20 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 	// candidates are the deleted backup's blocks (slices of its cfg's
 	// bytes, possibly repeated); nil means "list every block file".
 	var candidates [][]byte
-	if data, _, err := readBounded(vol, backupCfgPath(ref.Name), s.opts.MaxConfigBytes); err == nil && targeted {
+	data, _, readErr := readBounded(vol, backupCfgPath(ref.Name), s.opts.MaxConfigBytes)
+	if requireComplete && !errors.Is(readErr, fs.ErrNotExist) {
+		if readErr != nil {
+			return c, fmt.Errorf("read %s: %w", backupCfgPath(ref.Name), readErr)
+		}
+		refs, err := scanBackup(data)
+		if err != nil {
+			return c, err
+		}
+		if refs.createdTime == "" {
+			return c, fmt.Errorf("%w: %s has an empty CreatedTime", backupdelete.ErrInProgress, backupCfgPath(ref.Name))
+		}
+	}
+	if readErr == nil && targeted {
 		if refs, err := scanBackup(data); err == nil {
 			candidates = refs.checksums
 			if candidates == nil {
@@ -880,4 +910,7 @@ func readBoundedInto(root *os.Root, name string, limit int64, buf []byte) ([]byt
 	return data, info, nil
 }
 
-var _ backupdelete.Backupstore = (*Store)(nil)
+var (
+	_ backupdelete.Backupstore            = (*Store)(nil)
+	_ backupdelete.CompletedBackupDeleter = (*Store)(nil)
+)
