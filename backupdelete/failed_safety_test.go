@@ -198,6 +198,18 @@ func TestBackupOrphanDeleterRefuses(t *testing.T) {
 			l.mu.Unlock()
 			return mem
 		}},
+		{"host returns an empty record", goodRec, func(l *lister, mem *backupstoretest.MemStore) backupdelete.Backupstore {
+			l.mu.Lock()
+			l.backups[good.Ref] = backupdelete.Backup{}
+			l.mu.Unlock()
+			return mem
+		}},
+		{"host record gone", goodRec, func(l *lister, mem *backupstoretest.MemStore) backupdelete.Backupstore {
+			l.mu.Lock()
+			delete(l.backups, good.Ref)
+			l.mu.Unlock()
+			return mem
+		}},
 		{"volume ../", record("default", "../vol-a", good.Ref.Name), nil},
 		{"volume with a slash", record("default", "vol/a", good.Ref.Name), nil},
 		{"empty volume", record("default", "", good.Ref.Name), nil},
@@ -235,5 +247,31 @@ func TestBackupOrphanDeleterRefuses(t *testing.T) {
 				t.Fatalf("the backupstore saw %d deletions", mem.Deletes())
 			}
 		})
+	}
+}
+
+// TestCrashAfterThePurgeForgetsTheRecord: the data was deleted but the
+// process died before the record was: the next cycle sees no data, so the
+// record is forgotten (never purged again, nothing asked of the store).
+func TestCrashAfterThePurgeForgetsTheRecord(t *testing.T) {
+	ctx := context.Background()
+	failed := bk("backup-0000000000000001", backupdelete.StateError)
+	h := newSweepHarness(failed)
+	must(t, h.mem.Put(failed.Ref, false, "k1"))
+	snap, at := h.scan(t)
+	h.run(t, snap, at)
+	name, _ := backupdelete.BackupItem(failed.Ref, "node-1").Name()
+	must(t, h.records.RequestDeletion(ctx, name))
+	must(t, h.mem.DeleteBackup(ctx, failed.Ref)) // the purge's deletion, then the crash
+	deletes := h.mem.Deletes()
+
+	h.clock.Step(time.Second)
+	snap, at = h.scan(t)
+	plan, res := h.run(t, snap, at)
+	if len(plan.Purge) != 0 || len(plan.Forget) != 1 || !reflect.DeepEqual(res.Forgotten, []string{name}) {
+		t.Fatalf("plan %+v result %+v, want the record forgotten", plan, res)
+	}
+	if h.mem.Deletes() != deletes || h.records.Len() != 0 {
+		t.Fatalf("store deletions %d (was %d), records %d", h.mem.Deletes(), deletes, h.records.Len())
 	}
 }
