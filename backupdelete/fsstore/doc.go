@@ -87,6 +87,14 @@
 // So a count that drifted (a writer that does not maintain it) is carried
 // along until the Store's next full collection.
 //
+// Store.DeleteCompletedBackup (backupdelete.CompletedBackupDeleter, which
+// the failed-backup purge requires) is the same deletion with one more
+// check under the deletion lock, before anything is removed: the backup's
+// cfg must be a readable, parsable regular file with a CreatedTime
+// (ErrInProgress, ErrCorrupt or ErrFileType otherwise). Longhorn's
+// DeleteDeltaBlockBackup has no such check: a user may delete a backup in
+// progress, and DeleteBackup still allows it.
+//
 // # Locks
 //
 // Lock files are locks/lock-<16 hex>.lck holding {"Name","Type","Acquired"};
