@@ -3,6 +3,9 @@ package fsstore
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
@@ -49,4 +52,26 @@ func TestDeleteCompletedBackupRefuses(t *testing.T) {
 			t.Fatal("not deleted")
 		}
 	})
+}
+
+// ourLocks lists the lock files in the volume other than the given
+// foreign ones.
+func ourLocks(v *lhVolume, foreign ...string) []string {
+	entries, _ := os.ReadDir(filepath.Join(v.dir, "locks"))
+	var out []string
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".lck") && !contains(foreign, e.Name()) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }

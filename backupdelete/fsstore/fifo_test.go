@@ -34,28 +34,6 @@ func (v *lhVolume) mkfifo(rel string) {
 	}
 }
 
-// ourLocks lists the lock files in the volume other than the given
-// foreign ones.
-func ourLocks(v *lhVolume, foreign ...string) []string {
-	entries, _ := os.ReadDir(filepath.Join(v.dir, "locks"))
-	var out []string
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".lck") && !contains(foreign, e.Name()) {
-			out = append(out, e.Name())
-		}
-	}
-	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // settledGoroutines waits (yielding, not sleeping on a timer the test
 // asserts on) until the goroutine count drops to at most want, and
 // returns the last count seen.
