@@ -45,10 +45,20 @@
 //     drive a ProgressTracker from your own loop) and write the progress;
 //     a give-up comes back as State Error with a message.
 //  5. For failed backups, run orphan's loop with FailedBackups as the
-//     Inventory and Judge and BackupOrphanDeleter registered for
-//     orphan.KindBackup; enable auto-deletion with the policy's "backup"
-//     item. For Longhorn's failed-backup-ttl, request the deletion of what
-//     ExpiredFailedBackups returns (the Driver then deletes it).
+//     Inventory and Judge (give it the Backupstore: it lists a failed
+//     backup only while its data is there) and BackupOrphanDeleter
+//     registered for orphan.KindBackup (its Backupstore must be a
+//     CompletedBackupDeleter); enable auto-deletion with the policy's
+//     "backup" item. Pass Cycle.ObservedAt = the Sweeper clock's time just
+//     before FailedBackups.Scan read your list (or the Monitor's
+//     Observation.StartedAt). Your backup records may go on saying Error
+//     after a purge, as long as you like: a backup that is no longer in
+//     the backupstore gets no record (see FailedBackups). A host with one
+//     backup target may report an empty Target: its records are named as
+//     DefaultBackupTarget's ("default"), and GetBackup is then asked for
+//     Target "default" first and "" second. For Longhorn's
+//     failed-backup-ttl, request the deletion of what ExpiredFailedBackups
+//     returns (the Driver then deletes it).
 //
 // # A complete loop
 //
@@ -90,7 +100,12 @@
 // deleted because of it), ErrNotFound (a host record that does not exist),
 // ErrPanic (a delete command panicked; it becomes an Error record),
 // ErrTimeout (a command ran past DriverOptions.CommandTimeout),
-// ErrClosed and ErrInvalidSetting. A delete command's error never escapes
+// ErrClosed, ErrInvalidSetting, and ErrInProgress (a
+// CompletedBackupDeleter found the backup still being written).
+// BackupOrphanDeleter turns every reason not to purge (a record that is
+// not a valid backup, a host record that is gone, changed, not failed or
+// another backup's, a backup in progress or unreadable in the backupstore,
+// a Backupstore that cannot tell) into orphan.ErrPreconditionFailed. A delete command's error never escapes
 // the Driver as an error: it becomes the backup's Error state with
 // Longhorn's message "Failed to delete the backup <name> in the
 // backupstore, err <err>", and the command is retried after the backoff.
@@ -114,4 +129,16 @@
 // creation fails on that lock, which is the very complaint seed 002 fixes.
 // The default backoff is the seed's 10 s to 1 min; Longhorn's code later
 // moved to 1 min to 24 h, available through BackoffConfig.
+//
+// # Failed-backup orphans (caretaker's own)
+//
+// Longhorn never shipped orphan records for failed backups (its
+// failed-backup-ttl deletes them from the backup controller). caretaker's
+// are purged only after these re-checks at the moment of deletion: the
+// host still has exactly that backup's record in Error or Unknown, and the
+// backupstore, under its own exclusion of backup creators, finds the
+// backup complete (Longhorn marks one in progress with an empty
+// CreatedTime; Unknown means the host lost track of it, and it may still
+// be running). Target, volume and backup names are validated (never empty,
+// never path-like) before anything is asked of the host or the store.
 package backupdelete

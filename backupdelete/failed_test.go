@@ -78,7 +78,11 @@ func TestFailedBackupsScanAndJudge(t *testing.T) {
 		bk("backup-new", backupdelete.StateNew),
 		backupdelete.Backup{Ref: backupdelete.BackupRef{Volume: "../x", Name: "b1"}, State: backupdelete.StateError},
 	)
-	f := &backupdelete.FailedBackups{Lister: l, NodeID: "node-1"}
+	mem := backupstoretest.NewMemStore()
+	for _, b := range []string{"backup-ok", "backup-err", "backup-unk", "backup-del", "backup-new"} {
+		must(t, mem.Put(bk(b, "").Ref, false, "k1"))
+	}
+	f := &backupdelete.FailedBackups{Lister: l, Store: mem, NodeID: "node-1"}
 	snap, err := f.Scan(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +207,7 @@ func TestFailedBackupsThroughOrphanPlanner(t *testing.T) {
 	must(t, mem.Put(ok.Ref, false, "k1"))
 	must(t, mem.Put(failed.Ref, false, "k1", "k2"))
 	l := newLister(ok, failed)
-	fb := &backupdelete.FailedBackups{Lister: l, NodeID: "node-1"}
+	fb := &backupdelete.FailedBackups{Lister: l, Store: mem, NodeID: "node-1"}
 	store := orphan.NewMemStore()
 	policy, err := orphan.ParsePolicy("backup", "60")
 	if err != nil {

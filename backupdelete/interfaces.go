@@ -32,6 +32,24 @@ type Backupstore interface {
 	BackupExists(ctx context.Context, ref BackupRef) (bool, error)
 }
 
+// CompletedBackupDeleter is an optional ability of a Backupstore, found by
+// type assertion: deleting a backup only if its creation has finished,
+// decided where the deletion happens. BackupOrphanDeleter requires it: a
+// failed backup's data is purged automatically, and a backup the host
+// reports failed (Unknown: the host lost track of it) may still be being
+// written. fsstore.Store and backupstoretest.MemStore implement it.
+type CompletedBackupDeleter interface {
+	// DeleteCompletedBackup is DeleteBackup, except that a backup still
+	// being written (Longhorn: its cfg has an empty CreatedTime) is not
+	// touched: the error wraps ErrInProgress. A backup whose state cannot
+	// be read is not touched either (an error wrapping ErrCorrupt, or a
+	// retryable error). The check must hold at the moment of deletion: the
+	// store makes it under the same exclusion that keeps backup creators
+	// out (fsstore: under the deletion lock). A backup already gone is
+	// success. Safe for concurrent use.
+	DeleteCompletedBackup(ctx context.Context, ref BackupRef) error
+}
+
 // BackupLister is the host adapter to its backup records (Longhorn's Backup
 // custom resources, usually from an informer cache). FailedBackups and
 // BackupOrphanDeleter use it to find failed backups and to re-check one

@@ -6,10 +6,20 @@ import (
 	"time"
 )
 
+// DefaultBackupTarget is the name of Longhorn's default backup target:
+// the BackupTarget object longhorn-manager creates from its backup-target
+// setting is named "default" (types.DefaultBackupTargetName), and since
+// v1.8, which allows several targets, it is still the one backups use
+// unless told otherwise. A BackupRef with an empty Target (a host with one
+// target) names this target: its failed-backup orphan records carry
+// BackupTarget "default", so they keep their names when the host starts
+// to spell the target out.
+const DefaultBackupTarget = "default"
+
 // BackupRef names one backup in one backup target: the triple Longhorn's
 // backup URL encodes (target, volume, backup name).
 type BackupRef struct {
-	Target string // the backup target's name; empty when the host has one target
+	Target string // the backup target's name; empty when the host has one target (DefaultBackupTarget)
 	Volume string // the backup volume: the name of the volume backed up
 	Name   string // the backup's name, e.g. backup-0123456789abcdef
 }
@@ -48,9 +58,44 @@ var nameByte = func() (t [256]bool) {
 	return t
 }()
 
+// ValidTarget reports whether s can be a backup target's name: empty (the
+// host's only target), or 1 to 253 letters, digits, '_', '.' and '-'
+// starting with a letter or digit (Kubernetes object names are a subset),
+// so never path-like.
+func ValidTarget(s string) bool {
+	if s == "" {
+		return true
+	}
+	if len(s) > 253 || !nameByte[s[0]] || s[0] == '_' || s[0] == '.' || s[0] == '-' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if !nameByte[s[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+// SameTarget reports whether two target names name one target: equal, or
+// one empty and the other DefaultBackupTarget.
+func SameTarget(a, b string) bool {
+	if a == "" {
+		a = DefaultBackupTarget
+	}
+	if b == "" {
+		b = DefaultBackupTarget
+	}
+	return a == b
+}
+
 // Validate returns an error wrapping ErrInvalidRef if the volume or the
-// backup name is not a valid backupstore name.
+// backup name is not a valid backupstore name, or the target name is not
+// a ValidTarget.
 func (r BackupRef) Validate() error {
+	if !ValidTarget(r.Target) {
+		return fmt.Errorf("%w: backup target name %q", ErrInvalidRef, r.Target)
+	}
 	if !ValidName(r.Volume) {
 		return fmt.Errorf("%w: volume name %q", ErrInvalidRef, r.Volume)
 	}
@@ -137,4 +182,8 @@ var (
 	ErrTimeout = errors.New("backupdelete: delete command timed out")
 	// ErrClosed: the Driver was closed.
 	ErrClosed = errors.New("backupdelete: driver closed")
+	// ErrInProgress: a CompletedBackupDeleter found the backup still being
+	// written in the backupstore (Longhorn: its cfg has an empty
+	// CreatedTime) and deleted nothing.
+	ErrInProgress = errors.New("backupdelete: backup still in progress in the backupstore")
 )

@@ -19,6 +19,11 @@ type Harness struct {
 	Create func(ctx context.Context, ref backupdelete.BackupRef) error
 	// Target is the BackupRef.Target the store answers for.
 	Target string
+	// CreateInProgress puts a backup still being written in the store
+	// (Longhorn: a cfg with an empty CreatedTime). Needed to test a
+	// store that is a backupdelete.CompletedBackupDeleter; nil skips that
+	// test.
+	CreateInProgress func(ctx context.Context, ref backupdelete.BackupRef) error
 }
 
 // RunConformance runs the Backupstore contract against fresh harnesses
@@ -41,6 +46,7 @@ func RunConformance(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"InvalidRef", testInvalidRef},
 		{"ConcurrentDeletes", testConcurrentDeletes},
 		{"CancelledContext", testCancelled},
+		{"CompletedDeleter", testCompletedDeleter},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, newHarness(t)) })
 	}
@@ -204,4 +210,41 @@ func testCancelled(t *testing.T, h Harness) {
 		t.Fatalf("retry: %v", err)
 	}
 	wantExists(t, h, r, false)
+}
+
+// testCompletedDeleter checks the optional CompletedBackupDeleter: it
+// deletes a completed backup, treats a gone one as success, refuses
+// invalid refs, and never touches a backup still being written.
+func testCompletedDeleter(t *testing.T, h Harness) {
+	cd, ok := h.Store.(backupdelete.CompletedBackupDeleter)
+	if !ok {
+		t.Skip("the store is not a backupdelete.CompletedBackupDeleter")
+	}
+	ctx := context.Background()
+	done := ref(h, "vol-a", "backup-0000000000000001")
+	mustCreate(t, h, done)
+	if err := cd.DeleteCompletedBackup(ctx, done); err != nil {
+		t.Fatalf("DeleteCompletedBackup of a completed backup: %v", err)
+	}
+	wantExists(t, h, done, false)
+	if err := cd.DeleteCompletedBackup(ctx, done); err != nil {
+		t.Fatalf("DeleteCompletedBackup of what is gone: %v, want nil", err)
+	}
+	if err := cd.DeleteCompletedBackup(ctx, ref(h, "../etc", "backup-0000000000000001")); !errors.Is(err, backupdelete.ErrInvalidRef) {
+		t.Fatalf("DeleteCompletedBackup of an invalid ref: %v, want ErrInvalidRef", err)
+	}
+	if h.CreateInProgress == nil {
+		t.Skip("the harness has no CreateInProgress")
+	}
+	running := ref(h, "vol-a", "backup-0000000000000002")
+	keep := ref(h, "vol-a", "backup-0000000000000003")
+	mustCreate(t, h, keep)
+	if err := h.CreateInProgress(ctx, running); err != nil {
+		t.Fatalf("CreateInProgress(%s): %v", running, err)
+	}
+	if err := cd.DeleteCompletedBackup(ctx, running); !errors.Is(err, backupdelete.ErrInProgress) {
+		t.Fatalf("DeleteCompletedBackup of a backup in progress: %v, want ErrInProgress", err)
+	}
+	wantExists(t, h, running, true)
+	wantExists(t, h, keep, true)
 }

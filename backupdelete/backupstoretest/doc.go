@@ -4,8 +4,8 @@
 //   - RunConformance is the Backupstore contract as a test suite; any
 //     implementation (fsstore, a host's S3 or engine-binary adapter) runs it
 //     in one line.
-//   - MemStore is an in-memory Backupstore that passes it, with
-//     reference-counted block collection.
+//   - MemStore is an in-memory Backupstore (and CompletedBackupDeleter)
+//     that passes it, with reference-counted block collection.
 //   - Faulty wraps any Backupstore and injects faults per call: EIO or any
 //     error, a hang until the context ends (a timeout), a panic, a partial
 //     deletion (the work done, an error returned).
@@ -13,7 +13,10 @@
 // # Host duties
 //
 //  1. Write a harness function returning a fresh, empty store and a way to
-//     create a completed backup in it.
+//     create a completed backup in it; if your store is a
+//     backupdelete.CompletedBackupDeleter (BackupOrphanDeleter needs
+//     one), also a way to create a backup still in progress
+//     (Harness.CreateInProgress), so the suite checks it is never deleted.
 //  2. Call RunConformance(t, harness) from a test.
 //  3. Use MemStore and Faulty to test your controller against a store that
 //     misbehaves on cue.
@@ -31,7 +34,8 @@
 //
 // The suite expects ErrInvalidRef for names that are not valid backupstore
 // names, nil for deleting what is gone, and nil or context.Canceled from a
-// cancelled context. It retries ErrLocked a few times.
+// cancelled context; from a CompletedBackupDeleter, ErrInProgress for a
+// backup still being written. It retries ErrLocked a few times.
 //
 // # Concurrency
 //

@@ -2,6 +2,7 @@ package backupstoretest
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 
@@ -74,6 +75,32 @@ func (m *MemStore) DeleteBackup(ctx context.Context, ref backupdelete.BackupRef)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.deleteLocked(ref)
+	return nil
+}
+
+// DeleteCompletedBackup implements backupdelete.CompletedBackupDeleter: a
+// backup Put as in progress is not touched (an error wrapping
+// backupdelete.ErrInProgress); otherwise it is DeleteBackup. The check and
+// the deletion happen under one lock.
+func (m *MemStore) DeleteCompletedBackup(ctx context.Context, ref backupdelete.BackupRef) error {
+	if err := ref.Validate(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if b, ok := m.backups[ref]; ok && b.inProgress {
+		return fmt.Errorf("backup %s: %w", ref, backupdelete.ErrInProgress)
+	}
+	m.deleteLocked(ref)
+	return nil
+}
+
+// deleteLocked removes the backup and collects its volume's blocks.
+func (m *MemStore) deleteLocked(ref backupdelete.BackupRef) {
 	m.init()
 	m.deletes++
 	delete(m.backups, ref)
@@ -83,7 +110,7 @@ func (m *MemStore) DeleteBackup(ctx context.Context, ref backupdelete.BackupRef)
 			continue
 		}
 		if b.inProgress {
-			return nil
+			return
 		}
 		for _, ck := range b.blocks {
 			referenced[ck] = true
@@ -94,7 +121,6 @@ func (m *MemStore) DeleteBackup(ctx context.Context, ref backupdelete.BackupRef)
 			delete(m.blocks, blk)
 		}
 	}
-	return nil
 }
 
 // Blocks returns the block checksums present in a volume, sorted.
@@ -111,7 +137,8 @@ func (m *MemStore) Blocks(target, volume string) []string {
 	return out
 }
 
-// Deletes returns how many times DeleteBackup ran past validation.
+// Deletes returns how many times DeleteBackup or DeleteCompletedBackup
+// deleted (or found gone) a backup.
 func (m *MemStore) Deletes() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -125,4 +152,7 @@ func (m *MemStore) init() {
 	}
 }
 
-var _ backupdelete.Backupstore = (*MemStore)(nil)
+var (
+	_ backupdelete.Backupstore            = (*MemStore)(nil)
+	_ backupdelete.CompletedBackupDeleter = (*MemStore)(nil)
+)

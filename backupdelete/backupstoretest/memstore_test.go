@@ -20,6 +20,9 @@ func TestMemStoreConformance(t *testing.T) {
 			Create: func(_ context.Context, r backupdelete.BackupRef) error {
 				return m.Put(r, false, "shared", r.Name)
 			},
+			CreateInProgress: func(_ context.Context, r backupdelete.BackupRef) error {
+				return m.Put(r, true, "shared", r.Name)
+			},
 		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
 )
@@ -221,4 +222,101 @@ func encodeBackup(b Backup) ([]byte, error) {
 
 func corrupt(what string, err error) error {
 	return fmt.Errorf("%w: %s: %v", backupdelete.ErrCorrupt, what, err)
+}
+
+// volumeKeyOrder is the field order of Longhorn's Volume struct
+// (longhorn/backupstore backupstore.go, type Volume), in which
+// json.Marshal writes volume.cfg.
+var volumeKeyOrder = []string{
+	"Name", "Size", "Labels", "CreatedTime", "LastBackupName", "LastBackupAt", "BlockCount",
+	"BackingImageName", "BackingImageChecksum", "CompressionMethod", "StorageClassName", "DataEngine",
+}
+
+// rawObject is a JSON object's members with their values as raw bytes, in
+// the order the file has them. It is how volume.cfg is rewritten: only
+// the changed values are replaced, every other value keeps its bytes, and
+// fields this package does not know (a newer Longhorn's) survive.
+type rawObject struct {
+	keys []string
+	vals map[string]json.RawMessage
+}
+
+// parseVolumeObject reads volume.cfg's members. A key that matches one of
+// Longhorn's field names regardless of case is stored under that name, as
+// encoding/json (and so Longhorn) reads it; of duplicates the last wins,
+// as there too.
+func parseVolumeObject(data []byte) (rawObject, error) {
+	o := rawObject{vals: map[string]json.RawMessage{}}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return o, fmt.Errorf("not a JSON object")
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return o, err
+		}
+		key, _ := tok.(string)
+		for _, k := range volumeKeyOrder {
+			if strings.EqualFold(key, k) {
+				key = k
+				break
+			}
+		}
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return o, err
+		}
+		if _, dup := o.vals[key]; !dup {
+			o.keys = append(o.keys, key)
+		}
+		o.vals[key] = val
+	}
+	if _, err := dec.Token(); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+// set replaces (or adds) a member's value.
+func (o *rawObject) set(key string, val json.RawMessage) {
+	if _, ok := o.vals[key]; !ok {
+		o.keys = append(o.keys, key)
+	}
+	o.vals[key] = val
+}
+
+// marshalVolume writes the members as Longhorn's struct would: its fields
+// in its order, then any others in the order the file had them. Values
+// are compacted, as json.Marshal compacts a json.RawMessage.
+func (o *rawObject) marshalVolume() ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteByte('{')
+	write := func(key string) error {
+		if buf.Len() > 1 {
+			buf.WriteByte(',')
+		}
+		k, _ := json.Marshal(key)
+		buf.Write(k)
+		buf.WriteByte(':')
+		return json.Compact(&buf, o.vals[key])
+	}
+	known := map[string]bool{}
+	for _, k := range volumeKeyOrder {
+		known[k] = true
+		if _, ok := o.vals[k]; ok {
+			if err := write(k); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, k := range o.keys {
+		if !known[k] {
+			if err := write(k); err != nil {
+				return nil, err
+			}
+		}
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
 }

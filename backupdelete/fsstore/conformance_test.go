@@ -11,24 +11,30 @@ import (
 func TestConformance(t *testing.T) {
 	backupstoretest.RunConformance(t, func(t *testing.T) backupstoretest.Harness {
 		s := openFast(t, t.TempDir(), Options{})
+		create := func(ctx context.Context, r backupdelete.BackupRef, createdTime string) error {
+			if _, err := s.ReadVolume(ctx, r.Volume); err != nil {
+				if err := s.WriteVolume(ctx, Volume{Name: r.Volume, Size: 4 << 20}); err != nil {
+					return err
+				}
+			}
+			shared, own := checksum(r.Volume), checksum(r.String())
+			for _, ck := range []string{shared, own} {
+				if err := s.WriteBlock(ctx, r.Volume, ck, []byte(ck)); err != nil {
+					return err
+				}
+			}
+			return s.WriteBackup(ctx, Backup{
+				Name: r.Name, VolumeName: r.Volume, SnapshotCreatedAt: "2026-11-01T00:00:00Z", CreatedTime: createdTime,
+				Blocks: []BlockMapping{{0, shared}, {2 << 20, own}},
+			})
+		}
 		return backupstoretest.Harness{
 			Store: s,
+			CreateInProgress: func(ctx context.Context, r backupdelete.BackupRef) error {
+				return create(ctx, r, "")
+			},
 			Create: func(ctx context.Context, r backupdelete.BackupRef) error {
-				if _, err := s.ReadVolume(ctx, r.Volume); err != nil {
-					if err := s.WriteVolume(ctx, Volume{Name: r.Volume, Size: 4 << 20}); err != nil {
-						return err
-					}
-				}
-				shared, own := checksum(r.Volume), checksum(r.String())
-				for _, ck := range []string{shared, own} {
-					if err := s.WriteBlock(ctx, r.Volume, ck, []byte(ck)); err != nil {
-						return err
-					}
-				}
-				return s.WriteBackup(ctx, Backup{
-					Name: r.Name, VolumeName: r.Volume, SnapshotCreatedAt: "2026-11-01T00:00:00Z", CreatedTime: "2026-11-01T00:00:00Z",
-					Blocks: []BlockMapping{{0, shared}, {2 << 20, own}},
-				})
+				return create(ctx, r, "2026-11-01T00:00:00Z")
 			},
 		}
 	})

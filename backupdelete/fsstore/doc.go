@@ -38,7 +38,15 @@
 //     is ever listed as a cfg, block or lock.
 //   - volume.cfg is rewritten key by key: only LastBackupName,
 //     LastBackupAt and BlockCount change, every other key keeps its bytes,
-//     so fields added by newer Longhorn versions survive.
+//     so fields added by newer Longhorn versions survive. The keys are
+//     written in the field order of Longhorn's Volume struct (Name, Size,
+//     Labels, CreatedTime, LastBackupName, LastBackupAt, BlockCount,
+//     BackingImageName, BackingImageChecksum, CompressionMethod,
+//     StorageClassName, DataEngine), as its json.Marshal writes them, then
+//     any others in the order the file had them. A key spelled in another
+//     case ("blockcount") is the field Longhorn reads it as
+//     (encoding/json matches keys regardless of case) and is written under
+//     the field's name.
 //   - Every cfg read is bounded (Options.MaxConfigBytes, default 256 MiB);
 //     a lock file read is bounded at 64 KiB.
 //
@@ -79,6 +87,14 @@
 // So a count that drifted (a writer that does not maintain it) is carried
 // along until the Store's next full collection.
 //
+// Store.DeleteCompletedBackup (backupdelete.CompletedBackupDeleter, which
+// the failed-backup purge requires) is the same deletion with one more
+// check under the deletion lock, before anything is removed: the backup's
+// cfg must be a readable, parsable regular file with a CreatedTime
+// (ErrInProgress, ErrCorrupt or ErrFileType otherwise). Longhorn's
+// DeleteDeltaBlockBackup has no such check: a user may delete a backup in
+// progress, and DeleteBackup still allows it.
+//
 // # Locks
 //
 // Lock files are locks/lock-<16 hex>.lck holding {"Name","Type","Acquired"};
@@ -88,13 +104,24 @@
 // (60 s). To take a lock: write it (not acquired), wait LockSettle (2 s),
 // list the locks; a lock of another type that is not expired and ranks
 // first (acquired first, then older file time, then smaller name) blocks.
-// Unreadable lock files are skipped, as Longhorn does. Longhorn's current
-// lock.go retries every 10 s for up to 30 s (DESIGN.md describes the older
-// single try); here Options.LockWait bounds the wait and defaults to a
-// single try, and a failure is a *LockConflictError wrapping
-// backupdelete.ErrLocked that names the blocking lock. All protocol time
-// runs on Options.Clock, so tests use a fake clock; expiry compares that
-// clock with file times, which on a shared mount come from the server.
+// Unreadable lock files are skipped, as Longhorn does. Longhorn's
+// FileLock.Lock (longhorn/backupstore lock.go) looks once, after the
+// settle, and fails ("failed to acquire lock ... please try again later");
+// its old loop that looked again every 10 s for up to 30 s was removed in
+// 2020 so that callers retry with backoff instead. By default a Store
+// does the same: one look, a refusal about LockSettle after the attempt.
+// Options.LockWait is caretaker's own option to wait instead (looking
+// every Options.LockCheckInterval). A failure is a *LockConflictError
+// wrapping backupdelete.ErrLocked that names the blocking lock. All
+// protocol time runs on Options.Clock, so tests use a fake clock; expiry
+// compares that clock with file times, which on a shared mount come from
+// the server.
+//
+// A deletion's lock is refreshed until the deletion returns or its
+// context ends, whichever is first; once the context has ended no block
+// is unlinked and volume.cfg is not written, so a deletion stuck past its
+// context (a hung NFS server) holds the volume for at most LockExpiry. A
+// Lock from Store.Lock is refreshed until Release.
 //
 // # Safety
 //
@@ -102,6 +129,20 @@
 // outside it. Deleting what is already gone is success, and the block
 // collection still runs, so a retry finishes an interrupted deletion.
 // Files that are not cfgs, blocks or locks are never removed.
+//
+// No file is opened before its type is known. Lstat (which opens nothing
+// and follows no symlink) comes first; a regular file is then opened
+// O_RDONLY|O_NONBLOCK and its fstat must be the file Lstat saw; a
+// directory is opened as "<dir>/.", which the kernel refuses at once when
+// <dir> is not one. A FIFO, socket, device or symlink where the layout has
+// a lock file, a cfg, volume.cfg, a blocks directory level, the backups or
+// locks directory or the volume directory is a *FileTypeError (ErrFileType,
+// also backupdelete.ErrCorrupt), never a blocked open: as a lock file or a
+// remaining backup's cfg it is skipped like an unreadable one (the latter
+// stops block collection); as the deleted backup's cfg, volume.cfg or a
+// directory it fails the deletion, which then releases its lock. Nothing
+// of the wrong type is removed. (A block file is unlinked without a type
+// check: unlinking opens nothing, and the name is in the block namespace.)
 //
 // # Host duties
 //
@@ -130,7 +171,8 @@
 //
 // backupdelete.ErrInvalidRef for invalid names; backupdelete.ErrLocked
 // (as *LockConflictError) for a conflicting lock; backupdelete.ErrCorrupt
-// for an unparsable or oversized file; backupdelete.ErrNotFound from the
+// for an unparsable or oversized file, and ErrFileType (as
+// *FileTypeError, also ErrCorrupt) for a path of the wrong type; backupdelete.ErrNotFound from the
 // Read methods; filesystem errors (EIO, EPERM from an immutable file) are
 // returned wrapped, with the path.
 //

@@ -27,7 +27,9 @@ const (
 	LockDeletion LockType = 2 // deleting a backup
 )
 
-// Longhorn's lock timing (backupstore/lock.go).
+// Lock timing. LockExpiry, LockRefresh and LockSettle are Longhorn's
+// (longhorn/backupstore lock.go: LOCK_DURATION, LOCK_REFRESH_INTERVAL,
+// LOCK_CHECK_WAIT_TIME); DefaultLockCheckInterval is caretaker's own.
 const (
 	// LockExpiry: a lock whose file was not modified for longer is dead.
 	LockExpiry = 150 * time.Second
@@ -37,8 +39,12 @@ const (
 	// before listing, so that two takers racing see each other (file times
 	// have second precision and node clocks differ).
 	LockSettle = 2 * time.Second
-	// DefaultLockCheckInterval: how often a waiting taker looks again
-	// (Longhorn's LOCK_CHECK_INTERVAL).
+	// DefaultLockCheckInterval: how often a taker that waits for a
+	// conflicting lock (Options.LockWait > 0) looks again. Longhorn's
+	// FileLock.Lock does not wait: it looks once after LockSettle and
+	// fails. (Its lock.go once retried every 10 s for up to 30 s,
+	// LOCK_CHECK_INTERVAL and LOCK_MAX_WAIT_TIME; that loop was removed
+	// in 2020 in favour of the caller retrying with backoff.)
 	DefaultLockCheckInterval = 10 * time.Second
 )
 
@@ -94,8 +100,11 @@ type Lock struct {
 	file LockFile
 	stop chan struct{}
 	done chan struct{}
-	once sync.Once
-	err  error
+	// abandon, if not nil, stops the refresh early (the operation the
+	// lock is for was cancelled); the file stays until Release.
+	abandon <-chan struct{}
+	once    sync.Once
+	err     error
 	// closeRoot: the Lock opened vol itself (Store.Lock) and closes it.
 	closeRoot bool
 }
@@ -144,8 +153,9 @@ func ranksBefore(a, b lockSeen) bool {
 // expired ranks before ours, we are blocked. Blocked, we look again every
 // LockCheckInterval until LockWait has passed (Longhorn fails at once),
 // then remove our file and fail with a LockConflictError. Otherwise we
-// rewrite our file as acquired and refresh it until Release.
-func (s *Store) acquire(ctx context.Context, vol *os.Root, volume string, t LockType) (*Lock, error) {
+// rewrite our file as acquired and refresh it until Release, or until
+// abandon is closed (nil: until Release).
+func (s *Store) acquire(ctx context.Context, vol *os.Root, volume string, t LockType, abandon <-chan struct{}) (*Lock, error) {
 	name, err := newLockName()
 	if err != nil {
 		return nil, err
@@ -195,7 +205,7 @@ func (s *Store) acquire(ctx context.Context, vol *os.Root, volume string, t Lock
 	if err := s.writeLock(vol, me); err != nil {
 		return fail(err)
 	}
-	l := &Lock{vol: vol, file: me, stop: make(chan struct{}), done: make(chan struct{})}
+	l := &Lock{vol: vol, file: me, stop: make(chan struct{}), done: make(chan struct{}), abandon: abandon}
 	go s.refresh(l)
 	return l, nil
 }
@@ -262,13 +272,17 @@ func (s *Store) listLocks(vol *os.Root) ([]lockSeen, error) {
 }
 
 // refresh rewrites the lock file every LockRefresh, so that other takers
-// do not see it expire while a long deletion runs.
+// do not see it expire while a long deletion runs. It stops at Release,
+// or when the lock's operation is abandoned.
 func (s *Store) refresh(l *Lock) {
 	defer close(l.done)
 	for {
 		t := s.clock.NewTimer(LockRefresh)
 		select {
 		case <-l.stop:
+			t.Stop()
+			return
+		case <-l.abandon:
 			t.Stop()
 			return
 		case <-t.C():

@@ -29,13 +29,13 @@ type Options struct {
 	Clock clock.Clock
 	// LockWait is how long a deletion waits for a conflicting lock (a
 	// backup or restore running on the volume) before failing with
-	// backupdelete.ErrLocked. Zero fails after the first look, as the
-	// protocol DESIGN.md describes. A wait longer than LockRefresh
-	// rewrites our waiting lock file every LockRefresh, so that it never
-	// looks expired to others while we still count its rank (Longhorn's
-	// 30 s wait never gets near LockExpiry; a longer one would let a taker
-	// that saw our lock as expired and we, who still ranked it first, both
-	// proceed).
+	// backupdelete.ErrLocked. Zero fails after the first look, about
+	// LockSettle after the attempt, exactly as Longhorn's FileLock.Lock
+	// does; waiting is caretaker's own option. A wait longer than
+	// LockRefresh rewrites our waiting lock file every LockRefresh, so that
+	// it never looks expired to others while we still count its rank
+	// (otherwise a taker that saw our lock as expired and we, who still
+	// ranked it first, could both proceed).
 	LockWait time.Duration
 	// LockCheckInterval is how often a waiting taker looks again; default
 	// 10 s.
@@ -80,6 +80,15 @@ type Store struct {
 // Open opens the backupstore mounted at dir (the directory that holds
 // "backupstore/"). The directory must exist.
 func Open(dir string, opts Options) (*Store, error) {
+	// Opening a FIFO blocks; the mount point's type is checked first (it
+	// may be a symlink to a directory: the host chose the path).
+	info, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("fsstore: open %s: %w", dir, err)
+	}
+	if !info.IsDir() {
+		return nil, &FileTypeError{Path: dir, Mode: info.Mode(), Want: "directory"}
+	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, fmt.Errorf("fsstore: open %s: %w", dir, err)
@@ -153,10 +162,27 @@ type Collection struct {
 // skipped and the blocks are still collected, so a retry after a partial
 // deletion finishes the job.
 func (s *Store) DeleteBackupReport(ctx context.Context, ref backupdelete.BackupRef) (Collection, error) {
+	return s.deleteBackup(ctx, ref, false)
+}
+
+// DeleteCompletedBackup is DeleteBackup for a backup whose creation has
+// finished: under the deletion lock (which no backup creator holds at the
+// same time), before anything is removed, it reads the backup's cfg and
+// deletes nothing if the cfg has an empty CreatedTime (an error wrapping
+// backupdelete.ErrInProgress) or cannot be read (a FIFO or anything but a
+// regular file: ErrFileType; unparsable or oversized: ErrCorrupt; an I/O
+// error as it is). A cfg that is already gone is success, and the blocks
+// are still collected. See backupdelete.CompletedBackupDeleter.
+func (s *Store) DeleteCompletedBackup(ctx context.Context, ref backupdelete.BackupRef) error {
+	_, err := s.deleteBackup(ctx, ref, true)
+	return err
+}
+
+func (s *Store) deleteBackup(ctx context.Context, ref backupdelete.BackupRef, requireComplete bool) (Collection, error) {
 	if err := ref.Validate(); err != nil {
 		return Collection{}, err
 	}
-	vol, err := s.root.OpenRoot(VolumePath(ref.Volume))
+	vol, err := openDir(s.root, VolumePath(ref.Volume))
 	if errors.Is(err, fs.ErrNotExist) {
 		return Collection{}, nil
 	}
@@ -165,13 +191,17 @@ func (s *Store) DeleteBackupReport(ctx context.Context, ref backupdelete.BackupR
 	}
 	defer vol.Close()
 
-	lock, err := s.acquire(ctx, vol, ref.Volume, LockDeletion)
+	// The lock stops being refreshed when the deletion returns or ctx
+	// ends, whichever comes first: a deletion stuck past its context does
+	// not hold the volume for longer than LockExpiry (and, cancelled, it
+	// unlinks nothing more: see removeBlocks).
+	lock, err := s.acquire(ctx, vol, ref.Volume, LockDeletion, ctx.Done())
 	if err != nil {
 		return Collection{}, fmt.Errorf("fsstore: delete backup %s: %w", ref, err)
 	}
 	defer lock.Release()
 
-	c, err := s.collect(ctx, vol, ref)
+	c, err := s.collect(ctx, vol, ref, requireComplete)
 	if err != nil {
 		return c, fmt.Errorf("fsstore: delete backup %s: %w", ref, err)
 	}
@@ -179,7 +209,7 @@ func (s *Store) DeleteBackupReport(ctx context.Context, ref backupdelete.BackupR
 }
 
 // collect is the deletion proper, under the lock.
-func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.BackupRef) (c Collection, err error) {
+func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.BackupRef, requireComplete bool) (c Collection, err error) {
 	s.mu.Lock()
 	targeted := !s.opts.FullCollection && s.swept[ref.Volume]
 	s.mu.Unlock()
@@ -194,13 +224,31 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 	// candidates are the deleted backup's blocks (slices of its cfg's
 	// bytes, possibly repeated); nil means "list every block file".
 	var candidates [][]byte
-	if data, _, err := readBounded(vol, backupCfgPath(ref.Name), s.opts.MaxConfigBytes); err == nil && targeted {
+	data, _, readErr := readBounded(vol, backupCfgPath(ref.Name), s.opts.MaxConfigBytes)
+	if requireComplete && !errors.Is(readErr, fs.ErrNotExist) {
+		if readErr != nil {
+			return c, fmt.Errorf("read %s: %w", backupCfgPath(ref.Name), readErr)
+		}
+		refs, err := scanBackup(data)
+		if err != nil {
+			return c, err
+		}
+		if refs.createdTime == "" {
+			return c, fmt.Errorf("%w: %s has an empty CreatedTime", backupdelete.ErrInProgress, backupCfgPath(ref.Name))
+		}
+	}
+	if readErr == nil && targeted {
 		if refs, err := scanBackup(data); err == nil {
 			candidates = refs.checksums
 			if candidates == nil {
 				candidates = [][]byte{}
 			}
 		}
+	}
+	// Only a regular file is a cfg: anything else at its name (a FIFO, a
+	// directory, a symlink) stops the deletion before it removes anything.
+	if err := checkRegularOrAbsent(vol, backupCfgPath(ref.Name)); err != nil {
+		return c, err
 	}
 	if err := vol.Remove(backupCfgPath(ref.Name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return c, fmt.Errorf("remove %s: %w", backupCfgPath(ref.Name), err)
@@ -305,8 +353,11 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 				}
 			}
 		}
-		removed, failed := removeBlocks(vol, unref)
+		removed, failed := removeBlocks(ctx, vol, unref)
 		c.Removed = removed
+		if err := ctx.Err(); err != nil {
+			return c, err
+		}
 		if len(failed) > 0 {
 			slices.Sort(failed)
 			return c, fmt.Errorf("failed to remove %d blocks (first %s)", len(failed), failed[0])
@@ -321,16 +372,22 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 		if c.Skipped == "" {
 			last, at = latest.name, latest.at
 		}
-		volRaw["LastBackupName"], _ = json.Marshal(last)
-		volRaw["LastBackupAt"], _ = json.Marshal(at)
+		lastJSON, _ := json.Marshal(last)
+		atJSON, _ := json.Marshal(at)
+		volRaw.set("LastBackupName", lastJSON)
+		volRaw.set("LastBackupAt", atJSON)
 		changed = true
 	}
 	if c.Skipped == "" {
-		volRaw["BlockCount"], _ = json.Marshal(strconv.Itoa(c.Referenced))
+		count, _ := json.Marshal(strconv.Itoa(c.Referenced))
+		volRaw.set("BlockCount", count)
 		changed = true
 	}
 	if changed {
-		data, err := json.Marshal(volRaw)
+		if err := ctx.Err(); err != nil {
+			return c, err
+		}
+		data, err := volRaw.marshalVolume()
 		if err != nil {
 			return c, err
 		}
@@ -417,8 +474,8 @@ func (s *Store) scanAll(ctx context.Context, vol *os.Root, names []string, add f
 }
 
 // blockCountOf is volume.cfg's BlockCount, if it has one.
-func blockCountOf(volRaw map[string]json.RawMessage) (int, bool) {
-	raw, ok := volRaw["BlockCount"]
+func blockCountOf(volRaw rawObject) (int, bool) {
+	raw, ok := volRaw.vals["BlockCount"]
 	if !ok {
 		return 0, false
 	}
@@ -587,8 +644,10 @@ const removeWorkers = 8
 // removeBlocks unlinks block files; one already gone counts as removed.
 // The files are grouped by first-level bucket, and each bucket directory
 // is opened once as an os.Root, so an unlink walks one directory level
-// instead of three while still never following a symlink.
-func removeBlocks(vol *os.Root, cks []string) (removed int, failed []string) {
+// instead of three while still never following a symlink. Once ctx ends
+// nothing more is unlinked (the lock may no longer be refreshed), and the
+// blocks left count as neither removed nor failed.
+func removeBlocks(ctx context.Context, vol *os.Root, cks []string) (removed int, failed []string) {
 	groups := map[string][]string{}
 	for _, ck := range cks {
 		groups[ck[0:2]] = append(groups[ck[0:2]], ck)
@@ -603,7 +662,10 @@ func removeBlocks(vol *os.Root, cks []string) (removed int, failed []string) {
 			n := 0
 			var bad []string
 			for group := range work {
-				bucket, err := vol.OpenRoot(blocksDir + "/" + group[0][0:2])
+				if ctx.Err() != nil {
+					continue
+				}
+				bucket, err := openDir(vol, blocksDir+"/"+group[0][0:2])
 				if errors.Is(err, fs.ErrNotExist) {
 					n += len(group) // the whole bucket is gone
 					continue
@@ -613,6 +675,9 @@ func removeBlocks(vol *os.Root, cks []string) (removed int, failed []string) {
 					continue
 				}
 				for _, ck := range group {
+					if ctx.Err() != nil {
+						break
+					}
 					if err := bucket.Remove(ck[2:4] + "/" + ck + blockSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
 						bad = append(bad, ck)
 						continue
@@ -635,21 +700,22 @@ func removeBlocks(vol *os.Root, cks []string) (removed int, failed []string) {
 	return removed, failed
 }
 
-// readVolumeRaw reads volume.cfg both as a key → raw value map (rewritten
-// with only the changed keys replaced, so fields this package does not know
-// survive byte for byte) and parsed.
-func (s *Store) readVolumeRaw(vol *os.Root) (map[string]json.RawMessage, Volume, error) {
+// readVolumeRaw reads volume.cfg both as its members with raw values
+// (rewritten with only the changed values replaced, in Longhorn's field
+// order, so fields this package does not know survive byte for byte) and
+// parsed.
+func (s *Store) readVolumeRaw(vol *os.Root) (rawObject, Volume, error) {
 	data, _, err := readBounded(vol, volumeCfg, s.opts.MaxConfigBytes)
 	if err != nil {
-		return nil, Volume{}, fmt.Errorf("read volume.cfg: %w", err)
+		return rawObject{}, Volume{}, fmt.Errorf("read volume.cfg: %w", err)
 	}
 	v, err := ParseVolume(data)
 	if err != nil {
-		return nil, Volume{}, err
+		return rawObject{}, Volume{}, err
 	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return nil, Volume{}, corrupt("volume.cfg", err)
+	raw, err := parseVolumeObject(data)
+	if err != nil {
+		return rawObject{}, Volume{}, corrupt("volume.cfg", err)
 	}
 	return raw, v, nil
 }
@@ -739,7 +805,7 @@ func listBlocks(vol *os.Root) (map[string]struct{}, error) {
 
 // listBucket lists the block files under blocks/<a>/.
 func listBucket(vol *os.Root, a string) ([]string, error) {
-	bucket, err := vol.OpenRoot(blocksDir + "/" + a)
+	bucket, err := openDir(vol, blocksDir+"/"+a)
 	if err != nil {
 		return nil, err
 	}
@@ -767,7 +833,7 @@ func listBucket(vol *os.Root, a string) ([]string, error) {
 // readDirs lists the bucket subdirectories (two lowercase hex digits) of
 // a blocks directory level.
 func readDirs(root *os.Root, dir string) ([]string, error) {
-	f, err := root.Open(dir)
+	f, err := openDirFile(root, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -792,7 +858,7 @@ func sameSet(a, b []string) bool { return slices.Equal(a, b) } // both sorted
 
 // readDirNames lists a directory inside root.
 func readDirNames(root *os.Root, dir string) ([]string, error) {
-	f, err := root.Open(dir)
+	f, err := openDirFile(root, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -808,18 +874,11 @@ func readBounded(root *os.Root, name string, limit int64) ([]byte, fs.FileInfo, 
 // readBoundedInto is readBounded into buf's storage when it is large
 // enough (the result then aliases buf).
 func readBoundedInto(root *os.Root, name string, limit int64, buf []byte) ([]byte, fs.FileInfo, error) {
-	f, err := root.Open(name)
+	f, info, err := openRegular(root, name)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, nil, err
-	}
-	if !info.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("%w: %s is not a regular file", backupdelete.ErrCorrupt, name)
-	}
 	if info.Size() > limit {
 		return nil, nil, fmt.Errorf("%w: %s is %d bytes, more than %d", backupdelete.ErrCorrupt, name, info.Size(), limit)
 	}
@@ -851,4 +910,7 @@ func readBoundedInto(root *os.Root, name string, limit int64, buf []byte) ([]byt
 	return data, info, nil
 }
 
-var _ backupdelete.Backupstore = (*Store)(nil)
+var (
+	_ backupdelete.Backupstore            = (*Store)(nil)
+	_ backupdelete.CompletedBackupDeleter = (*Store)(nil)
+)

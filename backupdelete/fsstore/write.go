@@ -64,11 +64,11 @@ func (s *Store) Lock(ctx context.Context, volume string, t LockType) (*Lock, err
 	if err := s.root.MkdirAll(path.Join(VolumePath(volume), locksDir), 0o755); err != nil {
 		return nil, err
 	}
-	vol, err := s.root.OpenRoot(VolumePath(volume))
+	vol, err := openDir(s.root, VolumePath(volume))
 	if err != nil {
 		return nil, err
 	}
-	l, err := s.acquire(ctx, vol, volume, t)
+	l, err := s.acquire(ctx, vol, volume, t, nil)
 	if err != nil {
 		vol.Close()
 		return nil, err
@@ -134,7 +134,7 @@ func (s *Store) Backups(ctx context.Context, volume string) ([]string, error) {
 	if !backupdelete.ValidName(volume) {
 		return nil, fmt.Errorf("%w: volume name %q", backupdelete.ErrInvalidRef, volume)
 	}
-	vol, err := s.root.OpenRoot(VolumePath(volume))
+	vol, err := openDir(s.root, VolumePath(volume))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -166,7 +166,7 @@ func (s *Store) BlockFiles(ctx context.Context, volume string) (int, error) {
 	if !backupdelete.ValidName(volume) {
 		return 0, fmt.Errorf("%w: volume name %q", backupdelete.ErrInvalidRef, volume)
 	}
-	vol, err := s.root.OpenRoot(VolumePath(volume))
+	vol, err := openDir(s.root, VolumePath(volume))
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
@@ -187,7 +187,7 @@ func (s *Store) writeInVolume(ctx context.Context, volume, rel string, data []by
 	if err := s.root.MkdirAll(path.Join(dir, path.Dir(rel)), 0o755); err != nil {
 		return err
 	}
-	vol, err := s.root.OpenRoot(dir)
+	vol, err := openDir(s.root, dir)
 	if err != nil {
 		return err
 	}

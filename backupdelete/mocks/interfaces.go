@@ -70,6 +70,44 @@ func (mr *MockBackupstoreMockRecorder) DeleteBackup(ctx, ref any) *gomock.Call {
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "DeleteBackup", reflect.TypeOf((*MockBackupstore)(nil).DeleteBackup), ctx, ref)
 }
 
+// MockCompletedBackupDeleter is a mock of CompletedBackupDeleter interface.
+type MockCompletedBackupDeleter struct {
+	ctrl     *gomock.Controller
+	recorder *MockCompletedBackupDeleterMockRecorder
+	isgomock struct{}
+}
+
+// MockCompletedBackupDeleterMockRecorder is the mock recorder for MockCompletedBackupDeleter.
+type MockCompletedBackupDeleterMockRecorder struct {
+	mock *MockCompletedBackupDeleter
+}
+
+// NewMockCompletedBackupDeleter creates a new mock instance.
+func NewMockCompletedBackupDeleter(ctrl *gomock.Controller) *MockCompletedBackupDeleter {
+	mock := &MockCompletedBackupDeleter{ctrl: ctrl}
+	mock.recorder = &MockCompletedBackupDeleterMockRecorder{mock}
+	return mock
+}
+
+// EXPECT returns an object that allows the caller to indicate expected use.
+func (m *MockCompletedBackupDeleter) EXPECT() *MockCompletedBackupDeleterMockRecorder {
+	return m.recorder
+}
+
+// DeleteCompletedBackup mocks base method.
+func (m *MockCompletedBackupDeleter) DeleteCompletedBackup(ctx context.Context, ref backupdelete.BackupRef) error {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "DeleteCompletedBackup", ctx, ref)
+	ret0, _ := ret[0].(error)
+	return ret0
+}
+
+// DeleteCompletedBackup indicates an expected call of DeleteCompletedBackup.
+func (mr *MockCompletedBackupDeleterMockRecorder) DeleteCompletedBackup(ctx, ref any) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "DeleteCompletedBackup", reflect.TypeOf((*MockCompletedBackupDeleter)(nil).DeleteCompletedBackup), ctx, ref)
+}
+
 // MockBackupLister is a mock of BackupLister interface.
 type MockBackupLister struct {
 	ctrl     *gomock.Controller

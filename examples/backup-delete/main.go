@@ -8,6 +8,9 @@
 //	go run ./examples/backup-delete -dir /mnt/backupstore
 //	go run ./examples/backup-delete -dir /mnt/backupstore -volume pvc-1234 -backup backup-0123456789abcdef
 //	go run ./examples/backup-delete -dir /mnt/backupstore -volume pvc-1234 -backup backup-0123456789abcdef -yes
+//
+// A -dir that does not hold backupstore/volumes/ is refused with an error
+// naming the path it expected, and the command exits 1.
 package main
 
 import (
@@ -16,8 +19,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"time"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
@@ -45,6 +50,9 @@ func main() {
 }
 
 func run(ctx context.Context, w io.Writer, dir, volume, backup string, yes bool, lockWait time.Duration) error {
+	if err := checkRoot(dir); err != nil {
+		return err
+	}
 	store, err := fsstore.Open(dir, fsstore.Options{LockWait: lockWait})
 	if err != nil {
 		return err
@@ -71,6 +79,58 @@ func run(ctx context.Context, w io.Writer, dir, volume, backup string, yes bool,
 		return nil
 	}
 	return deleteAsync(ctx, w, store, ref)
+}
+
+// errNotBackupstore: -dir is not the root of a backupstore in Longhorn's
+// layout.
+var errNotBackupstore = errors.New("not a backupstore root")
+
+// checkRoot refuses a -dir that does not hold backupstore/volumes/ (the
+// layout's fsstore.BaseDir and its volumes directory): any other directory
+// would list as "0 volumes" and look like an empty backupstore. Each
+// level is checked with Lstat, so a FIFO there is reported, not opened.
+func checkRoot(dir string) error {
+	info, err := os.Stat(dir) // the mount point itself may be a symlink
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", errNotBackupstore, dir, err)
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("%w: %s is %s, not a directory", errNotBackupstore, dir, describe(info.Mode()))
+	}
+	for _, rel := range []string{fsstore.BaseDir, fsstore.BaseDir + "/volumes"} {
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		info, err := os.Lstat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			hint := ""
+			if sub, err := os.Lstat(filepath.Join(dir, "volumes")); err == nil && sub.IsDir() && filepath.Base(filepath.Clean(dir)) == fsstore.BaseDir {
+				hint = "; this looks like the backupstore directory itself: pass its parent, the mount point"
+			}
+			return fmt.Errorf("%w: %s: expected the directory %s (Longhorn's layout: <mount>/backupstore/volumes/<c[0:2]>/<c[2:4]>/<volume>/), found nothing there%s",
+				errNotBackupstore, dir, p, hint)
+		case err != nil:
+			return fmt.Errorf("%w: %s: %v", errNotBackupstore, dir, err)
+		case !info.IsDir():
+			return fmt.Errorf("%w: %s: expected the directory %s, but it is %s, not a directory", errNotBackupstore, dir, p, describe(info.Mode()))
+		}
+	}
+	return nil
+}
+
+func describe(m fs.FileMode) string {
+	switch t := m.Type(); {
+	case t == 0:
+		return "a regular file"
+	case t&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case t&fs.ModeSymlink != 0:
+		return "a symlink"
+	case t&fs.ModeSocket != 0:
+		return "a socket"
+	case t&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "a " + m.Type().String()
 }
 
 // list prints every volume with its backups.
