@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/caretaker-storage/caretaker/orphan"
 )
@@ -135,7 +136,7 @@ func (d *Deleter) Delete(ctx context.Context, r orphan.Record) error {
 		return err
 	}
 	if afterTombstone != nil {
-		afterTombstone(disk.Path+"/"+ReplicasDir, tomb)
+		afterTombstone(filepath.Join(disk.fsPath(), ReplicasDir), tomb)
 	}
 	after, err := rr.Lstat(tomb)
 	if err != nil || !os.SameFile(before, after) {
@@ -200,7 +201,7 @@ func (d *Deleter) openChecked(disk Disk) (*os.Root, error) {
 		if other.NodeID != disk.NodeID || other.Name == disk.Name {
 			continue
 		}
-		if fsid, err := FSID(other.Path); err == nil && fsid == id.fsid {
+		if fsid, err := FSID(other.fsPath()); err == nil && fsid == id.fsid {
 			id.root.Close()
 			return nil, refuse(ErrDiskInvalid, "disk %s shares filesystem %s with disk %s", disk.Scope(), fsid, other.Name)
 		}

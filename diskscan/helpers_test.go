@@ -136,3 +136,13 @@ func mountTmpfs(t *testing.T, dir string) (unmount func()) {
 	t.Cleanup(unmount)
 	return unmount
 }
+
+// errorsIs reports whether err matches every target.
+func errorsIs(err error, targets ...error) bool {
+	for _, t := range targets {
+		if !errors.Is(err, t) {
+			return false
+		}
+	}
+	return err != nil
+}

@@ -228,7 +228,7 @@ type identity struct {
 // ErrDiskInvalid, or are I/O errors.
 func checkIdentity(disks *DiskSet, d Disk, opts Options) (identity, error) {
 	var id identity
-	root, err := os.OpenRoot(d.Path)
+	root, err := os.OpenRoot(d.fsPath())
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return id, fmt.Errorf("%w: disk path does not exist", ErrDiskInvalid)

@@ -229,16 +229,23 @@ func TestStaticExpected(t *testing.T) {
 		ReplicaRef{NodeID: "n", DiskPath: "/var/lib/longhorn", DataDirectoryName: "by-path-12345678"},
 		ReplicaRef{DiskPath: "/var/lib/longhorn", DataDirectoryName: "any-node-12345678"},
 		ReplicaRef{NodeID: "m", DiskPath: "/var/lib/longhorn", DataDirectoryName: "node-m-12345678"},
+		ReplicaRef{NodeID: "n", DiskPath: "/var/lib/longhorn/", DataDirectoryName: "slashed-12345678"},
 		ReplicaRef{DiskID: "u"}, // unscheduled
 	)
 	set, err := s.Expected(t.Context(), d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, want := range map[string]bool{"by-uuid-12345678": true, "by-path-12345678": true, "any-node-12345678": true, "other-disk-12345678": false, "node-m-12345678": false, "": false} {
+	for name, want := range map[string]bool{"by-uuid-12345678": true, "by-path-12345678": true, "any-node-12345678": true, "other-disk-12345678": false, "node-m-12345678": false, "slashed-12345678": true, "": false} {
 		if set.Has(name) != want {
 			t.Errorf("Has(%q) = %v", name, !want)
 		}
+	}
+	// The host's disk path with Longhorn's trailing slash finds the
+	// replicas whose spec has none, and the other way round.
+	slashed, _ := s.Expected(t.Context(), Disk{NodeID: "n", Name: "d", Path: "/var/lib/longhorn/", UUID: "w"})
+	if !slashed.Has("by-path-12345678") || !slashed.Has("slashed-12345678") || !slashed.Has("any-node-12345678") {
+		t.Errorf("disk at /var/lib/longhorn/ expects %v", slashed)
 	}
 	before, _ := s.Expected(t.Context(), Disk{UUID: "v"})
 	s.Add(ReplicaRef{DiskID: "v", DataDirectoryName: "late-12345678"})
