@@ -22,7 +22,7 @@ type Disk struct {
 	// calls use the cleaned path. It must be absolute and must not
 	// contain a ".." element.
 	Path string
-	UUID   string // the diskUUID the host expects in longhorn-disk.cfg
+	UUID string // the diskUUID the host expects in longhorn-disk.cfg
 
 	// FSID is the filesystem ID the host expects (as FSID prints it), or
 	// empty. When empty, the first scan that finds the disk's config with
