@@ -164,6 +164,9 @@ func (d *Deleter) notExpected(ctx context.Context, disk Disk, name string) error
 	if set.Has(name) {
 		return refuse(ErrStillExpected, "%s on disk %s", name, disk.UUID)
 	}
+	if len(set) == 0 && !d.opts.AllowNoneExpected {
+		return refuse(ErrNoneExpected, "no replica is expected on disk %s (%s): a broken view is likelier than a disk of orphans; set Options.AllowNoneExpected to purge anyway", disk.Scope(), disk.UUID)
+	}
 	return nil
 }
 

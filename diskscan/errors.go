@@ -9,7 +9,8 @@ import (
 
 // Sentinel errors, for errors.Is. A purge the Deleter refuses wraps
 // orphan.ErrPreconditionFailed and one of ErrUnsafePath, ErrNotReplica,
-// ErrDiskChanged, ErrDiskInvalid, ErrUnknownDisk or ErrStillExpected.
+// ErrDiskChanged, ErrDiskInvalid, ErrUnknownDisk, ErrStillExpected,
+// ErrNoneExpected, ErrMountPoint, ErrNotRegular or ErrForeignTombstone.
 var (
 	// ErrUnsafePath: a data directory name that is empty, "." or "..", or
 	// contains a slash or a NUL byte. Nothing with such a name is ever
@@ -29,6 +30,9 @@ var (
 	ErrUnknownDisk = errors.New("diskscan: unknown disk")
 	// ErrStillExpected: a replica of the cluster expects the directory.
 	ErrStillExpected = errors.New("diskscan: directory is expected by a replica")
+	// ErrNoneExpected: the expected set of the disk is empty, which is
+	// treated as a broken view unless Options.AllowNoneExpected is set.
+	ErrNoneExpected = errors.New("diskscan: no replica is expected on the disk")
 
 	// ErrCorrupt: a file or reply is not what its format says (bad JSON,
 	// a missing key, a value of the wrong type).

@@ -32,6 +32,13 @@ type Options struct {
 	// too, because filesystem timestamps are coarse: a change in the same
 	// tick as the scan would not change them. Nil means the real clock.
 	Clock clock.PassiveClock
+	// AllowNoneExpected lets the Deleter purge on a disk whose expected set
+	// is empty. By default it refuses (ErrNoneExpected): an empty set is
+	// far more often a broken view (a replica list read from the wrong
+	// namespace, an informer that lost its cache) than a disk whose every
+	// replica is really orphaned. Set it only when the host has checked
+	// that view by other means.
+	AllowNoneExpected bool
 	// ListOwned makes DiskReport.OwnedNames list the expected directories
 	// (off by default: on a disk of 100k replicas it costs a slice of 100k
 	// names per scan).
@@ -352,6 +359,15 @@ func (inv *Inventory) listDisk(ctx context.Context, rep *DiskReport, root *os.Ro
 	case errors.Is(err, fs.ErrNotExist):
 		rep.Status.Message = "no " + ReplicasDir + " directory: nothing to scan"
 		delete(inv.caches, d.Scope())
+		// Still asked, so NoneExpected tells the truth for every Ready disk.
+		expected, err := inv.expected.Expected(ctx, d)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return unknown("expected replicas unknown: %v", err)
+		}
+		rep.Status.NoneExpected = len(expected) == 0
 		return nil
 	case err != nil:
 		return unknown("stat %s: %v", ReplicasDir, err)
@@ -449,6 +465,11 @@ func (inv *Inventory) listDisk(ctx context.Context, rep *DiskReport, root *os.Ro
 			delete(cache.entries, name)
 		}
 	}
+	// The evidence the orphan core's mass-deletion guard weighs: owned
+	// directories are not listed as items, so they are counted, and an
+	// empty expected set beside valid directories is a broken view.
+	rep.Status.OwnedUnlisted = rep.Owned
+	rep.Status.NoneExpected = len(expected) == 0
 	inv.disks.sawTombstones(d, tombstones > 0, marks)
 	clear(cache.names) // drop the old names for the garbage collector
 	cache.spareNames, cache.spareOwned = cache.names, cache.owned

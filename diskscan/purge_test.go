@@ -183,6 +183,7 @@ func TestPurgeRefusedWhenExpectedAfterRename(t *testing.T) {
 	d := makeDisk(t, t.TempDir(), "n", "d", "u")
 	lost := replica(t, d, "pvc-lost-r-deadbeef", diskscantest.Replica{Size: 2 << 20, Written: 8 << 10})
 	f := newFixture(t, d)
+	f.expect(d, "pvc-live-r-00000001")
 	f.scan()
 	var sawTombstone bool
 	afterTombstone = func(replicas, tomb string) {
@@ -266,7 +267,8 @@ func purgeChild() {
 		select {}
 	}
 	rec, _ := orphan.NewRecord(dataItem(d, "pvc-lost-r-deadbeef"), testTime)
-	err = NewDeleter(set, NewStaticExpected(), Options{}).Delete(context.Background(), rec)
+	live := ReplicaRef{DiskID: d.UUID, DataDirectoryName: "pvc-keep-r-00000001"}
+	err = NewDeleter(set, NewStaticExpected(live), Options{}).Delete(context.Background(), rec)
 	fmt.Println("RETURNED", err)
 	os.Exit(3)
 }

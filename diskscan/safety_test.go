@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,5 +57,75 @@ func TestDiskPathWithTrailingSlash(t *testing.T) {
 	}
 	if !exists(t, filepath.Join(d.Path, ReplicasDir, "pvc-other-r-00000002")) {
 		t.Fatal("refused purge deleted the directory")
+	}
+}
+
+// The evidence the orphan core's guard weighs, and the Deleter's own
+// refusal on an empty expected set at the moment of deletion.
+func TestNoneExpected(t *testing.T) {
+	d := makeDisk(t, t.TempDir(), "n", "d", "u")
+	lost := replica(t, d, "pvc-lost-r-deadbeef", diskscantest.Replica{})
+	f := newFixture(t, d)
+
+	st := f.scan().Snapshot().Scopes[d.Scope()]
+	if st.Health != orphan.HealthReady || !st.NoneExpected || st.OwnedUnlisted != 0 {
+		t.Fatalf("empty expected set: scope %+v, want Ready and NoneExpected", st)
+	}
+	err := f.del.Delete(context.Background(), record(t, d, "pvc-lost-r-deadbeef"))
+	if !errorsIs(err, orphan.ErrPreconditionFailed, ErrNoneExpected) {
+		t.Fatalf("Delete with nothing expected: %v", err)
+	}
+	if !exists(t, filepath.Join(lost, MetaFile)) {
+		t.Fatal("refused purge deleted the directory")
+	}
+
+	// Expected replicas: counted as owned-and-unlisted, not NoneExpected.
+	replica(t, d, "pvc-a-r-00000001", diskscantest.Replica{})
+	replica(t, d, "pvc-b-r-00000002", diskscantest.Replica{})
+	f.expect(d, "pvc-a-r-00000001", "pvc-b-r-00000002", "pvc-c-r-00000003") // c not on this disk yet
+	st = f.scan().Snapshot().Scopes[d.Scope()]
+	if st.NoneExpected || st.OwnedUnlisted != 2 {
+		t.Fatalf("two owned directories: scope %+v, want OwnedUnlisted 2", st)
+	}
+
+	// A disk without a replicas directory is Ready and still says whether
+	// anything is expected.
+	bare := makeDisk(t, t.TempDir(), "n", "bare", "ub")
+	must(t, os.Remove(filepath.Join(bare.Path, ReplicasDir)))
+	g := newFixture(t, bare)
+	if st := g.scan().Snapshot().Scopes[bare.Scope()]; st.Health != orphan.HealthReady || !st.NoneExpected {
+		t.Fatalf("disk without replicas dir: %+v", st)
+	}
+
+	// The explicit opt-out purges.
+	h := newFixture(t, d)
+	h.exp = NewStaticExpected()
+	h.inv = NewInventory(h.disks, h.exp, settled)
+	h.del = NewDeleter(h.disks, h.exp, Options{AllowNoneExpected: true})
+	h.scan()
+	if err := h.del.Delete(context.Background(), record(t, d, "pvc-lost-r-deadbeef")); err != nil {
+		t.Fatalf("Delete with AllowNoneExpected: %v", err)
+	}
+	if exists(t, lost) {
+		t.Fatal("AllowNoneExpected did not purge")
+	}
+}
+
+// The expected set emptied between the checks and the removal: the
+// directory is renamed back.
+func TestNoneExpectedAfterRename(t *testing.T) {
+	d := makeDisk(t, t.TempDir(), "n", "d", "u")
+	lost := replica(t, d, "pvc-lost-r-deadbeef", diskscantest.Replica{})
+	f := newFixture(t, d)
+	f.expect(d, "pvc-live-r-00000001")
+	f.scan()
+	afterTombstone = func(string, string) { f.exp.Replace(nil) }
+	defer func() { afterTombstone = nil }()
+	err := f.del.Delete(context.Background(), record(t, d, "pvc-lost-r-deadbeef"))
+	if !errorsIs(err, orphan.ErrPreconditionFailed, ErrNoneExpected) {
+		t.Fatalf("Delete: %v", err)
+	}
+	if !exists(t, filepath.Join(lost, MetaFile)) {
+		t.Fatal("not renamed back")
 	}
 }
