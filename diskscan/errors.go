@@ -39,10 +39,15 @@ var (
 	ErrCorrupt = errors.New("diskscan: corrupt input")
 	// ErrTooLarge: a file or reply is larger than its read limit.
 	ErrTooLarge = errors.New("diskscan: input too large")
+	// ErrNotRegular: a file that must be a regular file (volume.meta,
+	// longhorn-disk.cfg, a replica list) is a FIFO, socket, device,
+	// directory or symbolic link. It is never opened in a way that could
+	// block, and never read.
+	ErrNotRegular = errors.New("diskscan: not a regular file")
 )
 
-// ParseError says which input was bad and why. It wraps ErrCorrupt or
-// ErrTooLarge.
+// ParseError says which input was bad and why. It wraps ErrCorrupt,
+// ErrTooLarge or ErrNotRegular.
 type ParseError struct {
 	Input  string // "volume.meta", "longhorn-disk.cfg", "replica list"
 	Reason string // what was wrong, for people
@@ -51,7 +56,7 @@ type ParseError struct {
 
 func (e *ParseError) Error() string { return fmt.Sprintf("%s: %s: %s", e.Err, e.Input, e.Reason) }
 
-// Unwrap returns ErrCorrupt or ErrTooLarge.
+// Unwrap returns ErrCorrupt, ErrTooLarge or ErrNotRegular.
 func (e *ParseError) Unwrap() error { return e.Err }
 
 func corrupt(input, format string, args ...any) error {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -255,10 +256,13 @@ func checkIdentity(disks *DiskSet, d Disk, opts Options) (identity, error) {
 	if want := disks.expectedFSID(d); want != "" && want != id.fsid {
 		return id, fmt.Errorf("%w: filesystem ID is %s, expected %s: another filesystem is mounted at the disk path", ErrDiskChanged, id.fsid, want)
 	}
-	f, err := root.Open(ConfigFile)
+	f, err := openRegular(root, ConfigFile, ConfigFile)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return id, fmt.Errorf("%w: no %s", ErrDiskInvalid, ConfigFile)
+		}
+		if errors.Is(err, ErrNotRegular) {
+			return id, fmt.Errorf("%w: %v", ErrDiskInvalid, err)
 		}
 		return id, fmt.Errorf("open %s: %w", ConfigFile, err)
 	}
@@ -508,8 +512,11 @@ func (inv *Inventory) validate(rr *os.Root, cache *diskCache, name string) (*cac
 		ce.allocated = allocatedUnder(rr, name)
 	case errors.As(err, &pe):
 		ce.reason = "invalid " + MetaFile + ": " + pe.Reason
-		if errors.Is(err, ErrTooLarge) {
+		switch {
+		case errors.Is(err, ErrTooLarge):
 			ce.reason = MetaFile + " is too large (" + pe.Reason + ")"
+		case errors.Is(err, ErrNotRegular):
+			ce.reason = "not a replica: " + MetaFile + " is " + pe.Reason
 		}
 	case errors.Is(err, fs.ErrNotExist):
 		ce.reason = "no " + MetaFile
@@ -564,19 +571,69 @@ func listDir(rr *os.Root) ([]fs.DirEntry, error) {
 
 // readMeta reads <name>/volume.meta inside rr; it must be a regular file.
 func readMeta(rr *os.Root, name string, limit int64) (VolumeMeta, error) {
-	f, err := rr.Open(name + "/" + MetaFile)
+	f, err := openRegular(rr, name+"/"+MetaFile, MetaFile)
 	if err != nil {
 		return VolumeMeta{}, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
+	return ReadVolumeMeta(f, limit)
+}
+
+// openRegular opens name inside root for reading, and only if it is a
+// regular file: a FIFO would block the open until a writer came, a device
+// could have effects on open, and a socket cannot be read at all. The type
+// is checked without opening (lstat, so a symbolic link is refused too),
+// then the open is non-blocking, so a FIFO swapped in meanwhile cannot
+// block it, and the open file is checked to be the very file lstat saw.
+// Anything else is a *ParseError for input wrapping ErrNotRegular.
+func openRegular(root *os.Root, name, input string) (*os.File, error) {
+	fi, err := root.Lstat(name)
 	if err != nil {
-		return VolumeMeta{}, err
+		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return VolumeMeta{}, corrupt(MetaFile, "not a regular file")
+		return nil, notRegular(input, fi.Mode())
 	}
-	return ReadVolumeMeta(f, limit)
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !st.Mode().IsRegular() || !os.SameFile(fi, st) {
+		f.Close()
+		return nil, &ParseError{Input: input, Reason: "replaced by another file while being opened", Err: ErrNotRegular}
+	}
+	return f, nil
+}
+
+// notRegular says what a non-regular file is.
+func notRegular(input string, mode fs.FileMode) error {
+	return &ParseError{Input: input, Reason: "a " + typeName(mode) + ", not a regular file", Err: ErrNotRegular}
+}
+
+// typeName names a file type for people.
+func typeName(mode fs.FileMode) string {
+	switch t := mode.Type(); {
+	case t&fs.ModeSymlink != 0:
+		return "symbolic link"
+	case t&fs.ModeNamedPipe != 0:
+		return "named pipe (FIFO)"
+	case t&fs.ModeSocket != 0:
+		return "socket"
+	case t&fs.ModeCharDevice != 0:
+		return "character device"
+	case t&fs.ModeDevice != 0:
+		return "block device"
+	case t.IsDir():
+		return "directory"
+	case t == 0:
+		return "regular file"
+	}
+	return "special file"
 }
 
 // allocatedUnder sums the allocated bytes of the regular files under name,

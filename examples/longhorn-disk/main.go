@@ -28,6 +28,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/caretaker-storage/caretaker/diskscan"
@@ -153,7 +154,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func readReplicas(file string) ([]diskscan.ReplicaRef, error) {
 	r := io.Reader(os.Stdin)
 	if file != "-" {
-		f, err := os.Open(file)
+		f, err := openRegular(file)
 		if err != nil {
 			return nil, err
 		}
@@ -163,10 +164,34 @@ func readReplicas(file string) ([]diskscan.ReplicaRef, error) {
 	return diskscan.ParseReplicaList(r, 0)
 }
 
+// openRegular opens a file the tool reads whole, and only if it is a
+// regular file: a FIFO (`-replicas <(kubectl ...)` is one) would block the
+// open until a writer came, or the read forever. Pipe into "-" instead.
+// The type is checked before opening and again on the open file, and the
+// open itself does not block.
+func openRegular(path string) (*os.File, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is a %v, not a regular file (to pipe the list in, pass - and use stdin): %w", path, fi.Mode().Type(), diskscan.ErrNotRegular)
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s changed into a non-regular file while being opened: %w", path, diskscan.ErrNotRegular)
+	}
+	return f, nil
+}
+
 // describeDisk fills in what the flags left out from the disk's config.
 func describeDisk(path, node, name, uuid, fsid string) (diskscan.Disk, error) {
 	if name == "" || uuid == "" {
-		f, err := os.Open(filepath.Join(path, diskscan.ConfigFile))
+		f, err := openRegular(filepath.Join(path, diskscan.ConfigFile))
 		if err != nil {
 			return diskscan.Disk{}, fmt.Errorf("no -disk-uuid given and %w", err)
 		}

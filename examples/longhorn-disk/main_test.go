@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
 )
@@ -58,5 +60,48 @@ func TestDryRunThenPurge(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(disk, "replicas", "pvc-1-0a1b2c3d", "volume.meta")); err != nil {
 		t.Fatalf("expected replica touched: %v", err)
+	}
+}
+
+// A FIFO given as the replica list, or found as the disk's config, is an
+// error, not a hang: nothing writes to these FIFOs.
+func TestNonRegularInputIsAnError(t *testing.T) {
+	for _, c := range []struct{ name, fifo string }{{"replica list", "replicas.json"}, {"disk config", "disk/longhorn-disk.cfg"}} {
+		t.Run(c.name, func(t *testing.T) {
+			base := t.TempDir()
+			disk := filepath.Join(base, "disk")
+			if err := diskscantest.NewDisk(disk, "disk-1", "uuid-1"); err != nil {
+				t.Fatal(err)
+			}
+			list := filepath.Join(base, "replicas.json")
+			if err := os.WriteFile(list, []byte(`{"items":[]}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			fifo := filepath.Join(base, c.fifo)
+			if err := os.Remove(fifo); err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { // release a reader left blocked, if any
+				if fd, err := syscall.Open(fifo, syscall.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+					syscall.Close(fd)
+				}
+			})
+			var out, errOut bytes.Buffer
+			done := make(chan int, 1)
+			go func() {
+				done <- run(context.Background(), []string{"-disk", disk, "-node", "node-1", "-replicas", list}, &out, &errOut)
+			}()
+			select {
+			case code := <-done:
+				if code != 1 || !strings.Contains(errOut.String(), "not a regular file") {
+					t.Fatalf("exit %d, stderr %q", code, errOut.String())
+				}
+			case <-time.After(20 * time.Second): // a safety net against a hang, not a timing assertion
+				t.Fatal("the tool blocked on a FIFO")
+			}
+		})
 	}
 }
