@@ -34,6 +34,15 @@ var (
 	// treated as a broken view unless Options.AllowNoneExpected is set.
 	ErrNoneExpected = errors.New("diskscan: no replica is expected on the disk")
 
+	// ErrMountPoint: a mount point (another filesystem, or a bind mount
+	// of the same one) is at or below the directory. A purge never crosses
+	// a filesystem boundary; the mount and everything in it are untouched.
+	ErrMountPoint = errors.New("diskscan: a mount point is in the way")
+	// ErrForeignTombstone: something looks like a caretaker tombstone (or
+	// its marker) but caretaker cannot prove it made it. It is reported and
+	// left alone.
+	ErrForeignTombstone = errors.New("diskscan: tombstone not made by caretaker")
+
 	// ErrCorrupt: a file or reply is not what its format says (bad JSON,
 	// a missing key, a value of the wrong type).
 	ErrCorrupt = errors.New("diskscan: corrupt input")

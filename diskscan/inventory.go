@@ -432,7 +432,11 @@ func (inv *Inventory) listDisk(ctx context.Context, rep *DiskReport, root *os.Ro
 		}
 		switch {
 		case isTombstone(name):
-			skip(name, "a purge in progress (caretaker tombstone)")
+			skip(name, "a purge in progress (caretaker tombstone; FinishInterrupted finishes it if its marker proves it is caretaker's)")
+			tombstones++
+			continue
+		case isMarker(name):
+			skip(name, "a caretaker purge marker")
 			tombstones++
 			continue
 		case typ&fs.ModeSymlink != 0:
@@ -450,6 +454,9 @@ func (inv *Inventory) listDisk(ctx context.Context, rep *DiskReport, root *os.Ro
 			if inv.opts.ListOwned {
 				rep.OwnedNames = append(rep.OwnedNames, name)
 			}
+			continue
+		case !purgeable(name):
+			skip(name, "name too long to purge safely: its tombstone would exceed 255 bytes")
 			continue
 		}
 		ce, ok := inv.validate(rr, cache, name)
@@ -668,7 +675,9 @@ func dataItem(d Disk, name string) orphan.Item {
 	}
 }
 
-func isTombstone(name string) bool { _, ok := tombstoneOf(name); return ok }
+func isTombstone(name string) bool { return looksLikeTombstone(name) }
+
+func isMarker(name string) bool { _, m, ok := parsePurgeEntry(name); return ok && m }
 
 // errText is an error without the path prefix the os package adds, so
 // reports do not repeat absolute paths.

@@ -40,21 +40,39 @@ func TestValidDataName(t *testing.T) {
 }
 
 func TestTombstoneNames(t *testing.T) {
-	for _, name := range []string{"pvc-1-r-1234abcd", "v-ABCDEFGH", strings.Repeat("a", 200) + "-12345678"} {
-		tomb, ok := tombstoneName(name)
-		if !ok || ValidDataName(tomb) || SafeName(tomb) != nil {
-			t.Errorf("tombstone of %q: %q ok=%v valid=%v", name, tomb, ok, ValidDataName(tomb))
+	for _, name := range []string{"pvc-1-r-1234abcd", "v-ABCDEFGH", strings.Repeat("a", 190) + "-12345678"} {
+		if !purgeable(name) {
+			t.Errorf("%q not purgeable", name)
 		}
-		if orig, ok := tombstoneOf(tomb); !ok || orig != name {
-			t.Errorf("tombstoneOf(%q) = %q, %v", tomb, orig, ok)
+		p, err := newPurge(name)
+		must(t, err)
+		for _, entry := range []string{p.tombstone(), p.marker()} {
+			if ValidDataName(entry) || SafeName(entry) != nil || len(entry) > nameMax {
+				t.Errorf("purge entry %q of %q: valid=%v", entry, name, ValidDataName(entry))
+			}
+			got, isMarker, ok := parsePurgeEntry(entry)
+			if !ok || got != p || isMarker != (entry == p.marker()) {
+				t.Errorf("parsePurgeEntry(%q) = %+v, %v, %v", entry, got, isMarker, ok)
+			}
+		}
+		if !looksLikeTombstone(p.tombstone()) || looksLikeTombstone(p.marker()) {
+			t.Errorf("looksLikeTombstone wrong for %q / %q", p.tombstone(), p.marker())
+		}
+		if q, _ := newPurge(name); q.token == p.token {
+			t.Errorf("two purges drew the token %s", p.token)
 		}
 	}
-	if _, ok := tombstoneName(strings.Repeat("a", 240) + "-12345678"); ok {
-		t.Error("a tombstone longer than NAME_MAX was accepted")
+	if purgeable(strings.Repeat("a", 220) + "-12345678") {
+		t.Error("a name whose marker is longer than NAME_MAX was accepted")
 	}
-	for _, n := range []string{"pvc-1-r-1234abcd", ".caretaker-purge.", ".del", "x.caretaker-purge.a.del"} {
-		if _, ok := tombstoneOf(n); ok {
-			t.Errorf("%q taken for a tombstone", n)
+	for _, n := range []string{"pvc-1-r-1234abcd", ".caretaker-purge.", ".del", "x.caretaker-purge.a.del",
+		".caretaker-purge.pvc-1-r-1234abcd.del",                  // an older caretaker's: no token
+		".caretaker-purge.pvc-1-r-1234abcd.0123456789ABCDEF.del", // not lowercase hex
+		".caretaker-purge.pvc-1-r-1234abcd.0123456789abcde.del",  // short token
+		".caretaker-purge..0123456789abcdef.del",                 // no name
+		".caretaker-purge.a/b.0123456789abcdef.mark"} {           // unsafe name
+		if _, _, ok := parsePurgeEntry(n); ok {
+			t.Errorf("%q taken for a tombstone or marker", n)
 		}
 	}
 }
@@ -320,8 +338,14 @@ func FuzzDataName(f *testing.F) {
 		if valid && isTombstone(name) {
 			t.Fatalf("%q is both a replica and a tombstone", name)
 		}
-		if tomb, ok := tombstoneName(name); ok && (ValidDataName(tomb) || !isTombstone(tomb)) {
-			t.Fatalf("tombstone %q of %q", tomb, name)
+		if SafeName(name) == nil && purgeable(name) {
+			p := purge{name: name, token: "0123456789abcdef"}
+			if ValidDataName(p.tombstone()) || !isTombstone(p.tombstone()) || ValidDataName(p.marker()) {
+				t.Fatalf("tombstone %q of %q", p.tombstone(), name)
+			}
+			if got, _, ok := parsePurgeEntry(p.tombstone()); !ok || got != p {
+				t.Fatalf("parsePurgeEntry(%q) = %+v, %v", p.tombstone(), got, ok)
+			}
 		}
 	})
 }
