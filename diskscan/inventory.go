@@ -459,7 +459,13 @@ func (inv *Inventory) listDisk(ctx context.Context, rep *DiskReport, root *os.Ro
 			skip(name, "name too long to purge safely: its tombstone would exceed 255 bytes")
 			continue
 		}
-		ce, ok := inv.validate(rr, cache, name)
+		if err := ctx.Err(); err != nil {
+			return err // each unexpected entry costs I/O: stop promptly
+		}
+		ce, ok := inv.validate(ctx, rr, cache, name)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if !ok {
 			continue // vanished since the listing
 		}
@@ -494,7 +500,7 @@ func (inv *Inventory) listDisk(ctx context.Context, rep *DiskReport, root *os.Ro
 // validate returns what is known of an unexpected directory, reading its
 // volume.meta only if the directory is new or changed. It returns false if
 // the directory is gone.
-func (inv *Inventory) validate(rr *os.Root, cache *diskCache, name string) (*cachedEntry, bool) {
+func (inv *Inventory) validate(ctx context.Context, rr *os.Root, cache *diskCache, name string) (*cachedEntry, bool) {
 	fi, err := rr.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false
@@ -516,7 +522,7 @@ func (inv *Inventory) validate(rr *os.Root, cache *diskCache, name string) (*cac
 	switch {
 	case err == nil:
 		ce.meta = meta
-		ce.allocated = allocatedUnder(rr, name)
+		ce.allocated = allocatedUnder(ctx, rr, name)
 	case errors.As(err, &pe):
 		ce.reason = "invalid " + MetaFile + ": " + pe.Reason
 		switch {
@@ -531,6 +537,9 @@ func (inv *Inventory) validate(rr *os.Root, cache *diskCache, name string) (*cac
 		// Not cached: an I/O or permission error may pass, and a chmod
 		// changes ctime anyway.
 		return &cachedEntry{reason: "cannot read " + MetaFile + ": " + errText(err)}, true
+	}
+	if ctx.Err() != nil {
+		return ce, true // a partial size is never cached; the scan fails anyway
 	}
 	if id.mtime < inv.racyAfter && id.ctime < inv.racyAfter {
 		cache.entries[name] = ce
@@ -644,10 +653,15 @@ func typeName(mode fs.FileMode) string {
 }
 
 // allocatedUnder sums the allocated bytes of the regular files under name,
-// without following symbolic links.
-func allocatedUnder(rr *os.Root, name string) int64 {
+// without following symbolic links or opening anything but directories.
+// It stops when ctx is done (the scan then fails with ctx's error, so the
+// partial sum is never reported).
+func allocatedUnder(ctx context.Context, rr *os.Root, name string) int64 {
 	var total int64
 	_ = fs.WalkDir(rr.FS(), name, func(_ string, e fs.DirEntry, err error) error {
+		if ctx.Err() != nil {
+			return fs.SkipAll
+		}
 		if err != nil || !e.Type().IsRegular() {
 			return nil
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -127,5 +128,32 @@ func TestNoneExpectedAfterRename(t *testing.T) {
 	}
 	if !exists(t, filepath.Join(lost, MetaFile)) {
 		t.Fatal("not renamed back")
+	}
+}
+
+// A scan stops at its context between unexpected entries (each costs a
+// meta read and a size walk), and what it learned part way is not cached.
+func TestScanStopsAtItsContext(t *testing.T) {
+	d := makeDisk(t, t.TempDir(), "n", "d", "u")
+	for _, n := range []string{"pvc-a-r-00000001", "pvc-b-r-00000002", "pvc-c-r-00000003"} {
+		replica(t, d, n, diskscantest.Replica{Written: 64 << 10})
+	}
+	set, err := NewDiskSet(d)
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	src := ExpectedFunc(func(context.Context, Disk) (NameSet, error) {
+		cancel() // the context ends once the listing is done
+		return NameSet{"pvc-live-r-00000009": {}}, nil
+	})
+	inv := NewInventory(set, src, settled)
+	if _, err := inv.ScanReport(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("ScanReport: %v, want context.Canceled", err)
+	}
+	inv.expected = ExpectedFunc(func(context.Context, Disk) (NameSet, error) { return NameSet{"pvc-live-r-00000009": {}}, nil })
+	rep, err := inv.ScanReport(context.Background())
+	must(t, err)
+	if dr := rep.Disks[0]; len(dr.Orphans) != 3 || dr.OrphanBytes < 3*(64<<10) {
+		t.Fatalf("rescan: %d orphans, %d bytes", len(dr.Orphans), dr.OrphanBytes)
 	}
 }
