@@ -104,7 +104,8 @@ func newPurge(name string) (purge, error) {
 // component. A directory whose names would not is never reported as an
 // orphan: it cannot be purged safely.
 func purgeable(name string) bool {
-	return len(purge{name: name, token: strings.Repeat("0", tokenLen)}.marker()) <= nameMax
+	// The marker is the longer of the two: prefix, name, ".", token, ".mark".
+	return len(tombstonePrefix)+len(name)+1+tokenLen+len(markerSuffix) <= nameMax
 }
 
 // looksLikeTombstone reports whether an entry has a tombstone's prefix and
