@@ -27,8 +27,9 @@ const suffixLen = 8
 // Tombstones are what the Deleter renames a directory to before removing
 // it: .caretaker-purge.<name>.<token>.del, where the token is 16 random
 // lowercase hex digits drawn for each purge; its marker (see tombstone.go)
-// is .caretaker-purge.<name>.<token>.mark. The ".caretaker-purge." prefix
-// makes them recognisable and hidden; the ".del" and ".mark" suffixes put
+// is .caretaker-mark.<name>.<token>.mark. The prefixes make them
+// recognisable and hidden (and only tombstones start with
+// ".caretaker-purge."); the ".del" and ".mark" suffixes put
 // a dot among the last eight characters, so neither ever matches
 // Longhorn's replica name rule. The token makes every purge's names its
 // own: a look-alike cannot be one of ours by accident, and a second purge
@@ -36,6 +37,7 @@ const suffixLen = 8
 const (
 	tombstonePrefix = ".caretaker-purge."
 	tombstoneSuffix = ".del"
+	markerPrefix    = ".caretaker-mark."
 	markerSuffix    = ".mark"
 	tokenLen        = 16
 	nameMax         = 255 // NAME_MAX on Linux filesystems
@@ -89,7 +91,7 @@ func (p purge) tombstone() string {
 }
 
 // marker is the purge's marker file name.
-func (p purge) marker() string { return tombstonePrefix + p.name + "." + p.token + markerSuffix }
+func (p purge) marker() string { return markerPrefix + p.name + "." + p.token + markerSuffix }
 
 // newPurge draws a token for purging name.
 func newPurge(name string) (purge, error) {
@@ -104,8 +106,8 @@ func newPurge(name string) (purge, error) {
 // component. A directory whose names would not is never reported as an
 // orphan: it cannot be purged safely.
 func purgeable(name string) bool {
-	// The marker is the longer of the two: prefix, name, ".", token, ".mark".
-	return len(tombstonePrefix)+len(name)+1+tokenLen+len(markerSuffix) <= nameMax
+	extra := max(len(tombstonePrefix)+len(tombstoneSuffix), len(markerPrefix)+len(markerSuffix))
+	return len(name)+1+tokenLen+extra <= nameMax
 }
 
 // looksLikeTombstone reports whether an entry has a tombstone's prefix and
@@ -118,14 +120,16 @@ func looksLikeTombstone(entry string) bool {
 // parsePurgeEntry parses a tombstone or marker name. It returns the purge,
 // whether the entry is a marker, and false if the entry is neither.
 func parsePurgeEntry(entry string) (p purge, isMarker, ok bool) {
-	rest, found := strings.CutPrefix(entry, tombstonePrefix)
-	if !found {
-		return purge{}, false, false
-	}
-	if r, found := strings.CutSuffix(rest, tombstoneSuffix); found {
-		rest = r
-	} else if r, found := strings.CutSuffix(rest, markerSuffix); found {
-		rest, isMarker = r, true
+	var rest string
+	if r, ok := strings.CutPrefix(entry, tombstonePrefix); ok {
+		if rest, ok = strings.CutSuffix(r, tombstoneSuffix); !ok {
+			return purge{}, false, false
+		}
+	} else if r, ok := strings.CutPrefix(entry, markerPrefix); ok {
+		if rest, ok = strings.CutSuffix(r, markerSuffix); !ok {
+			return purge{}, false, false
+		}
+		isMarker = true
 	} else {
 		return purge{}, false, false
 	}

@@ -55,7 +55,7 @@ func TestTombstoneNames(t *testing.T) {
 				t.Errorf("parsePurgeEntry(%q) = %+v, %v, %v", entry, got, isMarker, ok)
 			}
 		}
-		if !looksLikeTombstone(p.tombstone()) || looksLikeTombstone(p.marker()) {
+		if !looksLikeTombstone(p.tombstone()) || looksLikeTombstone(p.marker()) || strings.HasPrefix(p.marker(), tombstonePrefix) {
 			t.Errorf("looksLikeTombstone wrong for %q / %q", p.tombstone(), p.marker())
 		}
 		if q, _ := newPurge(name); q.token == p.token {
@@ -66,11 +66,13 @@ func TestTombstoneNames(t *testing.T) {
 		t.Error("a name whose marker is longer than NAME_MAX was accepted")
 	}
 	for _, n := range []string{"pvc-1-r-1234abcd", ".caretaker-purge.", ".del", "x.caretaker-purge.a.del",
-		".caretaker-purge.pvc-1-r-1234abcd.del",                  // an older caretaker's: no token
-		".caretaker-purge.pvc-1-r-1234abcd.0123456789ABCDEF.del", // not lowercase hex
-		".caretaker-purge.pvc-1-r-1234abcd.0123456789abcde.del",  // short token
-		".caretaker-purge..0123456789abcdef.del",                 // no name
-		".caretaker-purge.a/b.0123456789abcdef.mark"} {           // unsafe name
+		".caretaker-purge.pvc-1-r-1234abcd.del",                   // an older caretaker's: no token
+		".caretaker-purge.pvc-1-r-1234abcd.0123456789ABCDEF.del",  // not lowercase hex
+		".caretaker-purge.pvc-1-r-1234abcd.0123456789abcde.del",   // short token
+		".caretaker-purge..0123456789abcdef.del",                  // no name
+		".caretaker-purge.pvc-1-r-1234abcd.0123456789abcdef.mark", // a marker's suffix on a tombstone's prefix
+		".caretaker-mark.pvc-1-r-1234abcd.0123456789abcdef.del",   // and the other way round
+		".caretaker-mark.a/b.0123456789abcdef.mark"} {             // unsafe name
 		if _, _, ok := parsePurgeEntry(n); ok {
 			t.Errorf("%q taken for a tombstone or marker", n)
 		}

@@ -214,8 +214,8 @@ func TestPurgeCancelledMidway(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("left %v, want the tombstone and its marker", got)
 	}
-	p, isMarker, ok := parsePurgeEntry(got[0])
-	if !ok || isMarker || !equalStrings(got, []string{p.tombstone(), p.marker()}) || p.name != "pvc-lost-r-deadbeef" {
+	p, isMarker, ok := parsePurgeEntry(got[1])
+	if !ok || isMarker || !equalStrings(got, []string{p.marker(), p.tombstone()}) || p.name != "pvc-lost-r-deadbeef" {
 		t.Fatalf("left %v, want the tombstone and its marker", got)
 	}
 	must(t, f.del.FinishInterrupted(context.Background()))
