@@ -6,58 +6,90 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"sync"
 
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
 // Deleter purges orphaned replica directories. It implements
 // orphan.Deleter and orphan.Finisher, and is safe for concurrent use (the
-// Sweeper never purges one record twice at once).
+// Sweeper never purges one record twice at once; a second purge of a
+// directory already being purged fails and is retried).
 //
 // It trusts nothing it did not check itself at the moment it acts. For
 // each purge, in order:
 //
 //  1. the record is a v1 replica data record whose DataName is a safe,
-//     valid data directory name;
+//     valid data directory name, short enough for its tombstone and
+//     marker;
 //  2. the record's disk is in the DiskSet with the record's DiskUUID and
-//     DiskPath;
+//     DiskPath, compared as strings: the path is part of the record's
+//     name, so "/var/lib/longhorn" and "/var/lib/longhorn/" are different
+//     records even though they open the same directory;
 //  3. through one open handle of the disk path: the filesystem ID is the
 //     expected one (the host's Disk.FSID, else the one a scan pinned; if
 //     neither is known the purge is refused), no other disk of the node is
-//     on the same filesystem, and longhorn-disk.cfg names the record's
-//     UUID;
+//     on the same filesystem, and longhorn-disk.cfg (a regular file)
+//     names the record's UUID;
 //  4. inside <disk>/replicas, opened as an os.Root so nothing can reach
 //     outside it: the entry is a real directory (a symbolic link is never
-//     followed or removed), and its volume.meta is valid;
-//  5. no replica expects the name (the ExpectedSource is asked again);
-//  6. the directory is renamed to a tombstone that can never look like a
-//     replica, the tombstone is checked to be the same directory, and the
-//     expected source is asked once more: if the name became expected,
-//     the directory is renamed back and the purge refused;
-//  7. the tombstone is removed.
+//     followed or removed), and its volume.meta is a regular file and
+//     valid (a FIFO, socket or device is never opened in a way that could
+//     block);
+//  5. the ExpectedSource is asked again: no replica expects the name, and
+//     the disk's expected set is not empty (ErrNoneExpected, unless
+//     Options.AllowNoneExpected);
+//  6. no mount point is at or below the directory: not in the mount table,
+//     and every directory of the tree is on the device and in the mount of
+//     <disk>/replicas (ErrMountPoint);
+//  7. a durable marker recording the directory's name, tombstone, device
+//     and inode is written beside it;
+//  8. the directory is renamed to a tombstone that can never look like a
+//     replica; the tombstone must be the same directory (type, device and
+//     inode: a recycled inode under another type is caught), the mount
+//     table must still show nothing below it, and the expected source is
+//     asked once more; on any difference it is renamed back and the purge
+//     refused;
+//  9. the tombstone is removed by a walk that never follows a symbolic
+//     link, checks every directory as in 6 before entering it, and stops
+//     between entries when ctx is done, leaving the marked tombstone for
+//     FinishInterrupted;
+//  10. the marker is removed.
 //
-// A crash between 6 and 7 leaves a tombstone, which FinishInterrupted (the
-// Sweeper calls it once per sync) removes later.
+// A crash or a cancellation after 8 leaves a marked tombstone, which
+// FinishInterrupted (the Sweeper calls it once per sync) removes later. A
+// tombstone without a matching marker is never removed.
 type Deleter struct {
 	disks    *DiskSet
 	expected ExpectedSource
 	opts     Options
+
+	mu   sync.Mutex
+	busy map[busyKey]struct{} // directories being purged by this Deleter
+}
+
+type busyKey struct {
+	scope orphan.Scope
+	name  string
 }
 
 // NewDeleter returns a Deleter over the same disks and expected source as
 // the Inventory and Judge.
 func NewDeleter(disks *DiskSet, expected ExpectedSource, opts Options) *Deleter {
-	return &Deleter{disks: disks, expected: expected, opts: opts}
+	return &Deleter{disks: disks, expected: expected, opts: opts, busy: map[busyKey]struct{}{}}
 }
 
 // afterTombstone, when set by a test, runs right after the rename to the
-// tombstone, before the second expected check.
+// tombstone, before the checks that follow it.
 var afterTombstone func(replicas, tombstone string)
 
 // Delete implements orphan.Deleter. A refusal wraps
 // orphan.ErrPreconditionFailed and a sentinel of this package saying why;
-// nothing was deleted. A directory that is already gone is success. Other
-// errors (I/O, the expected source failing) are retryable.
+// nothing was deleted. A directory that is already gone is success. An
+// error wrapping ctx's error means the purge stopped part way and left a
+// marked tombstone that FinishInterrupted finishes. Other errors (I/O, the
+// expected source failing) are retryable.
 func (d *Deleter) Delete(ctx context.Context, r orphan.Record) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -72,8 +104,7 @@ func (d *Deleter) Delete(ctx context.Context, r orphan.Record) error {
 	if !ValidDataName(name) {
 		return refuse(ErrNotReplica, "%q does not end in -<8 letters or digits>", name)
 	}
-	tomb, ok := tombstoneName(name)
-	if !ok {
+	if !purgeable(name) {
 		return refuse(ErrUnsafePath, "%q is too long to rename to a tombstone", name)
 	}
 	disk, ok := d.disks.Lookup(r.NodeID, r.Param(orphan.ParamDiskName))
@@ -81,9 +112,14 @@ func (d *Deleter) Delete(ctx context.Context, r orphan.Record) error {
 		return refuse(ErrUnknownDisk, "disk %s", r.Scope())
 	}
 	if r.Param(orphan.ParamDiskUUID) != disk.UUID || r.Param(orphan.ParamDiskPath) != disk.Path {
-		return refuse(ErrDiskChanged, "record names disk %s at %s, the host now has %s at %s",
+		return refuse(ErrDiskChanged, "record names disk %s at %q, the host now has %s at %q",
 			r.Param(orphan.ParamDiskUUID), r.Param(orphan.ParamDiskPath), disk.UUID, disk.Path)
 	}
+	release, err := d.claim(disk, name)
+	if err != nil {
+		return err
+	}
+	defer release()
 	root, err := d.openChecked(disk)
 	if err != nil {
 		return err
@@ -107,7 +143,7 @@ func (d *Deleter) Delete(ctx context.Context, r orphan.Record) error {
 	case before.Mode()&fs.ModeSymlink != 0:
 		return refuse(ErrNotReplica, "%s is a symbolic link", name)
 	case !before.IsDir():
-		return refuse(ErrNotReplica, "%s is a %s, not a directory", name, before.Mode().Type())
+		return refuse(ErrNotReplica, "%s is a %s, not a directory", name, typeName(before.Mode()))
 	}
 	if _, err := readMeta(rr, name, d.opts.MaxMetaSize); err != nil {
 		var pe *ParseError
@@ -119,38 +155,84 @@ func (d *Deleter) Delete(ctx context.Context, r orphan.Record) error {
 	if err := d.notExpected(ctx, disk, name); err != nil {
 		return err
 	}
+	bound, err := boundaryOf(rr)
+	if err != nil {
+		return err
+	}
+	if err := noMountsIn(rr, name); err != nil {
+		return err
+	}
+	check := treeWalk{ctx: ctx, bound: bound}
+	if err := check.walk(rr, name, name, before, 0); err != nil {
+		return err
+	}
 
 	if err := ctx.Err(); err != nil {
 		return err // the last point where stopping leaves nothing to finish
 	}
-	// A tombstone of the same name is a purge a crash interrupted: it is
-	// garbage already, and in the way of the rename.
-	if err := rr.RemoveAll(tomb); err != nil {
+	p, err := newPurge(name)
+	if err != nil {
+		return err
+	}
+	tomb := p.tombstone()
+	if _, err := rr.Lstat(tomb); !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("diskscan: %s exists already (a 64-bit token collided): try again (%v)", tomb, err)
+	}
+	if err := writeMarker(rr, p, before); err != nil {
 		return err
 	}
 	if err := rr.Rename(name, tomb); err != nil {
+		_ = removeMarker(rr, p)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
 		return err
 	}
 	if afterTombstone != nil {
-		afterTombstone(disk.Path+"/"+ReplicasDir, tomb)
+		afterTombstone(filepath.Join(disk.fsPath(), ReplicasDir), tomb)
 	}
 	after, err := rr.Lstat(tomb)
-	if err != nil || !os.SameFile(before, after) {
-		// Swapped between the lstat and the rename: what we renamed is
-		// not what we checked. Put it back untouched.
-		return d.restore(rr, disk, tomb, name, refuse(ErrNotReplica, "%s changed while it was being purged", name))
+	if err != nil || !sameEntry(before, after) {
+		// Swapped between the lstat and the rename, or since: what is
+		// there now is not what was checked. Put it back untouched.
+		return d.restore(rr, disk, p, refuse(ErrNotReplica, "%s changed while it was being purged", name))
+	}
+	if err := noMountsIn(rr, tomb); err != nil {
+		return d.restore(rr, disk, p, err)
 	}
 	if err := d.notExpected(ctx, disk, name); err != nil {
-		return d.restore(rr, disk, tomb, name, err)
+		return d.restore(rr, disk, p, err)
 	}
-	if err := rr.RemoveAll(tomb); err != nil {
+	purge := treeWalk{ctx: ctx, bound: bound, remove: true}
+	if err := purge.walk(rr, tomb, tomb, after, 0); err != nil {
 		d.disks.markTombstone(disk)
-		return err
+		return fmt.Errorf("purge of %s stopped, tombstone %s left for FinishInterrupted: %w", name, tomb, err)
 	}
-	return nil
+	return removeMarker(rr, p)
+}
+
+// claim marks name on disk as being purged by this Deleter, so that
+// FinishInterrupted leaves its tombstone alone meanwhile.
+func (d *Deleter) claim(disk Disk, name string) (release func(), err error) {
+	k := busyKey{disk.Scope(), name}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.busy[k]; ok {
+		return nil, fmt.Errorf("diskscan: %s on disk %s is already being purged", name, disk.Scope())
+	}
+	d.busy[k] = struct{}{}
+	return func() {
+		d.mu.Lock()
+		delete(d.busy, k)
+		d.mu.Unlock()
+	}, nil
+}
+
+func (d *Deleter) isBusy(disk Disk, name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.busy[busyKey{disk.Scope(), name}]
+	return ok
 }
 
 // notExpected asks the expected source about name; it is nil only if the
@@ -163,15 +245,21 @@ func (d *Deleter) notExpected(ctx context.Context, disk Disk, name string) error
 	if set.Has(name) {
 		return refuse(ErrStillExpected, "%s on disk %s", name, disk.UUID)
 	}
+	if len(set) == 0 && !d.opts.AllowNoneExpected {
+		return refuse(ErrNoneExpected, "no replica is expected on disk %s (%s): a broken view is likelier than a disk of orphans; set Options.AllowNoneExpected to purge anyway", disk.Scope(), disk.UUID)
+	}
 	return nil
 }
 
-// restore renames a tombstone back to its name and returns why, or an
-// error saying the restore failed too.
-func (d *Deleter) restore(rr *os.Root, disk Disk, tomb, name string, why error) error {
-	if err := rr.Rename(tomb, name); err != nil {
+// restore renames p's tombstone back to its name, drops its marker, and
+// returns why, or an error saying the restore failed too.
+func (d *Deleter) restore(rr *os.Root, disk Disk, p purge, why error) error {
+	if err := rr.Rename(p.tombstone(), p.name); err != nil {
 		d.disks.markTombstone(disk)
-		return fmt.Errorf("%w; and renaming %s back to %s failed: %v (FinishInterrupted restores it if it is still expected)", why, tomb, name, err)
+		return fmt.Errorf("%w; and renaming %s back to %s failed: %v (FinishInterrupted restores it if it is still expected)", why, p.tombstone(), p.name, err)
+	}
+	if err := removeMarker(rr, p); err != nil {
+		d.disks.markTombstone(disk) // a stale marker for FinishInterrupted to drop
 	}
 	return why
 }
@@ -200,7 +288,7 @@ func (d *Deleter) openChecked(disk Disk) (*os.Root, error) {
 		if other.NodeID != disk.NodeID || other.Name == disk.Name {
 			continue
 		}
-		if fsid, err := FSID(other.Path); err == nil && fsid == id.fsid {
+		if fsid, err := FSID(other.fsPath()); err == nil && fsid == id.fsid {
 			id.root.Close()
 			return nil, refuse(ErrDiskInvalid, "disk %s shares filesystem %s with disk %s", disk.Scope(), fsid, other.Name)
 		}
@@ -224,11 +312,17 @@ func openReplicas(root *os.Root) (*os.Root, error) {
 }
 
 // FinishInterrupted implements orphan.Finisher: it finishes purges a crash
-// interrupted, on every disk whose identity checks pass (others are left
-// for later). A tombstone whose original name has become expected
-// meanwhile is renamed back, if that name is free; any other tombstone is
-// removed. It touches nothing but tombstones, inside <disk>/replicas.
-// Errors are joined; a disk that fails does not stop the others.
+// or a cancellation interrupted, on every disk whose identity checks pass
+// (others are left for later). It touches only tombstones it can prove it
+// made (see Delete: a marker names the tombstone and records its device
+// and inode) and their markers, inside <disk>/replicas. Such a tombstone
+// whose original name has become expected meanwhile is renamed back, if
+// that name is free; any other is removed as Delete removes it (never
+// across a mount, never while the disk's expected set is empty unless
+// Options.AllowNoneExpected). A look-alike tombstone is reported (an
+// error wrapping ErrForeignTombstone) and left alone, as is the tombstone
+// of a purge this Deleter is running. Errors are joined; a disk that fails
+// does not stop the others.
 func (d *Deleter) FinishInterrupted(ctx context.Context) error {
 	var errs []error
 	for _, disk := range d.disks.Disks() {
@@ -267,32 +361,88 @@ func (d *Deleter) finishDisk(ctx context.Context, disk Disk) error {
 	if err != nil {
 		return err
 	}
-	var set NameSet
-	var errs []error
+	var (
+		bound   boundary
+		set     NameSet
+		errs    []error
+		tombs   []purge
+		markers []purge
+		seen    = map[purge]bool{} // purges whose tombstone is there
+	)
 	for _, e := range entries {
-		orig, ok := tombstoneOf(e.Name())
-		if !ok {
+		p, isMarker, ok := parsePurgeEntry(e.Name())
+		switch {
+		case ok && isMarker:
+			markers = append(markers, p)
+		case ok:
+			tombs = append(tombs, p)
+			seen[p] = true
+		case looksLikeTombstone(e.Name()):
+			errs = append(errs, refuse(ErrForeignTombstone, "%s is not named like a caretaker tombstone (no purge token): left alone", e.Name()))
+		}
+	}
+	for _, p := range tombs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if d.isBusy(disk, p.name) {
 			continue
 		}
 		if set == nil {
 			if set, err = d.expected.Expected(ctx, disk); err != nil {
 				return fmt.Errorf("expected replicas unknown, tombstones left for later: %w", err)
 			}
-		}
-		if set.Has(orig) && e.IsDir() {
-			if _, err := rr.Lstat(orig); errors.Is(err, fs.ErrNotExist) {
-				if err := rr.Rename(e.Name(), orig); err != nil {
-					errs = append(errs, err)
-				}
-				continue
+			if bound, err = boundaryOf(rr); err != nil {
+				return err
 			}
 		}
-		if err := rr.RemoveAll(e.Name()); err != nil {
+		if err := d.finishTombstone(ctx, rr, disk, p, bound, set); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	// A marker whose tombstone is gone was left by a crash before the
+	// rename or after the removal.
+	for _, p := range markers {
+		if !seen[p] && !d.isBusy(disk, p.name) {
+			if err := removeMarker(rr, p); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if len(errs) == 0 {
 		d.disks.sawTombstones(disk, false, marks)
 	}
 	return errors.Join(errs...)
+}
+
+// finishTombstone finishes the interrupted purge p, if its tombstone is
+// provably ours. set is the disk's expected set.
+func (d *Deleter) finishTombstone(ctx context.Context, rr *os.Root, disk Disk, p purge, bound boundary, set NameSet) error {
+	tomb := p.tombstone()
+	fi, err := ownTombstone(rr, p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if set.Has(p.name) {
+		if _, err := rr.Lstat(p.name); errors.Is(err, fs.ErrNotExist) {
+			if err := rr.Rename(tomb, p.name); err != nil {
+				return err
+			}
+			return removeMarker(rr, p)
+		}
+	}
+	if len(set) == 0 && !d.opts.AllowNoneExpected {
+		return refuse(ErrNoneExpected, "no replica is expected on disk %s: tombstone %s left for later", disk.Scope(), tomb)
+	}
+	if err := noMountsIn(rr, tomb); err != nil {
+		return err
+	}
+	purge := treeWalk{ctx: ctx, bound: bound, remove: true}
+	if err := purge.walk(rr, tomb, tomb, fi, 0); err != nil {
+		return fmt.Errorf("tombstone %s: %w", tomb, err)
+	}
+	return removeMarker(rr, p)
 }

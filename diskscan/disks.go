@@ -15,8 +15,14 @@ import (
 type Disk struct {
 	NodeID string // the node the disk belongs to
 	Name   string // the disk's name in the node spec
-	Path   string // absolute path of the disk's mount
-	UUID   string // the diskUUID the host expects in longhorn-disk.cfg
+	// Path is the disk's path exactly as the node spec holds it, for
+	// example Longhorn's default "/var/lib/longhorn/" with its trailing
+	// slash: names, labels and the DiskPath parameter use this string
+	// byte for byte (Longhorn hashes the orphan name over it). Filesystem
+	// calls use the cleaned path. It must be absolute and must not
+	// contain a ".." element.
+	Path string
+	UUID string // the diskUUID the host expects in longhorn-disk.cfg
 
 	// FSID is the filesystem ID the host expects (as FSID prints it), or
 	// empty. When empty, the first scan that finds the disk's config with
@@ -29,12 +35,20 @@ type Disk struct {
 // Scope returns the disk's orphan scope.
 func (d Disk) Scope() orphan.Scope { return orphan.Scope{NodeID: d.NodeID, Disk: d.Name} }
 
+// fsPath is the path filesystem calls use: Path cleaned, so that
+// "/var/lib/longhorn/" and "/var/lib/longhorn" open the same directory.
+func (d Disk) fsPath() string { return filepath.Clean(d.Path) }
+
 func (d Disk) validate() error {
 	switch {
 	case d.NodeID == "" || d.Name == "" || d.UUID == "":
 		return fmt.Errorf("diskscan: disk %q on node %q: NodeID, Name and UUID are required", d.Name, d.NodeID)
-	case !filepath.IsAbs(d.Path) || filepath.Clean(d.Path) != d.Path:
-		return fmt.Errorf("diskscan: disk %s: path %q is not a clean absolute path", d.Scope(), d.Path)
+	case !filepath.IsAbs(d.Path) || !filepath.IsAbs(d.fsPath()):
+		return fmt.Errorf("diskscan: disk %s: path %q is not absolute", d.Scope(), d.Path)
+	case slices.Contains(strings.Split(d.Path, "/"), ".."):
+		return fmt.Errorf("diskscan: disk %s: path %q contains \"..\"", d.Scope(), d.Path)
+	case strings.ContainsRune(d.Path, 0):
+		return fmt.Errorf("diskscan: disk %s: path %q contains a NUL byte", d.Scope(), d.Path)
 	case strings.TrimSpace(d.UUID) != d.UUID:
 		return fmt.Errorf("diskscan: disk %s: UUID %q has surrounding white space", d.Scope(), d.UUID)
 	}
@@ -71,8 +85,8 @@ func NewDiskSet(disks ...Disk) (*DiskSet, error) {
 	return s, nil
 }
 
-// Set replaces the disks. Every disk needs NodeID, Name, UUID and a clean
-// absolute Path, and no two disks of a node may share a name; otherwise
+// Set replaces the disks. Every disk needs NodeID, Name, UUID and an
+// absolute Path without ".." elements, and no two disks of a node may share a name; otherwise
 // Set changes nothing and returns an error. Pinned filesystem IDs of disks
 // whose Path and UUID did not change are kept.
 func (s *DiskSet) Set(disks []Disk) error {

@@ -44,7 +44,13 @@ func newHarness(t *testing.T) *deleterHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &deleterHarness{disk: d, disks: set, exp: diskscan.NewStaticExpected()}
+	// A live replica expected on the disk: the Deleter refuses to purge
+	// on a disk whose expected set is empty (ErrNoneExpected).
+	live := diskscan.ReplicaRef{NodeID: d.NodeID, DiskID: d.UUID, DiskPath: d.Path, DataDirectoryName: "pvc-live-r-0000000f"}
+	if err := diskscantest.MakeReplica(p, live.DataDirectoryName, diskscantest.Replica{}); err != nil {
+		t.Fatal(err)
+	}
+	return &deleterHarness{disk: d, disks: set, exp: diskscan.NewStaticExpected(live)}
 }
 
 func (h *deleterHarness) Deleter(*testing.T) orphan.Deleter {

@@ -9,7 +9,8 @@ import (
 
 // Sentinel errors, for errors.Is. A purge the Deleter refuses wraps
 // orphan.ErrPreconditionFailed and one of ErrUnsafePath, ErrNotReplica,
-// ErrDiskChanged, ErrDiskInvalid, ErrUnknownDisk or ErrStillExpected.
+// ErrDiskChanged, ErrDiskInvalid, ErrUnknownDisk, ErrStillExpected,
+// ErrNoneExpected, ErrMountPoint, ErrNotRegular or ErrForeignTombstone.
 var (
 	// ErrUnsafePath: a data directory name that is empty, "." or "..", or
 	// contains a slash or a NUL byte. Nothing with such a name is ever
@@ -29,16 +30,33 @@ var (
 	ErrUnknownDisk = errors.New("diskscan: unknown disk")
 	// ErrStillExpected: a replica of the cluster expects the directory.
 	ErrStillExpected = errors.New("diskscan: directory is expected by a replica")
+	// ErrNoneExpected: the expected set of the disk is empty, which is
+	// treated as a broken view unless Options.AllowNoneExpected is set.
+	ErrNoneExpected = errors.New("diskscan: no replica is expected on the disk")
+
+	// ErrMountPoint: a mount point (another filesystem, or a bind mount
+	// of the same one) is at or below the directory. A purge never crosses
+	// a filesystem boundary; the mount and everything in it are untouched.
+	ErrMountPoint = errors.New("diskscan: a mount point is in the way")
+	// ErrForeignTombstone: something looks like a caretaker tombstone (or
+	// its marker) but caretaker cannot prove it made it. It is reported and
+	// left alone.
+	ErrForeignTombstone = errors.New("diskscan: tombstone not made by caretaker")
 
 	// ErrCorrupt: a file or reply is not what its format says (bad JSON,
 	// a missing key, a value of the wrong type).
 	ErrCorrupt = errors.New("diskscan: corrupt input")
 	// ErrTooLarge: a file or reply is larger than its read limit.
 	ErrTooLarge = errors.New("diskscan: input too large")
+	// ErrNotRegular: a file that must be a regular file (volume.meta,
+	// longhorn-disk.cfg, a replica list) is a FIFO, socket, device,
+	// directory or symbolic link. It is never opened in a way that could
+	// block, and never read.
+	ErrNotRegular = errors.New("diskscan: not a regular file")
 )
 
-// ParseError says which input was bad and why. It wraps ErrCorrupt or
-// ErrTooLarge.
+// ParseError says which input was bad and why. It wraps ErrCorrupt,
+// ErrTooLarge or ErrNotRegular.
 type ParseError struct {
 	Input  string // "volume.meta", "longhorn-disk.cfg", "replica list"
 	Reason string // what was wrong, for people
@@ -47,7 +65,7 @@ type ParseError struct {
 
 func (e *ParseError) Error() string { return fmt.Sprintf("%s: %s: %s", e.Err, e.Input, e.Reason) }
 
-// Unwrap returns ErrCorrupt or ErrTooLarge.
+// Unwrap returns ErrCorrupt, ErrTooLarge or ErrNotRegular.
 func (e *ParseError) Unwrap() error { return e.Err }
 
 func corrupt(input, format string, args ...any) error {

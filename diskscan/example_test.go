@@ -51,11 +51,12 @@ func ExampleDeleter() {
 	defer os.RemoveAll(base)
 	path := filepath.Join(base, "disk-1")
 	diskscantest.NewDisk(path, "disk-1", "uuid-1")
+	diskscantest.MakeReplica(path, "pvc-1-r-0a1b2c3d", diskscantest.Replica{})
 	diskscantest.MakeReplica(path, "pvc-2-r-4e5f6a7b", diskscantest.Replica{})
 	os.Symlink("/", filepath.Join(path, "replicas", "pvc-9-r-99999999"))
 
 	disks, _ := diskscan.NewDiskSet(diskscan.Disk{NodeID: "node-1", Name: "disk-1", Path: path, UUID: "uuid-1"})
-	expected := diskscan.NewStaticExpected()
+	expected := diskscan.NewStaticExpected(diskscan.ReplicaRef{DiskID: "uuid-1", DataDirectoryName: "pvc-1-r-0a1b2c3d"})
 	inv := diskscan.NewInventory(disks, expected, diskscan.Options{})
 	snap, _ := inv.Scan(context.Background()) // also pins the disk's filesystem ID
 	del := diskscan.NewDeleter(disks, expected, diskscan.Options{})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"path/filepath"
 	"sync"
 )
 
@@ -54,10 +55,12 @@ type ReplicaRef struct {
 //
 // A replica claims its data directory on the disk whose UUID is its
 // DiskID, whatever its NodeID and DiskPath say: disk UUIDs are unique, and
-// Longhorn's own check (which also requires DiskPath to match) would call
-// the directory of a replica with a stale path an orphan. A replica with no
-// DiskID claims its directory on every disk with its DiskPath on its node
-// (or on any node, if NodeID is empty too). Both rules err towards "owned".
+// Longhorn's own check (which also requires DiskPath to match byte for
+// byte) would call the directory of a replica with a stale path an orphan.
+// A replica with no DiskID claims its directory on every disk with its
+// DiskPath on its node (or on any node, if NodeID is empty too), the paths
+// compared cleaned, so "/var/lib/longhorn" and "/var/lib/longhorn/" match.
+// Both rules err towards "owned"; see the package doc for Longhorn's rule.
 type StaticExpected struct {
 	mu     sync.RWMutex
 	byUUID map[string]NameSet
@@ -90,7 +93,7 @@ func (s *StaticExpected) Add(r ReplicaRef) {
 	if r.DiskID != "" {
 		s.byUUID[r.DiskID] = maps.Clone(s.byUUID[r.DiskID])
 	} else {
-		k := [2]string{r.NodeID, r.DiskPath}
+		k := pathKey(r.NodeID, r.DiskPath)
 		s.byPath[k] = maps.Clone(s.byPath[k])
 	}
 	addRef(s.byUUID, s.byPath, r)
@@ -114,7 +117,7 @@ func addRef(byUUID map[string]NameSet, byPath map[[2]string]NameSet, r ReplicaRe
 	if r.DiskPath == "" {
 		return // claims nothing we could find
 	}
-	k := [2]string{r.NodeID, r.DiskPath}
+	k := pathKey(r.NodeID, r.DiskPath)
 	byPath[k] = set(byPath[k])
 }
 
@@ -123,7 +126,7 @@ func (s *StaticExpected) Expected(_ context.Context, d Disk) (NameSet, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	own := s.byUUID[d.UUID]
-	byNode, anyNode := s.byPath[[2]string{d.NodeID, d.Path}], s.byPath[[2]string{"", d.Path}]
+	byNode, anyNode := s.byPath[pathKey(d.NodeID, d.Path)], s.byPath[pathKey("", d.Path)]
 	if len(byNode) == 0 && len(anyNode) == 0 {
 		return own, nil
 	}
@@ -132,6 +135,13 @@ func (s *StaticExpected) Expected(_ context.Context, d Disk) (NameSet, error) {
 	maps.Copy(merged, byNode)
 	maps.Copy(merged, anyNode)
 	return merged, nil
+}
+
+// pathKey keys a replica without DiskID by node and cleaned disk path: a
+// trailing slash in one spec and not in the other must not make a
+// directory look unclaimed.
+func pathKey(nodeID, diskPath string) [2]string {
+	return [2]string{nodeID, filepath.Clean(diskPath)}
 }
 
 // ExpectedFunc adapts a function to ExpectedSource.

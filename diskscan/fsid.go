@@ -1,6 +1,9 @@
 package diskscan
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // FormatFSID combines the two words of statfs's f_fsid as Longhorn does:
 // each word is taken as an unsigned 32-bit value (no sign extension, so a
@@ -18,3 +21,7 @@ type dirIdentity struct {
 	dev, ino     uint64
 	mtime, ctime int64
 }
+
+// errUnsupported: what the Deleter needs to prove a purge safe (filesystem
+// IDs, device and inode numbers, mount IDs) is only available on Linux.
+var errUnsupported = errors.New("diskscan: filesystem IDs, inodes and mounts are only available on Linux")

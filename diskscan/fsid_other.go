@@ -3,7 +3,6 @@
 package diskscan
 
 import (
-	"errors"
 	"os"
 )
 
@@ -11,8 +10,6 @@ import (
 // compiles, so hosts can build and unit-test their own code on a laptop,
 // but every disk reports an error instead of a filesystem ID: scans never
 // mark a disk Ready and the Deleter refuses every purge.
-
-var errUnsupported = errors.New("diskscan: filesystem IDs are only available on Linux")
 
 // FSID returns the filesystem ID of the filesystem holding path. On this
 // platform it always fails.

@@ -136,3 +136,72 @@ func mountTmpfs(t *testing.T, dir string) (unmount func()) {
 	t.Cleanup(unmount)
 	return unmount
 }
+
+// errorsIs reports whether err matches every target.
+func errorsIs(err error, targets ...error) bool {
+	for _, t := range targets {
+		if !errors.Is(err, t) {
+			return false
+		}
+	}
+	return err != nil
+}
+
+// plantTombstone leaves what a purge interrupted after its rename leaves:
+// the durable marker, then the directory renamed to its tombstone. It
+// returns the tombstone's path.
+func plantTombstone(t *testing.T, d Disk, name string) (string, purge) {
+	t.Helper()
+	rr, err := os.OpenRoot(filepath.Join(d.fsPath(), ReplicasDir))
+	must(t, err)
+	defer rr.Close()
+	fi, err := rr.Lstat(name)
+	must(t, err)
+	p, err := newPurge(name)
+	must(t, err)
+	must(t, writeMarker(rr, p, fi))
+	must(t, rr.Rename(name, p.tombstone()))
+	return filepath.Join(d.fsPath(), ReplicasDir, p.tombstone()), p
+}
+
+// mountBind bind-mounts src at dir for the test, or skips the test if this
+// process may not mount. It returns the unmount, which also runs at
+// cleanup unless called before.
+func mountBind(t *testing.T, src, dir string) (unmount func()) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount(src, dir, "", syscall.MS_BIND, ""); err != nil {
+		if errors.Is(err, syscall.EPERM) {
+			t.Skipf("skipped: a bind mount needs CAP_SYS_ADMIN, which this process lacks (%v)", err)
+		}
+		t.Fatalf("bind mount %s at %s: %v", src, dir, err)
+	}
+	var once sync.Once
+	unmount = func() {
+		once.Do(func() {
+			if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+				t.Errorf("unmount %s: %v", dir, err)
+			}
+		})
+	}
+	t.Cleanup(unmount)
+	return unmount
+}
+
+// tombstonesIn lists the tombstones and markers in d's replicas directory.
+func tombstonesIn(t *testing.T, d Disk) []string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(d.Path, ReplicasDir))
+	must(t, err)
+	var out []string
+	for _, e := range entries {
+		if isTombstone(e.Name()) || isMarker(e.Name()) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+func syscallUnmount(dir string) error { return syscall.Unmount(dir, syscall.MNT_DETACH) }

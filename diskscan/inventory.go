@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -32,6 +33,13 @@ type Options struct {
 	// too, because filesystem timestamps are coarse: a change in the same
 	// tick as the scan would not change them. Nil means the real clock.
 	Clock clock.PassiveClock
+	// AllowNoneExpected lets the Deleter purge on a disk whose expected set
+	// is empty. By default it refuses (ErrNoneExpected): an empty set is
+	// far more often a broken view (a replica list read from the wrong
+	// namespace, an informer that lost its cache) than a disk whose every
+	// replica is really orphaned. Set it only when the host has checked
+	// that view by other means.
+	AllowNoneExpected bool
 	// ListOwned makes DiskReport.OwnedNames list the expected directories
 	// (off by default: on a disk of 100k replicas it costs a slice of 100k
 	// names per scan).
@@ -228,7 +236,7 @@ type identity struct {
 // ErrDiskInvalid, or are I/O errors.
 func checkIdentity(disks *DiskSet, d Disk, opts Options) (identity, error) {
 	var id identity
-	root, err := os.OpenRoot(d.Path)
+	root, err := os.OpenRoot(d.fsPath())
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return id, fmt.Errorf("%w: disk path does not exist", ErrDiskInvalid)
@@ -248,10 +256,13 @@ func checkIdentity(disks *DiskSet, d Disk, opts Options) (identity, error) {
 	if want := disks.expectedFSID(d); want != "" && want != id.fsid {
 		return id, fmt.Errorf("%w: filesystem ID is %s, expected %s: another filesystem is mounted at the disk path", ErrDiskChanged, id.fsid, want)
 	}
-	f, err := root.Open(ConfigFile)
+	f, err := openRegular(root, ConfigFile, ConfigFile)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return id, fmt.Errorf("%w: no %s", ErrDiskInvalid, ConfigFile)
+		}
+		if errors.Is(err, ErrNotRegular) {
+			return id, fmt.Errorf("%w: %v", ErrDiskInvalid, err)
 		}
 		return id, fmt.Errorf("open %s: %w", ConfigFile, err)
 	}
@@ -352,6 +363,15 @@ func (inv *Inventory) listDisk(ctx context.Context, rep *DiskReport, root *os.Ro
 	case errors.Is(err, fs.ErrNotExist):
 		rep.Status.Message = "no " + ReplicasDir + " directory: nothing to scan"
 		delete(inv.caches, d.Scope())
+		// Still asked, so NoneExpected tells the truth for every Ready disk.
+		expected, err := inv.expected.Expected(ctx, d)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return unknown("expected replicas unknown: %v", err)
+		}
+		rep.Status.NoneExpected = len(expected) == 0
 		return nil
 	case err != nil:
 		return unknown("stat %s: %v", ReplicasDir, err)
@@ -412,7 +432,11 @@ func (inv *Inventory) listDisk(ctx context.Context, rep *DiskReport, root *os.Ro
 		}
 		switch {
 		case isTombstone(name):
-			skip(name, "a purge in progress (caretaker tombstone)")
+			skip(name, "a purge in progress (caretaker tombstone; FinishInterrupted finishes it if its marker proves it is caretaker's)")
+			tombstones++
+			continue
+		case isMarker(name):
+			skip(name, "a caretaker purge marker")
 			tombstones++
 			continue
 		case typ&fs.ModeSymlink != 0:
@@ -431,8 +455,17 @@ func (inv *Inventory) listDisk(ctx context.Context, rep *DiskReport, root *os.Ro
 				rep.OwnedNames = append(rep.OwnedNames, name)
 			}
 			continue
+		case !purgeable(name):
+			skip(name, "name too long to purge safely: its tombstone would exceed 255 bytes")
+			continue
 		}
-		ce, ok := inv.validate(rr, cache, name)
+		if err := ctx.Err(); err != nil {
+			return err // each unexpected entry costs I/O: stop promptly
+		}
+		ce, ok := inv.validate(ctx, rr, cache, name)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if !ok {
 			continue // vanished since the listing
 		}
@@ -449,6 +482,11 @@ func (inv *Inventory) listDisk(ctx context.Context, rep *DiskReport, root *os.Ro
 			delete(cache.entries, name)
 		}
 	}
+	// The evidence the orphan core's mass-deletion guard weighs: owned
+	// directories are not listed as items, so they are counted, and an
+	// empty expected set beside valid directories is a broken view.
+	rep.Status.OwnedUnlisted = rep.Owned
+	rep.Status.NoneExpected = len(expected) == 0
 	inv.disks.sawTombstones(d, tombstones > 0, marks)
 	clear(cache.names) // drop the old names for the garbage collector
 	cache.spareNames, cache.spareOwned = cache.names, cache.owned
@@ -462,7 +500,7 @@ func (inv *Inventory) listDisk(ctx context.Context, rep *DiskReport, root *os.Ro
 // validate returns what is known of an unexpected directory, reading its
 // volume.meta only if the directory is new or changed. It returns false if
 // the directory is gone.
-func (inv *Inventory) validate(rr *os.Root, cache *diskCache, name string) (*cachedEntry, bool) {
+func (inv *Inventory) validate(ctx context.Context, rr *os.Root, cache *diskCache, name string) (*cachedEntry, bool) {
 	fi, err := rr.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false
@@ -484,11 +522,14 @@ func (inv *Inventory) validate(rr *os.Root, cache *diskCache, name string) (*cac
 	switch {
 	case err == nil:
 		ce.meta = meta
-		ce.allocated = allocatedUnder(rr, name)
+		ce.allocated = allocatedUnder(ctx, rr, name)
 	case errors.As(err, &pe):
 		ce.reason = "invalid " + MetaFile + ": " + pe.Reason
-		if errors.Is(err, ErrTooLarge) {
+		switch {
+		case errors.Is(err, ErrTooLarge):
 			ce.reason = MetaFile + " is too large (" + pe.Reason + ")"
+		case errors.Is(err, ErrNotRegular):
+			ce.reason = "not a replica: " + MetaFile + " is " + pe.Reason
 		}
 	case errors.Is(err, fs.ErrNotExist):
 		ce.reason = "no " + MetaFile
@@ -496,6 +537,9 @@ func (inv *Inventory) validate(rr *os.Root, cache *diskCache, name string) (*cac
 		// Not cached: an I/O or permission error may pass, and a chmod
 		// changes ctime anyway.
 		return &cachedEntry{reason: "cannot read " + MetaFile + ": " + errText(err)}, true
+	}
+	if ctx.Err() != nil {
+		return ce, true // a partial size is never cached; the scan fails anyway
 	}
 	if id.mtime < inv.racyAfter && id.ctime < inv.racyAfter {
 		cache.entries[name] = ce
@@ -543,26 +587,81 @@ func listDir(rr *os.Root) ([]fs.DirEntry, error) {
 
 // readMeta reads <name>/volume.meta inside rr; it must be a regular file.
 func readMeta(rr *os.Root, name string, limit int64) (VolumeMeta, error) {
-	f, err := rr.Open(name + "/" + MetaFile)
+	f, err := openRegular(rr, name+"/"+MetaFile, MetaFile)
 	if err != nil {
 		return VolumeMeta{}, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return VolumeMeta{}, err
-	}
-	if !fi.Mode().IsRegular() {
-		return VolumeMeta{}, corrupt(MetaFile, "not a regular file")
-	}
 	return ReadVolumeMeta(f, limit)
 }
 
+// openRegular opens name inside root for reading, and only if it is a
+// regular file: a FIFO would block the open until a writer came, a device
+// could have effects on open, and a socket cannot be read at all. The type
+// is checked without opening (lstat, so a symbolic link is refused too),
+// then the open is non-blocking, so a FIFO swapped in meanwhile cannot
+// block it, and the open file is checked to be the very file lstat saw.
+// Anything else is a *ParseError for input wrapping ErrNotRegular.
+func openRegular(root *os.Root, name, input string) (*os.File, error) {
+	fi, err := root.Lstat(name)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, notRegular(input, fi.Mode())
+	}
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !st.Mode().IsRegular() || !os.SameFile(fi, st) {
+		f.Close()
+		return nil, &ParseError{Input: input, Reason: "replaced by another file while being opened", Err: ErrNotRegular}
+	}
+	return f, nil
+}
+
+// notRegular says what a non-regular file is.
+func notRegular(input string, mode fs.FileMode) error {
+	return &ParseError{Input: input, Reason: "a " + typeName(mode) + ", not a regular file", Err: ErrNotRegular}
+}
+
+// typeName names a file type for people.
+func typeName(mode fs.FileMode) string {
+	switch t := mode.Type(); {
+	case t&fs.ModeSymlink != 0:
+		return "symbolic link"
+	case t&fs.ModeNamedPipe != 0:
+		return "named pipe (FIFO)"
+	case t&fs.ModeSocket != 0:
+		return "socket"
+	case t&fs.ModeCharDevice != 0:
+		return "character device"
+	case t&fs.ModeDevice != 0:
+		return "block device"
+	case t.IsDir():
+		return "directory"
+	case t == 0:
+		return "regular file"
+	}
+	return "special file"
+}
+
 // allocatedUnder sums the allocated bytes of the regular files under name,
-// without following symbolic links.
-func allocatedUnder(rr *os.Root, name string) int64 {
+// without following symbolic links or opening anything but directories.
+// It stops when ctx is done (the scan then fails with ctx's error, so the
+// partial sum is never reported).
+func allocatedUnder(ctx context.Context, rr *os.Root, name string) int64 {
 	var total int64
 	_ = fs.WalkDir(rr.FS(), name, func(_ string, e fs.DirEntry, err error) error {
+		if ctx.Err() != nil {
+			return fs.SkipAll
+		}
 		if err != nil || !e.Type().IsRegular() {
 			return nil
 		}
@@ -590,7 +689,9 @@ func dataItem(d Disk, name string) orphan.Item {
 	}
 }
 
-func isTombstone(name string) bool { _, ok := tombstoneOf(name); return ok }
+func isTombstone(name string) bool { return looksLikeTombstone(name) }
+
+func isMarker(name string) bool { _, m, ok := parsePurgeEntry(name); return ok && m }
 
 // errText is an error without the path prefix the os package adds, so
 // reports do not repeat absolute paths.

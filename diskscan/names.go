@@ -1,6 +1,8 @@
 package diskscan
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"strconv"
 	"strings"
 )
@@ -23,12 +25,21 @@ const (
 const suffixLen = 8
 
 // Tombstones are what the Deleter renames a directory to before removing
-// it. The ".caretaker-purge." prefix makes them recognisable and hidden;
-// the ".del" suffix puts a dot among the last eight characters, so a
-// tombstone never matches Longhorn's replica name rule.
+// it: .caretaker-purge.<name>.<token>.del, where the token is 16 random
+// lowercase hex digits drawn for each purge; its marker (see tombstone.go)
+// is .caretaker-mark.<name>.<token>.mark. The prefixes make them
+// recognisable and hidden (and only tombstones start with
+// ".caretaker-purge."); the ".del" and ".mark" suffixes put
+// a dot among the last eight characters, so neither ever matches
+// Longhorn's replica name rule. The token makes every purge's names its
+// own: a look-alike cannot be one of ours by accident, and a second purge
+// of the same name never collides with an interrupted first one.
 const (
 	tombstonePrefix = ".caretaker-purge."
 	tombstoneSuffix = ".del"
+	markerPrefix    = ".caretaker-mark."
+	markerSuffix    = ".mark"
+	tokenLen        = 16
 	nameMax         = 255 // NAME_MAX on Linux filesystems
 )
 
@@ -71,21 +82,71 @@ func isAlnum(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
-// tombstoneName returns the tombstone for a data directory name, or false
-// if it would be too long for one path component.
-func tombstoneName(name string) (string, bool) {
-	t := tombstonePrefix + name + tombstoneSuffix
-	return t, len(t) <= nameMax
+// purge names one purge: the data directory and the purge's token.
+type purge struct{ name, token string }
+
+// tombstone is the purge's tombstone name.
+func (p purge) tombstone() string {
+	return tombstonePrefix + p.name + "." + p.token + tombstoneSuffix
 }
 
-// tombstoneOf returns the original name of a tombstone, or false if name is
-// not one.
-func tombstoneOf(name string) (string, bool) {
-	if !strings.HasPrefix(name, tombstonePrefix) || !strings.HasSuffix(name, tombstoneSuffix) ||
-		len(name) < len(tombstonePrefix)+len(tombstoneSuffix) {
-		return "", false
+// marker is the purge's marker file name.
+func (p purge) marker() string { return markerPrefix + p.name + "." + p.token + markerSuffix }
+
+// newPurge draws a token for purging name.
+func newPurge(name string) (purge, error) {
+	var b [tokenLen / 2]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return purge{}, err
 	}
-	return name[len(tombstonePrefix) : len(name)-len(tombstoneSuffix)], true
+	return purge{name: name, token: hex.EncodeToString(b[:])}, nil
+}
+
+// purgeable reports whether name's tombstone and marker fit in one path
+// component. A directory whose names would not is never reported as an
+// orphan: it cannot be purged safely.
+func purgeable(name string) bool {
+	extra := max(len(tombstonePrefix)+len(tombstoneSuffix), len(markerPrefix)+len(markerSuffix))
+	return len(name)+1+tokenLen+extra <= nameMax
+}
+
+// looksLikeTombstone reports whether an entry has a tombstone's prefix and
+// suffix: one of ours, or a look-alike (an older caretaker's, or anyone's).
+func looksLikeTombstone(entry string) bool {
+	return len(entry) >= len(tombstonePrefix)+len(tombstoneSuffix) &&
+		strings.HasPrefix(entry, tombstonePrefix) && strings.HasSuffix(entry, tombstoneSuffix)
+}
+
+// parsePurgeEntry parses a tombstone or marker name. It returns the purge,
+// whether the entry is a marker, and false if the entry is neither.
+func parsePurgeEntry(entry string) (p purge, isMarker, ok bool) {
+	var rest string
+	if r, ok := strings.CutPrefix(entry, tombstonePrefix); ok {
+		if rest, ok = strings.CutSuffix(r, tombstoneSuffix); !ok {
+			return purge{}, false, false
+		}
+	} else if r, ok := strings.CutPrefix(entry, markerPrefix); ok {
+		if rest, ok = strings.CutSuffix(r, markerSuffix); !ok {
+			return purge{}, false, false
+		}
+		isMarker = true
+	} else {
+		return purge{}, false, false
+	}
+	dot := len(rest) - tokenLen - 1
+	if dot < 1 || rest[dot] != '.' {
+		return purge{}, false, false
+	}
+	for _, c := range []byte(rest[dot+1:]) {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return purge{}, false, false
+		}
+	}
+	p = purge{name: rest[:dot], token: rest[dot+1:]}
+	if SafeName(p.name) != nil {
+		return purge{}, false, false
+	}
+	return p, isMarker, true
 }
 
 func pathError(msg string) error { return &unsafePathError{msg} }

@@ -40,21 +40,41 @@ func TestValidDataName(t *testing.T) {
 }
 
 func TestTombstoneNames(t *testing.T) {
-	for _, name := range []string{"pvc-1-r-1234abcd", "v-ABCDEFGH", strings.Repeat("a", 200) + "-12345678"} {
-		tomb, ok := tombstoneName(name)
-		if !ok || ValidDataName(tomb) || SafeName(tomb) != nil {
-			t.Errorf("tombstone of %q: %q ok=%v valid=%v", name, tomb, ok, ValidDataName(tomb))
+	for _, name := range []string{"pvc-1-r-1234abcd", "v-ABCDEFGH", strings.Repeat("a", 190) + "-12345678"} {
+		if !purgeable(name) {
+			t.Errorf("%q not purgeable", name)
 		}
-		if orig, ok := tombstoneOf(tomb); !ok || orig != name {
-			t.Errorf("tombstoneOf(%q) = %q, %v", tomb, orig, ok)
+		p, err := newPurge(name)
+		must(t, err)
+		for _, entry := range []string{p.tombstone(), p.marker()} {
+			if ValidDataName(entry) || SafeName(entry) != nil || len(entry) > nameMax {
+				t.Errorf("purge entry %q of %q: valid=%v", entry, name, ValidDataName(entry))
+			}
+			got, isMarker, ok := parsePurgeEntry(entry)
+			if !ok || got != p || isMarker != (entry == p.marker()) {
+				t.Errorf("parsePurgeEntry(%q) = %+v, %v, %v", entry, got, isMarker, ok)
+			}
+		}
+		if !looksLikeTombstone(p.tombstone()) || looksLikeTombstone(p.marker()) || strings.HasPrefix(p.marker(), tombstonePrefix) {
+			t.Errorf("looksLikeTombstone wrong for %q / %q", p.tombstone(), p.marker())
+		}
+		if q, _ := newPurge(name); q.token == p.token {
+			t.Errorf("two purges drew the token %s", p.token)
 		}
 	}
-	if _, ok := tombstoneName(strings.Repeat("a", 240) + "-12345678"); ok {
-		t.Error("a tombstone longer than NAME_MAX was accepted")
+	if purgeable(strings.Repeat("a", 220) + "-12345678") {
+		t.Error("a name whose marker is longer than NAME_MAX was accepted")
 	}
-	for _, n := range []string{"pvc-1-r-1234abcd", ".caretaker-purge.", ".del", "x.caretaker-purge.a.del"} {
-		if _, ok := tombstoneOf(n); ok {
-			t.Errorf("%q taken for a tombstone", n)
+	for _, n := range []string{"pvc-1-r-1234abcd", ".caretaker-purge.", ".del", "x.caretaker-purge.a.del",
+		".caretaker-purge.pvc-1-r-1234abcd.del",                   // an older caretaker's: no token
+		".caretaker-purge.pvc-1-r-1234abcd.0123456789ABCDEF.del",  // not lowercase hex
+		".caretaker-purge.pvc-1-r-1234abcd.0123456789abcde.del",   // short token
+		".caretaker-purge..0123456789abcdef.del",                  // no name
+		".caretaker-purge.pvc-1-r-1234abcd.0123456789abcdef.mark", // a marker's suffix on a tombstone's prefix
+		".caretaker-mark.pvc-1-r-1234abcd.0123456789abcdef.del",   // and the other way round
+		".caretaker-mark.a/b.0123456789abcdef.mark"} {             // unsafe name
+		if _, _, ok := parsePurgeEntry(n); ok {
+			t.Errorf("%q taken for a tombstone or marker", n)
 		}
 	}
 }
@@ -229,16 +249,23 @@ func TestStaticExpected(t *testing.T) {
 		ReplicaRef{NodeID: "n", DiskPath: "/var/lib/longhorn", DataDirectoryName: "by-path-12345678"},
 		ReplicaRef{DiskPath: "/var/lib/longhorn", DataDirectoryName: "any-node-12345678"},
 		ReplicaRef{NodeID: "m", DiskPath: "/var/lib/longhorn", DataDirectoryName: "node-m-12345678"},
+		ReplicaRef{NodeID: "n", DiskPath: "/var/lib/longhorn/", DataDirectoryName: "slashed-12345678"},
 		ReplicaRef{DiskID: "u"}, // unscheduled
 	)
 	set, err := s.Expected(t.Context(), d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, want := range map[string]bool{"by-uuid-12345678": true, "by-path-12345678": true, "any-node-12345678": true, "other-disk-12345678": false, "node-m-12345678": false, "": false} {
+	for name, want := range map[string]bool{"by-uuid-12345678": true, "by-path-12345678": true, "any-node-12345678": true, "other-disk-12345678": false, "node-m-12345678": false, "slashed-12345678": true, "": false} {
 		if set.Has(name) != want {
 			t.Errorf("Has(%q) = %v", name, !want)
 		}
+	}
+	// The host's disk path with Longhorn's trailing slash finds the
+	// replicas whose spec has none, and the other way round.
+	slashed, _ := s.Expected(t.Context(), Disk{NodeID: "n", Name: "d", Path: "/var/lib/longhorn/", UUID: "w"})
+	if !slashed.Has("by-path-12345678") || !slashed.Has("slashed-12345678") || !slashed.Has("any-node-12345678") {
+		t.Errorf("disk at /var/lib/longhorn/ expects %v", slashed)
 	}
 	before, _ := s.Expected(t.Context(), Disk{UUID: "v"})
 	s.Add(ReplicaRef{DiskID: "v", DataDirectoryName: "late-12345678"})
@@ -313,8 +340,14 @@ func FuzzDataName(f *testing.F) {
 		if valid && isTombstone(name) {
 			t.Fatalf("%q is both a replica and a tombstone", name)
 		}
-		if tomb, ok := tombstoneName(name); ok && (ValidDataName(tomb) || !isTombstone(tomb)) {
-			t.Fatalf("tombstone %q of %q", tomb, name)
+		if SafeName(name) == nil && purgeable(name) {
+			p := purge{name: name, token: "0123456789abcdef"}
+			if ValidDataName(p.tombstone()) || !isTombstone(p.tombstone()) || ValidDataName(p.marker()) {
+				t.Fatalf("tombstone %q of %q", p.tombstone(), name)
+			}
+			if got, _, ok := parsePurgeEntry(p.tombstone()); !ok || got != p {
+				t.Fatalf("parsePurgeEntry(%q) = %+v, %v", p.tombstone(), got, ok)
+			}
 		}
 	})
 }

@@ -183,6 +183,7 @@ func TestPurgeRefusedWhenExpectedAfterRename(t *testing.T) {
 	d := makeDisk(t, t.TempDir(), "n", "d", "u")
 	lost := replica(t, d, "pvc-lost-r-deadbeef", diskscantest.Replica{Size: 2 << 20, Written: 8 << 10})
 	f := newFixture(t, d)
+	f.expect(d, "pvc-live-r-00000001")
 	f.scan()
 	var sawTombstone bool
 	afterTombstone = func(replicas, tomb string) {
@@ -209,8 +210,10 @@ func TestPurgeRefusedWhenExpectedAfterRename(t *testing.T) {
 	}
 }
 
-// FinishInterrupted removes tombstones and only tombstones; one whose
-// original name became expected meanwhile is restored.
+// FinishInterrupted removes tombstones and only its own tombstones; one
+// whose original name became expected meanwhile is restored. A symbolic
+// link named like a tombstone (which the old code removed as one) is
+// reported and kept.
 func TestFinishInterrupted(t *testing.T) {
 	d := makeDisk(t, t.TempDir(), "n", "d", "u")
 	f := newFixture(t, d)
@@ -218,25 +221,24 @@ func TestFinishInterrupted(t *testing.T) {
 	replica(t, d, "pvc-lost-r-00000001", diskscantest.Replica{})
 	replica(t, d, "pvc-back-r-00000002", diskscantest.Replica{})
 	keep := replica(t, d, "pvc-keep-r-00000003", diskscantest.Replica{})
-	t1, _ := tombstoneName("pvc-lost-r-00000001")
-	t2, _ := tombstoneName("pvc-back-r-00000002")
-	must(t, os.Rename(filepath.Join(rd, "pvc-lost-r-00000001"), filepath.Join(rd, t1)))
-	must(t, os.Rename(filepath.Join(rd, "pvc-back-r-00000002"), filepath.Join(rd, t2)))
+	plantTombstone(t, d, "pvc-lost-r-00000001")
+	plantTombstone(t, d, "pvc-back-r-00000002")
 	outside := filepath.Join(t.TempDir(), "outside")
 	must(t, os.Mkdir(outside, 0o755))
-	t3, _ := tombstoneName("pvc-link-r-00000004")
+	t3 := purge{name: "pvc-link-r-00000004", token: "0123456789abcdef"}.tombstone()
 	must(t, os.Symlink(outside, filepath.Join(rd, t3)))
-	f.expect(d, "pvc-back-r-00000002")
+	f.expect(d, "pvc-back-r-00000002", "pvc-keep-r-00000003")
 	f.scan()
-	if err := f.del.FinishInterrupted(context.Background()); err != nil {
-		t.Fatal(err)
+	err := f.del.FinishInterrupted(context.Background())
+	if !errorsIs(err, orphan.ErrPreconditionFailed, ErrForeignTombstone) || !strings.Contains(err.Error(), t3) {
+		t.Fatalf("FinishInterrupted: %v, want the symlink reported", err)
 	}
 	var names []string
 	entries, _ := os.ReadDir(rd)
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if !equalStrings(names, []string{"pvc-back-r-00000002", "pvc-keep-r-00000003"}) {
+	if !equalStrings(names, []string{t3, "pvc-back-r-00000002", "pvc-keep-r-00000003"}) {
 		t.Fatalf("left %v", names)
 	}
 	if !exists(t, outside) || !exists(t, filepath.Join(keep, MetaFile)) {
@@ -266,7 +268,8 @@ func purgeChild() {
 		select {}
 	}
 	rec, _ := orphan.NewRecord(dataItem(d, "pvc-lost-r-deadbeef"), testTime)
-	err = NewDeleter(set, NewStaticExpected(), Options{}).Delete(context.Background(), rec)
+	live := ReplicaRef{DiskID: d.UUID, DataDirectoryName: "pvc-keep-r-00000001"}
+	err = NewDeleter(set, NewStaticExpected(live), Options{}).Delete(context.Background(), rec)
 	fmt.Println("RETURNED", err)
 	os.Exit(3)
 }
@@ -413,13 +416,12 @@ func mustOpen(t *testing.T, p string) *os.File {
 func TestFinishInterruptedLooksOnlyWhereTombstonesMayBe(t *testing.T) {
 	d := makeDisk(t, t.TempDir(), "n", "d", "u")
 	f := newFixture(t, d)
-	rd := filepath.Join(d.Path, ReplicasDir)
+	f.expect(d, "pvc-live-r-0000000f")
 	plant := func(name string) string {
 		t.Helper()
 		replica(t, d, name, diskscantest.Replica{})
-		tomb, _ := tombstoneName(name)
-		must(t, os.Rename(filepath.Join(rd, name), filepath.Join(rd, tomb)))
-		return filepath.Join(rd, tomb)
+		tomb, _ := plantTombstone(t, d, name)
+		return tomb
 	}
 	finish := func() { t.Helper(); must(t, f.del.FinishInterrupted(context.Background())) }
 
@@ -458,6 +460,7 @@ func TestFinishInterruptedLooksOnlyWhereTombstonesMayBe(t *testing.T) {
 	f.scan()
 	again := plant("pvc-d-r-00000004")
 	g := newFixture(t, d)
+	g.expect(d, "pvc-live-r-0000000f")
 	g.scan() // pins the filesystem ID, and sees the tombstone
 	must(t, g.del.FinishInterrupted(context.Background()))
 	if exists(t, again) {

@@ -400,6 +400,10 @@ func TestDiskSetValidation(t *testing.T) {
 	bad := [][]Disk{
 		{{NodeID: "n", Name: "d", Path: "relative", UUID: "u"}},
 		{{NodeID: "n", Name: "d", Path: "/a/../b", UUID: "u"}},
+		{{NodeID: "n", Name: "d", Path: "/a/..", UUID: "u"}},
+		{{NodeID: "n", Name: "d", Path: "", UUID: "u"}},
+		{{NodeID: "n", Name: "d", Path: "var/lib/longhorn/", UUID: "u"}},
+		{{NodeID: "n", Name: "d", Path: "/a\x00b", UUID: "u"}},
 		{{NodeID: "", Name: "d", Path: "/a", UUID: "u"}},
 		{{NodeID: "n", Name: "d", Path: "/a", UUID: ""}},
 		{{NodeID: "n", Name: "d", Path: "/a", UUID: "u"}, {NodeID: "n", Name: "d", Path: "/b", UUID: "v"}},
@@ -407,6 +411,18 @@ func TestDiskSetValidation(t *testing.T) {
 	for _, ds := range bad {
 		if _, err := NewDiskSet(ds...); err == nil {
 			t.Errorf("NewDiskSet(%+v) accepted", ds)
+		}
+	}
+	// Longhorn's default path has a trailing slash; other unclean but
+	// absolute paths without ".." are kept as the host wrote them.
+	for _, p := range []string{"/var/lib/longhorn/", "/var/lib//longhorn", "/var/./lib/longhorn"} {
+		s, err := NewDiskSet(Disk{NodeID: "n", Name: "d", Path: p, UUID: "u"})
+		if err != nil {
+			t.Errorf("NewDiskSet with path %q: %v", p, err)
+			continue
+		}
+		if got := s.Disks()[0].Path; got != p {
+			t.Errorf("path %q stored as %q", p, got)
 		}
 	}
 }

@@ -2,20 +2,27 @@
 // Longhorn v1 filesystem disk on a real node, with their sizes, and
 // purges them only when asked explicitly.
 //
-//	kubectl -n longhorn-system get replicas.longhorn.io -o json > replicas.json
-//	longhorn-disk -disk /var/lib/longhorn -node worker-1 -replicas replicas.json
-//	longhorn-disk -disk /var/lib/longhorn -node worker-1 -replicas replicas.json -purge pvc-1-0a1b2c3d -yes
+//	kubectl get replicas.longhorn.io -n longhorn-system -o json > replicas.json
+//	longhorn-disk -disk /var/lib/longhorn/ -node worker-1 -replicas replicas.json
+//	longhorn-disk -disk /var/lib/longhorn/ -node worker-1 -replicas replicas.json -purge pvc-1-0a1b2c3d -yes
 //
 // Dry-run is the default: without -yes nothing is deleted. A purge goes
 // through diskscan.Deleter, which re-checks the disk's UUID and filesystem,
-// the directory and its volume.meta, and the expected replicas at the
-// moment it acts, and never follows symbolic links.
+// the directory and its volume.meta, mounts inside it, and the expected
+// replicas at the moment it acts, and never follows symbolic links.
 //
 // The replica list must be the whole cluster's, taken after the scan
 // would start: a directory whose replica object is missing from the list
-// is reported as an orphan. Pass -disk-uuid (node.status.diskStatus) so a
-// disk whose config changed is caught; without it the UUID in
-// longhorn-disk.cfg is trusted.
+// is reported as an orphan. Without -n longhorn-system, kubectl prints an
+// empty list, which would make every replica look orphaned; so -purge and
+// -purge-all are refused when the list expects nothing on the disk beside
+// valid replica directories (override: -allow-empty-expected), or when
+// every valid replica directory of the disk is unexpected and there are at
+// least 3 of them (override: -allow-mass). Pass -disk as the node spec
+// holds it (Longhorn's default is /var/lib/longhorn/ with the slash: the
+// orphan names hash that string). Pass -disk-uuid
+// (node.status.diskStatus) so a disk whose config changed is caught;
+// without it the UUID in longhorn-disk.cfg is trusted.
 package main
 
 import (
@@ -28,6 +35,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/caretaker-storage/caretaker/diskscan"
@@ -51,7 +59,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fl.SetOutput(stderr)
 	diskPath := fl.String("disk", "", "the disk's path (required)")
 	node := fl.String("node", "", "this node's name, as in replica spec.nodeID (required)")
-	replicas := fl.String("replicas", "", "`file` with the output of kubectl get replicas.longhorn.io -o json, - for stdin (required)")
+	replicas := fl.String("replicas", "", "`file` (a regular file, or - for stdin) with the output of\n"+kubectlReplicas+" (required)")
 	diskName := fl.String("disk-name", "", "the disk's name in the node spec (default: diskName in longhorn-disk.cfg, else the path's base name)")
 	diskUUID := fl.String("disk-uuid", "", "the disk UUID the node status expects (default: trust longhorn-disk.cfg)")
 	fsid := fl.String("fsid", "", "the filesystem ID to expect (default: the one seen now)")
@@ -59,6 +67,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fl.Var(&purge, "purge", "data directory `name` to purge (repeatable)")
 	purgeAll := fl.Bool("purge-all", false, "purge every orphan found")
 	yes := fl.Bool("yes", false, "really delete; without it purging is a dry run")
+	allowEmpty := fl.Bool("allow-empty-expected", false, "purge even though the replica list expects nothing on this disk\n(usually the list is from the wrong namespace or cluster)")
+	allowMass := fl.Bool("allow-mass", false, fmt.Sprintf("purge even though every valid replica directory of the disk is unexpected\n(%d or more of them)", massMin))
+	fl.Usage = func() {
+		fmt.Fprintf(fl.Output(), "Usage: longhorn-disk -disk PATH -node NODE -replicas FILE [-purge NAME]... [-purge-all] [-yes]\n\n"+
+			"Take the replica list with:\n  %s > replicas.json\n\n", kubectlReplicas)
+		fl.PrintDefaults()
+	}
 	if err := fl.Parse(args); err != nil {
 		return 2
 	}
@@ -69,9 +84,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fail := func(err error) int { fmt.Fprintln(stderr, "longhorn-disk:", err); return 1 }
 
-	path, err := filepath.Abs(*diskPath)
-	if err != nil {
-		return fail(err)
+	// The path is kept as given (a trailing slash included): it is part
+	// of the orphan names. Only a relative path is made absolute.
+	path := *diskPath
+	if !filepath.IsAbs(path) {
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return fail(err)
+		}
+		path = abs
 	}
 	refs, err := readReplicas(*replicas)
 	if err != nil {
@@ -100,6 +121,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
+	if len(purge) > 0 || *purgeAll {
+		if err := suspiciousList(d, *allowEmpty, *allowMass); err != nil {
+			return fail(err)
+		}
+	}
 	targets, err := selectTargets(d, purge, *purgeAll)
 	if err != nil {
 		return fail(err)
@@ -115,7 +141,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	judge := diskscan.NewJudge(disks, expected)
-	del := diskscan.NewDeleter(disks, expected, diskscan.Options{})
+	del := diskscan.NewDeleter(disks, expected, diskscan.Options{AllowNoneExpected: *allowEmpty})
 	status := 0
 	var freed int64
 	fmt.Fprintln(stdout)
@@ -153,7 +179,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func readReplicas(file string) ([]diskscan.ReplicaRef, error) {
 	r := io.Reader(os.Stdin)
 	if file != "-" {
-		f, err := os.Open(file)
+		f, err := openRegular(file)
 		if err != nil {
 			return nil, err
 		}
@@ -163,10 +189,34 @@ func readReplicas(file string) ([]diskscan.ReplicaRef, error) {
 	return diskscan.ParseReplicaList(r, 0)
 }
 
+// openRegular opens a file the tool reads whole, and only if it is a
+// regular file: a FIFO (`-replicas <(kubectl ...)` is one) would block the
+// open until a writer came, or the read forever. Pipe into "-" instead.
+// The type is checked before opening and again on the open file, and the
+// open itself does not block.
+func openRegular(path string) (*os.File, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is a %v, not a regular file (to pipe the list in, pass - and use stdin): %w", path, fi.Mode().Type(), diskscan.ErrNotRegular)
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s changed into a non-regular file while being opened: %w", path, diskscan.ErrNotRegular)
+	}
+	return f, nil
+}
+
 // describeDisk fills in what the flags left out from the disk's config.
 func describeDisk(path, node, name, uuid, fsid string) (diskscan.Disk, error) {
 	if name == "" || uuid == "" {
-		f, err := os.Open(filepath.Join(path, diskscan.ConfigFile))
+		f, err := openRegular(filepath.Join(path, diskscan.ConfigFile))
 		if err != nil {
 			return diskscan.Disk{}, fmt.Errorf("no -disk-uuid given and %w", err)
 		}
@@ -209,6 +259,31 @@ func printReport(w io.Writer, d diskscan.DiskReport, refs []diskscan.ReplicaRef)
 		fmt.Fprintf(w, "  skipped  %-48s %s\n", s.Name, s.Reason)
 	}
 	fmt.Fprintf(w, "orphaned data: %s\n", human(d.OrphanBytes))
+}
+
+// kubectlReplicas is the command that prints the replica list the tool
+// needs. Without -n longhorn-system it prints an empty list.
+const kubectlReplicas = "kubectl get replicas.longhorn.io -n longhorn-system -o json"
+
+// massMin is how many valid replica directories, all unexpected, make a
+// replica list suspicious.
+const massMin = 3
+
+// suspiciousList refuses purges when the replica list looks like a broken
+// view rather than a list of orphans: it expects nothing on the disk
+// beside valid replica directories, or none of at least massMin valid
+// replica directories.
+func suspiciousList(d diskscan.DiskReport, allowEmpty, allowMass bool) error {
+	valid := d.Owned + len(d.Orphans)
+	switch {
+	case d.Status.NoneExpected && len(d.Orphans) > 0 && !allowEmpty:
+		return fmt.Errorf("the replica list expects no replica on disk %s (UUID %s), which holds %d valid replica directories: "+
+			"is it this cluster's, taken with %q? Nothing is purged; -allow-empty-expected overrides", d.Disk.Name, d.Disk.UUID, len(d.Orphans), kubectlReplicas)
+	case !d.Status.NoneExpected && d.Owned == 0 && valid >= massMin && !allowMass:
+		return fmt.Errorf("every one of the %d valid replica directories on disk %s is unexpected: "+
+			"is the replica list complete and current (%q)? Nothing is purged; -allow-mass overrides", valid, d.Disk.Name, kubectlReplicas)
+	}
+	return nil
 }
 
 func selectTargets(d diskscan.DiskReport, purge []string, all bool) ([]diskscan.OrphanDir, error) {
