@@ -117,7 +117,9 @@ func TestEndToEndThroughOrphan(t *testing.T) {
 	defer mon.Stop()
 	store := orphan.NewMemStore()
 	sw := &orphan.Sweeper{Store: store, Judge: diskscan.NewJudge(h.disks, h.exp), Deleter: diskscan.NewDeleter(h.disks, h.exp, diskscan.Options{}), Clock: clk}
-	cycle := orphan.Cycle{Selector: orphan.Selector{NodeID: d.NodeID}}
+	// The host says the node is Ready: a disk is Ready only under a Ready node.
+	cycle := orphan.Cycle{Selector: orphan.Selector{NodeID: d.NodeID},
+		Scopes: map[orphan.Scope]orphan.ScopeStatus{{NodeID: d.NodeID}: {Health: orphan.HealthReady}}}
 	next := func() orphan.Snapshot {
 		t.Helper()
 		select {

@@ -163,9 +163,10 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 		return err
 	}
 	fmt.Fprintf(w, "Deletion requested for %s; the next sweep plans %d purge:\n", victim, len(plan.Purge))
-	fmt.Fprintln(w, "  the Sweeper re-reads the record and re-judges it; the Deleter re-checks the disk's UUID and")
-	fmt.Fprintln(w, "  filesystem, the directory, its volume.meta and the expected replicas, renames it to a tombstone")
-	fmt.Fprintln(w, "  inside replicas/ (os.Root), checks again, and removes it.")
+	fmt.Fprintln(w, "  the Sweeper re-reads the record (still requested, still DataCleanable=True) and re-judges it;")
+	fmt.Fprintln(w, "  the Deleter re-checks the disk's UUID and filesystem, the directory, its volume.meta and the")
+	fmt.Fprintln(w, "  expected replicas, writes a durable marker, renames it to a tombstone inside replicas/ (os.Root),")
+	fmt.Fprintln(w, "  checks again (same type, device and inode; no mount inside), and removes it without crossing a mount.")
 	if len(res.Purged) != 1 || len(res.Refused) != 0 {
 		return fmt.Errorf("purge: %+v", res)
 	}
@@ -268,7 +269,11 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	if _, res, err = sweeper.Run(ctx, snap, cycle); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "The list is right again: %d records forgotten (owned), %d purged.\n", len(res.Forgotten), len(res.Purged))
+	fmt.Fprintf(w, "The list is right again: %d records forgotten (owned); the user's request for the real orphan stands: %d purged.\n",
+		len(res.Forgotten), len(res.Purged))
+	if _, err = rescan(mon, next); err != nil {
+		return err
+	}
 
 	left, err := store.List(ctx, orphan.Selector{})
 	if err != nil {

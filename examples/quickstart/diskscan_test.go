@@ -32,9 +32,9 @@ func TestDiskscanPart(t *testing.T) {
 		"Eviction over: the next sweep creates its record again (1 created)",
 		"The replica list comes back empty (read from the wrong namespace): 4 records, all deleted by a user.",
 		"  the guard refuses 4 purges, purges 0: NoneExpected (records marked PurgeGuarded=True)",
-		"The list is right again: 3 records forgotten (owned), 0 purged.",
-		"Records left: 1. pvc-stale-7e8f9a0b (replica)",
-		"Orphaned data left on disk-1: 0.2 MiB.",
+		"The list is right again: 3 records forgotten (owned); the user's request for the real orphan stands: 1 purged.",
+		"Records left: 0.",
+		"Orphaned data left on disk-1: 0.0 MiB.",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
