@@ -629,16 +629,6 @@ func hasTrueCleanable(r orphan.Record) bool {
 	return false
 }
 
-// hasFalseCleanable looks for DataCleanable=False by hand.
-func hasFalseCleanable(r orphan.Record) bool {
-	for _, c := range r.Conditions {
-		if c.Type == "DataCleanable" {
-			return c.Status == "False"
-		}
-	}
-	return false
-}
-
 func names(rs []orphan.Record) []string {
 	out := make([]string, len(rs))
 	for i, r := range rs {

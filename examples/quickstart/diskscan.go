@@ -174,9 +174,6 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 		return fmt.Errorf("%s still on disk: %v", victim, err)
 	}
 	fmt.Fprintf(w, "  purged %s: %s reclaimed\n", victim, mib(reclaimed))
-	if snap, err = rescan(mon, next); err != nil {
-		return err
-	}
 
 	// A purge that must be refused: the user also asks for pvc-moved, but
 	// the cluster schedules a replica onto that very directory first.
