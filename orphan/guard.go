@@ -108,7 +108,7 @@ type scopeCount struct {
 // guardState is the guard evaluated over one Input.
 type guardState struct {
 	g      Guard
-	counts map[Scope]scopeCount
+	counts map[Scope]*scopeCount
 	hits   map[Scope]guardHit
 }
 
@@ -118,12 +118,15 @@ type guardState struct {
 // candidates once per observation, which only ever makes a scope look
 // less orphaned. An orphan that could not be named is no valid item.
 func newGuardState(in Input, cands map[string]namedCandidate) *guardState {
-	gs := &guardState{g: in.Guard, counts: map[Scope]scopeCount{}, hits: map[Scope]guardHit{}}
+	gs := &guardState{g: in.Guard, counts: map[Scope]*scopeCount{}, hits: map[Scope]guardHit{}}
 	add := func(s Scope, valid, orphans int) {
 		sc := gs.counts[s]
+		if sc == nil {
+			sc = &scopeCount{}
+			gs.counts[s] = sc
+		}
 		sc.valid += valid
 		sc.orphans += orphans
-		gs.counts[s] = sc
 	}
 	for _, c := range cands {
 		if c.Verdict.Outcome == OutcomeOrphan {
@@ -174,7 +177,10 @@ func (p *Plan) applyShareRule(gs *guardState, auto []int) {
 	refused := map[int]bool{}
 	for _, i := range auto {
 		s := p.Purge[i].Record.Scope()
-		n, valid := due[s], gs.counts[s].valid
+		n, valid := due[s], 0
+		if sc := gs.counts[s]; sc != nil {
+			valid = sc.valid
+		}
 		if n < gs.g.minItems() || float64(n) <= gs.g.maxAutoShare()*float64(valid) {
 			continue
 		}

@@ -13,7 +13,9 @@ func planInput(n int) orphan.Input { return planInputWithOrphans(n, 100) }
 
 // planInputWithOrphans makes every every-th candidate an orphan.
 func planInputWithOrphans(n, every int) orphan.Input {
-	in := orphan.Input{Now: testEpoch, Scopes: map[orphan.Scope]orphan.ScopeStatus{}}
+	// The node's health is given, as a host must: a disk is Ready only
+	// under a Ready node.
+	in := orphan.Input{Now: testEpoch, Scopes: map[orphan.Scope]orphan.ScopeStatus{{NodeID: "node-1"}: {Health: orphan.HealthReady}}}
 	for d := range 10 {
 		in.Scopes[orphan.Scope{NodeID: "node-1", Disk: fmt.Sprintf("disk-%d", d)}] = orphan.ScopeStatus{Health: orphan.HealthReady}
 	}
