@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/caretaker-storage/caretaker/internal/safefile"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -143,7 +144,7 @@ func (d *Deleter) Delete(ctx context.Context, r orphan.Record) error {
 	case before.Mode()&fs.ModeSymlink != 0:
 		return refuse(ErrNotReplica, "%s is a symbolic link", name)
 	case !before.IsDir():
-		return refuse(ErrNotReplica, "%s is a %s, not a directory", name, typeName(before.Mode()))
+		return refuse(ErrNotReplica, "%s is %s, not a directory", name, safefile.Describe(before.Mode()))
 	}
 	if _, err := readMeta(rr, name, d.opts.MaxMetaSize); err != nil {
 		var pe *ParseError

@@ -11,11 +11,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"k8s.io/utils/clock"
 
+	"github.com/caretaker-storage/caretaker/internal/safefile"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -596,60 +596,24 @@ func readMeta(rr *os.Root, name string, limit int64) (VolumeMeta, error) {
 }
 
 // openRegular opens name inside root for reading, and only if it is a
-// regular file: a FIFO would block the open until a writer came, a device
-// could have effects on open, and a socket cannot be read at all. The type
-// is checked without opening (lstat, so a symbolic link is refused too),
-// then the open is non-blocking, so a FIFO swapped in meanwhile cannot
-// block it, and the open file is checked to be the very file lstat saw.
+// regular file (internal/safefile): a FIFO would block the open, a device
+// could have effects on open, and a socket cannot be read at all.
 // Anything else is a *ParseError for input wrapping ErrNotRegular.
 func openRegular(root *os.Root, name, input string) (*os.File, error) {
-	fi, err := root.Lstat(name)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, notRegular(input, fi.Mode())
-	}
-	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if !st.Mode().IsRegular() || !os.SameFile(fi, st) {
-		f.Close()
+	f, _, err := safefile.OpenRegular(root, name)
+	var te *safefile.TypeError
+	switch {
+	case errors.As(err, &te) && te.Swapped:
 		return nil, &ParseError{Input: input, Reason: "replaced by another file while being opened", Err: ErrNotRegular}
+	case errors.As(err, &te):
+		return nil, notRegular(input, te.Mode)
 	}
-	return f, nil
+	return f, err
 }
 
 // notRegular says what a non-regular file is.
 func notRegular(input string, mode fs.FileMode) error {
-	return &ParseError{Input: input, Reason: "a " + typeName(mode) + ", not a regular file", Err: ErrNotRegular}
-}
-
-// typeName names a file type for people.
-func typeName(mode fs.FileMode) string {
-	switch t := mode.Type(); {
-	case t&fs.ModeSymlink != 0:
-		return "symbolic link"
-	case t&fs.ModeNamedPipe != 0:
-		return "named pipe (FIFO)"
-	case t&fs.ModeSocket != 0:
-		return "socket"
-	case t&fs.ModeCharDevice != 0:
-		return "character device"
-	case t&fs.ModeDevice != 0:
-		return "block device"
-	case t.IsDir():
-		return "directory"
-	case t == 0:
-		return "regular file"
-	}
-	return "special file"
+	return &ParseError{Input: input, Reason: safefile.Describe(mode) + ", not a regular file", Err: ErrNotRegular}
 }
 
 // allocatedUnder sums the allocated bytes of the regular files under name,

@@ -117,7 +117,7 @@ func TestNonRegularFilesNeverBlock(t *testing.T) {
 	}
 	reasons := skippedReasons(ra)
 	for name, want := range map[string]string{
-		"pvc-fifo-r-00000001": "named pipe",
+		"pvc-fifo-r-00000001": "FIFO",
 		"pvc-sock-r-00000002": "socket",
 		"pvc-zero-r-00000003": "character device",
 		"pvc-link-r-00000004": "symbolic link",

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+
+	"github.com/caretaker-storage/caretaker/internal/safefile"
 )
 
 // Only our own tombstones are ever removed. Before renaming a directory to
@@ -76,7 +78,7 @@ func removeMarker(rr *os.Root, p purge) error {
 	case err != nil:
 		return err
 	case !fi.Mode().IsRegular():
-		return refuse(ErrForeignTombstone, "%s is a %s, not a caretaker marker: left alone", mk, typeName(fi.Mode()))
+		return refuse(ErrForeignTombstone, "%s is %s, not a caretaker marker: left alone", mk, safefile.Describe(fi.Mode()))
 	}
 	if err := rr.Remove(mk); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
@@ -126,7 +128,7 @@ func ownTombstone(rr *os.Root, p purge) (fs.FileInfo, error) {
 		return nil, err
 	}
 	if !fi.IsDir() {
-		return nil, refuse(ErrForeignTombstone, "%s is a %s: caretaker only makes directory tombstones; left alone", tomb, typeName(fi.Mode()))
+		return nil, refuse(ErrForeignTombstone, "%s is %s: caretaker only makes directory tombstones; left alone", tomb, safefile.Describe(fi.Mode()))
 	}
 	m, err := readMarker(rr, p)
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 	"syscall"
+
+	"github.com/caretaker-storage/caretaker/internal/safefile"
 )
 
 // A purge never crosses a filesystem boundary: a tmpfs, another disk or a
@@ -120,7 +122,7 @@ func (w *treeWalk) walk(parent *os.Root, name, path string, want fs.FileInfo, de
 		want = fi
 	}
 	if !want.IsDir() {
-		return fmt.Errorf("diskscan: %s is a %s, not a directory", path, typeName(want.Mode()))
+		return fmt.Errorf("diskscan: %s is %s, not a directory", path, safefile.Describe(want.Mode()))
 	}
 	sub, err := w.enter(parent, name, path, want)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
+	"github.com/caretaker-storage/caretaker/internal/safefile"
 )
 
 // ErrFileType: a backupstore path holds something other than what the
@@ -29,31 +30,11 @@ type FileTypeError struct {
 }
 
 func (e *FileTypeError) Error() string {
-	return fmt.Sprintf("fsstore: %s is %s, not a %s", e.Path, describeMode(e.Mode), e.Want)
+	return fmt.Sprintf("fsstore: %s is %s, not a %s", e.Path, safefile.Describe(e.Mode), e.Want)
 }
 
 // Unwrap returns ErrFileType and backupdelete.ErrCorrupt.
 func (e *FileTypeError) Unwrap() []error { return []error{ErrFileType, backupdelete.ErrCorrupt} }
-
-func describeMode(m fs.FileMode) string {
-	switch t := m.Type(); {
-	case t&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case t&fs.ModeSocket != 0:
-		return "a socket"
-	case t&fs.ModeCharDevice != 0:
-		return "a character device"
-	case t&fs.ModeDevice != 0:
-		return "a block device"
-	case t&fs.ModeSymlink != 0:
-		return "a symlink"
-	case t&fs.ModeDir != 0:
-		return "a directory"
-	case t == 0:
-		return "a regular file"
-	}
-	return "an irregular file (" + m.Type().String() + ")"
-}
 
 // Every open in this package goes through openRegular or openDir: the
 // type is read with Lstat (which opens nothing and never follows a
@@ -67,27 +48,11 @@ func describeMode(m fs.FileMode) string {
 // openRegular opens root/name for reading if it is a regular file (not a
 // symlink to one). A missing file is an error wrapping fs.ErrNotExist.
 func openRegular(root *os.Root, name string) (*os.File, fs.FileInfo, error) {
-	before, err := root.Lstat(name)
-	if err != nil {
-		return nil, nil, err
+	f, info, err := safefile.OpenRegular(root, name)
+	if te := (*safefile.TypeError)(nil); errors.As(err, &te) {
+		return nil, nil, &FileTypeError{Path: name, Mode: te.Mode, Want: "regular file"}
 	}
-	if !before.Mode().IsRegular() {
-		return nil, nil, &FileTypeError{Path: name, Mode: before.Mode(), Want: "regular file"}
-	}
-	f, err := root.OpenFile(name, os.O_RDONLY|oNonblock, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	info, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	if !info.Mode().IsRegular() || !os.SameFile(before, info) {
-		f.Close()
-		return nil, nil, &FileTypeError{Path: name, Mode: info.Mode(), Want: "regular file"}
-	}
-	return f, info, nil
+	return f, info, err
 }
 
 // checkRegularOrAbsent returns nil if root/name is a regular file or does

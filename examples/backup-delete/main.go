@@ -27,6 +27,7 @@ import (
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
 	"github.com/caretaker-storage/caretaker/backupdelete/fsstore"
+	"github.com/caretaker-storage/caretaker/internal/safefile"
 )
 
 func main() {
@@ -95,7 +96,7 @@ func checkRoot(dir string) error {
 		return fmt.Errorf("%w: %s: %v", errNotBackupstore, dir, err)
 	}
 	if !info.IsDir() {
-		return fmt.Errorf("%w: %s is %s, not a directory", errNotBackupstore, dir, describe(info.Mode()))
+		return fmt.Errorf("%w: %s is %s, not a directory", errNotBackupstore, dir, safefile.Describe(info.Mode()))
 	}
 	for _, rel := range []string{fsstore.BaseDir, fsstore.BaseDir + "/volumes"} {
 		p := filepath.Join(dir, filepath.FromSlash(rel))
@@ -111,26 +112,10 @@ func checkRoot(dir string) error {
 		case err != nil:
 			return fmt.Errorf("%w: %s: %v", errNotBackupstore, dir, err)
 		case !info.IsDir():
-			return fmt.Errorf("%w: %s: expected the directory %s, but it is %s, not a directory", errNotBackupstore, dir, p, describe(info.Mode()))
+			return fmt.Errorf("%w: %s: expected the directory %s, but it is %s, not a directory", errNotBackupstore, dir, p, safefile.Describe(info.Mode()))
 		}
 	}
 	return nil
-}
-
-func describe(m fs.FileMode) string {
-	switch t := m.Type(); {
-	case t == 0:
-		return "a regular file"
-	case t&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case t&fs.ModeSymlink != 0:
-		return "a symlink"
-	case t&fs.ModeSocket != 0:
-		return "a socket"
-	case t&fs.ModeDevice != 0:
-		return "a device"
-	}
-	return "a " + m.Type().String()
 }
 
 // list prints every volume with its backups.

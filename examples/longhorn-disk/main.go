@@ -35,10 +35,10 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"time"
 
 	"github.com/caretaker-storage/caretaker/diskscan"
+	"github.com/caretaker-storage/caretaker/internal/safefile"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -192,25 +192,12 @@ func readReplicas(file string) ([]diskscan.ReplicaRef, error) {
 // openRegular opens a file the tool reads whole, and only if it is a
 // regular file: a FIFO (`-replicas <(kubectl ...)` is one) would block the
 // open until a writer came, or the read forever. Pipe into "-" instead.
-// The type is checked before opening and again on the open file, and the
-// open itself does not block.
 func openRegular(path string) (*os.File, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, err
+	f, _, err := safefile.OpenRegular(safefile.Dir{}, path)
+	if te := (*safefile.TypeError)(nil); errors.As(err, &te) {
+		return nil, fmt.Errorf("%v (to pipe the list in, pass - and use stdin): %w", err, diskscan.ErrNotRegular)
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is a %v, not a regular file (to pipe the list in, pass - and use stdin): %w", path, fi.Mode().Type(), diskscan.ErrNotRegular)
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("%s changed into a non-regular file while being opened: %w", path, diskscan.ErrNotRegular)
-	}
-	return f, nil
+	return f, err
 }
 
 // describeDisk fills in what the flags left out from the disk's config.

@@ -46,6 +46,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/caretaker-storage/caretaker/internal/safefile"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
 )
@@ -215,22 +216,12 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 }
 
 func readExpected(path string) (*Expected, error) {
-	// A FIFO or device would block the open itself: look first.
-	if fi, err := os.Stat(path); err != nil {
-		return nil, err
-	} else if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
-	}
-	f, err := os.Open(path)
+	// A FIFO or device would block the open itself: safefile looks first.
+	f, _, err := safefile.OpenRegular(safefile.Dir{}, path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
-		return nil, err
-	} else if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
-	}
 	data, err := io.ReadAll(io.LimitReader(f, maxExpectedSize+1))
 	if err != nil {
 		return nil, err

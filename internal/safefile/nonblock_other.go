@@ -1,6 +1,6 @@
 //go:build !unix
 
-package fsstore
+package safefile
 
 // oNonblock is 0 where there is no O_NONBLOCK (Windows has no FIFOs in
 // the filesystem).

@@ -1,9 +1,9 @@
 //go:build unix
 
-package fsstore
+package safefile
 
 import "syscall"
 
 // oNonblock makes opening a FIFO return at once instead of waiting for a
-// writer; regular files ignore it.
+// writer; on a regular file it changes nothing.
 const oNonblock = syscall.O_NONBLOCK
