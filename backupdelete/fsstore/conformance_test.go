@@ -8,8 +8,10 @@ import (
 	"github.com/caretaker-storage/caretaker/backupdelete/backupstoretest"
 )
 
+// TestConformance runs the Backupstore and CompletedBackupDeleter
+// sections against a Store.
 func TestConformance(t *testing.T) {
-	backupstoretest.RunConformance(t, func(t *testing.T) backupstoretest.Harness {
+	store := func(t *testing.T) backupstoretest.StoreHarness {
 		s := openFast(t, t.TempDir(), Options{})
 		create := func(ctx context.Context, r backupdelete.BackupRef, createdTime string) error {
 			if _, err := s.ReadVolume(ctx, r.Volume); err != nil {
@@ -28,7 +30,7 @@ func TestConformance(t *testing.T) {
 				Blocks: []BlockMapping{{0, shared}, {2 << 20, own}},
 			})
 		}
-		return backupstoretest.Harness{
+		return backupstoretest.StoreHarness{
 			Store: s,
 			CreateInProgress: func(ctx context.Context, r backupdelete.BackupRef) error {
 				return create(ctx, r, "")
@@ -37,5 +39,6 @@ func TestConformance(t *testing.T) {
 				return create(ctx, r, "2026-11-01T00:00:00Z")
 			},
 		}
-	})
+	}
+	backupstoretest.RunConformanceTests(t, backupstoretest.Harness{Backupstore: store, CompletedBackupDeleter: store})
 }

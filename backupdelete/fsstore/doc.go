@@ -2,7 +2,7 @@
 // layout, with Longhorn's lock protocol: point it at an NFS or CIFS mount
 // that Longhorn backs up to, and it deletes backups interoperably with
 // Longhorn's own backupstore module. Store implements
-// backupdelete.Backupstore and passes backupstoretest.RunConformance.
+// backupdelete.Backupstore and passes backupstoretest.RunConformanceTests.
 //
 // # Format (every decision, with its source)
 //
@@ -48,7 +48,8 @@
 //     (encoding/json matches keys regardless of case) and is written under
 //     the field's name.
 //   - Every cfg read is bounded (Options.MaxConfigBytes, default 256 MiB);
-//     a lock file read is bounded at 64 KiB.
+//     a lock file read is bounded at 64 KiB. Going over is ErrTooLarge
+//     (caretaker's one "too large" class) and ErrCorrupt.
 //
 // # Deletion
 //
@@ -171,9 +172,10 @@
 //
 // backupdelete.ErrInvalidRef for invalid names; backupdelete.ErrLocked
 // (as *LockConflictError) for a conflicting lock; backupdelete.ErrCorrupt
-// for an unparsable or oversized file, and ErrFileType (as
-// *FileTypeError, also ErrCorrupt) for a path of the wrong type; backupdelete.ErrNotFound from the
-// Read methods; filesystem errors (EIO, EPERM from an immutable file) are
+// for an unparsable or oversized file (oversized also wraps ErrTooLarge,
+// as a *bounded.TooLargeError naming the file and the limit), and
+// ErrFileType (as *FileTypeError, also ErrCorrupt) for a path of the wrong
+// type; backupdelete.ErrNotFound from the Read methods; filesystem errors (EIO, EPERM from an immutable file) are
 // returned wrapped, with the path.
 //
 // # Concurrency

@@ -284,7 +284,7 @@ func TestCancelledDeletionStopsUnlinkingAndRefreshing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	refresherStopped := false
-	testHookBeforeRelist = func() {
+	beforeStep(t, "list the backups again", func() {
 		cancel()
 		for range 1000 {
 			if !clk.HasWaiters() {
@@ -294,8 +294,7 @@ func TestCancelledDeletionStopsUnlinkingAndRefreshing(t *testing.T) {
 			runtime.Gosched()
 			time.Sleep(time.Millisecond)
 		}
-	}
-	defer func() { testHookBeforeRelist = func() {} }()
+	})
 	err := runStepping(t, clk, func() error { return s.DeleteBackup(ctx, ref1) })
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("%v, want context.Canceled", err)

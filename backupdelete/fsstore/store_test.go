@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
+	"github.com/caretaker-storage/caretaker/internal/bounded"
 )
 
 func openFast(t testing.TB, mount string, opts Options) *Store {
@@ -190,11 +191,10 @@ func TestNoBlockRemovedWhileABackupIsInProgressOrUnreadable(t *testing.T) {
 func TestNoBlockRemovedWhenTheBackupListChanges(t *testing.T) {
 	mount, v := threeBackups(t)
 	s := openFast(t, mount, Options{})
-	testHookBeforeRelist = func() {
+	beforeStep(t, "list the backups again", func() {
 		// A creator slipped in a new backup referencing block a.
 		v.backup("backup-4", "2026-11-04T00:00:00Z", ckA)
-	}
-	defer func() { testHookBeforeRelist = func() {} }()
+	})
 	col, err := s.DeleteBackupReport(context.Background(), ref1)
 	if err != nil {
 		t.Fatal(err)
@@ -270,11 +270,13 @@ func TestOversizedCfgIsCorrupt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if col.Removed != 0 || !strings.Contains(col.Skipped, "more than 2048") {
+	if col.Removed != 0 || !strings.Contains(col.Skipped, "larger than 2048 bytes") {
 		t.Fatalf("%+v", col)
 	}
-	if _, err := s.ReadBackup(context.Background(), backupdelete.BackupRef{Volume: "vol-a", Name: "backup-2"}); !errors.Is(err, backupdelete.ErrCorrupt) {
-		t.Fatalf("ReadBackup: %v, want ErrCorrupt", err)
+	_, err = s.ReadBackup(context.Background(), backupdelete.BackupRef{Volume: "vol-a", Name: "backup-2"})
+	var tl *bounded.TooLargeError
+	if !errors.Is(err, backupdelete.ErrCorrupt) || !errors.Is(err, ErrTooLarge) || !errors.As(err, &tl) || tl.Limit != 2048 {
+		t.Fatalf("ReadBackup: %v, want ErrCorrupt and a *bounded.TooLargeError of 2048 bytes", err)
 	}
 }
 

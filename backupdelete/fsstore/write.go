@@ -12,6 +12,7 @@ import (
 	"slices"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
+	"github.com/hashicorp/go-multierror"
 )
 
 // This file is the writing and reading side a backup creator and an
@@ -121,7 +122,7 @@ func (s *Store) ReadVolume(ctx context.Context, volume string) (Volume, error) {
 	}
 	data, _, err := readBounded(s.root, path.Join(VolumePath(volume), volumeCfg), s.opts.MaxConfigBytes)
 	if errors.Is(err, fs.ErrNotExist) {
-		return Volume{}, fmt.Errorf("%w: volume %s", backupdelete.ErrNotFound, volume)
+		return Volume{}, fmt.Errorf("fsstore: volume %s: %w", volume, backupdelete.ErrNotFound)
 	}
 	if err != nil {
 		return Volume{}, err
@@ -153,7 +154,7 @@ func (s *Store) ReadBackup(ctx context.Context, ref backupdelete.BackupRef) (Bac
 	}
 	data, _, err := readBounded(s.root, path.Join(VolumePath(ref.Volume), backupCfgPath(ref.Name)), s.opts.MaxConfigBytes)
 	if errors.Is(err, fs.ErrNotExist) {
-		return Backup{}, fmt.Errorf("%w: backup %s", backupdelete.ErrNotFound, ref)
+		return Backup{}, fmt.Errorf("fsstore: backup %s: %w", ref, backupdelete.ErrNotFound)
 	}
 	if err != nil {
 		return Backup{}, err
@@ -212,7 +213,7 @@ func writeAtomic(root *os.Root, name string, data []byte) error {
 	}
 	_, werr := f.Write(data)
 	cerr := f.Close()
-	if err := errors.Join(werr, cerr); err != nil {
+	if err := multierror.Append(werr, cerr).ErrorOrNil(); err != nil {
 		_ = root.Remove(tmp)
 		return err
 	}

@@ -1,0 +1,388 @@
+package fsstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/caretaker-storage/caretaker/backupdelete"
+)
+
+// This file is block collection: what a deletion does under the volume's
+// deletion lock, in Longhorn's order (see Store.DeleteBackupReport).
+
+// Collection says what a deletion did to the volume's blocks.
+type Collection struct {
+	// Removed is the number of block files unlinked.
+	Removed int
+	// Referenced is the number of distinct blocks the remaining backups
+	// reference (volume.cfg's new BlockCount when blocks were collected).
+	// A targeted collection derives it from the old BlockCount (see
+	// collection.scan) and leaves it 0 when skipped.
+	Referenced int
+	// Full: every block file of the volume was a candidate (not only the
+	// deleted backup's).
+	Full bool
+	// Skipped is why no block was removed, or "".
+	Skipped string
+}
+
+// collectionSteps are a deletion's steps, in order. Each one reads and
+// fills the collection; an error stops the deletion there (what was done
+// stands: a later deletion finishes the job).
+var collectionSteps = []collectionStep{
+	{"read the deleted cfg", (*collection).readDeleted},
+	{"remove the deleted cfg", (*collection).removeCfg},
+	{"read volume.cfg", (*collection).readVolume},
+	{"scan the remaining backups", (*collection).scan},
+	{"list the backups again", (*collection).relist},
+	{"unlink the unreferenced blocks", (*collection).unlink},
+	{"update volume.cfg", (*collection).updateVolume},
+}
+
+type collectionStep struct {
+	name string
+	run  func(*collection) error
+}
+
+// collection is one deletion in progress: its input, what each step
+// found, and the result.
+type collection struct {
+	s               *Store
+	ctx             context.Context
+	vol             *os.Root
+	ref             backupdelete.BackupRef
+	requireComplete bool
+	// targeted: this Store collected every block leaked in this volume
+	// before, so the deleted backup's blocks are the only candidates.
+	targeted bool
+
+	out Collection
+	// candidates are the deleted backup's blocks (slices of its cfg's
+	// bytes, possibly repeated); nil means "list every block file".
+	candidates [][]byte
+	volRaw     rawObject
+	updateLast bool     // the deleted backup was volume.cfg's LastBackupName
+	names      []string // the remaining backups, sorted
+	latest     latestBackup
+	// A targeted collection marks the referenced candidates in idx; a
+	// full one (or a recount) builds the set of every referenced block.
+	idx        *candidateIndex
+	referenced *blockSet
+}
+
+// collect runs the steps under the lock.
+func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.BackupRef, requireComplete bool) (Collection, error) {
+	s.mu.Lock()
+	targeted := !s.opts.FullCollection && s.swept[ref.Volume]
+	s.mu.Unlock()
+	c := &collection{s: s, ctx: ctx, vol: vol, ref: ref, requireComplete: requireComplete, targeted: targeted}
+	var err error
+	for _, step := range collectionSteps {
+		if err = step.run(c); err != nil {
+			break
+		}
+	}
+	// Only a complete collection vouches for the next targeted one.
+	s.mu.Lock()
+	s.swept[ref.Volume] = err == nil && c.out.Skipped == "" && (c.out.Full || s.swept[ref.Volume])
+	s.mu.Unlock()
+	return c.out, err
+}
+
+// readDeleted reads the deleted backup's cfg: with requireComplete, a cfg
+// in progress or unreadable stops the deletion before anything is
+// removed. Otherwise Longhorn goes on when the cfg cannot be read: the
+// cfg still goes, and the blocks are found by listing.
+func (c *collection) readDeleted() error {
+	cfg := backupCfgPath(c.ref.Name)
+	data, _, readErr := readBounded(c.vol, cfg, c.s.opts.MaxConfigBytes)
+	if c.requireComplete && !errors.Is(readErr, fs.ErrNotExist) {
+		if readErr != nil {
+			return fmt.Errorf("read %s: %w", cfg, readErr)
+		}
+		refs, err := scanBackup(data)
+		if err != nil {
+			return err
+		}
+		if refs.createdTime == "" {
+			return fmt.Errorf("%w: %s has an empty CreatedTime", backupdelete.ErrInProgress, cfg)
+		}
+	}
+	if readErr == nil && c.targeted {
+		if refs, err := scanBackup(data); err == nil {
+			c.candidates = refs.checksums
+			if c.candidates == nil {
+				c.candidates = [][]byte{}
+			}
+		}
+	}
+	return nil
+}
+
+// removeCfg removes the deleted backup's cfg. Only a regular file is a
+// cfg: anything else at its name (a FIFO, a directory, a symlink) stops
+// the deletion before it removes anything.
+func (c *collection) removeCfg() error {
+	cfg := backupCfgPath(c.ref.Name)
+	if err := checkRegularOrAbsent(c.vol, cfg); err != nil {
+		return err
+	}
+	if err := c.vol.Remove(cfg); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", cfg, err)
+	}
+	return nil
+}
+
+// readVolume reads volume.cfg, which the last step rewrites.
+func (c *collection) readVolume() error {
+	volRaw, volCfg, err := c.s.readVolumeRaw(c.vol)
+	if err != nil {
+		return err
+	}
+	c.volRaw, c.updateLast = volRaw, volCfg.LastBackupName == c.ref.Name
+	return nil
+}
+
+// scan lists the remaining backups and reads them all, to find which
+// blocks they still reference and, with updateLast, the latest one.
+//
+// A targeted collection only needs to know which candidates the remaining
+// backups reference: the scanners mark them in an index of the
+// candidates, and the new BlockCount is the old one less the distinct
+// candidates left unmarked (what the deleted backup alone referenced), the
+// way Longhorn's backup creation adds its new blocks to it. That saves
+// building the set of every referenced block, which costs more than the
+// unlinks. Without an old BlockCount, or when the result is less than the
+// candidates still referenced (so the old count was not that of the
+// distinct referenced blocks), the referenced set is built after all.
+// Full collections always build it.
+func (c *collection) scan() error {
+	names, err := listBackupNames(c.vol)
+	if err != nil {
+		return err
+	}
+	c.names = names
+	var add func([][]byte)
+	oldCount, haveOld := blockCountOf(c.volRaw)
+	if c.candidates != nil && haveOld {
+		c.idx = newCandidateIndex(c.candidates)
+		add = c.idx.mark
+	} else {
+		c.referenced = newBlockSet()
+		add = c.referenced.addAll
+	}
+	latest, skipped, err := checkScans(names, c.s.scanAll(c.ctx, c.vol, names, add), c.updateLast)
+	if err != nil {
+		return err
+	}
+	c.latest, c.out.Skipped = latest, skipped
+	switch {
+	case c.idx == nil:
+		c.out.Referenced = c.referenced.len()
+	case c.out.Skipped == "":
+		c.out.Referenced = oldCount - c.idx.unmarked()
+		if c.out.Referenced < c.idx.marked() {
+			// The old BlockCount cannot have been the distinct blocks
+			// referenced before this deletion: count them all.
+			c.referenced = newBlockSet()
+			_, skipped, err := checkScans(names, c.s.scanAll(c.ctx, c.vol, names, c.referenced.addAll), false)
+			if err != nil {
+				return err
+			}
+			c.out.Skipped = skipped
+			c.out.Referenced = c.referenced.len()
+			if c.out.Skipped != "" {
+				c.out.Referenced = 0
+			}
+		}
+	}
+	return nil
+}
+
+// relist lists the backups again: a backup created during the scan may
+// reference a candidate, so a changed list collects nothing.
+func (c *collection) relist() error {
+	if c.out.Skipped != "" {
+		return nil
+	}
+	again, err := listBackupNames(c.vol)
+	if err != nil || !sameSet(c.names, again) {
+		c.out.Skipped = "backup list changed during collection"
+	}
+	return nil
+}
+
+// unlink removes the candidates no remaining backup references.
+func (c *collection) unlink() error {
+	if c.out.Skipped != "" {
+		return nil
+	}
+	var unref []string
+	switch {
+	case c.idx != nil:
+		// Unmarked by the scan, and absent from the recount if there
+		// was one.
+		for i, ck := range c.idx.cks {
+			if !c.idx.marks[i].Load() && (c.referenced == nil || !c.referenced.has([]byte(ck))) {
+				unref = append(unref, ck)
+			}
+		}
+	default:
+		if c.candidates == nil {
+			c.out.Full = true
+			all, err := listBlocks(c.vol)
+			if err != nil {
+				return err
+			}
+			for ck := range all {
+				c.candidates = append(c.candidates, []byte(ck))
+			}
+		}
+		seen := map[string]struct{}{}
+		for _, ck := range c.candidates {
+			if c.referenced.has(ck) {
+				continue
+			}
+			if _, dup := seen[string(ck)]; !dup {
+				seen[string(ck)] = struct{}{}
+				unref = append(unref, string(ck))
+			}
+		}
+	}
+	removed, failed := removeBlocks(c.ctx, c.vol, unref)
+	c.out.Removed = removed
+	if err := c.ctx.Err(); err != nil {
+		return err
+	}
+	if len(failed) > 0 {
+		slices.Sort(failed)
+		return fmt.Errorf("failed to remove %d blocks (first %s)", len(failed), failed[0])
+	}
+	return nil
+}
+
+// updateVolume rewrites volume.cfg's LastBackupName, LastBackupAt and
+// BlockCount when they changed.
+func (c *collection) updateVolume() error {
+	changed := false
+	if c.updateLast {
+		// As Longhorn: when blocks were not collected, the last backup is
+		// cleared rather than guessed.
+		last, at := "", ""
+		if c.out.Skipped == "" {
+			last, at = c.latest.name, c.latest.at
+		}
+		lastJSON, _ := json.Marshal(last)
+		atJSON, _ := json.Marshal(at)
+		c.volRaw.set("LastBackupName", lastJSON)
+		c.volRaw.set("LastBackupAt", atJSON)
+		changed = true
+	}
+	if c.out.Skipped == "" {
+		count, _ := json.Marshal(strconv.Itoa(c.out.Referenced))
+		c.volRaw.set("BlockCount", count)
+		changed = true
+	}
+	if !changed {
+		return nil
+	}
+	if err := c.ctx.Err(); err != nil {
+		return err
+	}
+	data, err := c.volRaw.marshalVolume()
+	if err != nil {
+		return err
+	}
+	if err := writeAtomic(c.vol, volumeCfg, data); err != nil {
+		return fmt.Errorf("update volume.cfg: %w", err)
+	}
+	return nil
+}
+
+// checkScans applies the collection's rules to the scans of names, in
+// order: a cancelled read is an error; an unreadable or in-progress
+// backup (or, with updateLast, an unparsable SnapshotCreatedAt) is why
+// nothing may be collected. Otherwise it returns the latest backup (with
+// updateLast).
+func checkScans(names []string, scans []scanResult, updateLast bool) (latest latestBackup, skipped string, err error) {
+	for i, sc := range scans {
+		n := names[i]
+		if sc.err != nil {
+			if errors.Is(sc.err, context.Canceled) || errors.Is(sc.err, context.DeadlineExceeded) {
+				return latest, "", sc.err
+			}
+			return latest, fmt.Sprintf("backup %s unreadable: %v", n, sc.err), nil
+		}
+		if sc.createdTime == "" {
+			return latest, fmt.Sprintf("backup %s in progress", n), nil
+		}
+		if updateLast {
+			if err := latest.consider(n, sc.snapshotCreatedAt); err != nil {
+				return latest, err.Error(), nil
+			}
+		}
+	}
+	return latest, "", nil
+}
+
+// latestBackup finds the remaining backup with the latest snapshot time,
+// as Longhorn's getLatestBackup does (RFC 3339 SnapshotCreatedAt).
+type latestBackup struct {
+	name, at string
+	t        time.Time
+}
+
+func (l *latestBackup) consider(name, snapshotCreatedAt string) error {
+	t, err := time.Parse(time.RFC3339, snapshotCreatedAt)
+	if err != nil {
+		return fmt.Errorf("backup %s: cannot parse SnapshotCreatedAt %q", name, snapshotCreatedAt)
+	}
+	if l.name == "" || t.After(l.t) {
+		l.name, l.at, l.t = name, snapshotCreatedAt, t
+	}
+	return nil
+}
+
+// blockCountOf is volume.cfg's BlockCount, if it has one.
+func blockCountOf(volRaw rawObject) (int, bool) {
+	raw, ok := volRaw.vals["BlockCount"]
+	if !ok {
+		return 0, false
+	}
+	var str string
+	if err := json.Unmarshal(raw, &str); err != nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(str)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
+}
+
+// readVolumeRaw reads volume.cfg both as its members with raw values
+// (rewritten with only the changed values replaced, in Longhorn's field
+// order, so fields this package does not know survive byte for byte) and
+// parsed.
+func (s *Store) readVolumeRaw(vol *os.Root) (rawObject, Volume, error) {
+	data, _, err := readBounded(vol, volumeCfg, s.opts.MaxConfigBytes)
+	if err != nil {
+		return rawObject{}, Volume{}, fmt.Errorf("read volume.cfg: %w", err)
+	}
+	v, err := ParseVolume(data)
+	if err != nil {
+		return rawObject{}, Volume{}, err
+	}
+	raw, err := parseVolumeObject(data)
+	if err != nil {
+		return rawObject{}, Volume{}, corrupt("volume.cfg", err)
+	}
+	return raw, v, nil
+}
