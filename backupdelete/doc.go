@@ -9,7 +9,7 @@
 //
 //   - Step is the deletion state machine for one backup: (state, in-progress
 //     record, presence in the backupstore, backoff, now) → next state,
-//     message, start the command?, finalize?, requeue after.
+//     message, start the command?, finalize?, requeue at.
 //   - CreationGate says whether a new backup must wait (Pending, "Wait for
 //     backup <name> to be deleted").
 //   - ProgressTracker is the creation progress monitor's timing: 2 s
@@ -36,8 +36,8 @@
 //  2. Reconcile every backup whose deletion was requested (in Kubernetes:
 //     deletion timestamp set) with Driver.Reconcile, passing its current
 //     state and message. Write the result's State and Message to the
-//     backup's status; remove the finalizer when Finalize; requeue after
-//     RequeueAfter (and when DriverOptions.OnDone fires).
+//     backup's status; remove the finalizer when Finalize; requeue at
+//     RequeueAt (and when DriverOptions.OnDone fires).
 //  3. Before starting a new backup, call CreationGate with the other
 //     backups; while it says Wait, keep the new one Pending with its
 //     Message.
@@ -78,7 +78,7 @@
 //				return removeFinalizer(ctx, b)
 //			}
 //			b.State, b.Message = res.State, res.Message
-//			queue.AddAfter(b.Ref, res.RequeueAfter)
+//			queue.AddAfter(b.Ref, time.Until(res.RequeueAt))
 //			return updateStatus(ctx, b)
 //		}
 //		if b.State == backupdelete.StateNew || b.State == backupdelete.StatePending {
@@ -100,8 +100,10 @@
 // deleted because of it), ErrNotFound (a host record that does not exist),
 // ErrPanic (a delete command panicked; it becomes an Error record),
 // ErrTimeout (a command ran past DriverOptions.CommandTimeout),
-// ErrClosed, ErrInvalidSetting, and ErrInProgress (a
-// CompletedBackupDeleter found the backup still being written).
+// ErrClosed, ErrInvalidSetting (every *SettingError wraps it), and
+// ErrInProgress (a CompletedBackupDeleter found the backup still being
+// written). ErrNotFound and ErrInvalidSetting are the same values as every
+// other caretaker package's, so errors.Is matches across packages.
 // BackupOrphanDeleter turns every reason not to purge (a record that is
 // not a valid backup, a host record that is gone, changed, not failed or
 // another backup's, a backup in progress or unreadable in the backupstore,

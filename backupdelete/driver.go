@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/caretaker-storage/caretaker/internal/clocks"
 	"k8s.io/utils/clock"
 )
 
@@ -24,19 +25,18 @@ type DriverOptions struct {
 	// PollInterval is how soon Reconcile asks to be called again while a
 	// command runs; default 2 s.
 	PollInterval time.Duration
-	// Clock gives the time for the backoff and, if it is a clock.Clock,
-	// times CommandTimeout; default the real clock. Tests use
-	// k8s.io/utils/clock/testing.FakeClock.
-	Clock clock.PassiveClock
+	// Clock gives the time for the backoff and times CommandTimeout; nil
+	// is the real clock. Tests use k8s.io/utils/clock/testing.FakeClock.
+	Clock clock.Clock
 	// CommandTimeout, if positive, cancels a delete command's context after
 	// this long (a hung NFS mount must not hold a slot forever); the
 	// command then fails with ErrTimeout and is retried after the backoff.
-	// It needs Clock to be a clock.Clock (the default is). Zero: no limit.
+	// Zero: no limit.
 	CommandTimeout time.Duration
 	// OnDone, if set, is called from the command's goroutine after a
 	// command returns and its record is updated (err is nil on success).
 	// Hosts use it to requeue the backup at once instead of waiting for
-	// RequeueAfter. It must not block and must not call Close.
+	// RequeueAt. It must not block and must not call Close.
 	OnDone func(ref BackupRef, err error)
 }
 
@@ -63,7 +63,7 @@ type Request struct {
 type Driver struct {
 	store Backupstore
 	opts  DriverOptions
-	clock clock.PassiveClock
+	clock clock.Clock
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -97,12 +97,8 @@ func NewDriver(store Backupstore, opts DriverOptions) *Driver {
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = DefaultPollInterval
 	}
-	c := opts.Clock
-	if c == nil {
-		c = clock.RealClock{}
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Driver{store: store, opts: opts, clock: c, ctx: ctx, cancel: cancel, entries: map[BackupRef]*entry{}}
+	return &Driver{store: store, opts: opts, clock: clocks.Or(opts.Clock), ctx: ctx, cancel: cancel, entries: map[BackupRef]*entry{}}
 }
 
 // Reconcile runs one step for a backup whose deletion was requested and
@@ -110,7 +106,7 @@ func NewDriver(store Backupstore, opts DriverOptions) *Driver {
 // the delete command when Step says so (recording it as running first),
 // and forgets the backup's record and backoff when Step finalizes. The host
 // then writes res.State and res.Message to its backup record, removes the
-// finalizer if res.Finalize, and reconciles again after res.RequeueAfter.
+// finalizer if res.Finalize, and reconciles again at res.RequeueAt.
 //
 // If the presence check fails, Reconcile returns a valid result (stay
 // Deleting, requeue) together with the check's error, for the host to log.
@@ -261,11 +257,11 @@ func (d *Driver) work(q queued) {
 // record is failed rather than left running forever.
 func (d *Driver) call(ref BackupRef) (err error) {
 	ctx := d.ctx
-	if c, ok := d.clock.(clock.Clock); ok && d.opts.CommandTimeout > 0 {
+	if d.opts.CommandTimeout > 0 {
 		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(d.ctx)
 		defer cancel(nil)
-		t := c.NewTimer(d.opts.CommandTimeout)
+		t := d.clock.NewTimer(d.opts.CommandTimeout)
 		defer t.Stop()
 		go func() {
 			select {

@@ -106,8 +106,8 @@ func TestDriverCommandErrorCyclesWithBackoff(t *testing.T) {
 	if state != backupdelete.StateError || msg != want {
 		t.Fatalf("after EIO: %q %q, want Error %q", state, msg, want)
 	}
-	if res.RequeueAfter != 10*time.Second {
-		t.Fatalf("requeue %v, want the 10 s backoff", res.RequeueAfter)
+	if got := res.RequeueAt.Sub(r.clock.Now()); got != 10*time.Second {
+		t.Fatalf("requeue in %v, want the 10 s backoff", got)
 	}
 	// Within the backoff nothing is retried and the message stays.
 	r.clock.Step(5 * time.Second)
@@ -183,7 +183,7 @@ func TestDriverExistsErrorKeepsDeleting(t *testing.T) {
 	if !errors.Is(err, syscall.ETIMEDOUT) {
 		t.Fatalf("err %v, want the check's ETIMEDOUT", err)
 	}
-	if res.State != backupdelete.StateDeleting || res.StartCommand || res.Finalize || res.RequeueAfter == 0 {
+	if res.State != backupdelete.StateDeleting || res.StartCommand || res.Finalize || res.RequeueAt.IsZero() {
 		t.Fatalf("%+v, want stay Deleting and requeue", res)
 	}
 }

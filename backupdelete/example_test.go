@@ -83,9 +83,10 @@ func ExampleProgressTracker() {
 	start := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	tr := backupdelete.NewProgressTracker("backup-c", backupdelete.MonitorConfig{}, start)
 	d := tr.Observe(start, backupdelete.Progress{}, fmt.Errorf("engine restarting"))
-	fmt.Println("unreadable, retry in", d.Next)
-	d = tr.Observe(start.Add(d.Next), backupdelete.Progress{State: backupdelete.StateInProgress, Percent: 40}, nil)
-	fmt.Println("readable, poll in", d.Next, "at", d.Progress.Percent, "%")
+	fmt.Println("unreadable, retry in", d.RequeueAt.Sub(start))
+	now := d.RequeueAt
+	d = tr.Observe(now, backupdelete.Progress{State: backupdelete.StateInProgress, Percent: 40}, nil)
+	fmt.Println("readable, poll in", d.RequeueAt.Sub(now), "at", d.Progress.Percent, "%")
 	// Output:
 	// unreadable, retry in 2s
 	// readable, poll in 2s at 40 %

@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/caretaker-storage/caretaker/internal/settings"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -264,19 +264,31 @@ func (d *BackupOrphanDeleter) Delete(ctx context.Context, r orphan.Record) error
 // minutes.
 const DefaultFailedBackupTTL = 1440 * time.Minute
 
-// ErrInvalidSetting: a setting value could not be parsed.
-var ErrInvalidSetting = errors.New("backupdelete: invalid setting")
+// SettingError says which setting value could not be parsed and why; it
+// wraps ErrInvalidSetting. It is the same type as every caretaker
+// package's SettingError.
+type SettingError = settings.Error
+
+// ErrInvalidSetting is wrapped by every *SettingError; the same value as
+// every caretaker package's ErrInvalidSetting.
+var ErrInvalidSetting = settings.ErrInvalid
+
+// SettingFailedBackupTTL is the name of Longhorn's failed-backup-ttl
+// setting.
+const SettingFailedBackupTTL = "failed-backup-ttl"
 
 // ParseFailedBackupTTL parses Longhorn's failed-backup-ttl setting: a whole
 // number of minutes, 0 disabling the clean-up; "" is the default (1440).
+// Surrounding ASCII white space is ignored (settings.Trim, the rule every
+// caretaker parser shares). Anything else is a *SettingError.
 func ParseFailedBackupTTL(value string) (time.Duration, error) {
-	v := strings.TrimSpace(value)
+	v := settings.Trim(value)
 	if v == "" {
 		return DefaultFailedBackupTTL, nil
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 || n > int64(time.Duration(1<<63-1)/time.Minute) {
-		return 0, fmt.Errorf("%w: failed-backup-ttl %q: want a whole number of minutes >= 0", ErrInvalidSetting, value)
+		return 0, &SettingError{Setting: SettingFailedBackupTTL, Value: value, Reason: "want a whole number of minutes >= 0"}
 	}
 	return time.Duration(n) * time.Minute, nil
 }

@@ -274,13 +274,16 @@ func TestParseFailedBackupTTL(t *testing.T) {
 		{"1.5", 0, true},
 		{"1h", 0, true},
 		{"99999999999999999999", 0, true},
+		{"\t60\n", 60 * time.Minute, false},
+		{"\u00a060", 0, true}, // settings.Trim: ASCII white space only
 	} {
 		got, err := backupdelete.ParseFailedBackupTTL(c.in)
 		if (err != nil) != c.err || got != c.want {
 			t.Errorf("%q: %v %v", c.in, got, err)
 		}
-		if err != nil && !errors.Is(err, backupdelete.ErrInvalidSetting) {
-			t.Errorf("%q: %v does not wrap ErrInvalidSetting", c.in, err)
+		var se *backupdelete.SettingError
+		if err != nil && (!errors.Is(err, backupdelete.ErrInvalidSetting) || !errors.As(err, &se) || se.Setting != backupdelete.SettingFailedBackupTTL || se.Value != c.in) {
+			t.Errorf("%q: %v is not a *SettingError for %s wrapping ErrInvalidSetting", c.in, err, backupdelete.SettingFailedBackupTTL)
 		}
 	}
 }

@@ -8,7 +8,7 @@ import "context"
 // deletion engine needs to do there. fsstore.Store implements it on a
 // filesystem in Longhorn's layout (an NFS or CIFS mount); a host wraps its
 // own engine binary or S3 client the same way. Every implementation should
-// pass backupstoretest.RunConformance.
+// pass backupstoretest.RunConformanceTests.
 type Backupstore interface {
 	// DeleteBackup deletes the backup and everything only it references
 	// (for Longhorn's layout: its cfg, then the blocks no remaining backup
@@ -59,8 +59,9 @@ type BackupLister interface {
 	// fails the scan that called it (nothing is created or forgotten).
 	ListBackups(ctx context.Context) ([]Backup, error)
 
-	// GetBackup returns one backup record, or an error wrapping
-	// ErrNotFound if the host has no record of it. Other errors are
+	// GetBackup returns the record of exactly ref (the same target,
+	// volume and name), or an error wrapping ErrNotFound if the host has
+	// no record of it; never another backup's record. Other errors are
 	// retryable.
 	GetBackup(ctx context.Context, ref BackupRef) (Backup, error)
 }
@@ -73,7 +74,8 @@ type StatusSource interface {
 	// concurrently for different backups. An error means the status is
 	// not readable now (the engine is restarting, the replica is gone); the
 	// monitor retries with backoff and gives up after the maximum retry
-	// period.
+	// period. A backup the source does not know is such an error, never a
+	// zero Progress (which would read as "in progress" forever).
 	BackupStatus(ctx context.Context, ref BackupRef) (Progress, error)
 }
 

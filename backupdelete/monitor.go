@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/caretaker-storage/caretaker/internal/backoff"
+	"github.com/caretaker-storage/caretaker/internal/clocks"
 	"k8s.io/utils/clock"
 )
 
@@ -41,7 +43,6 @@ func (c MonitorConfig) withDefaults() MonitorConfig {
 	if c.MaxInterval <= 0 {
 		c.MaxInterval = DefaultMonitorMax
 	}
-	c.MaxInterval = max(c.MaxInterval, c.InitialInterval)
 	if c.SteadyInterval <= 0 {
 		c.SteadyInterval = DefaultMonitorSteady
 	}
@@ -58,8 +59,8 @@ func (c MonitorConfig) withDefaults() MonitorConfig {
 type ProgressTracker struct {
 	cfg      MonitorConfig
 	name     string
-	since    time.Time     // start, or the last readable status
-	interval time.Duration // current retry delay; 0 while readable
+	since    time.Time // start, or the last readable status
+	failures int       // unreadable polls since then
 	last     Progress
 }
 
@@ -72,8 +73,8 @@ type PollDecision struct {
 	Done bool
 	// GaveUp: the status stayed unreadable for MaxRetryPeriod.
 	GaveUp bool
-	// Next is how long to wait before the next poll (0 when Done).
-	Next time.Duration
+	// RequeueAt is when to poll next (zero when Done).
+	RequeueAt time.Time
 }
 
 // NewProgressTracker starts tracking the named backup at now.
@@ -91,11 +92,11 @@ func NewProgressTracker(backup string, cfg MonitorConfig, now time.Time) *Progre
 // the backup is given up as Error with a message naming the last error.
 func (t *ProgressTracker) Observe(now time.Time, p Progress, err error) PollDecision {
 	if err == nil {
-		t.since, t.interval, t.last = now, 0, p
+		t.since, t.failures, t.last = now, 0, p
 		if p.State == StateCompleted || p.State == StateError {
 			return PollDecision{Progress: p, Done: true}
 		}
-		return PollDecision{Progress: p, Next: t.cfg.SteadyInterval}
+		return PollDecision{Progress: p, RequeueAt: now.Add(t.cfg.SteadyInterval)}
 	}
 	if elapsed := now.Sub(t.since); elapsed >= t.cfg.MaxRetryPeriod {
 		failed := t.last
@@ -103,14 +104,10 @@ func (t *ProgressTracker) Observe(now time.Time, p Progress, err error) PollDeci
 		failed.Error = fmt.Sprintf(messageStatusUnreadble, t.name, t.cfg.MaxRetryPeriod, err)
 		return PollDecision{Progress: failed, Done: true, GaveUp: true}
 	}
-	if t.interval == 0 {
-		t.interval = t.cfg.InitialInterval
-	} else {
-		t.interval = min(2*t.interval, t.cfg.MaxInterval)
-	}
+	t.failures++
+	delay := backoff.Policy{Initial: t.cfg.InitialInterval, Max: t.cfg.MaxInterval}.Delay(t.failures)
 	// Never sleep past the give-up moment: the verdict should come on time.
-	next := min(t.interval, t.since.Add(t.cfg.MaxRetryPeriod).Sub(now))
-	return PollDecision{Progress: t.last, Next: next}
+	return PollDecision{Progress: t.last, RequeueAt: now.Add(min(delay, t.since.Add(t.cfg.MaxRetryPeriod).Sub(now)))}
 }
 
 // ProgressMonitor polls a StatusSource for backups being created, on an
@@ -131,24 +128,22 @@ type ProgressMonitor struct {
 // give-up). It returns ctx.Err() if ctx ends first. Run blocks: the host
 // runs one goroutine per backup being created, and cancels ctx to stop.
 func (m *ProgressMonitor) Run(ctx context.Context, ref BackupRef) (Progress, error) {
-	c := m.Clock
-	if c == nil {
-		c = clock.RealClock{}
-	}
+	c := clocks.Or(m.Clock)
 	t := NewProgressTracker(ref.Name, m.Config, c.Now())
 	for {
 		p, err := m.Source.BackupStatus(ctx, ref)
 		if ctx.Err() != nil {
 			return t.last, ctx.Err()
 		}
-		d := t.Observe(c.Now(), p, err)
+		now := c.Now()
+		d := t.Observe(now, p, err)
 		if m.OnUpdate != nil {
 			m.OnUpdate(ref, d)
 		}
 		if d.Done {
 			return d.Progress, nil
 		}
-		timer := c.NewTimer(d.Next)
+		timer := c.NewTimer(d.RequeueAt.Sub(now))
 		select {
 		case <-ctx.Done():
 			timer.Stop()

@@ -23,8 +23,8 @@ func TestProgressTrackerBackoffThenSteady(t *testing.T) {
 		if d.Done {
 			t.Fatal("gave up early")
 		}
-		delays = append(delays, d.Next)
-		now = now.Add(d.Next)
+		delays = append(delays, d.RequeueAt.Sub(now))
+		now = d.RequeueAt
 	}
 	want := []time.Duration{2, 4, 8, 16, 32, 64, 128, 256, 512, 600, 600, 600}
 	for i, w := range want {
@@ -33,11 +33,11 @@ func TestProgressTrackerBackoffThenSteady(t *testing.T) {
 		}
 	}
 	d := tr.Observe(now, backupdelete.Progress{State: backupdelete.StateInProgress, Percent: 10}, nil)
-	if d.Next != 2*time.Second || d.Done || d.Progress.Percent != 10 {
+	if !d.RequeueAt.Equal(now.Add(2*time.Second)) || d.Done || d.Progress.Percent != 10 {
 		t.Fatalf("%+v, want a steady 2 s poll once readable", d)
 	}
 	// An unreadable status after a readable one starts the backoff over.
-	if d := tr.Observe(now.Add(2*time.Second), backupdelete.Progress{}, errUnreadable); d.Next != 2*time.Second || d.Progress.Percent != 10 {
+	if d := tr.Observe(now.Add(2*time.Second), backupdelete.Progress{}, errUnreadable); !d.RequeueAt.Equal(now.Add(4*time.Second)) || d.Progress.Percent != 10 {
 		t.Fatalf("%+v", d)
 	}
 	if d := tr.Observe(now.Add(4*time.Second), backupdelete.Progress{State: backupdelete.StateCompleted, Percent: 100}, nil); !d.Done || d.GaveUp {
@@ -63,7 +63,7 @@ func TestProgressTrackerGivesUpAfterMaxRetryPeriod(t *testing.T) {
 			}
 			return
 		}
-		now = now.Add(d.Next)
+		now = d.RequeueAt
 		if now.Sub(epoch) > 2*time.Hour {
 			t.Fatal("never gave up")
 		}
@@ -101,7 +101,11 @@ func TestProgressMonitorRunOnFakeClock(t *testing.T) {
 	var nexts []time.Duration
 	m := &backupdelete.ProgressMonitor{Source: src, Clock: clk, OnUpdate: func(_ backupdelete.BackupRef, d backupdelete.PollDecision) {
 		mu.Lock()
-		nexts = append(nexts, d.Next)
+		var wait time.Duration
+		if !d.Done {
+			wait = d.RequeueAt.Sub(clk.Now())
+		}
+		nexts = append(nexts, wait)
 		mu.Unlock()
 	}}
 	type result struct {

@@ -1,6 +1,10 @@
 package backupdelete
 
-import "time"
+import (
+	"time"
+
+	"github.com/caretaker-storage/caretaker/internal/backoff"
+)
 
 // RecordState is the state of an in-progress record: what this process
 // knows about the delete command it started for a backup.
@@ -72,18 +76,9 @@ const (
 	DefaultPollInterval   = 2 * time.Second
 )
 
-func (c BackoffConfig) initial() time.Duration {
-	if c.Initial <= 0 {
-		return DefaultBackoffInitial
-	}
-	return c.Initial
-}
-
-func (c BackoffConfig) max() time.Duration {
-	if c.Max <= 0 {
-		return max(DefaultBackoffMax, c.initial())
-	}
-	return max(c.Max, c.initial())
+// policy is c with its defaults filled in.
+func (c BackoffConfig) policy() backoff.Policy {
+	return backoff.Policy{Initial: c.Initial, Max: c.Max}.Or(backoff.Policy{Initial: DefaultBackoffInitial, Max: DefaultBackoffMax})
 }
 
 // Backoff is one backup's backoff state: when its last command started and
@@ -108,11 +103,7 @@ func (b Backoff) Until(now time.Time) time.Duration {
 // flowcontrol.Backoff, which Longhorn uses, a backup left alone for twice
 // the maximum starts again from the initial delay.
 func (b Backoff) Next(now time.Time, c BackoffConfig) Backoff {
-	d := c.initial()
-	if !b.LastStart.IsZero() && now.Sub(b.LastStart) < 2*c.max() {
-		d = min(max(2*b.Delay, c.initial()), c.max())
-	}
-	return Backoff{LastStart: now, Delay: d}
+	return Backoff{LastStart: now, Delay: c.policy().Next(b.LastStart, b.Delay, now)}
 }
 
 // StepInput is what Step looks at for one backup whose deletion was
@@ -141,7 +132,7 @@ type StepInput struct {
 
 // StepResult is Step's decision, as data. The host (or the Driver) applies
 // it: start the command if asked, set the state and message, remove the
-// finalizer if asked, and reconcile again after RequeueAfter.
+// finalizer if asked, and reconcile again at RequeueAt.
 type StepResult struct {
 	State   State  // the backup's next state
 	Message string // the error message to show with it ("" clears it)
@@ -155,8 +146,9 @@ type StepResult struct {
 	// Backoff is the backup's backoff to keep (updated when a command
 	// starts).
 	Backoff Backoff
-	// RequeueAfter is when to call Step again; 0 with Finalize.
-	RequeueAfter time.Duration
+	// RequeueAt is when to call Step again (Now plus the poll interval
+	// or the backoff left); zero with Finalize.
+	RequeueAt time.Time
 	// Why says in a few words which transition was taken, for logs and
 	// tests.
 	Why string
@@ -195,16 +187,16 @@ func Step(in StepInput) StepResult {
 
 	if in.State != StateDeleting {
 		if running {
-			return StepResult{State: StateDeleting, Backoff: in.Backoff, RequeueAfter: poll, Why: "command already running"}
+			return StepResult{State: StateDeleting, Backoff: in.Backoff, RequeueAt: in.Now.Add(poll), Why: "command already running"}
 		}
 		if wait := in.Backoff.Until(in.Now); wait > 0 {
-			return StepResult{State: in.State, Message: in.Message, Backoff: in.Backoff, RequeueAfter: wait, Why: "in backoff"}
+			return StepResult{State: in.State, Message: in.Message, Backoff: in.Backoff, RequeueAt: in.Now.Add(wait), Why: "in backoff"}
 		}
 		return StepResult{
 			State:        StateDeleting,
 			StartCommand: true,
 			Backoff:      in.Backoff.Next(in.Now, in.BackoffConfig),
-			RequeueAfter: poll,
+			RequeueAt:    in.Now.Add(poll),
 			Why:          "start command",
 		}
 	}
@@ -212,22 +204,22 @@ func Step(in StepInput) StepResult {
 	switch in.Presence {
 	case PresenceAbsent:
 		if running {
-			return StepResult{State: StateDeleting, Backoff: in.Backoff, RequeueAfter: poll, Why: "gone, command still running"}
+			return StepResult{State: StateDeleting, Backoff: in.Backoff, RequeueAt: in.Now.Add(poll), Why: "gone, command still running"}
 		}
 		return StepResult{State: StateDeleting, Finalize: true, Why: "gone from backupstore"}
 	case PresenceExists:
 		retry := max(in.Backoff.Until(in.Now), poll)
 		switch {
 		case in.Record == nil:
-			return StepResult{State: StateError, Message: MessageNoDeletionRecord, Backoff: in.Backoff, RequeueAfter: retry, Why: "no record"}
+			return StepResult{State: StateError, Message: MessageNoDeletionRecord, Backoff: in.Backoff, RequeueAt: in.Now.Add(retry), Why: "no record"}
 		case running:
-			return StepResult{State: StateDeleting, Backoff: in.Backoff, RequeueAfter: poll, Why: "command running"}
+			return StepResult{State: StateDeleting, Backoff: in.Backoff, RequeueAt: in.Now.Add(poll), Why: "command running"}
 		case in.Record.State == RecordFailed:
-			return StepResult{State: StateError, Message: FailedToDeleteMessage(in.Backup, in.Record.Err), Backoff: in.Backoff, RequeueAfter: retry, Why: "command failed"}
+			return StepResult{State: StateError, Message: FailedToDeleteMessage(in.Backup, in.Record.Err), Backoff: in.Backoff, RequeueAt: in.Now.Add(retry), Why: "command failed"}
 		default:
-			return StepResult{State: StateError, Message: FailedToDeleteMessage(in.Backup, "the delete command returned but the backup still exists"), Backoff: in.Backoff, RequeueAfter: retry, Why: "still exists after command"}
+			return StepResult{State: StateError, Message: FailedToDeleteMessage(in.Backup, "the delete command returned but the backup still exists"), Backoff: in.Backoff, RequeueAt: in.Now.Add(retry), Why: "still exists after command"}
 		}
 	default:
-		return StepResult{State: StateDeleting, Backoff: in.Backoff, RequeueAfter: poll, Why: "presence unknown"}
+		return StepResult{State: StateDeleting, Backoff: in.Backoff, RequeueAt: in.Now.Add(poll), Why: "presence unknown"}
 	}
 }

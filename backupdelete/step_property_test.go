@@ -74,7 +74,7 @@ func TestStepMatchesNaiveReference(t *testing.T) {
 		if got.State != state || got.Message != msg || got.StartCommand != start || got.Finalize != finalize {
 			t.Fatalf("case %d: Step(%+v) = %+v\nreference: %q %q start=%v finalize=%v", i, in, got, state, msg, start, finalize)
 		}
-		if !got.Finalize && got.RequeueAfter <= 0 {
+		if !got.Finalize && !got.RequeueAt.After(in.Now) {
 			t.Fatalf("case %d: no requeue without finalize: %+v", i, got)
 		}
 		if got.StartCommand && (got.Backoff.LastStart != in.Now || got.Backoff.Delay < DefaultBackoffInitial) {
@@ -170,7 +170,7 @@ func TestStepSimulation(t *testing.T) {
 			}
 			finalized = res.Finalize
 			state, msg, b = res.State, res.Message, res.Backoff
-			now = now.Add(res.RequeueAfter)
+			now = res.RequeueAt
 		}
 		if !finalized {
 			t.Fatalf("run %d: never finalized once the store worked", run)

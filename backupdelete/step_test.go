@@ -60,7 +60,7 @@ func TestStepTransitions(t *testing.T) {
 			in := c.in
 			in.Backup, in.Now = "backup-b", t0
 			got := Step(in)
-			if got.State != c.state || got.Message != c.message || got.StartCommand != c.start || got.Finalize != c.finalize || got.RequeueAfter != c.requeue {
+			if got.State != c.state || got.Message != c.message || got.StartCommand != c.start || got.Finalize != c.finalize || !got.RequeueAt.Equal(wantAt(t0, c.requeue, c.finalize)) {
 				t.Fatalf("Step = %+v\nwant state %q message %q start %v finalize %v requeue %v", got, c.state, c.message, c.start, c.finalize, c.requeue)
 			}
 			if !c.finalize && got.Backoff.Delay != c.delay {
@@ -167,4 +167,13 @@ func TestBackoffNext(t *testing.T) {
 	if got := (Backoff{}).Until(t0); got != 0 {
 		t.Fatalf("zero backoff holds for %v", got)
 	}
+}
+
+// wantAt is the RequeueAt of a step at now that requeues after d: zero
+// when it finalizes.
+func wantAt(now time.Time, d time.Duration, finalize bool) time.Time {
+	if finalize {
+		return time.Time{}
+	}
+	return now.Add(d)
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 )
 
 // DefaultBackupTarget is the name of Longhorn's default backup target:
@@ -163,8 +165,9 @@ func WaitForDeletionMessage(backup string) string {
 var (
 	// ErrNotFound: the backup (or the host record) does not exist. A
 	// Backupstore's DeleteBackup never returns it: deleting what is gone
-	// is success.
-	ErrNotFound = errors.New("backupdelete: not found")
+	// is success. It is the same value as every caretaker package's
+	// ErrNotFound; errors wrap it with what was not found.
+	ErrNotFound = errclass.ErrNotFound
 	// ErrInvalidRef: a volume or backup name is empty or not a valid
 	// backupstore name. Not retryable.
 	ErrInvalidRef = errors.New("backupdelete: invalid backup reference")

@@ -211,7 +211,7 @@ func deleteAsync(ctx context.Context, w io.Writer, store *fsstore.Store, ref bac
 			fmt.Fprintf(w, "%s %s -> %s %s\n", time.Now().Format(time.TimeOnly), state, res.State, res.Message)
 		}
 		state, msg = res.State, res.Message
-		t := time.NewTimer(res.RequeueAfter)
+		t := time.NewTimer(time.Until(res.RequeueAt))
 		select {
 		case <-ctx.Done():
 			t.Stop()
