@@ -1,250 +1,76 @@
 package backupstoretest
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
 )
 
-// Harness is one fresh, empty backupstore for a conformance test.
+// Harness says how to make each implementation under test: one field per
+// interface of package backupdelete that hosts implement. A nil field
+// skips that interface's section; a Harness with none set is a test
+// failure, since it would check nothing. Makers are called once per
+// subtest; clean up with t.Cleanup.
 type Harness struct {
-	// Store is the implementation under test.
-	Store backupdelete.Backupstore
-	// Create puts a completed backup in the store. Backups of one volume
-	// should share some blocks, as incremental backups do.
-	Create func(ctx context.Context, ref backupdelete.BackupRef) error
-	// Target is the BackupRef.Target the store answers for.
-	Target string
-	// CreateInProgress puts a backup still being written in the store
-	// (Longhorn: a cfg with an empty CreatedTime). Needed to test a
-	// store that is a backupdelete.CompletedBackupDeleter; nil skips that
-	// test.
-	CreateInProgress func(ctx context.Context, ref backupdelete.BackupRef) error
+	// Backupstore makes a fresh, empty backupdelete.Backupstore and the
+	// ways to put backups in it.
+	Backupstore func(t *testing.T) StoreHarness
+	// CompletedBackupDeleter makes a fresh, empty backupstore whose Store
+	// is also a backupdelete.CompletedBackupDeleter, with
+	// CreateInProgress set. A store that is one must set this field as
+	// well as Backupstore: the Backupstore section fails otherwise, since
+	// the failed-backup orphans rely on its promise never to delete a
+	// backup still being written.
+	CompletedBackupDeleter func(t *testing.T) StoreHarness
+	// BackupLister makes a backupdelete.BackupLister that holds exactly
+	// records (valid refs, distinct).
+	BackupLister func(t *testing.T, records []backupdelete.Backup) backupdelete.BackupLister
+	// StatusSource makes a backupdelete.StatusSource that reports
+	// progress for exactly the backups in it, and knows no other.
+	StatusSource func(t *testing.T, progress map[backupdelete.BackupRef]backupdelete.Progress) backupdelete.StatusSource
 }
 
-// RunConformance runs the Backupstore contract against fresh harnesses
-// from newHarness (called once per subtest; clean up with t.Cleanup):
+// RunConformanceTests checks that the implementations h makes honour the
+// contracts of package backupdelete's host interfaces, one subtest per
+// interface: "Backupstore", "CompletedBackupDeleter", "BackupLister" and
+// "StatusSource". Every implementation runs it in one line; a host's S3
+// or engine-binary backupstore, for one:
 //
-//	func TestConformance(t *testing.T) {
-//		backupstoretest.RunConformance(t, func(t *testing.T) backupstoretest.Harness { ... })
+//	func TestMyStore(t *testing.T) {
+//		backupstoretest.RunConformanceTests(t, backupstoretest.Harness{
+//			Backupstore: func(t *testing.T) backupstoretest.StoreHarness {
+//				s := newMyStore(t)
+//				return backupstoretest.StoreHarness{Store: s, Create: s.createCompletedBackup}
+//			},
+//		})
 //	}
-func RunConformance(t *testing.T, newHarness func(t *testing.T) Harness) {
+func RunConformanceTests(t *testing.T, h Harness) {
 	t.Helper()
-	for _, c := range []struct {
-		name string
-		run  func(t *testing.T, h Harness)
-	}{
-		{"AbsentDoesNotExist", testAbsent},
-		{"CreatedExists", testCreated},
-		{"DeleteRemoves", testDeleteRemoves},
-		{"DeleteOfWhatIsGoneIsSuccess", testDeleteGone},
-		{"DeleteLeavesOthers", testDeleteLeavesOthers},
-		{"InvalidRef", testInvalidRef},
-		{"ConcurrentDeletes", testConcurrentDeletes},
-		{"CancelledContext", testCancelled},
-		{"CompletedDeleter", testCompletedDeleter},
-	} {
-		t.Run(c.name, func(t *testing.T) { c.run(t, newHarness(t)) })
+	if h.Backupstore == nil && h.CompletedBackupDeleter == nil && h.BackupLister == nil && h.StatusSource == nil {
+		t.Fatal("backupstoretest: RunConformanceTests needs at least one maker in the Harness")
+	}
+	if h.Backupstore != nil {
+		t.Run("Backupstore", func(t *testing.T) {
+			testBackupstore(t, h.Backupstore)
+			if h.CompletedBackupDeleter == nil {
+				if s := h.Backupstore(t).Store; isCompletedDeleter(s) {
+					t.Errorf("%T is a backupdelete.CompletedBackupDeleter: set Harness.CompletedBackupDeleter too, so that its section runs", s)
+				}
+			}
+		})
+	}
+	if h.CompletedBackupDeleter != nil {
+		t.Run("CompletedBackupDeleter", func(t *testing.T) { testCompletedDeleter(t, h.CompletedBackupDeleter) })
+	}
+	if h.BackupLister != nil {
+		t.Run("BackupLister", func(t *testing.T) { testBackupLister(t, h.BackupLister) })
+	}
+	if h.StatusSource != nil {
+		t.Run("StatusSource", func(t *testing.T) { testStatusSource(t, h.StatusSource) })
 	}
 }
 
-func ref(h Harness, volume, name string) backupdelete.BackupRef {
-	return backupdelete.BackupRef{Target: h.Target, Volume: volume, Name: name}
-}
-
-func mustCreate(t *testing.T, h Harness, refs ...backupdelete.BackupRef) {
-	t.Helper()
-	for _, r := range refs {
-		if err := h.Create(context.Background(), r); err != nil {
-			t.Fatalf("Create(%s): %v", r, err)
-		}
-	}
-}
-
-func wantExists(t *testing.T, h Harness, r backupdelete.BackupRef, want bool) {
-	t.Helper()
-	got, err := h.Store.BackupExists(context.Background(), r)
-	if err != nil {
-		t.Fatalf("BackupExists(%s): %v", r, err)
-	}
-	if got != want {
-		t.Fatalf("BackupExists(%s) = %v, want %v", r, got, want)
-	}
-}
-
-// deleteRetrying deletes, retrying ErrLocked a few times: two deletions
-// in one volume may legitimately meet a lock.
-func deleteRetrying(ctx context.Context, s backupdelete.Backupstore, r backupdelete.BackupRef) error {
-	var err error
-	for range 5 {
-		if err = s.DeleteBackup(ctx, r); !errors.Is(err, backupdelete.ErrLocked) {
-			return err
-		}
-	}
-	return err
-}
-
-func testAbsent(t *testing.T, h Harness) {
-	wantExists(t, h, ref(h, "vol-none", "backup-0000000000000001"), false)
-	mustCreate(t, h, ref(h, "vol-a", "backup-0000000000000001"))
-	wantExists(t, h, ref(h, "vol-a", "backup-0000000000000002"), false)
-}
-
-func testCreated(t *testing.T, h Harness) {
-	r := ref(h, "vol-a", "backup-0000000000000001")
-	mustCreate(t, h, r)
-	wantExists(t, h, r, true)
-}
-
-func testDeleteRemoves(t *testing.T, h Harness) {
-	r := ref(h, "vol-a", "backup-0000000000000001")
-	mustCreate(t, h, r)
-	if err := h.Store.DeleteBackup(context.Background(), r); err != nil {
-		t.Fatalf("DeleteBackup: %v", err)
-	}
-	wantExists(t, h, r, false)
-}
-
-func testDeleteGone(t *testing.T, h Harness) {
-	ctx := context.Background()
-	if err := h.Store.DeleteBackup(ctx, ref(h, "vol-none", "backup-0000000000000001")); err != nil {
-		t.Fatalf("delete in a missing volume: %v, want nil", err)
-	}
-	r := ref(h, "vol-a", "backup-0000000000000001")
-	mustCreate(t, h, r)
-	for i := range 2 {
-		if err := h.Store.DeleteBackup(ctx, r); err != nil {
-			t.Fatalf("delete #%d: %v, want nil", i+1, err)
-		}
-	}
-	if err := h.Store.DeleteBackup(ctx, ref(h, "vol-a", "backup-00000000000000ff")); err != nil {
-		t.Fatalf("delete of a backup that never existed: %v, want nil", err)
-	}
-	wantExists(t, h, r, false)
-}
-
-func testDeleteLeavesOthers(t *testing.T, h Harness) {
-	a1, a2, a3 := ref(h, "vol-a", "backup-0000000000000001"), ref(h, "vol-a", "backup-0000000000000002"), ref(h, "vol-a", "backup-0000000000000003")
-	b1 := ref(h, "vol-b", "backup-0000000000000001")
-	mustCreate(t, h, a1, a2, a3, b1)
-	if err := h.Store.DeleteBackup(context.Background(), a2); err != nil {
-		t.Fatalf("DeleteBackup: %v", err)
-	}
-	wantExists(t, h, a2, false)
-	for _, r := range []backupdelete.BackupRef{a1, a3, b1} {
-		wantExists(t, h, r, true)
-	}
-}
-
-func testInvalidRef(t *testing.T, h Harness) {
-	ctx := context.Background()
-	for _, r := range []backupdelete.BackupRef{
-		ref(h, "", "backup-0000000000000001"),
-		ref(h, "vol-a", ""),
-		ref(h, "../etc", "backup-0000000000000001"),
-		ref(h, "vol-a", "../../volume"),
-		ref(h, "vol/a", "backup-0000000000000001"),
-		ref(h, ".hidden", "backup-0000000000000001"),
-	} {
-		if _, err := h.Store.BackupExists(ctx, r); !errors.Is(err, backupdelete.ErrInvalidRef) {
-			t.Errorf("BackupExists(%q): %v, want ErrInvalidRef", r, err)
-		}
-		if err := h.Store.DeleteBackup(ctx, r); !errors.Is(err, backupdelete.ErrInvalidRef) {
-			t.Errorf("DeleteBackup(%q): %v, want ErrInvalidRef", r, err)
-		}
-	}
-}
-
-func testConcurrentDeletes(t *testing.T, h Harness) {
-	var refs []backupdelete.BackupRef
-	for _, vol := range []string{"vol-a", "vol-b"} {
-		for i := 1; i <= 4; i++ {
-			refs = append(refs, ref(h, vol, fmt.Sprintf("backup-%016x", i)))
-		}
-	}
-	keep := ref(h, "vol-a", "backup-00000000000000aa")
-	mustCreate(t, h, append(refs, keep)...)
-	var wg sync.WaitGroup
-	errs := make([]error, len(refs))
-	for i, r := range refs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = deleteRetrying(context.Background(), h.Store, r)
-		}()
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("DeleteBackup(%s): %v", refs[i], err)
-		}
-	}
-	for _, r := range refs {
-		wantExists(t, h, r, false)
-	}
-	wantExists(t, h, keep, true)
-}
-
-func testCancelled(t *testing.T, h Harness) {
-	r := ref(h, "vol-a", "backup-0000000000000001")
-	mustCreate(t, h, r)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	err := h.Store.DeleteBackup(ctx, r)
-	if err != nil && !errors.Is(err, context.Canceled) {
-		t.Fatalf("DeleteBackup with a cancelled context: %v, want nil or context.Canceled", err)
-	}
-	exists, xerr := h.Store.BackupExists(context.Background(), r)
-	if xerr != nil {
-		t.Fatal(xerr)
-	}
-	if err == nil && exists {
-		t.Fatal("DeleteBackup returned nil but the backup still exists")
-	}
-	// Whatever happened, a retry finishes the job.
-	if err := h.Store.DeleteBackup(context.Background(), r); err != nil {
-		t.Fatalf("retry: %v", err)
-	}
-	wantExists(t, h, r, false)
-}
-
-// testCompletedDeleter checks the optional CompletedBackupDeleter: it
-// deletes a completed backup, treats a gone one as success, refuses
-// invalid refs, and never touches a backup still being written.
-func testCompletedDeleter(t *testing.T, h Harness) {
-	cd, ok := h.Store.(backupdelete.CompletedBackupDeleter)
-	if !ok {
-		t.Skip("the store is not a backupdelete.CompletedBackupDeleter")
-	}
-	ctx := context.Background()
-	done := ref(h, "vol-a", "backup-0000000000000001")
-	mustCreate(t, h, done)
-	if err := cd.DeleteCompletedBackup(ctx, done); err != nil {
-		t.Fatalf("DeleteCompletedBackup of a completed backup: %v", err)
-	}
-	wantExists(t, h, done, false)
-	if err := cd.DeleteCompletedBackup(ctx, done); err != nil {
-		t.Fatalf("DeleteCompletedBackup of what is gone: %v, want nil", err)
-	}
-	if err := cd.DeleteCompletedBackup(ctx, ref(h, "../etc", "backup-0000000000000001")); !errors.Is(err, backupdelete.ErrInvalidRef) {
-		t.Fatalf("DeleteCompletedBackup of an invalid ref: %v, want ErrInvalidRef", err)
-	}
-	if h.CreateInProgress == nil {
-		t.Skip("the harness has no CreateInProgress")
-	}
-	running := ref(h, "vol-a", "backup-0000000000000002")
-	keep := ref(h, "vol-a", "backup-0000000000000003")
-	mustCreate(t, h, keep)
-	if err := h.CreateInProgress(ctx, running); err != nil {
-		t.Fatalf("CreateInProgress(%s): %v", running, err)
-	}
-	if err := cd.DeleteCompletedBackup(ctx, running); !errors.Is(err, backupdelete.ErrInProgress) {
-		t.Fatalf("DeleteCompletedBackup of a backup in progress: %v, want ErrInProgress", err)
-	}
-	wantExists(t, h, running, true)
-	wantExists(t, h, keep, true)
+func isCompletedDeleter(s backupdelete.Backupstore) bool {
+	_, ok := s.(backupdelete.CompletedBackupDeleter)
+	return ok
 }

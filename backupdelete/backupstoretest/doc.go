@@ -1,32 +1,46 @@
-// Package backupstoretest helps test code that uses
-// backupdelete.Backupstore, like net/http/httptest does for handlers:
+// Package backupstoretest helps test code that implements or uses package
+// backupdelete's host interfaces, like net/http/httptest does for
+// handlers:
 //
-//   - RunConformance is the Backupstore contract as a test suite; any
-//     implementation (fsstore, a host's S3 or engine-binary adapter) runs it
-//     in one line.
+//   - RunConformanceTests is the contract of every host interface as a
+//     test suite, one section per interface (Backupstore,
+//     CompletedBackupDeleter, BackupLister, StatusSource); any
+//     implementation (fsstore, a host's S3 or engine-binary adapter, its
+//     informer-backed lister) runs it in one line.
 //   - MemStore is an in-memory Backupstore (and CompletedBackupDeleter)
-//     that passes it, with reference-counted block collection.
+//     with reference-counted block collection; MemLister an in-memory
+//     BackupLister; MemStatusSource an in-memory StatusSource. All pass
+//     the suite.
 //   - Faulty wraps any Backupstore and injects faults per call: EIO or any
 //     error, a hang until the context ends (a timeout), a panic, a partial
 //     deletion (the work done, an error returned).
 //
 // # Host duties
 //
-//  1. Write a harness function returning a fresh, empty store and a way to
-//     create a completed backup in it; if your store is a
-//     backupdelete.CompletedBackupDeleter (BackupOrphanDeleter needs
-//     one), also a way to create a backup still in progress
-//     (Harness.CreateInProgress), so the suite checks it is never deleted.
-//  2. Call RunConformance(t, harness) from a test.
-//  3. Use MemStore and Faulty to test your controller against a store that
-//     misbehaves on cue.
+//  1. Write a maker for each interface you implement: a fresh, empty store
+//     with a way to create a completed backup in it (StoreHarness); if
+//     your store is a backupdelete.CompletedBackupDeleter (the
+//     failed-backup orphans need one), set Harness.CompletedBackupDeleter
+//     too, with StoreHarness.CreateInProgress, so the suite checks that a
+//     backup still being written is never deleted; a lister holding given
+//     records; a status source reporting given progress.
+//  2. Call RunConformanceTests(t, harness) from a test.
+//  3. Use MemStore, MemLister, MemStatusSource and Faulty to test your
+//     controller against adapters that misbehave on cue.
 //
 // # A complete loop
 //
 //	func TestMyStore(t *testing.T) {
-//		backupstoretest.RunConformance(t, func(t *testing.T) backupstoretest.Harness {
+//		store := func(t *testing.T) backupstoretest.StoreHarness {
 //			s := newMyStore(t)
-//			return backupstoretest.Harness{Store: s, Create: s.createCompletedBackup}
+//			return backupstoretest.StoreHarness{Store: s, Create: s.createCompletedBackup, CreateInProgress: s.createRunningBackup}
+//		}
+//		backupstoretest.RunConformanceTests(t, backupstoretest.Harness{
+//			Backupstore:            store,
+//			CompletedBackupDeleter: store,
+//			BackupLister: func(t *testing.T, records []backupdelete.Backup) backupdelete.BackupLister {
+//				return newMyLister(t, records)
+//			},
 //		})
 //	}
 //
@@ -35,10 +49,14 @@
 // The suite expects ErrInvalidRef for names that are not valid backupstore
 // names, nil for deleting what is gone, and nil or context.Canceled from a
 // cancelled context; from a CompletedBackupDeleter, ErrInProgress for a
-// backup still being written. It retries ErrLocked a few times.
+// backup still being written; from a BackupLister, ErrNotFound for a
+// backup it has no record of (never another backup's record); from a
+// StatusSource, an error for a backup it does not know. It retries
+// ErrLocked a few times. A Harness with no maker set fails.
 //
 // # Concurrency
 //
-// MemStore and Faulty are safe for concurrent use. The suite runs
-// concurrent deletions in two volumes.
+// MemStore, MemLister, MemStatusSource and Faulty are safe for concurrent
+// use. The suite runs concurrent deletions in two volumes, and concurrent
+// calls of the other interfaces.
 package backupstoretest

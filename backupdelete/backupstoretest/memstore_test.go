@@ -11,10 +11,13 @@ import (
 	"github.com/caretaker-storage/caretaker/backupdelete/backupstoretest"
 )
 
-func TestMemStoreConformance(t *testing.T) {
-	backupstoretest.RunConformance(t, func(t *testing.T) backupstoretest.Harness {
+// TestConformance runs every section against the in-memory
+// implementations this package ships, and the Faulty wrapper with no
+// fault queued.
+func TestConformance(t *testing.T) {
+	memStore := func(t *testing.T) backupstoretest.StoreHarness {
 		m := backupstoretest.NewMemStore()
-		return backupstoretest.Harness{
+		return backupstoretest.StoreHarness{
 			Store:  m,
 			Target: "default",
 			Create: func(_ context.Context, r backupdelete.BackupRef) error {
@@ -24,7 +27,131 @@ func TestMemStoreConformance(t *testing.T) {
 				return m.Put(r, true, "shared", r.Name)
 			},
 		}
+	}
+	backupstoretest.RunConformanceTests(t, backupstoretest.Harness{
+		Backupstore:            memStore,
+		CompletedBackupDeleter: memStore,
+		BackupLister: func(_ *testing.T, records []backupdelete.Backup) backupdelete.BackupLister {
+			return backupstoretest.NewMemLister(records...)
+		},
+		StatusSource: func(_ *testing.T, progress map[backupdelete.BackupRef]backupdelete.Progress) backupdelete.StatusSource {
+			s := &backupstoretest.MemStatusSource{}
+			for ref, p := range progress {
+				s.Set(ref, p)
+			}
+			return s
+		},
 	})
+}
+
+func TestFaultyConformance(t *testing.T) {
+	backupstoretest.RunConformanceTests(t, backupstoretest.Harness{
+		Backupstore: func(t *testing.T) backupstoretest.StoreHarness {
+			m := backupstoretest.NewMemStore()
+			return backupstoretest.StoreHarness{
+				Store: &backupstoretest.Faulty{Store: m},
+				Create: func(_ context.Context, r backupdelete.BackupRef) error {
+					return m.Put(r, false, "shared", r.Name)
+				},
+			}
+		},
+	})
+}
+
+// runsClean runs the suite as a test of its own and reports whether it
+// passed (its output goes to the test log only on -v).
+func runsClean(h backupstoretest.Harness) bool {
+	return testing.RunTests(func(_, _ string) (bool, error) { return true, nil },
+		[]testing.InternalTest{{Name: "Suite", F: func(t *testing.T) { backupstoretest.RunConformanceTests(t, h) }}})
+}
+
+// TestEmptyHarnessFails: a Harness without makers would check nothing,
+// and must say so rather than pass.
+func TestEmptyHarnessFails(t *testing.T) {
+	if runsClean(backupstoretest.Harness{}) {
+		t.Fatal("RunConformanceTests with an empty Harness passed")
+	}
+}
+
+// TestCompletedDeleterSectionIsNotOptional: a store that can delete
+// conditionally must run that section (the failed-backup orphans rely on
+// it), and the section needs a way to make a backup in progress.
+func TestCompletedDeleterSectionIsNotOptional(t *testing.T) {
+	mem := func(inProgress bool) func(t *testing.T) backupstoretest.StoreHarness {
+		return func(t *testing.T) backupstoretest.StoreHarness {
+			m := backupstoretest.NewMemStore()
+			h := backupstoretest.StoreHarness{Store: m, Create: func(_ context.Context, r backupdelete.BackupRef) error { return m.Put(r, false, r.Name) }}
+			if inProgress {
+				h.CreateInProgress = func(_ context.Context, r backupdelete.BackupRef) error { return m.Put(r, true, r.Name) }
+			}
+			return h
+		}
+	}
+	if runsClean(backupstoretest.Harness{Backupstore: mem(true)}) {
+		t.Error("a CompletedBackupDeleter passed without its section")
+	}
+	if runsClean(backupstoretest.Harness{CompletedBackupDeleter: mem(false)}) {
+		t.Error("the CompletedBackupDeleter section passed without CreateInProgress")
+	}
+}
+
+// TestSuitesCatchBrokenImplementations: each section fails an
+// implementation that breaks the contract's safety-relevant promise.
+func TestSuitesCatchBrokenImplementations(t *testing.T) {
+	wrongRecord := func(_ *testing.T, records []backupdelete.Backup) backupdelete.BackupLister {
+		return &anyRecordLister{backupstoretest.NewMemLister(records...)}
+	}
+	if runsClean(backupstoretest.Harness{BackupLister: wrongRecord}) {
+		t.Error("a lister answering with another backup's record passed")
+	}
+	silent := func(_ *testing.T, progress map[backupdelete.BackupRef]backupdelete.Progress) backupdelete.StatusSource {
+		return zeroStatus{}
+	}
+	if runsClean(backupstoretest.Harness{StatusSource: silent}) {
+		t.Error("a status source reporting a zero Progress for unknown backups passed")
+	}
+	deletesInProgress := func(t *testing.T) backupstoretest.StoreHarness {
+		m := backupstoretest.NewMemStore()
+		return backupstoretest.StoreHarness{
+			Store:            unconditional{m},
+			Create:           func(_ context.Context, r backupdelete.BackupRef) error { return m.Put(r, false, r.Name) },
+			CreateInProgress: func(_ context.Context, r backupdelete.BackupRef) error { return m.Put(r, true, r.Name) },
+		}
+	}
+	if runsClean(backupstoretest.Harness{CompletedBackupDeleter: deletesInProgress}) {
+		t.Error("a CompletedBackupDeleter deleting a backup in progress passed")
+	}
+}
+
+// anyRecordLister answers GetBackup with any record of the same volume
+// when it has none of the ref asked for.
+type anyRecordLister struct{ *backupstoretest.MemLister }
+
+func (l *anyRecordLister) GetBackup(ctx context.Context, ref backupdelete.BackupRef) (backupdelete.Backup, error) {
+	b, err := l.MemLister.GetBackup(ctx, ref)
+	if err == nil {
+		return b, nil
+	}
+	all, _ := l.ListBackups(ctx)
+	for _, b := range all {
+		if b.Ref.Volume == ref.Volume {
+			return b, nil
+		}
+	}
+	return b, err
+}
+
+type zeroStatus struct{}
+
+func (zeroStatus) BackupStatus(context.Context, backupdelete.BackupRef) (backupdelete.Progress, error) {
+	return backupdelete.Progress{}, nil
+}
+
+// unconditional deletes whatever it is asked to.
+type unconditional struct{ *backupstoretest.MemStore }
+
+func (u unconditional) DeleteCompletedBackup(ctx context.Context, ref backupdelete.BackupRef) error {
+	return u.DeleteBackup(ctx, ref)
 }
 
 func TestMemStoreCollectsOnlyUnreferencedBlocks(t *testing.T) {
