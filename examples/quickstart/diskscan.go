@@ -19,10 +19,6 @@ import (
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
-func init() {
-	register(part{rank: 10, title: "Orphaned replica directories (packages orphan + diskscan)", run: runDiskscan})
-}
-
 // The throw-away disk: what is on it, and why each entry is there.
 const (
 	qsNode     = "node-1"

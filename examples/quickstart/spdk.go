@@ -18,10 +18,6 @@ import (
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
 
-func init() {
-	register(part{rank: 20, title: "Orphaned v2 runtime objects (packages orphan + spdk)", run: runSPDK})
-}
-
 const (
 	v2Node = "node-1"
 	v2IM   = "instance-manager-v2-node-1"
