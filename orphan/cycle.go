@@ -77,24 +77,21 @@ type Cycle struct {
 	ObservedAt time.Time
 }
 
-// Run judges snap's items with s.Judge, lists the records c.Selector picks
-// from s.Store, decides with the merged scopes, and syncs the plan. It
-// returns the plan it carried out and the sync's result. A failure before
-// the sync (judging, listing) changes nothing.
+// Run judges snap's items with the Sweeper's Adapter, lists the records
+// c.Selector picks from its Store, decides with the merged scopes, and
+// syncs the plan. It returns the plan it carried out and the sync's
+// result. A failure before the sync (judging, listing) changes nothing.
 func (s *Sweeper) Run(ctx context.Context, snap Snapshot, c Cycle) (Plan, Result, error) {
-	if s.Store == nil || s.Judge == nil || s.Deleter == nil {
-		return Plan{}, Result{}, errSweeperIncomplete
-	}
-	cands, err := JudgeAll(ctx, s.Judge, snap.Items)
+	cands, err := JudgeAll(ctx, s.adapter, snap.Items)
 	if err != nil {
 		return Plan{}, Result{}, err
 	}
-	recs, err := s.Store.List(ctx, c.Selector)
+	recs, err := s.store.List(ctx, c.Selector)
 	if err != nil {
 		return Plan{}, Result{}, fmt.Errorf("orphan: listing records: %w", err)
 	}
 	plan := Decide(Input{
-		Now:        s.now(),
+		Now:        s.clock.Now(),
 		Scopes:     MergeScopes(snap.Scopes, c.Scopes),
 		Candidates: cands,
 		Records:    recs,

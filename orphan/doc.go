@@ -1,19 +1,28 @@
 // Package orphan finds what a storage cluster left behind and cleans it up
 // without ever destroying live data. It knows nothing about disks or SPDK:
-// packages diskscan, spdk and backupdelete, or the host itself, plug in
-// what exists (Inventory), whether it is owned (Judge), where orphan
-// records live (Store) and how data is removed (Deleter).
+// an Adapter says what exists (Inventory), whether it is owned (Judge) and
+// how data is removed (Deleter), and a Store keeps the orphan records.
+// Packages diskscan, spdk and backupdelete each ship one adapter, built by
+// one constructor (NewOrphans); a host with its own source of orphans
+// assembles one with NewAdapter, and one with several uses Combine.
+//
+// What the core knows of each kind of orphan (the fields its name is
+// hashed from, its scope, its labels, the setting items that auto-delete
+// it) is one table, KindSpec: a new kind is one entry in it and an
+// adapter.
 //
 // The core is Decide, a pure function from observations to a Plan: records
 // to create, records to forget (drop the record, keep the data), records
-// to purge (delete the data, then the record), records to keep, and when
-// to look again. Around it sit two thin drivers the host may use or not: a
+// to purge (delete the data, then the record), records to keep, the
+// conditions to write on them, and when to look again: a host applies it
+// without knowing the policy behind it. Around it sit two thin drivers the host may use or not: a
 // Monitor that scans in the background so a slow disk never blocks the
 // host's reconcile, and a Sweeper that carries a plan out.
 //
 // Records are byte-compatible with Longhorn's Orphan objects: the same
 // names (Item.Name), labels (Item.Labels), parameter keys (Param*),
-// orphan types (Kind) and DataCleanable reasons (Health).
+// orphan types (Kind), DataCleanable reasons (Health), and the Error and
+// InstanceExist conditions.
 //
 // # Safety
 //
@@ -55,21 +64,22 @@
 //
 // # The host's duties
 //
-//  1. Implement Inventory (or use diskscan's or spdk's), Judge, Deleter,
-//     and Store (or use MemStore); run orphantest's suites against yours.
-//     An Inventory that leaves owned items out of its snapshot must say
-//     how many in ScopeStatus.OwnedUnlisted, and report an empty expected
+//  1. Build the Adapter (diskscan.NewOrphans, spdk.NewOrphans,
+//     backupdelete.NewOrphans, Combine of several, or NewAdapter of your
+//     own pieces) and a Store (or use MemStore); run
+//     orphantest.RunConformanceTests against what you wrote yourself. An
+//     Inventory that leaves owned items out of its snapshot must say how
+//     many in ScopeStatus.OwnedUnlisted, and report an empty expected
 //     list as ScopeStatus.NoneExpected, or the Guard cannot tell a broken
 //     view from real orphans.
-//  2. Start a Monitor on the Inventory; enqueue a reconcile from OnChange.
+//  2. Start a Monitor on the Adapter; enqueue a reconcile from OnChange.
 //  3. In each reconcile, take Monitor.Latest and add what only the cluster
 //     knows as Scopes: every node's health (Ready, or NodeUnavailable when
 //     it is down, its Kubernetes Ready condition is Unknown or its manager
 //     is missing, NodeEvicted when eviction is requested) and each evicted
 //     disk (DiskEvicted). Records of a disk under a node the host does not
 //     list as Ready are never purged. Then call Sweeper.Run — or JudgeAll,
-//     Decide and Sweeper.Sync separately, and write Plan.Conditions
-//     yourself.
+//     Decide and Sweeper.Sync separately.
 //  4. Requeue at Plan.RequeueAt when it is set (it is Now when a due purge
 //     waits only for this plan's DataCleanable mark).
 //  5. To delete an orphan on a user's request, set DeletionRequested on
@@ -81,10 +91,13 @@
 //
 // One complete loop:
 //
-//	mon := orphan.NewMonitor(inventory, orphan.MonitorOptions{OnChange: func(orphan.Observation) { enqueue() }})
+//	orphans, err := diskscan.NewOrphans(expected, diskscan.Options{}) // or spdk.NewOrphans, backupdelete.NewOrphans
+//	if err != nil { ... }
+//	mon := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: func(orphan.Observation) { enqueue() }})
 //	if err := mon.Start(ctx); err != nil { ... }
 //	defer mon.Stop()
-//	sweeper := &orphan.Sweeper{Store: store, Judge: judge, Deleter: deleter}
+//	sweeper, err := orphan.NewSweeper(store, orphans, orphan.SweeperOptions{})
+//	if err != nil { ... }
 //	policy, err := orphan.ParsePolicy(settings["orphan-resource-auto-deletion"], settings["orphan-resource-auto-deletion-grace-period"])
 //	if err != nil { ... } // an unknown item in the setting: report it, delete nothing automatically
 //	for range reconcileRequests {
@@ -98,7 +111,7 @@
 //			Policy:     policy,
 //			ObservedAt: obs.StartedAt, // a snapshot older than a purge does not resurrect its record
 //		})
-//		log(res, err) // err aggregates per-record failures; res.Refused says what was not purged and why
+//		log(res, err) // res.Failed and err: per-record failures; res.Refused: what was not purged and why
 //		if !plan.RequeueAt.IsZero() {
 //			requeueAt(plan.RequeueAt)
 //		}
@@ -108,8 +121,8 @@
 //
 //   - v2 replica instances: seed 001's "record stopped and runtime present:
 //     orphan" would delete every detached v2 volume's data. Longhorn's code
-//     never does it; neither does JudgeInstance. Its doc lists the sources
-//     and which object each case deletes.
+//     never does it; neither does package instance. Its doc lists the
+//     sources and which object each case deletes.
 //   - Node over disk: Longhorn's OrphanController.updateDataCleanableCondition
 //     (controller/orphan_controller.go) checks the node (down, missing
 //     manager, eviction requested) before the disk; Decide resolves scopes
@@ -117,23 +130,35 @@
 //     not list.
 //   - The Guard and its PurgeGuarded condition are caretaker's own; Longhorn
 //     has no mass-deletion check.
-//   - DataCleanable=True carries the reason "Ready" (Longhorn writes an empty
-//     reason, which metav1.Condition does not allow).
+//   - DataCleanable=True carries the reason "Ready" and Error=False the
+//     reason "NoError" (Longhorn writes empty reasons, which
+//     metav1.Condition does not allow). InstanceExist=True carries
+//     "Observed": caretaker knows the runtime object was seen, not the
+//     instance manager's state, which Longhorn writes as the reason.
+//   - Error=True is written by the Sweeper when a purge fails
+//     (PurgeFailed) or a re-check refuses it (PurgeRefused), and cleared
+//     by the next plan that keeps the record; Longhorn sets it when its
+//     cleanup fails.
 //
 // # Errors
 //
 // Stores and Deleters classify their failures with the sentinels
 // ErrNotFound, ErrAlreadyExists, ErrConflict and ErrPreconditionFailed;
 // ErrInvalidItem marks items lacking a field their name needs, and
-// ErrInvalidSetting (as a *SettingError) a rejected setting. Sweeper.Sync
-// returns a *multierror.Error of *RecordError values, one per record that
-// failed; the others are not affected. A precondition failure, and a
-// purge the Guard refused, is not an error but a Refusal in the Result.
+// ErrInvalidSetting (as a *SettingError) a rejected setting; ErrNotFound,
+// ErrInvalidSetting and SettingError are the same values in every
+// caretaker package. Sweeper.Sync returns a *multierror.Error of
+// *RecordError values, one per record that failed, and the same failures
+// as values in Result.Failed; the others are not affected. A precondition
+// failure, and a purge the Guard refused, is not an error but a Refusal
+// in the Result. Combine's Delete of a kind no adapter serves is a
+// *KindError wrapping ErrNoAdapter.
 //
 // # Concurrency
 //
-// Decide, JudgeAll, MergeScopes, Guard and the types are plain values and
-// functions. MemStore, Monitor's methods and Sweeper are safe for
+// Decide, JudgeAll, MergeScopes, Guard, Spec and the types are plain
+// values and functions. MemStore, Monitor's methods, Sweeper and the
+// adapters of Combine and NewAdapter (if their parts are) are safe for
 // concurrent use. Judges must be safe for concurrent use; Deleters are
 // called concurrently for different records and never twice at once for
 // one record within a sync. Run one Sweeper sync at a time per node.

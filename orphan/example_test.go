@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/caretaker-storage/caretaker/orphan"
@@ -77,7 +78,8 @@ func ExampleGuard() {
 	}
 	plan := orphan.Decide(in)
 	fmt.Println("purges:", len(plan.Purge), "refused:", len(plan.Refused))
-	fmt.Println(plan.Conditions[0].Conditions[0].Type, plan.Conditions[0].Conditions[0].Reason)
+	guarded := meta.FindStatusCondition(plan.Conditions[0].Conditions, orphan.ConditionPurgeGuarded)
+	fmt.Println(guarded.Type, guarded.Reason)
 
 	in.Guard.AllowNoneExpected = true // the host really means it
 	fmt.Println("purges with the opt-out:", len(orphan.Decide(in).Purge))
@@ -95,7 +97,7 @@ func ExampleParsePolicy() {
 	fmt.Println(err)
 	// Output:
 	// [replica engine-instance replica-instance] 10m0s <nil>
-	// orphan: setting orphan-resource-auto-deletion="replica-data;volumes": item "volumes": unknown item; want "replica-data", "instance" or "backup" (legacy: "replica")
+	// setting orphan-resource-auto-deletion="replica-data;volumes": item "volumes": unknown item (accepted: replica-data, replica, instance, backup)
 }
 
 func ExampleItem_Name() {
@@ -122,7 +124,9 @@ func ExampleSweeper_Run() {
 		fmt.Println("deleting instance", r.Param(orphan.ParamInstanceName))
 		return nil
 	})
-	s := &orphan.Sweeper{Store: store, Judge: judge, Deleter: deleter}
+	inv := orphan.InventoryFunc(func(context.Context) (orphan.Snapshot, error) { return orphan.Snapshot{}, nil })
+	adapter, _ := orphan.NewAdapter([]orphan.Kind{orphan.KindEngineInstance}, inv, judge, deleter)
+	s, _ := orphan.NewSweeper(store, adapter, orphan.SweeperOptions{})
 
 	node := orphan.Scope{NodeID: "node-1"}
 	snap := orphan.Snapshot{

@@ -78,6 +78,16 @@ const (
 	ReasonCleanable = "Ready"
 	// ReasonGuardClear is the reason of PurgeGuarded=False.
 	ReasonGuardClear = "Clear"
+	// ReasonNoError is the reason of Error=False.
+	ReasonNoError = "NoError"
+	// ReasonPurgeFailed is the reason of Error=True after the Deleter
+	// failed.
+	ReasonPurgeFailed = "PurgeFailed"
+	// ReasonPurgeRefused is the reason of Error=True after a re-check at
+	// the moment of deletion stopped a purge.
+	ReasonPurgeRefused = "PurgeRefused"
+	// ReasonInstanceObserved is the reason of InstanceExist=True.
+	ReasonInstanceObserved = "Observed"
 )
 
 func (g Guard) minItems() int {

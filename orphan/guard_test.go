@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/caretaker-storage/caretaker/orphan"
@@ -195,8 +196,10 @@ func TestGuardClearsItsCondition(t *testing.T) {
 			Type: orphan.ConditionPurgeGuarded, Status: metav1.ConditionTrue, Reason: string(orphan.GuardWholeScope), Message: "old"})
 	}
 	p := orphan.Decide(w.in)
-	if len(p.Conditions) != 1 || p.Conditions[0].Conditions[0].Type != orphan.ConditionPurgeGuarded ||
-		p.Conditions[0].Conditions[0].Status != metav1.ConditionFalse {
+	if len(p.Conditions) != 1 {
+		t.Fatalf("conditions = %+v, want one record's", p.Conditions)
+	}
+	if c := meta.FindStatusCondition(p.Conditions[0].Conditions, orphan.ConditionPurgeGuarded); c == nil || c.Status != metav1.ConditionFalse {
 		t.Fatalf("conditions = %+v, want PurgeGuarded=False", p.Conditions)
 	}
 }
@@ -282,13 +285,13 @@ func TestSweeperReportsGuardRefusals(t *testing.T) {
 	}
 	for name := range w.recs {
 		got, err := h.store.Get(ctx, name)
-		if err != nil || !meta(got, orphan.ConditionPurgeGuarded, metav1.ConditionTrue) {
+		if err != nil || !hasCondition(got, orphan.ConditionPurgeGuarded, metav1.ConditionTrue) {
 			t.Fatalf("record %s: %v, conditions %+v; want PurgeGuarded=True", name, err, got.Conditions)
 		}
 	}
 }
 
-func meta(r orphan.Record, typ string, status metav1.ConditionStatus) bool {
+func hasCondition(r orphan.Record, typ string, status metav1.ConditionStatus) bool {
 	for _, c := range r.Conditions {
 		if c.Type == typ {
 			return c.Status == status

@@ -3,6 +3,8 @@ package orphan
 import (
 	"context"
 	"errors"
+
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 )
 
 //go:generate go run go.uber.org/mock/mockgen@v0.6.0 -source=interfaces.go -destination=mocks/mocks.go -package=mocks
@@ -20,6 +22,16 @@ type Inventory interface {
 	// the snapshot can be trusted; it is retried on the next period.
 	// Inventories should list items in a stable order, or the Monitor sees
 	// a change on every scan.
+	//
+	// Pre-filtering: an Inventory may leave out of Snapshot.Items the
+	// items it already knows to be owned (diskscan lists only the
+	// directories no replica expects, which is what makes a scan of a
+	// large disk cheap). It must then count them in the scope's
+	// ScopeStatus.OwnedUnlisted, so the Guard weighs them, and its Judge
+	// must still judge any item of the kind correctly (Sweeper re-judges
+	// at the moment of a purge). This is the one way caretaker's adapters
+	// pre-filter; an Inventory that lists every item leaves
+	// OwnedUnlisted zero.
 	Scan(ctx context.Context) (Snapshot, error)
 }
 
@@ -92,8 +104,9 @@ type Deleter interface {
 
 // Sentinel errors, for errors.Is.
 var (
-	// ErrNotFound: the record does not exist.
-	ErrNotFound = errors.New("orphan: not found")
+	// ErrNotFound: the record does not exist. It is the same value in
+	// every caretaker package.
+	ErrNotFound = errclass.ErrNotFound
 	// ErrAlreadyExists: a record of that name exists already.
 	ErrAlreadyExists = errors.New("orphan: already exists")
 	// ErrConflict: the record changed since it was read; read it again and retry.
@@ -105,22 +118,9 @@ var (
 	// ErrInvalidItem: an item lacks a field its name is computed from, or has
 	// an unknown kind.
 	ErrInvalidItem = errors.New("orphan: invalid item")
-	// ErrNoDeleter: no Deleter handles the record's kind.
-	ErrNoDeleter = errors.New("orphan: no deleter for kind")
+	// ErrNoAdapter: no Adapter of a Combine serves the record's kind.
+	ErrNoAdapter = errors.New("orphan: no adapter for kind")
 )
-
-// KindDeleters dispatches Delete by the record's kind. A kind with no entry
-// fails with ErrNoDeleter.
-type KindDeleters map[Kind]Deleter
-
-// Delete calls the deleter registered for r.Kind.
-func (m KindDeleters) Delete(ctx context.Context, r Record) error {
-	d, ok := m[r.Kind]
-	if !ok || d == nil {
-		return &KindError{Kind: r.Kind, Err: ErrNoDeleter}
-	}
-	return d.Delete(ctx, r)
-}
 
 // KindError says which kind an error is about.
 type KindError struct {
@@ -129,6 +129,8 @@ type KindError struct {
 }
 
 func (e *KindError) Error() string { return e.Err.Error() + ": " + string(e.Kind) }
+
+// Unwrap returns the cause.
 func (e *KindError) Unwrap() error { return e.Err }
 
 // JudgeFunc adapts a function to Judge.
@@ -152,21 +154,7 @@ func (f DeleterFunc) Delete(ctx context.Context, r Record) error { return f(ctx,
 // Finisher is an optional ability of a Deleter: finishing purges that a
 // crash interrupted (a directory renamed to a tombstone but not yet
 // removed). Sweeper.Sync calls FinishInterrupted once per sync when its
-// Deleter has it. It must only touch what the Deleter itself left behind.
+// Adapter has it. It must only touch what the Deleter itself left behind.
 type Finisher interface {
 	FinishInterrupted(ctx context.Context) error
-}
-
-// FinishInterrupted calls FinishInterrupted on every deleter that has it and
-// joins their errors.
-func (m KindDeleters) FinishInterrupted(ctx context.Context) error {
-	var errs []error
-	for _, k := range Kinds {
-		if f, ok := m[k].(Finisher); ok {
-			if err := f.FinishInterrupted(ctx); err != nil {
-				errs = append(errs, &KindError{Kind: k, Err: err})
-			}
-		}
-	}
-	return errors.Join(errs...)
 }

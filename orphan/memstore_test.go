@@ -8,9 +8,9 @@ import (
 )
 
 func TestMemStoreConformance(t *testing.T) {
-	orphantest.RunStoreTests(t, func(*testing.T) orphan.Store { return orphan.NewMemStore() })
+	orphantest.RunConformanceTests(t, orphantest.Harness{Store: func(*testing.T) orphan.Store { return orphan.NewMemStore() }})
 }
 
 func TestMemStoreZeroValue(t *testing.T) {
-	orphantest.RunStoreTests(t, func(*testing.T) orphan.Store { return new(orphan.MemStore) })
+	orphantest.RunConformanceTests(t, orphantest.Harness{Store: func(*testing.T) orphan.Store { return new(orphan.MemStore) }})
 }

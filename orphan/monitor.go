@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/caretaker-storage/caretaker/internal/clocks"
 )
 
 // DefaultPeriod is how often a Monitor scans when MonitorOptions.Period is
@@ -24,7 +26,7 @@ type MonitorOptions struct {
 	Period time.Duration
 	// Clock drives the period. Nil means the real clock; tests pass a
 	// k8s.io/utils/clock/testing fake and step it.
-	Clock clock.WithTicker
+	Clock clock.Clock
 	// OnScan, if set, is called after every scan with its observation,
 	// from the monitor's goroutine. It must not block for long.
 	OnScan func(Observation)
@@ -72,9 +74,7 @@ func NewMonitor(inv Inventory, opts MonitorOptions) *Monitor {
 	if opts.Period <= 0 {
 		opts.Period = DefaultPeriod
 	}
-	if opts.Clock == nil {
-		opts.Clock = clock.RealClock{}
-	}
+	opts.Clock = clocks.Or(opts.Clock)
 	return &Monitor{inv: inv, opts: opts, rescan: make(chan struct{}, 1)}
 }
 

@@ -3,7 +3,6 @@ package orphan
 import (
 	"cmp"
 	"slices"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -53,10 +52,13 @@ type Plan struct {
 	Purge []Purge
 	// Keep are records left as they are, with why.
 	Keep []Keep
-	// Conditions are status conditions to write on kept records: Longhorn's
-	// DataCleanable (True while the record's scope is Ready; a forget sets
-	// it False itself) and caretaker's PurgeGuarded. Each record appears at
-	// most once, with every condition that changes.
+	// Conditions are status conditions to write on kept records of a
+	// Ready scope: Longhorn's DataCleanable=True, Error=False and, for
+	// instance kinds, InstanceExist=True where they are missing, and
+	// caretaker's PurgeGuarded. (A Forget carries its own
+	// DataCleanable=False; the Sweeper writes Error=True when a purge
+	// fails.) Each record appears at most once, with every condition that
+	// changes.
 	Conditions []SetConditions
 	// Refused are purges that were due (requested, or by the policy) but
 	// that the Guard stopped. Their records are in Keep too.
@@ -87,11 +89,19 @@ const (
 	ReasonNotCleanable ForgetReason = "NotCleanable"
 )
 
-// Forget is a record to drop while its data stays.
+// Forget is a record to drop while its data stays. For a record whose
+// deletion was requested it is Longhorn's release without purge: the
+// record goes (in Kubernetes, its finalizer is removed) and the data
+// stays.
 type Forget struct {
 	Record  Record
 	Reason  ForgetReason
 	Message string
+	// Conditions are written on the record before it is dropped:
+	// DataCleanable=False with Reason as the reason, so a host whose
+	// deletion path purges (a finalizer) knows to keep the data even if
+	// the drop itself fails halfway.
+	Conditions []metav1.Condition
 }
 
 // Purge is a record whose data is to be deleted.
@@ -196,30 +206,29 @@ func Decide(in Input) Plan {
 		recorded[r.Name] = true
 		switch {
 		case st.Health.Forgets():
-			plan.Forget = append(plan.Forget, Forget{Record: r, Reason: ForgetReason(st.Health), Message: st.Message})
+			plan.forget(r, ForgetReason(st.Health), st.Message)
 			continue
 		case st.Health != HealthReady && r.DeletionRequested && r.NotCleanable():
 			// Forgetting keeps the data whatever the scope holds; keeping
 			// would leave the user's deletion hanging until the scope is
 			// known again.
-			plan.Forget = append(plan.Forget, Forget{Record: r, Reason: ReasonNotCleanable, Message: "deletion requested, but the record says its data is not cleanable"})
+			plan.forget(r, ReasonNotCleanable, "deletion requested, but the record says its data is not cleanable")
 			continue
 		case st.Health != HealthReady:
 			plan.Keep = append(plan.Keep, Keep{Record: r, Reason: "scope " + r.Scope().String() + " was not scanned completely: " + st.Message})
 			continue
 		}
 		if name, err := r.Item().Name(); err != nil || name != r.Name {
-			plan.Forget = append(plan.Forget, Forget{Record: r, Reason: ReasonMismatch,
-				Message: "the record's name does not match its parameters"})
+			plan.forget(r, ReasonMismatch, "the record's name does not match its parameters")
 			continue
 		}
 		c, seen := cands[r.Name]
 		switch {
 		case !seen:
-			plan.Forget = append(plan.Forget, Forget{Record: r, Reason: ReasonGone, Message: "no longer seen in " + r.Scope().String()})
+			plan.forget(r, ReasonGone, "no longer seen in "+r.Scope().String())
 			continue
 		case c.Verdict.Outcome == OutcomeOwned:
-			plan.Forget = append(plan.Forget, Forget{Record: r, Reason: ReasonOwned, Message: c.Verdict.Reason})
+			plan.forget(r, ReasonOwned, c.Verdict.Reason)
 			continue
 		case c.Verdict.Outcome != OutcomeOrphan:
 			plan.keep(r, guard, "undecided: "+c.Verdict.Reason)
@@ -238,7 +247,7 @@ func Decide(in Input) Plan {
 			if r.DeletionRequested {
 				what = "deletion requested"
 			}
-			plan.Forget = append(plan.Forget, Forget{Record: r, Reason: ReasonNotCleanable, Message: what + ", but the record says its data is not cleanable"})
+			plan.forget(r, ReasonNotCleanable, what+", but the record says its data is not cleanable")
 		case !r.Cleanable():
 			plan.requeue(in.Now)
 			plan.keep(r, guard, "purge due once DataCleanable=True is recorded")
@@ -266,10 +275,7 @@ func Decide(in Input) Plan {
 			plan.Rejected = append(plan.Rejected, Rejected{Item: c.Item, Err: err})
 			continue
 		}
-		rec.Conditions = []metav1.Condition{cleanableTrue()}
-		if hit := guard.refuses(rec.Scope()); hit.rule != "" {
-			rec.Conditions = append(rec.Conditions, guardedTrue(hit))
-		}
+		rec.Conditions = newConditions(rec, guard.refuses(rec.Scope()))
 		plan.Create = append(plan.Create, rec)
 		if due, auto := in.Policy.DueAt(rec); auto {
 			plan.requeue(due)
@@ -293,12 +299,43 @@ func (p *Plan) refuse(r Record, hit guardHit) {
 	p.setConditions(r, hit)
 }
 
-// setConditions plans DataCleanable=True where it is missing and
+// forget plans dropping a record, and the DataCleanable=False its
+// writer sets first.
+func (p *Plan) forget(r Record, reason ForgetReason, msg string) {
+	p.Forget = append(p.Forget, Forget{Record: r, Reason: reason, Message: msg,
+		Conditions: []metav1.Condition{{Type: ConditionDataCleanable, Status: metav1.ConditionFalse, Reason: string(reason), Message: msg}}})
+}
+
+// newConditions are the conditions a new record is created with: what
+// setConditions would plan for it.
+func newConditions(r Record, hit guardHit) []metav1.Condition {
+	var p Plan
+	p.setConditions(r, hit)
+	if len(p.Conditions) == 0 {
+		return nil
+	}
+	return p.Conditions[0].Conditions
+}
+
+// setConditions plans, for a record kept in a Ready scope, the conditions
+// it lacks: DataCleanable=True; Error=False unless a purge of it is in
+// progress (Longhorn keeps the condition on every record; the Sweeper sets
+// it True when a purge fails or is refused, and a plan that keeps the
+// record clears it); InstanceExist=True for kinds that carry it (the
+// record's item was seen, or it would have been forgotten); and
 // PurgeGuarded as the guard's hit says (zero: not guarded).
 func (p *Plan) setConditions(r Record, hit guardHit) {
 	var cs []metav1.Condition
 	if !r.Cleanable() {
 		cs = append(cs, cleanableTrue())
+	}
+	if !meta.IsStatusConditionFalse(r.Conditions, ConditionError) {
+		cs = append(cs, metav1.Condition{Type: ConditionError, Status: metav1.ConditionFalse, Reason: ReasonNoError,
+			Message: "no purge of this record has failed since it was last planned"})
+	}
+	if s := specOf(r.Kind); s != nil && s.InstanceExist && !meta.IsStatusConditionTrue(r.Conditions, ConditionInstanceExist) {
+		cs = append(cs, metav1.Condition{Type: ConditionInstanceExist, Status: metav1.ConditionTrue, Reason: ReasonInstanceObserved,
+			Message: "the runtime instance was observed on its node"})
 	}
 	switch {
 	case hit.rule != "":
@@ -373,31 +410,6 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan) map[string]named
 		out[name] = namedCandidate{Candidate: c, name: name}
 	}
 	return out
-}
-
-// matchKey is a cheap stand-in for a record name, built from the field that
-// names the data (directory, instance, backup), trimmed at least as much as
-// the name trims it: two observations of the same data share a key, so an
-// item whose key is not needed is not the item of any record or orphan
-// candidate. (Longhorn's dash-joined names can collide for different
-// items, e.g. disk UUID "a-b" with data "c" and "a" with "b-c"; such
-// collisions are not merged here, which only ever keeps two different
-// directories apart.)
-type matchKey struct {
-	class   string // "replica", "instance", "backup"; engine and replica instances share a name formula
-	primary string // the data, instance or backup name, trimmed
-}
-
-func keyOf(it Item) matchKey {
-	switch it.Kind {
-	case KindReplicaData:
-		return matchKey{"replica", strings.TrimSpace(it.Param(ParamDataName))}
-	case KindEngineInstance, KindReplicaInstance:
-		return matchKey{"instance", strings.TrimSpace(it.Param(ParamInstanceName))}
-	case KindBackup:
-		return matchKey{"backup", strings.TrimSpace(it.Param(ParamBackupName))}
-	}
-	return matchKey{class: string(it.Kind)} // unknown kinds: all share a key, and fail naming
 }
 
 // resolveScope finds the status that applies to s, node first; see Decide.

@@ -417,6 +417,14 @@ func referenceDecide(in orphan.Input) referencePlan {
 		if c := condOf(r, "DataCleanable"); c == nil || c.Status != "True" {
 			parts = append(parts, "DataCleanable=True:Ready")
 		}
+		if c := condOf(r, "Error"); c == nil || c.Status != "False" {
+			parts = append(parts, "Error=False:NoError")
+		}
+		if r.Kind == orphan.KindEngineInstance || r.Kind == orphan.KindReplicaInstance {
+			if c := condOf(r, "InstanceExist"); c == nil || c.Status != "True" {
+				parts = append(parts, "InstanceExist=True:Observed")
+			}
+		}
 		pg := condOf(r, "PurgeGuarded")
 		switch {
 		case rule != "":
@@ -611,7 +619,7 @@ func randomInput(rng *rand.Rand) orphan.Input {
 		in.Records = append(in.Records, r)
 	}
 	if rng.IntN(2) == 0 {
-		in.Policy.Kinds = []orphan.Kind{orphan.Kinds[rng.IntN(len(orphan.Kinds))]}
+		in.Policy.Kinds = []orphan.Kind{orphan.Kinds()[rng.IntN(len(orphan.Kinds()))]}
 		in.Policy.GracePeriod = time.Duration(rng.IntN(400)) * time.Second
 	}
 	return in

@@ -1,12 +1,12 @@
 package orphan
 
 import (
-	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/caretaker-storage/caretaker/internal/settings"
 )
 
 // Setting names and defaults of Longhorn's orphan auto-deletion.
@@ -25,26 +25,13 @@ const (
 	DefaultGracePeriod = 300 * time.Second
 )
 
-// ErrInvalidSetting is wrapped by every *SettingError.
-var ErrInvalidSetting = errors.New("orphan: invalid setting")
+// ErrInvalidSetting is wrapped by every *SettingError. It is the same
+// value in every caretaker package.
+var ErrInvalidSetting = settings.ErrInvalid
 
-// SettingError says which setting value was rejected and why.
-type SettingError struct {
-	Setting string // the setting's name
-	Value   string // the whole value as given
-	Item    string // the offending item, if one item was at fault
-	Reason  string
-}
-
-func (e *SettingError) Error() string {
-	if e.Item != "" {
-		return fmt.Sprintf("orphan: setting %s=%q: item %q: %s", e.Setting, e.Value, e.Item, e.Reason)
-	}
-	return fmt.Sprintf("orphan: setting %s=%q: %s", e.Setting, e.Value, e.Reason)
-}
-
-// Unwrap returns ErrInvalidSetting.
-func (e *SettingError) Unwrap() error { return ErrInvalidSetting }
+// SettingError says which setting value was rejected and why. It is the
+// same type in every caretaker package that reads settings.
+type SettingError = settings.Error
 
 // Policy is the auto-deletion policy. The zero value deletes nothing
 // automatically; manual deletion requests are honoured whatever the policy.
@@ -86,7 +73,7 @@ func ParsePolicy(autoDeletion, gracePeriod string) (Policy, error) {
 // ParseGracePeriod reads the grace-period setting: whole, non-negative
 // seconds; empty means DefaultGracePeriod.
 func ParseGracePeriod(value string) (time.Duration, error) {
-	v := strings.TrimSpace(value)
+	v := settings.Trim(value)
 	if v == "" {
 		return DefaultGracePeriod, nil
 	}
@@ -110,12 +97,13 @@ func ParseGracePeriod(value string) (time.Duration, error) {
 //	"true" / "false"         older still: replica data, or nothing
 //	""                       nothing
 //
-// Items are trimmed of white space and matched exactly. "replica-data" and
-// "replica" mean replica data; "instance" means engine and replica
+// Items are trimmed (settings' one rule: surrounding ASCII white space)
+// and matched exactly against the kinds' AutoDeletionItems: "replica-data"
+// and "replica" mean replica data; "instance" means engine and replica
 // instances; "backup" means failed backups. An unknown item is a
 // *SettingError naming it; nothing is guessed.
 func ParseAutoDeletion(value string) ([]Kind, error) {
-	v := strings.TrimSpace(value)
+	v := settings.Trim(value)
 	switch strings.ToLower(v) {
 	case "", "false":
 		return nil, nil
@@ -132,26 +120,23 @@ func ParseAutoDeletion(value string) ([]Kind, error) {
 	}
 	enabled := map[Kind]bool{}
 	for _, raw := range strings.Split(v, sep) {
-		item := strings.TrimSpace(raw)
-		switch item {
-		case "":
-			// "replica-data;" and friends: tolerate an empty item.
-		case "replica-data", "replica":
-			enabled[KindReplicaData] = true
-		case "instance":
-			enabled[KindEngineInstance] = true
-			enabled[KindReplicaInstance] = true
-		case "backup":
-			enabled[KindBackup] = true
-		default:
+		item := settings.Trim(raw)
+		if item == "" {
+			continue // "replica-data;" and friends: tolerate an empty item
+		}
+		kinds := kindsForItem(item)
+		if len(kinds) == 0 {
 			return nil, &SettingError{Setting: setting, Value: value, Item: item,
-				Reason: `unknown item; want "replica-data", "instance" or "backup" (legacy: "replica")`}
+				Reason: "unknown item", Allowed: autoDeletionItems()}
+		}
+		for _, k := range kinds {
+			enabled[k] = true
 		}
 	}
 	var kinds []Kind
-	for _, k := range Kinds {
-		if enabled[k] {
-			kinds = append(kinds, k)
+	for _, s := range kindSpecs {
+		if enabled[s.Kind] {
+			kinds = append(kinds, s.Kind)
 		}
 	}
 	return kinds, nil

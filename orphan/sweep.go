@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,34 +13,54 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/caretaker-storage/caretaker/internal/clocks"
 )
 
 // DefaultConcurrency is how many store or delete calls a Sweeper runs at
 // once when Sweeper.Concurrency is zero.
 const DefaultConcurrency = 4
 
-// Sweeper is the thin driver that carries out plans: it creates and forgets
-// records through a Store and purges data through a Deleter, re-checking
-// each purge at the moment it happens. Its zero value is not usable: set
-// Store, Judge and Deleter. A Sweeper is safe for concurrent use, but two
-// concurrent syncs of plans over the same records race each other's
-// re-checks for nothing; hosts run one at a time per node.
+// Sweeper is the thin driver that carries out plans: it creates, marks
+// and forgets records through a Store and purges data through an
+// Adapter, re-judging and re-checking each purge at the moment it
+// happens. Create it with NewSweeper. A Sweeper is safe for concurrent
+// use, but two concurrent syncs of plans over the same records race each
+// other's re-checks for nothing; hosts run one at a time per node.
 type Sweeper struct {
-	Store   Store
-	Judge   Judge
-	Deleter Deleter
-
-	// Clock stamps created records and conditions. Nil means the real clock.
-	Clock clock.PassiveClock
-	// Concurrency bounds the store and delete calls in flight. Zero means
-	// DefaultConcurrency.
-	Concurrency int
+	store   Store
+	adapter Adapter
+	clock   clock.Clock
+	limit   int
 
 	mu     sync.Mutex
 	purged map[string]time.Time // record name → when this Sweeper purged it
 }
 
-var errSweeperIncomplete = errors.New("orphan: Sweeper needs a Store, a Judge and a Deleter")
+// SweeperOptions configure a Sweeper. The zero value is usable.
+type SweeperOptions struct {
+	// Clock stamps created records and conditions. Nil means the real clock.
+	Clock clock.Clock
+	// Concurrency bounds the store and delete calls in flight. Zero means
+	// DefaultConcurrency.
+	Concurrency int
+}
+
+// ErrIncomplete is returned by constructors given a nil part.
+var ErrIncomplete = errors.New("orphan: incomplete")
+
+// NewSweeper returns a Sweeper that keeps records in store and judges and
+// deletes through a (one adapter's value, or Combine of several).
+func NewSweeper(store Store, a Adapter, opts SweeperOptions) (*Sweeper, error) {
+	if store == nil || a == nil {
+		return nil, fmt.Errorf("%w: NewSweeper needs a Store and an Adapter", ErrIncomplete)
+	}
+	limit := opts.Concurrency
+	if limit <= 0 {
+		limit = DefaultConcurrency
+	}
+	return &Sweeper{store: store, adapter: a, clock: clocks.Or(opts.Clock), limit: limit}, nil
+}
 
 // Result says what a sync did. Names are record names; lists are in no
 // particular order.
@@ -53,6 +74,9 @@ type Result struct {
 	// (the Guard's) and those the re-check at the moment of deletion
 	// stopped. They are not errors: the next plan sorts them out.
 	Refused []Refusal
+	// Failed are the records whose step failed, as the error returned
+	// beside the Result also carries them.
+	Failed []RecordError
 }
 
 // Refusal is a purge that did not happen because its preconditions did
@@ -87,8 +111,9 @@ func (e *RecordError) Error() string { return fmt.Sprintf("orphan %s %s: %v", e.
 func (e *RecordError) Unwrap() error { return e.Err }
 
 // Sync carries out a plan. Every record is handled on its own: one that
-// fails never stops the others, and the failures come back together as a
-// *multierror.Error of *RecordError values (nil if none).
+// fails never stops the others. The failures come back as values in
+// Result.Failed and together as a *multierror.Error of *RecordError
+// values (nil if none).
 //
 // For each purge, Sync re-reads the record from the Store (gone, its
 // deletion request withdrawn, or not marked DataCleanable=True: refused),
@@ -98,12 +123,12 @@ func (e *RecordError) Unwrap() error { return e.Err }
 // own re-checks follow. The record is deleted only after its data is.
 // Planned conditions are written on a fresh read of each record, so a
 // deletion request made meanwhile is never overwritten. The plan's
-// refusals are copied into the Result. When the Deleter is a Finisher,
-// Sync finally asks it to finish purges a crash interrupted.
+// refusals are copied into the Result. A purge that fails, or that a
+// re-check refuses while its record remains, marks the record Error=True
+// (reason PurgeFailed or PurgeRefused); the next plan that keeps the
+// record clears it. When the Adapter is a Finisher, Sync finally asks it
+// to finish purges a crash interrupted.
 func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
-	if s.Store == nil || s.Judge == nil || s.Deleter == nil {
-		return Result{}, errSweeperIncomplete
-	}
 	var (
 		mu   sync.Mutex
 		res  Result
@@ -111,6 +136,7 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 	)
 	fail := func(name string, op Op, err error) {
 		mu.Lock()
+		res.Failed = append(res.Failed, RecordError{Name: name, Op: op, Err: err})
 		errs = multierror.Append(errs, &RecordError{Name: name, Op: op, Err: err})
 		mu.Unlock()
 	}
@@ -123,7 +149,7 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 	res.Refused = append(res.Refused, plan.Refused...)
 
 	var g errgroup.Group
-	g.SetLimit(s.concurrency())
+	g.SetLimit(s.limit)
 	for _, c := range plan.Conditions {
 		g.Go(func() error {
 			if err := s.mark(ctx, c); err != nil {
@@ -136,7 +162,7 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 	}
 	for _, r := range plan.Create {
 		g.Go(func() error {
-			if _, err := s.Store.Create(ctx, r); err != nil && !errors.Is(err, ErrAlreadyExists) {
+			if _, err := s.store.Create(ctx, r); err != nil && !errors.Is(err, ErrAlreadyExists) {
 				fail(r.Name, OpCreate, err)
 				return nil
 			}
@@ -160,10 +186,14 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 			switch {
 			case err != nil:
 				fail(p.Record.Name, OpPurge, err)
+				s.markError(ctx, p.Record.Name, ReasonPurgeFailed, err.Error(), fail)
 			case refusal != "":
 				mu.Lock()
 				res.Refused = append(res.Refused, Refusal{Name: p.Record.Name, Reason: refusal})
 				mu.Unlock()
+				if refusal != refusalGone && refusal != refusalWithdrawn {
+					s.markError(ctx, p.Record.Name, ReasonPurgeRefused, refusal, fail)
+				}
 			default:
 				done(&res.Purged, p.Record.Name)
 			}
@@ -172,7 +202,7 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 	}
 	_ = g.Wait() // the goroutines report through fail, never through the group
 
-	if f, ok := s.Deleter.(Finisher); ok {
+	if f, ok := s.adapter.(Finisher); ok {
 		if err := f.FinishInterrupted(ctx); err != nil {
 			fail("", OpFinish, err)
 		}
@@ -180,25 +210,39 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 	return res, errs.ErrorOrNil()
 }
 
-// forget marks the record not cleanable, so that a host whose deletion path
-// purges (a finalizer) knows to keep the data, then deletes the record.
+// forget writes the forget's conditions (DataCleanable=False), so that a
+// host whose deletion path purges (a finalizer) knows to keep the data,
+// then deletes the record.
 func (s *Sweeper) forget(ctx context.Context, f Forget) error {
 	r := f.Record.Clone()
-	meta.SetStatusCondition(&r.Conditions, metav1.Condition{
-		Type:               ConditionDataCleanable,
-		Status:             metav1.ConditionFalse,
-		Reason:             string(f.Reason),
-		Message:            f.Message,
-		LastTransitionTime: metav1.NewTime(s.now()),
-	})
+	now := metav1.NewTime(s.clock.Now())
+	conds := f.Conditions
+	if meta.FindStatusCondition(conds, ConditionDataCleanable) == nil {
+		// A hand-built Forget still never leaves a record cleanable.
+		conds = append(slices.Clip(conds), metav1.Condition{Type: ConditionDataCleanable, Status: metav1.ConditionFalse,
+			Reason: string(f.Reason), Message: f.Message})
+	}
+	for _, c := range conds {
+		c.LastTransitionTime = now
+		meta.SetStatusCondition(&r.Conditions, c)
+	}
 	r.ResourceVersion = "" // the condition is right whatever changed meanwhile
-	if _, err := s.Store.Update(ctx, r); err != nil {
+	if _, err := s.store.Update(ctx, r); err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return nil
 		}
 		return err
 	}
-	return s.Store.Delete(ctx, r.Name)
+	return s.store.Delete(ctx, r.Name)
+}
+
+// markError sets Error=True on a record whose purge failed or was
+// refused; a failure to write it is reported as an OpMark failure.
+func (s *Sweeper) markError(ctx context.Context, name, reason, msg string, fail func(string, Op, error)) {
+	c := metav1.Condition{Type: ConditionError, Status: metav1.ConditionTrue, Reason: reason, Message: msg}
+	if err := s.mark(ctx, SetConditions{Record: Record{Name: name}, Conditions: []metav1.Condition{c}}); err != nil {
+		fail(name, OpMark, err)
+	}
 }
 
 // markRetries bounds the conflicts mark rides out before it reports one.
@@ -211,19 +255,23 @@ func (s *Sweeper) mark(ctx context.Context, c SetConditions) error {
 	var err error
 	for range markRetries {
 		var cur Record
-		cur, err = s.Store.Get(ctx, c.Record.Name)
+		cur, err = s.store.Get(ctx, c.Record.Name)
 		if errors.Is(err, ErrNotFound) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		now := metav1.NewTime(s.now())
+		now := metav1.NewTime(s.clock.Now())
+		changed := false
 		for _, cond := range c.Conditions {
 			cond.LastTransitionTime = now
-			meta.SetStatusCondition(&cur.Conditions, cond)
+			changed = meta.SetStatusCondition(&cur.Conditions, cond) || changed
 		}
-		if _, err = s.Store.Update(ctx, cur); err == nil || errors.Is(err, ErrNotFound) {
+		if !changed {
+			return nil
+		}
+		if _, err = s.store.Update(ctx, cur); err == nil || errors.Is(err, ErrNotFound) {
 			return nil
 		}
 		if !errors.Is(err, ErrConflict) {
@@ -233,18 +281,24 @@ func (s *Sweeper) mark(ctx context.Context, c SetConditions) error {
 	return err
 }
 
+// Refusals that are no error of the record's: nothing to mark.
+const (
+	refusalGone      = "the record is gone"
+	refusalWithdrawn = "the deletion request was withdrawn"
+)
+
 // purge re-checks and deletes. It returns a non-empty refusal when a
 // precondition no longer holds.
 func (s *Sweeper) purge(ctx context.Context, p Purge) (refusal string, err error) {
-	cur, err := s.Store.Get(ctx, p.Record.Name)
+	cur, err := s.store.Get(ctx, p.Record.Name)
 	if errors.Is(err, ErrNotFound) {
-		return "the record is gone", nil
+		return refusalGone, nil
 	}
 	if err != nil {
 		return "", err
 	}
 	if !p.Auto && !cur.DeletionRequested {
-		return "the deletion request was withdrawn", nil
+		return refusalWithdrawn, nil
 	}
 	if !cur.Cleanable() {
 		return "the record is not marked DataCleanable=True", nil
@@ -252,7 +306,7 @@ func (s *Sweeper) purge(ctx context.Context, p Purge) (refusal string, err error
 	if name, err := cur.Item().Name(); err != nil || name != cur.Name {
 		return "the record's parameters changed", nil
 	}
-	v, err := s.Judge.Judge(ctx, cur.Item())
+	v, err := s.adapter.Judge(ctx, cur.Item())
 	if err != nil {
 		return "", fmt.Errorf("re-judging: %w", err)
 	}
@@ -261,21 +315,21 @@ func (s *Sweeper) purge(ctx context.Context, p Purge) (refusal string, err error
 	}
 	if !cur.DeletionRequested {
 		cur.DeletionRequested = true
-		if cur, err = s.Store.Update(ctx, cur); err != nil {
+		if cur, err = s.store.Update(ctx, cur); err != nil {
 			if errors.Is(err, ErrNotFound) {
-				return "the record is gone", nil
+				return refusalGone, nil
 			}
 			return "", fmt.Errorf("recording the auto-deletion: %w", err)
 		}
 	}
-	if err := s.Deleter.Delete(ctx, cur); err != nil {
+	if err := s.adapter.Delete(ctx, cur); err != nil {
 		if errors.Is(err, ErrPreconditionFailed) {
 			return err.Error(), nil
 		}
 		return "", err
 	}
 	s.notePurged(cur.Name)
-	return "", s.Store.Delete(ctx, cur.Name)
+	return "", s.store.Delete(ctx, cur.Name)
 }
 
 func (s *Sweeper) notePurged(name string) {
@@ -284,7 +338,7 @@ func (s *Sweeper) notePurged(name string) {
 	if s.purged == nil {
 		s.purged = map[string]time.Time{}
 	}
-	s.purged[name] = s.now()
+	s.purged[name] = s.clock.Now()
 }
 
 // dropPurgedSince removes from creates the records whose data this Sweeper
@@ -313,18 +367,4 @@ func (s *Sweeper) dropPurgedSince(since time.Time, creates []Record) []Record {
 		}
 	}
 	return kept
-}
-
-func (s *Sweeper) concurrency() int {
-	if s.Concurrency > 0 {
-		return s.Concurrency
-	}
-	return DefaultConcurrency
-}
-
-func (s *Sweeper) now() time.Time {
-	if s.Clock == nil {
-		return clock.RealClock{}.Now()
-	}
-	return s.Clock.Now()
 }

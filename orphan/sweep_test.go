@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-multierror"
 	"go.uber.org/mock/gomock"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/caretaker-storage/caretaker/orphan"
@@ -36,7 +37,7 @@ func newSweepHarness() *sweepHarness {
 		deleter: &orphantest.Deleter{},
 		clock:   clocktesting.NewFakeClock(testEpoch),
 	}
-	h.sweeper = &orphan.Sweeper{Store: h.store, Judge: h.judge, Deleter: h.deleter, Clock: h.clock}
+	h.sweeper = newSweeper(h.store, h.judge, h.deleter, h.clock)
 	return h
 }
 
@@ -220,7 +221,7 @@ func TestSyncOneFailureNeverBlocksTheOthers(t *testing.T) {
 
 func TestSyncBoundsConcurrency(t *testing.T) {
 	h := newSweepHarness()
-	h.sweeper.Concurrency = 3
+	h.sweeper, _ = orphan.NewSweeper(h.store, orphantest.FakeAdapter(nil, h.judge, h.deleter), orphan.SweeperOptions{Clock: h.clock, Concurrency: 3})
 	var inFlight, peak, arrivals atomic.Int32
 	gate := make(chan struct{})
 	var arrived sync.WaitGroup
@@ -276,7 +277,7 @@ func TestSyncForgetMarksNotCleanableThenDeletes(t *testing.T) {
 		}),
 		store.EXPECT().Delete(gomock.Any(), r.Name).Return(nil),
 	)
-	s := &orphan.Sweeper{Store: store, Judge: &orphantest.Judge{}, Deleter: &orphantest.Deleter{}, Clock: clocktesting.NewFakeClock(testEpoch)}
+	s := newSweeper(store, &orphantest.Judge{}, &orphantest.Deleter{}, clocktesting.NewFakeClock(testEpoch))
 	res, err := s.Sync(context.Background(), orphan.Plan{Forget: []orphan.Forget{{Record: r, Reason: orphan.ForgetReason(orphan.HealthDiskEvicted)}}})
 	if err != nil || len(res.Forgotten) != 1 {
 		t.Fatalf("Sync = %+v, %v", res, err)
@@ -293,7 +294,7 @@ func (d *finishingDeleter) FinishInterrupted(context.Context) error { d.finished
 func TestSyncCallsFinisher(t *testing.T) {
 	h := newSweepHarness()
 	d := &finishingDeleter{}
-	h.sweeper.Deleter = orphan.KindDeleters{orphan.KindReplicaData: d}
+	h.sweeper = newSweeper(h.store, h.judge, d, h.clock)
 	if _, err := h.sweeper.Sync(context.Background(), orphan.Plan{}); err != nil {
 		t.Fatal(err)
 	}
@@ -302,20 +303,22 @@ func TestSyncCallsFinisher(t *testing.T) {
 	}
 }
 
-func TestKindDeletersWithoutDeleterForKind(t *testing.T) {
-	err := orphan.KindDeleters{}.Delete(context.Background(), cleanRecord("n1", "disk-1", "pvc-a-0123abcd"))
-	if !errors.Is(err, orphan.ErrNoDeleter) {
-		t.Fatalf("got %v, want ErrNoDeleter", err)
+func TestSweeperNeedsItsParts(t *testing.T) {
+	if _, err := orphan.NewSweeper(nil, orphantest.FakeAdapter(nil, &orphantest.Judge{}, &orphantest.Deleter{}), orphan.SweeperOptions{}); !errors.Is(err, orphan.ErrIncomplete) {
+		t.Fatalf("NewSweeper with no Store: %v, want ErrIncomplete", err)
+	}
+	if _, err := orphan.NewSweeper(orphan.NewMemStore(), nil, orphan.SweeperOptions{}); !errors.Is(err, orphan.ErrIncomplete) {
+		t.Fatalf("NewSweeper with no Adapter: %v, want ErrIncomplete", err)
 	}
 }
 
-func TestSweeperNeedsItsParts(t *testing.T) {
-	if _, err := (&orphan.Sweeper{}).Sync(context.Background(), orphan.Plan{}); err == nil {
-		t.Fatalf("a Sweeper with no Store synced")
+// newSweeper builds a Sweeper over fakes, for tests.
+func newSweeper(store orphan.Store, j orphan.Judge, d orphan.Deleter, clk clock.Clock) *orphan.Sweeper {
+	s, err := orphan.NewSweeper(store, orphantest.FakeAdapter(nil, j, d), orphan.SweeperOptions{Clock: clk})
+	if err != nil {
+		panic(err)
 	}
-	if _, _, err := (&orphan.Sweeper{}).Run(context.Background(), orphan.Snapshot{}, orphan.Cycle{}); err == nil {
-		t.Fatalf("a Sweeper with no Store ran")
-	}
+	return s
 }
 
 // TestRunLifecycle walks one directory through Longhorn's e2e story with the

@@ -11,6 +11,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/caretaker-storage/caretaker/internal/longhorn"
 )
 
 // Kind is what an orphan is, spelled as Longhorn's spec.orphanType.
@@ -25,26 +27,14 @@ const (
 	KindBackup          Kind = "backup"           // a failed backup in a backupstore
 )
 
-// Kinds lists every kind, in a stable order.
-var Kinds = []Kind{KindReplicaData, KindEngineInstance, KindReplicaInstance, KindBackup}
-
-// Valid reports whether k is one of Kinds.
-func (k Kind) Valid() bool {
-	switch k {
-	case KindReplicaData, KindEngineInstance, KindReplicaInstance, KindBackup:
-		return true
-	}
-	return false
-}
-
-// DataEngine is Longhorn's data engine of an orphan: v1 (files and
-// processes) or v2 (SPDK).
-type DataEngine string
+// DataEngine is Longhorn's data engine of an orphan: DataEngineV1 (files
+// and processes) or DataEngineV2 (SPDK). rebuild uses the same type.
+type DataEngine = longhorn.DataEngine
 
 // The data engines.
 const (
-	DataEngineV1 DataEngine = "v1"
-	DataEngineV2 DataEngine = "v2"
+	DataEngineV1 = longhorn.DataEngineV1
+	DataEngineV2 = longhorn.DataEngineV2
 )
 
 // Parameter keys, as Longhorn writes them in spec.parameters.
@@ -79,7 +69,7 @@ const (
 // NamePrefix starts every orphan record name.
 const NamePrefix = "orphan-"
 
-// Condition types and reasons, as Longhorn spells them on Orphan objects.
+// Condition types, as Longhorn spells them on Orphan objects.
 const (
 	ConditionDataCleanable = "DataCleanable"
 	ConditionInstanceExist = "InstanceExist"
@@ -100,18 +90,19 @@ type Item struct {
 // Param returns the parameter key, or "" if it is not set.
 func (it Item) Param(key string) string { return it.Parameters[key] }
 
-// Scope returns the part of the cluster the item belongs to: its node and,
-// for replica data, its disk.
+// Scope returns the part of the cluster the item belongs to: its node
+// and, for a kind with a ScopeParam (replica data: the disk), that part
+// of the node.
 func (it Item) Scope() Scope {
-	if it.Kind == KindReplicaData {
-		return Scope{NodeID: it.NodeID, Disk: it.Param(ParamDiskName)}
+	if s := specOf(it.Kind); s != nil && s.ScopeParam != "" {
+		return Scope{NodeID: it.NodeID, Disk: it.Param(s.ScopeParam)}
 	}
 	return Scope{NodeID: it.NodeID}
 }
 
 // Name returns the item's deterministic record name, byte-compatible with
-// Longhorn's: "orphan-" followed by the lowercase hex SHA-256 of a
-// dash-joined string trimmed of surrounding white space.
+// Longhorn's: "orphan-" followed by the lowercase hex SHA-256 of the
+// kind's NameFields joined by "-" and trimmed of surrounding white space:
 //
 //	replica data:  <nodeID>-<diskName>-<diskPath>-<diskUUID>-<dataName>
 //	instances:     <instanceName>-<instanceUUID>-<instanceManager>-<dataEngine>
@@ -121,28 +112,20 @@ func (it Item) Scope() Scope {
 // field the formula needs is empty: two different items must never share
 // a name because one of them lacked a field.
 func (it Item) Name() (string, error) {
-	var fields [5]string
-	var n int
-	switch it.Kind {
-	case KindReplicaData:
-		if err := it.require("NodeID", ParamDiskName, ParamDiskPath, ParamDiskUUID, ParamDataName); err != nil {
-			return "", err
-		}
-		fields, n = [5]string{it.NodeID, it.Param(ParamDiskName), it.Param(ParamDiskPath), it.Param(ParamDiskUUID), it.Param(ParamDataName)}, 5
-	case KindEngineInstance, KindReplicaInstance:
-		if err := it.require(ParamInstanceName, ParamInstanceUUID, ParamInstanceManager, "DataEngine"); err != nil {
-			return "", err
-		}
-		fields, n = [5]string{it.Param(ParamInstanceName), it.Param(ParamInstanceUUID), it.Param(ParamInstanceManager), string(it.DataEngine)}, 4
-	case KindBackup:
-		if err := it.require(ParamBackupTarget, ParamBackupVolume, ParamBackupName); err != nil {
-			return "", err
-		}
-		fields, n = [5]string{it.Param(ParamBackupTarget), it.Param(ParamBackupVolume), it.Param(ParamBackupName)}, 3
-	default:
+	s := specOf(it.Kind)
+	if s == nil {
 		return "", fmt.Errorf("%w: unknown kind %q", ErrInvalidItem, it.Kind)
 	}
-	return checksumName(fields[:n]), nil
+	var stack [8]string
+	fields := stack[:0]
+	for _, f := range s.NameFields {
+		v := it.field(f)
+		if v == "" {
+			return "", fmt.Errorf("%w: %s item has no %s", ErrInvalidItem, it.Kind, f)
+		}
+		fields = append(fields, v)
+	}
+	return checksumName(fields), nil
 }
 
 // checksumName hashes the fields joined by "-" and trimmed of surrounding
@@ -172,27 +155,8 @@ func checksumName(fields []string) string {
 	return string(out[:])
 }
 
-// require checks that each named field is non-empty. "NodeID" and
-// "DataEngine" name the struct fields; anything else is a parameter key.
-func (it Item) require(keys ...string) error {
-	for _, k := range keys {
-		var v string
-		switch k {
-		case "NodeID":
-			v = it.NodeID
-		case "DataEngine":
-			v = string(it.DataEngine)
-		default:
-			v = it.Param(k)
-		}
-		if v == "" {
-			return fmt.Errorf("%w: %s item has no %s", ErrInvalidItem, it.Kind, k)
-		}
-	}
-	return nil
-}
-
-// Labels returns the labels Longhorn puts on the item's record.
+// Labels returns the labels Longhorn puts on the item's record: the fixed
+// ones, the node, and the kind's LabelParams.
 func (it Item) Labels() map[string]string {
 	l := map[string]string{
 		LabelComponent:  LabelValueComponent,
@@ -202,9 +166,11 @@ func (it Item) Labels() map[string]string {
 	if it.NodeID != "" {
 		l[LabelNode] = it.NodeID
 	}
-	if it.Kind == KindEngineInstance || it.Kind == KindReplicaInstance {
-		if im := it.Param(ParamInstanceManager); im != "" {
-			l[LabelInstanceManager] = im
+	if s := specOf(it.Kind); s != nil {
+		for label, param := range s.LabelParams {
+			if v := it.Param(param); v != "" {
+				l[label] = v
+			}
 		}
 	}
 	return l

@@ -11,6 +11,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
@@ -133,13 +134,13 @@ type v2World struct {
 func newV2World(t *testing.T) *v2World {
 	t.Helper()
 	s := newScene(t)
-	running := orphan.InstanceView{Exists: true, DesiredState: orphan.InstanceStateRunning, CurrentState: orphan.InstanceStateRunning, OwnerNodeID: nodeID, InstanceManager: imName}
-	hosts := &hostRecords{m: map[string]orphan.InstanceView{"vol2-e-0": running, repB: running, repC: running}}
+	running := instance.View{Exists: true, DesiredState: instance.StateRunning, CurrentState: instance.StateRunning, OwnerNodeID: nodeID, InstanceManager: imName}
+	hosts := &hostRecords{m: map[string]instance.View{"vol2-e-0": running, repB: running, repC: running}}
 	c := s.client(t)
 	w := &v2World{s: s, inv: &spdk.Inventory{RPC: c, NodeID: nodeID, InstanceManager: imName}, store: orphan.NewMemStore()}
 	w.sw = &orphan.Sweeper{
 		Store:   w.store,
-		Judge:   orphan.InstanceJudge{Lookup: hosts},
+		Judge:   instance.Judge{Lookup: hosts},
 		Deleter: &spdk.Deleter{RPC: c, NodeID: nodeID, InstanceManager: imName, Records: hosts},
 		Clock:   clocktesting.NewFakeClock(time.Unix(1_800_000_000, 0)),
 	}

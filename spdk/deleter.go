@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -31,7 +32,7 @@ var ErrReplicaRecordExists = fmt.Errorf("%w: a replica record of that name exist
 //
 //	record kind        deletes                                    re-checks at the moment of deletion
 //	engine-instance    the RAID bdev (no data: its base bdevs     RAID bdev UUID = InstanceUUID; when Records
-//	                   are the replicas' lvols, never touched)    is set, orphan.JudgeInstance says orphan
+//	                   are the replicas' lvols, never touched)    is set, instance.Verdict says orphan
 //	replica-instance   the head lvol and the lvols SPDK reports   no replica record of that name exists
 //	                   descending from the replica's chain        (Records, before every lvol); head UUID =
 //	                   (PurgeOrder), each by UUID, head last      InstanceUUID; every lvol of the tree has a
@@ -63,11 +64,11 @@ type Deleter struct {
 	NodeID          string
 	InstanceManager string
 	// Records is the host's view of its engine and replica records, usually
-	// the same lookup the orphan.InstanceJudge uses. The Deleter asks it,
+	// the same lookup the instance.Judge uses. The Deleter asks it,
 	// right before each lvol it deletes, whether a replica record of the
 	// purged name exists. Required for replica purges; for engine purges it
 	// is optional and, when set, the engine is judged again.
-	Records orphan.InstanceLookup
+	Records instance.Lookup
 }
 
 var _ orphan.Deleter = (*Deleter)(nil)
@@ -139,7 +140,7 @@ func (d *Deleter) deleteEngine(ctx context.Context, r orphan.Record, name, uuid 
 		if err != nil {
 			return fmt.Errorf("looking up engine record %s: %w", name, err)
 		}
-		if v := orphan.JudgeInstance(r.Item(), view); v.Outcome != orphan.OutcomeOrphan {
+		if v := instance.Verdict(r.Item(), view); v.Outcome != orphan.OutcomeOrphan {
 			return fmt.Errorf("%w: engine %s is %s: %s", orphan.ErrPreconditionFailed, name, v.Outcome, v.Reason)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
@@ -34,8 +35,8 @@ func deletedParams(srv *spdktest.Server, method string) []string {
 }
 
 // noRecords is a host with no engine or replica records at all.
-var noRecords = orphan.InstanceLookupFunc(func(context.Context, orphan.Kind, string) (orphan.InstanceView, error) {
-	return orphan.InstanceView{}, nil
+var noRecords = instance.LookupFunc(func(context.Context, orphan.Kind, string) (instance.View, error) {
+	return instance.View{}, nil
 })
 
 func (s *scene) deleter(t *testing.T) *spdk.Deleter {

@@ -26,8 +26,8 @@
 //     What a replica purge deletes is decided by SPDK's snapshot and clone
 //     relations (PurgeOrder), never by names alone.
 //
-// Whether an instance is an orphan is decided by orphan.JudgeInstance
-// through orphan.InstanceJudge, over the host's engine and replica
+// Whether an instance is an orphan is decided by instance.Verdict
+// through instance.Judge, over the host's engine and replica
 // records. Package spdk/spdktest is a fake SPDK target for tests, with
 // fault injection.
 //
@@ -68,7 +68,7 @@
 // cleanupRequired=false), which in longhorn-spdk-engine pkg/spdk/replica.go,
 // Replica.Delete, only stops the NVMe-oF exposure and releases ports.
 // caretaker keeps the rule for engines (a RAID bdev holds no data) and
-// makes a v2 replica with any record owned (orphan.JudgeInstance), and its
+// makes a v2 replica with any record owned (instance.Verdict), and its
 // Deleter re-checks "no replica record" itself.
 //
 // When Longhorn does delete a replica's lvols (Replica.Delete with
@@ -91,11 +91,11 @@
 //     on shutdown.
 //  2. Give Inventory and Deleter the node's ID and its v2 instance manager's
 //     name; a Deleter refuses records of another node or instance manager.
-//  3. Implement orphan.InstanceLookup over the engine and replica records
+//  3. Implement instance.Lookup over the engine and replica records
 //     (Longhorn: the Engine and Replica custom resources: metadata
 //     deletionTimestamp, spec.desireState, spec.nodeID,
 //     status.currentState, status.ownerID, status.instanceManagerName).
-//     Use it in orphan.InstanceJudge as the Judge, for both planning and
+//     Use it in instance.Judge as the Judge, for both planning and
 //     the Sweeper's re-judgement, and as Deleter.Records: without Records
 //     the Deleter refuses every replica purge. A lookup must answer from
 //     the freshest view the host has, and fail (not answer "no record")
@@ -117,7 +117,7 @@
 //	inv := &spdk.Inventory{RPC: client, NodeID: node, InstanceManager: im}
 //	sweeper := &orphan.Sweeper{
 //		Store:   store, // the host's orphan records, or orphan.NewMemStore()
-//		Judge:   orphan.InstanceJudge{Lookup: records},
+//		Judge:   instance.Judge{Lookup: records},
 //		Deleter: &spdk.Deleter{RPC: client, NodeID: node, InstanceManager: im, Records: records},
 //	}
 //	policy, err := orphan.ParsePolicy(autoDeletionSetting, gracePeriodSetting)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
@@ -64,8 +65,8 @@ func ExampleDeleter() {
 	replica, _ := orphan.NewRecord(snap.Items[1], time.Unix(0, 0))
 
 	// The cluster has no engine or replica records for this volume.
-	records := orphan.InstanceLookupFunc(func(context.Context, orphan.Kind, string) (orphan.InstanceView, error) {
-		return orphan.InstanceView{}, nil
+	records := instance.LookupFunc(func(context.Context, orphan.Kind, string) (instance.View, error) {
+		return instance.View{}, nil
 	})
 	d := &spdk.Deleter{RPC: client, NodeID: "node-1", InstanceManager: "im", Records: records}
 

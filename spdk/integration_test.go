@@ -14,6 +14,7 @@ import (
 	"go.uber.org/mock/gomock"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
 	"github.com/caretaker-storage/caretaker/spdk/mocks"
@@ -23,10 +24,10 @@ import (
 // hostRecords is the cluster's engine and replica records.
 type hostRecords struct {
 	mu sync.Mutex
-	m  map[string]orphan.InstanceView
+	m  map[string]instance.View
 }
 
-func (h *hostRecords) set(name string, v orphan.InstanceView) {
+func (h *hostRecords) set(name string, v instance.View) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.m[name] = v
@@ -38,7 +39,7 @@ func (h *hostRecords) remove(name string) {
 	delete(h.m, name)
 }
 
-func (h *hostRecords) LookupInstance(_ context.Context, _ orphan.Kind, name string) (orphan.InstanceView, error) {
+func (h *hostRecords) LookupInstance(_ context.Context, _ orphan.Kind, name string) (instance.View, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.m[name], nil
@@ -53,9 +54,9 @@ func (h *hostRecords) LookupInstance(_ context.Context, _ orphan.Kind, name stri
 // replica whose record reappears before its purge keeps its lvols.
 func TestEndToEndRejoinAndPurge(t *testing.T) {
 	s := newScene(t)
-	running := orphan.InstanceView{Exists: true, DesiredState: orphan.InstanceStateRunning, CurrentState: orphan.InstanceStateRunning, OwnerNodeID: nodeID, InstanceManager: imName}
-	stopped := orphan.InstanceView{Exists: true, DesiredState: orphan.InstanceStateStopped, CurrentState: orphan.InstanceStateStopped, OwnerNodeID: nodeID}
-	hosts := &hostRecords{m: map[string]orphan.InstanceView{}}
+	running := instance.View{Exists: true, DesiredState: instance.StateRunning, CurrentState: instance.StateRunning, OwnerNodeID: nodeID, InstanceManager: imName}
+	stopped := instance.View{Exists: true, DesiredState: instance.StateStopped, CurrentState: instance.StateStopped, OwnerNodeID: nodeID}
+	hosts := &hostRecords{m: map[string]instance.View{}}
 	for _, n := range []string{"vol1-e-0", "vol2-e-0", repA, repB, repC} {
 		hosts.set(n, running)
 	}
@@ -64,7 +65,7 @@ func TestEndToEndRejoinAndPurge(t *testing.T) {
 	store := orphan.NewMemStore()
 	sw := &orphan.Sweeper{
 		Store:   store,
-		Judge:   orphan.InstanceJudge{Lookup: hosts},
+		Judge:   instance.Judge{Lookup: hosts},
 		Deleter: &spdk.Deleter{RPC: client, NodeID: nodeID, InstanceManager: imName, Records: hosts},
 		Clock:   clocktesting.NewFakeClock(time.Unix(1_800_000_000, 0)),
 	}
@@ -150,15 +151,15 @@ func TestReplicaRecordReappearingStopsPurge(t *testing.T) {
 	for _, after := range []int{0, 1, 2} { // lookups that still say "no record"
 		s := newScene(t)
 		var n int
-		lookup := orphan.InstanceLookupFunc(func(_ context.Context, k orphan.Kind, name string) (orphan.InstanceView, error) {
+		lookup := instance.LookupFunc(func(_ context.Context, k orphan.Kind, name string) (instance.View, error) {
 			if k != orphan.KindReplicaInstance || name != repA {
 				t.Errorf("looked up %s %s", k, name)
 			}
 			n++
 			if n > after {
-				return orphan.InstanceView{Exists: true, DesiredState: orphan.InstanceStateStopped, CurrentState: orphan.InstanceStateStopped}, nil
+				return instance.View{Exists: true, DesiredState: instance.StateStopped, CurrentState: instance.StateStopped}, nil
 			}
-			return orphan.InstanceView{}, nil
+			return instance.View{}, nil
 		})
 		d := &spdk.Deleter{RPC: s.client(t), NodeID: nodeID, InstanceManager: imName, Records: lookup}
 		err := d.Delete(context.Background(), record(t, orphan.KindReplicaInstance, repA, s.uuids["disk-1/"+repA]))
@@ -193,8 +194,8 @@ func TestReplicaPurgeNeedsRecordLookup(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A failing lookup is retryable and deletes nothing.
-	d.Records = orphan.InstanceLookupFunc(func(context.Context, orphan.Kind, string) (orphan.InstanceView, error) {
-		return orphan.InstanceView{}, errors.New("cache not synced")
+	d.Records = instance.LookupFunc(func(context.Context, orphan.Kind, string) (instance.View, error) {
+		return instance.View{}, errors.New("cache not synced")
 	})
 	err = d.Delete(context.Background(), record(t, orphan.KindReplicaInstance, repA, s.uuids["disk-1/"+repA]))
 	if err == nil || errors.Is(err, orphan.ErrPreconditionFailed) || !strings.Contains(err.Error(), "cache not synced") {
@@ -214,9 +215,9 @@ func TestReplicaPurgeNeedsRecordLookup(t *testing.T) {
 // record in the store says.
 func TestEnginePurgeRejudgesWithRecords(t *testing.T) {
 	s := newScene(t)
-	hosts := &hostRecords{m: map[string]orphan.InstanceView{
-		"vol1-e-0": {Exists: true, DesiredState: orphan.InstanceStateRunning, CurrentState: orphan.InstanceStateRunning, OwnerNodeID: nodeID, InstanceManager: imName},
-		"vol2-e-0": {Exists: true, DesiredState: orphan.InstanceStateStopped, CurrentState: orphan.InstanceStateStopped, OwnerNodeID: nodeID},
+	hosts := &hostRecords{m: map[string]instance.View{
+		"vol1-e-0": {Exists: true, DesiredState: instance.StateRunning, CurrentState: instance.StateRunning, OwnerNodeID: nodeID, InstanceManager: imName},
+		"vol2-e-0": {Exists: true, DesiredState: instance.StateStopped, CurrentState: instance.StateStopped, OwnerNodeID: nodeID},
 	}}
 	d := &spdk.Deleter{RPC: s.client(t), NodeID: nodeID, InstanceManager: imName, Records: hosts}
 	if err := d.Delete(context.Background(), record(t, orphan.KindEngineInstance, "vol1-e-0", s.uuids["vol1-e-0"])); !errors.Is(err, orphan.ErrPreconditionFailed) {

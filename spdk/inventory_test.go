@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
@@ -171,7 +172,7 @@ func TestScanWithoutUUIDKeepsRecords(t *testing.T) {
 		s := newScene(t)
 		inv := &spdk.Inventory{RPC: s.client(t), NodeID: nodeID, InstanceManager: imName}
 		store := orphan.NewMemStore()
-		sw := &orphan.Sweeper{Store: store, Judge: orphan.InstanceJudge{Lookup: noRecords}, Deleter: orphan.DeleterFunc(func(context.Context, orphan.Record) error {
+		sw := &orphan.Sweeper{Store: store, Judge: instance.Judge{Lookup: noRecords}, Deleter: orphan.DeleterFunc(func(context.Context, orphan.Record) error {
 			t.Error("purged")
 			return nil
 		})}

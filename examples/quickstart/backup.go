@@ -17,10 +17,6 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
-func init() {
-	register(part{rank: 30, title: "Asynchronous backup deletion (package backupdelete)", run: runBackup})
-}
-
 // runBackup writes a volume with a few backups in Longhorn's backupstore
 // layout under dir, deletes one asynchronously while a new backup of the
 // same volume waits for it, shows the block garbage collection, and turns

@@ -19,10 +19,6 @@ import (
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
-func init() {
-	register(part{rank: 10, title: "Orphaned replica directories (packages orphan + diskscan)", run: runDiskscan})
-}
-
 // The throw-away disk: what is on it, and why each entry is there.
 const (
 	qsNode     = "node-1"
@@ -115,7 +111,14 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	}
 
 	store := orphan.NewMemStore()
-	sweeper := &orphan.Sweeper{Store: store, Judge: judge, Deleter: diskscan.NewDeleter(disks, expected, diskscan.Options{}), Clock: clk}
+	adapter, err := orphan.NewAdapter([]orphan.Kind{orphan.KindReplicaData}, inv, judge, diskscan.NewDeleter(disks, expected, diskscan.Options{}))
+	if err != nil {
+		return err
+	}
+	sweeper, err := orphan.NewSweeper(store, adapter, orphan.SweeperOptions{Clock: clk})
+	if err != nil {
+		return err
+	}
 	// The disk scan speaks for the disk; only the host knows whether the
 	// node is down or being evicted, and a node's health dominates its
 	// disks'.

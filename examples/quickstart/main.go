@@ -5,8 +5,8 @@
 //
 //	go run ./examples/quickstart
 //
-// Each package contributes one part, in its own file, registered with
-// register; parts run in order of their rank.
+// Each package contributes one part, in its own file; parts lists them in
+// the order they run.
 package main
 
 import (
@@ -15,21 +15,23 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"time"
 )
 
 // part is one section of the quickstart report.
 type part struct {
-	rank  int    // parts run in ascending rank
 	title string // printed as the section heading
 	run   func(ctx context.Context, w io.Writer, dir string) error
 }
 
-var parts []part
-
-// register adds a part; each part's file calls it from init.
-func register(p part) { parts = append(parts, p) }
+// parts are the quickstart's sections, in the order they run.
+var parts = []part{
+	{"Orphaned replica directories (packages orphan + diskscan)", runDiskscan},
+	{"Orphaned v2 runtime objects (packages orphan + spdk)", runSPDK},
+	{"Asynchronous backup deletion (package backupdelete)", runBackup},
+	{"Offline replica rebuilding (package rebuild)", runRebuild},
+	{"Cleanup after scaling (package tokenring)", runTokenRing},
+}
 
 func main() {
 	keep := flag.Bool("keep", false, "keep the temporary directory instead of removing it")
@@ -59,7 +61,6 @@ func main() {
 }
 
 func run(ctx context.Context, w io.Writer, root string) error {
-	sort.SliceStable(parts, func(i, j int) bool { return parts[i].rank < parts[j].rank })
 	for i, p := range parts {
 		dir, err := os.MkdirTemp(root, fmt.Sprintf("part%d-", i))
 		if err != nil {

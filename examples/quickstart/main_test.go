@@ -10,11 +10,11 @@ import (
 )
 
 // TestQuickstartRunsEveryPart runs the whole quickstart as `go run` would
-// and checks that every registered part printed its section, in rank
-// order, and left nothing outside its temporary directory.
+// and checks that every part printed its section, in the order parts
+// lists them, and left nothing outside its temporary directory.
 func TestQuickstartRunsEveryPart(t *testing.T) {
 	if len(parts) == 0 {
-		t.Fatalf("no quickstart parts registered")
+		t.Fatalf("no quickstart parts")
 	}
 	root := t.TempDir()
 	var out bytes.Buffer
@@ -29,7 +29,7 @@ func TestQuickstartRunsEveryPart(t *testing.T) {
 			t.Fatalf("section %q missing from the output:\n%s", p.title, text)
 		}
 		if i < last {
-			t.Fatalf("section %q printed out of rank order", p.title)
+			t.Fatalf("section %q printed out of order", p.title)
 		}
 		last = i
 	}

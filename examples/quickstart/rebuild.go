@@ -10,10 +10,6 @@ import (
 	"github.com/caretaker-storage/caretaker/rebuild/rebuildtest"
 )
 
-func init() {
-	register(part{rank: 40, title: "Offline replica rebuilding (package rebuild)", run: runRebuild})
-}
-
 // runRebuild tells the rebuild story on an in-memory cluster and a fake
 // clock: a v2 volume loses a replica while a pod uses it, is rebuilt in
 // maintenance mode once the pod is gone, and a user attaching mid-rebuild

@@ -12,14 +12,11 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
-
-func init() {
-	register(part{rank: 20, title: "Orphaned v2 runtime objects (packages orphan + spdk)", run: runSPDK})
-}
 
 const (
 	v2Node = "node-1"
@@ -27,13 +24,13 @@ const (
 )
 
 // v2Records is the cluster's view of engines and replicas (Longhorn: the
-// Engine and Replica custom resources), as an orphan.InstanceLookup.
+// Engine and Replica custom resources), as an instance.Lookup.
 type v2Records struct {
 	mu sync.Mutex
-	m  map[string]orphan.InstanceView
+	m  map[string]instance.View
 }
 
-func (r *v2Records) LookupInstance(_ context.Context, _ orphan.Kind, name string) (orphan.InstanceView, error) {
+func (r *v2Records) LookupInstance(_ context.Context, _ orphan.Kind, name string) (instance.View, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.m[name], nil
@@ -55,13 +52,13 @@ func runSPDK(ctx context.Context, w io.Writer, dir string) error {
 	client := spdk.NewClient(spdk.Options{SocketPath: srv.SocketPath()})
 	defer client.Close()
 
-	running := orphan.InstanceView{Exists: true, DesiredState: orphan.InstanceStateRunning, CurrentState: orphan.InstanceStateRunning, OwnerNodeID: v2Node, InstanceManager: v2IM}
-	stopped := orphan.InstanceView{Exists: true, DesiredState: orphan.InstanceStateStopped, CurrentState: orphan.InstanceStateStopped, OwnerNodeID: v2Node}
-	records := &v2Records{m: map[string]orphan.InstanceView{
+	running := instance.View{Exists: true, DesiredState: instance.StateRunning, CurrentState: instance.StateRunning, OwnerNodeID: v2Node, InstanceManager: v2IM}
+	stopped := instance.View{Exists: true, DesiredState: instance.StateStopped, CurrentState: instance.StateStopped, OwnerNodeID: v2Node}
+	records := &v2Records{m: map[string]instance.View{
 		"vol-live-e-0":            running,
 		"vol-live-r-11111111":     running,
 		"vol-image-r-22222222":    running,
-		"vol-moved-e-0":           {Exists: true, DesiredState: orphan.InstanceStateRunning, CurrentState: orphan.InstanceStateRunning, OwnerNodeID: "node-2", InstanceManager: "instance-manager-v2-node-2"},
+		"vol-moved-e-0":           {Exists: true, DesiredState: instance.StateRunning, CurrentState: instance.StateRunning, OwnerNodeID: "node-2", InstanceManager: "instance-manager-v2-node-2"},
 		"vol-detached-e-0":        stopped, // detached while node-1 was offline
 		"vol-detached-r-44444444": stopped,
 		// vol-gone was deleted while node-1 was offline: no records, and
@@ -69,11 +66,18 @@ func runSPDK(ctx context.Context, w io.Writer, dir string) error {
 	}}
 
 	inv := &spdk.Inventory{RPC: client, NodeID: v2Node, InstanceManager: v2IM}
-	judge := orphan.InstanceJudge{Lookup: records}
+	judge := instance.NewJudge(records)
 	store := orphan.NewMemStore()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	deleter := &spdk.Deleter{RPC: client, NodeID: v2Node, InstanceManager: v2IM, Records: records}
-	sweeper := &orphan.Sweeper{Store: store, Judge: judge, Deleter: deleter, Clock: clk}
+	adapter, err := orphan.NewAdapter([]orphan.Kind{orphan.KindEngineInstance, orphan.KindReplicaInstance}, inv, judge, deleter)
+	if err != nil {
+		return err
+	}
+	sweeper, err := orphan.NewSweeper(store, adapter, orphan.SweeperOptions{Clock: clk})
+	if err != nil {
+		return err
+	}
 	policy, err := orphan.ParsePolicy("", "") // auto-deletion off: a user deletes the records
 	if err != nil {
 		return err

@@ -15,10 +15,6 @@ import (
 	"github.com/caretaker-storage/caretaker/tokenring/scyllatest"
 )
 
-func init() {
-	register(part{rank: 50, title: "Cleanup after scaling (package tokenring)", run: runTokenRing})
-}
-
 // runTokenRing scales a six-node, three-rack datacenter out by one node on
 // a fake ScyllaDB REST API (127.0.0.1 only) and compares scylla-operator's
 // hash trigger, which cleans every old node, with the ownership trigger,

@@ -1,7 +1,7 @@
 // Command spdk-inventory lists the v2 engines (RAID bdevs) and replicas
 // (head lvols) in a node's SPDK target, and, given the engines and replicas
 // the cluster has records of, says which are orphans and why
-// (orphan.JudgeInstance). It deletes nothing unless asked with -delete
+// (instance.Verdict). It deletes nothing unless asked with -delete
 // -yes, and then only what it judged an orphan, re-checked at the moment
 // of deletion: the UUID, and for a replica that no replica record of its
 // name exists (a v2 replica's lvols are its data).
@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"github.com/caretaker-storage/caretaker/internal/safefile"
+	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
 )
@@ -142,10 +143,10 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 	}
 
 	var judge orphan.Judge
-	var records orphan.InstanceLookup
+	var records instance.Lookup
 	if exp != nil {
 		records = exp.lookup(*node, *im)
-		judge = orphan.InstanceJudge{Lookup: records}
+		judge = instance.NewJudge(records)
 	}
 
 	var orphans []orphan.Item
@@ -325,22 +326,22 @@ func (e *Expected) count() int { return len(e.Engines) + len(e.Replicas) }
 // lookup turns the expected set into the host's view of its records.
 // Hand-written entries get the documented defaults; kubectl's objects are
 // taken as they are.
-func (e *Expected) lookup(node, im string) orphan.InstanceLookup {
-	views := map[string]orphan.InstanceView{}
+func (e *Expected) lookup(node, im string) instance.Lookup {
+	views := map[string]instance.View{}
 	add := func(kind orphan.Kind, list []ExpectedInstance) {
 		for _, x := range list {
-			v := orphan.InstanceView{
+			v := instance.View{
 				Exists:          true,
 				Deleting:        x.Deleting,
-				DesiredState:    orphan.InstanceState(x.DesiredState),
-				CurrentState:    orphan.InstanceState(x.CurrentState),
+				DesiredState:    instance.State(x.DesiredState),
+				CurrentState:    instance.State(x.CurrentState),
 				DesiredNodeID:   x.DesiredNode,
 				OwnerNodeID:     x.OwnerNode,
 				InstanceManager: x.InstanceManager,
 			}
 			if !x.fromKube {
-				v.DesiredState = orphan.InstanceState(or(x.DesiredState, "running"))
-				v.CurrentState = orphan.InstanceState(or(x.CurrentState, "running"))
+				v.DesiredState = instance.State(or(x.DesiredState, "running"))
+				v.CurrentState = instance.State(or(x.CurrentState, "running"))
 				v.OwnerNodeID = or(x.OwnerNode, node)
 				v.InstanceManager = or(x.InstanceManager, im)
 			}
@@ -349,7 +350,7 @@ func (e *Expected) lookup(node, im string) orphan.InstanceLookup {
 	}
 	add(orphan.KindEngineInstance, e.Engines)
 	add(orphan.KindReplicaInstance, e.Replicas)
-	return orphan.InstanceLookupFunc(func(_ context.Context, kind orphan.Kind, name string) (orphan.InstanceView, error) {
+	return instance.LookupFunc(func(_ context.Context, kind orphan.Kind, name string) (instance.View, error) {
 		return views[string(kind)+"/"+name], nil
 	})
 }

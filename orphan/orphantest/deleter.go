@@ -9,44 +9,29 @@ import (
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
-// DeleterHarness makes real orphaned data for RunDeleterTests and looks at
-// it. Implementations call t.Fatal on their own failures.
-type DeleterHarness interface {
-	// Deleter returns the Deleter under test, bound to the harness's data.
-	Deleter(t *testing.T) orphan.Deleter
-	// MakeOrphan creates the data of a new orphan and returns its record.
-	// Each call makes a different orphan.
-	MakeOrphan(t *testing.T) orphan.Record
-	// Claim makes the record's data owned by something in the cluster, as
-	// if a replica or instance started to use it after detection.
-	Claim(t *testing.T, r orphan.Record)
-	// Exists reports whether the record's data is still there.
-	Exists(t *testing.T, r orphan.Record) bool
-}
-
-// RunDeleterTests checks that a Deleter honours the contract of
+// runDeleterTests checks that an adapter's Delete honours the contract of
 // orphan.Deleter on data the harness makes.
-func RunDeleterTests(t *testing.T, h DeleterHarness) {
+func runDeleterTests(t *testing.T, h AdapterHarness) {
 	t.Helper()
 	ctx := context.Background()
 
 	t.Run("DeleteRemovesData", func(t *testing.T) {
-		d := h.Deleter(t)
-		r := h.MakeOrphan(t)
-		if !h.Exists(t, r) {
+		d := h.Adapter(t)
+		r := record(t, h.MakeOrphan(t))
+		if !h.Exists(t, r.Item()) {
 			t.Fatalf("harness: MakeOrphan made no data")
 		}
 		if err := d.Delete(ctx, r); err != nil {
 			t.Fatalf("Delete: %v", err)
 		}
-		if h.Exists(t, r) {
+		if h.Exists(t, r.Item()) {
 			t.Fatalf("the data is still there after Delete")
 		}
 	})
 
 	t.Run("DeleteOfGoneDataIsSuccess", func(t *testing.T) {
-		d := h.Deleter(t)
-		r := h.MakeOrphan(t)
+		d := h.Adapter(t)
+		r := record(t, h.MakeOrphan(t))
 		if err := d.Delete(ctx, r); err != nil {
 			t.Fatalf("first Delete: %v", err)
 		}
@@ -56,21 +41,21 @@ func RunDeleterTests(t *testing.T, h DeleterHarness) {
 	})
 
 	t.Run("ClaimedDataIsKept", func(t *testing.T) {
-		d := h.Deleter(t)
-		r := h.MakeOrphan(t)
-		h.Claim(t, r)
+		d := h.Adapter(t)
+		r := record(t, h.MakeOrphan(t))
+		h.Claim(t, r.Item())
 		err := d.Delete(ctx, r)
 		if !errors.Is(err, orphan.ErrPreconditionFailed) {
 			t.Fatalf("Delete of claimed data: got %v, want an error wrapping ErrPreconditionFailed", err)
 		}
-		if !h.Exists(t, r) {
+		if !h.Exists(t, r.Item()) {
 			t.Fatalf("Delete removed data that was claimed")
 		}
 	})
 
 	t.Run("OthersUntouched", func(t *testing.T) {
-		d := h.Deleter(t)
-		victim, bystander := h.MakeOrphan(t), h.MakeOrphan(t)
+		d := h.Adapter(t)
+		victim, bystander := record(t, h.MakeOrphan(t)), h.MakeOrphan(t)
 		if err := d.Delete(ctx, victim); err != nil {
 			t.Fatalf("Delete: %v", err)
 		}
@@ -80,11 +65,11 @@ func RunDeleterTests(t *testing.T, h DeleterHarness) {
 	})
 
 	t.Run("ConcurrentDeletesOfDifferentRecords", func(t *testing.T) {
-		d := h.Deleter(t)
+		d := h.Adapter(t)
 		const n = 4
 		recs := make([]orphan.Record, n)
 		for i := range recs {
-			recs[i] = h.MakeOrphan(t)
+			recs[i] = record(t, h.MakeOrphan(t))
 		}
 		var wg sync.WaitGroup
 		errs := make([]error, n)
@@ -100,22 +85,22 @@ func RunDeleterTests(t *testing.T, h DeleterHarness) {
 			if errs[i] != nil {
 				t.Errorf("Delete %s: %v", r.Name, errs[i])
 			}
-			if h.Exists(t, r) {
+			if h.Exists(t, r.Item()) {
 				t.Errorf("%s still exists", r.Name)
 			}
 		}
 	})
 
 	t.Run("CancelledContextDeletesNothing", func(t *testing.T) {
-		d := h.Deleter(t)
-		r := h.MakeOrphan(t)
+		d := h.Adapter(t)
+		r := record(t, h.MakeOrphan(t))
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
 		err := d.Delete(cctx, r)
 		if err == nil {
 			t.Skip("deleter finished before looking at its context; nothing to check")
 		}
-		if !h.Exists(t, r) {
+		if !h.Exists(t, r.Item()) {
 			t.Fatalf("Delete failed (%v) yet removed the data", err)
 		}
 	})

@@ -1,16 +1,17 @@
-// Package orphantest helps test code built on package orphan: conformance
-// suites that any Store or Deleter implementation runs in one line, and
-// small hand-written fakes of Inventory, Judge and Deleter.
+// Package orphantest helps test code built on package orphan: one
+// conformance suite, RunConformanceTests, that any Store or Adapter
+// implementation runs in one line, and small hand-written fakes of an
+// Inventory, a Judge and a Deleter (FakeAdapter joins them).
 //
-// A host's Store on custom resources runs the Store suite against a test
-// API server:
+// A host's Store on custom resources runs the suite against a test API
+// server:
 //
 //	func TestOrphanStore(t *testing.T) {
-//		orphantest.RunStoreTests(t, func(t *testing.T) orphan.Store {
-//			return newCRStore(t, startAPIServer(t))
+//		orphantest.RunConformanceTests(t, orphantest.Harness{
+//			Store: func(t *testing.T) orphan.Store { return newCRStore(t, startAPIServer(t)) },
 //		})
 //	}
 //
-// A Deleter is checked with a DeleterHarness that makes real orphaned data
-// and can tell whether it still exists; see RunDeleterTests.
+// An Adapter is checked with an AdapterHarness that makes real orphaned
+// and owned data and can tell whether it still exists.
 package orphantest

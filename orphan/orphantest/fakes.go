@@ -159,3 +159,16 @@ func (d *Deleter) Delete(ctx context.Context, r orphan.Record) error {
 	d.deleted = append(d.deleted, r.Name)
 	return nil
 }
+
+// FakeAdapter joins an Inventory, a Judge and a Deleter (fakes or not)
+// into an orphan.Adapter serving every kind. A nil inv scans nothing.
+func FakeAdapter(inv orphan.Inventory, j orphan.Judge, d orphan.Deleter) orphan.Adapter {
+	if inv == nil {
+		inv = &Inventory{}
+	}
+	a, err := orphan.NewAdapter(orphan.Kinds(), inv, j, d)
+	if err != nil {
+		panic("orphantest: " + err.Error()) // only a nil Judge or Deleter gets here
+	}
+	return a
+}

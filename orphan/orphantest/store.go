@@ -13,10 +13,10 @@ import (
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
-// RunStoreTests checks that the Stores newStore makes honour the contract
+// runStoreTests checks that the Stores newStore makes honour the contract
 // of orphan.Store. newStore is called once per subtest and must return an
 // empty store.
-func RunStoreTests(t *testing.T, newStore func(t *testing.T) orphan.Store) {
+func runStoreTests(t *testing.T, newStore func(t *testing.T) orphan.Store) {
 	t.Helper()
 	ctx := context.Background()
 

@@ -1,4 +1,4 @@
-package orphan_test
+package instance_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -27,29 +28,29 @@ func instItem(kind orphan.Kind, name, uuid string) orphan.Item {
 	}}
 }
 
-func instView(desired, current orphan.InstanceState, owner, im string) orphan.InstanceView {
-	return orphan.InstanceView{Exists: true, DesiredState: desired, CurrentState: current, OwnerNodeID: owner, InstanceManager: im}
+func instView(desired, current instance.State, owner, im string) instance.View {
+	return instance.View{Exists: true, DesiredState: desired, CurrentState: current, OwnerNodeID: owner, InstanceManager: im}
 }
 
 // TestJudgeInstanceTable covers every row of seed 001's table, for both
 // instance kinds and both data engines.
 func TestJudgeInstanceTable(t *testing.T) {
 	const (
-		running  = orphan.InstanceStateRunning
-		stopped  = orphan.InstanceStateStopped
-		starting = orphan.InstanceStateStarting
-		stopping = orphan.InstanceStateStopping
-		errored  = orphan.InstanceStateError
-		unknown  = orphan.InstanceStateUnknown
+		running  = instance.StateRunning
+		stopped  = instance.StateStopped
+		starting = instance.StateStarting
+		stopping = instance.StateStopping
+		errored  = instance.StateError
+		unknown  = instance.StateUnknown
 	)
 	rows := []struct {
 		name   string
-		view   orphan.InstanceView
+		view   instance.View
 		want   orphan.Outcome
 		reason string // a fragment the reason must contain
 	}{
-		{"no record", orphan.InstanceView{}, orphan.OutcomeOrphan, "no"},
-		{"no record, stale fields ignored", orphan.InstanceView{DesiredState: running, CurrentState: running, OwnerNodeID: instNode, InstanceManager: instIM}, orphan.OutcomeOrphan, "no"},
+		{"no record", instance.View{}, orphan.OutcomeOrphan, "no"},
+		{"no record, stale fields ignored", instance.View{DesiredState: running, CurrentState: running, OwnerNodeID: instNode, InstanceManager: instIM}, orphan.OutcomeOrphan, "no"},
 		{"current differs from desired: starting", instView(running, starting, instNode, instIM), orphan.OutcomeUndecided, "differs"},
 		{"current differs from desired: stopping", instView(stopped, stopping, instNode, instIM), orphan.OutcomeUndecided, "differs"},
 		{"current differs from desired: stopped, wants running", instView(running, stopped, instNode, instIM), orphan.OutcomeUndecided, "differs"},
@@ -89,7 +90,7 @@ func TestJudgeInstanceTable(t *testing.T) {
 						// lvols.
 						want, reason = orphan.OutcomeOwned, "replica record exists"
 					}
-					got := orphan.JudgeInstance(it, row.view)
+					got := instance.Verdict(it, row.view)
 					if got.Outcome != want {
 						t.Fatalf("outcome %v (%s), want %v", got.Outcome, got.Reason, want)
 					}
@@ -102,9 +103,9 @@ func TestJudgeInstanceTable(t *testing.T) {
 	}
 }
 
-func deleting(v orphan.InstanceView) orphan.InstanceView { v.Deleting = true; return v }
+func deleting(v instance.View) instance.View { v.Deleting = true; return v }
 
-func scheduled(v orphan.InstanceView, node string) orphan.InstanceView {
+func scheduled(v instance.View, node string) instance.View {
 	v.DesiredNodeID = node
 	return v
 }
@@ -115,20 +116,20 @@ func scheduled(v orphan.InstanceView, node string) orphan.InstanceView {
 // orphan" rule would destroy them; the engine of the same volume is still
 // an orphan (its RAID bdev holds no data).
 func TestJudgeInstanceV2ReplicaRecordKeepsLvols(t *testing.T) {
-	stoppedDetached := orphan.InstanceView{Exists: true, DesiredState: orphan.InstanceStateStopped, CurrentState: orphan.InstanceStateStopped, OwnerNodeID: instNode}
-	runningElsewhere := instView(orphan.InstanceStateRunning, orphan.InstanceStateRunning, instNode, "instance-manager-other")
-	for name, v := range map[string]orphan.InstanceView{"stopped": stoppedDetached, "running elsewhere": runningElsewhere} {
-		r := orphan.JudgeInstance(instItem(orphan.KindReplicaInstance, "vol-r-1", "u"), v)
+	stoppedDetached := instance.View{Exists: true, DesiredState: instance.StateStopped, CurrentState: instance.StateStopped, OwnerNodeID: instNode}
+	runningElsewhere := instView(instance.StateRunning, instance.StateRunning, instNode, "instance-manager-other")
+	for name, v := range map[string]instance.View{"stopped": stoppedDetached, "running elsewhere": runningElsewhere} {
+		r := instance.Verdict(instItem(orphan.KindReplicaInstance, "vol-r-1", "u"), v)
 		if r.Outcome != orphan.OutcomeOwned {
 			t.Errorf("%s v2 replica: %v (%s), want owned", name, r.Outcome, r.Reason)
 		}
-		e := orphan.JudgeInstance(instItem(orphan.KindEngineInstance, "vol-e-0", "u"), v)
+		e := instance.Verdict(instItem(orphan.KindEngineInstance, "vol-e-0", "u"), v)
 		if e.Outcome != orphan.OutcomeOrphan {
 			t.Errorf("%s v2 engine: %v (%s), want orphan", name, e.Outcome, e.Reason)
 		}
 		v1 := instItem(orphan.KindReplicaInstance, "vol-r-1", "u")
 		v1.DataEngine = orphan.DataEngineV1
-		if got := orphan.JudgeInstance(v1, v); got.Outcome != orphan.OutcomeOrphan {
+		if got := instance.Verdict(v1, v); got.Outcome != orphan.OutcomeOrphan {
 			t.Errorf("%s v1 replica: %v (%s), want orphan (Longhorn's isInstanceOrphanedInInstanceManager)", name, got.Outcome, got.Reason)
 		}
 	}
@@ -136,20 +137,20 @@ func TestJudgeInstanceV2ReplicaRecordKeepsLvols(t *testing.T) {
 
 func TestRuntimeSkipReason(t *testing.T) {
 	for _, tc := range []struct {
-		state orphan.InstanceState
+		state instance.State
 		uuid  string
 		skip  string // fragment of the reason; "" means judged
 	}{
-		{orphan.InstanceStateRunning, "u", ""},
-		{orphan.InstanceStateError, "u", ""},
-		{orphan.InstanceStateUnknown, "u", ""},
-		{orphan.InstanceStateStarting, "u", "starting"},
-		{orphan.InstanceStateStopping, "u", "stopping"},
-		{orphan.InstanceStateStopped, "u", "stopped"},
-		{orphan.InstanceStateRunning, "", "empty UUID"},
-		{orphan.InstanceStateStarting, "", "starting"},
+		{instance.StateRunning, "u", ""},
+		{instance.StateError, "u", ""},
+		{instance.StateUnknown, "u", ""},
+		{instance.StateStarting, "u", "starting"},
+		{instance.StateStopping, "u", "stopping"},
+		{instance.StateStopped, "u", "stopped"},
+		{instance.StateRunning, "", "empty UUID"},
+		{instance.StateStarting, "", "starting"},
 	} {
-		got := orphan.RuntimeSkipReason(tc.state, tc.uuid)
+		got := instance.SkipReason(tc.state, tc.uuid)
 		if (tc.skip == "") != (got == "") || !strings.Contains(got, tc.skip) {
 			t.Errorf("RuntimeSkipReason(%q, %q) = %q, want %q", tc.state, tc.uuid, got, tc.skip)
 		}
@@ -159,10 +160,10 @@ func TestRuntimeSkipReason(t *testing.T) {
 func TestJudgeInstanceOtherKindsAreUndecided(t *testing.T) {
 	for _, k := range []orphan.Kind{orphan.KindReplicaData, orphan.KindBackup, "nonsense"} {
 		it := instItem(k, "x", "u")
-		if v := orphan.JudgeInstance(it, orphan.InstanceView{}); v.Outcome != orphan.OutcomeUndecided {
+		if v := instance.Verdict(it, instance.View{}); v.Outcome != orphan.OutcomeUndecided {
 			t.Errorf("%s: %v", k, v)
 		}
-		v, err := orphan.InstanceJudge{Lookup: instLookupPanics{}}.Judge(context.Background(), it)
+		v, err := instance.NewJudge(instLookupPanics{}).Judge(context.Background(), it)
 		if err != nil || v.Outcome != orphan.OutcomeUndecided {
 			t.Errorf("%s: %v, %v", k, v, err)
 		}
@@ -171,26 +172,26 @@ func TestJudgeInstanceOtherKindsAreUndecided(t *testing.T) {
 
 type instLookupPanics struct{}
 
-func (instLookupPanics) LookupInstance(context.Context, orphan.Kind, string) (orphan.InstanceView, error) {
+func (instLookupPanics) LookupInstance(context.Context, orphan.Kind, string) (instance.View, error) {
 	panic("looked up")
 }
 
 func TestInstanceJudgeLooksUpByKindAndName(t *testing.T) {
 	var gotKind orphan.Kind
 	var gotName string
-	j := orphan.InstanceJudge{Lookup: orphan.InstanceLookupFunc(func(_ context.Context, k orphan.Kind, n string) (orphan.InstanceView, error) {
+	j := instance.NewJudge(instance.LookupFunc(func(_ context.Context, k orphan.Kind, n string) (instance.View, error) {
 		gotKind, gotName = k, n
-		return instView(orphan.InstanceStateRunning, orphan.InstanceStateRunning, instNode, instIM), nil
-	})}
+		return instView(instance.StateRunning, instance.StateRunning, instNode, instIM), nil
+	}))
 	v, err := j.Judge(context.Background(), instItem(orphan.KindReplicaInstance, "vol-r-1", "u"))
 	if err != nil || v.Outcome != orphan.OutcomeOwned || gotKind != orphan.KindReplicaInstance || gotName != "vol-r-1" {
 		t.Fatalf("v=%v err=%v lookup(%s, %s)", v, err, gotKind, gotName)
 	}
 
 	// A lookup that fails is undecided, never an orphan and never an error.
-	j.Lookup = orphan.InstanceLookupFunc(func(context.Context, orphan.Kind, string) (orphan.InstanceView, error) {
-		return orphan.InstanceView{}, errors.New("cache not synced")
-	})
+	j = instance.NewJudge(instance.LookupFunc(func(context.Context, orphan.Kind, string) (instance.View, error) {
+		return instance.View{}, errors.New("cache not synced")
+	}))
 	v, err = j.Judge(context.Background(), instItem(orphan.KindEngineInstance, "vol-e-0", "u"))
 	if err != nil || v.Outcome != orphan.OutcomeUndecided || !strings.Contains(v.Reason, "cache not synced") {
 		t.Fatalf("v=%v err=%v", v, err)
@@ -198,7 +199,7 @@ func TestInstanceJudgeLooksUpByKindAndName(t *testing.T) {
 
 	// An item without a name cannot be looked up.
 	it := instItem(orphan.KindEngineInstance, "", "u")
-	if v, err := (orphan.InstanceJudge{Lookup: instLookupPanics{}}).Judge(context.Background(), it); err != nil || v.Outcome != orphan.OutcomeUndecided {
+	if v, err := instance.NewJudge(instLookupPanics{}).Judge(context.Background(), it); err != nil || v.Outcome != orphan.OutcomeUndecided {
 		t.Fatalf("v=%v err=%v", v, err)
 	}
 }
@@ -206,14 +207,14 @@ func TestInstanceJudgeLooksUpByKindAndName(t *testing.T) {
 // instCluster is a host's engine/replica records, keyed by kind and name.
 type instCluster struct {
 	mu      sync.Mutex
-	records map[string]orphan.InstanceView
+	records map[string]instance.View
 }
 
-func (c *instCluster) set(kind orphan.Kind, name string, v orphan.InstanceView) {
+func (c *instCluster) set(kind orphan.Kind, name string, v instance.View) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.records == nil {
-		c.records = map[string]orphan.InstanceView{}
+		c.records = map[string]instance.View{}
 	}
 	c.records[string(kind)+"/"+name] = v
 }
@@ -224,7 +225,7 @@ func (c *instCluster) remove(kind orphan.Kind, name string) {
 	delete(c.records, string(kind)+"/"+name)
 }
 
-func (c *instCluster) LookupInstance(_ context.Context, kind orphan.Kind, name string) (orphan.InstanceView, error) {
+func (c *instCluster) LookupInstance(_ context.Context, kind orphan.Kind, name string) (instance.View, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.records[string(kind)+"/"+name], nil
@@ -298,8 +299,15 @@ func newSeedWorld(t *testing.T, autoDeletion string) *seedWorld {
 		health: orphan.HealthReady,
 		policy: policy,
 	}
-	w.sweeper = &orphan.Sweeper{Store: w.store, Judge: orphan.InstanceJudge{Lookup: w.hosts}, Deleter: w.rt, Clock: w.clock}
-	running := instView(orphan.InstanceStateRunning, orphan.InstanceStateRunning, instNode, instIM)
+	adapter, err := orphan.NewAdapter([]orphan.Kind{orphan.KindEngineInstance, orphan.KindReplicaInstance},
+		orphan.InventoryFunc(w.rt.scan), instance.NewJudge(w.hosts), w.rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.sweeper, err = orphan.NewSweeper(w.store, adapter, orphan.SweeperOptions{Clock: w.clock}); err != nil {
+		t.Fatal(err)
+	}
+	running := instView(instance.StateRunning, instance.StateRunning, instNode, instIM)
 	w.hosts.set(orphan.KindEngineInstance, "vol-e-0", running)
 	w.hosts.set(orphan.KindReplicaInstance, "vol-r-1", running)
 	return w
@@ -394,7 +402,7 @@ func TestSeedReplicaDeletedWhileNodeOffline(t *testing.T) {
 // delete every record.
 func TestSeedStoppedRecordWithRuntimeStillPresent(t *testing.T) {
 	w := newSeedWorld(t, "instance")
-	stopped := instView(orphan.InstanceStateStopped, orphan.InstanceStateStopped, instNode, "")
+	stopped := instView(instance.StateStopped, instance.StateStopped, instNode, "")
 	w.hosts.set(orphan.KindEngineInstance, "vol-e-0", stopped)
 	w.hosts.set(orphan.KindReplicaInstance, "vol-r-1", stopped)
 	if got := w.cycle(t); !slices.Equal(got, []string{"vol-e-0"}) {

@@ -1,30 +1,32 @@
-package orphan
+package instance
 
-//go:generate go run go.uber.org/mock/mockgen@v0.6.0 -source=instance.go -destination=mocks/instance.go -package=mocks
+//go:generate go run go.uber.org/mock/mockgen@v0.6.0 -source=instance.go -destination=mocks/mocks.go -package=mocks
 
 import (
 	"context"
 	"fmt"
+
+	"github.com/caretaker-storage/caretaker/orphan"
 )
 
-// InstanceState is the state of an engine or replica record, as Longhorn
+// State is the state of an engine or replica record, as Longhorn
 // spells spec.desireState and status.currentState.
-type InstanceState string
+type State string
 
 // The instance states.
 const (
-	InstanceStateRunning  InstanceState = "running"
-	InstanceStateStopped  InstanceState = "stopped"
-	InstanceStateStarting InstanceState = "starting"
-	InstanceStateStopping InstanceState = "stopping"
-	InstanceStateError    InstanceState = "error"
-	InstanceStateUnknown  InstanceState = "unknown"
+	StateRunning  State = "running"
+	StateStopped  State = "stopped"
+	StateStarting State = "starting"
+	StateStopping State = "stopping"
+	StateError    State = "error"
+	StateUnknown  State = "unknown"
 )
 
-// InstanceView is the host's view of the engine or replica record that a
+// View is the host's view of the engine or replica record that a
 // runtime instance item corresponds to (Longhorn: the Engine or Replica
 // custom resource named like the instance).
-type InstanceView struct {
+type View struct {
 	// Exists says a record of that name exists. When false the other
 	// fields are ignored.
 	Exists bool
@@ -32,9 +34,9 @@ type InstanceView struct {
 	// timestamp is set). Longhorn counts that as a transition.
 	Deleting bool
 	// DesiredState is the record's desired state (spec.desireState).
-	DesiredState InstanceState
+	DesiredState State
 	// CurrentState is the record's observed state (status.currentState).
-	CurrentState InstanceState
+	CurrentState State
 	// DesiredNodeID is the node the record is scheduled to (spec.nodeID),
 	// or "" when the host does not know it or the record is not scheduled.
 	// When set and different from OwnerNodeID, the record is moving
@@ -48,7 +50,7 @@ type InstanceView struct {
 	InstanceManager string
 }
 
-// JudgeInstance judges one runtime instance against the host's record of
+// Verdict judges one runtime instance against the host's record of
 // it. item is an engine-instance or replica-instance item seen on
 // item.NodeID by the instance manager in its InstanceManager parameter;
 // view is the host's record of that instance. The rules, in order:
@@ -72,7 +74,7 @@ type InstanceView struct {
 //
 // It is pure. Items of another kind are undecided.
 //
-// What a purge then removes (the Deleter's part; spdk.Deleter for v2):
+// What a purge then removes (the Deleter's part; spdk.Orphans for v2):
 //
 //	record                          v1 engine/replica   v2 engine        v2 replica
 //	none                            the process         the RAID bdev    head lvol and the lvols SPDK reports
@@ -99,7 +101,7 @@ type InstanceView struct {
 //     InstanceManagerMonitor.createOrphanForInstances: instance orphans are
 //     created for data engine v1 only, and runtimes that are starting,
 //     stopping or stopped, or have an empty UUID, are skipped (see
-//     RuntimeSkipReason); isInstanceOrphanedInInstanceManager: running on
+//     SkipReason); isInstanceOrphanedInInstanceManager: running on
 //     another instance manager or stopped is an orphan; isEngineOrphaned /
 //     isReplicaOrphaned skip records in transition;
 //   - longhorn-manager controller/orphan_controller.go,
@@ -117,43 +119,43 @@ type InstanceView struct {
 // runtime orphan when its record runs on another node's instance manager.
 // caretaker keeps the seed's rule because it is the safer of the two: the
 // node that owns the record judges it.
-func JudgeInstance(item Item, view InstanceView) Verdict {
-	if item.Kind != KindEngineInstance && item.Kind != KindReplicaInstance {
-		return Undecided(fmt.Sprintf("kind %q is not a runtime instance", item.Kind))
+func Verdict(item orphan.Item, view View) orphan.Verdict {
+	if item.Kind != orphan.KindEngineInstance && item.Kind != orphan.KindReplicaInstance {
+		return orphan.Undecided(fmt.Sprintf("kind %q is not a runtime instance", item.Kind))
 	}
-	what := string(item.Kind) + " " + item.Param(ParamInstanceName)
+	what := string(item.Kind) + " " + item.Param(orphan.ParamInstanceName)
 	if !view.Exists {
-		return Orphan(what + ": no " + recordNoun(item.Kind) + " record exists")
+		return orphan.Orphan(what + ": no " + recordNoun(item.Kind) + " record exists")
 	}
-	if item.Kind == KindReplicaInstance && item.DataEngine != DataEngineV1 {
-		return Owned(fmt.Sprintf("%s: a replica record exists (state %q); a v2 replica's lvols are its data and are kept while any record of that name exists", what, view.CurrentState))
+	if item.Kind == orphan.KindReplicaInstance && item.DataEngine != orphan.DataEngineV1 {
+		return orphan.Owned(fmt.Sprintf("%s: a replica record exists (state %q); a v2 replica's lvols are its data and are kept while any record of that name exists", what, view.CurrentState))
 	}
 	switch {
 	case view.Deleting:
-		return Undecided(what + ": record is being deleted")
+		return orphan.Undecided(what + ": record is being deleted")
 	case view.OwnerNodeID == "" || view.CurrentState == "":
-		return Undecided(what + ": record status not reconciled yet (no owner or no current state)")
+		return orphan.Undecided(what + ": record status not reconciled yet (no owner or no current state)")
 	case view.CurrentState != view.DesiredState:
-		return Undecided(fmt.Sprintf("%s: current state %q differs from desired state %q", what, view.CurrentState, view.DesiredState))
+		return orphan.Undecided(fmt.Sprintf("%s: current state %q differs from desired state %q", what, view.CurrentState, view.DesiredState))
 	case view.DesiredNodeID != "" && view.DesiredNodeID != view.OwnerNodeID:
-		return Undecided(fmt.Sprintf("%s: record is scheduled to node %q but owned by node %q", what, view.DesiredNodeID, view.OwnerNodeID))
+		return orphan.Undecided(fmt.Sprintf("%s: record is scheduled to node %q but owned by node %q", what, view.DesiredNodeID, view.OwnerNodeID))
 	case view.OwnerNodeID != item.NodeID:
-		return Undecided(fmt.Sprintf("%s: record is owned by node %q, not %q", what, view.OwnerNodeID, item.NodeID))
+		return orphan.Undecided(fmt.Sprintf("%s: record is owned by node %q, not %q", what, view.OwnerNodeID, item.NodeID))
 	}
-	im := item.Param(ParamInstanceManager)
+	im := item.Param(orphan.ParamInstanceManager)
 	switch view.CurrentState {
-	case InstanceStateRunning:
+	case StateRunning:
 		if view.InstanceManager != im {
-			return Orphan(fmt.Sprintf("%s: record runs on instance manager %q, not %q", what, view.InstanceManager, im))
+			return orphan.Orphan(fmt.Sprintf("%s: record runs on instance manager %q, not %q", what, view.InstanceManager, im))
 		}
-		return Owned(fmt.Sprintf("%s: running on instance manager %q", what, im))
-	case InstanceStateStopped:
-		return Orphan(what + ": record is stopped but the runtime object still exists")
+		return orphan.Owned(fmt.Sprintf("%s: running on instance manager %q", what, im))
+	case StateStopped:
+		return orphan.Orphan(what + ": record is stopped but the runtime object still exists")
 	}
-	return Undecided(fmt.Sprintf("%s: record is in state %q", what, view.CurrentState))
+	return orphan.Undecided(fmt.Sprintf("%s: record is in state %q", what, view.CurrentState))
 }
 
-// RuntimeSkipReason says why a runtime instance must not be judged at all
+// SkipReason says why a runtime instance must not be judged at all
 // this cycle, or "" if it may be. A host that lists v1 instances from its
 // instance managers (caretaker ships no v1 instance inventory) leaves out
 // the instances for which it returns a reason, as Longhorn's
@@ -162,11 +164,11 @@ func JudgeInstance(item Item, view InstanceView) Verdict {
 // with an empty UUID cannot be told from its successor, so neither named
 // nor deleted safely. state is the runtime's own state as the instance
 // manager reports it, not the record's.
-func RuntimeSkipReason(state InstanceState, uuid string) string {
+func SkipReason(state State, uuid string) string {
 	switch {
-	case state == InstanceStateStarting:
+	case state == StateStarting:
 		return "runtime is starting; judged once it runs"
-	case state == InstanceStateStopping || state == InstanceStateStopped:
+	case state == StateStopping || state == StateStopped:
 		return "runtime is " + string(state) + "; its instance manager cleans it up"
 	case uuid == "":
 		return "runtime has an empty UUID; it cannot be named or deleted safely"
@@ -174,57 +176,64 @@ func RuntimeSkipReason(state InstanceState, uuid string) string {
 	return ""
 }
 
-func recordNoun(k Kind) string {
-	if k == KindEngineInstance {
+func recordNoun(k orphan.Kind) string {
+	if k == orphan.KindEngineInstance {
 		return "engine"
 	}
 	return "replica"
 }
 
-// InstanceLookup gives the host's view of engine and replica records.
-type InstanceLookup interface {
+// Lookup gives the host's view of engine and replica records.
+type Lookup interface {
 	// LookupInstance returns the view of the engine (kind
 	// KindEngineInstance) or replica (KindReplicaInstance) record named
 	// name. A record that does not exist is a view with Exists false, not
 	// an error. An error means the view is not available now (a cache not
 	// synced, an API error); the judge then answers undecided.
 	//
-	// It is called by InstanceJudge.Judge, from the host's planning step
+	// It is called by Judge.Judge, from the host's planning step
 	// and from Sweeper right before a purge, possibly from several
 	// goroutines at once: it must be safe for concurrent use.
-	LookupInstance(ctx context.Context, kind Kind, name string) (InstanceView, error)
+	LookupInstance(ctx context.Context, kind orphan.Kind, name string) (View, error)
 }
 
-// InstanceLookupFunc adapts a function to InstanceLookup.
-type InstanceLookupFunc func(ctx context.Context, kind Kind, name string) (InstanceView, error)
+// LookupFunc adapts a function to Lookup.
+type LookupFunc func(ctx context.Context, kind orphan.Kind, name string) (View, error)
 
 // LookupInstance calls f.
-func (f InstanceLookupFunc) LookupInstance(ctx context.Context, kind Kind, name string) (InstanceView, error) {
+func (f LookupFunc) LookupInstance(ctx context.Context, kind orphan.Kind, name string) (View, error) {
 	return f(ctx, kind, name)
 }
 
-// InstanceJudge is a Judge of runtime instance items: it looks the record
-// up and applies JudgeInstance. Items of other kinds, and items with no
-// InstanceName, are undecided. It is safe for concurrent use if Lookup is.
-type InstanceJudge struct {
-	Lookup InstanceLookup
+// Judge is an orphan.Judge of runtime instance items: it looks the
+// record up and applies Verdict. Items of other kinds, and items with no
+// InstanceName, are undecided. Create it with NewJudge.
+type Judge struct {
+	lookup Lookup
 }
 
-var _ Judge = InstanceJudge{}
+var _ orphan.Judge = (*Judge)(nil)
 
-// Judge implements Judge. It never returns an error: a failed lookup is an
-// undecided verdict carrying the error's text.
-func (j InstanceJudge) Judge(ctx context.Context, item Item) (Verdict, error) {
-	if item.Kind != KindEngineInstance && item.Kind != KindReplicaInstance {
-		return Undecided(fmt.Sprintf("kind %q is not a runtime instance", item.Kind)), nil
+// NewJudge returns a Judge over lookup. A nil lookup judges every item
+// undecided.
+func NewJudge(lookup Lookup) *Judge { return &Judge{lookup: lookup} }
+
+// Judge implements orphan.Judge. It never returns an error: a failed
+// lookup is an undecided verdict carrying the error's text.
+func (j *Judge) Judge(ctx context.Context, item orphan.Item) (orphan.Verdict, error) {
+	if item.Kind != orphan.KindEngineInstance && item.Kind != orphan.KindReplicaInstance {
+		return orphan.Undecided(fmt.Sprintf("kind %q is not a runtime instance", item.Kind)), nil
 	}
-	name := item.Param(ParamInstanceName)
+	name := item.Param(orphan.ParamInstanceName)
 	if name == "" {
-		return Undecided(string(item.Kind) + " item has no " + ParamInstanceName), nil
+		return orphan.Undecided(string(item.Kind) + " item has no " + orphan.ParamInstanceName), nil
 	}
-	view, err := j.Lookup.LookupInstance(ctx, item.Kind, name)
+	if j == nil || j.lookup == nil {
+		return orphan.Undecided("no record lookup configured"), nil
+	}
+	view, err := j.lookup.LookupInstance(ctx, item.Kind, name)
 	if err != nil {
-		return Undecided(fmt.Sprintf("%s %s: record not available: %v", item.Kind, name, err)), nil
+		return orphan.Undecided(fmt.Sprintf("%s %s: record not available: %v", item.Kind, name, err)), nil
 	}
-	return JudgeInstance(item, view), nil
+	return Verdict(item, view), nil
 }

@@ -1,0 +1,22 @@
+// Package instance is Longhorn's judgement of runtime instances (engine
+// and replica processes for the v1 data engine; RAID bdevs and head lvols
+// for v2) against the Engine and Replica records the cluster keeps. It is
+// Longhorn-specific, so it lives beside the adapters rather than in the
+// generic orphan core.
+//
+// A host gives a Lookup of its records (an informer cache); NewJudge
+// turns it into an orphan.Judge. spdk.NewOrphans uses it for v2
+// instances, and a host that lists v1 instances from its instance
+// managers assembles its own adapter with orphan.NewAdapter, leaving out
+// the runtimes SkipReason names.
+//
+// Verdict holds the rules, and their deviation from seed 001 ("orphaned
+// v2 runtime cleanup", Longhorn's enhancement for cleaning up SPDK
+// runtime objects that outlived their records): a v2 replica with any
+// record is owned, because its lvols are the volume's data.
+//
+// # Concurrency
+//
+// Verdict and SkipReason are pure. A Judge is safe for concurrent use if
+// its Lookup is.
+package instance
