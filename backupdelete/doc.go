@@ -18,15 +18,18 @@
 //   - ExpiredFailedBackups applies Longhorn's failed-backup-ttl.
 //
 // Driver and ProgressMonitor are the thin drivers around them: goroutines,
-// an injected k8s.io/utils/clock, and the host's adapters. FailedBackups
-// (an orphan.Inventory and orphan.Judge) and BackupOrphanDeleter (an
-// orphan.Deleter) plug failed backups into package orphan.
+// an injected k8s.io/utils/clock, and the host's adapters. Orphans, built
+// by NewOrphans, is the orphan.Adapter of failed backups: one value that
+// is package orphan's Inventory, Judge and Deleter for kind
+// orphan.KindBackup, built and used like diskscan's and spdk's.
 //
-// The host plugs in a Backupstore (delete a backup; does it exist). Package
-// fsstore is a real one: a filesystem in Longhorn's backupstore layout with
-// its lock protocol, for an NFS or CIFS mount. Package backupstoretest has
-// the conformance suite any Backupstore runs in one line, an in-memory
-// Backupstore and a fault injector; package mocks has gomock mocks.
+// The host plugs in a Backupstore (delete a backup; does it exist), and for
+// the failed-backup orphans a BackupLister (its backup records). Package
+// fsstore is a real Backupstore: a filesystem in Longhorn's backupstore
+// layout with its lock protocol, for an NFS or CIFS mount. Package
+// backupstoretest has the conformance suite every host interface runs in
+// one line (RunConformanceTests), in-memory implementations and a fault
+// injector; package mocks has gomock mocks.
 //
 // # Host duties
 //
@@ -44,17 +47,16 @@
 //  4. While a backup is being created, run ProgressMonitor.Run for it (or
 //     drive a ProgressTracker from your own loop) and write the progress;
 //     a give-up comes back as State Error with a message.
-//  5. For failed backups, run orphan's loop with FailedBackups as the
-//     Inventory and Judge (give it the Backupstore: it lists a failed
-//     backup only while its data is there) and BackupOrphanDeleter
-//     registered for orphan.KindBackup (its Backupstore must be a
-//     CompletedBackupDeleter); enable auto-deletion with the policy's
-//     "backup" item. Pass Cycle.ObservedAt = the Sweeper clock's time just
-//     before FailedBackups.Scan read your list (or the Monitor's
-//     Observation.StartedAt). Your backup records may go on saying Error
-//     after a purge, as long as you like: a backup that is no longer in
-//     the backupstore gets no record (see FailedBackups). A host with one
-//     backup target may report an empty Target: its records are named as
+//  5. For failed backups, build the adapter with NewOrphans over your
+//     BackupLister and the Backupstore (which must be a
+//     CompletedBackupDeleter: fsstore.Store is), and run orphan's loop with
+//     it, exactly as for diskscan and spdk (below): orphan.NewMonitor on it,
+//     orphan.NewSweeper over your orphan Store and it, Cycle.ObservedAt =
+//     Observation.StartedAt. Enable auto-deletion with the policy's
+//     "backup" item. Your backup records may go on saying Error after a
+//     purge, as long as you like: a backup that is no longer in the
+//     backupstore gets no record (see Orphans). A host with one backup
+//     target may report an empty Target: its records are named as
 //     DefaultBackupTarget's ("default"), and GetBackup is then asked for
 //     Target "default" first and "" second. For Longhorn's
 //     failed-backup-ttl, request the deletion of what ExpiredFailedBackups
@@ -92,6 +94,33 @@
 //		return nil
 //	}
 //
+// The failed-backup orphans' loop, the same as every orphan adapter's
+// apart from the constructor:
+//
+//	orphans, err := backupdelete.NewOrphans(backupLister, store, backupdelete.OrphansOptions{NodeID: node})
+//	if err != nil { ... } // a missing part, or a store that cannot tell a backup in progress
+//	mon := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: func(orphan.Observation) { enqueue() }})
+//	if err := mon.Start(ctx); err != nil { ... }
+//	defer mon.Stop()
+//	sweeper, err := orphan.NewSweeper(orphanStore, orphans, orphan.SweeperOptions{})
+//	if err != nil { ... }
+//	for range reconcileRequests {
+//		obs, ok := mon.Latest()
+//		if !ok || obs.Err != nil {
+//			continue // nothing trustworthy yet; records stay as they are
+//		}
+//		plan, res, err := sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
+//			Selector:   orphan.Selector{NodeID: node, Kind: orphan.KindBackup},
+//			Scopes:     map[orphan.Scope]orphan.ScopeStatus{{NodeID: node}: {Health: orphan.HealthReady}},
+//			Policy:     policy, // orphan.ParsePolicy with the "backup" item
+//			ObservedAt: obs.StartedAt,
+//		})
+//		log(res, err)
+//		if !plan.RequeueAt.IsZero() {
+//			requeueAt(plan.RequeueAt)
+//		}
+//	}
+//
 // # Errors
 //
 // Sentinels for errors.Is: ErrInvalidRef (a name that is not a valid
@@ -104,10 +133,12 @@
 // ErrInProgress (a CompletedBackupDeleter found the backup still being
 // written). ErrNotFound and ErrInvalidSetting are the same values as every
 // other caretaker package's, so errors.Is matches across packages.
-// BackupOrphanDeleter turns every reason not to purge (a record that is
-// not a valid backup, a host record that is gone, changed, not failed or
-// another backup's, a backup in progress or unreadable in the backupstore,
-// a Backupstore that cannot tell) into orphan.ErrPreconditionFailed. A delete command's error never escapes
+// NewOrphans refuses a missing part, or a Backupstore that is not a
+// CompletedBackupDeleter, with an error wrapping orphan.ErrIncomplete.
+// Orphans.Delete turns every reason not to purge (a record that is not a
+// valid backup, a host record that is gone, changed, not failed or another
+// backup's, a backup in progress or unreadable in the backupstore) into
+// orphan.ErrPreconditionFailed. A delete command's error never escapes
 // the Driver as an error: it becomes the backup's Error state with
 // Longhorn's message "Failed to delete the backup <name> in the
 // backupstore, err <err>", and the command is retried after the backoff.
@@ -118,8 +149,7 @@
 // A ProgressTracker belongs to one goroutine. Driver is safe for concurrent
 // use by many reconcilers; at most one command runs per backup, at most
 // DriverOptions.MaxConcurrent in all (the rest queue, recorded as running).
-// FailedBackups and BackupOrphanDeleter are safe for concurrent use if their
-// adapters are. Backupstore implementations must be safe for concurrent use.
+// Orphans is safe for concurrent use if its lister and store are. Backupstore implementations must be safe for concurrent use.
 //
 // # Differences from Longhorn's controller
 //

@@ -7,6 +7,7 @@ import (
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
 	"github.com/caretaker-storage/caretaker/backupdelete/backupstoretest"
+	"github.com/caretaker-storage/caretaker/orphan"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -90,4 +91,54 @@ func ExampleProgressTracker() {
 	// Output:
 	// unreadable, retry in 2s
 	// readable, poll in 2s at 40 %
+}
+
+// The failed-backup adapter is one value: a host hands it to
+// orphan.NewMonitor and orphan.NewSweeper. Here a sweep creates the
+// failed backup's record and, once its deletion is requested, purges its
+// data from the backupstore.
+func ExampleNewOrphans() {
+	ctx := context.Background()
+	failed := backupdelete.Backup{Ref: backupdelete.BackupRef{Volume: "vol-a", Name: "backup-0000000000000001"}, State: backupdelete.StateError}
+	done := backupdelete.Backup{Ref: backupdelete.BackupRef{Volume: "vol-a", Name: "backup-0000000000000002"}, State: backupdelete.StateCompleted}
+	lister := backupstoretest.NewMemLister(failed, done)
+	store := backupstoretest.NewMemStore()
+	_ = store.Put(failed.Ref, false, "block-1")
+	_ = store.Put(done.Ref, false, "block-1", "block-2")
+
+	orphans, err := backupdelete.NewOrphans(lister, store, backupdelete.OrphansOptions{NodeID: "node-1"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	records := orphan.NewMemStore()
+	sweeper, err := orphan.NewSweeper(records, orphans, orphan.SweeperOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	cycle := orphan.Cycle{Selector: orphan.Selector{NodeID: "node-1", Kind: orphan.KindBackup}}
+	sweep := func() orphan.Result {
+		cycle.ObservedAt = time.Now()
+		snap, err := orphans.Scan(ctx)
+		if err != nil {
+			fmt.Println(err)
+		}
+		_, res, err := sweeper.Run(ctx, snap, cycle)
+		if err != nil {
+			fmt.Println(err)
+		}
+		return res
+	}
+	fmt.Println("created:", len(sweep().Created))
+	name, _ := backupdelete.BackupItem(failed.Ref, "node-1").Name()
+	_ = records.RequestDeletion(ctx, name)
+	fmt.Println("purged:", len(sweep().Purged))
+	gone, _ := store.BackupExists(ctx, failed.Ref)
+	kept, _ := store.BackupExists(ctx, done.Ref)
+	fmt.Println("failed backup still there:", gone, "completed backup kept:", kept)
+	// Output:
+	// created: 1
+	// purged: 1
+	// failed backup still there: false completed backup kept: true
 }

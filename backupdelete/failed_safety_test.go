@@ -3,6 +3,7 @@ package backupdelete_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -20,17 +21,19 @@ import (
 type sweepHarness struct {
 	lister  *lister
 	mem     *backupstoretest.MemStore
-	fb      *backupdelete.FailedBackups
+	fb      *backupdelete.Orphans
 	records *orphan.MemStore
 	sweeper *orphan.Sweeper
 	clock   *clocktesting.FakeClock
 }
 
-func newSweepHarness(bs ...backupdelete.Backup) *sweepHarness {
+func newSweepHarness(t *testing.T, bs ...backupdelete.Backup) *sweepHarness {
 	h := &sweepHarness{lister: newLister(bs...), mem: backupstoretest.NewMemStore(), records: orphan.NewMemStore(), clock: clocktesting.NewFakeClock(epoch)}
-	h.fb = &backupdelete.FailedBackups{Lister: h.lister, Store: h.mem, NodeID: "node-1"}
-	h.sweeper = &orphan.Sweeper{Store: h.records, Judge: h.fb, Clock: h.clock,
-		Deleter: orphan.KindDeleters{orphan.KindBackup: &backupdelete.BackupOrphanDeleter{Store: h.mem, Lister: h.lister}}}
+	h.fb = newOrphans(t, h.lister, h.mem)
+	var err error
+	if h.sweeper, err = orphan.NewSweeper(h.records, h.fb, orphan.SweeperOptions{Clock: h.clock}); err != nil {
+		t.Fatal(err)
+	}
 	return h
 }
 
@@ -61,7 +64,7 @@ func (h *sweepHarness) run(t *testing.T, snap orphan.Snapshot, observedAt time.T
 func TestFailedBackupOfTheOnlyTargetBecomesARecord(t *testing.T) {
 	ctx := context.Background()
 	failed := backupdelete.Backup{Ref: backupdelete.BackupRef{Volume: "vol-a", Name: "backup-0000000000000001"}, State: backupdelete.StateError}
-	h := newSweepHarness(failed)
+	h := newSweepHarness(t, failed)
 	must(t, h.mem.Put(failed.Ref, false, "k1"))
 
 	snap, at := h.scan(t)
@@ -99,7 +102,7 @@ func TestFailedBackupOfTheOnlyTargetBecomesARecord(t *testing.T) {
 func TestPurgedBackupIsNotRecreatedFromAStaleList(t *testing.T) {
 	ctx := context.Background()
 	failed := bk("backup-0000000000000001", backupdelete.StateError)
-	h := newSweepHarness(failed)
+	h := newSweepHarness(t, failed)
 	must(t, h.mem.Put(failed.Ref, false, "k1"))
 	name, _ := backupdelete.BackupItem(failed.Ref, "node-1").Name()
 
@@ -139,26 +142,61 @@ func TestPurgedBackupIsNotRecreatedFromAStaleList(t *testing.T) {
 // the scope Unknown (keep every record, create none, purge none).
 func TestScanCannotTellIfDataExists(t *testing.T) {
 	failed := bk("backup-0000000000000001", backupdelete.StateError)
-	h := newSweepHarness(failed)
+	h := newSweepHarness(t, failed)
 	must(t, h.mem.Put(failed.Ref, false, "k1"))
-	faulty := &backupstoretest.Faulty{Store: h.mem}
-	faulty.InjectExists(errors.New("nfs: server not responding"))
-	h.fb.Store = faulty
+	h.fb = newOrphans(t, h.lister, existsFails{h.mem})
 	snap, _ := h.scan(t)
 	if st := snap.Scopes[orphan.Scope{NodeID: "node-1"}]; st.Health != orphan.HealthUnknown || !strings.Contains(st.Message, "not responding") {
 		t.Fatalf("scope %+v, want Unknown with the reason", st)
 	}
-	if _, err := (&backupdelete.FailedBackups{Lister: h.lister, NodeID: "n"}).Scan(context.Background()); err == nil {
-		t.Fatal("a FailedBackups without a Store must not scan")
+	if v, err := h.fb.Judge(context.Background(), snap.Items[0]); err != nil || v.Outcome != orphan.OutcomeUndecided {
+		t.Fatalf("Judge = %+v, %v; want undecided while the store cannot tell", v, err)
+	}
+}
+
+// existsFails is a backupstore that cannot say whether a backup is there.
+type existsFails struct{ *backupstoretest.MemStore }
+
+func (existsFails) BackupExists(context.Context, backupdelete.BackupRef) (bool, error) {
+	return false, errors.New("nfs: server not responding")
+}
+
+// TestNewOrphansRequiresItsParts: without a store, a purged backup the
+// host still lists as failed would get a new record; without a store that
+// deletes only completed backups, a backup the host lost track of
+// (Unknown) could be purged while it is still being written.
+func TestNewOrphansRequiresItsParts(t *testing.T) {
+	l, mem := newLister(), backupstoretest.NewMemStore()
+	for _, c := range []struct {
+		name   string
+		lister backupdelete.BackupLister
+		store  backupdelete.Backupstore
+		node   string
+	}{
+		{"no store", l, nil, "node-1"},
+		{"no lister", nil, mem, "node-1"},
+		{"store cannot tell whether a backup is in progress", l, noAbilityStore{mem}, "node-1"},
+		{"no node", l, mem, ""},
+	} {
+		if o, err := backupdelete.NewOrphans(c.lister, c.store, backupdelete.OrphansOptions{NodeID: c.node}); !errors.Is(err, orphan.ErrIncomplete) || o != nil {
+			t.Errorf("%s: %v, %v; want ErrIncomplete and no adapter", c.name, o, err)
+		}
 	}
 }
 
 // noAbilityStore is a Backupstore that cannot delete conditionally.
 type noAbilityStore struct{ backupdelete.Backupstore }
 
-// TestBackupOrphanDeleterRefuses walks what an accident or an attacker can
+// corruptStore cannot parse the backup it is asked to delete.
+type corruptStore struct{ *backupstoretest.MemStore }
+
+func (corruptStore) DeleteCompletedBackup(_ context.Context, ref backupdelete.BackupRef) error {
+	return fmt.Errorf("%w: backups/backup_%s.cfg: unexpected end of JSON input", backupdelete.ErrCorrupt, ref.Name)
+}
+
+// TestOrphansDeleteRefuses walks what an accident or an attacker can
 // put in the way of a failed backup's purge. Each case must delete nothing.
-func TestBackupOrphanDeleterRefuses(t *testing.T) {
+func TestOrphansDeleteRefuses(t *testing.T) {
 	ctx := context.Background()
 	good := bk("backup-0000000000000001", backupdelete.StateError)
 	record := func(target, volume, name string) orphan.Record {
@@ -175,8 +213,8 @@ func TestBackupOrphanDeleterRefuses(t *testing.T) {
 			must(t, mem.Put(good.Ref, true, "k1"))
 			return mem
 		}},
-		{"store cannot tell whether it is in progress", goodRec, func(l *lister, mem *backupstoretest.MemStore) backupdelete.Backupstore {
-			return noAbilityStore{mem}
+		{"store cannot read the backup's state", goodRec, func(l *lister, mem *backupstoretest.MemStore) backupdelete.Backupstore {
+			return corruptStore{mem}
 		}},
 		{"host record retried (InProgress)", goodRec, func(l *lister, mem *backupstoretest.MemStore) backupdelete.Backupstore {
 			l.setState(good.Ref, backupdelete.StateInProgress)
@@ -235,8 +273,7 @@ func TestBackupOrphanDeleterRefuses(t *testing.T) {
 					must(t, mem.Put(good.Ref, false, "k1"))
 				}
 			}
-			d := &backupdelete.BackupOrphanDeleter{Store: store, Lister: l}
-			err := d.Delete(ctx, c.rec)
+			err := newOrphans(t, l, store).Delete(ctx, c.rec)
 			if !errors.Is(err, orphan.ErrPreconditionFailed) {
 				t.Fatalf("%v, want ErrPreconditionFailed", err)
 			}
@@ -256,7 +293,7 @@ func TestBackupOrphanDeleterRefuses(t *testing.T) {
 func TestCrashAfterThePurgeForgetsTheRecord(t *testing.T) {
 	ctx := context.Background()
 	failed := bk("backup-0000000000000001", backupdelete.StateError)
-	h := newSweepHarness(failed)
+	h := newSweepHarness(t, failed)
 	must(t, h.mem.Put(failed.Ref, false, "k1"))
 	snap, at := h.scan(t)
 	h.run(t, snap, at)

@@ -69,20 +69,31 @@ func bk(name string, s backupdelete.State) backupdelete.Backup {
 	return backupdelete.Backup{Ref: backupdelete.BackupRef{Target: "default", Volume: "vol-a", Name: name}, State: s}
 }
 
-func TestFailedBackupsScanAndJudge(t *testing.T) {
+// newOrphans is NewOrphans on node-1, failing the test on an error.
+func newOrphans(t *testing.T, l backupdelete.BackupLister, s backupdelete.Backupstore) *backupdelete.Orphans {
+	t.Helper()
+	o, err := backupdelete.NewOrphans(l, s, backupdelete.OrphansOptions{NodeID: "node-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func TestOrphansScanAndJudge(t *testing.T) {
 	l := newLister(
 		bk("backup-ok", backupdelete.StateCompleted),
 		bk("backup-err", backupdelete.StateError),
 		bk("backup-unk", backupdelete.StateUnknown),
 		bk("backup-del", backupdelete.StateDeleting),
 		bk("backup-new", backupdelete.StateNew),
+		bk("backup-err-purged", backupdelete.StateError), // its data is gone
 		backupdelete.Backup{Ref: backupdelete.BackupRef{Volume: "../x", Name: "b1"}, State: backupdelete.StateError},
 	)
 	mem := backupstoretest.NewMemStore()
 	for _, b := range []string{"backup-ok", "backup-err", "backup-unk", "backup-del", "backup-new"} {
 		must(t, mem.Put(bk(b, "").Ref, false, "k1"))
 	}
-	f := &backupdelete.FailedBackups{Lister: l, Store: mem, NodeID: "node-1"}
+	f := newOrphans(t, l, mem)
 	snap, err := f.Scan(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -94,11 +105,13 @@ func TestFailedBackupsScanAndJudge(t *testing.T) {
 		}
 		names = append(names, it.Param(orphan.ParamBackupName))
 	}
-	if len(names) != 2 || len(snap.Skipped) != 1 {
-		t.Fatalf("items %v skipped %v, want the Error and Unknown backups and one skipped", names, snap.Skipped)
+	if len(names) != 2 || len(snap.Skipped) != 2 {
+		t.Fatalf("items %v skipped %v, want the Error and Unknown backups and two skipped (invalid, purged)", names, snap.Skipped)
 	}
-	if st := snap.Scopes[orphan.Scope{NodeID: "node-1"}]; st.Health != orphan.HealthReady {
-		t.Fatalf("scope %+v", st)
+	// The owned backups are left out and counted, the pre-filtering rule
+	// of orphan.Inventory (the invalid one is neither).
+	if st := snap.Scopes[orphan.Scope{NodeID: "node-1"}]; st.Health != orphan.HealthReady || st.OwnedUnlisted != 3 {
+		t.Fatalf("scope %+v, want Ready with 3 owned backups unlisted", st)
 	}
 	// Stable order: by record name.
 	n0, _ := snap.Items[0].Name()
@@ -117,6 +130,7 @@ func TestFailedBackupsScanAndJudge(t *testing.T) {
 		{"backup-del", orphan.OutcomeOwned},
 		{"backup-new", orphan.OutcomeOwned},
 		{"backup-gone", orphan.OutcomeUndecided},
+		{"backup-err-purged", orphan.OutcomeUndecided},
 	} {
 		v, err := f.Judge(context.Background(), backupdelete.BackupItem(bk(c.name, "").Ref, "node-1"))
 		if err != nil || v.Outcome != c.want || v.Reason == "" {
@@ -154,13 +168,13 @@ func TestBackupItemNameIsOrphansFormula(t *testing.T) {
 	}
 }
 
-func TestBackupOrphanDeleterRechecks(t *testing.T) {
+func TestOrphansDeleteRechecks(t *testing.T) {
 	ctx := context.Background()
 	mem := backupstoretest.NewMemStore()
 	failed := bk("backup-err", backupdelete.StateError)
 	must(t, mem.Put(failed.Ref, false, "k1"))
 	l := newLister(failed)
-	d := &backupdelete.BackupOrphanDeleter{Store: mem, Lister: l}
+	d := newOrphans(t, l, mem)
 	rec, err := orphan.NewRecord(backupdelete.BackupItem(failed.Ref, "node-1"), epoch)
 	if err != nil {
 		t.Fatal(err)
@@ -182,8 +196,7 @@ func TestBackupOrphanDeleterRechecks(t *testing.T) {
 		t.Fatalf("%v, want ErrPreconditionFailed", err)
 	}
 	// Failed: deleted; already gone: success.
-	l = newLister(failed)
-	d.Lister = l
+	d = newOrphans(t, newLister(failed), mem)
 	for range 2 {
 		if err := d.Delete(ctx, rec); err != nil {
 			t.Fatal(err)
@@ -199,7 +212,7 @@ func TestBackupOrphanDeleterRechecks(t *testing.T) {
 
 // TestFailedBackupsThroughOrphanPlanner runs seed 000's failed-backup loop
 // end to end through package orphan: scan, judge, Decide with an
-// auto-deletion policy for backups, Sweeper with BackupOrphanDeleter.
+// auto-deletion policy for backups, a Sweeper over the Orphans adapter.
 func TestFailedBackupsThroughOrphanPlanner(t *testing.T) {
 	ctx := context.Background()
 	mem := backupstoretest.NewMemStore()
@@ -207,13 +220,16 @@ func TestFailedBackupsThroughOrphanPlanner(t *testing.T) {
 	must(t, mem.Put(ok.Ref, false, "k1"))
 	must(t, mem.Put(failed.Ref, false, "k1", "k2"))
 	l := newLister(ok, failed)
-	fb := &backupdelete.FailedBackups{Lister: l, Store: mem, NodeID: "node-1"}
+	fb := newOrphans(t, l, mem)
 	store := orphan.NewMemStore()
 	policy, err := orphan.ParsePolicy("backup", "60")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sweeper := &orphan.Sweeper{Store: store, Judge: fb, Deleter: orphan.KindDeleters{orphan.KindBackup: &backupdelete.BackupOrphanDeleter{Store: mem, Lister: l}}}
+	sweeper, err := orphan.NewSweeper(store, fb, orphan.SweeperOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	cycle := func(now time.Time) (orphan.Plan, orphan.Result) {
 		t.Helper()

@@ -12,9 +12,9 @@ import "context"
 type Backupstore interface {
 	// DeleteBackup deletes the backup and everything only it references
 	// (for Longhorn's layout: its cfg, then the blocks no remaining backup
-	// references). It is called by the Driver from its command goroutines,
-	// and by BackupOrphanDeleter; it must be safe for concurrent use,
-	// including for two backups of one volume. It may run for a long time
+	// references). It is called by the Driver from its command
+	// goroutines; it must be safe for concurrent use, including for two
+	// backups of one volume. It may run for a long time
 	// and should return promptly with ctx.Err() when ctx is cancelled.
 	//
 	// A backup that is already gone is success (nil): a retry after a
@@ -26,7 +26,8 @@ type Backupstore interface {
 	// BackupExists reports whether the backup is still in the backupstore.
 	// A backup still being written (Longhorn: its cfg has an empty
 	// CreatedTime) exists. It is called by the Driver on every reconcile of
-	// a Deleting backup, from many goroutines at once. An error means "could
+	// a Deleting backup, and by Orphans for each failed backup it scans
+	// or judges, from many goroutines at once. An error means "could
 	// not tell" and is retried on the next reconcile; it must not be
 	// ErrNotFound (that is false, nil).
 	BackupExists(ctx context.Context, ref BackupRef) (bool, error)
@@ -34,7 +35,7 @@ type Backupstore interface {
 
 // CompletedBackupDeleter is an optional ability of a Backupstore, found by
 // type assertion: deleting a backup only if its creation has finished,
-// decided where the deletion happens. BackupOrphanDeleter requires it: a
+// decided where the deletion happens. NewOrphans requires it: a
 // failed backup's data is purged automatically, and a backup the host
 // reports failed (Unknown: the host lost track of it) may still be being
 // written. fsstore.Store and backupstoretest.MemStore implement it.
@@ -51,9 +52,9 @@ type CompletedBackupDeleter interface {
 }
 
 // BackupLister is the host adapter to its backup records (Longhorn's Backup
-// custom resources, usually from an informer cache). FailedBackups and
-// BackupOrphanDeleter use it to find failed backups and to re-check one
-// at the moment of deletion. Both methods may be called concurrently.
+// custom resources, usually from an informer cache). Orphans uses it to
+// find failed backups and to re-check one at the moment of deletion. Both
+// methods may be called concurrently.
 type BackupLister interface {
 	// ListBackups returns every backup record, in any order. An error
 	// fails the scan that called it (nothing is created or forgotten).

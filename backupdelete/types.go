@@ -123,7 +123,7 @@ const (
 )
 
 // Failed reports whether a backup in this state failed: Error or Unknown.
-// Failed backups become orphan records (see FailedBackups).
+// Failed backups become orphan records (see Orphans).
 func (s State) Failed() bool { return s == StateError || s == StateUnknown }
 
 // Backup is the host's view of one backup record (in Longhorn, a Backup
