@@ -8,11 +8,11 @@
 //   - Compatibility: HashTokens computes scylla-operator's token ring hash
 //     byte for byte; Decide turns a member's annotations
 //     (CurrentTokenRingHashAnnotation, LastCleanedUpTokenRingHashAnnotation,
-//     NeverCleanedUp) and the cluster's status into a Verdict (seed, wait
+//     NeverCleanedUp) and the cluster's status into a Decision (seed, wait
 //     with a reason, start a cleanup Job, record a cleanup, or nothing);
-//     SetJobConditions reports the verdicts as JobControllerProgressing and
+//     SetJobConditions reports the decisions as JobControllerProgressing and
 //     JobControllerDegraded conditions.
-//   - Ownership: Analyze compares two Snapshots (token ring with each
+//   - Ownership: Analyze compares two Topologies (token ring with each
 //     endpoint's datacenter and rack, and each keyspace's replication) and
 //     lists per node and keyspace the ranges lost and gained. With
 //     DecideOptions{Trigger: TriggerOwnership} the decision uses it: a
@@ -62,7 +62,7 @@
 //  2. In the cluster reconcile loop: for every member build a Member (its
 //     Service annotations, its cleanup Job if any, its endpoint) and a
 //     ClusterStatus, and call Decide.
-//  3. Apply each Verdict: ActionSeed → set LastCleanedUpTokenRingHashAnnotation
+//  3. Apply each Decision: ActionSeed → set LastCleanedUpTokenRingHashAnnotation
 //     to NeverCleanedUp; ActionStartCleanup → create (or replace) the node's
 //     cleanup Job with CleanupJobTokenRingHashAnnotation = TokenRingHash, its
 //     pod calling RunCleanup against that node; ActionRecordCleanup → set
@@ -70,14 +70,14 @@
 //     requeue; ActionNone → nothing.
 //  4. Call SetJobConditions on the cluster's status conditions and write the
 //     status when it reports a change.
-//  5. Only for TriggerOwnership: keep, per node, a baseline Snapshot (the
+//  5. Only for TriggerOwnership: keep, per node, a baseline Topology (the
 //     ring and the vnode keyspaces' replication when the node was last
 //     cleaned, or when it joined). Each reconcile read the current ring
 //     (ReadRing) and replication, call Analyze(baseline, now) once per
 //     distinct baseline, and pass the result in DecideOptions.Analysis.
 //     When you apply ActionRecordCleanup, make "now" that node's baseline;
 //     otherwise a replication change keeps asking for cleanups. Never keep
-//     a snapshot that fails Snapshot.Validate: a replication that does not
+//     a topology that fails Topology.Validate: a replication that does not
 //     match the ring (a datacenter it does not have, no replicas at all)
 //     would make every node look as if it lost its ranges, so Analyze
 //     refuses it with ErrUnknownDatacenter or ErrInvalidReplication.
@@ -85,12 +85,12 @@
 // # A complete loop
 //
 //	func reconcile(ctx context.Context, cluster *Cluster, now time.Time) error {
-//		analysis, err := tokenring.Analyze(cluster.Baseline, cluster.ObserveSnapshot(ctx))
+//		analysis, err := tokenring.Analyze(cluster.Baseline, cluster.ObserveTopology(ctx))
 //		if err != nil {
 //			return err // a bad ring or replication is reported, never guessed
 //		}
 //		opts := tokenring.DecideOptions{Trigger: tokenring.TriggerOwnership, Analysis: &analysis}
-//		var verdicts []tokenring.Verdict
+//		var decisions []tokenring.Decision
 //		for _, svc := range cluster.MemberServices() {
 //			v := tokenring.Decide(tokenring.Member{
 //				Name:        svc.Name,
@@ -107,9 +107,9 @@
 //			case tokenring.ActionStartCleanup:
 //				cluster.EnsureCleanupJob(svc.Name, v.TokenRingHash) // runs tokenring.RunCleanup
 //			}
-//			verdicts = append(verdicts, v)
+//			decisions = append(decisions, v)
 //		}
-//		if tokenring.SetJobConditions(&cluster.Conditions, verdicts, cluster.Generation, metav1.NewTime(now)) {
+//		if tokenring.SetJobConditions(&cluster.Conditions, decisions, cluster.Generation, metav1.NewTime(now)) {
 //			return cluster.UpdateStatus(ctx)
 //		}
 //		return nil
@@ -120,10 +120,10 @@
 // Sentinels for errors.Is: ErrNotMurmur3 (every *TokenError: a token that is
 // not a canonical signed 64-bit decimal), ErrInvalidRing,
 // ErrInvalidReplication, ErrUnknownDatacenter and ErrMissingLocation
-// (Snapshot.Validate and Analyze's input),
+// (Topology.Validate and Analyze's input),
 // ErrNotJoined and ErrInconsistentRing (retry later), ErrNotFound (HTTP
 // 404), ErrKeyspaceNotFound (ScyllaDB said the keyspace does not exist),
-// ErrRedirect, ErrMalformedReply and ErrReplyTooLarge (REST replies;
+// ErrRedirect, ErrMalformedReply and ErrTooLarge (REST replies;
 // bodies are read up to ClientOptions.MaxReplyBytes), ErrInvalidURL and
 // ErrTokenWithoutTLS (NewClient's configuration). Non-2xx replies are
 // *APIError. IsRetryable classifies any error of this package. RunCleanup

@@ -21,7 +21,7 @@ import (
 // retryable: asking again gets the same garbage); ErrNotFound means the
 // node does not know the thing asked for; anything else (network, 5xx) is
 // worth retrying with backoff (IsRetryable tells). Returned maps and slices
-// belong to the caller. tokenringtest.RunRingSourceTests checks all this.
+// belong to the caller. tokenringtest.RunConformanceTests checks all this.
 type RingSource interface {
 	// LocalHostID returns the node's own host ID
 	// (GET /storage_service/hostid/local).
@@ -46,7 +46,9 @@ type RingSource interface {
 
 // LocationSource says where endpoints sit. Optional: hosts that know the
 // topology from their own objects (rack labels) build Ring.Locations
-// themselves. Same contract as RingSource.
+// themselves. Same contract as RingSource; an endpoint the node does not
+// know is an error (ScyllaDB answers HTTP 500 "Unknown host"), never an
+// empty Location.
 type LocationSource interface {
 	// Location returns the endpoint's datacenter and rack
 	// (GET /snitch/datacenter?host= and /snitch/rack?host=).
@@ -60,7 +62,7 @@ type LocationSource interface {
 // after the listing) returns an error wrapping ErrKeyspaceNotFound, which
 // RunCleanup reports as dropped; every other error, ErrNotFound included
 // (a 404 is a path the node does not serve, not a missing keyspace), is a
-// failed cleanup. tokenringtest.RunCleanerTests checks the contract.
+// failed cleanup. tokenringtest.RunConformanceTests checks the contract.
 type Cleaner interface {
 	// StopCleanups aborts cleanup compactions already running on the node
 	// (POST /compaction_manager/stop_compaction?type=CLEANUP), so a new
