@@ -25,8 +25,11 @@
 //     LocationSource and Cleaner. ReadTokenRingHash refuses to hash the
 //     ring of a node that owns no tokens yet (ErrNotJoined), or a ring
 //     reply that lacks the node's own tokens (ErrInconsistentRing).
-//     RunCleanup does the cleanup Job's work. Package scyllatest is a fake
-//     API for tests; package mocks has generated mocks of the interfaces.
+//     RunCleanup does the cleanup Job's work. Package tokenringtest models
+//     a cluster once and serves it as an in-memory node (MemNode) and as a
+//     fake REST API (Server), and its RunConformanceTests checks any
+//     RingSource, LocationSource or Cleaner in one line; package mocks has
+//     generated mocks of the interfaces.
 //
 // # What the client trusts
 //
@@ -92,22 +95,22 @@
 //		opts := tokenring.DecideOptions{Trigger: tokenring.TriggerOwnership, Analysis: &analysis}
 //		var decisions []tokenring.Decision
 //		for _, svc := range cluster.MemberServices() {
-//			v := tokenring.Decide(tokenring.Member{
+//			d := tokenring.Decide(tokenring.Member{
 //				Name:        svc.Name,
 //				Annotations: svc.Annotations,
 //				Job:         cluster.CleanupJob(svc.Name), // nil when there is none
 //				Endpoint:    svc.Endpoint,
 //			}, cluster.Status(), opts)
-//			switch v.Action {
+//			switch d.Action {
 //			case tokenring.ActionSeed, tokenring.ActionRecordCleanup:
-//				svc.Annotations[tokenring.LastCleanedUpTokenRingHashAnnotation] = v.TokenRingHash
-//				if v.Action == tokenring.ActionRecordCleanup {
+//				svc.Annotations[tokenring.LastCleanedUpTokenRingHashAnnotation] = d.TokenRingHash
+//				if d.Action == tokenring.ActionRecordCleanup {
 //					cluster.AdvanceBaseline(svc.Endpoint)
 //				}
 //			case tokenring.ActionStartCleanup:
-//				cluster.EnsureCleanupJob(svc.Name, v.TokenRingHash) // runs tokenring.RunCleanup
+//				cluster.EnsureCleanupJob(svc.Name, d.TokenRingHash) // runs tokenring.RunCleanup
 //			}
-//			decisions = append(decisions, v)
+//			decisions = append(decisions, d)
 //		}
 //		if tokenring.SetJobConditions(&cluster.Conditions, decisions, cluster.Generation, metav1.NewTime(now)) {
 //			return cluster.UpdateStatus(ctx)
@@ -122,9 +125,10 @@
 // ErrInvalidReplication, ErrUnknownDatacenter and ErrMissingLocation
 // (Topology.Validate and Analyze's input),
 // ErrNotJoined and ErrInconsistentRing (retry later), ErrNotFound (HTTP
-// 404), ErrKeyspaceNotFound (ScyllaDB said the keyspace does not exist),
-// ErrRedirect, ErrMalformedReply and ErrTooLarge (REST replies;
-// bodies are read up to ClientOptions.MaxReplyBytes), ErrInvalidURL and
+// 404; caretaker's shared NotFound class), ErrKeyspaceNotFound (ScyllaDB said the keyspace does not exist),
+// ErrRedirect, ErrMalformedReply and ErrTooLarge (REST replies, the
+// shared "too large" class; bodies are read up to ClientOptions.MaxReplyBytes, and an oversized one wraps
+// a *bounded.TooLargeError), ErrInvalidURL and
 // ErrTokenWithoutTLS (NewClient's configuration). Non-2xx replies are
 // *APIError. IsRetryable classifies any error of this package. RunCleanup
 // continues past failing keyspaces and returns them all in a

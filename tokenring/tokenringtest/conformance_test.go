@@ -32,9 +32,7 @@ func TestMemNodeConformance(t *testing.T) {
 // TestEmptyHarnessFails: a Harness without makers would check nothing,
 // and must say so rather than pass.
 func TestEmptyHarnessFails(t *testing.T) {
-	ok := testing.RunTests(func(_, _ string) (bool, error) { return true, nil },
-		[]testing.InternalTest{{Name: "Empty", F: func(t *testing.T) { tokenringtest.RunConformanceTests(t, tokenringtest.Harness{}) }}})
-	if ok {
+	if runTest(func(t *testing.T) { tokenringtest.RunConformanceTests(t, tokenringtest.Harness{}) }) {
 		t.Fatal("RunConformanceTests with an empty Harness passed")
 	}
 }
