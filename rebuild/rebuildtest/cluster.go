@@ -23,7 +23,7 @@ const (
 // when Step is called, one transition per volume per step, so a test sees
 // every intermediate state. All methods are safe for concurrent use.
 type Cluster struct {
-	clock   clock.PassiveClock // stamps replica failures
+	clock   clock.Clock // stamps replica failures
 	mu      sync.Mutex
 	global  string
 	volumes map[string]*volume
