@@ -1,4 +1,4 @@
-package scyllatest
+package tokenringtest
 
 import (
 	"encoding/json"
@@ -46,13 +46,12 @@ func get(t *testing.T, c *http.Client, url, token string) (int, string) {
 // TestShapes pins the JSON shapes to ScyllaDB's: arrays of strings, arrays
 // of {"key","value"} mappers, bare JSON strings, {"message","code"} errors.
 func TestShapes(t *testing.T) {
-	s := NewServer(Options{})
-	defer s.Close()
-	s.SetNodes("10.0.0.2", []Node{
+	s := NewServer(Cluster{Local: "10.0.0.2", Nodes: []Node{
 		{Endpoint: "10.0.0.2", HostID: "h2", Datacenter: "dc1", Rack: "r1", Tokens: []string{"100", "-5"}},
 		{Endpoint: "10.0.0.1", HostID: "h1", Datacenter: "dc1", Rack: "r2", Tokens: []string{"7"}},
 		{Endpoint: "10.0.0.3", HostID: "h3"},
-	})
+	}}, ServerOptions{})
+	defer s.Close()
 	c := s.Client()
 	for path, want := range map[string]string{
 		"/storage_service/tokens":             `["-5","7","100"]`,
@@ -80,7 +79,7 @@ func TestShapes(t *testing.T) {
 }
 
 func TestAgentModeNeedsTheToken(t *testing.T) {
-	s := NewServer(Options{AuthToken: "t0k"})
+	s := NewServer(Cluster{}, ServerOptions{AuthToken: "t0k"})
 	defer s.Close()
 	if !strings.HasPrefix(s.URL, "https://127.0.0.1:") {
 		t.Fatalf("URL %s", s.URL)

@@ -32,7 +32,7 @@ func one(ks string, r Replication) map[string]Replication { return map[string]Re
 func lostOf(a Analysis, node, ks string) []Range   { return a.Nodes[node].Keyspaces[ks].Lost }
 func gainedOf(a Analysis, node, ks string) []Range { return a.Nodes[node].Keyspaces[ks].Gained }
 
-func mustAnalyze(t *testing.T, before, after Snapshot) Analysis {
+func mustAnalyze(t *testing.T, before, after Topology) Analysis {
 	t.Helper()
 	a, err := Analyze(before, after)
 	if err != nil {
@@ -69,7 +69,7 @@ var (
 )
 
 func TestScaleOutCleansOnlyNodesThatLostRanges(t *testing.T) {
-	a := mustAnalyze(t, Snapshot{threeNodes, one("ks", simple(2))}, Snapshot{fourNodes, one("ks", simple(2))})
+	a := mustAnalyze(t, Topology{threeNodes, one("ks", simple(2))}, Topology{fourNodes, one("ks", simple(2))})
 	if got, want := a.NeedsCleanup(), []string{"B", "C"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("NeedsCleanup = %v, want %v (A only kept its ranges, D is new)", got, want)
 	}
@@ -83,7 +83,7 @@ func TestScaleOutCleansOnlyNodesThatLostRanges(t *testing.T) {
 }
 
 func TestDecommissionCleansNobodyWhoOnlyGained(t *testing.T) {
-	a := mustAnalyze(t, Snapshot{fourNodes, one("ks", simple(2))}, Snapshot{threeNodes, one("ks", simple(2))})
+	a := mustAnalyze(t, Topology{fourNodes, one("ks", simple(2))}, Topology{threeNodes, one("ks", simple(2))})
 	if got := a.NeedsCleanup(); len(got) != 0 {
 		t.Fatalf("NeedsCleanup = %v, want nobody", got)
 	}
@@ -96,7 +96,7 @@ func TestDecommissionCleansNobodyWhoOnlyGained(t *testing.T) {
 
 // RF 2 → 1 on A@10 B@20 C@30: each node keeps only its primary range.
 func TestReplicationFactorDecreaseWithUnchangedRing(t *testing.T) {
-	a := mustAnalyze(t, Snapshot{threeNodes, one("ks", simple(2))}, Snapshot{threeNodes, one("ks", simple(1))})
+	a := mustAnalyze(t, Topology{threeNodes, one("ks", simple(2))}, Topology{threeNodes, one("ks", simple(1))})
 	if got, want := a.NeedsCleanup(), []string{"A", "B", "C"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("NeedsCleanup = %v, want %v", got, want)
 	}
@@ -104,7 +104,7 @@ func TestReplicationFactorDecreaseWithUnchangedRing(t *testing.T) {
 	eqRanges(t, "B lost", lostOf(a, "B", "ks"), Range{30, 10})
 	eqRanges(t, "C lost", lostOf(a, "C", "ks"), Range{10, 20})
 	// And back up: nobody loses, everybody gains.
-	a = mustAnalyze(t, Snapshot{threeNodes, one("ks", simple(1))}, Snapshot{threeNodes, one("ks", simple(2))})
+	a = mustAnalyze(t, Topology{threeNodes, one("ks", simple(1))}, Topology{threeNodes, one("ks", simple(2))})
 	if got := a.NeedsCleanup(); len(got) != 0 {
 		t.Fatalf("RF increase: NeedsCleanup = %v", got)
 	}
@@ -122,7 +122,7 @@ var (
 )
 
 func TestStrategyChangeWithUnchangedRing(t *testing.T) {
-	a := mustAnalyze(t, Snapshot{rackRing, one("ks", simple(2))}, Snapshot{rackRing, one("ks", nts(map[string]int{"dc1": 2}))})
+	a := mustAnalyze(t, Topology{rackRing, one("ks", simple(2))}, Topology{rackRing, one("ks", nts(map[string]int{"dc1": 2}))})
 	if got, want := a.NeedsCleanup(), []string{"B", "D"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("NeedsCleanup = %v, want %v", got, want)
 	}
@@ -140,7 +140,7 @@ func TestStrategyChangeWithUnchangedRing(t *testing.T) {
 func TestNetworkTopologyScaleOutWithRacks(t *testing.T) {
 	after := ring(twoRacks, 10, "A", 20, "B", 25, "G", 30, "C", 40, "D")
 	ks := one("ks", nts(map[string]int{"dc1": 2}))
-	a := mustAnalyze(t, Snapshot{rackRing, ks}, Snapshot{after, ks})
+	a := mustAnalyze(t, Topology{rackRing, ks}, Topology{after, ks})
 	if got, want := a.NeedsCleanup(), []string{"A"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("NeedsCleanup = %v, want %v", got, want)
 	}
@@ -196,13 +196,13 @@ func compileNames(r Ring) []string {
 
 func TestWholeRingAndWrap(t *testing.T) {
 	// One node holds everything; a second one takes half of it.
-	before := Snapshot{ring(nil, 0, "A"), one("ks", simple(1))}
-	after := Snapshot{ring(nil, 0, "A", 100, "B"), one("ks", simple(1))}
+	before := Topology{ring(nil, 0, "A"), one("ks", simple(1))}
+	after := Topology{ring(nil, 0, "A", 100, "B"), one("ks", simple(1))}
 	a := mustAnalyze(t, before, after)
 	eqRanges(t, "A lost", lostOf(a, "A", "ks"), Range{0, 100})
 	eqRanges(t, "B gained", gainedOf(a, "B", "ks"), Range{0, 100})
 	// And B replaces A entirely: B gains the whole ring (Start == End).
-	a = mustAnalyze(t, before, Snapshot{ring(nil, 50, "B"), one("ks", simple(1))})
+	a = mustAnalyze(t, before, Topology{ring(nil, 50, "B"), one("ks", simple(1))})
 	eqRanges(t, "B gained", gainedOf(a, "B", "ks"), Range{50, 50})
 	if !(Range{50, 50}).Contains(-1 << 63) {
 		t.Error("a Start == End range does not contain everything")
@@ -210,8 +210,8 @@ func TestWholeRingAndWrap(t *testing.T) {
 }
 
 func TestKeyspacesOnlyInOneSnapshotAndLocal(t *testing.T) {
-	before := Snapshot{threeNodes, map[string]Replication{"dropped": simple(2), "sys": {Strategy: LocalStrategy}, "ks": simple(2)}}
-	after := Snapshot{fourNodes, map[string]Replication{"new": simple(2), "sys": {Strategy: LocalStrategy}, "ks": simple(2)}}
+	before := Topology{threeNodes, map[string]Replication{"dropped": simple(2), "sys": {Strategy: LocalStrategy}, "ks": simple(2)}}
+	after := Topology{fourNodes, map[string]Replication{"new": simple(2), "sys": {Strategy: LocalStrategy}, "ks": simple(2)}}
 	a := mustAnalyze(t, before, after)
 	for _, n := range a.Nodes {
 		for ks := range n.Keyspaces {
@@ -224,7 +224,7 @@ func TestKeyspacesOnlyInOneSnapshotAndLocal(t *testing.T) {
 
 func TestEverywhereStrategy(t *testing.T) {
 	ks := one("ks", Replication{Strategy: EverywhereStrategy})
-	a := mustAnalyze(t, Snapshot{threeNodes, ks}, Snapshot{fourNodes, ks})
+	a := mustAnalyze(t, Topology{threeNodes, ks}, Topology{fourNodes, ks})
 	if got := a.NeedsCleanup(); len(got) != 0 {
 		t.Errorf("NeedsCleanup = %v", got)
 	}
@@ -233,18 +233,18 @@ func TestEverywhereStrategy(t *testing.T) {
 
 func TestAnalyzeRejectsBadInput(t *testing.T) {
 	for name, tc := range map[string]struct {
-		before, after Snapshot
+		before, after Topology
 		want          error
 	}{
-		"duplicate token": {Snapshot{Ring: ring(nil, 1, "A", 1, "B")}, Snapshot{}, ErrInvalidRing},
-		"empty endpoint":  {Snapshot{}, Snapshot{Ring: ring(nil, 1, "")}, ErrInvalidRing},
-		"unknown strategy": {Snapshot{threeNodes, one("ks", Replication{Strategy: "Mystery"})},
-			Snapshot{threeNodes, one("ks", simple(1))}, ErrInvalidReplication},
-		"negative rf": {Snapshot{threeNodes, one("ks", simple(1))}, Snapshot{threeNodes, one("ks", simple(-1))}, ErrInvalidReplication},
-		"negative dc rf": {Snapshot{rackRing, one("ks", simple(1))},
-			Snapshot{rackRing, one("ks", nts(map[string]int{"dc1": -2}))}, ErrInvalidReplication},
-		"missing location": {Snapshot{threeNodes, one("ks", nts(map[string]int{"dc1": 1}))},
-			Snapshot{threeNodes, one("ks", simple(1))}, ErrMissingLocation},
+		"duplicate token": {Topology{Ring: ring(nil, 1, "A", 1, "B")}, Topology{}, ErrInvalidRing},
+		"empty endpoint":  {Topology{}, Topology{Ring: ring(nil, 1, "")}, ErrInvalidRing},
+		"unknown strategy": {Topology{threeNodes, one("ks", Replication{Strategy: "Mystery"})},
+			Topology{threeNodes, one("ks", simple(1))}, ErrInvalidReplication},
+		"negative rf": {Topology{threeNodes, one("ks", simple(1))}, Topology{threeNodes, one("ks", simple(-1))}, ErrInvalidReplication},
+		"negative dc rf": {Topology{rackRing, one("ks", simple(1))},
+			Topology{rackRing, one("ks", nts(map[string]int{"dc1": -2}))}, ErrInvalidReplication},
+		"missing location": {Topology{threeNodes, one("ks", nts(map[string]int{"dc1": 1}))},
+			Topology{threeNodes, one("ks", simple(1))}, ErrMissingLocation},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Analyze(tc.before, tc.after)
@@ -360,7 +360,7 @@ func referenceOwners(r Ring, repl Replication, u Token) []string {
 // checkAgainstReference compares Analyze with the reference at every token
 // of both rings (each range of the result is a union of the intervals those
 // tokens end) and at one token inside each interval.
-func checkAgainstReference(t *testing.T, before, after Snapshot) {
+func checkAgainstReference(t *testing.T, before, after Topology) {
 	t.Helper()
 	got, err := Analyze(before, after)
 	if err != nil {
@@ -547,7 +547,7 @@ func TestAnalyzeAgreesWithReference(t *testing.T) {
 			}
 		}
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
-			checkAgainstReference(t, Snapshot{before, ks}, Snapshot{after, ksAfter})
+			checkAgainstReference(t, Topology{before, ks}, Topology{after, ksAfter})
 		})
 	}
 }
