@@ -120,9 +120,8 @@ func (o Options) covers(e DataEngine) bool {
 }
 
 // backoff is the policy of InitialBackoff and MaxBackoff (with defaults).
-// Both are capped at maxBackoff, so that doubling a delay below the
-// ceiling can never overflow a time.Duration (internal/backoff doubles
-// without that check).
+// Both are capped at maxBackoff, so that Now plus a delay is still a time
+// a host can compare and store.
 func (o Options) backoff() backoff.Policy {
 	return backoff.Policy{Initial: min(o.InitialBackoff, maxBackoff), Max: min(o.MaxBackoff, maxBackoff)}
 }
