@@ -9,6 +9,8 @@ import (
 	"maps"
 	"path/filepath"
 	"sync"
+
+	"github.com/caretaker-storage/caretaker/internal/bounded"
 )
 
 //go:generate go run go.uber.org/mock/mockgen@v0.6.0 -source=expected.go -destination=mocks/expected.go -package=mocks
@@ -17,11 +19,12 @@ import (
 // on a disk: Longhorn's replica objects whose spec.diskID is the disk's
 // UUID carry them in spec.dataDirectoryName.
 type ExpectedSource interface {
-	// Expected returns the data directory names expected on disk. The
-	// Inventory calls it once per disk per scan, the Judge once per item,
-	// and the Deleter twice per purge (before and after the rename), so a
-	// directory that became expected at any point stops the purge. It may
-	// be called from several goroutines at once.
+	// Expected returns the data directory names expected on disk.
+	// Orphans calls it once per disk per scan, once per item it judges,
+	// and twice per purge (before and after the rename), so a directory
+	// that became expected at any point stops the purge. It may be called
+	// from several goroutines at once, and returns promptly (an answer or
+	// an error) when ctx is done.
 	//
 	// The returned set is read-only for both sides: the caller never
 	// modifies it, and the implementation must not modify it after
@@ -158,16 +161,21 @@ const DefaultMaxReplicaListSize = 256 << 20
 // It keeps metadata.name and spec.{nodeID,diskID,diskPath,dataDirectoryName}
 // of each and ignores everything else. It reads at most limit bytes
 // (DefaultMaxReplicaListSize if limit <= 0) and decodes one item at a time.
-// Errors are *ParseError wrapping ErrCorrupt or ErrTooLarge; on error no
+// Errors are *ParseError wrapping ErrCorrupt or ErrTooLarge (a
+// *bounded.TooLargeError); on error no
 // refs are returned, so a truncated list never looks like "nothing is
 // expected".
 func ParseReplicaList(r io.Reader, limit int64) ([]ReplicaRef, error) {
 	const input = "replica list"
 	limit = orDefault(limit, DefaultMaxReplicaListSize)
-	lr := &io.LimitedReader{R: r, N: limit + 1}
+	br := &bounded.Reader{R: r, Limit: limit, What: input}
 	fail := func(err error) ([]ReplicaRef, error) {
-		if lr.N <= 0 {
-			return nil, &ParseError{Input: input, Reason: fmt.Sprintf("larger than %d bytes", limit), Err: ErrTooLarge}
+		var tl *bounded.TooLargeError
+		if errors.As(err, &tl) {
+			return nil, tooLarge(tl)
+		}
+		if br.Count() > limit {
+			return nil, tooLarge(&bounded.TooLargeError{What: input, Limit: limit})
 		}
 		var pe *ParseError
 		if errors.As(err, &pe) {
@@ -175,7 +183,7 @@ func ParseReplicaList(r io.Reader, limit int64) ([]ReplicaRef, error) {
 		}
 		return nil, corrupt(input, "%v", err)
 	}
-	dec := json.NewDecoder(lr)
+	dec := json.NewDecoder(br)
 	if err := expectDelim(dec, '{'); err != nil {
 		return fail(err)
 	}
@@ -234,7 +242,7 @@ func ParseReplicaList(r io.Reader, limit int64) ([]ReplicaRef, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return fail(fmt.Errorf("data after the list"))
 	}
-	if lr.N <= 0 {
+	if br.Count() > limit {
 		return fail(nil)
 	}
 	if !sawItems {

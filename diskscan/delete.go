@@ -7,24 +7,23 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sync"
 
 	"github.com/caretaker-storage/caretaker/internal/safefile"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
-// Deleter purges orphaned replica directories. It implements
-// orphan.Deleter and orphan.Finisher, and is safe for concurrent use (the
+// Delete implements orphan.Deleter: it purges the orphaned replica
+// directory r names. It may run for different records at once (the
 // Sweeper never purges one record twice at once; a second purge of a
 // directory already being purged fails and is retried).
 //
-// It trusts nothing it did not check itself at the moment it acts. For
-// each purge, in order:
+// It trusts nothing it did not check itself at the moment it acts. In
+// order:
 //
 //  1. the record is a v1 replica data record whose DataName is a safe,
 //     valid data directory name, short enough for its tombstone and
 //     marker;
-//  2. the record's disk is in the DiskSet with the record's DiskUUID and
+//  2. the record's disk is one SetDisks set, with the record's DiskUUID and
 //     DiskPath, compared as strings: the path is part of the record's
 //     name, so "/var/lib/longhorn" and "/var/lib/longhorn/" are different
 //     records even though they open the same directory;
@@ -61,37 +60,13 @@ import (
 // A crash or a cancellation after 8 leaves a marked tombstone, which
 // FinishInterrupted (the Sweeper calls it once per sync) removes later. A
 // tombstone without a matching marker is never removed.
-type Deleter struct {
-	disks    *DiskSet
-	expected ExpectedSource
-	opts     Options
-
-	mu   sync.Mutex
-	busy map[busyKey]struct{} // directories being purged by this Deleter
-}
-
-type busyKey struct {
-	scope orphan.Scope
-	name  string
-}
-
-// NewDeleter returns a Deleter over the same disks and expected source as
-// the Inventory and Judge.
-func NewDeleter(disks *DiskSet, expected ExpectedSource, opts Options) *Deleter {
-	return &Deleter{disks: disks, expected: expected, opts: opts, busy: map[busyKey]struct{}{}}
-}
-
-// afterTombstone, when set by a test, runs right after the rename to the
-// tombstone, before the checks that follow it.
-var afterTombstone func(replicas, tombstone string)
-
-// Delete implements orphan.Deleter. A refusal wraps
-// orphan.ErrPreconditionFailed and a sentinel of this package saying why;
-// nothing was deleted. A directory that is already gone is success. An
-// error wrapping ctx's error means the purge stopped part way and left a
-// marked tombstone that FinishInterrupted finishes. Other errors (I/O, the
-// expected source failing) are retryable.
-func (d *Deleter) Delete(ctx context.Context, r orphan.Record) error {
+//
+// A refusal wraps orphan.ErrPreconditionFailed and a sentinel of this
+// package saying why; nothing was deleted. A directory that is already
+// gone is success. An error wrapping ctx's error means the purge stopped
+// part way and left a marked tombstone that FinishInterrupted finishes.
+// Other errors (I/O, the expected source failing) are retryable.
+func (d *Orphans) Delete(ctx context.Context, r orphan.Record) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -108,7 +83,7 @@ func (d *Deleter) Delete(ctx context.Context, r orphan.Record) error {
 	if !purgeable(name) {
 		return refuse(ErrUnsafePath, "%q is too long to rename to a tombstone", name)
 	}
-	disk, ok := d.disks.Lookup(r.NodeID, r.Param(orphan.ParamDiskName))
+	disk, ok := d.disks.lookup(r.NodeID, r.Param(orphan.ParamDiskName))
 	if !ok {
 		return refuse(ErrUnknownDisk, "disk %s", r.Scope())
 	}
@@ -163,7 +138,7 @@ func (d *Deleter) Delete(ctx context.Context, r orphan.Record) error {
 	if err := noMountsIn(rr, name); err != nil {
 		return err
 	}
-	check := treeWalk{ctx: ctx, bound: bound}
+	check := treeWalk{ctx: ctx, bound: bound, afterRemove: d.hooks.afterRemove}
 	if err := check.walk(rr, name, name, before, 0); err != nil {
 		return err
 	}
@@ -189,8 +164,8 @@ func (d *Deleter) Delete(ctx context.Context, r orphan.Record) error {
 		}
 		return err
 	}
-	if afterTombstone != nil {
-		afterTombstone(filepath.Join(disk.fsPath(), ReplicasDir), tomb)
+	if d.hooks.afterTombstone != nil {
+		d.hooks.afterTombstone(filepath.Join(disk.fsPath(), ReplicasDir), tomb)
 	}
 	after, err := rr.Lstat(tomb)
 	if err != nil || !sameEntry(before, after) {
@@ -204,7 +179,7 @@ func (d *Deleter) Delete(ctx context.Context, r orphan.Record) error {
 	if err := d.notExpected(ctx, disk, name); err != nil {
 		return d.restore(rr, disk, p, err)
 	}
-	purge := treeWalk{ctx: ctx, bound: bound, remove: true}
+	purge := treeWalk{ctx: ctx, bound: bound, remove: true, afterRemove: d.hooks.afterRemove}
 	if err := purge.walk(rr, tomb, tomb, after, 0); err != nil {
 		d.disks.markTombstone(disk)
 		return fmt.Errorf("purge of %s stopped, tombstone %s left for FinishInterrupted: %w", name, tomb, err)
@@ -212,33 +187,39 @@ func (d *Deleter) Delete(ctx context.Context, r orphan.Record) error {
 	return removeMarker(rr, p)
 }
 
-// claim marks name on disk as being purged by this Deleter, so that
+// busyKey names a directory being purged.
+type busyKey struct {
+	scope orphan.Scope
+	name  string
+}
+
+// claim marks name on disk as being purged by this value, so that
 // FinishInterrupted leaves its tombstone alone meanwhile.
-func (d *Deleter) claim(disk Disk, name string) (release func(), err error) {
+func (d *Orphans) claim(disk Disk, name string) (release func(), err error) {
 	k := busyKey{disk.Scope(), name}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.busyMu.Lock()
+	defer d.busyMu.Unlock()
 	if _, ok := d.busy[k]; ok {
 		return nil, fmt.Errorf("diskscan: %s on disk %s is already being purged", name, disk.Scope())
 	}
 	d.busy[k] = struct{}{}
 	return func() {
-		d.mu.Lock()
+		d.busyMu.Lock()
 		delete(d.busy, k)
-		d.mu.Unlock()
+		d.busyMu.Unlock()
 	}, nil
 }
 
-func (d *Deleter) isBusy(disk Disk, name string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+func (d *Orphans) isBusy(disk Disk, name string) bool {
+	d.busyMu.Lock()
+	defer d.busyMu.Unlock()
 	_, ok := d.busy[busyKey{disk.Scope(), name}]
 	return ok
 }
 
 // notExpected asks the expected source about name; it is nil only if the
 // source answered and does not expect it.
-func (d *Deleter) notExpected(ctx context.Context, disk Disk, name string) error {
+func (d *Orphans) notExpected(ctx context.Context, disk Disk, name string) error {
 	set, err := d.expected.Expected(ctx, disk)
 	if err != nil {
 		return fmt.Errorf("diskscan: expected replicas of disk %s unknown: %w", disk.Scope(), err)
@@ -254,7 +235,7 @@ func (d *Deleter) notExpected(ctx context.Context, disk Disk, name string) error
 
 // restore renames p's tombstone back to its name, drops its marker, and
 // returns why, or an error saying the restore failed too.
-func (d *Deleter) restore(rr *os.Root, disk Disk, p purge, why error) error {
+func (d *Orphans) restore(rr *os.Root, disk Disk, p purge, why error) error {
 	if err := rr.Rename(p.tombstone(), p.name); err != nil {
 		d.disks.markTombstone(disk)
 		return fmt.Errorf("%w; and renaming %s back to %s failed: %v (FinishInterrupted restores it if it is still expected)", why, p.tombstone(), p.name, err)
@@ -268,11 +249,11 @@ func (d *Deleter) restore(rr *os.Root, disk Disk, p purge, why error) error {
 // openChecked opens the disk and checks its identity as a purge needs it:
 // a known, unchanged filesystem ID not shared with another disk of the
 // node, and the config's UUID. Refusals wrap orphan.ErrPreconditionFailed.
-func (d *Deleter) openChecked(disk Disk) (*os.Root, error) {
+func (d *Orphans) openChecked(disk Disk) (*os.Root, error) {
 	if d.disks.expectedFSID(disk) == "" {
 		return nil, refuse(ErrDiskChanged, "filesystem ID of disk %s is not known: set Disk.FSID or scan the disk first", disk.Scope())
 	}
-	id, err := checkIdentity(d.disks, disk, d.opts)
+	id, err := d.checkIdentity(disk)
 	if err != nil {
 		if id.root != nil {
 			id.root.Close()
@@ -285,7 +266,7 @@ func (d *Deleter) openChecked(disk Disk) (*os.Root, error) {
 		}
 		return nil, err
 	}
-	for _, other := range d.disks.Disks() {
+	for _, other := range d.disks.list() {
 		if other.NodeID != disk.NodeID || other.Name == disk.Name {
 			continue
 		}
@@ -310,140 +291,4 @@ func openReplicas(root *os.Root) (*os.Root, error) {
 		return nil, refuse(ErrDiskInvalid, "%s is a %s, not a directory", ReplicasDir, fi.Mode().Type())
 	}
 	return root.OpenRoot(ReplicasDir)
-}
-
-// FinishInterrupted implements orphan.Finisher: it finishes purges a crash
-// or a cancellation interrupted, on every disk whose identity checks pass
-// (others are left for later). It touches only tombstones it can prove it
-// made (see Delete: a marker names the tombstone and records its device
-// and inode) and their markers, inside <disk>/replicas. Such a tombstone
-// whose original name has become expected meanwhile is renamed back, if
-// that name is free; any other is removed as Delete removes it (never
-// across a mount, never while the disk's expected set is empty unless
-// Options.AllowNoneExpected). A look-alike tombstone is reported (an
-// error wrapping ErrForeignTombstone) and left alone, as is the tombstone
-// of a purge this Deleter is running. Errors are joined; a disk that fails
-// does not stop the others.
-func (d *Deleter) FinishInterrupted(ctx context.Context) error {
-	var errs []error
-	for _, disk := range d.disks.Disks() {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := d.finishDisk(ctx, disk); err != nil {
-			errs = append(errs, fmt.Errorf("disk %s: %w", disk.Scope(), err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func (d *Deleter) finishDisk(ctx context.Context, disk Disk) error {
-	if !d.disks.mayHoldTombstones(disk) {
-		return nil // the last listing found none: no need to read the directory again
-	}
-	marks := d.disks.tombMarks(disk)
-	root, err := d.openChecked(disk)
-	if err != nil {
-		if errors.Is(err, orphan.ErrPreconditionFailed) {
-			return nil // not this disk's turn: it is not the disk we know
-		}
-		return err
-	}
-	defer root.Close()
-	rr, err := openReplicas(root)
-	if err != nil || rr == nil {
-		if errors.Is(err, orphan.ErrPreconditionFailed) {
-			return nil
-		}
-		return err
-	}
-	defer rr.Close()
-	entries, err := listDir(rr)
-	if err != nil {
-		return err
-	}
-	var (
-		bound   boundary
-		set     NameSet
-		errs    []error
-		tombs   []purge
-		markers []purge
-		seen    = map[purge]bool{} // purges whose tombstone is there
-	)
-	for _, e := range entries {
-		p, isMarker, ok := parsePurgeEntry(e.Name())
-		switch {
-		case ok && isMarker:
-			markers = append(markers, p)
-		case ok:
-			tombs = append(tombs, p)
-			seen[p] = true
-		case looksLikeTombstone(e.Name()):
-			errs = append(errs, refuse(ErrForeignTombstone, "%s is not named like a caretaker tombstone (no purge token): left alone", e.Name()))
-		}
-	}
-	for _, p := range tombs {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if d.isBusy(disk, p.name) {
-			continue
-		}
-		if set == nil {
-			if set, err = d.expected.Expected(ctx, disk); err != nil {
-				return fmt.Errorf("expected replicas unknown, tombstones left for later: %w", err)
-			}
-			if bound, err = boundaryOf(rr); err != nil {
-				return err
-			}
-		}
-		if err := d.finishTombstone(ctx, rr, disk, p, bound, set); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	// A marker whose tombstone is gone was left by a crash before the
-	// rename or after the removal.
-	for _, p := range markers {
-		if !seen[p] && !d.isBusy(disk, p.name) {
-			if err := removeMarker(rr, p); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	if len(errs) == 0 {
-		d.disks.sawTombstones(disk, false, marks)
-	}
-	return errors.Join(errs...)
-}
-
-// finishTombstone finishes the interrupted purge p, if its tombstone is
-// provably ours. set is the disk's expected set.
-func (d *Deleter) finishTombstone(ctx context.Context, rr *os.Root, disk Disk, p purge, bound boundary, set NameSet) error {
-	tomb := p.tombstone()
-	fi, err := ownTombstone(rr, p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if set.Has(p.name) {
-		if _, err := rr.Lstat(p.name); errors.Is(err, fs.ErrNotExist) {
-			if err := rr.Rename(tomb, p.name); err != nil {
-				return err
-			}
-			return removeMarker(rr, p)
-		}
-	}
-	if len(set) == 0 && !d.opts.AllowNoneExpected {
-		return refuse(ErrNoneExpected, "no replica is expected on disk %s: tombstone %s left for later", disk.Scope(), tomb)
-	}
-	if err := noMountsIn(rr, tomb); err != nil {
-		return err
-	}
-	purge := treeWalk{ctx: ctx, bound: bound, remove: true}
-	if err := purge.walk(rr, tomb, tomb, fi, 0); err != nil {
-		return fmt.Errorf("tombstone %s: %w", tomb, err)
-	}
-	return removeMarker(rr, p)
 }
