@@ -36,6 +36,21 @@ func listDir(rr *os.Root) ([]fs.DirEntry, error) {
 	return plain.ReadDir(-1)
 }
 
+// openReplicas opens <disk>/replicas as a root of its own. It returns nil
+// and no error if there is none.
+func openReplicas(root *os.Root) (*os.Root, error) {
+	fi, err := root.Lstat(ReplicasDir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case !fi.IsDir():
+		return nil, refuse(ErrDiskInvalid, "%s is a %s, not a directory", ReplicasDir, fi.Mode().Type())
+	}
+	return root.OpenRoot(ReplicasDir)
+}
+
 // readMeta reads <name>/volume.meta inside rr; it must be a regular file.
 func readMeta(rr *os.Root, name string, limit int64) (VolumeMeta, error) {
 	f, err := openRegular(rr, name+"/"+MetaFile, MetaFile)

@@ -115,3 +115,35 @@ func markSharedFilesystems(reps []DiskReport) {
 		}
 	}
 }
+
+// openChecked opens the disk and checks its identity as a purge needs it:
+// a known, unchanged filesystem ID not shared with another disk of the
+// node, and the config's UUID. Refusals wrap orphan.ErrPreconditionFailed.
+func (d *Orphans) openChecked(disk Disk) (*os.Root, error) {
+	if d.disks.expectedFSID(disk) == "" {
+		return nil, refuse(ErrDiskChanged, "filesystem ID of disk %s is not known: set Disk.FSID or scan the disk first", disk.Scope())
+	}
+	id, err := d.checkIdentity(disk)
+	if err != nil {
+		if id.root != nil {
+			id.root.Close()
+		}
+		if errors.Is(err, ErrDiskChanged) {
+			return nil, refuse(ErrDiskChanged, "disk %s: %v", disk.Scope(), err)
+		}
+		if errors.Is(err, ErrDiskInvalid) {
+			return nil, refuse(ErrDiskInvalid, "disk %s: %v", disk.Scope(), err)
+		}
+		return nil, err
+	}
+	for _, other := range d.disks.list() {
+		if other.NodeID != disk.NodeID || other.Name == disk.Name {
+			continue
+		}
+		if fsid, err := FSID(other.fsPath()); err == nil && fsid == id.fsid {
+			id.root.Close()
+			return nil, refuse(ErrDiskInvalid, "disk %s shares filesystem %s with disk %s", disk.Scope(), fsid, other.Name)
+		}
+	}
+	return id.root, nil
+}
