@@ -13,8 +13,17 @@ func WriteConfig(path, name, uuid string) error { return disktest.WriteConfig(pa
 // engine writes it.
 func Meta(size int64) []byte { return disktest.Meta(size) }
 
-// Replica describes a replica directory to create: its volume's size, how
-// much of the head image is written, and what volume.meta holds.
+// Replica describes a replica directory to create. Its fields:
+//
+//	Size    int64  // the volume's size: the head image's apparent size and the Size in volume.meta; 0 means 1 MiB
+//	Written int64  // bytes of data the head image really holds, from offset 0; the rest is a hole
+//	Meta    []byte // written as volume.meta; nil means Meta(Size)
+//	NoMeta  bool   // leave volume.meta out
+//	NoImage bool   // leave the head image out (only volume.meta is written): a cheap replica for large benchmarks
+//
+// It is defined in an internal package so that diskscan's in-package
+// tests, which cannot import diskscantest (it imports diskscan), build
+// disks the same way.
 type Replica = disktest.Replica
 
 // MakeReplica creates <disk>/replicas/<name> as r describes.
