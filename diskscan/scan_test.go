@@ -501,3 +501,41 @@ func writeFile(t *testing.T, p, s string) {
 	t.Helper()
 	must(t, os.WriteFile(p, []byte(s), 0o644))
 }
+
+// SetDisks may run while scans, judgements and purges do (hosts call it
+// from their Node informer): each scan finishes with the disks it started
+// with, and nothing races (the race detector watches).
+func TestSetDisksDuringScans(t *testing.T) {
+	base := t.TempDir()
+	a := makeDisk(t, base, "n", "a", "ua")
+	b := makeDisk(t, t.TempDir(), "m", "b", "ub")
+	replica(t, a, "pvc-a-r-0000000a", disktest.Replica{})
+	replica(t, b, "pvc-b-r-0000000b", disktest.Replica{})
+	f := newFixture(t, a)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			if i%2 == 0 {
+				must(t, f.o.SetDisks(a, b))
+			} else {
+				must(t, f.o.SetDisks(a))
+			}
+		}
+	}()
+	for range 20 {
+		rep := f.scan()
+		if n := len(rep.Disks); n != 1 && n != 2 {
+			t.Fatalf("a scan saw %d disks", n)
+		}
+		for _, d := range rep.Disks {
+			if d.Status.Health != orphan.HealthReady || len(d.Orphans) != 1 {
+				t.Fatalf("disk %s: %+v", d.Disk.Scope(), d)
+			}
+		}
+		if _, err := f.o.Judge(context.Background(), dataItem(a, "pvc-a-r-0000000a")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
+}
