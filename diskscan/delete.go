@@ -66,7 +66,7 @@ import (
 // gone is success. An error wrapping ctx's error means the purge stopped
 // part way and left a marked tombstone that FinishInterrupted finishes.
 // Other errors (I/O, the expected source failing) are retryable.
-func (d *Orphans) Delete(ctx context.Context, r orphan.Record) error {
+func (o *Orphans) Delete(ctx context.Context, r orphan.Record) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -83,7 +83,7 @@ func (d *Orphans) Delete(ctx context.Context, r orphan.Record) error {
 	if !purgeable(name) {
 		return refuse(ErrUnsafePath, "%q is too long to rename to a tombstone", name)
 	}
-	disk, ok := d.disks.lookup(r.NodeID, r.Param(orphan.ParamDiskName))
+	disk, ok := o.disks.lookup(r.NodeID, r.Param(orphan.ParamDiskName))
 	if !ok {
 		return refuse(ErrUnknownDisk, "disk %s", r.Scope())
 	}
@@ -91,12 +91,12 @@ func (d *Orphans) Delete(ctx context.Context, r orphan.Record) error {
 		return refuse(ErrDiskChanged, "record names disk %s at %q, the host now has %s at %q",
 			r.Param(orphan.ParamDiskUUID), r.Param(orphan.ParamDiskPath), disk.UUID, disk.Path)
 	}
-	release, err := d.claim(disk, name)
+	release, err := o.claim(disk, name)
 	if err != nil {
 		return err
 	}
 	defer release()
-	root, err := d.openChecked(disk)
+	root, err := o.openChecked(disk)
 	if err != nil {
 		return err
 	}
@@ -121,14 +121,14 @@ func (d *Orphans) Delete(ctx context.Context, r orphan.Record) error {
 	case !before.IsDir():
 		return refuse(ErrNotReplica, "%s is %s, not a directory", name, safefile.Describe(before.Mode()))
 	}
-	if _, err := readMeta(rr, name, d.opts.MaxMetaSize); err != nil {
+	if _, err := readMeta(rr, name, o.opts.MaxMetaSize); err != nil {
 		var pe *ParseError
 		if errors.As(err, &pe) || errors.Is(err, fs.ErrNotExist) {
 			return refuse(ErrNotReplica, "%s: %s", name, errText(err))
 		}
 		return err
 	}
-	if err := d.notExpected(ctx, disk, name); err != nil {
+	if err := o.notExpected(ctx, disk, name); err != nil {
 		return err
 	}
 	bound, err := boundaryOf(rr)
@@ -138,7 +138,7 @@ func (d *Orphans) Delete(ctx context.Context, r orphan.Record) error {
 	if err := noMountsIn(rr, name); err != nil {
 		return err
 	}
-	check := treeWalk{ctx: ctx, bound: bound, afterRemove: d.hooks.afterRemove}
+	check := treeWalk{ctx: ctx, bound: bound, afterRemove: o.hooks.afterRemove}
 	if err := check.walk(rr, name, name, before, 0); err != nil {
 		return err
 	}
@@ -164,24 +164,24 @@ func (d *Orphans) Delete(ctx context.Context, r orphan.Record) error {
 		}
 		return err
 	}
-	if d.hooks.afterTombstone != nil {
-		d.hooks.afterTombstone(filepath.Join(disk.fsPath(), ReplicasDir), tomb)
+	if o.hooks.afterTombstone != nil {
+		o.hooks.afterTombstone(filepath.Join(disk.fsPath(), ReplicasDir), tomb)
 	}
 	after, err := rr.Lstat(tomb)
 	if err != nil || !sameEntry(before, after) {
 		// Swapped between the lstat and the rename, or since: what is
 		// there now is not what was checked. Put it back untouched.
-		return d.restore(rr, disk, p, refuse(ErrNotReplica, "%s changed while it was being purged", name))
+		return o.restore(rr, disk, p, refuse(ErrNotReplica, "%s changed while it was being purged", name))
 	}
 	if err := noMountsIn(rr, tomb); err != nil {
-		return d.restore(rr, disk, p, err)
+		return o.restore(rr, disk, p, err)
 	}
-	if err := d.notExpected(ctx, disk, name); err != nil {
-		return d.restore(rr, disk, p, err)
+	if err := o.notExpected(ctx, disk, name); err != nil {
+		return o.restore(rr, disk, p, err)
 	}
-	purge := treeWalk{ctx: ctx, bound: bound, remove: true, afterRemove: d.hooks.afterRemove}
+	purge := treeWalk{ctx: ctx, bound: bound, remove: true, afterRemove: o.hooks.afterRemove}
 	if err := purge.walk(rr, tomb, tomb, after, 0); err != nil {
-		d.disks.markTombstone(disk)
+		o.disks.markTombstone(disk)
 		return fmt.Errorf("purge of %s stopped, tombstone %s left for FinishInterrupted: %w", name, tomb, err)
 	}
 	return removeMarker(rr, p)
@@ -195,39 +195,39 @@ type busyKey struct {
 
 // claim marks name on disk as being purged by this value, so that
 // FinishInterrupted leaves its tombstone alone meanwhile.
-func (d *Orphans) claim(disk Disk, name string) (release func(), err error) {
+func (o *Orphans) claim(disk Disk, name string) (release func(), err error) {
 	k := busyKey{disk.Scope(), name}
-	d.busyMu.Lock()
-	defer d.busyMu.Unlock()
-	if _, ok := d.busy[k]; ok {
+	o.busyMu.Lock()
+	defer o.busyMu.Unlock()
+	if _, ok := o.busy[k]; ok {
 		return nil, fmt.Errorf("diskscan: %s on disk %s is already being purged", name, disk.Scope())
 	}
-	d.busy[k] = struct{}{}
+	o.busy[k] = struct{}{}
 	return func() {
-		d.busyMu.Lock()
-		delete(d.busy, k)
-		d.busyMu.Unlock()
+		o.busyMu.Lock()
+		delete(o.busy, k)
+		o.busyMu.Unlock()
 	}, nil
 }
 
-func (d *Orphans) isBusy(disk Disk, name string) bool {
-	d.busyMu.Lock()
-	defer d.busyMu.Unlock()
-	_, ok := d.busy[busyKey{disk.Scope(), name}]
+func (o *Orphans) isBusy(disk Disk, name string) bool {
+	o.busyMu.Lock()
+	defer o.busyMu.Unlock()
+	_, ok := o.busy[busyKey{disk.Scope(), name}]
 	return ok
 }
 
 // notExpected asks the expected source about name; it is nil only if the
 // source answered and does not expect it.
-func (d *Orphans) notExpected(ctx context.Context, disk Disk, name string) error {
-	set, err := d.expected.Expected(ctx, disk)
+func (o *Orphans) notExpected(ctx context.Context, disk Disk, name string) error {
+	set, err := o.expected.Expected(ctx, disk)
 	if err != nil {
 		return fmt.Errorf("diskscan: expected replicas of disk %s unknown: %w", disk.Scope(), err)
 	}
 	if set.Has(name) {
 		return refuse(ErrStillExpected, "%s on disk %s", name, disk.UUID)
 	}
-	if len(set) == 0 && !d.opts.AllowNoneExpected {
+	if len(set) == 0 && !o.opts.AllowNoneExpected {
 		return refuse(ErrNoneExpected, "no replica is expected on disk %s (%s): a broken view is likelier than a disk of orphans; set Options.AllowNoneExpected to purge anyway", disk.Scope(), disk.UUID)
 	}
 	return nil
@@ -235,13 +235,13 @@ func (d *Orphans) notExpected(ctx context.Context, disk Disk, name string) error
 
 // restore renames p's tombstone back to its name, drops its marker, and
 // returns why, or an error saying the restore failed too.
-func (d *Orphans) restore(rr *os.Root, disk Disk, p purge, why error) error {
+func (o *Orphans) restore(rr *os.Root, disk Disk, p purge, why error) error {
 	if err := rr.Rename(p.tombstone(), p.name); err != nil {
-		d.disks.markTombstone(disk)
+		o.disks.markTombstone(disk)
 		return fmt.Errorf("%w; and renaming %s back to %s failed: %v (FinishInterrupted restores it if it is still expected)", why, p.tombstone(), p.name, err)
 	}
 	if err := removeMarker(rr, p); err != nil {
-		d.disks.markTombstone(disk) // a stale marker for FinishInterrupted to drop
+		o.disks.markTombstone(disk) // a stale marker for FinishInterrupted to drop
 	}
 	return why
 }

@@ -24,25 +24,25 @@ import (
 // error wrapping ErrForeignTombstone) and left alone, as is the tombstone
 // of a purge this value is running. The failures come back as a
 // *multierror.Error; a disk that fails does not stop the others.
-func (d *Orphans) FinishInterrupted(ctx context.Context) error {
+func (o *Orphans) FinishInterrupted(ctx context.Context) error {
 	var errs *multierror.Error
-	for _, disk := range d.disks.list() {
+	for _, disk := range o.disks.list() {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := d.finishDisk(ctx, disk); err != nil {
+		if err := o.finishDisk(ctx, disk); err != nil {
 			errs = multierror.Append(errs, fmt.Errorf("disk %s: %w", disk.Scope(), err))
 		}
 	}
 	return errs.ErrorOrNil()
 }
 
-func (d *Orphans) finishDisk(ctx context.Context, disk Disk) error {
-	if !d.disks.mayHoldTombstones(disk) {
+func (o *Orphans) finishDisk(ctx context.Context, disk Disk) error {
+	if !o.disks.mayHoldTombstones(disk) {
 		return nil // the last listing found none: no need to read the directory again
 	}
-	marks := d.disks.tombMarks(disk)
-	root, err := d.openChecked(disk)
+	marks := o.disks.tombMarks(disk)
+	root, err := o.openChecked(disk)
 	if err != nil {
 		if errors.Is(err, orphan.ErrPreconditionFailed) {
 			return nil // not this disk's turn: it is not the disk we know
@@ -86,39 +86,39 @@ func (d *Orphans) finishDisk(ctx context.Context, disk Disk) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if d.isBusy(disk, p.name) {
+		if o.isBusy(disk, p.name) {
 			continue
 		}
 		if set == nil {
-			if set, err = d.expected.Expected(ctx, disk); err != nil {
+			if set, err = o.expected.Expected(ctx, disk); err != nil {
 				return fmt.Errorf("expected replicas unknown, tombstones left for later: %w", err)
 			}
 			if bound, err = boundaryOf(rr); err != nil {
 				return err
 			}
 		}
-		if err := d.finishTombstone(ctx, rr, disk, p, bound, set); err != nil {
+		if err := o.finishTombstone(ctx, rr, disk, p, bound, set); err != nil {
 			errs = multierror.Append(errs, err)
 		}
 	}
 	// A marker whose tombstone is gone was left by a crash before the
 	// rename or after the removal.
 	for _, p := range markers {
-		if !seen[p] && !d.isBusy(disk, p.name) {
+		if !seen[p] && !o.isBusy(disk, p.name) {
 			if err := removeMarker(rr, p); err != nil {
 				errs = multierror.Append(errs, err)
 			}
 		}
 	}
 	if errs.ErrorOrNil() == nil {
-		d.disks.sawTombstones(disk, false, marks)
+		o.disks.sawTombstones(disk, false, marks)
 	}
 	return errs.ErrorOrNil()
 }
 
 // finishTombstone finishes the interrupted purge p, if its tombstone is
 // provably ours. set is the disk's expected set.
-func (d *Orphans) finishTombstone(ctx context.Context, rr *os.Root, disk Disk, p purge, bound boundary, set NameSet) error {
+func (o *Orphans) finishTombstone(ctx context.Context, rr *os.Root, disk Disk, p purge, bound boundary, set NameSet) error {
 	tomb := p.tombstone()
 	fi, err := ownTombstone(rr, p)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -135,13 +135,13 @@ func (d *Orphans) finishTombstone(ctx context.Context, rr *os.Root, disk Disk, p
 			return removeMarker(rr, p)
 		}
 	}
-	if len(set) == 0 && !d.opts.AllowNoneExpected {
+	if len(set) == 0 && !o.opts.AllowNoneExpected {
 		return refuse(ErrNoneExpected, "no replica is expected on disk %s: tombstone %s left for later", disk.Scope(), tomb)
 	}
 	if err := noMountsIn(rr, tomb); err != nil {
 		return err
 	}
-	purge := treeWalk{ctx: ctx, bound: bound, remove: true, afterRemove: d.hooks.afterRemove}
+	purge := treeWalk{ctx: ctx, bound: bound, remove: true, afterRemove: o.hooks.afterRemove}
 	if err := purge.walk(rr, tomb, tomb, fi, 0); err != nil {
 		return fmt.Errorf("tombstone %s: %w", tomb, err)
 	}

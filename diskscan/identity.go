@@ -119,11 +119,11 @@ func markSharedFilesystems(reps []DiskReport) {
 // openChecked opens the disk and checks its identity as a purge needs it:
 // a known, unchanged filesystem ID not shared with another disk of the
 // node, and the config's UUID. Refusals wrap orphan.ErrPreconditionFailed.
-func (d *Orphans) openChecked(disk Disk) (*os.Root, error) {
-	if d.disks.expectedFSID(disk) == "" {
+func (o *Orphans) openChecked(disk Disk) (*os.Root, error) {
+	if o.disks.expectedFSID(disk) == "" {
 		return nil, refuse(ErrDiskChanged, "filesystem ID of disk %s is not known: set Disk.FSID or scan the disk first", disk.Scope())
 	}
-	id, err := d.checkIdentity(disk)
+	id, err := o.checkIdentity(disk)
 	if err != nil {
 		if id.root != nil {
 			id.root.Close()
@@ -136,7 +136,7 @@ func (d *Orphans) openChecked(disk Disk) (*os.Root, error) {
 		}
 		return nil, err
 	}
-	for _, other := range d.disks.list() {
+	for _, other := range o.disks.list() {
 		if other.NodeID != disk.NodeID || other.Name == disk.Name {
 			continue
 		}
