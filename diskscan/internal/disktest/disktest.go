@@ -1,9 +1,8 @@
-// Package diskscantest builds Longhorn-style v1 filesystem disks on a real
-// filesystem, for tests, examples and benchmarks of diskscan and of hosts
-// that use it: a disk config, replica directories with a volume.meta
-// written the way the engine writes it (a temporary file renamed over the
-// old one), and sparse head images.
-package diskscantest
+// Package disktest builds Longhorn-style v1 filesystem disks on a real
+// filesystem. It is diskscantest's builders without the conformance suite,
+// so that diskscan's own in-package tests can use them (diskscantest
+// imports diskscan, which those tests cannot import back).
+package disktest
 
 import (
 	"encoding/json"
