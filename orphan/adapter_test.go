@@ -184,7 +184,7 @@ func TestSweeperMarksFailedPurges(t *testing.T) {
 
 	// A plan that keeps the record clears it.
 	plan := orphan.Decide(orphan.Input{Now: testEpoch, Records: []orphan.Record{got},
-		Scopes: map[orphan.Scope]orphan.ScopeStatus{{NodeID: "n1"}: {Health: orphan.HealthReady}, {NodeID: "n1", Disk: "disk-1"}: {Health: orphan.HealthReady}},
+		Scopes:     map[orphan.Scope]orphan.ScopeStatus{{NodeID: "n1"}: {Health: orphan.HealthReady}, {NodeID: "n1", Disk: "disk-1"}: {Health: orphan.HealthReady}},
 		Candidates: []orphan.Candidate{{Item: got.Item(), Verdict: orphan.Undecided("busy")}}})
 	if len(plan.Conditions) != 1 {
 		t.Fatalf("plan conditions = %+v", plan.Conditions)
