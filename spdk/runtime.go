@@ -2,6 +2,8 @@ package spdk
 
 import (
 	"cmp"
+	"context"
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -207,4 +209,17 @@ func aliasOf(l Lvol) string {
 		return l.Alias
 	}
 	return l.Lvs.Name + "/" + l.Name
+}
+
+// ReadRuntime lists lvols and RAID bdevs through c and classifies them.
+func ReadRuntime(ctx context.Context, c Caller) (Runtime, error) {
+	lvols, err := BdevLvolGetLvols(ctx, c, "")
+	if err != nil {
+		return Runtime{}, fmt.Errorf("listing lvols: %w", err)
+	}
+	raids, err := BdevRaidGetBdevs(ctx, c, RaidCategoryAll)
+	if err != nil {
+		return Runtime{}, fmt.Errorf("listing RAID bdevs: %w", err)
+	}
+	return Classify(lvols, raids), nil
 }

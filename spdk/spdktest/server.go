@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/caretaker-storage/caretaker/spdk"
 )
 
 // Options configure a Server. The zero value is usable.
@@ -179,7 +181,7 @@ func (s *Server) serve(c net.Conn) {
 			if errors.As(err, &syn) {
 				// SPDK answers unparsable input with a null id and drops
 				// the connection: it cannot find the next request.
-				w.write(errorReply(nil, codeParseError, "Parse error"))
+				w.write(errorReply(nil, spdk.CodeParseError, "Parse error"))
 			}
 			return
 		}
@@ -204,16 +206,6 @@ func (w *connWriter) write(b []byte) {
 
 func (w *connWriter) close() { _ = w.c.Close() }
 
-// JSON-RPC error codes and SPDK's errno codes the fake uses.
-const (
-	codeParseError     = -32700
-	codeInvalidRequest = -32600
-	codeMethodNotFound = -32601
-	codeInvalidParams  = -32602
-	codeInternalError  = -32603
-	codeENODEV         = -19
-)
-
 type rpcRequest struct {
 	Version string          `json:"jsonrpc"`
 	Method  string          `json:"method"`
@@ -229,18 +221,18 @@ type rpcError struct {
 
 func (e *rpcError) Error() string { return e.msg }
 
-func errNoDevice() *rpcError      { return &rpcError{codeENODEV, "No such device"} }
-func errInvalidParams() *rpcError { return &rpcError{codeInvalidParams, "Invalid parameters"} }
+func errNoDevice() *rpcError      { return &rpcError{spdk.CodeNoSuchDevice, "No such device"} }
+func errInvalidParams() *rpcError { return &rpcError{spdk.CodeInvalidParams, "Invalid parameters"} }
 
 func (s *Server) handle(w *connWriter, raw json.RawMessage) {
 	var req rpcRequest
 	if err := json.Unmarshal(raw, &req); err != nil || req.Version != "2.0" || req.Method == "" {
-		w.write(errorReply(req.ID, codeInvalidRequest, "Invalid request"))
+		w.write(errorReply(req.ID, spdk.CodeInvalidRequest, "Invalid request"))
 		return
 	}
 	s.mu.Lock()
 	s.calls = append(s.calls, Call{Method: req.Method, Params: slices.Clone(req.Params)})
-	f := s.matchFault(req.Method)
+	f := s.matchFault(req.Method, req.Params)
 	s.mu.Unlock()
 
 	if f != nil && f.Delay > 0 {
@@ -303,7 +295,7 @@ func resultReply(id json.RawMessage, result any) []byte {
 		Result  any             `json:"result"`
 	}{"2.0", idOrNull(id), result})
 	if err != nil {
-		return errorReply(id, codeInternalError, err.Error())
+		return errorReply(id, spdk.CodeInternalError, err.Error())
 	}
 	return append(b, '\n')
 }

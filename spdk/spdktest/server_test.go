@@ -39,7 +39,7 @@ func start(t *testing.T) (*spdktest.Server, string) {
 
 func TestFaultTimesAndClear(t *testing.T) {
 	srv, path := start(t)
-	c := spdk.NewClient(spdk.Options{SocketPath: path})
+	c := spdk.NewClient(spdk.ClientOptions{SocketPath: path})
 	defer c.Close()
 	ctx := context.Background()
 
@@ -67,7 +67,7 @@ func TestFaultTimesAndClear(t *testing.T) {
 
 func TestDropConnectionsAndClose(t *testing.T) {
 	srv, path := start(t)
-	c := spdk.NewClient(spdk.Options{SocketPath: path})
+	c := spdk.NewClient(spdk.ClientOptions{SocketPath: path})
 	defer c.Close()
 	srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvstores", Delay: time.Minute})
 	res := make(chan error, 1)
@@ -146,7 +146,7 @@ func TestReplaceSendsTheRawResult(t *testing.T) {
 	if _, err := srv.AddLvol("disk-1", "r"); err != nil {
 		t.Fatal(err)
 	}
-	c := spdk.NewClient(spdk.Options{SocketPath: path})
+	c := spdk.NewClient(spdk.ClientOptions{SocketPath: path})
 	defer c.Close()
 	ctx := context.Background()
 	for _, tc := range []struct {

@@ -1,11 +1,15 @@
 package spdktest
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/caretaker-storage/caretaker/internal/errclass"
+	"github.com/caretaker-storage/caretaker/spdk"
 )
 
 // FaultAction is what a fault does to a reply.
@@ -28,6 +32,10 @@ const (
 type Fault struct {
 	// Method the fault applies to; "" matches every method.
 	Method string
+	// Params, when set, limits the fault to calls whose params are this
+	// JSON value (compared after compaction); "null" matches a call
+	// without params. Nil matches any params.
+	Params json.RawMessage
 	// Delay before the reply is sent.
 	Delay time.Duration
 	// Action taken on the reply.
@@ -63,10 +71,14 @@ func (s *Server) ClearFaults() {
 	s.faults = nil
 }
 
-// matchFault returns the fault for method and uses it up. Called with mu held.
-func (s *Server) matchFault(method string) *Fault {
+// matchFault returns the fault for method and params and uses it up.
+// Called with mu held.
+func (s *Server) matchFault(method string, params json.RawMessage) *Fault {
 	for i, f := range s.faults {
 		if f.Method != "" && f.Method != method {
+			continue
+		}
+		if f.Params != nil && compact(f.Params) != compact(params) {
 			continue
 		}
 		if f.Times > 0 {
@@ -78,6 +90,15 @@ func (s *Server) matchFault(method string) *Fault {
 		return f
 	}
 	return nil
+}
+
+// compact returns v without insignificant space, and "null" for nothing.
+func compact(v json.RawMessage) string {
+	var b bytes.Buffer
+	if len(bytes.TrimSpace(v)) == 0 || json.Compact(&b, v) != nil {
+		return "null"
+	}
+	return b.String()
 }
 
 type lvstore struct {
@@ -102,8 +123,11 @@ type raid struct {
 
 // Errors of the state-building methods.
 var (
-	ErrExists   = errors.New("spdktest: already exists")
-	ErrNotFound = errors.New("spdktest: not found")
+	// ErrExists: an object of that name exists already.
+	ErrExists = errors.New("spdktest: already exists")
+	// ErrNotFound: the object named does not exist. It is the same value
+	// in every caretaker package.
+	ErrNotFound = errclass.ErrNotFound
 )
 
 // AddLvstore creates an lvstore on a base bdev named "<name>-base" and
@@ -432,92 +456,23 @@ func (s *Server) dispatch(method string, params json.RawMessage) (any, *rpcError
 		}
 		return s.deleteRaid(p.Name)
 	}
-	return nil, &rpcError{codeMethodNotFound, "Method not found"}
+	return nil, &rpcError{spdk.CodeMethodNotFound, "Method not found"}
 }
 
-// The JSON shapes below follow SPDK's writers (vbdev_lvol_rpc.c,
-// vbdev_lvol.c dump_info_json, bdev_raid.c, bdev_rpc.c).
-
-type jsonLvstore struct {
-	UUID              string `json:"uuid"`
-	Name              string `json:"name"`
-	BaseBdev          string `json:"base_bdev"`
-	TotalDataClusters uint64 `json:"total_data_clusters"`
-	FreeClusters      uint64 `json:"free_clusters"`
-	BlockSize         uint64 `json:"block_size"`
-	ClusterSize       uint64 `json:"cluster_size"`
-}
-
-type jsonLvol struct {
-	Alias                string `json:"alias"`
-	UUID                 string `json:"uuid"`
-	Name                 string `json:"name"`
-	IsThinProvisioned    bool   `json:"is_thin_provisioned"`
-	IsSnapshot           bool   `json:"is_snapshot"`
-	IsClone              bool   `json:"is_clone"`
-	IsEsnapClone         bool   `json:"is_esnap_clone"`
-	IsDegraded           bool   `json:"is_degraded"`
-	NumAllocatedClusters uint64 `json:"num_allocated_clusters"`
-	Lvs                  struct {
-		Name string `json:"name"`
-		UUID string `json:"uuid"`
-	} `json:"lvs"`
-}
-
-type jsonBdevLvol struct {
-	LvolStoreUUID        string   `json:"lvol_store_uuid"`
-	BaseBdev             string   `json:"base_bdev"`
-	ThinProvision        bool     `json:"thin_provision"`
-	NumAllocatedClusters uint64   `json:"num_allocated_clusters"`
-	Snapshot             bool     `json:"snapshot"`
-	Clone                bool     `json:"clone"`
-	BaseSnapshot         string   `json:"base_snapshot,omitempty"`
-	Clones               []string `json:"clones,omitempty"`
-	EsnapClone           bool     `json:"esnap_clone"`
-}
-
-type jsonBaseBdev struct {
-	Name         string `json:"name"`
-	UUID         string `json:"uuid"`
-	IsConfigured bool   `json:"is_configured"`
-	DataOffset   uint64 `json:"data_offset"`
-	DataSize     uint64 `json:"data_size"`
-}
-
-type jsonRaid struct {
-	Name                    string         `json:"name"`
-	UUID                    string         `json:"uuid"`
-	StripSizeKB             uint32         `json:"strip_size_kb"`
-	State                   string         `json:"state"`
-	RaidLevel               string         `json:"raid_level"`
-	Superblock              bool           `json:"superblock"`
-	NumBaseBdevs            int            `json:"num_base_bdevs"`
-	NumBaseBdevsDiscovered  int            `json:"num_base_bdevs_discovered"`
-	NumBaseBdevsOperational int            `json:"num_base_bdevs_operational"`
-	BaseBdevsList           []jsonBaseBdev `json:"base_bdevs_list"`
-}
-
-type jsonBdev struct {
-	Name           string         `json:"name"`
-	Aliases        []string       `json:"aliases"`
-	ProductName    string         `json:"product_name"`
-	BlockSize      uint32         `json:"block_size"`
-	NumBlocks      uint64         `json:"num_blocks"`
-	UUID           string         `json:"uuid,omitempty"`
-	Claimed        bool           `json:"claimed"`
-	DriverSpecific map[string]any `json:"driver_specific"`
-}
+// The replies are package spdk's wire types, which follow SPDK's writers
+// (vbdev_lvol_rpc.c, vbdev_lvol.c dump_info_json, bdev_raid.c,
+// bdev_rpc.c).
 
 func (s *Server) getLvstores(id, name string) (any, *rpcError) {
 	if id != "" && name != "" {
-		return nil, &rpcError{codeInvalidParams, "Invalid argument"}
+		return nil, &rpcError{spdk.CodeInvalidParams, "Invalid argument"}
 	}
-	out := []jsonLvstore{}
+	out := []spdk.Lvstore{}
 	for _, l := range s.lvstores {
 		if (id != "" && l.uuid != id) || (name != "" && l.name != name) {
 			continue
 		}
-		out = append(out, jsonLvstore{UUID: l.uuid, Name: l.name, BaseBdev: l.baseBdev, TotalDataClusters: 1 << 16, FreeClusters: 1 << 15, BlockSize: 4096, ClusterSize: 1 << 20})
+		out = append(out, spdk.Lvstore{UUID: l.uuid, Name: l.name, BaseBdev: l.baseBdev, TotalDataClusters: 1 << 16, FreeClusters: 1 << 15, BlockSize: 4096, ClusterSize: 1 << 20})
 	}
 	if (id != "" || name != "") && len(out) == 0 {
 		return nil, errNoDevice()
@@ -527,19 +482,18 @@ func (s *Server) getLvstores(id, name string) (any, *rpcError) {
 
 func (s *Server) getLvols(lvsUUID, lvsName string) (any, *rpcError) {
 	if lvsUUID != "" && lvsName != "" {
-		return nil, &rpcError{codeInvalidParams, "Invalid argument"}
+		return nil, &rpcError{spdk.CodeInvalidParams, "Invalid argument"}
 	}
 	if (lvsUUID != "" || lvsName != "") && !slices.ContainsFunc(s.lvstores, func(l *lvstore) bool { return l.uuid == lvsUUID || l.name == lvsName }) {
 		return nil, errNoDevice()
 	}
-	out := make([]jsonLvol, 0, len(s.lvols))
+	out := make([]spdk.Lvol, 0, len(s.lvols))
 	for _, l := range s.lvols {
 		if (lvsUUID != "" && l.lvs.uuid != lvsUUID) || (lvsName != "" && l.lvs.name != lvsName) {
 			continue
 		}
-		j := jsonLvol{Alias: l.alias(), UUID: l.uuid, Name: l.name, IsThinProvisioned: true, IsSnapshot: l.snapshot, IsClone: l.parent != nil}
-		j.Lvs.Name, j.Lvs.UUID = l.lvs.name, l.lvs.uuid
-		out = append(out, j)
+		out = append(out, spdk.Lvol{Alias: l.alias(), UUID: l.uuid, Name: l.name, IsThinProvisioned: true, IsSnapshot: l.snapshot, IsClone: l.parent != nil,
+			Lvs: spdk.LvolStoreRef{Name: l.lvs.name, UUID: l.lvs.uuid}})
 	}
 	return out, nil
 }
@@ -550,31 +504,32 @@ func (s *Server) getRaids(category string) (any, *rpcError) {
 	default:
 		return nil, errInvalidParams()
 	}
-	out := []jsonRaid{}
+	out := []spdk.RaidBdev{}
 	for _, r := range s.raids {
 		if category != "all" && category != r.state {
 			continue
 		}
-		out = append(out, raidJSON(r))
+		out = append(out, spdk.RaidBdev{Name: r.name, BdevRaidInfo: raidInfo(r)})
 	}
 	return out, nil
 }
 
-func raidJSON(r *raid) jsonRaid {
-	j := jsonRaid{Name: r.name, UUID: r.uuid, State: r.state, RaidLevel: r.level, NumBaseBdevs: len(r.base), NumBaseBdevsDiscovered: len(r.base), NumBaseBdevsOperational: len(r.base), BaseBdevsList: []jsonBaseBdev{}}
+func raidInfo(r *raid) spdk.BdevRaidInfo {
+	n := uint32(len(r.base))
+	info := spdk.BdevRaidInfo{UUID: r.uuid, State: r.state, RaidLevel: r.level, NumBaseBdevs: n, NumBaseBdevsDiscovered: n, NumBaseBdevsOperational: n, BaseBdevsList: []spdk.RaidBaseBdev{}}
 	for _, b := range r.base {
-		j.BaseBdevsList = append(j.BaseBdevsList, jsonBaseBdev{Name: b, IsConfigured: true})
+		info.BaseBdevsList = append(info.BaseBdevsList, spdk.RaidBaseBdev{Name: b, IsConfigured: true})
 	}
-	return j
+	return info
 }
 
 func (s *Server) bdevs(name string) (any, *rpcError) {
-	var out []jsonBdev
+	var out []spdk.Bdev
 	for _, st := range s.lvstores {
-		out = append(out, jsonBdev{Name: st.baseBdev, Aliases: []string{}, ProductName: "Malloc disk", BlockSize: 4096, NumBlocks: 1 << 24, Claimed: true, DriverSpecific: map[string]any{}})
+		out = append(out, spdk.Bdev{Name: st.baseBdev, Aliases: []string{}, ProductName: "Malloc disk", BlockSize: 4096, NumBlocks: 1 << 24, Claimed: true})
 	}
 	for _, l := range s.lvols {
-		info := jsonBdevLvol{LvolStoreUUID: l.lvs.uuid, BaseBdev: l.lvs.baseBdev, ThinProvision: true, Snapshot: l.snapshot, Clone: l.parent != nil}
+		info := spdk.BdevLvolInfo{LvolStoreUUID: l.lvs.uuid, BaseBdev: l.lvs.baseBdev, ThinProvision: true, Snapshot: l.snapshot, Clone: l.parent != nil}
 		if l.parent != nil {
 			info.BaseSnapshot = l.parent.name
 		}
@@ -587,20 +542,23 @@ func (s *Server) bdevs(name string) (any, *rpcError) {
 		if bname == "" {
 			bname = l.alias()
 		}
-		out = append(out, jsonBdev{Name: bname, Aliases: []string{l.alias()}, ProductName: "Logical Volume", BlockSize: 4096, NumBlocks: l.blocks, UUID: l.uuid, Claimed: l.snapshot, DriverSpecific: map[string]any{"lvol": info}})
+		out = append(out, spdk.Bdev{Name: bname, Aliases: []string{l.alias()}, ProductName: spdk.ProductLogicalVolume, BlockSize: 4096, NumBlocks: l.blocks, UUID: l.uuid, Claimed: l.snapshot,
+			DriverSpecific: spdk.BdevDriverSpecific{Lvol: &info}})
 	}
 	for _, r := range s.raids {
-		out = append(out, jsonBdev{Name: r.name, Aliases: []string{}, ProductName: "Raid Volume", BlockSize: 4096, NumBlocks: 1 << 18, UUID: r.uuid, DriverSpecific: map[string]any{"raid": raidJSON(r)}})
+		info := raidInfo(r)
+		out = append(out, spdk.Bdev{Name: r.name, Aliases: []string{}, ProductName: spdk.ProductRaidVolume, BlockSize: 4096, NumBlocks: 1 << 18, UUID: r.uuid,
+			DriverSpecific: spdk.BdevDriverSpecific{Raid: &info}})
 	}
 	if name == "" {
 		if out == nil {
-			out = []jsonBdev{}
+			out = []spdk.Bdev{}
 		}
 		return out, nil
 	}
 	for _, b := range out {
 		if b.Name == name || (b.UUID != "" && b.UUID == name) || slices.Contains(b.Aliases, name) {
-			return []jsonBdev{b}, nil
+			return []spdk.Bdev{b}, nil
 		}
 	}
 	return nil, errNoDevice()
@@ -616,7 +574,7 @@ func (s *Server) deleteLvol(name string) (any, *rpcError) {
 		return nil, errNoDevice()
 	}
 	if len(l.clones) > 1 {
-		return nil, &rpcError{codeInternalError, "Operation not permitted"}
+		return nil, &rpcError{spdk.CodeInternalError, "Operation not permitted"}
 	}
 	p := l.parent
 	if p != nil {
@@ -635,7 +593,7 @@ func (s *Server) deleteLvol(name string) (any, *rpcError) {
 func (s *Server) deleteRaid(name string) (any, *rpcError) {
 	r := s.findRaid(name)
 	if r == nil {
-		return nil, &rpcError{codeENODEV, "raid bdev " + name + " is not found"}
+		return nil, &rpcError{spdk.CodeNoSuchDevice, "raid bdev " + name + " is not found"}
 	}
 	s.raids = slices.DeleteFunc(s.raids, func(x *raid) bool { return x == r })
 	return true, nil

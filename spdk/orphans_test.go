@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/orphan"
@@ -65,7 +68,7 @@ func newScene(t *testing.T) *scene {
 
 	must(srv.AddLvol("disk-1", "gone-r-dddddddd"))(t)
 	must(srv.Snapshot("disk-1", "gone-r-dddddddd", "gone-r-dddddddd-snap-x"))(t)
-	c := newClient(t, srv, spdk.Options{})
+	c := newClient(t, srv, spdk.ClientOptions{})
 	if err := spdk.BdevLvolDelete(context.Background(), c, "disk-1/gone-r-dddddddd"); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +81,27 @@ func newScene(t *testing.T) *scene {
 	return s
 }
 
-func (s *scene) client(t *testing.T) *spdk.Client { return newClient(t, s.srv, spdk.Options{}) }
+func (s *scene) client(t *testing.T) *spdk.Client { return newClient(t, s.srv, spdk.ClientOptions{}) }
+
+// newOrphans is the adapter of node nodeID and instance manager imName.
+func newOrphans(t testing.TB, rpc spdk.Caller, records instance.Lookup) *spdk.Orphans {
+	t.Helper()
+	o, err := spdk.NewOrphans(rpc, records, spdk.Options{NodeID: nodeID, InstanceManager: imName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// newSweeper is a Sweeper over store and a, on a fake clock.
+func newSweeper(t testing.TB, store orphan.Store, a orphan.Adapter) *orphan.Sweeper {
+	t.Helper()
+	sw, err := orphan.NewSweeper(store, a, orphan.SweeperOptions{Clock: clocktesting.NewFakeClock(time.Unix(1_800_000_000, 0))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sw
+}
 
 func instanceItem(kind orphan.Kind, name, uuid string) orphan.Item {
 	return orphan.Item{Kind: kind, NodeID: nodeID, DataEngine: orphan.DataEngineV2, Parameters: map[string]string{
@@ -88,7 +111,7 @@ func instanceItem(kind orphan.Kind, name, uuid string) orphan.Item {
 
 func TestScanListsEnginesAndHeadReplicas(t *testing.T) {
 	s := newScene(t)
-	inv := &spdk.Inventory{RPC: s.client(t), NodeID: nodeID, InstanceManager: imName}
+	inv := newOrphans(t, s.client(t), noRecords)
 	snap, err := inv.Scan(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +149,7 @@ func TestScanSkipsEmptyUUIDs(t *testing.T) {
 	if err := s.srv.ClearRaidUUID("vol2-e-0"); err != nil {
 		t.Fatal(err)
 	}
-	inv := &spdk.Inventory{RPC: s.client(t), NodeID: nodeID, InstanceManager: imName}
+	inv := newOrphans(t, s.client(t), noRecords)
 	snap, err := inv.Scan(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -170,12 +193,17 @@ func TestScanWithoutUUIDKeepsRecords(t *testing.T) {
 		func(s *spdktest.Server) error { return s.ClearRaidUUID("vol2-e-0") },
 	} {
 		s := newScene(t)
-		inv := &spdk.Inventory{RPC: s.client(t), NodeID: nodeID, InstanceManager: imName}
+		inv := newOrphans(t, s.client(t), noRecords)
 		store := orphan.NewMemStore()
-		sw := &orphan.Sweeper{Store: store, Judge: instance.Judge{Lookup: noRecords}, Deleter: orphan.DeleterFunc(func(context.Context, orphan.Record) error {
+		// The real Scan and Judge; a Deleter that must never be reached.
+		a, err := orphan.NewAdapter(inv.Kinds(), inv, inv, orphan.DeleterFunc(func(context.Context, orphan.Record) error {
 			t.Error("purged")
 			return nil
-		})}
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sw := newSweeper(t, store, a)
 		cycle := func() {
 			snap, err := inv.Scan(context.Background())
 			if err != nil {
@@ -204,12 +232,9 @@ func TestScanWithoutUUIDKeepsRecords(t *testing.T) {
 func TestScanFailsOnUnreadableReply(t *testing.T) {
 	s := newScene(t)
 	s.srv.Inject(spdktest.Fault{Method: "bdev_raid_get_bdevs", Action: spdktest.Garbage})
-	inv := &spdk.Inventory{RPC: s.client(t), NodeID: nodeID, InstanceManager: imName}
+	inv := newOrphans(t, s.client(t), noRecords)
 	if _, err := inv.Scan(context.Background()); !errors.Is(err, spdk.ErrConnection) {
 		t.Fatalf("err = %v", err)
-	}
-	if _, err := (&spdk.Inventory{}).Scan(context.Background()); err == nil {
-		t.Fatal("an Inventory without fields scanned")
 	}
 }
 
