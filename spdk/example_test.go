@@ -142,3 +142,59 @@ func ExampleClient_Call() {
 	// Output:
 	// true -19 No such device true
 }
+
+// Example shows the host loop of one cycle: the adapter goes to
+// orphan.NewSweeper (and, in a host, to orphan.NewMonitor), and a record
+// whose deletion a user requested is purged on the next cycle.
+func Example() {
+	srv, stop := exampleServer()
+	defer stop()
+	client := spdk.NewClient(spdk.ClientOptions{SocketPath: srv.SocketPath()})
+	defer client.Close()
+	ctx := context.Background()
+
+	records := instance.LookupFunc(func(context.Context, orphan.Kind, string) (instance.View, error) {
+		return instance.View{}, nil // the volume was deleted: no engine or replica record
+	})
+	orphans, err := spdk.NewOrphans(client, records, spdk.Options{NodeID: "node-1", InstanceManager: "im"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	store := orphan.NewMemStore()
+	s, err := orphan.NewSweeper(store, orphans, orphan.SweeperOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	cycle := func() orphan.Result {
+		started := time.Now()
+		snap, err := orphans.Scan(ctx) // a host reads orphan.Monitor.Latest instead
+		if err != nil {
+			fmt.Println(err)
+			return orphan.Result{}
+		}
+		_, res, err := s.Run(ctx, snap, orphan.Cycle{Selector: orphan.Selector{NodeID: "node-1"}, ObservedAt: started})
+		if err != nil {
+			fmt.Println(err)
+		}
+		return res
+	}
+	fmt.Println("records created:", len(cycle().Created))
+	recs, _ := store.List(ctx, orphan.Selector{})
+	for _, r := range recs {
+		_ = store.RequestDeletion(ctx, r.Name) // a user deletes the orphan records
+	}
+	// The next cycles mark the records DataCleanable and purge them. The
+	// engine and the replica are purged concurrently: the replica's purge
+	// is refused while the engine's RAID bdev is still built on it, and
+	// goes on a later cycle.
+	for range 4 {
+		cycle()
+	}
+	recs, _ = store.List(ctx, orphan.Selector{})
+	fmt.Println("records left:", len(recs), "lvols left:", len(srv.LvolAliases()), "RAID bdevs left:", len(srv.RaidNames()))
+	// Output:
+	// records created: 2
+	// records left: 0 lvols left: 0 RAID bdevs left: 0
+}
