@@ -152,6 +152,18 @@ func (w *v2World) run(t *testing.T, snap orphan.Snapshot) (orphan.Result, error)
 	return res, err
 }
 
+// settle runs one healthy cycle, which records the orphans.
+func (w *v2World) settle(t *testing.T) {
+	t.Helper()
+	snap, err := w.scan(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.run(t, snap); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (w *v2World) records(t *testing.T) []string {
 	t.Helper()
 	recs, err := w.store.List(context.Background(), orphan.Selector{})
@@ -176,20 +188,14 @@ func TestUnreadableScanForgetsNothing(t *testing.T) {
 		for _, bad := range badList {
 			t.Run(method+"/"+bad.name, func(t *testing.T) {
 				w := newV2World(t)
-				snap, err := w.scan(t)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := w.run(t, snap); err != nil {
-					t.Fatal(err)
-				}
+				w.settle(t)
 				if got := w.records(t); !slices.Equal(got, want) {
 					t.Fatalf("records %v, want %v", got, want)
 				}
 				f := bad.fault
 				f.Method = method
 				w.s.srv.Inject(f)
-				snap, err = w.scan(t)
+				snap, err := w.scan(t)
 				if !unreadable(err) || len(snap.Items) != 0 || len(snap.Scopes) != 0 {
 					t.Fatalf("scan = %d items, %v scopes, err %v; want an unreadable-reply error", len(snap.Items), snap.Scopes, err)
 				}
@@ -243,20 +249,14 @@ func TestUnreadablePurgeRepliesKeepRecords(t *testing.T) {
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("%d/%s/%s", i, c.method, c.fault.Result), func(t *testing.T) {
 			w := newV2World(t)
-			snap, err := w.scan(t)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := w.run(t, snap); err != nil {
-				t.Fatal(err)
-			}
+			w.settle(t)
 			recs, _ := w.store.List(context.Background(), orphan.Selector{})
 			for _, r := range recs {
 				if err := w.store.RequestDeletion(context.Background(), r.Name); err != nil {
 					t.Fatal(err)
 				}
 			}
-			snap, err = w.scan(t) // before the fault: the purge's own reads get it
+			snap, err := w.scan(t) // before the fault: the purge's own reads get it
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -128,50 +128,6 @@ func TestCallDecodesResultAndKeepsRPCErrors(t *testing.T) {
 	}
 }
 
-func TestConcurrentCallsAreDemultiplexed(t *testing.T) {
-	noGoroutineLeak(t)
-	srv := startServer(t)
-	for i := range 8 {
-		must(srv.AddRaid(fmt.Sprintf("e-%d", i), "a", "b"))(t)
-	}
-	// Slow down every other reply so replies come back out of order.
-	srv.Inject(spdktest.Fault{Method: "bdev_get_bdevs", Delay: 20 * time.Millisecond, Times: -1})
-	c := newClient(t, srv, spdk.ClientOptions{})
-	ctx := context.Background()
-
-	var wg sync.WaitGroup
-	errs := make(chan error, 64)
-	for i := range 64 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			name := fmt.Sprintf("e-%d", i%8)
-			if i%2 == 0 {
-				bdevs, err := spdk.BdevGetBdevs(ctx, c, name)
-				if err == nil && (len(bdevs) != 1 || bdevs[0].Name != name) {
-					err = fmt.Errorf("asked for %s, got %+v", name, bdevs)
-				}
-				errs <- err
-				return
-			}
-			raids, err := spdk.BdevRaidGetBdevs(ctx, c, "")
-			if err == nil && len(raids) != 8 {
-				err = fmt.Errorf("got %d RAID bdevs", len(raids))
-			}
-			errs <- err
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Error(err)
-		}
-	}
-	c.Close()
-	srv.Close()
-}
-
 func TestCallHonoursContext(t *testing.T) {
 	noGoroutineLeak(t)
 	srv := startServer(t)

@@ -20,8 +20,10 @@ func TestOrphansConformance(t *testing.T) {
 }
 
 // TestClientConformance runs spdktest's Caller suite against the Client,
-// the one Caller package spdk ships.
+// the one Caller package spdk ships (the suite's concurrent calls, faults
+// and cancellations included), and checks that no goroutine outlives it.
 func TestClientConformance(t *testing.T) {
+	noGoroutineLeak(t)
 	spdktest.RunConformanceTests(t, spdktest.Harness{
 		Caller: func(t *testing.T, opts spdk.ClientOptions) spdk.Caller {
 			c := spdk.NewClient(opts)

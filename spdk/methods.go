@@ -11,74 +11,54 @@ import (
 // ErrNoSuchDevice). A null result, or an element without a name, is a
 // *ResultError: an unreadable listing never means "nothing exists".
 func BdevGetBdevs(ctx context.Context, c Caller, name string) ([]Bdev, error) {
-	const method = "bdev_get_bdevs"
 	var params any
 	if name != "" {
 		params = struct {
 			Name string `json:"name"`
 		}{name}
 	}
-	var out []Bdev
-	if err := c.Call(ctx, method, params, &out); err != nil {
-		return nil, err
-	}
-	if err := checkList(method, out, func(b *Bdev) string { return b.Name }); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return list(ctx, c, "bdev_get_bdevs", params, func(b *Bdev) string { return b.Name })
 }
 
 // BdevLvolGetLvstores lists every lvstore. Like BdevGetBdevs, it fails with
 // a *ResultError on a null result or a nameless element.
 func BdevLvolGetLvstores(ctx context.Context, c Caller) ([]Lvstore, error) {
-	const method = "bdev_lvol_get_lvstores"
-	var out []Lvstore
-	if err := c.Call(ctx, method, nil, &out); err != nil {
-		return nil, err
-	}
-	if err := checkList(method, out, func(l *Lvstore) string { return l.Name }); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return list(ctx, c, "bdev_lvol_get_lvstores", nil, func(l *Lvstore) string { return l.Name })
 }
 
 // BdevLvolGetLvols lists the lvols of the lvstore named lvsName, or of
 // every lvstore for "". Like BdevGetBdevs, it fails with a *ResultError on
 // a null result or a nameless element.
 func BdevLvolGetLvols(ctx context.Context, c Caller, lvsName string) ([]Lvol, error) {
-	const method = "bdev_lvol_get_lvols"
 	var params any
 	if lvsName != "" {
 		params = struct {
 			LvsName string `json:"lvs_name"`
 		}{lvsName}
 	}
-	var out []Lvol
-	if err := c.Call(ctx, method, params, &out); err != nil {
-		return nil, err
-	}
-	if err := checkList(method, out, func(l *Lvol) string { return l.Name }); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return list(ctx, c, "bdev_lvol_get_lvols", params, func(l *Lvol) string { return l.Name })
 }
 
 // BdevRaidGetBdevs lists RAID bdevs of a category ("" means all). Like
 // BdevGetBdevs, it fails with a *ResultError on a null result or a nameless
 // element.
 func BdevRaidGetBdevs(ctx context.Context, c Caller, category string) ([]RaidBdev, error) {
-	const method = "bdev_raid_get_bdevs"
 	if category == "" {
 		category = RaidCategoryAll
 	}
 	params := struct {
 		Category string `json:"category"`
 	}{category}
-	var out []RaidBdev
+	return list(ctx, c, "bdev_raid_get_bdevs", params, func(r *RaidBdev) string { return r.Name })
+}
+
+// list calls a list method and checks its result with checkList.
+func list[T any](ctx context.Context, c Caller, method string, params any, name func(*T) string) ([]T, error) {
+	var out []T
 	if err := c.Call(ctx, method, params, &out); err != nil {
 		return nil, err
 	}
-	if err := checkList(method, out, func(r *RaidBdev) string { return r.Name }); err != nil {
+	if err := checkList(method, out, name); err != nil {
 		return nil, err
 	}
 	return out, nil
