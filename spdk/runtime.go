@@ -148,6 +148,19 @@ func Classify(lvols []Lvol, raids []RaidBdev) Runtime {
 	return rt
 }
 
+// ReadRuntime lists lvols and RAID bdevs through c and classifies them.
+func ReadRuntime(ctx context.Context, c Caller) (Runtime, error) {
+	lvols, err := BdevLvolGetLvols(ctx, c, "")
+	if err != nil {
+		return Runtime{}, fmt.Errorf("listing lvols: %w", err)
+	}
+	raids, err := BdevRaidGetBdevs(ctx, c, RaidCategoryAll)
+	if err != nil {
+		return Runtime{}, fmt.Errorf("listing RAID bdevs: %w", err)
+	}
+	return Classify(lvols, raids), nil
+}
+
 // Longhorn's derived lvol name forms.
 const (
 	snapInfix       = "-snap-"
@@ -211,15 +224,3 @@ func aliasOf(l Lvol) string {
 	return l.Lvs.Name + "/" + l.Name
 }
 
-// ReadRuntime lists lvols and RAID bdevs through c and classifies them.
-func ReadRuntime(ctx context.Context, c Caller) (Runtime, error) {
-	lvols, err := BdevLvolGetLvols(ctx, c, "")
-	if err != nil {
-		return Runtime{}, fmt.Errorf("listing lvols: %w", err)
-	}
-	raids, err := BdevRaidGetBdevs(ctx, c, RaidCategoryAll)
-	if err != nil {
-		return Runtime{}, fmt.Errorf("listing RAID bdevs: %w", err)
-	}
-	return Classify(lvols, raids), nil
-}

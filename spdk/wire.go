@@ -6,7 +6,8 @@ package spdk
 // and bdev_rpc.c). Fields this package does not read are left out; json
 // ignores them. Package spdktest answers with the same types, so its
 // replies and this package's decoding share one spelling of every field;
-// the tests of both check that spelling against SPDK's documented examples.
+// TestWireTypesSpellSPDKsFields checks that spelling against SPDK's
+// writers.
 
 // Bdev is one element of bdev_get_bdevs.
 type Bdev struct {
