@@ -223,4 +223,3 @@ func aliasOf(l Lvol) string {
 	}
 	return l.Lvs.Name + "/" + l.Name
 }
-
