@@ -10,10 +10,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/google/uuid"
+	"k8s.io/utils/clock"
 
+	"github.com/caretaker-storage/caretaker/internal/clocks"
 	"github.com/caretaker-storage/caretaker/spdk"
 )
 
@@ -23,6 +24,9 @@ type Options struct {
 	// deterministic sequence (name-based UUIDs of a counter), so test and
 	// example output is stable.
 	NewUUID func() string
+	// Clock times Fault.Delay. Nil means the real clock; a fake clock
+	// holds delayed replies until the test steps it.
+	Clock clock.Clock
 }
 
 // Server is the fake SPDK target.
@@ -30,6 +34,7 @@ type Server struct {
 	path    string
 	ln      net.Listener
 	newUUID func() string
+	clock   clock.Clock
 
 	mu       sync.Mutex
 	lvstores []*lvstore
@@ -67,7 +72,7 @@ func Start(socketPath string, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spdktest: %w", err)
 	}
-	s := &Server{path: socketPath, ln: ln, newUUID: opts.NewUUID, conns: make(map[net.Conn]struct{}), done: make(chan struct{})}
+	s := &Server{path: socketPath, ln: ln, newUUID: opts.NewUUID, clock: clocks.Or(opts.Clock), conns: make(map[net.Conn]struct{}), done: make(chan struct{})}
 	if s.newUUID == nil {
 		s.newUUID = s.sequentialUUID
 	}
@@ -237,7 +242,7 @@ func (s *Server) handle(w *connWriter, raw json.RawMessage) {
 
 	if f != nil && f.Delay > 0 {
 		select {
-		case <-time.After(f.Delay):
+		case <-s.clock.After(f.Delay):
 		case <-s.done:
 			return
 		}
