@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/caretaker-storage/caretaker/internal/bounded"
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 )
 
 // Caller is what Orphans and the typed calls (BdevGetBdevs...) need of an
@@ -21,7 +22,7 @@ type Caller interface {
 	//
 	// It returns ctx.Err() when ctx ends first (an already-ended ctx sends
 	// nothing); an *RPCError with SPDK's code and message when SPDK
-	// answered with an error (errors.Is(err, ErrNoSuchDevice) for -19); a
+	// answered with an error (errors.Is(err, ErrNotFound) for -19); a
 	// *ResultError (ErrUnexpectedResult) when the result does not decode
 	// into result; and an error matching ErrConnection when the
 	// connection failed or the reply was unreadable: a *ProtocolError for
@@ -33,9 +34,10 @@ type Caller interface {
 
 // Sentinel errors, for errors.Is.
 var (
-	// ErrNoSuchDevice: SPDK answered -19 (ENODEV), the bdev or lvol does
-	// not exist. *RPCError matches it.
-	ErrNoSuchDevice = errors.New("spdk: no such device")
+	// ErrNotFound: SPDK answered -19 (ENODEV, "No such device"): the
+	// bdev or lvol does not exist. *RPCError of that code matches it. It
+	// is the same value in every caretaker package.
+	ErrNotFound = errclass.ErrNotFound
 	// ErrConnection: the connection to SPDK failed (dial, write, read, or
 	// an unreadable reply). The call's outcome is unknown; the next call
 	// dials again.
@@ -76,9 +78,9 @@ func (e *RPCError) Error() string {
 	return fmt.Sprintf("spdk: %s: %s (code %d)", e.Method, e.Message, e.Code)
 }
 
-// Is reports ErrNoSuchDevice for code -19.
+// Is reports ErrNotFound for code -19 (ENODEV).
 func (e *RPCError) Is(target error) bool {
-	return target == ErrNoSuchDevice && e.Code == CodeNoSuchDevice
+	return target == ErrNotFound && e.Code == CodeNoSuchDevice
 }
 
 // ProtocolError is a reply that is not valid JSON-RPC: garbage bytes, a

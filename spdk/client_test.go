@@ -103,13 +103,13 @@ func TestCallDecodesResultAndKeepsRPCErrors(t *testing.T) {
 	if !errors.As(err, &rerr) || rerr.Code != -19 || rerr.Message != "No such device" || rerr.Method != "bdev_lvol_delete" {
 		t.Fatalf("err = %v, want RPCError -19", err)
 	}
-	if !errors.Is(err, spdk.ErrNoSuchDevice) {
-		t.Fatalf("errors.Is(%v, ErrNoSuchDevice) = false", err)
+	if !errors.Is(err, spdk.ErrNotFound) {
+		t.Fatalf("errors.Is(%v, ErrNotFound) = false", err)
 	}
 
 	err = c.Call(ctx, "no_such_method", nil, nil)
-	if !errors.As(err, &rerr) || rerr.Code != spdk.CodeMethodNotFound || errors.Is(err, spdk.ErrNoSuchDevice) {
-		t.Fatalf("err = %v, want -32601 not matching ErrNoSuchDevice", err)
+	if !errors.As(err, &rerr) || rerr.Code != spdk.CodeMethodNotFound || errors.Is(err, spdk.ErrNotFound) {
+		t.Fatalf("err = %v, want -32601 not matching ErrNotFound", err)
 	}
 	err = c.Call(ctx, "bdev_raid_get_bdevs", map[string]any{"category": 7}, nil)
 	if !errors.As(err, &rerr) || rerr.Code != spdk.CodeInvalidParams {

@@ -116,7 +116,7 @@ func (o *Orphans) deleteEngine(ctx context.Context, r orphan.Record, name, uuid 
 	if v := instance.Verdict(r.Item(), view); v.Outcome != orphan.OutcomeOrphan {
 		return fmt.Errorf("%w: engine %s is %s: %s", orphan.ErrPreconditionFailed, name, v.Outcome, v.Reason)
 	}
-	if err := BdevRaidDelete(ctx, o.rpc, name); err != nil && !errors.Is(err, ErrNoSuchDevice) {
+	if err := BdevRaidDelete(ctx, o.rpc, name); err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("deleting engine %s: %w", name, err)
 	}
 	return nil
@@ -140,7 +140,7 @@ func (o *Orphans) deleteReplica(ctx context.Context, name, uuid string) error {
 		if err := o.noReplicaRecord(ctx, name); err != nil {
 			return err
 		}
-		if err := BdevLvolDelete(ctx, o.rpc, l.UUID); err != nil && !errors.Is(err, ErrNoSuchDevice) {
+		if err := BdevLvolDelete(ctx, o.rpc, l.UUID); err != nil && !errors.Is(err, ErrNotFound) {
 			return fmt.Errorf("deleting lvol %s of replica %s: %w", l.Alias, name, err)
 		}
 	}

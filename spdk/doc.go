@@ -146,7 +146,7 @@
 //
 // A Call returns ctx.Err() when its context ends first; an *RPCError with
 // SPDK's code and message when SPDK answered with an error (errors.Is(err,
-// ErrNoSuchDevice) for -19, ENODEV); an error matching ErrConnection when
+// ErrNotFound) for -19, ENODEV); an error matching ErrConnection when
 // the connection failed (dial, write, a dropped connection, or an
 // unreadable reply: a *ProtocolError for garbage or a truncated value,
 // ErrTooLarge, wrapping a *bounded.TooLargeError, for a reply over

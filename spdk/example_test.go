@@ -138,7 +138,7 @@ func ExampleClient_Call() {
 
 	err := spdk.BdevLvolDelete(context.Background(), client, "disk-1/no-such-lvol")
 	var rerr *spdk.RPCError
-	fmt.Println(errors.As(err, &rerr), rerr.Code, rerr.Message, errors.Is(err, spdk.ErrNoSuchDevice))
+	fmt.Println(errors.As(err, &rerr), rerr.Code, rerr.Message, errors.Is(err, spdk.ErrNotFound))
 	// Output:
 	// true -19 No such device true
 }

@@ -8,7 +8,7 @@ import (
 
 // BdevGetBdevs lists bdevs: all of them for name "", else the one bdev
 // whose name, alias or UUID is name (a missing one is an error matching
-// ErrNoSuchDevice). A null result, or an element without a name, is a
+// ErrNotFound). A null result, or an element without a name, is a
 // *ResultError: an unreadable listing never means "nothing exists".
 func BdevGetBdevs(ctx context.Context, c Caller, name string) ([]Bdev, error) {
 	var params any
@@ -89,13 +89,13 @@ func checkList[T any](method string, list []T, name func(*T) string) error {
 
 // BdevLvolDelete deletes the lvol whose UUID or alias is name. Deleting by
 // UUID is what makes a UUID-checked purge race-free. An lvol that does not
-// exist is an error matching ErrNoSuchDevice.
+// exist is an error matching ErrNotFound.
 func BdevLvolDelete(ctx context.Context, c Caller, name string) error {
 	return deleteCall(ctx, c, "bdev_lvol_delete", name)
 }
 
 // BdevRaidDelete deletes the RAID bdev named name. A missing one is an
-// error matching ErrNoSuchDevice.
+// error matching ErrNotFound.
 func BdevRaidDelete(ctx context.Context, c Caller, name string) error {
 	return deleteCall(ctx, c, "bdev_raid_delete", name)
 }

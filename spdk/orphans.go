@@ -145,7 +145,7 @@ func (o *Orphans) absent(ctx context.Context, kind orphan.Kind, name, uuid strin
 		key = name
 	}
 	bdevs, err := BdevGetBdevs(ctx, o.rpc, key)
-	if errors.Is(err, ErrNoSuchDevice) {
+	if errors.Is(err, ErrNotFound) {
 		if kind == orphan.KindEngineInstance {
 			return "the RAID bdev no longer exists"
 		}

@@ -94,9 +94,9 @@ func runCallerTests(t *testing.T, mk func(*testing.T, spdk.ClientOptions) spdk.C
 			if !errors.As(err, &rerr) || rerr.Code != tc.code || rerr.Method != tc.method || rerr.Message == "" {
 				t.Errorf("%s: err = %v, want an *RPCError of code %d naming the method", tc.method, err, tc.code)
 			}
-			if errors.Is(err, spdk.ErrNoSuchDevice) != (tc.code == spdk.CodeNoSuchDevice) || errors.Is(err, spdk.ErrConnection) {
-				t.Errorf("%s: err = %v matches ErrNoSuchDevice %v, ErrConnection %v", tc.method, err,
-					errors.Is(err, spdk.ErrNoSuchDevice), errors.Is(err, spdk.ErrConnection))
+			if errors.Is(err, spdk.ErrNotFound) != (tc.code == spdk.CodeNoSuchDevice) || errors.Is(err, spdk.ErrConnection) {
+				t.Errorf("%s: err = %v matches ErrNotFound %v, ErrConnection %v", tc.method, err,
+					errors.Is(err, spdk.ErrNotFound), errors.Is(err, spdk.ErrConnection))
 			}
 		}
 		stillWorks(t, srv, c)
