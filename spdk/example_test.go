@@ -71,11 +71,9 @@ func ExampleOrphans_Delete() {
 	defer client.Close()
 	ctx := context.Background()
 
-	// The cluster has no engine or replica records for this volume.
-	records := instance.LookupFunc(func(context.Context, orphan.Kind, string) (instance.View, error) {
-		return instance.View{}, nil
-	})
-	orphans, err := spdk.NewOrphans(client, records, spdk.Options{NodeID: "node-1", InstanceManager: "im"})
+	// noRecords: the cluster has no engine or replica records for this
+	// volume (see ExampleNewOrphans for such a lookup).
+	orphans, err := spdk.NewOrphans(client, noRecords, spdk.Options{NodeID: "node-1", InstanceManager: "im"})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -153,10 +151,8 @@ func Example() {
 	defer client.Close()
 	ctx := context.Background()
 
-	records := instance.LookupFunc(func(context.Context, orphan.Kind, string) (instance.View, error) {
-		return instance.View{}, nil // the volume was deleted: no engine or replica record
-	})
-	orphans, err := spdk.NewOrphans(client, records, spdk.Options{NodeID: "node-1", InstanceManager: "im"})
+	// The volume was deleted: no engine or replica record (noRecords).
+	orphans, err := spdk.NewOrphans(client, noRecords, spdk.Options{NodeID: "node-1", InstanceManager: "im"})
 	if err != nil {
 		fmt.Println(err)
 		return
