@@ -286,3 +286,41 @@ func TestClassifyAttribution(t *testing.T) {
 		t.Fatalf("skipped = %v, want %v", skipped, want)
 	}
 }
+
+// TestJudgeConfirmsTheObject: an orphan verdict stands only while SPDK
+// holds the object under the item's name and UUID; items this adapter
+// cannot see (another node or instance manager, v1) are undecided.
+func TestJudgeConfirmsTheObject(t *testing.T) {
+	s := newScene(t)
+	o := newOrphans(t, s.client(t), noRecords)
+	ctx := context.Background()
+	engine := instanceItem(orphan.KindEngineInstance, "vol1-e-0", s.uuids["vol1-e-0"])
+	replica := instanceItem(orphan.KindReplicaInstance, repA, s.uuids["disk-1/"+repA])
+	snapshot := instanceItem(orphan.KindReplicaInstance, repA, s.uuids["disk-1/"+repA+"-snap-s1"])
+	for _, it := range []orphan.Item{engine, replica} {
+		if v, err := o.Judge(ctx, it); err != nil || v.Outcome != orphan.OutcomeOrphan {
+			t.Fatalf("%s: %v, %v; want orphan", it.Param(orphan.ParamInstanceName), v, err)
+		}
+	}
+	otherNode, otherIM, v1 := replica, replica, replica
+	otherNode.NodeID = "node-2"
+	otherIM.Parameters = map[string]string{orphan.ParamInstanceName: repA, orphan.ParamInstanceUUID: s.uuids["disk-1/"+repA], orphan.ParamInstanceManager: "im-other"}
+	v1.DataEngine = orphan.DataEngineV1
+	// A snapshot's UUID under the head's name is no head of that name.
+	for name, it := range map[string]orphan.Item{"other node": otherNode, "other im": otherIM, "v1": v1, "snapshot uuid": snapshot} {
+		if v, err := o.Judge(ctx, it); err != nil || v.Outcome != orphan.OutcomeUndecided {
+			t.Errorf("%s: %v, %v; want undecided", name, v, err)
+		}
+	}
+	must(s.srv.RecreateRaid("vol1-e-0"))(t)
+	must(s.srv.RecreateLvol("disk-1", repA))(t)
+	for _, it := range []orphan.Item{engine, replica} {
+		v, err := o.Judge(ctx, it)
+		if err != nil || v.Outcome != orphan.OutcomeUndecided || !strings.Contains(v.Reason, "UUID") {
+			t.Errorf("%s recreated: %v, %v; want undecided for the UUID", it.Param(orphan.ParamInstanceName), v, err)
+		}
+	}
+	if n := s.srv.CallCount("bdev_lvol_delete") + s.srv.CallCount("bdev_raid_delete"); n != 0 {
+		t.Fatalf("Judge deleted (%d calls)", n)
+	}
+}
