@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/orphan"
@@ -65,7 +68,7 @@ func newScene(t *testing.T) *scene {
 
 	must(srv.AddLvol("disk-1", "gone-r-dddddddd"))(t)
 	must(srv.Snapshot("disk-1", "gone-r-dddddddd", "gone-r-dddddddd-snap-x"))(t)
-	c := newClient(t, srv, spdk.Options{})
+	c := newClient(t, srv, spdk.ClientOptions{})
 	if err := spdk.BdevLvolDelete(context.Background(), c, "disk-1/gone-r-dddddddd"); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +81,27 @@ func newScene(t *testing.T) *scene {
 	return s
 }
 
-func (s *scene) client(t *testing.T) *spdk.Client { return newClient(t, s.srv, spdk.Options{}) }
+func (s *scene) client(t *testing.T) *spdk.Client { return newClient(t, s.srv, spdk.ClientOptions{}) }
+
+// newOrphans is the adapter of node nodeID and instance manager imName.
+func newOrphans(t testing.TB, rpc spdk.Caller, records instance.Lookup) *spdk.Orphans {
+	t.Helper()
+	o, err := spdk.NewOrphans(rpc, records, spdk.Options{NodeID: nodeID, InstanceManager: imName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// newSweeper is a Sweeper over store and a, on a fake clock.
+func newSweeper(t testing.TB, store orphan.Store, a orphan.Adapter) *orphan.Sweeper {
+	t.Helper()
+	sw, err := orphan.NewSweeper(store, a, orphan.SweeperOptions{Clock: clocktesting.NewFakeClock(time.Unix(1_800_000_000, 0))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sw
+}
 
 func instanceItem(kind orphan.Kind, name, uuid string) orphan.Item {
 	return orphan.Item{Kind: kind, NodeID: nodeID, DataEngine: orphan.DataEngineV2, Parameters: map[string]string{
@@ -88,7 +111,7 @@ func instanceItem(kind orphan.Kind, name, uuid string) orphan.Item {
 
 func TestScanListsEnginesAndHeadReplicas(t *testing.T) {
 	s := newScene(t)
-	inv := &spdk.Inventory{RPC: s.client(t), NodeID: nodeID, InstanceManager: imName}
+	inv := newOrphans(t, s.client(t), noRecords)
 	snap, err := inv.Scan(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +149,7 @@ func TestScanSkipsEmptyUUIDs(t *testing.T) {
 	if err := s.srv.ClearRaidUUID("vol2-e-0"); err != nil {
 		t.Fatal(err)
 	}
-	inv := &spdk.Inventory{RPC: s.client(t), NodeID: nodeID, InstanceManager: imName}
+	inv := newOrphans(t, s.client(t), noRecords)
 	snap, err := inv.Scan(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -170,12 +193,17 @@ func TestScanWithoutUUIDKeepsRecords(t *testing.T) {
 		func(s *spdktest.Server) error { return s.ClearRaidUUID("vol2-e-0") },
 	} {
 		s := newScene(t)
-		inv := &spdk.Inventory{RPC: s.client(t), NodeID: nodeID, InstanceManager: imName}
+		inv := newOrphans(t, s.client(t), noRecords)
 		store := orphan.NewMemStore()
-		sw := &orphan.Sweeper{Store: store, Judge: instance.Judge{Lookup: noRecords}, Deleter: orphan.DeleterFunc(func(context.Context, orphan.Record) error {
+		// The real Scan and Judge; a Deleter that must never be reached.
+		a, err := orphan.NewAdapter(inv.Kinds(), inv, inv, orphan.DeleterFunc(func(context.Context, orphan.Record) error {
 			t.Error("purged")
 			return nil
-		})}
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sw := newSweeper(t, store, a)
 		cycle := func() {
 			snap, err := inv.Scan(context.Background())
 			if err != nil {
@@ -204,12 +232,9 @@ func TestScanWithoutUUIDKeepsRecords(t *testing.T) {
 func TestScanFailsOnUnreadableReply(t *testing.T) {
 	s := newScene(t)
 	s.srv.Inject(spdktest.Fault{Method: "bdev_raid_get_bdevs", Action: spdktest.Garbage})
-	inv := &spdk.Inventory{RPC: s.client(t), NodeID: nodeID, InstanceManager: imName}
+	inv := newOrphans(t, s.client(t), noRecords)
 	if _, err := inv.Scan(context.Background()); !errors.Is(err, spdk.ErrConnection) {
 		t.Fatalf("err = %v", err)
-	}
-	if _, err := (&spdk.Inventory{}).Scan(context.Background()); err == nil {
-		t.Fatal("an Inventory without fields scanned")
 	}
 }
 
@@ -259,5 +284,43 @@ func TestClassifyAttribution(t *testing.T) {
 	}
 	if want := []string{"d/stray", "e/r-snap-s"}; !slices.Equal(skipped, want) {
 		t.Fatalf("skipped = %v, want %v", skipped, want)
+	}
+}
+
+// TestJudgeConfirmsTheObject: an orphan verdict stands only while SPDK
+// holds the object under the item's name and UUID; items this adapter
+// cannot see (another node or instance manager, v1) are undecided.
+func TestJudgeConfirmsTheObject(t *testing.T) {
+	s := newScene(t)
+	o := newOrphans(t, s.client(t), noRecords)
+	ctx := context.Background()
+	engine := instanceItem(orphan.KindEngineInstance, "vol1-e-0", s.uuids["vol1-e-0"])
+	replica := instanceItem(orphan.KindReplicaInstance, repA, s.uuids["disk-1/"+repA])
+	snapshot := instanceItem(orphan.KindReplicaInstance, repA, s.uuids["disk-1/"+repA+"-snap-s1"])
+	for _, it := range []orphan.Item{engine, replica} {
+		if v, err := o.Judge(ctx, it); err != nil || v.Outcome != orphan.OutcomeOrphan {
+			t.Fatalf("%s: %v, %v; want orphan", it.Param(orphan.ParamInstanceName), v, err)
+		}
+	}
+	otherNode, otherIM, v1 := replica, replica, replica
+	otherNode.NodeID = "node-2"
+	otherIM.Parameters = map[string]string{orphan.ParamInstanceName: repA, orphan.ParamInstanceUUID: s.uuids["disk-1/"+repA], orphan.ParamInstanceManager: "im-other"}
+	v1.DataEngine = orphan.DataEngineV1
+	// A snapshot's UUID under the head's name is no head of that name.
+	for name, it := range map[string]orphan.Item{"other node": otherNode, "other im": otherIM, "v1": v1, "snapshot uuid": snapshot} {
+		if v, err := o.Judge(ctx, it); err != nil || v.Outcome != orphan.OutcomeUndecided {
+			t.Errorf("%s: %v, %v; want undecided", name, v, err)
+		}
+	}
+	must(s.srv.RecreateRaid("vol1-e-0"))(t)
+	must(s.srv.RecreateLvol("disk-1", repA))(t)
+	for _, it := range []orphan.Item{engine, replica} {
+		v, err := o.Judge(ctx, it)
+		if err != nil || v.Outcome != orphan.OutcomeUndecided || !strings.Contains(v.Reason, "UUID") {
+			t.Errorf("%s recreated: %v, %v; want undecided for the UUID", it.Param(orphan.ParamInstanceName), v, err)
+		}
+	}
+	if n := s.srv.CallCount("bdev_lvol_delete") + s.srv.CallCount("bdev_raid_delete"); n != 0 {
+		t.Fatalf("Judge deleted (%d calls)", n)
 	}
 }

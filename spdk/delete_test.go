@@ -39,8 +39,8 @@ var noRecords = instance.LookupFunc(func(context.Context, orphan.Kind, string) (
 	return instance.View{}, nil
 })
 
-func (s *scene) deleter(t *testing.T) *spdk.Deleter {
-	return &spdk.Deleter{RPC: s.client(t), NodeID: nodeID, InstanceManager: imName, Records: noRecords}
+func (s *scene) deleter(t *testing.T) *spdk.Orphans {
+	return newOrphans(t, s.client(t), noRecords)
 }
 
 func TestReplicaPurgeDeletesTreeClonesFirstHeadLast(t *testing.T) {
@@ -110,7 +110,7 @@ func TestPurgeRefusesObjectRecreatedAfterScan(t *testing.T) {
 	s := newScene(t)
 	s.srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvols", Then: func() { _, _ = s.srv.RecreateLvol("disk-1", repB) }})
 	s.srv.Inject(spdktest.Fault{Method: "bdev_raid_get_bdevs", Then: func() { _, _ = s.srv.RecreateRaid("vol2-e-0") }})
-	snap, err := (&spdk.Inventory{RPC: s.client(t), NodeID: nodeID, InstanceManager: imName}).Scan(context.Background())
+	snap, err := newOrphans(t, s.client(t), noRecords).Scan(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
