@@ -81,6 +81,11 @@ var kinds = []orphan.Kind{orphan.KindEngineInstance, orphan.KindReplicaInstance}
 // Kinds implements orphan.Adapter: engine-instance and replica-instance.
 func (o *Orphans) Kinds() []orphan.Kind { return slices.Clone(kinds) }
 
+// DataEngines implements orphan.EngineScoped: SPDK runs the v2 data
+// engine only, so orphan.Combine can run a host's v1 instance adapter on
+// the same node.
+func (o *Orphans) DataEngines() []orphan.DataEngine { return []orphan.DataEngine{orphan.DataEngineV2} }
+
 // Scan implements orphan.Inventory. It lists RAID bdevs and lvols once and
 // returns the engines and replicas as items, in a stable order. Objects
 // with an empty UUID, and lvols that cannot be attributed, are reported in

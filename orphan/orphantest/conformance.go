@@ -111,9 +111,13 @@ func runKindsTests(t *testing.T, h AdapterHarness) {
 	if !slices.Equal(kinds, a.Kinds()) {
 		t.Errorf("Kinds changed between two calls: %v, then %v", kinds, a.Kinds())
 	}
+	scoped, isScoped := a.(orphan.EngineScoped)
 	for _, it := range []orphan.Item{h.MakeOrphan(t), h.MakeOwned(t)} {
 		if !slices.Contains(kinds, it.Kind) {
 			t.Errorf("the harness made a %s item, which Kinds %v does not list", it.Kind, kinds)
+		}
+		if isScoped && !slices.Contains(scoped.DataEngines(), it.DataEngine) {
+			t.Errorf("the harness made a %s item of data engine %q, which DataEngines %v does not list", it.Kind, it.DataEngine, scoped.DataEngines())
 		}
 	}
 }
