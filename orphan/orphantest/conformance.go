@@ -25,8 +25,10 @@ type Harness struct {
 }
 
 // AdapterHarness binds an orphan.Adapter to data the harness makes: real
-// directories, runtime objects or backups. Implementations call t.Fatal
-// on their own failures.
+// directories, runtime objects or backups. Every subtest calls Adapter
+// first; the other methods act on the world of the adapter it last
+// returned, so a harness may give each subtest a fresh world.
+// Implementations call t.Fatal on their own failures.
 type AdapterHarness interface {
 	// Adapter returns the adapter under test, bound to the harness's data.
 	Adapter(t *testing.T) orphan.Adapter
