@@ -13,6 +13,9 @@
 //     carries plans out; MemStore; orphantest conformance suites.
 //   - diskscan: Longhorn v1 filesystem disks: disk config, filesystem ID,
 //     incremental scans of replica directories, and a confined deleter.
+//   - instance: Longhorn's judgement of runtime instances (engine and
+//     replica processes, RAID bdevs and head lvols) against the host's
+//     Engine and Replica records.
 //   - spdk: SPDK JSON-RPC over its Unix socket; the v2 runtime inventory
 //     (engines are RAID bdevs, replicas head lvols) and UUID-checked
 //     deletion; spdktest, a fake SPDK speaking the real wire format.
@@ -27,18 +30,17 @@
 // # The host's loop
 //
 // Every package follows one pattern: observe, decide purely, apply through
-// a thin driver that re-checks before anything destructive. For orphaned
-// replica directories on one node:
+// a thin driver that re-checks before anything destructive. Every orphan
+// adapter (diskscan, spdk, backupdelete) is built the same way, by one
+// constructor, NewOrphans, and the loop is the same apart from it. For
+// orphaned replica directories on one node:
 //
-//	disks, err := diskscan.NewDiskSet(diskscan.Disk{...}) // this node's disks
-//	expected := hostReplicas                               // a diskscan.ExpectedSource over the host's replica cache
-//	inv := diskscan.NewInventory(disks, expected, diskscan.Options{})
-//	judge := diskscan.NewJudge(disks, expected)
-//	deleter := diskscan.NewDeleter(disks, expected, diskscan.Options{})
-//	mon := orphan.NewMonitor(inv, orphan.MonitorOptions{OnChange: enqueue})
+//	orphans, err := diskscan.NewOrphans(hostReplicas, diskscan.Options{}) // hostReplicas: a diskscan.ExpectedSource over the replica cache
+//	err = orphans.SetDisks(diskscan.Disk{...})                             // this node's disks, again whenever its Node object changes
+//	mon := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: enqueue})
 //	_ = mon.Start(ctx)
 //	defer mon.Stop()
-//	sweeper := &orphan.Sweeper{Store: store, Judge: judge, Deleter: deleter}
+//	sweeper, err := orphan.NewSweeper(store, orphans, orphan.SweeperOptions{})
 //	for range reconciles {
 //		obs, ok := mon.Latest() // never blocks on a scan
 //		if !ok || obs.Err != nil {

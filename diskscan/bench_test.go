@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
+	"github.com/caretaker-storage/caretaker/diskscan/internal/disktest"
 )
 
 // The benchmark disk: 100k replica directories with real volume.meta
@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func benchDisk(b *testing.B) (*DiskSet, *StaticExpected, string) {
+func benchDisk(b *testing.B) (Disk, *StaticExpected, string) {
 	b.Helper()
 	bench.once.Do(func() {
 		bench.dir, bench.err = os.MkdirTemp("", "diskscan-bench-")
@@ -44,13 +44,13 @@ func benchDisk(b *testing.B) (*DiskSet, *StaticExpected, string) {
 			return
 		}
 		bench.disk = Disk{NodeID: "node-1", Name: "disk-1", Path: filepath.Join(bench.dir, "disk"), UUID: "uuid-bench"}
-		if bench.err = diskscantest.NewDisk(bench.disk.Path, bench.disk.Name, bench.disk.UUID); bench.err != nil {
+		if bench.err = disktest.NewDisk(bench.disk.Path, bench.disk.Name, bench.disk.UUID); bench.err != nil {
 			return
 		}
 		var refs []ReplicaRef
 		for i := range benchEntries {
 			name := fmt.Sprintf("pvc-%06d-r-%08x", i, uint32(i)*2654435761)
-			if bench.err = diskscantest.MakeReplica(bench.disk.Path, name, diskscantest.Replica{NoImage: true}); bench.err != nil {
+			if bench.err = disktest.MakeReplica(bench.disk.Path, name, disktest.Replica{NoImage: true}); bench.err != nil {
 				return
 			}
 			if i%benchOrphanEvery != 0 {
@@ -62,11 +62,7 @@ func benchDisk(b *testing.B) (*DiskSet, *StaticExpected, string) {
 	if bench.err != nil {
 		b.Fatal(bench.err)
 	}
-	set, err := NewDiskSet(bench.disk)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return set, bench.exp, filepath.Join(bench.disk.Path, ReplicasDir)
+	return bench.disk, bench.exp, filepath.Join(bench.disk.Path, ReplicasDir)
 }
 
 // The yardstick: a bare os.ReadDir of the same replicas directory.
@@ -80,7 +76,7 @@ func BenchmarkReadDir100k(b *testing.B) {
 	}
 }
 
-// The same listing without os.ReadDir's sort, which the Inventory skips:
+// The same listing without os.ReadDir's sort, which a scan skips:
 // the fairer yardstick of "one directory read".
 func BenchmarkReadDirUnsorted100k(b *testing.B) {
 	_, _, dir := benchDisk(b)
@@ -99,17 +95,17 @@ func BenchmarkReadDirUnsorted100k(b *testing.B) {
 
 // A rescan of the unchanged disk: one listing, one look-up per entry, one
 // lstat per unexpected entry, no volume.meta read. It also reports the
-// memory an Inventory keeps per listed entry after a scan (the cache and
+// memory an Orphans value keeps per listed entry after a scan (the cache and
 // the last report), B/entry, and per cached (unexpected) entry.
 func BenchmarkRescanUnchanged100k(b *testing.B) {
-	set, exp, _ := benchDisk(b)
+	disk, exp, _ := benchDisk(b)
 	ctx := context.Background()
 	var ms runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	before := ms.HeapAlloc
-	inv := NewInventory(set, exp, settled)
-	if _, err := inv.ScanReport(ctx); err != nil {
+	inv := newOrphans(b, exp, settled, disk)
+	if _, err := inv.Report(ctx); err != nil {
 		b.Fatal(err)
 	}
 	runtime.GC()
@@ -121,7 +117,7 @@ func BenchmarkRescanUnchanged100k(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		r, err := inv.ScanReport(ctx)
+		r, err := inv.Report(ctx)
 		if err != nil || len(r.Disks[0].Orphans) != benchEntries/benchOrphanEvery {
 			b.Fatalf("%v: %d orphans", err, len(r.Disks[0].Orphans))
 		}
@@ -138,12 +134,12 @@ func BenchmarkRescanUnchanged100k(b *testing.B) {
 // A first scan of the disk: every unexpected directory's volume.meta is
 // read and its size summed.
 func BenchmarkColdScan100k(b *testing.B) {
-	set, exp, _ := benchDisk(b)
+	disk, exp, _ := benchDisk(b)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		inv := NewInventory(set, exp, settled)
-		if _, err := inv.ScanReport(ctx); err != nil {
+		inv := newOrphans(b, exp, settled, disk)
+		if _, err := inv.Report(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}

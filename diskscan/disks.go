@@ -27,8 +27,8 @@ type Disk struct {
 	// FSID is the filesystem ID the host expects (as FSID prints it), or
 	// empty. When empty, the first scan that finds the disk's config with
 	// the expected UUID pins the filesystem ID it sees, and a later change
-	// makes the disk DiskChanged; a pin lives only as long as the DiskSet
-	// and is dropped when the disk's Path or UUID changes.
+	// makes the disk DiskChanged; a pin lives only as long as the Orphans
+	// value and is dropped when the disk's Path or UUID changes.
 	FSID string
 }
 
@@ -55,10 +55,10 @@ func (d Disk) validate() error {
 	return nil
 }
 
-// DiskSet is the host's list of disks, shared by an Inventory, a Judge and
-// a Deleter so that they agree on what each disk should be. It is safe for
-// concurrent use; the host calls Set whenever its node's disks change.
-type DiskSet struct {
+// diskSet is the node's disks as the host last set them, with what
+// scans learned about them: pinned filesystem IDs and whether a disk may
+// hold tombstones. It is safe for concurrent use.
+type diskSet struct {
 	mu    sync.Mutex
 	disks []Disk                  // sorted by NodeID, Name
 	pins  map[orphan.Scope]pinned // filesystem IDs learned by scans
@@ -76,20 +76,8 @@ type tombs struct {
 
 type pinned struct{ path, uuid, fsid string }
 
-// NewDiskSet returns a set holding disks; it fails like Set.
-func NewDiskSet(disks ...Disk) (*DiskSet, error) {
-	s := &DiskSet{}
-	if err := s.Set(disks); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-// Set replaces the disks. Every disk needs NodeID, Name, UUID and an
-// absolute Path without ".." elements, and no two disks of a node may share a name; otherwise
-// Set changes nothing and returns an error. Pinned filesystem IDs of disks
-// whose Path and UUID did not change are kept.
-func (s *DiskSet) Set(disks []Disk) error {
+// set replaces the disks (see Orphans.SetDisks).
+func (s *diskSet) set(disks []Disk) error {
 	ds := slices.Clone(disks)
 	slices.SortFunc(ds, func(a, b Disk) int {
 		if c := strings.Compare(a.NodeID, b.NodeID); c != 0 {
@@ -117,15 +105,15 @@ func (s *DiskSet) Set(disks []Disk) error {
 	return nil
 }
 
-// Disks returns a copy of the disks, sorted by node and name.
-func (s *DiskSet) Disks() []Disk {
+// list returns a copy of the disks, sorted by node and name.
+func (s *diskSet) list() []Disk {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.disks)
 }
 
-// Lookup returns the disk of a node by name.
-func (s *DiskSet) Lookup(nodeID, name string) (Disk, bool) {
+// lookup returns the disk of a node by name.
+func (s *diskSet) lookup(nodeID, name string) (Disk, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, d := range s.disks {
@@ -138,7 +126,7 @@ func (s *DiskSet) Lookup(nodeID, name string) (Disk, bool) {
 
 // expectedFSID returns the filesystem ID d must have: the host's, else the
 // pinned one, else "".
-func (s *DiskSet) expectedFSID(d Disk) string {
+func (s *diskSet) expectedFSID(d Disk) string {
 	if d.FSID != "" {
 		return d.FSID
 	}
@@ -151,7 +139,7 @@ func (s *DiskSet) expectedFSID(d Disk) string {
 }
 
 // pin records fsid for d if nothing is pinned yet and d is still in the set.
-func (s *DiskSet) pin(d Disk, fsid string) {
+func (s *diskSet) pin(d Disk, fsid string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.pins[d.Scope()]; ok {
@@ -167,7 +155,7 @@ func (s *DiskSet) pin(d Disk, fsid string) {
 
 // tombMarks returns how many purges on d have left a tombstone so far; a
 // listing that starts now passes it to sawTombstones.
-func (s *DiskSet) tombMarks(d Disk) uint64 {
+func (s *diskSet) tombMarks(d Disk) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.tombs[d.Scope()].marks
@@ -176,7 +164,7 @@ func (s *DiskSet) tombMarks(d Disk) uint64 {
 // sawTombstones records what a complete listing of d's replicas directory,
 // started when tombMarks returned marks, found. It marks the disk clean only
 // if no purge left a tombstone since the listing started.
-func (s *DiskSet) sawTombstones(d Disk, found bool, marks uint64) {
+func (s *diskSet) sawTombstones(d Disk, found bool, marks uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.tombs == nil {
@@ -191,7 +179,7 @@ func (s *DiskSet) sawTombstones(d Disk, found bool, marks uint64) {
 }
 
 // markTombstone records that a purge on d left a tombstone behind.
-func (s *DiskSet) markTombstone(d Disk) {
+func (s *diskSet) markTombstone(d Disk) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.tombs == nil {
@@ -206,8 +194,8 @@ func (s *DiskSet) markTombstone(d Disk) {
 // mayHoldTombstones reports whether FinishInterrupted has to look at d: it
 // does unless a listing of this very disk found none since anything could
 // have left one. A crash that leaves a tombstone also ends this process,
-// and a new DiskSet knows nothing, so it looks.
-func (s *DiskSet) mayHoldTombstones(d Disk) bool {
+// and a new Orphans value knows nothing, so it looks.
+func (s *diskSet) mayHoldTombstones(d Disk) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.tombs[d.Scope()]

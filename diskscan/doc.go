@@ -1,10 +1,11 @@
 // Package diskscan finds and purges orphaned replica directories on
 // Longhorn v1 filesystem disks. It is caretaker's real adapter for the
-// orphan package: an orphan.Inventory of the replica directories of a
-// node's disks, an orphan.Judge, and an orphan.Deleter (and
-// orphan.Finisher) that deletes only what it can prove orphaned at the
-// moment it acts. It works on real disks, is byte-compatible with
-// Longhorn's layout, and runs on Linux only (statfs(2), os.Root).
+// orphan package: NewOrphans returns one value, *Orphans, that is the
+// orphan.Adapter of orphan.KindReplicaData (it scans the replica
+// directories of a node's disks, judges them, and deletes only what it can
+// prove orphaned at the moment it acts) and its orphan.Finisher. It works
+// on real disks, is byte-compatible with Longhorn's layout, and runs on
+// Linux only (statfs(2), os.Root).
 //
 // A disk is a directory holding longhorn-disk.cfg (JSON with the disk's
 // UUID) and replicas/, with one directory per replica named
@@ -20,16 +21,19 @@
 //
 // # Safety
 //
-// The Deleter deletes nothing it cannot prove orphaned at the moment it
+// Orphans.Delete deletes nothing it cannot prove orphaned at the moment it
 // acts (its doc lists the checks in order). In short:
 //
 //   - Identity: the disk's UUID (longhorn-disk.cfg) and filesystem ID, the
 //     directory's name, type and volume.meta, and the expected set are all
-//     checked again at purge time; the Inventory's cache is never trusted.
+//     checked again at purge time; the scan's cache is never trusted.
+//   - Stale snapshots: Judge calls an item whose directory is no longer on
+//     disk undecided, so a snapshot taken before a purge cannot recreate
+//     its record.
 //   - Broken views: a disk whose expected set is empty is not purged
-//     (ErrNoneExpected) unless Options.AllowNoneExpected; the Inventory
-//     reports the evidence (ScopeStatus.NoneExpected, OwnedUnlisted) for
-//     the orphan core's mass-deletion guard.
+//     (ErrNoneExpected) unless Options.AllowNoneExpected; Scan reports the
+//     evidence (ScopeStatus.NoneExpected, OwnedUnlisted) for the orphan
+//     core's mass-deletion guard.
 //   - Confinement: everything happens inside <disk>/replicas through an
 //     os.Root; symbolic links are never followed (a link is removed as an
 //     entry inside a tombstone, never entered).
@@ -72,33 +76,37 @@
 //
 // # Host duties
 //
-//  1. Describe the node's disks in a DiskSet (node, name, path, expected
-//     UUID and, if known, filesystem ID), and call DiskSet.Set when they
-//     change. Give Disk.Path exactly as the node spec holds it, trailing
-//     slash included (Longhorn's default is "/var/lib/longhorn/"): the
-//     orphan name is a hash over that string, the DiskPath parameter and
-//     the records carry it, and the Judge and Deleter compare a record's
-//     path with the disk's as strings. Filesystem calls use the cleaned
-//     path.
-//  2. Provide an ExpectedSource: which data directory names the cluster
-//     expects on each disk (replica spec.dataDirectoryName by spec.diskID).
-//     StaticExpected holds a list; ParseReplicaList reads the JSON of
-//     `kubectl get replicas.longhorn.io -n longhorn-system -o json`
-//     (without -n it prints an empty list). Hand out the same NameSet
-//     while nothing changed: rescans then skip the look-ups. An empty set
-//     beside replica directories is reported (ScopeStatus.NoneExpected)
-//     and refused at purge time; set Options.AllowNoneExpected only if the
-//     host has confirmed by other means that nothing is expected.
-//  3. Share that DiskSet and source between NewInventory, NewJudge and
-//     NewDeleter, so the three agree on what each disk should be.
-//  4. Scan periodically (orphan.Monitor), judge, plan and sweep
-//     (orphan.Sweeper.Run), exactly as for any other orphan kind. The
-//     snapshot's scope status carries OwnedUnlisted (the expected
-//     directories, which are counted but not listed as items) and
-//     NoneExpected, the evidence orphan's mass-deletion guard weighs.
-//  5. Let Sweeper call FinishInterrupted (it does when the Deleter is a
-//     Finisher), so purges a crash or a cancellation interrupted are
-//     finished. Run it with /proc mounted (the mount checks need it).
+//  1. Provide an ExpectedSource: which data directory names the cluster
+//     expects on each disk (replica spec.dataDirectoryName by spec.diskID),
+//     and run diskscantest.RunConformanceTests against it. StaticExpected
+//     holds a list; ParseReplicaList reads the JSON of `kubectl get
+//     replicas.longhorn.io -n longhorn-system -o json` (without -n it
+//     prints an empty list). Hand out the same NameSet while nothing
+//     changed: rescans then skip the look-ups. An empty set beside replica
+//     directories is reported (ScopeStatus.NoneExpected) and refused at
+//     purge time; set Options.AllowNoneExpected only if the host has
+//     confirmed by other means that nothing is expected.
+//  2. Create one Orphans per node with NewOrphans, and describe the node's
+//     disks with SetDisks (node, name, path, expected UUID and, if known,
+//     filesystem ID) whenever the Node object changes. Give Disk.Path
+//     exactly as the node spec holds it, trailing slash included
+//     (Longhorn's default is "/var/lib/longhorn/"): the orphan name is a
+//     hash over that string, the DiskPath parameter and the records carry
+//     it, and Judge and Delete compare a record's path with the disk's as
+//     strings. Filesystem calls use the cleaned path.
+//  3. Hand the Orphans to orphan.NewMonitor (as the Inventory) and to
+//     orphan.NewSweeper, exactly as for any other orphan kind; in each
+//     reconcile, run Sweeper.Run on the Monitor's latest observation with
+//     Cycle.ObservedAt set to its StartedAt. The snapshot's scope status
+//     carries OwnedUnlisted (the expected directories, which are counted
+//     but not listed as items) and NoneExpected, the evidence orphan's
+//     mass-deletion guard weighs.
+//  4. Let the Sweeper call FinishInterrupted (it does, once per sync), so
+//     purges a crash or a cancellation interrupted are finished. Run with
+//     /proc mounted (the mount checks need it).
+//  5. For sizes and reasons, read LastReport (what the Monitor's last scan
+//     saw) rather than scanning again; a tool without a Monitor calls
+//     Report.
 //
 // # Deviations from Longhorn
 //
@@ -119,62 +127,71 @@
 //
 // # The loop
 //
-//	disks, _ := diskscan.NewDiskSet(diskscan.Disk{NodeID: node, Name: "disk-1", Path: "/var/lib/longhorn/", UUID: uuid})
-//	expected := diskscan.NewStaticExpected(refs...)  // or your informer-backed ExpectedSource
-//	inv := diskscan.NewInventory(disks, expected, diskscan.Options{})
-//	mon := orphan.NewMonitor(inv, orphan.MonitorOptions{OnChange: func(orphan.Observation) { enqueue(node) }})
-//	mon.Start(ctx)
-//	defer mon.Stop()
-//	sweeper := &orphan.Sweeper{
-//		Store:   store, // your Orphan CRs, or orphan.NewMemStore()
-//		Judge:   diskscan.NewJudge(disks, expected),
-//		Deleter: diskscan.NewDeleter(disks, expected, diskscan.Options{}),
-//	}
+//	expected := diskscan.NewStaticExpected(refs...) // or your informer-backed ExpectedSource
+//	orphans, err := diskscan.NewOrphans(expected, diskscan.Options{})
+//	if err != nil { ... }
+//	// whenever the Node object changes:
+//	if err := orphans.SetDisks(diskscan.Disk{NodeID: node, Name: "disk-1", Path: "/var/lib/longhorn/", UUID: uuid}); err != nil { ... }
+//	m := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: func(orphan.Observation) { enqueue(node) }})
+//	if err := m.Start(ctx); err != nil { ... }
+//	defer m.Stop()
+//	s, err := orphan.NewSweeper(store, orphans, orphan.SweeperOptions{}) // store: your Orphan CRs, or orphan.NewMemStore()
+//	if err != nil { ... }
 //	// in the node's reconcile:
-//	if obs, ok := mon.Latest(); ok && obs.Err == nil {
-//		plan, res, err := sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
-//			Selector: orphan.Selector{NodeID: node},
-//			Scopes:   evictions, // the host's own view: node or disk evicted, node down
-//			Policy:   policy,    // orphan.ParsePolicy(setting, gracePeriod)
+//	if obs, ok := m.Latest(); ok && obs.Err == nil {
+//		plan, res, err := s.Run(ctx, obs.Snapshot, orphan.Cycle{
+//			Selector:   orphan.Selector{NodeID: node},
+//			Scopes:     health,    // the host's own view: node Ready or down, node or disk evicted
+//			Policy:     policy,    // orphan.ParsePolicy(setting, gracePeriod)
+//			ObservedAt: obs.StartedAt,
 //		})
-//		// log plan, res.Refused and err; inv.LastReport() has sizes and reasons.
+//		// log plan, res.Refused and err; requeue at plan.RequeueAt;
+//		// orphans.LastReport() has sizes and reasons.
 //	}
 //
 // # Incremental scans
 //
-// The Inventory keeps the last listing of each disk. Expected directories
+// Orphans keeps the last listing of each disk. Expected directories
 // are never stat'ed or read. An unexpected directory's volume.meta is read
 // when the directory is new or its inode, mtime or ctime changed (the
 // engine writes volume.meta.tmp and renames it, which changes the
 // directory's mtime), or when it changed within RacyWindow of the last
 // scan. An unchanged rescan of a disk with 100k replica directories costs
 // one directory listing and one lstat per unexpected directory. The cache
-// only shapes reports: the Deleter re-checks everything on disk itself.
+// only shapes reports: Judge and Delete look at the disk themselves.
 //
 // # Errors
 //
-// Parsers return *ParseError wrapping ErrCorrupt, ErrTooLarge or
-// ErrNotRegular; every read is bounded (Options, DefaultMaxMetaSize,
-// DefaultMaxConfigSize, DefaultMaxReplicaListSize). Inventory.Scan fails
-// only with its context's error: a disk's trouble is its scope's health
-// (DiskInvalid, DiskChanged, Unknown when its replicas cannot be listed or
-// the expected source fails), and an entry's trouble is an orphan.Skipped
-// with the reason. Deleter.Delete refuses with an error wrapping
-// orphan.ErrPreconditionFailed and one of ErrUnsafePath, ErrNotReplica,
-// ErrDiskChanged, ErrDiskInvalid, ErrUnknownDisk, ErrStillExpected,
-// ErrNoneExpected or ErrMountPoint; if the refusal came before the
-// rename nothing was touched, and after it the directory was renamed back
-// (ErrMountPoint met by the removal walk itself leaves the marked
-// tombstone, and the mount, for later). An error wrapping ctx's error
-// means the purge stopped and left a marked tombstone. Data already gone
-// is success. FinishInterrupted reports look-alike tombstones with
-// ErrForeignTombstone. Other errors (I/O, the expected source failing)
-// are retryable on the next sweep.
+// NewOrphans and SetDisks refuse an invalid disk list with an error and
+// change nothing; NewOrphans without a source is ErrNoExpectedSource.
+// Parsers return *ParseError wrapping ErrCorrupt, ErrNotRegular or a
+// *bounded.TooLargeError (errors.Is(err, ErrTooLarge), the same value in
+// every caretaker package); every read is bounded (Options,
+// DefaultMaxMetaSize, DefaultMaxConfigSize, DefaultMaxReplicaListSize).
+// Scan and Report fail only with their context's error: a disk's trouble
+// is its scope's health (DiskInvalid, DiskChanged, Unknown when its
+// replicas cannot be listed or the expected source fails), and an entry's
+// trouble is an orphan.Skipped with the reason. Judge answers undecided
+// when it cannot tell, and fails only with ctx's error. Delete refuses
+// with an error wrapping orphan.ErrPreconditionFailed and one of
+// ErrUnsafePath, ErrNotReplica, ErrDiskChanged, ErrDiskInvalid,
+// ErrUnknownDisk, ErrStillExpected, ErrNoneExpected or ErrMountPoint; if
+// the refusal came before the rename nothing was touched, and after it
+// the directory was renamed back (ErrMountPoint met by the removal walk
+// itself leaves the marked tombstone, and the mount, for later). An error
+// wrapping ctx's error means the purge stopped and left a marked
+// tombstone. Data already gone is success. FinishInterrupted returns a
+// *multierror.Error, one entry per disk that failed, and reports
+// look-alike tombstones with ErrForeignTombstone. Other errors (I/O, the
+// expected source failing) are retryable on the next sweep. diskscan has
+// no NotFound class: a missing disk or directory is a scope's health, a
+// refusal, or success.
 //
 // # Concurrency
 //
-// DiskSet, StaticExpected, Judge and Deleter are safe for concurrent use.
-// Inventory serialises its scans; LastReport may be called at any time.
-// The Deleter may purge different records at once; the Sweeper never
-// purges one record twice at once.
+// Orphans and StaticExpected are safe for concurrent use. Scan and Report
+// are serialised; Judge, Delete, FinishInterrupted, SetDisks and
+// LastReport may be called at any time. Delete may purge different
+// records at once; the Sweeper never purges one record twice at once (a
+// second concurrent purge of one directory fails and is retried).
 package diskscan

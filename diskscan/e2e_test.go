@@ -3,11 +3,9 @@ package diskscan_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,79 +16,7 @@ import (
 	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
 	"github.com/caretaker-storage/caretaker/diskscan/mocks"
 	"github.com/caretaker-storage/caretaker/orphan"
-	"github.com/caretaker-storage/caretaker/orphan/orphantest"
 )
-
-// deleterHarness runs orphantest's Deleter conformance suite on real disks.
-type deleterHarness struct {
-	disk  diskscan.Disk
-	disks *diskscan.DiskSet
-	exp   *diskscan.StaticExpected
-	n     atomic.Int64
-}
-
-func newHarness(t *testing.T) *deleterHarness {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "disk")
-	if err := diskscantest.NewDisk(p, "disk-1", "uuid-1"); err != nil {
-		t.Fatal(err)
-	}
-	fsid, err := diskscan.FSID(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := diskscan.Disk{NodeID: "node-1", Name: "disk-1", Path: p, UUID: "uuid-1", FSID: fsid}
-	set, err := diskscan.NewDiskSet(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A live replica expected on the disk: the Deleter refuses to purge
-	// on a disk whose expected set is empty (ErrNoneExpected).
-	live := diskscan.ReplicaRef{NodeID: d.NodeID, DiskID: d.UUID, DiskPath: d.Path, DataDirectoryName: "pvc-live-r-0000000f"}
-	if err := diskscantest.MakeReplica(p, live.DataDirectoryName, diskscantest.Replica{}); err != nil {
-		t.Fatal(err)
-	}
-	return &deleterHarness{disk: d, disks: set, exp: diskscan.NewStaticExpected(live)}
-}
-
-func (h *deleterHarness) Deleter(*testing.T) orphan.Deleter {
-	return diskscan.NewDeleter(h.disks, h.exp, diskscan.Options{})
-}
-
-func (h *deleterHarness) MakeOrphan(t *testing.T) orphan.Record {
-	n := h.n.Add(1)
-	name := fmt.Sprintf("pvc-%d-r-%08x", n, n)
-	if err := diskscantest.MakeReplica(h.disk.Path, name, diskscantest.Replica{Written: 4096}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := orphan.NewRecord(orphan.Item{
-		Kind: orphan.KindReplicaData, NodeID: h.disk.NodeID, DataEngine: orphan.DataEngineV1,
-		Parameters: map[string]string{
-			orphan.ParamDataName: name, orphan.ParamDiskName: h.disk.Name, orphan.ParamDiskUUID: h.disk.UUID,
-			orphan.ParamDiskPath: h.disk.Path, orphan.ParamDiskType: diskscan.DiskType,
-		},
-	}, time.Unix(0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-func (h *deleterHarness) Claim(_ *testing.T, r orphan.Record) {
-	h.exp.Add(diskscan.ReplicaRef{DiskID: r.Param(orphan.ParamDiskUUID), DataDirectoryName: r.Param(orphan.ParamDataName)})
-}
-
-func (h *deleterHarness) Exists(t *testing.T, r orphan.Record) bool {
-	_, err := os.Lstat(filepath.Join(h.disk.Path, diskscan.ReplicasDir, r.Param(orphan.ParamDataName)))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		t.Fatal(err)
-	}
-	return err == nil
-}
-
-func TestDeleterConformance(t *testing.T) {
-	orphantest.RunDeleterTests(t, newHarness(t))
-}
 
 // The whole loop through the orphan package: the Monitor scans, the
 // Sweeper judges, plans and stores; a user requests deletion of one
@@ -98,7 +24,8 @@ func TestDeleterConformance(t *testing.T) {
 // record; the disk turning into another filesystem forgets records and
 // keeps data.
 func TestEndToEndThroughOrphan(t *testing.T) {
-	h := newHarness(t)
+	h := &adapterHarness{}
+	o := h.Adapter(t).(*diskscan.Orphans)
 	d := h.disk
 	for _, n := range []string{"pvc-a-r-0000000a", "pvc-b-r-0000000b", "pvc-own-r-000000ff"} {
 		if err := diskscantest.MakeReplica(d.Path, n, diskscantest.Replica{}); err != nil {
@@ -106,28 +33,31 @@ func TestEndToEndThroughOrphan(t *testing.T) {
 		}
 	}
 	h.exp.Add(diskscan.ReplicaRef{DiskID: d.UUID, DataDirectoryName: "pvc-own-r-000000ff"})
-	inv := diskscan.NewInventory(h.disks, h.exp, diskscan.Options{})
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
 	changes := make(chan orphan.Observation, 8)
-	mon := orphan.NewMonitor(inv, orphan.MonitorOptions{Clock: clk, OnChange: func(o orphan.Observation) { changes <- o }})
+	mon := orphan.NewMonitor(o, orphan.MonitorOptions{Clock: clk, OnChange: func(obs orphan.Observation) { changes <- obs }})
 	ctx := t.Context()
 	if err := mon.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	defer mon.Stop()
 	store := orphan.NewMemStore()
-	sw := &orphan.Sweeper{Store: store, Judge: diskscan.NewJudge(h.disks, h.exp), Deleter: diskscan.NewDeleter(h.disks, h.exp, diskscan.Options{}), Clock: clk}
+	sw, err := orphan.NewSweeper(store, o, orphan.SweeperOptions{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// The host says the node is Ready: a disk is Ready only under a Ready node.
 	cycle := orphan.Cycle{Selector: orphan.Selector{NodeID: d.NodeID},
 		Scopes: map[orphan.Scope]orphan.ScopeStatus{{NodeID: d.NodeID}: {Health: orphan.HealthReady}}}
 	next := func() orphan.Snapshot {
 		t.Helper()
 		select {
-		case o := <-changes:
-			if o.Err != nil {
-				t.Fatal(o.Err)
+		case obs := <-changes:
+			if obs.Err != nil {
+				t.Fatal(obs.Err)
 			}
-			return o.Snapshot
+			cycle.ObservedAt = obs.StartedAt
+			return obs.Snapshot
 		case <-time.After(10 * time.Second): // a hang guard, not timing logic
 			t.Fatal("no observation")
 		}
@@ -153,6 +83,14 @@ func TestEndToEndThroughOrphan(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(d.Path, diskscan.ReplicasDir, "pvc-a-r-0000000a")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("purged directory: %v", err)
+	}
+	// The snapshot predates the purge. Even without Cycle.ObservedAt (a
+	// host that forgot it, or a purge by another process), the Judge sees
+	// the directory is gone and no record comes back for it.
+	stale := cycle
+	stale.ObservedAt = time.Time{}
+	if _, res, err := sw.Run(ctx, snap, stale); err != nil || len(res.Created) != 0 || store.Len() != 1 {
+		t.Fatalf("stale snapshot after the purge: %+v, %v, %d records", res, err, store.Len())
 	}
 
 	// b vanishes: the next scan no longer lists it and its record goes.
@@ -204,10 +142,12 @@ func TestJudgeWithMockedSource(t *testing.T) {
 	ctrl := gomock.NewController(t)
 	src := mocks.NewMockExpectedSource(ctrl)
 	d := diskscan.Disk{NodeID: "n", Name: "d", Path: "/var/lib/longhorn", UUID: "u"}
-	set, _ := diskscan.NewDiskSet(d)
 	src.EXPECT().Expected(gomock.Any(), d).Return(nil, errors.New("informer not synced"))
 	src.EXPECT().Expected(gomock.Any(), d).Return(diskscan.NameSet{"pvc-1-r-12345678": {}}, nil)
-	j := diskscan.NewJudge(set, src)
+	j, err := diskscan.NewOrphans(src, diskscan.Options{Disks: []diskscan.Disk{d}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	it := orphan.Item{Kind: orphan.KindReplicaData, NodeID: "n", DataEngine: orphan.DataEngineV1, Parameters: map[string]string{
 		orphan.ParamDataName: "pvc-1-r-12345678", orphan.ParamDiskName: "d", orphan.ParamDiskUUID: "u", orphan.ParamDiskPath: "/var/lib/longhorn"}}
 	for _, want := range []orphan.Outcome{orphan.OutcomeUndecided, orphan.OutcomeOwned} {

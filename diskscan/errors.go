@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/caretaker-storage/caretaker/internal/bounded"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
-// Sentinel errors, for errors.Is. A purge the Deleter refuses wraps
+// Sentinel errors, for errors.Is. A purge Delete refuses wraps
 // orphan.ErrPreconditionFailed and one of ErrUnsafePath, ErrNotReplica,
 // ErrDiskChanged, ErrDiskInvalid, ErrUnknownDisk, ErrStillExpected,
 // ErrNoneExpected, ErrMountPoint, ErrNotRegular or ErrForeignTombstone.
@@ -26,7 +27,7 @@ var (
 	// ErrDiskInvalid: the disk's config is missing or invalid, or its
 	// filesystem is shared with another disk of the node.
 	ErrDiskInvalid = errors.New("diskscan: disk invalid")
-	// ErrUnknownDisk: the record names a disk the DiskSet does not hold.
+	// ErrUnknownDisk: the record names a disk SetDisks did not set.
 	ErrUnknownDisk = errors.New("diskscan: unknown disk")
 	// ErrStillExpected: a replica of the cluster expects the directory.
 	ErrStillExpected = errors.New("diskscan: directory is expected by a replica")
@@ -46,8 +47,10 @@ var (
 	// ErrCorrupt: a file or reply is not what its format says (bad JSON,
 	// a missing key, a value of the wrong type).
 	ErrCorrupt = errors.New("diskscan: corrupt input")
-	// ErrTooLarge: a file or reply is larger than its read limit.
-	ErrTooLarge = errors.New("diskscan: input too large")
+	// ErrTooLarge: a file or reply is larger than its read limit. It is
+	// the same value in every caretaker package (internal/bounded), and
+	// the error wraps a *bounded.TooLargeError naming the input and limit.
+	ErrTooLarge = bounded.ErrTooLarge
 	// ErrNotRegular: a file that must be a regular file (volume.meta,
 	// longhorn-disk.cfg, a replica list) is a FIFO, socket, device,
 	// directory or symbolic link. It is never opened in a way that could
@@ -56,23 +59,33 @@ var (
 )
 
 // ParseError says which input was bad and why. It wraps ErrCorrupt,
-// ErrTooLarge or ErrNotRegular.
+// ErrNotRegular, or a *bounded.TooLargeError (which wraps ErrTooLarge).
 type ParseError struct {
 	Input  string // "volume.meta", "longhorn-disk.cfg", "replica list"
 	Reason string // what was wrong, for people
-	Err    error  // ErrCorrupt or ErrTooLarge
+	Err    error  // ErrCorrupt, ErrNotRegular or a *bounded.TooLargeError
 }
 
-func (e *ParseError) Error() string { return fmt.Sprintf("%s: %s: %s", e.Err, e.Input, e.Reason) }
+func (e *ParseError) Error() string {
+	if errors.Is(e.Err, ErrTooLarge) { // its own text would repeat Input and Reason
+		return fmt.Sprintf("diskscan: %v: %s: %s", ErrTooLarge, e.Input, e.Reason)
+	}
+	return fmt.Sprintf("%v: %s: %s", e.Err, e.Input, e.Reason)
+}
 
-// Unwrap returns ErrCorrupt, ErrTooLarge or ErrNotRegular.
+// Unwrap returns ErrCorrupt, ErrNotRegular or the *bounded.TooLargeError.
 func (e *ParseError) Unwrap() error { return e.Err }
+
+// tooLarge wraps a *bounded.TooLargeError in a *ParseError.
+func tooLarge(tl *bounded.TooLargeError) error {
+	return &ParseError{Input: tl.What, Reason: fmt.Sprintf("larger than %d bytes", tl.Limit), Err: tl}
+}
 
 func corrupt(input, format string, args ...any) error {
 	return &ParseError{Input: input, Reason: fmt.Sprintf(format, args...), Err: ErrCorrupt}
 }
 
-// refuse builds a Deleter refusal: it matches orphan.ErrPreconditionFailed
+// refuse builds a Delete refusal: it matches orphan.ErrPreconditionFailed
 // and why.
 func refuse(why error, format string, args ...any) error {
 	return fmt.Errorf("%w: %w: %s", orphan.ErrPreconditionFailed, why, fmt.Sprintf(format, args...))

@@ -17,7 +17,7 @@ import (
 
 // A disk with one replica the cluster expects, one it does not, and a
 // directory that is not a replica.
-func ExampleInventory() {
+func ExampleOrphans_Report() {
 	base, _ := os.MkdirTemp("", "diskscan-example-")
 	defer os.RemoveAll(base)
 	path := filepath.Join(base, "disk-1")
@@ -26,10 +26,11 @@ func ExampleInventory() {
 	diskscantest.MakeReplica(path, "pvc-2-r-4e5f6a7b", diskscantest.Replica{Size: 8 << 20, Written: 1 << 20})
 	diskscantest.MakeReplica(path, "pvc-3-r-8c9d", diskscantest.Replica{})
 
-	disks, _ := diskscan.NewDiskSet(diskscan.Disk{NodeID: "node-1", Name: "disk-1", Path: path, UUID: "uuid-1"})
 	expected := diskscan.NewStaticExpected(diskscan.ReplicaRef{DiskID: "uuid-1", DataDirectoryName: "pvc-1-r-0a1b2c3d"})
-	inv := diskscan.NewInventory(disks, expected, diskscan.Options{})
-	report, _ := inv.ScanReport(context.Background())
+	orphans, _ := diskscan.NewOrphans(expected, diskscan.Options{
+		Disks: []diskscan.Disk{{NodeID: "node-1", Name: "disk-1", Path: path, UUID: "uuid-1"}},
+	})
+	report, _ := orphans.Report(context.Background())
 	for _, d := range report.Disks {
 		fmt.Printf("%s: %s, %d entries, %d owned\n", d.Disk.Scope(), d.Status.Health, d.Entries, d.Owned)
 		for _, o := range d.Orphans {
@@ -46,7 +47,7 @@ func ExampleInventory() {
 }
 
 // Purging refuses anything it cannot prove orphaned at that moment.
-func ExampleDeleter() {
+func ExampleOrphans_Delete() {
 	base, _ := os.MkdirTemp("", "diskscan-example-")
 	defer os.RemoveAll(base)
 	path := filepath.Join(base, "disk-1")
@@ -55,18 +56,17 @@ func ExampleDeleter() {
 	diskscantest.MakeReplica(path, "pvc-2-r-4e5f6a7b", diskscantest.Replica{})
 	os.Symlink("/", filepath.Join(path, "replicas", "pvc-9-r-99999999"))
 
-	disks, _ := diskscan.NewDiskSet(diskscan.Disk{NodeID: "node-1", Name: "disk-1", Path: path, UUID: "uuid-1"})
 	expected := diskscan.NewStaticExpected(diskscan.ReplicaRef{DiskID: "uuid-1", DataDirectoryName: "pvc-1-r-0a1b2c3d"})
-	inv := diskscan.NewInventory(disks, expected, diskscan.Options{})
-	snap, _ := inv.Scan(context.Background()) // also pins the disk's filesystem ID
-	del := diskscan.NewDeleter(disks, expected, diskscan.Options{})
+	orphans, _ := diskscan.NewOrphans(expected, diskscan.Options{})
+	orphans.SetDisks(diskscan.Disk{NodeID: "node-1", Name: "disk-1", Path: path, UUID: "uuid-1"})
+	snap, _ := orphans.Scan(context.Background()) // also pins the disk's filesystem ID
 
 	for _, data := range []string{"pvc-2-r-4e5f6a7b", "pvc-9-r-99999999", ".."} {
 		it := snap.Items[0]
 		it.Parameters = maps.Clone(it.Parameters)
 		it.Parameters[orphan.ParamDataName] = data
 		rec, _ := orphan.NewRecord(it, time.Time{})
-		err := del.Delete(context.Background(), rec)
+		err := orphans.Delete(context.Background(), rec)
 		switch {
 		case err == nil:
 			fmt.Println(data, "purged")
@@ -102,4 +102,51 @@ func ExampleParseReplicaList() {
 	// Output:
 	// 1 true
 	// true
+}
+
+// The host's loop: the same as for every other adapter, apart from the
+// constructor and SetDisks.
+func ExampleNewOrphans() {
+	base, _ := os.MkdirTemp("", "diskscan-example-")
+	defer os.RemoveAll(base)
+	path := filepath.Join(base, "disk-1") + "/" // as the node spec spells it
+	diskscantest.NewDisk(path, "disk-1", "uuid-1")
+	diskscantest.MakeReplica(path, "pvc-1-r-0a1b2c3d", diskscantest.Replica{})
+	diskscantest.MakeReplica(path, "pvc-2-r-4e5f6a7b", diskscantest.Replica{})
+
+	ctx := context.Background()
+	expected := diskscan.NewStaticExpected(diskscan.ReplicaRef{DiskID: "uuid-1", DataDirectoryName: "pvc-1-r-0a1b2c3d"})
+	orphans, err := diskscan.NewOrphans(expected, diskscan.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// From the host's Node object, and again whenever it changes.
+	if err := orphans.SetDisks(diskscan.Disk{NodeID: "node-1", Name: "disk-1", Path: path, UUID: "uuid-1"}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	store := orphan.NewMemStore()
+	s, err := orphan.NewSweeper(store, orphans, orphan.SweeperOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// A host runs orphan.NewMonitor(orphans, ...) and takes its latest
+	// observation; one scan stands in for it here.
+	snap, err := orphans.Scan(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, res, err := s.Run(ctx, snap, orphan.Cycle{
+		Selector: orphan.Selector{NodeID: "node-1"},
+		Scopes:   map[orphan.Scope]orphan.ScopeStatus{{NodeID: "node-1"}: {Health: orphan.HealthReady}},
+	})
+	recs, _ := store.List(ctx, orphan.Selector{})
+	fmt.Println(len(res.Created), "record created, error:", err)
+	fmt.Println(recs[0].Param(orphan.ParamDataName), "on", recs[0].Param(orphan.ParamDiskPath) == path)
+	// Output:
+	// 1 record created, error: <nil>
+	// pvc-2-r-4e5f6a7b on true
 }

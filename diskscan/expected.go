@@ -2,10 +2,6 @@ package diskscan
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"maps"
 	"path/filepath"
 	"sync"
@@ -17,11 +13,12 @@ import (
 // on a disk: Longhorn's replica objects whose spec.diskID is the disk's
 // UUID carry them in spec.dataDirectoryName.
 type ExpectedSource interface {
-	// Expected returns the data directory names expected on disk. The
-	// Inventory calls it once per disk per scan, the Judge once per item,
-	// and the Deleter twice per purge (before and after the rename), so a
-	// directory that became expected at any point stops the purge. It may
-	// be called from several goroutines at once.
+	// Expected returns the data directory names expected on disk.
+	// Orphans calls it once per disk per scan, once per item it judges,
+	// and twice per purge (before and after the rename), so a directory
+	// that became expected at any point stops the purge. It may be called
+	// from several goroutines at once, and returns promptly (an answer or
+	// an error) when ctx is done.
 	//
 	// The returned set is read-only for both sides: the caller never
 	// modifies it, and the implementation must not modify it after
@@ -149,110 +146,3 @@ type ExpectedFunc func(ctx context.Context, disk Disk) (NameSet, error)
 
 // Expected calls f.
 func (f ExpectedFunc) Expected(ctx context.Context, disk Disk) (NameSet, error) { return f(ctx, disk) }
-
-// DefaultMaxReplicaListSize bounds ParseReplicaList when its limit is 0.
-const DefaultMaxReplicaListSize = 256 << 20
-
-// ParseReplicaList reads the JSON `kubectl get replicas.longhorn.io -o
-// json` prints: an object whose "items" is an array of replica objects.
-// It keeps metadata.name and spec.{nodeID,diskID,diskPath,dataDirectoryName}
-// of each and ignores everything else. It reads at most limit bytes
-// (DefaultMaxReplicaListSize if limit <= 0) and decodes one item at a time.
-// Errors are *ParseError wrapping ErrCorrupt or ErrTooLarge; on error no
-// refs are returned, so a truncated list never looks like "nothing is
-// expected".
-func ParseReplicaList(r io.Reader, limit int64) ([]ReplicaRef, error) {
-	const input = "replica list"
-	limit = orDefault(limit, DefaultMaxReplicaListSize)
-	lr := &io.LimitedReader{R: r, N: limit + 1}
-	fail := func(err error) ([]ReplicaRef, error) {
-		if lr.N <= 0 {
-			return nil, &ParseError{Input: input, Reason: fmt.Sprintf("larger than %d bytes", limit), Err: ErrTooLarge}
-		}
-		var pe *ParseError
-		if errors.As(err, &pe) {
-			return nil, err
-		}
-		return nil, corrupt(input, "%v", err)
-	}
-	dec := json.NewDecoder(lr)
-	if err := expectDelim(dec, '{'); err != nil {
-		return fail(err)
-	}
-	var refs []ReplicaRef
-	sawItems := false
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return fail(err)
-		}
-		key, _ := tok.(string)
-		if key != "items" {
-			var skip json.RawMessage
-			if err := dec.Decode(&skip); err != nil {
-				return fail(err)
-			}
-			continue
-		}
-		if sawItems {
-			return fail(corrupt(input, "two \"items\" keys"))
-		}
-		sawItems = true
-		if err := expectDelim(dec, '['); err != nil {
-			return fail(fmt.Errorf("items: %w", err))
-		}
-		for i := 0; dec.More(); i++ {
-			var item struct {
-				Metadata struct {
-					Name string `json:"name"`
-				} `json:"metadata"`
-				Spec *struct {
-					NodeID            string `json:"nodeID"`
-					DiskID            string `json:"diskID"`
-					DiskPath          string `json:"diskPath"`
-					DataDirectoryName string `json:"dataDirectoryName"`
-				} `json:"spec"`
-			}
-			if err := dec.Decode(&item); err != nil {
-				return fail(fmt.Errorf("items[%d]: %w", i, err))
-			}
-			if item.Spec == nil {
-				return fail(corrupt(input, "items[%d] (%q) has no spec", i, item.Metadata.Name))
-			}
-			refs = append(refs, ReplicaRef{
-				Name: item.Metadata.Name, NodeID: item.Spec.NodeID, DiskID: item.Spec.DiskID,
-				DiskPath: item.Spec.DiskPath, DataDirectoryName: item.Spec.DataDirectoryName,
-			})
-		}
-		if err := expectDelim(dec, ']'); err != nil {
-			return fail(err)
-		}
-	}
-	if err := expectDelim(dec, '}'); err != nil {
-		return fail(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return fail(fmt.Errorf("data after the list"))
-	}
-	if lr.N <= 0 {
-		return fail(nil)
-	}
-	if !sawItems {
-		return fail(corrupt(input, "no \"items\" key: not a list"))
-	}
-	if refs == nil {
-		refs = []ReplicaRef{}
-	}
-	return refs, nil
-}
-
-func expectDelim(dec *json.Decoder, want json.Delim) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	if d, ok := tok.(json.Delim); !ok || d != want {
-		return fmt.Errorf("expected %q, found %v", want, tok)
-	}
-	return nil
-}

@@ -22,6 +22,6 @@ type dirIdentity struct {
 	mtime, ctime int64
 }
 
-// errUnsupported: what the Deleter needs to prove a purge safe (filesystem
+// errUnsupported: what Delete needs to prove a purge safe (filesystem
 // IDs, device and inode numbers, mount IDs) is only available on Linux.
 var errUnsupported = errors.New("diskscan: filesystem IDs, inodes and mounts are only available on Linux")

@@ -9,7 +9,7 @@ import (
 // Longhorn's filesystem disks exist only on Linux. Elsewhere the package
 // compiles, so hosts can build and unit-test their own code on a laptop,
 // but every disk reports an error instead of a filesystem ID: scans never
-// mark a disk Ready and the Deleter refuses every purge.
+// mark a disk Ready and Delete refuses every purge.
 
 // FSID returns the filesystem ID of the filesystem holding path. On this
 // platform it always fails.

@@ -13,46 +13,57 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
+	"github.com/caretaker-storage/caretaker/diskscan/internal/disktest"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
 // settled scans as if an hour had passed since the test made its
 // directories, so that their validation is cached at once.
-var settled = Options{Clock: clocktesting.NewFakePassiveClock(time.Now().Add(time.Hour))}
+var settled = Options{Clock: clocktesting.NewFakeClock(time.Now().Add(time.Hour))}
 
 // fixture is a node with real disks in a temporary directory.
 type fixture struct {
-	t     *testing.T
-	disks *DiskSet
-	exp   *StaticExpected
-	inv   *Inventory
-	del   *Deleter
+	t   *testing.T
+	o   *Orphans
+	exp *StaticExpected
 }
 
 func newFixture(t *testing.T, disks ...Disk) *fixture {
 	t.Helper()
-	set, err := NewDiskSet(disks...)
+	return newFixtureWith(t, settled, disks...)
+}
+
+// newFixtureWith is newFixture with opts (its Disks replaced by disks).
+func newFixtureWith(t *testing.T, opts Options, disks ...Disk) *fixture {
+	t.Helper()
+	exp := NewStaticExpected()
+	return &fixture{t: t, o: newOrphans(t, exp, opts, disks...), exp: exp}
+}
+
+// newOrphans returns an Orphans on disks.
+func newOrphans(t testing.TB, exp ExpectedSource, opts Options, disks ...Disk) *Orphans {
+	t.Helper()
+	opts.Disks = disks
+	o, err := NewOrphans(exp, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	exp := NewStaticExpected()
-	return &fixture{t: t, disks: set, exp: exp, inv: NewInventory(set, exp, settled), del: NewDeleter(set, exp, Options{})}
+	return o
 }
 
 // makeDisk creates a disk directory under base and returns its Disk.
 func makeDisk(t *testing.T, base, node, name, uuid string) Disk {
 	t.Helper()
 	p := filepath.Join(base, node+"-"+name)
-	if err := diskscantest.NewDisk(p, name, uuid); err != nil {
+	if err := disktest.NewDisk(p, name, uuid); err != nil {
 		t.Fatal(err)
 	}
 	return Disk{NodeID: node, Name: name, Path: p, UUID: uuid}
 }
 
-func replica(t *testing.T, d Disk, name string, r diskscantest.Replica) string {
+func replica(t *testing.T, d Disk, name string, r disktest.Replica) string {
 	t.Helper()
-	if err := diskscantest.MakeReplica(d.Path, name, r); err != nil {
+	if err := disktest.MakeReplica(d.Path, name, r); err != nil {
 		t.Fatal(err)
 	}
 	return filepath.Join(d.Path, ReplicasDir, name)
@@ -60,7 +71,7 @@ func replica(t *testing.T, d Disk, name string, r diskscantest.Replica) string {
 
 func (f *fixture) scan() Report {
 	f.t.Helper()
-	r, err := f.inv.ScanReport(context.Background())
+	r, err := f.o.Report(context.Background())
 	if err != nil {
 		f.t.Fatal(err)
 	}

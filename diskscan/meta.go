@@ -3,8 +3,11 @@ package diskscan
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+
+	"github.com/caretaker-storage/caretaker/internal/bounded"
 )
 
 // Default read limits. Real files are a few hundred bytes; the limits only
@@ -63,7 +66,7 @@ func ParseVolumeMeta(data []byte) (VolumeMeta, error) {
 
 // ReadVolumeMeta reads and parses a volume.meta from r, reading at most
 // limit bytes (DefaultMaxMetaSize if limit <= 0). A larger file is a
-// *ParseError wrapping ErrTooLarge.
+// *ParseError wrapping ErrTooLarge (a *bounded.TooLargeError).
 func ReadVolumeMeta(r io.Reader, limit int64) (VolumeMeta, error) {
 	data, err := readBounded(r, MetaFile, orDefault(limit, DefaultMaxMetaSize))
 	if err != nil {
@@ -72,14 +75,16 @@ func ReadVolumeMeta(r io.Reader, limit int64) (VolumeMeta, error) {
 	return ParseVolumeMeta(data)
 }
 
-// readBounded reads all of r if it holds at most limit bytes.
+// readBounded reads all of r if it holds at most limit bytes; a larger
+// input is a *ParseError wrapping a *bounded.TooLargeError.
 func readBounded(r io.Reader, input string, limit int64) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
+	data, err := bounded.ReadAll(r, limit, input)
+	var tl *bounded.TooLargeError
+	switch {
+	case errors.As(err, &tl):
+		return nil, tooLarge(tl)
+	case err != nil:
 		return nil, fmt.Errorf("read %s: %w", input, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, &ParseError{Input: input, Reason: fmt.Sprintf("larger than %d bytes", limit), Err: ErrTooLarge}
 	}
 	return data, nil
 }

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
+	"github.com/caretaker-storage/caretaker/diskscan/internal/disktest"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -23,7 +23,7 @@ func TestPurgeNeverCrossesAMount(t *testing.T) {
 		for _, where := range []string{"top", "nested", "itself"} {
 			t.Run(kind+"/"+where, func(t *testing.T) {
 				d := makeDisk(t, t.TempDir(), "n", "d", "u")
-				lost := replica(t, d, "pvc-lost-r-deadbeef", diskscantest.Replica{})
+				lost := replica(t, d, "pvc-lost-r-deadbeef", disktest.Replica{})
 				f := newFixture(t, d)
 				f.expect(d, "pvc-live-r-00000001")
 				f.scan()
@@ -45,10 +45,10 @@ func TestPurgeNeverCrossesAMount(t *testing.T) {
 				precious := filepath.Join(mp, "precious")
 				writeFile(t, precious, "do not lose me")
 				if where == "itself" {
-					must(t, diskscantest.WriteMeta(lost, diskscantest.Meta(1<<20)))
+					must(t, disktest.WriteMeta(lost, disktest.Meta(1<<20)))
 				}
 
-				err := f.del.Delete(context.Background(), record(t, d, "pvc-lost-r-deadbeef"))
+				err := f.o.Delete(context.Background(), record(t, d, "pvc-lost-r-deadbeef"))
 				if !errorsIs(err, orphan.ErrPreconditionFailed, ErrMountPoint) {
 					t.Fatalf("Delete: %v, want ErrMountPoint", err)
 				}
@@ -61,7 +61,7 @@ func TestPurgeNeverCrossesAMount(t *testing.T) {
 				if ts := tombstonesIn(t, d); len(ts) != 0 {
 					t.Fatalf("left %v", ts)
 				}
-				must(t, f.del.FinishInterrupted(context.Background()))
+				must(t, f.o.FinishInterrupted(context.Background()))
 				if !exists(t, precious) {
 					t.Fatal("FinishInterrupted lost data")
 				}
@@ -74,7 +74,7 @@ func TestPurgeNeverCrossesAMount(t *testing.T) {
 // on the tombstone, and the directory is renamed back.
 func TestPurgeMountAfterRename(t *testing.T) {
 	d := makeDisk(t, t.TempDir(), "n", "d", "u")
-	lost := replica(t, d, "pvc-lost-r-deadbeef", diskscantest.Replica{})
+	lost := replica(t, d, "pvc-lost-r-deadbeef", disktest.Replica{})
 	f := newFixture(t, d)
 	f.expect(d, "pvc-live-r-00000001")
 	f.scan()
@@ -82,7 +82,7 @@ func TestPurgeMountAfterRename(t *testing.T) {
 	must(t, os.Mkdir(src, 0o755))
 	writeFile(t, filepath.Join(src, "precious"), "x")
 	mounted := false
-	afterTombstone = func(replicas, tomb string) {
+	f.o.hooks.afterTombstone = func(replicas, tomb string) {
 		mp := filepath.Join(replicas, tomb, "late")
 		must(t, os.Mkdir(mp, 0o755))
 		if err := syscall.Mount(src, mp, "", syscall.MS_BIND, ""); err != nil {
@@ -97,8 +97,7 @@ func TestPurgeMountAfterRename(t *testing.T) {
 			}
 		}
 	})
-	defer func() { afterTombstone = nil }()
-	err := f.del.Delete(context.Background(), record(t, d, "pvc-lost-r-deadbeef"))
+	err := f.o.Delete(context.Background(), record(t, d, "pvc-lost-r-deadbeef"))
 	if !errorsIs(err, orphan.ErrPreconditionFailed, ErrMountPoint) {
 		t.Fatalf("Delete: %v", err)
 	}
@@ -117,18 +116,17 @@ func TestPurgeMountDuringRemoval(t *testing.T) {
 	for _, kind := range []string{"tmpfs", "bind"} {
 		t.Run(kind, func(t *testing.T) {
 			d := makeDisk(t, t.TempDir(), "n", "d", "u")
-			lost := replica(t, d, "pvc-lost-r-deadbeef", diskscantest.Replica{})
+			lost := replica(t, d, "pvc-lost-r-deadbeef", disktest.Replica{})
 			must(t, os.MkdirAll(filepath.Join(lost, "zz-later"), 0o755))
 			f := newFixture(t, d)
 			f.expect(d, "pvc-live-r-00000001")
 			f.scan()
 			var mp string
-			afterTombstone = func(replicas, tomb string) { mp = filepath.Join(replicas, tomb, "zz-later") }
-			defer func() { afterTombstone = nil }()
+			f.o.hooks.afterTombstone = func(replicas, tomb string) { mp = filepath.Join(replicas, tomb, "zz-later") }
 			src := filepath.Join(t.TempDir(), "src")
 			must(t, os.Mkdir(src, 0o755))
 			var unmount func()
-			afterRemove = func(string) {
+			f.o.hooks.afterRemove = func(string) {
 				if unmount == nil {
 					if kind == "tmpfs" {
 						unmount = mountTmpfs(t, mp)
@@ -138,21 +136,20 @@ func TestPurgeMountDuringRemoval(t *testing.T) {
 					writeFile(t, filepath.Join(mp, "precious"), "x")
 				}
 			}
-			defer func() { afterRemove = nil }()
-			err := f.del.Delete(context.Background(), record(t, d, "pvc-lost-r-deadbeef"))
-			afterRemove = nil
+			err := f.o.Delete(context.Background(), record(t, d, "pvc-lost-r-deadbeef"))
+			f.o.hooks.afterRemove = nil
 			if !errorsIs(err, orphan.ErrPreconditionFailed, ErrMountPoint) || !strings.Contains(err.Error(), "zz-later") {
 				t.Fatalf("Delete: %v", err)
 			}
 			if !exists(t, filepath.Join(mp, "precious")) {
 				t.Fatal("data in the mount lost")
 			}
-			err = f.del.FinishInterrupted(context.Background())
+			err = f.o.FinishInterrupted(context.Background())
 			if !errorsIs(err, orphan.ErrPreconditionFailed, ErrMountPoint) || !exists(t, filepath.Join(mp, "precious")) {
 				t.Fatalf("FinishInterrupted with the mount there: %v", err)
 			}
 			unmount()
-			must(t, f.del.FinishInterrupted(context.Background()))
+			must(t, f.o.FinishInterrupted(context.Background()))
 			if ts := tombstonesIn(t, d); len(ts) != 0 {
 				t.Fatalf("after unmount, left %v", ts)
 			}

@@ -8,7 +8,7 @@ import (
 )
 
 // Elsewhere nothing can prove a directory holds no mount point; the
-// Deleter never gets this far anyway (FSID fails first).
+// purge never gets this far anyway (FSID fails first).
 
 func openDirNoBlock(parent *os.Root, name string) (*os.File, error) {
 	return nil, &os.PathError{Op: "open", Path: name, Err: errUnsupported}

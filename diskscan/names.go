@@ -24,7 +24,7 @@ const (
 // name to make its data directory name: <volume>-<8 alphanumerics>.
 const suffixLen = 8
 
-// Tombstones are what the Deleter renames a directory to before removing
+// Tombstones are what Delete renames a directory to before removing
 // it: .caretaker-purge.<name>.<token>.del, where the token is 16 random
 // lowercase hex digits drawn for each purge; its marker (see tombstone.go)
 // is .caretaker-mark.<name>.<token>.mark. The prefixes make them

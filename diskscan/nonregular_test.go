@@ -12,7 +12,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
+	"github.com/caretaker-storage/caretaker/diskscan/internal/disktest"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -73,20 +73,20 @@ func TestNonRegularFilesNeverBlock(t *testing.T) {
 		"pvc-sock-r-00000002": func(p string) { mknod(t, p, syscall.S_IFSOCK, 0) },
 		"pvc-zero-r-00000003": func(p string) { mknod(t, p, syscall.S_IFCHR, 1<<8|5) }, // like /dev/zero
 		"pvc-link-r-00000004": func(p string) {
-			other := replica(t, c, "pvc-real-r-00000009", diskscantest.Replica{})
+			other := replica(t, c, "pvc-real-r-00000009", disktest.Replica{})
 			must(t, os.Remove(p))
 			must(t, os.Symlink(filepath.Join(other, MetaFile), p))
 		},
 	}
 	for name, make := range bad {
-		dir := replica(t, a, name, diskscantest.Replica{})
+		dir := replica(t, a, name, disktest.Replica{})
 		make(filepath.Join(dir, MetaFile))
 	}
-	replica(t, a, "pvc-live-r-0000000a", diskscantest.Replica{})
-	lostA := replica(t, a, "pvc-lost-r-0000000b", diskscantest.Replica{})
+	replica(t, a, "pvc-live-r-0000000a", disktest.Replica{})
+	lostA := replica(t, a, "pvc-lost-r-0000000b", disktest.Replica{})
 	mkfifo(t, filepath.Join(b.Path, ConfigFile))
-	replica(t, b, "pvc-onb-r-0000000c", diskscantest.Replica{})
-	replica(t, c, "pvc-onc-r-0000000d", diskscantest.Replica{})
+	replica(t, b, "pvc-onb-r-0000000c", disktest.Replica{})
+	replica(t, c, "pvc-onc-r-0000000d", disktest.Replica{})
 	// A unix socket bound by a real listener, as the config.
 	must(t, os.Remove(filepath.Join(s.Path, ConfigFile)))
 	l, err := net.Listen("unix", filepath.Join(s.Path, ConfigFile))
@@ -107,7 +107,7 @@ func TestNonRegularFilesNeverBlock(t *testing.T) {
 		r   Report
 		err error
 	}
-	res := within(t, "scan", func() result { r, err := f.inv.ScanReport(ctx); return result{r, err} })
+	res := within(t, "scan", func() result { r, err := f.o.Report(ctx); return result{r, err} })
 	if res.err != nil {
 		t.Fatalf("scan: %v (it must not run into its context's deadline)", res.err)
 	}
@@ -137,7 +137,7 @@ func TestNonRegularFilesNeverBlock(t *testing.T) {
 
 	// Purges refuse and never block.
 	for name := range bad {
-		err := within(t, "purge", func() error { return f.del.Delete(ctx, record(t, a, name)) })
+		err := within(t, "purge", func() error { return f.o.Delete(ctx, record(t, a, name)) })
 		if !errorsIs(err, orphan.ErrPreconditionFailed, ErrNotReplica) {
 			t.Errorf("purge of %s: %v", name, err)
 		}
@@ -145,21 +145,21 @@ func TestNonRegularFilesNeverBlock(t *testing.T) {
 			t.Errorf("%s touched", name)
 		}
 	}
-	err = within(t, "purge", func() error { return f.del.Delete(ctx, record(t, b, "pvc-onb-r-0000000c")) })
+	err = within(t, "purge", func() error { return f.o.Delete(ctx, record(t, b, "pvc-onb-r-0000000c")) })
 	if !errorsIs(err, orphan.ErrPreconditionFailed, ErrDiskInvalid) {
 		t.Errorf("purge on the disk with a FIFO config: %v", err)
 	}
-	if err := within(t, "FinishInterrupted", func() error { return f.del.FinishInterrupted(ctx) }); err != nil {
+	if err := within(t, "FinishInterrupted", func() error { return f.o.FinishInterrupted(ctx) }); err != nil {
 		t.Errorf("FinishInterrupted: %v", err)
 	}
 	// The healthy orphan on the same disk still purges.
-	if err := within(t, "purge", func() error { return f.del.Delete(ctx, record(t, a, "pvc-lost-r-0000000b")) }); err != nil || exists(t, lostA) {
+	if err := within(t, "purge", func() error { return f.o.Delete(ctx, record(t, a, "pvc-lost-r-0000000b")) }); err != nil || exists(t, lostA) {
 		t.Errorf("purge of the real orphan: %v", err)
 	}
 
 	// A Monitor over the Inventory scans and stops.
 	scanned := make(chan orphan.Observation, 1)
-	mon := orphan.NewMonitor(f.inv, orphan.MonitorOptions{
+	mon := orphan.NewMonitor(f.o, orphan.MonitorOptions{
 		Clock: clocktesting.NewFakeClock(time.Now()),
 		OnScan: func(o orphan.Observation) {
 			select {

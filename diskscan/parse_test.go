@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/caretaker-storage/caretaker/diskscan/internal/disktest"
+	"github.com/caretaker-storage/caretaker/internal/bounded"
 )
 
 func TestValidDataName(t *testing.T) {
@@ -350,4 +353,27 @@ func FuzzDataName(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Every oversized input is the library's one "too large" class: a
+// *ParseError naming the input, wrapping a *bounded.TooLargeError with the
+// limit, and errors.Is(bounded.ErrTooLarge) across packages.
+func TestTooLargeIsTheSharedClass(t *testing.T) {
+	if ErrTooLarge != bounded.ErrTooLarge {
+		t.Fatal("diskscan.ErrTooLarge is not internal/bounded's value")
+	}
+	meta := string(disktest.Meta(1))
+	_, metaErr := ReadVolumeMeta(strings.NewReader(meta), 8)
+	_, cfgErr := ReadDiskConfig(strings.NewReader(`{"diskUUID":"u"}`), 5)
+	_, listErr := ParseReplicaList(strings.NewReader(replicaList), 10)
+	for input, err := range map[string]error{MetaFile: metaErr, ConfigFile: cfgErr, "replica list": listErr} {
+		var pe *ParseError
+		var tl *bounded.TooLargeError
+		if !errors.As(err, &pe) || pe.Input != input || !errors.As(err, &tl) || tl.What != input || tl.Limit <= 0 || !errors.Is(err, bounded.ErrTooLarge) {
+			t.Errorf("%s: %v (%#v), want a ParseError wrapping a *bounded.TooLargeError", input, err, err)
+		}
+		if !strings.Contains(err.Error(), "larger than") || strings.Count(err.Error(), input) != 1 {
+			t.Errorf("%s: message %q", input, err)
+		}
+	}
 }

@@ -14,21 +14,21 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
+	"github.com/caretaker-storage/caretaker/diskscan/internal/disktest"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
 func TestPurgeRemovesDirectory(t *testing.T) {
 	d := makeDisk(t, t.TempDir(), "n", "d", "u")
 	f := newFixture(t, d)
-	lost := replica(t, d, "pvc-lost-r-deadbeef", diskscantest.Replica{Size: 4 << 20, Written: 1 << 20})
-	kept := replica(t, d, "pvc-kept-r-00000001", diskscantest.Replica{})
+	lost := replica(t, d, "pvc-lost-r-deadbeef", disktest.Replica{Size: 4 << 20, Written: 1 << 20})
+	kept := replica(t, d, "pvc-kept-r-00000001", disktest.Replica{})
 	f.expect(d, "pvc-kept-r-00000001")
 	if got := orphanNames(f.scan().Disks[0]); !equalStrings(got, []string{"pvc-lost-r-deadbeef"}) {
 		t.Fatalf("orphans %v", got)
 	}
 	ctx := context.Background()
-	if err := f.del.Delete(ctx, record(t, d, "pvc-lost-r-deadbeef")); err != nil {
+	if err := f.o.Delete(ctx, record(t, d, "pvc-lost-r-deadbeef")); err != nil {
 		t.Fatal(err)
 	}
 	if exists(t, lost) || !exists(t, kept) {
@@ -42,7 +42,7 @@ func TestPurgeRemovesDirectory(t *testing.T) {
 		t.Errorf("orphans after purge %v", got)
 	}
 	// Already gone is success.
-	if err := f.del.Delete(ctx, record(t, d, "pvc-lost-r-deadbeef")); err != nil {
+	if err := f.o.Delete(ctx, record(t, d, "pvc-lost-r-deadbeef")); err != nil {
 		t.Errorf("second delete: %v", err)
 	}
 }
@@ -67,13 +67,13 @@ func TestPurgeRefusals(t *testing.T) {
 			s.rec.Parameters[orphan.ParamDataName] = "../../n-d/replicas/pvc-lost-r-deadbeef"
 		}, ErrUnsafePath},
 		{"name without suffix", func(t *testing.T, s *setup) {
-			replica(t, s.d, "nosuffixatall", diskscantest.Replica{})
+			replica(t, s.d, "nosuffixatall", disktest.Replica{})
 			s.rec.Parameters[orphan.ParamDataName] = "nosuffixatall"
 			s.protect = append(s.protect, filepath.Join(s.d.Path, ReplicasDir, "nosuffixatall"))
 		}, ErrNotReplica},
 		{"symlink to another disk", func(t *testing.T, s *setup) {
 			other := makeDisk(t, t.TempDir(), "m", "x", "ux")
-			target := replica(t, other, "pvc-victim-r-11111111", diskscantest.Replica{})
+			target := replica(t, other, "pvc-victim-r-11111111", disktest.Replica{})
 			must(t, os.Symlink(target, filepath.Join(s.d.Path, ReplicasDir, "pvc-link-r-22222222")))
 			s.rec.Parameters[orphan.ParamDataName] = "pvc-link-r-22222222"
 			s.protect = append(s.protect, target, filepath.Join(target, MetaFile), filepath.Join(s.d.Path, ReplicasDir, "pvc-link-r-22222222"))
@@ -87,36 +87,35 @@ func TestPurgeRefusals(t *testing.T) {
 			must(t, os.Remove(filepath.Join(s.d.Path, ReplicasDir, "pvc-lost-r-deadbeef", MetaFile)))
 		}, ErrNotReplica},
 		{"meta oversized", func(t *testing.T, s *setup) {
-			must(t, diskscantest.WriteMeta(filepath.Join(s.d.Path, ReplicasDir, "pvc-lost-r-deadbeef"), make([]byte, DefaultMaxMetaSize+1)))
+			must(t, disktest.WriteMeta(filepath.Join(s.d.Path, ReplicasDir, "pvc-lost-r-deadbeef"), make([]byte, DefaultMaxMetaSize+1)))
 		}, ErrNotReplica},
 		{"expected", func(t *testing.T, s *setup) { s.f.expect(s.d, "pvc-lost-r-deadbeef") }, ErrStillExpected},
-		{"disk UUID rewritten", func(t *testing.T, s *setup) { must(t, diskscantest.WriteConfig(s.d.Path, "d", "new-uuid")) }, ErrDiskChanged},
+		{"disk UUID rewritten", func(t *testing.T, s *setup) { must(t, disktest.WriteConfig(s.d.Path, "d", "new-uuid")) }, ErrDiskChanged},
 		{"config gone", func(t *testing.T, s *setup) { must(t, os.Remove(filepath.Join(s.d.Path, ConfigFile))) }, ErrDiskInvalid},
 		{"record of another disk UUID", func(t *testing.T, s *setup) { s.rec.Parameters[orphan.ParamDiskUUID] = "old-uuid" }, ErrDiskChanged},
 		{"record of another path", func(t *testing.T, s *setup) { s.rec.Parameters[orphan.ParamDiskPath] = "/elsewhere" }, ErrDiskChanged},
 		{"unknown disk", func(t *testing.T, s *setup) { s.rec.Parameters[orphan.ParamDiskName] = "nope" }, ErrUnknownDisk},
 		{"host expects another filesystem", func(t *testing.T, s *setup) {
 			s.d.FSID = "00000000beef"
-			must(t, s.f.disks.Set([]Disk{s.d}))
+			must(t, s.f.o.SetDisks(s.d))
 		}, ErrDiskChanged},
 		{"filesystem never seen", func(t *testing.T, s *setup) {
-			// A new DiskSet: nothing scanned, no host FSID, so nothing proves
+			// A new Orphans: nothing scanned, no host FSID, so nothing proves
 			// the disk is the one the record was made on.
-			set, _ := NewDiskSet(s.d)
-			s.f.del = NewDeleter(set, s.f.exp, Options{})
+			s.f.o = newOrphans(t, s.f.exp, Options{}, s.d)
 		}, ErrDiskChanged},
 		{"v2 record", func(t *testing.T, s *setup) { s.rec.DataEngine = orphan.DataEngineV2 }, ErrNotReplica},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			d := makeDisk(t, t.TempDir(), "n", "d", "u")
-			lost := replica(t, d, "pvc-lost-r-deadbeef", diskscantest.Replica{})
+			lost := replica(t, d, "pvc-lost-r-deadbeef", disktest.Replica{})
 			s := &setup{f: newFixture(t, d), d: d}
 			s.f.scan() // pins the filesystem ID
 			s.rec = record(t, d, "pvc-lost-r-deadbeef")
 			s.protect = []string{lost}
 			c.prepare(t, s)
-			err := s.f.del.Delete(context.Background(), s.rec)
+			err := s.f.o.Delete(context.Background(), s.rec)
 			if !errors.Is(err, orphan.ErrPreconditionFailed) || !errors.Is(err, c.want) {
 				t.Fatalf("Delete: %v; want ErrPreconditionFailed and %v", err, c.want)
 			}
@@ -140,7 +139,7 @@ func TestPurgeRefusals(t *testing.T) {
 // and the purge is refused; after unmounting, the original is intact.
 func TestPurgeRefusedOnOtherFilesystem(t *testing.T) {
 	d := makeDisk(t, t.TempDir(), "n", "d", "u")
-	lost := replica(t, d, "pvc-lost-r-deadbeef", diskscantest.Replica{})
+	lost := replica(t, d, "pvc-lost-r-deadbeef", disktest.Replica{})
 	f := newFixture(t, d)
 	if rep := f.scan().Disks[0]; rep.Status.Health != orphan.HealthReady || len(rep.Orphans) != 1 {
 		t.Fatalf("before mount: %+v", rep)
@@ -148,8 +147,8 @@ func TestPurgeRefusedOnOtherFilesystem(t *testing.T) {
 	before, _ := FSID(d.Path)
 	func() {
 		defer mountTmpfs(t, d.Path)()
-		must(t, diskscantest.NewDisk(d.Path, "d", "u"))
-		decoy := replica(t, d, "pvc-lost-r-deadbeef", diskscantest.Replica{})
+		must(t, disktest.NewDisk(d.Path, "d", "u"))
+		decoy := replica(t, d, "pvc-lost-r-deadbeef", disktest.Replica{})
 		after, _ := FSID(d.Path)
 		if after == before {
 			t.Fatalf("tmpfs has the same filesystem ID %s", after)
@@ -158,14 +157,14 @@ func TestPurgeRefusedOnOtherFilesystem(t *testing.T) {
 		if rep.Status.Health != orphan.HealthDiskChanged || !strings.Contains(rep.Status.Message, before) || len(rep.Orphans) != 0 {
 			t.Fatalf("on tmpfs: %+v", rep.Status)
 		}
-		err := f.del.Delete(context.Background(), record(t, d, "pvc-lost-r-deadbeef"))
+		err := f.o.Delete(context.Background(), record(t, d, "pvc-lost-r-deadbeef"))
 		if !errors.Is(err, orphan.ErrPreconditionFailed) || !errors.Is(err, ErrDiskChanged) {
 			t.Fatalf("Delete on tmpfs: %v", err)
 		}
 		if !exists(t, decoy) {
 			t.Fatal("the decoy on tmpfs was deleted")
 		}
-		if err := f.del.FinishInterrupted(context.Background()); err != nil {
+		if err := f.o.FinishInterrupted(context.Background()); err != nil {
 			t.Fatalf("FinishInterrupted on a changed disk: %v", err)
 		}
 	}()
@@ -181,17 +180,16 @@ func TestPurgeRefusedOnOtherFilesystem(t *testing.T) {
 // directory after the checks but before the removal.
 func TestPurgeRefusedWhenExpectedAfterRename(t *testing.T) {
 	d := makeDisk(t, t.TempDir(), "n", "d", "u")
-	lost := replica(t, d, "pvc-lost-r-deadbeef", diskscantest.Replica{Size: 2 << 20, Written: 8 << 10})
+	lost := replica(t, d, "pvc-lost-r-deadbeef", disktest.Replica{Size: 2 << 20, Written: 8 << 10})
 	f := newFixture(t, d)
 	f.expect(d, "pvc-live-r-00000001")
 	f.scan()
 	var sawTombstone bool
-	afterTombstone = func(replicas, tomb string) {
+	f.o.hooks.afterTombstone = func(replicas, tomb string) {
 		sawTombstone = exists(t, filepath.Join(replicas, tomb)) && !exists(t, lost)
 		f.expect(d, "pvc-lost-r-deadbeef") // the cluster schedules a replica onto it
 	}
-	defer func() { afterTombstone = nil }()
-	err := f.del.Delete(context.Background(), record(t, d, "pvc-lost-r-deadbeef"))
+	err := f.o.Delete(context.Background(), record(t, d, "pvc-lost-r-deadbeef"))
 	if !errors.Is(err, orphan.ErrPreconditionFailed) || !errors.Is(err, ErrStillExpected) {
 		t.Fatalf("Delete: %v", err)
 	}
@@ -218,9 +216,9 @@ func TestFinishInterrupted(t *testing.T) {
 	d := makeDisk(t, t.TempDir(), "n", "d", "u")
 	f := newFixture(t, d)
 	rd := filepath.Join(d.Path, ReplicasDir)
-	replica(t, d, "pvc-lost-r-00000001", diskscantest.Replica{})
-	replica(t, d, "pvc-back-r-00000002", diskscantest.Replica{})
-	keep := replica(t, d, "pvc-keep-r-00000003", diskscantest.Replica{})
+	replica(t, d, "pvc-lost-r-00000001", disktest.Replica{})
+	replica(t, d, "pvc-back-r-00000002", disktest.Replica{})
+	keep := replica(t, d, "pvc-keep-r-00000003", disktest.Replica{})
 	plantTombstone(t, d, "pvc-lost-r-00000001")
 	plantTombstone(t, d, "pvc-back-r-00000002")
 	outside := filepath.Join(t.TempDir(), "outside")
@@ -229,7 +227,7 @@ func TestFinishInterrupted(t *testing.T) {
 	must(t, os.Symlink(outside, filepath.Join(rd, t3)))
 	f.expect(d, "pvc-back-r-00000002", "pvc-keep-r-00000003")
 	f.scan()
-	err := f.del.FinishInterrupted(context.Background())
+	err := f.o.FinishInterrupted(context.Background())
 	if !errorsIs(err, orphan.ErrPreconditionFailed, ErrForeignTombstone) || !strings.Contains(err.Error(), t3) {
 		t.Fatalf("FinishInterrupted: %v, want the symlink reported", err)
 	}
@@ -253,11 +251,12 @@ func purgeChild() {
 	if err := json.Unmarshal([]byte(os.Getenv("DISKSCAN_PURGE_CHILD")), &d); err != nil {
 		panic(err)
 	}
-	set, err := NewDiskSet(d)
+	live := ReplicaRef{DiskID: d.UUID, DataDirectoryName: "pvc-keep-r-00000001"}
+	o, err := NewOrphans(NewStaticExpected(live), Options{Disks: []Disk{d}})
 	if err != nil {
 		panic(err)
 	}
-	afterTombstone = func(replicas, tomb string) {
+	o.hooks.afterTombstone = func(replicas, tomb string) {
 		// Remove about half the files, as an interrupted RemoveAll would,
 		// then tell the parent and wait to be killed.
 		entries, _ := os.ReadDir(filepath.Join(replicas, tomb))
@@ -268,8 +267,7 @@ func purgeChild() {
 		select {}
 	}
 	rec, _ := orphan.NewRecord(dataItem(d, "pvc-lost-r-deadbeef"), testTime)
-	live := ReplicaRef{DiskID: d.UUID, DataDirectoryName: "pvc-keep-r-00000001"}
-	err = NewDeleter(set, NewStaticExpected(live), Options{}).Delete(context.Background(), rec)
+	err = o.Delete(context.Background(), rec)
 	fmt.Println("RETURNED", err)
 	os.Exit(3)
 }
@@ -280,11 +278,11 @@ func TestPurgeKilledMidway(t *testing.T) {
 		return
 	}
 	d := makeDisk(t, t.TempDir(), "n", "d", "u")
-	lost := replica(t, d, "pvc-lost-r-deadbeef", diskscantest.Replica{})
+	lost := replica(t, d, "pvc-lost-r-deadbeef", disktest.Replica{})
 	for i := range 500 {
 		writeFile(t, filepath.Join(lost, fmt.Sprintf("volume-snap-s%03d.img", i)), "data")
 	}
-	keep := replica(t, d, "pvc-keep-r-00000001", diskscantest.Replica{})
+	keep := replica(t, d, "pvc-keep-r-00000001", disktest.Replica{})
 	d.FSID, _ = FSID(d.Path)
 	arg, _ := json.Marshal(d)
 
@@ -316,7 +314,7 @@ func TestPurgeKilledMidway(t *testing.T) {
 	if len(rep.Orphans) != 0 || !strings.Contains(skippedReasons(rep)[filepath.Base(tomb)], "purge in progress") {
 		t.Fatalf("scan of the interrupted purge: %+v", rep)
 	}
-	must(t, f.del.FinishInterrupted(context.Background()))
+	must(t, f.o.FinishInterrupted(context.Background()))
 	entries, _ := os.ReadDir(filepath.Join(d.Path, ReplicasDir))
 	if len(entries) != 1 || entries[0].Name() != "pvc-keep-r-00000001" || !exists(t, filepath.Join(keep, MetaFile)) {
 		t.Fatalf("left %v", entries)
@@ -338,8 +336,8 @@ func TestScanPermissionDenied(t *testing.T) {
 		must(t, os.Chmod(p, 0o755))
 	}
 	d := makeDisk(t, base, "n", "d", "u")
-	replica(t, d, "pvc-open-r-00000001", diskscantest.Replica{})
-	locked := replica(t, d, "pvc-locked-r-00000002", diskscantest.Replica{})
+	replica(t, d, "pvc-open-r-00000001", disktest.Replica{})
+	locked := replica(t, d, "pvc-locked-r-00000002", disktest.Replica{})
 	must(t, os.Chmod(locked, 0o000))
 	bin := filepath.Join(base, "diskscan.test")
 	copyFile(t, os.Args[0], bin)
@@ -376,15 +374,17 @@ func permChild() {
 	if err := json.Unmarshal([]byte(os.Getenv("DISKSCAN_PERM_CHILD")), &d); err != nil {
 		panic(err)
 	}
-	set, _ := NewDiskSet(d)
-	exp := NewStaticExpected()
-	rep, err := NewInventory(set, exp, Options{}).ScanReport(context.Background())
+	o, err := NewOrphans(NewStaticExpected(), Options{Disks: []Disk{d}})
+	if err != nil {
+		panic(err)
+	}
+	rep, err := o.Report(context.Background())
 	if err != nil {
 		panic(err)
 	}
 	dr := rep.Disks[0]
 	rec, _ := orphan.NewRecord(dataItem(d, "pvc-locked-r-00000002"), testTime)
-	perr := NewDeleter(set, exp, Options{}).Delete(context.Background(), rec)
+	perr := o.Delete(context.Background(), rec)
 	purge := ""
 	if perr != nil {
 		purge = perr.Error()
@@ -419,11 +419,11 @@ func TestFinishInterruptedLooksOnlyWhereTombstonesMayBe(t *testing.T) {
 	f.expect(d, "pvc-live-r-0000000f")
 	plant := func(name string) string {
 		t.Helper()
-		replica(t, d, name, diskscantest.Replica{})
+		replica(t, d, name, disktest.Replica{})
 		tomb, _ := plantTombstone(t, d, name)
 		return tomb
 	}
-	finish := func() { t.Helper(); must(t, f.del.FinishInterrupted(context.Background())) }
+	finish := func() { t.Helper(); must(t, f.o.FinishInterrupted(context.Background())) }
 
 	// Nothing has listed the disk yet: a crash may have left a tombstone.
 	first := plant("pvc-a-r-00000001")
@@ -450,21 +450,21 @@ func TestFinishInterruptedLooksOnlyWhereTombstonesMayBe(t *testing.T) {
 	// Our own purge that left a tombstone marks the disk without a scan.
 	f.scan()
 	left := plant("pvc-c-r-00000003")
-	f.disks.markTombstone(d)
+	f.o.disks.markTombstone(d)
 	finish()
 	if exists(t, left) {
 		t.Fatalf("a tombstone our own purge left was not finished")
 	}
 
-	// A new process (a new DiskSet) knows nothing and looks.
+	// A new process (a new Orphans) knows nothing and looks.
 	f.scan()
 	again := plant("pvc-d-r-00000004")
 	g := newFixture(t, d)
 	g.expect(d, "pvc-live-r-0000000f")
 	g.scan() // pins the filesystem ID, and sees the tombstone
-	must(t, g.del.FinishInterrupted(context.Background()))
+	must(t, g.o.FinishInterrupted(context.Background()))
 	if exists(t, again) {
-		t.Fatalf("a fresh DiskSet did not look for tombstones")
+		t.Fatalf("a fresh Orphans did not look for tombstones")
 	}
 }
 
@@ -472,8 +472,8 @@ func TestFinishInterruptedLooksOnlyWhereTombstonesMayBe(t *testing.T) {
 // mark the disk clean when it finishes.
 func TestSawTombstonesIgnoresListingsOlderThanAMark(t *testing.T) {
 	d := Disk{NodeID: "n", Name: "d", Path: "/x", UUID: "u"}
-	s, err := NewDiskSet(d)
-	must(t, err)
+	var s diskSet
+	must(t, s.set([]Disk{d}))
 	if !s.mayHoldTombstones(d) {
 		t.Fatalf("an unlisted disk counts as clean")
 	}

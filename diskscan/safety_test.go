@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
+	"github.com/caretaker-storage/caretaker/diskscan/internal/disktest"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -22,8 +22,8 @@ func TestDiskPathWithTrailingSlash(t *testing.T) {
 	base := t.TempDir()
 	d := makeDisk(t, base, "n", "d", "u")
 	d.Path += "/"
-	lost := replica(t, d, "pvc-lost-r-deadbeef", diskscantest.Replica{})
-	kept := replica(t, d, "pvc-kept-r-00000001", diskscantest.Replica{})
+	lost := replica(t, d, "pvc-lost-r-deadbeef", disktest.Replica{})
+	kept := replica(t, d, "pvc-kept-r-00000001", disktest.Replica{})
 	f := newFixture(t, d)
 	f.exp.Add(ReplicaRef{NodeID: "n", DiskID: "u", DiskPath: d.Path, DataDirectoryName: "pvc-kept-r-00000001"})
 	rep := f.scan().Disks[0]
@@ -41,7 +41,7 @@ func TestDiskPathWithTrailingSlash(t *testing.T) {
 		t.Fatalf("record name %s, want %s (hashed over the slashed path)", rec.Name, want)
 	}
 	rec.DeletionRequested = true
-	if err := f.del.Delete(context.Background(), rec); err != nil {
+	if err := f.o.Delete(context.Background(), rec); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
 	if exists(t, lost) || !exists(t, filepath.Join(kept, MetaFile)) {
@@ -51,9 +51,9 @@ func TestDiskPathWithTrailingSlash(t *testing.T) {
 	// The Deleter and the Judge compare the record's path with the host's
 	// as strings: a record made over the path without the slash hashed to
 	// another name, so it is not this disk's record.
-	replica(t, d, "pvc-other-r-00000002", diskscantest.Replica{})
+	replica(t, d, "pvc-other-r-00000002", disktest.Replica{})
 	unslashed := record(t, Disk{NodeID: "n", Name: "d", Path: strings.TrimSuffix(d.Path, "/"), UUID: "u"}, "pvc-other-r-00000002")
-	if err := f.del.Delete(context.Background(), unslashed); !errorsIs(err, orphan.ErrPreconditionFailed, ErrDiskChanged) {
+	if err := f.o.Delete(context.Background(), unslashed); !errorsIs(err, orphan.ErrPreconditionFailed, ErrDiskChanged) {
 		t.Fatalf("Delete of a record over the unslashed path: %v", err)
 	}
 	if !exists(t, filepath.Join(d.Path, ReplicasDir, "pvc-other-r-00000002")) {
@@ -65,14 +65,14 @@ func TestDiskPathWithTrailingSlash(t *testing.T) {
 // refusal on an empty expected set at the moment of deletion.
 func TestNoneExpected(t *testing.T) {
 	d := makeDisk(t, t.TempDir(), "n", "d", "u")
-	lost := replica(t, d, "pvc-lost-r-deadbeef", diskscantest.Replica{})
+	lost := replica(t, d, "pvc-lost-r-deadbeef", disktest.Replica{})
 	f := newFixture(t, d)
 
 	st := f.scan().Snapshot().Scopes[d.Scope()]
 	if st.Health != orphan.HealthReady || !st.NoneExpected || st.OwnedUnlisted != 0 {
 		t.Fatalf("empty expected set: scope %+v, want Ready and NoneExpected", st)
 	}
-	err := f.del.Delete(context.Background(), record(t, d, "pvc-lost-r-deadbeef"))
+	err := f.o.Delete(context.Background(), record(t, d, "pvc-lost-r-deadbeef"))
 	if !errorsIs(err, orphan.ErrPreconditionFailed, ErrNoneExpected) {
 		t.Fatalf("Delete with nothing expected: %v", err)
 	}
@@ -81,8 +81,8 @@ func TestNoneExpected(t *testing.T) {
 	}
 
 	// Expected replicas: counted as owned-and-unlisted, not NoneExpected.
-	replica(t, d, "pvc-a-r-00000001", diskscantest.Replica{})
-	replica(t, d, "pvc-b-r-00000002", diskscantest.Replica{})
+	replica(t, d, "pvc-a-r-00000001", disktest.Replica{})
+	replica(t, d, "pvc-b-r-00000002", disktest.Replica{})
 	f.expect(d, "pvc-a-r-00000001", "pvc-b-r-00000002", "pvc-c-r-00000003") // c not on this disk yet
 	st = f.scan().Snapshot().Scopes[d.Scope()]
 	if st.NoneExpected || st.OwnedUnlisted != 2 {
@@ -99,12 +99,11 @@ func TestNoneExpected(t *testing.T) {
 	}
 
 	// The explicit opt-out purges.
-	h := newFixture(t, d)
-	h.exp = NewStaticExpected()
-	h.inv = NewInventory(h.disks, h.exp, settled)
-	h.del = NewDeleter(h.disks, h.exp, Options{AllowNoneExpected: true})
+	allow := settled
+	allow.AllowNoneExpected = true
+	h := newFixtureWith(t, allow, d)
 	h.scan()
-	if err := h.del.Delete(context.Background(), record(t, d, "pvc-lost-r-deadbeef")); err != nil {
+	if err := h.o.Delete(context.Background(), record(t, d, "pvc-lost-r-deadbeef")); err != nil {
 		t.Fatalf("Delete with AllowNoneExpected: %v", err)
 	}
 	if exists(t, lost) {
@@ -116,13 +115,12 @@ func TestNoneExpected(t *testing.T) {
 // directory is renamed back.
 func TestNoneExpectedAfterRename(t *testing.T) {
 	d := makeDisk(t, t.TempDir(), "n", "d", "u")
-	lost := replica(t, d, "pvc-lost-r-deadbeef", diskscantest.Replica{})
+	lost := replica(t, d, "pvc-lost-r-deadbeef", disktest.Replica{})
 	f := newFixture(t, d)
 	f.expect(d, "pvc-live-r-00000001")
 	f.scan()
-	afterTombstone = func(string, string) { f.exp.Replace(nil) }
-	defer func() { afterTombstone = nil }()
-	err := f.del.Delete(context.Background(), record(t, d, "pvc-lost-r-deadbeef"))
+	f.o.hooks.afterTombstone = func(string, string) { f.exp.Replace(nil) }
+	err := f.o.Delete(context.Background(), record(t, d, "pvc-lost-r-deadbeef"))
 	if !errorsIs(err, orphan.ErrPreconditionFailed, ErrNoneExpected) {
 		t.Fatalf("Delete: %v", err)
 	}
@@ -136,22 +134,20 @@ func TestNoneExpectedAfterRename(t *testing.T) {
 func TestScanStopsAtItsContext(t *testing.T) {
 	d := makeDisk(t, t.TempDir(), "n", "d", "u")
 	for _, n := range []string{"pvc-a-r-00000001", "pvc-b-r-00000002", "pvc-c-r-00000003"} {
-		replica(t, d, n, diskscantest.Replica{Written: 64 << 10})
+		replica(t, d, n, disktest.Replica{Written: 64 << 10})
 	}
-	set, err := NewDiskSet(d)
-	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	src := ExpectedFunc(func(context.Context, Disk) (NameSet, error) {
 		cancel() // the context ends once the listing is done
 		return NameSet{"pvc-live-r-00000009": {}}, nil
 	})
-	inv := NewInventory(set, src, settled)
-	if _, err := inv.ScanReport(ctx); !errors.Is(err, context.Canceled) {
-		t.Fatalf("ScanReport: %v, want context.Canceled", err)
+	inv := newOrphans(t, src, settled, d)
+	if _, err := inv.Report(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Report: %v, want context.Canceled", err)
 	}
 	inv.expected = ExpectedFunc(func(context.Context, Disk) (NameSet, error) { return NameSet{"pvc-live-r-00000009": {}}, nil })
-	rep, err := inv.ScanReport(context.Background())
+	rep, err := inv.Report(context.Background())
 	must(t, err)
 	if dr := rep.Disks[0]; len(dr.Orphans) != 3 || dr.OrphanBytes < 3*(64<<10) {
 		t.Fatalf("rescan: %d orphans, %d bytes", len(dr.Orphans), dr.OrphanBytes)

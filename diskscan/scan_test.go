@@ -14,7 +14,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
+	"github.com/caretaker-storage/caretaker/diskscan/internal/disktest"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -27,16 +27,16 @@ func TestScanClassifiesEntries(t *testing.T) {
 	other := makeDisk(t, t.TempDir(), "node-2", "disk-9", "uuid-9")
 	f := newFixture(t, d)
 
-	replica(t, d, "pvc-owned-r-1234abcd", diskscantest.Replica{})
-	replica(t, d, "pvc-lost-r-deadbeef", diskscantest.Replica{Size: 8 << 20, Written: 64 << 10})
-	replica(t, d, "nosuffixatall", diskscantest.Replica{})
-	replica(t, d, "pvc-short-r-abcd", diskscantest.Replica{})
-	replica(t, d, "pvc-nometa-r-00000001", diskscantest.Replica{NoMeta: true})
-	replica(t, d, "pvc-corrupt-r-00000002", diskscantest.Replica{Meta: []byte(`{"Size":1,`)})
-	replica(t, d, "pvc-partial-r-00000003", diskscantest.Replica{Meta: []byte(`{"Size":1,"Head":"h"}`)})
-	replica(t, d, "pvc-huge-r-00000004", diskscantest.Replica{Meta: []byte(`{"Size":1,"Head":"` + strings.Repeat("x", DefaultMaxMetaSize) + `"}`)})
-	replica(t, d, "-00000005", diskscantest.Replica{}) // no volume part
-	replica(t, other, "pvc-elsewhere-r-0000000a", diskscantest.Replica{})
+	replica(t, d, "pvc-owned-r-1234abcd", disktest.Replica{})
+	replica(t, d, "pvc-lost-r-deadbeef", disktest.Replica{Size: 8 << 20, Written: 64 << 10})
+	replica(t, d, "nosuffixatall", disktest.Replica{})
+	replica(t, d, "pvc-short-r-abcd", disktest.Replica{})
+	replica(t, d, "pvc-nometa-r-00000001", disktest.Replica{NoMeta: true})
+	replica(t, d, "pvc-corrupt-r-00000002", disktest.Replica{Meta: []byte(`{"Size":1,`)})
+	replica(t, d, "pvc-partial-r-00000003", disktest.Replica{Meta: []byte(`{"Size":1,"Head":"h"}`)})
+	replica(t, d, "pvc-huge-r-00000004", disktest.Replica{Meta: []byte(`{"Size":1,"Head":"` + strings.Repeat("x", DefaultMaxMetaSize) + `"}`)})
+	replica(t, d, "-00000005", disktest.Replica{}) // no volume part
+	replica(t, other, "pvc-elsewhere-r-0000000a", disktest.Replica{})
 	rd := filepath.Join(d.Path, ReplicasDir)
 	must(t, os.Symlink(filepath.Join(other.Path, ReplicasDir, "pvc-elsewhere-r-0000000a"), filepath.Join(rd, "pvc-link-r-0000000b")))
 	must(t, os.Symlink("/", filepath.Join(rd, "pvc-root-r-0000000c")))
@@ -115,7 +115,7 @@ func TestScanDiskHealth(t *testing.T) {
 		{"config oversized", func(t *testing.T, d *Disk) {
 			writeFile(t, filepath.Join(d.Path, ConfigFile), `{"diskUUID":"u","x":"`+strings.Repeat("y", DefaultMaxConfigSize)+`"}`)
 		}, orphan.HealthDiskInvalid, "larger than"},
-		{"UUID changed", func(t *testing.T, d *Disk) { must(t, diskscantest.WriteConfig(d.Path, "d", "other-uuid")) }, orphan.HealthDiskChanged, "diskUUID other-uuid, expected u"},
+		{"UUID changed", func(t *testing.T, d *Disk) { must(t, disktest.WriteConfig(d.Path, "d", "other-uuid")) }, orphan.HealthDiskChanged, "diskUUID other-uuid, expected u"},
 		{"host expects another filesystem", func(t *testing.T, d *Disk) { d.FSID = "0000deadbeef" }, orphan.HealthDiskChanged, "expected 0000deadbeef"},
 		{"path missing", func(t *testing.T, d *Disk) { must(t, os.RemoveAll(d.Path)) }, orphan.HealthDiskInvalid, "does not exist"},
 		{"replicas is a symlink", func(t *testing.T, d *Disk) {
@@ -127,7 +127,7 @@ func TestScanDiskHealth(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			d := makeDisk(t, t.TempDir(), "n", "d", "u")
-			replica(t, d, "pvc-lost-r-deadbeef", diskscantest.Replica{})
+			replica(t, d, "pvc-lost-r-deadbeef", disktest.Replica{})
 			c.break_(t, &d)
 			f := newFixture(t, d)
 			rep := f.scan().Disks[0]
@@ -138,9 +138,8 @@ func TestScanDiskHealth(t *testing.T) {
 	}
 	t.Run("expected source fails", func(t *testing.T) {
 		d := makeDisk(t, t.TempDir(), "n", "d", "u")
-		replica(t, d, "pvc-lost-r-deadbeef", diskscantest.Replica{})
-		set, _ := NewDiskSet(d)
-		inv := NewInventory(set, ExpectedFunc(func(context.Context, Disk) (NameSet, error) { return nil, errors.New("informer not synced") }), Options{})
+		replica(t, d, "pvc-lost-r-deadbeef", disktest.Replica{})
+		inv := newOrphans(t, ExpectedFunc(func(context.Context, Disk) (NameSet, error) { return nil, errors.New("informer not synced") }), Options{}, d)
 		snap, err := inv.Scan(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -158,8 +157,8 @@ func TestScanSharedFilesystem(t *testing.T) {
 	a := makeDisk(t, base, "n", "a", "ua")
 	b := makeDisk(t, base, "n", "b", "ub")
 	c := makeDisk(t, base, "m", "c", "uc")
-	replica(t, a, "pvc-x-r-00000001", diskscantest.Replica{})
-	replica(t, c, "pvc-x-r-00000001", diskscantest.Replica{})
+	replica(t, a, "pvc-x-r-00000001", disktest.Replica{})
+	replica(t, c, "pvc-x-r-00000001", disktest.Replica{})
 	f := newFixture(t, a, b, c)
 	for _, rep := range f.scan().Disks {
 		switch rep.Disk.NodeID {
@@ -174,11 +173,9 @@ func TestScanSharedFilesystem(t *testing.T) {
 		}
 	}
 	// The deleter refuses on a shared filesystem too, whatever it was told.
-	set, _ := NewDiskSet(a, b)
 	fsid, _ := FSID(a.Path)
 	a.FSID = fsid
-	must(t, set.Set([]Disk{a, b}))
-	err := NewDeleter(set, NewStaticExpected(), Options{}).Delete(context.Background(), record(t, a, "pvc-x-r-00000001"))
+	err := newOrphans(t, NewStaticExpected(), Options{}, a, b).Delete(context.Background(), record(t, a, "pvc-x-r-00000001"))
 	if !errors.Is(err, orphan.ErrPreconditionFailed) || !errors.Is(err, ErrDiskInvalid) {
 		t.Fatalf("delete on a shared filesystem: %v", err)
 	}
@@ -196,12 +193,12 @@ func TestScanSeveralDisks(t *testing.T) {
 		mountTmpfs(t, filepath.Join(base, "n-"+n))
 		disks = append(disks, makeDisk(t, base, "n", n, "uuid-"+n))
 	}
-	replica(t, disks[0], "pvc-same-r-00000001", diskscantest.Replica{})
-	replica(t, disks[1], "pvc-same-r-00000001", diskscantest.Replica{})
-	replica(t, disks[2], "pvc-other-r-00000002", diskscantest.Replica{})
+	replica(t, disks[0], "pvc-same-r-00000001", disktest.Replica{})
+	replica(t, disks[1], "pvc-same-r-00000001", disktest.Replica{})
+	replica(t, disks[2], "pvc-other-r-00000002", disktest.Replica{})
 	f := newFixture(t, disks...)
 	f.expect(disks[2], "pvc-other-r-00000002")
-	snap, err := f.inv.Scan(context.Background())
+	snap, err := f.o.Scan(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,37 +222,37 @@ func TestScanIncremental(t *testing.T) {
 	d := makeDisk(t, t.TempDir(), "n", "d", "u")
 	f := newFixture(t, d)
 	for _, n := range []string{"pvc-a-r-0000000a", "pvc-b-r-0000000b", "pvc-c-r-0000000c", "pvc-own-r-000000ff"} {
-		replica(t, d, n, diskscantest.Replica{})
+		replica(t, d, n, disktest.Replica{})
 	}
 	f.expect(d, "pvc-own-r-000000ff")
 	step := func(wantReads int64, wantOrphans ...string) DiskReport {
 		t.Helper()
-		before := f.inv.metaReads.Load()
+		before := f.o.metaReads.Load()
 		rep := f.scan().Disks[0]
-		if got := f.inv.metaReads.Load() - before; got != wantReads {
+		if got := f.o.metaReads.Load() - before; got != wantReads {
 			t.Errorf("volume.meta reads %d, want %d", got, wantReads)
 		}
 		if !equalStrings(orphanNames(rep), wantOrphans) {
 			t.Errorf("orphans %v, want %v", orphanNames(rep), wantOrphans)
 		}
-		if n := len(f.inv.caches[d.Scope()].entries); n != len(rep.Orphans)+len(rep.Skipped) {
+		if n := len(f.o.caches[d.Scope()].entries); n != len(rep.Orphans)+len(rep.Skipped) {
 			t.Errorf("cache holds %d entries, want %d", n, len(rep.Orphans)+len(rep.Skipped))
 		}
 		return rep
 	}
 	step(3, "pvc-a-r-0000000a", "pvc-b-r-0000000b", "pvc-c-r-0000000c")
 	step(0, "pvc-a-r-0000000a", "pvc-b-r-0000000b", "pvc-c-r-0000000c") // unchanged: no meta read
-	replica(t, d, "pvc-d-r-0000000d", diskscantest.Replica{})
+	replica(t, d, "pvc-d-r-0000000d", disktest.Replica{})
 	step(1, "pvc-a-r-0000000a", "pvc-b-r-0000000b", "pvc-c-r-0000000c", "pvc-d-r-0000000d")
 	// The engine rewrites b's meta (tmp + rename bumps the directory's
 	// mtime); the new meta is corrupt, so b is no longer a replica.
-	must(t, diskscantest.WriteMeta(filepath.Join(d.Path, ReplicasDir, "pvc-b-r-0000000b"), []byte("garbage")))
+	must(t, disktest.WriteMeta(filepath.Join(d.Path, ReplicasDir, "pvc-b-r-0000000b"), []byte("garbage")))
 	stamp(t, filepath.Join(d.Path, ReplicasDir, "pvc-b-r-0000000b"), 1)
 	rep := step(1, "pvc-a-r-0000000a", "pvc-c-r-0000000c", "pvc-d-r-0000000d")
 	if !strings.Contains(skippedReasons(rep)["pvc-b-r-0000000b"], "invalid volume.meta") {
 		t.Errorf("b: %v", rep.Skipped)
 	}
-	must(t, diskscantest.WriteMeta(filepath.Join(d.Path, ReplicasDir, "pvc-b-r-0000000b"), diskscantest.Meta(5<<20)))
+	must(t, disktest.WriteMeta(filepath.Join(d.Path, ReplicasDir, "pvc-b-r-0000000b"), disktest.Meta(5<<20)))
 	stamp(t, filepath.Join(d.Path, ReplicasDir, "pvc-b-r-0000000b"), 2)
 	rep = step(1, "pvc-a-r-0000000a", "pvc-b-r-0000000b", "pvc-c-r-0000000c", "pvc-d-r-0000000d")
 	if rep.Orphans[1].Meta.Size != 5<<20 {
@@ -266,7 +263,7 @@ func TestScanIncremental(t *testing.T) {
 	// Replaced by a different directory of the same name (new inode).
 	p := filepath.Join(d.Path, ReplicasDir, "pvc-d-r-0000000d")
 	must(t, os.Rename(p, filepath.Join(d.Path, "moved-away")))
-	replica(t, d, "pvc-d-r-0000000d", diskscantest.Replica{NoMeta: true})
+	replica(t, d, "pvc-d-r-0000000d", disktest.Replica{NoMeta: true})
 	step(1, "pvc-a-r-0000000a", "pvc-b-r-0000000b")
 	// Becoming expected drops it from the cache without a read.
 	f.expect(d, "pvc-a-r-0000000a")
@@ -277,7 +274,7 @@ func TestScanIncremental(t *testing.T) {
 	step(0, "pvc-a-r-0000000a", "pvc-b-r-0000000b")
 }
 
-// The incremental scan always agrees with a cold scan by a new Inventory,
+// The incremental scan always agrees with a cold scan by a new Orphans,
 // through a seeded random run of the changes a disk sees.
 func TestScanIncrementalMatchesCold(t *testing.T) {
 	d := makeDisk(t, t.TempDir(), "n", "d", "u")
@@ -293,13 +290,13 @@ func TestScanIncrementalMatchesCold(t *testing.T) {
 		p := filepath.Join(d.Path, ReplicasDir, name)
 		switch op := rng.IntN(6); op {
 		case 0, 1:
-			must(t, diskscantest.MakeReplica(d.Path, name, diskscantest.Replica{NoImage: rng.IntN(2) == 0}))
+			must(t, disktest.MakeReplica(d.Path, name, disktest.Replica{NoImage: rng.IntN(2) == 0}))
 		case 2:
 			must(t, os.RemoveAll(p))
 		case 3:
 			if exists(t, p) {
-				metas := [][]byte{diskscantest.Meta(int64(rng.IntN(100))), []byte("{"), []byte("{}")}
-				must(t, diskscantest.WriteMeta(p, metas[rng.IntN(len(metas))]))
+				metas := [][]byte{disktest.Meta(int64(rng.IntN(100))), []byte("{"), []byte("{}")}
+				must(t, disktest.WriteMeta(p, metas[rng.IntN(len(metas))]))
 			}
 		case 4, 5:
 			expected[name] = !expected[name]
@@ -319,7 +316,7 @@ func TestScanIncrementalMatchesCold(t *testing.T) {
 			stamp(t, p, step)
 		}
 		got := f.scan().Disks[0]
-		cold, err := NewInventory(f.disks, f.exp, settled).ScanReport(context.Background())
+		cold, err := newOrphans(t, f.exp, settled, f.o.Disks()...).Report(context.Background())
 		must(t, err)
 		want := cold.Disks[0]
 		if !reflect.DeepEqual(orphanNames(got), orphanNames(want)) || got.Owned != want.Owned || !reflect.DeepEqual(skippedReasons(got), skippedReasons(want)) {
@@ -338,12 +335,11 @@ func TestScanIncrementalMatchesCold(t *testing.T) {
 // next time: its timestamps might not move with a change in the same tick.
 func TestScanRacyWindow(t *testing.T) {
 	d := makeDisk(t, t.TempDir(), "n", "d", "u")
-	p := replica(t, d, "pvc-a-r-0000000a", diskscantest.Replica{})
+	p := replica(t, d, "pvc-a-r-0000000a", disktest.Replica{})
 	fi, err := os.Stat(p)
 	must(t, err)
-	set, _ := NewDiskSet(d)
-	clk := clocktesting.NewFakePassiveClock(fi.ModTime())
-	inv := NewInventory(set, NewStaticExpected(), Options{Clock: clk})
+	clk := clocktesting.NewFakeClock(fi.ModTime())
+	inv := newOrphans(t, NewStaticExpected(), Options{Clock: clk}, d)
 	for i, want := range []int64{1, 2, 3} {
 		if i == 2 {
 			clk.SetTime(fi.ModTime().Add(RacyWindow + time.Millisecond))
@@ -360,8 +356,9 @@ func TestScanRacyWindow(t *testing.T) {
 }
 
 func TestJudge(t *testing.T) {
-	d := Disk{NodeID: "n", Name: "d", Path: "/var/lib/longhorn", UUID: "u"}
-	set, _ := NewDiskSet(d)
+	d := makeDisk(t, t.TempDir(), "n", "d", "u")
+	replica(t, d, "pvc-lost-r-00000002", disktest.Replica{})
+	replica(t, d, "pvc-own-r-00000001", disktest.Replica{})
 	exp := NewStaticExpected(ReplicaRef{DiskID: "u", DataDirectoryName: "pvc-own-r-00000001"})
 	failing := ExpectedFunc(func(context.Context, Disk) (NameSet, error) { return nil, errors.New("api down") })
 	item := func(mod func(*orphan.Item)) orphan.Item {
@@ -385,10 +382,11 @@ func TestJudge(t *testing.T) {
 		{"v2", exp, item(func(it *orphan.Item) { it.DataEngine = orphan.DataEngineV2 }), orphan.OutcomeUndecided},
 		{"instance kind", exp, item(func(it *orphan.Item) { it.Kind = orphan.KindReplicaInstance }), orphan.OutcomeUndecided},
 		{"path-like name", exp, item(func(it *orphan.Item) { it.Parameters[orphan.ParamDataName] = ".." }), orphan.OutcomeUndecided},
+		{"name with a slash", exp, item(func(it *orphan.Item) { it.Parameters[orphan.ParamDataName] = "../n-d/replicas/pvc-lost-r-00000002" }), orphan.OutcomeUndecided},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			v, err := NewJudge(set, c.src).Judge(context.Background(), c.it)
+			v, err := newOrphans(t, c.src, Options{}, d).Judge(context.Background(), c.it)
 			if err != nil || v.Outcome != c.want || v.Reason == "" {
 				t.Fatalf("verdict %+v, %v; want %v with a reason", v, err, c.want)
 			}
@@ -396,7 +394,53 @@ func TestJudge(t *testing.T) {
 	}
 }
 
-func TestDiskSetValidation(t *testing.T) {
+// The Sweeper plans from the latest scan, which may predate a purge or a
+// removal: a replica directory that is no longer there (or is no longer a
+// directory) is undecided, never an orphan, so a stale snapshot does not
+// recreate a record for it. The look is through the disk's os.Root and
+// never follows a link.
+func TestJudgeGoneDirectoryIsUndecided(t *testing.T) {
+	d := makeDisk(t, t.TempDir(), "n", "d", "u")
+	d.Path += "/" // Longhorn's default spelling; the look uses the cleaned path
+	lost := replica(t, d, "pvc-lost-r-00000002", disktest.Replica{})
+	o := newOrphans(t, NewStaticExpected(ReplicaRef{DiskID: "u", DataDirectoryName: "pvc-live-r-00000001"}), Options{}, d)
+	judge := func() orphan.Verdict {
+		t.Helper()
+		v, err := o.Judge(context.Background(), dataItem(d, "pvc-lost-r-00000002"))
+		must(t, err)
+		return v
+	}
+	if v := judge(); v.Outcome != orphan.OutcomeOrphan {
+		t.Fatalf("present: %+v, want orphan", v)
+	}
+	must(t, os.RemoveAll(lost))
+	if v := judge(); v.Outcome != orphan.OutcomeUndecided || !strings.Contains(v.Reason, "not on disk") {
+		t.Fatalf("gone: %+v, want undecided", v)
+	}
+	// A symbolic link to a real replica directory elsewhere is no replica.
+	elsewhere := replica(t, makeDisk(t, t.TempDir(), "m", "x", "ux"), "pvc-lost-r-00000002", disktest.Replica{})
+	must(t, os.Symlink(elsewhere, lost))
+	if v := judge(); v.Outcome != orphan.OutcomeUndecided || !strings.Contains(v.Reason, "symbolic link") {
+		t.Fatalf("symbolic link: %+v, want undecided", v)
+	}
+	must(t, os.Remove(lost))
+	writeFile(t, lost, "not a directory")
+	if v := judge(); v.Outcome != orphan.OutcomeUndecided {
+		t.Fatalf("file: %+v, want undecided", v)
+	}
+	// No replicas directory at all, or no disk path: gone too.
+	must(t, os.Remove(lost))
+	must(t, os.Remove(filepath.Join(d.Path, ReplicasDir)))
+	if v := judge(); v.Outcome != orphan.OutcomeUndecided {
+		t.Fatalf("no replicas directory: %+v, want undecided", v)
+	}
+	must(t, os.RemoveAll(d.Path))
+	if v := judge(); v.Outcome != orphan.OutcomeUndecided {
+		t.Fatalf("no disk path: %+v, want undecided", v)
+	}
+}
+
+func TestSetDisksValidation(t *testing.T) {
 	bad := [][]Disk{
 		{{NodeID: "n", Name: "d", Path: "relative", UUID: "u"}},
 		{{NodeID: "n", Name: "d", Path: "/a/../b", UUID: "u"}},
@@ -408,22 +452,32 @@ func TestDiskSetValidation(t *testing.T) {
 		{{NodeID: "n", Name: "d", Path: "/a", UUID: ""}},
 		{{NodeID: "n", Name: "d", Path: "/a", UUID: "u"}, {NodeID: "n", Name: "d", Path: "/b", UUID: "v"}},
 	}
+	good := Disk{NodeID: "n", Name: "good", Path: "/g", UUID: "g"}
+	o := newOrphans(t, NewStaticExpected(), Options{}, good)
 	for _, ds := range bad {
-		if _, err := NewDiskSet(ds...); err == nil {
-			t.Errorf("NewDiskSet(%+v) accepted", ds)
+		if _, err := NewOrphans(NewStaticExpected(), Options{Disks: ds}); err == nil {
+			t.Errorf("NewOrphans with disks %+v accepted", ds)
+		}
+		if err := o.SetDisks(ds...); err == nil {
+			t.Errorf("SetDisks(%+v) accepted", ds)
+		}
+		if got := o.Disks(); len(got) != 1 || got[0] != good {
+			t.Fatalf("a refused SetDisks changed the disks to %+v", got)
 		}
 	}
 	// Longhorn's default path has a trailing slash; other unclean but
 	// absolute paths without ".." are kept as the host wrote them.
 	for _, p := range []string{"/var/lib/longhorn/", "/var/lib//longhorn", "/var/./lib/longhorn"} {
-		s, err := NewDiskSet(Disk{NodeID: "n", Name: "d", Path: p, UUID: "u"})
-		if err != nil {
-			t.Errorf("NewDiskSet with path %q: %v", p, err)
+		if err := o.SetDisks(Disk{NodeID: "n", Name: "d", Path: p, UUID: "u"}); err != nil {
+			t.Errorf("SetDisks with path %q: %v", p, err)
 			continue
 		}
-		if got := s.Disks()[0].Path; got != p {
+		if got := o.Disks()[0].Path; got != p {
 			t.Errorf("path %q stored as %q", p, got)
 		}
+	}
+	if _, err := NewOrphans(nil, Options{}); !errors.Is(err, ErrNoExpectedSource) {
+		t.Errorf("NewOrphans without a source: %v", err)
 	}
 }
 
@@ -446,4 +500,45 @@ func stamp(t *testing.T, p string, k int) {
 func writeFile(t *testing.T, p, s string) {
 	t.Helper()
 	must(t, os.WriteFile(p, []byte(s), 0o644))
+}
+
+// SetDisks may run while scans, judgements and purges do (hosts call it
+// from their Node informer): each scan finishes with the disks it started
+// with, and nothing races (the race detector watches).
+func TestSetDisksDuringScans(t *testing.T) {
+	base := t.TempDir()
+	a := makeDisk(t, base, "n", "a", "ua")
+	b := makeDisk(t, t.TempDir(), "m", "b", "ub")
+	replica(t, a, "pvc-a-r-0000000a", disktest.Replica{})
+	replica(t, b, "pvc-b-r-0000000b", disktest.Replica{})
+	f := newFixture(t, a)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			disks := []Disk{a}
+			if i%2 == 0 {
+				disks = append(disks, b)
+			}
+			if err := f.o.SetDisks(disks...); err != nil {
+				t.Error(err) // not Fatal: this is not the test's goroutine
+				return
+			}
+		}
+	}()
+	for range 20 {
+		rep := f.scan()
+		if n := len(rep.Disks); n != 1 && n != 2 {
+			t.Fatalf("a scan saw %d disks", n)
+		}
+		for _, d := range rep.Disks {
+			if d.Status.Health != orphan.HealthReady || len(d.Orphans) != 1 {
+				t.Fatalf("disk %s: %+v", d.Disk.Scope(), d)
+			}
+		}
+		if _, err := f.o.Judge(context.Background(), dataItem(a, "pvc-a-r-0000000a")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
 }

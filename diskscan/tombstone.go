@@ -10,7 +10,7 @@ import (
 )
 
 // Only our own tombstones are ever removed. Before renaming a directory to
-// its tombstone, the Deleter writes the purge's marker
+// its tombstone, Delete writes the purge's marker
 // (.caretaker-mark.<name>.<token>.mark) beside it in
 // <disk>/replicas and makes it durable (fsync of the file and of the
 // directory). The marker records the directory's name, the tombstone's

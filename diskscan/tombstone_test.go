@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
+	"github.com/caretaker-storage/caretaker/diskscan/internal/disktest"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -39,7 +39,7 @@ func TestFinishInterruptedKeepsLookAlikes(t *testing.T) {
 			return filepath.Join(rd, tomb)
 		}},
 		{"marker for another inode", func(t *testing.T, d Disk, rd string) string {
-			replica(t, d, "pvc-x-r-00000001", diskscantest.Replica{})
+			replica(t, d, "pvc-x-r-00000001", disktest.Replica{})
 			tomb, p := plantTombstone(t, d, "pvc-x-r-00000001")
 			mk := filepath.Join(rd, p.marker())
 			data, err := os.ReadFile(mk)
@@ -53,7 +53,7 @@ func TestFinishInterruptedKeepsLookAlikes(t *testing.T) {
 			return filepath.Join(tomb, MetaFile)
 		}},
 		{"marker naming another tombstone", func(t *testing.T, d Disk, rd string) string {
-			replica(t, d, "pvc-x-r-00000001", diskscantest.Replica{})
+			replica(t, d, "pvc-x-r-00000001", disktest.Replica{})
 			tomb, p := plantTombstone(t, d, "pvc-x-r-00000001")
 			mk := filepath.Join(rd, p.marker())
 			data, err := os.ReadFile(mk)
@@ -62,19 +62,19 @@ func TestFinishInterruptedKeepsLookAlikes(t *testing.T) {
 			return filepath.Join(tomb, MetaFile)
 		}},
 		{"corrupt marker", func(t *testing.T, d Disk, rd string) string {
-			replica(t, d, "pvc-x-r-00000001", diskscantest.Replica{})
+			replica(t, d, "pvc-x-r-00000001", disktest.Replica{})
 			tomb, p := plantTombstone(t, d, "pvc-x-r-00000001")
 			writeFile(t, filepath.Join(rd, p.marker()), `{"format":`)
 			return filepath.Join(tomb, MetaFile)
 		}},
 		{"FIFO as marker", func(t *testing.T, d Disk, rd string) string {
-			replica(t, d, "pvc-x-r-00000001", diskscantest.Replica{})
+			replica(t, d, "pvc-x-r-00000001", disktest.Replica{})
 			tomb, p := plantTombstone(t, d, "pvc-x-r-00000001")
 			mkfifo(t, filepath.Join(rd, p.marker()))
 			return filepath.Join(tomb, MetaFile)
 		}},
 		{"symlink to a live replica", func(t *testing.T, d Disk, rd string) string {
-			live := replica(t, d, "pvc-live-r-00000009", diskscantest.Replica{})
+			live := replica(t, d, "pvc-live-r-00000009", disktest.Replica{})
 			tomb := purge{name: "pvc-x-r-00000001", token: "0123456789abcdef"}.tombstone()
 			must(t, os.Symlink(live, filepath.Join(rd, tomb)))
 			return filepath.Join(live, MetaFile)
@@ -89,7 +89,7 @@ func TestFinishInterruptedKeepsLookAlikes(t *testing.T) {
 			keep := c.plant(t, d, rd)
 			before := tombstonesIn(t, d)
 			f.scan()
-			err := within(t, "FinishInterrupted", func() error { return f.del.FinishInterrupted(context.Background()) })
+			err := within(t, "FinishInterrupted", func() error { return f.o.FinishInterrupted(context.Background()) })
 			if !errorsIs(err, orphan.ErrPreconditionFailed, ErrForeignTombstone) {
 				t.Fatalf("FinishInterrupted: %v, want ErrForeignTombstone", err)
 			}
@@ -101,8 +101,8 @@ func TestFinishInterruptedKeepsLookAlikes(t *testing.T) {
 			}
 			// A purge of the same name uses its own token: it removes its
 			// directory and nothing of the look-alike.
-			dir := replica(t, d, "pvc-x-r-00000001", diskscantest.Replica{})
-			err = within(t, "Delete", func() error { return f.del.Delete(context.Background(), record(t, d, "pvc-x-r-00000001")) })
+			dir := replica(t, d, "pvc-x-r-00000001", disktest.Replica{})
+			err = within(t, "Delete", func() error { return f.o.Delete(context.Background(), record(t, d, "pvc-x-r-00000001")) })
 			if err != nil || exists(t, dir) {
 				t.Fatalf("Delete beside a look-alike: %v, directory exists %v", err, exists(t, dir))
 			}
@@ -119,7 +119,7 @@ func TestFinishInterruptedDropsStaleMarkers(t *testing.T) {
 	d := makeDisk(t, t.TempDir(), "n", "d", "u")
 	f := newFixture(t, d)
 	f.expect(d, "pvc-live-r-00000009")
-	dir := replica(t, d, "pvc-x-r-00000001", diskscantest.Replica{})
+	dir := replica(t, d, "pvc-x-r-00000001", disktest.Replica{})
 	rr, err := os.OpenRoot(filepath.Join(d.Path, ReplicasDir))
 	must(t, err)
 	defer rr.Close()
@@ -129,7 +129,7 @@ func TestFinishInterruptedDropsStaleMarkers(t *testing.T) {
 	must(t, err)
 	must(t, writeMarker(rr, p, fi)) // crash before the rename
 	f.scan()
-	must(t, f.del.FinishInterrupted(context.Background()))
+	must(t, f.o.FinishInterrupted(context.Background()))
 	if ts := tombstonesIn(t, d); len(ts) != 0 || !exists(t, filepath.Join(dir, MetaFile)) {
 		t.Fatalf("left %v; directory exists %v", ts, exists(t, dir))
 	}
@@ -141,13 +141,13 @@ func TestFinishInterruptedDropsStaleMarkers(t *testing.T) {
 // back untouched.
 func TestPurgeRefusesATombstoneOfAnotherType(t *testing.T) {
 	d := makeDisk(t, t.TempDir(), "n", "d", "u")
-	lost := replica(t, d, "pvc-lost-r-deadbeef", diskscantest.Replica{})
-	victim := replica(t, d, "pvc-live-r-00000009", diskscantest.Replica{})
+	lost := replica(t, d, "pvc-lost-r-deadbeef", disktest.Replica{})
+	victim := replica(t, d, "pvc-live-r-00000009", disktest.Replica{})
 	f := newFixture(t, d)
 	f.expect(d, "pvc-live-r-00000009")
 	f.scan()
 	reused := false
-	afterTombstone = func(replicas, tomb string) {
+	f.o.hooks.afterTombstone = func(replicas, tomb string) {
 		p := filepath.Join(replicas, tomb)
 		var st syscall.Stat_t
 		must(t, syscall.Lstat(p, &st))
@@ -168,8 +168,7 @@ func TestPurgeRefusesATombstoneOfAnotherType(t *testing.T) {
 		}
 		must(t, os.Symlink(victim, p))
 	}
-	defer func() { afterTombstone = nil }()
-	err := f.del.Delete(context.Background(), record(t, d, "pvc-lost-r-deadbeef"))
+	err := f.o.Delete(context.Background(), record(t, d, "pvc-lost-r-deadbeef"))
 	t.Logf("the symlink got the directory's inode number: %v", reused)
 	if !errorsIs(err, orphan.ErrPreconditionFailed, ErrNotReplica) {
 		t.Fatalf("Delete: %v", err)
@@ -186,7 +185,7 @@ func TestPurgeRefusesATombstoneOfAnotherType(t *testing.T) {
 // leaves a marked tombstone that FinishInterrupted then finishes.
 func TestPurgeCancelledMidway(t *testing.T) {
 	d := makeDisk(t, t.TempDir(), "n", "d", "u")
-	lost := replica(t, d, "pvc-lost-r-deadbeef", diskscantest.Replica{})
+	lost := replica(t, d, "pvc-lost-r-deadbeef", disktest.Replica{})
 	for i := range 20 {
 		writeFile(t, filepath.Join(lost, "volume-snap-s"+string(rune('a'+i))+".img"), "data")
 	}
@@ -196,14 +195,13 @@ func TestPurgeCancelledMidway(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	removed := 0
-	afterRemove = func(string) {
+	f.o.hooks.afterRemove = func(string) {
 		if removed++; removed == 3 {
 			cancel()
 		}
 	}
-	defer func() { afterRemove = nil }()
-	err := f.del.Delete(ctx, record(t, d, "pvc-lost-r-deadbeef"))
-	afterRemove = nil
+	err := f.o.Delete(ctx, record(t, d, "pvc-lost-r-deadbeef"))
+	f.o.hooks.afterRemove = nil
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Delete: %v, want context.Canceled", err)
 	}
@@ -218,7 +216,7 @@ func TestPurgeCancelledMidway(t *testing.T) {
 	if !ok || isMarker || !equalStrings(got, []string{p.marker(), p.tombstone()}) || p.name != "pvc-lost-r-deadbeef" {
 		t.Fatalf("left %v, want the tombstone and its marker", got)
 	}
-	must(t, f.del.FinishInterrupted(context.Background()))
+	must(t, f.o.FinishInterrupted(context.Background()))
 	if got := tombstonesIn(t, d); len(got) != 0 || exists(t, lost) {
 		t.Fatalf("after FinishInterrupted: %v", got)
 	}
@@ -230,14 +228,14 @@ func TestPurgeCancelledMidway(t *testing.T) {
 func TestScanSkipsNamesTooLongToPurge(t *testing.T) {
 	d := makeDisk(t, t.TempDir(), "n", "d", "u")
 	long := strings.Repeat("v", 225) + "-12345678" // 234 bytes: a valid name, but its marker would not fit
-	replica(t, d, long, diskscantest.Replica{})
+	replica(t, d, long, disktest.Replica{})
 	f := newFixture(t, d)
 	f.expect(d, "pvc-live-r-00000001")
 	rep := f.scan().Disks[0]
 	if len(rep.Orphans) != 0 || !strings.Contains(skippedReasons(rep)[long], "too long") {
 		t.Fatalf("orphans %v, skipped %v", orphanNames(rep), skippedReasons(rep))
 	}
-	if err := f.del.Delete(context.Background(), record(t, d, long)); !errorsIs(err, orphan.ErrPreconditionFailed, ErrUnsafePath) {
+	if err := f.o.Delete(context.Background(), record(t, d, long)); !errorsIs(err, orphan.ErrPreconditionFailed, ErrUnsafePath) {
 		t.Fatalf("Delete: %v", err)
 	}
 }

@@ -16,7 +16,7 @@ import (
 // A purge never crosses a filesystem boundary: a tmpfs, another disk or a
 // bind mount (even of the same filesystem) inside an orphan directory must
 // not lose a byte. os.Root.RemoveAll would descend into them, so the
-// Deleter walks the tree itself. Two independent checks find a mount:
+// purge walks the tree itself (treeWalk). Two independent checks find a mount:
 //
 //   - the mount table (/proc/self/mountinfo): no mount point may be the
 //     directory or lie below it. It sees bind mounts of the same
@@ -35,10 +35,6 @@ type boundary struct{ dev, mnt uint64 }
 // maxTreeDepth bounds how deep a purge descends. A replica directory is
 // flat; anything deeper than this is not Longhorn's and is left alone.
 const maxTreeDepth = 64
-
-// afterRemove, when set by a test, runs after the removal walk removes an
-// entry, with its path relative to <disk>/replicas.
-var afterRemove func(path string)
 
 // boundaryOf returns the boundary of the directory rr holds.
 func boundaryOf(rr *os.Root) (boundary, error) {
@@ -101,6 +97,8 @@ type treeWalk struct {
 	ctx    context.Context
 	bound  boundary
 	remove bool
+	// afterRemove is a test's hook (Orphans.hooks); nil outside tests.
+	afterRemove func(path string)
 }
 
 // walk handles directory name inside parent; path names it in errors.
@@ -222,8 +220,8 @@ func (w *treeWalk) entries(sub *os.Root, path string, depth int) error {
 			if err := sub.Remove(e.Name()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
-			if afterRemove != nil {
-				afterRemove(child)
+			if w.afterRemove != nil {
+				w.afterRemove(child)
 			}
 		}
 		if err == io.EOF || err == nil && len(batch) == 0 {

@@ -113,7 +113,7 @@ type View struct {
 //
 // caretaker keeps the rule for engines and v1 replicas (rules 5 and 6),
 // and a v2 replica with any record is owned. Its lvols are deleted only
-// when no replica record of that name exists, which spdk.Deleter checks
+// when no replica record of that name exists, which spdk.Orphans.Delete checks
 // again at the moment of deletion. Rule 4 is the seed's ("CR owner is not
 // current node: skip"); Longhorn's code has no such rule and calls a
 // runtime orphan when its record runs on another node's instance manager.

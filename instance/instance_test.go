@@ -232,7 +232,7 @@ func (c *instCluster) LookupInstance(_ context.Context, kind orphan.Kind, name s
 }
 
 // instRuntime is a node's runtime objects: name -> UUID, with a Deleter that
-// checks the UUID like spdk.Deleter does.
+// checks the UUID like spdk.Orphans.Delete does.
 type instRuntime struct {
 	mu      sync.Mutex
 	objects map[string]string

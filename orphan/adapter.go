@@ -22,6 +22,10 @@ import (
 // Hosts that assemble an adapter from pieces of their own (a v1 instance
 // inventory, instance.Judge and their deleter) use NewAdapter; hosts with
 // several adapters on one node use Combine.
+//
+// An adapter that serves only some data engines of its kinds (spdk serves
+// the v2 engine's instances, a host's own adapter the v1 engine's) also
+// implements EngineScoped, so Combine can run both on one node.
 type Adapter interface {
 	Inventory
 	Judge
@@ -80,6 +84,12 @@ func checkKinds(kinds []Kind) error {
 	return nil
 }
 
+// EngineScoped is an optional ability of an Adapter: it serves only the
+// items and records of these data engines, of each of its kinds.
+type EngineScoped interface {
+	DataEngines() []DataEngine
+}
+
 // Combine returns one Adapter over several, for a host that runs them on
 // one node (disks, SPDK runtime and backups):
 //
@@ -88,14 +98,16 @@ func checkKinds(kinds []Kind) error {
 //     the combined scan fails: a snapshot missing one adapter's scopes
 //     would make that adapter's records look outside the scan.
 //   - Judge and Delete go to the adapter serving the item's or record's
-//     kind. An item of a kind no adapter serves is undecided; a record of
-//     such a kind fails to delete with a *KindError wrapping ErrNoAdapter.
+//     kind and, for an EngineScoped adapter, its data engine. An item no
+//     adapter serves is undecided; a record no adapter serves fails to
+//     delete with a *KindError wrapping ErrNoAdapter.
 //   - FinishInterrupted calls every adapter that is a Finisher and
 //     returns their failures as a *multierror.Error of *KindError.
 //
-// Two adapters serving one kind is an error.
+// Two adapters that could both serve one item (the same kind, and data
+// engines that are not disjoint) is an error.
 func Combine(adapters ...Adapter) (Adapter, error) {
-	c := &combined{byKind: map[Kind]Adapter{}}
+	c := &combined{byKind: map[Kind][]route{}}
 	for _, a := range adapters {
 		if a == nil {
 			return nil, fmt.Errorf("orphan: Combine: nil adapter")
@@ -104,12 +116,22 @@ func Combine(adapters ...Adapter) (Adapter, error) {
 		if err := checkKinds(kinds); err != nil {
 			return nil, err
 		}
-		for _, k := range kinds {
-			if _, dup := c.byKind[k]; dup {
-				return nil, fmt.Errorf("orphan: Combine: two adapters serve kind %q", k)
+		r := route{adapter: a}
+		if e, ok := a.(EngineScoped); ok {
+			if r.engines = e.DataEngines(); len(r.engines) == 0 {
+				return nil, fmt.Errorf("orphan: Combine: an EngineScoped adapter of %v serves no data engine", kinds)
 			}
-			c.byKind[k] = a
-			c.kinds = append(c.kinds, k)
+		}
+		for _, k := range kinds {
+			for _, other := range c.byKind[k] {
+				if r.overlaps(other) {
+					return nil, fmt.Errorf("orphan: Combine: two adapters serve kind %q", k)
+				}
+			}
+			if len(c.byKind[k]) == 0 {
+				c.kinds = append(c.kinds, k)
+			}
+			c.byKind[k] = append(c.byKind[k], r)
 		}
 		c.adapters = append(c.adapters, a)
 	}
@@ -121,8 +143,38 @@ func Combine(adapters ...Adapter) (Adapter, error) {
 
 type combined struct {
 	adapters []Adapter
-	byKind   map[Kind]Adapter
+	byKind   map[Kind][]route
 	kinds    []Kind
+}
+
+// route is one adapter serving a kind, for some data engines (nil: all).
+type route struct {
+	adapter Adapter
+	engines []DataEngine
+}
+
+func (r route) serves(e DataEngine) bool { return r.engines == nil || slices.Contains(r.engines, e) }
+
+func (r route) overlaps(o route) bool {
+	if r.engines == nil || o.engines == nil {
+		return true
+	}
+	for _, e := range r.engines {
+		if o.serves(e) {
+			return true
+		}
+	}
+	return false
+}
+
+// find returns the adapter serving kind k and data engine e.
+func (c *combined) find(k Kind, e DataEngine) (Adapter, bool) {
+	for _, r := range c.byKind[k] {
+		if r.serves(e) {
+			return r.adapter, true
+		}
+	}
+	return nil, false
 }
 
 func (c *combined) Kinds() []Kind { return slices.Clone(c.kinds) }
@@ -144,15 +196,15 @@ func (c *combined) Scan(ctx context.Context) (Snapshot, error) {
 }
 
 func (c *combined) Judge(ctx context.Context, it Item) (Verdict, error) {
-	a, ok := c.byKind[it.Kind]
+	a, ok := c.find(it.Kind, it.DataEngine)
 	if !ok {
-		return Undecided(fmt.Sprintf("no adapter serves kind %q", it.Kind)), nil
+		return Undecided(fmt.Sprintf("no adapter serves kind %q of data engine %q", it.Kind, it.DataEngine)), nil
 	}
 	return a.Judge(ctx, it)
 }
 
 func (c *combined) Delete(ctx context.Context, r Record) error {
-	a, ok := c.byKind[r.Kind]
+	a, ok := c.find(r.Kind, r.DataEngine)
 	if !ok {
 		return &KindError{Kind: r.Kind, Err: ErrNoAdapter}
 	}

@@ -184,7 +184,7 @@ func TestSweeperMarksFailedPurges(t *testing.T) {
 
 	// A plan that keeps the record clears it.
 	plan := orphan.Decide(orphan.Input{Now: testEpoch, Records: []orphan.Record{got},
-		Scopes: map[orphan.Scope]orphan.ScopeStatus{{NodeID: "n1"}: {Health: orphan.HealthReady}, {NodeID: "n1", Disk: "disk-1"}: {Health: orphan.HealthReady}},
+		Scopes:     map[orphan.Scope]orphan.ScopeStatus{{NodeID: "n1"}: {Health: orphan.HealthReady}, {NodeID: "n1", Disk: "disk-1"}: {Health: orphan.HealthReady}},
 		Candidates: []orphan.Candidate{{Item: got.Item(), Verdict: orphan.Undecided("busy")}}})
 	if len(plan.Conditions) != 1 {
 		t.Fatalf("plan conditions = %+v", plan.Conditions)
@@ -221,5 +221,46 @@ func TestDecidePlansInstanceExist(t *testing.T) {
 		Candidates: []orphan.Candidate{{Item: inst, Verdict: orphan.Orphan("no record")}}})
 	if len(plan.Conditions) != 1 || !meta.IsStatusConditionTrue(plan.Conditions[0].Conditions, orphan.ConditionInstanceExist) {
 		t.Fatalf("plan conditions = %+v", plan.Conditions)
+	}
+}
+
+type engineAdapter struct {
+	kindAdapter
+	engines []orphan.DataEngine
+}
+
+func (a *engineAdapter) DataEngines() []orphan.DataEngine { return a.engines }
+
+// TestCombineRoutesByDataEngine: a host's v1 instance adapter and spdk's
+// v2 one serve the same kinds on one node; each gets only its engine's
+// items and records.
+func TestCombineRoutesByDataEngine(t *testing.T) {
+	ctx := context.Background()
+	kinds := []orphan.Kind{orphan.KindEngineInstance, orphan.KindReplicaInstance}
+	v1 := &engineAdapter{kindAdapter{kinds: kinds}, []orphan.DataEngine{orphan.DataEngineV1}}
+	v2 := &engineAdapter{kindAdapter{kinds: kinds}, []orphan.DataEngine{orphan.DataEngineV2}}
+	c, err := orphan.Combine(v1, v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := func(e orphan.DataEngine) orphan.Record {
+		return orphan.Record{Name: "orphan-" + string(e), Kind: orphan.KindReplicaInstance, DataEngine: e}
+	}
+	if err := c.Delete(ctx, rec(orphan.DataEngineV2)); err != nil || len(v2.deleted) != 1 || len(v1.deleted) != 0 {
+		t.Fatalf("a v2 record went to %v / %v (%v)", v1.deleted, v2.deleted, err)
+	}
+	if err := c.Delete(ctx, rec("v3")); !errors.Is(err, orphan.ErrNoAdapter) {
+		t.Fatalf("a record of an engine nobody serves: %v", err)
+	}
+	if v, _ := c.Judge(ctx, orphan.Item{Kind: orphan.KindEngineInstance, DataEngine: ""}); v.Outcome != orphan.OutcomeUndecided {
+		t.Fatalf("an item without an engine was judged %v", v)
+	}
+	// Overlap is refused: an unscoped adapter of the same kind, or two
+	// that share an engine.
+	if _, err := orphan.Combine(v1, &kindAdapter{kinds: kinds}); err == nil {
+		t.Fatal("an unscoped adapter beside a scoped one of the same kinds was combined")
+	}
+	if _, err := orphan.Combine(v1, &engineAdapter{kindAdapter{kinds: kinds}, []orphan.DataEngine{orphan.DataEngineV2, orphan.DataEngineV1}}); err == nil {
+		t.Fatal("two adapters serving v1 instances were combined")
 	}
 }

@@ -1,81 +1,11 @@
 package rebuild
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
-
-// Options tune the decision. The zero value is the documented default for
-// every field.
-type Options struct {
-	// DataEngines are the engines offline rebuilding applies to.
-	// Default: only DataEngineV2, as in seed 003 (v1 rebuilds online).
-	DataEngines []DataEngine
-
-	// Priority of the rebuilding ticket. Default DefaultPriority (800).
-	// It must stay below WorkloadPriority.
-	Priority int
-	// WorkloadPriority is the lowest priority of a workload ticket.
-	// Default DefaultWorkloadPriority (900).
-	WorkloadPriority int
-
-	// StallTimeout: how long the ticket may stay without progress before it
-	// is deleted so the volume can detach. Default 10 minutes. Progress is
-	// only what the host can observe, and each kind is a high-water mark
-	// within the attempt, so a flapping state cannot restart the clock:
-	//   - the volume seen attached for the first time in the attempt;
-	//   - more replicas healthy than ever before in the attempt;
-	//   - Volume.RebuildProgress above its highest value since the attempt
-	//     started, a replica became healthy, or a rebuild was counted as
-	//     failed (a new rebuild starts from zero; failed rebuilds are
-	//     bounded by MaxFailedRebuilds).
-	// A replica merely staying ReplicaRebuilding is not progress: a hung
-	// rebuild releases the volume StallTimeout after the last progress.
-	StallTimeout time.Duration
-	// MaxFailedRebuilds: how many rebuilds may fail within one attachment
-	// before it is given up. Default 3.
-	MaxFailedRebuilds int
-
-	// InitialBackoff is the wait after the first attempt that was given up;
-	// it doubles with each further one up to MaxBackoff.
-	// Defaults: 1 minute, growing to 1 hour.
-	InitialBackoff time.Duration
-	MaxBackoff     time.Duration
-}
-
-// ErrInvalidOptions is wrapped by the error NewPlanner and NewDriver return
-// for Options they cannot honour.
-var ErrInvalidOptions = errors.New("rebuild: invalid options")
-
-// Validate reports Options that cannot be honoured: negative values, a
-// ticket priority not below the workload priority (the ticket would then
-// outrank a workload), an initial backoff above the cap, or an unknown data
-// engine. The error wraps ErrInvalidOptions.
-func (o Options) Validate() error {
-	invalid := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
-	}
-	if o.Priority < 0 || o.WorkloadPriority < 0 || o.StallTimeout < 0 || o.MaxFailedRebuilds < 0 ||
-		o.InitialBackoff < 0 || o.MaxBackoff < 0 {
-		return invalid("negative value in %+v", o)
-	}
-	for _, e := range o.DataEngines {
-		if e != DataEngineV1 && e != DataEngineV2 {
-			return invalid("unknown data engine %q (known: v1, v2)", e)
-		}
-	}
-	d := o.withDefaults()
-	if d.Priority >= d.WorkloadPriority {
-		return invalid("ticket priority %d is not below workload priority %d", d.Priority, d.WorkloadPriority)
-	}
-	if d.InitialBackoff > d.MaxBackoff {
-		return invalid("initial backoff %s is above max backoff %s", d.InitialBackoff, d.MaxBackoff)
-	}
-	return nil
-}
 
 // Planner makes the offline rebuilding decision for one volume at a time.
 // It holds only its options: it is immutable, has no goroutines, does no I/O
@@ -94,8 +24,8 @@ func NewPlanner(opts Options) (Planner, error) {
 	return Planner{opts: opts}, nil
 }
 
-// Observation is everything the decision looks at.
-type Observation struct {
+// Input is everything the decision looks at, for one volume.
+type Input struct {
 	Volume Volume
 	// Tickets are all attachment tickets of the volume, including the
 	// rebuilding ticket if it exists.
@@ -107,103 +37,6 @@ type Observation struct {
 	Record Record
 	// Now is the current time; the planner has no clock of its own.
 	Now time.Time
-}
-
-// Action is what to do with the rebuilding ticket.
-type Action int
-
-const (
-	// ActionWait: there is no ticket and none should be created now.
-	ActionWait Action = iota
-	// ActionCreate: create Decision.Ticket, or replace the ticket with that ID.
-	ActionCreate
-	// ActionKeep: the ticket exists and stays as it is.
-	ActionKeep
-	// ActionDelete: delete the ticket with ID Decision.Ticket.ID.
-	ActionDelete
-)
-
-// String returns the action's name, as in "create".
-func (a Action) String() string {
-	switch a {
-	case ActionWait:
-		return "wait"
-	case ActionCreate:
-		return "create"
-	case ActionKeep:
-		return "keep"
-	case ActionDelete:
-		return "delete"
-	}
-	return fmt.Sprintf("Action(%d)", int(a))
-}
-
-// ConditionType is the type of the condition the decision reports.
-const ConditionType = "OfflineRebuilding"
-
-// Reasons of the OfflineRebuilding condition. The condition is True while
-// the rebuilding ticket exists and False otherwise.
-const (
-	ReasonDisabled         = "Disabled"         // setting off, or the data engine is not covered
-	ReasonVolumeDeleting   = "VolumeDeleting"   // deletion requested: never attach for rebuilding
-	ReasonVolumeFaulted    = "VolumeFaulted"    // no data to rebuild from
-	ReasonHealthy          = "Healthy"          // no rebuild needed
-	ReasonCompleted        = "Completed"        // rebuilt; the ticket is deleted so the volume detaches
-	ReasonInterrupted      = "Interrupted"      // a higher-priority ticket (a workload) wants the volume
-	ReasonWaitingForDetach = "WaitingForDetach" // degraded, but attached for someone else
-	ReasonCannotProgress   = "CannotProgress"   // no replica to rebuild, or rebuilding failed or stalled
-	ReasonBackingOff       = "BackingOff"       // waiting before the next attempt after CannotProgress
-	ReasonAttaching        = "Attaching"        // ticket exists, waiting for the maintenance attachment
-	ReasonRebuilding       = "Rebuilding"       // attached in maintenance mode, replicas rebuilding
-)
-
-// Decision is the result of Decide: what to do with the ticket, what to
-// show, what to remember and when to look again.
-type Decision struct {
-	Action Action
-	// Ticket is the ticket to create (ActionCreate), or the one to keep or
-	// delete; for ActionWait it holds the ID the ticket would have.
-	Ticket Ticket
-	// Required is Longhorn's Status.OfflineReplicaRebuildingRequired: the
-	// volume is degraded and offline rebuilding applies to it.
-	Required bool
-	// Condition is the OfflineRebuilding condition. LastTransitionTime is
-	// Now; merge it with meta.SetStatusCondition so that the time only moves
-	// when the status changes.
-	Condition metav1.Condition
-	// Record must be passed back in the next Observation of this volume.
-	Record Record
-	// RequeueAfter, when positive, is when the decision should be made again
-	// even if nothing changes (a backoff ends, a stall would be detected).
-	RequeueAfter time.Duration
-}
-
-// Record is the memory the decision needs between two observations: how
-// often rebuilding was given up, until when to wait, and how the current
-// attempt is going. Hosts store it with the volume (in memory or in a
-// status field) and pass it back unchanged. Losing it once resets the
-// backoff and restarts the current attempt's stall clock (the ticket is
-// adopted as a new attempt); a host that never passes it back gets no
-// stall limit, so a hung rebuild would keep its volume.
-type Record struct {
-	// Failures counts consecutive attempts that were given up.
-	Failures int `json:"failures,omitempty"`
-	// RetryAt: no new ticket before this time.
-	RetryAt time.Time `json:"retryAt,omitzero"`
-	// LastFailure says why the last attempt was given up.
-	LastFailure string `json:"lastFailure,omitempty"`
-
-	// The current attempt; zero while there is no ticket.
-	AttemptStartedAt time.Time `json:"attemptStartedAt,omitzero"`
-	LastProgressAt   time.Time `json:"lastProgressAt,omitzero"`
-	SawAttached      bool      `json:"sawAttached,omitempty"`
-	BestHealthy      int       `json:"bestHealthy,omitempty"`
-	// BestProgress is the highest Volume.RebuildProgress seen since the
-	// attempt started, a replica became healthy or a rebuild failed.
-	BestProgress   int64     `json:"bestProgress,omitempty"`
-	WasRebuilding  bool      `json:"wasRebuilding,omitempty"`
-	FailedRebuilds int       `json:"failedRebuilds,omitempty"`
-	LastFailedAt   time.Time `json:"lastFailedAt,omitzero"` // newest Replica.LastFailedAt seen
 }
 
 // Decide returns the decision for one volume. It is a pure function of the
@@ -229,7 +62,7 @@ type Record struct {
 // A Record from the future (the clock stepped back, or a corrupt stored
 // record) is clamped first, so that no wait exceeds StallTimeout or
 // MaxBackoff from Now.
-func (p Planner) Decide(obs Observation) Decision {
+func (p Planner) Decide(obs Input) Decision {
 	o := p.opts.withDefaults()
 	obs.Record = obs.Record.sane(obs.Now, o)
 	v := obs.Volume
@@ -272,7 +105,7 @@ func (p Planner) Decide(obs Observation) Decision {
 // decider carries one Decide call's inputs so the branches read as sentences.
 type decider struct {
 	o        Options // with defaults
-	obs      Observation
+	obs      Input
 	id       string
 	ours     Ticket
 	present  bool
@@ -288,7 +121,7 @@ func (d decider) release(reason, msg string, rec Record) Decision {
 	}
 	dec.Required = d.required
 	if !rec.RetryAt.IsZero() && d.obs.Now.Before(rec.RetryAt) {
-		dec.RequeueAfter = rec.RetryAt.Sub(d.obs.Now)
+		dec.RequeueAt = rec.RetryAt
 	}
 	return dec
 }
@@ -296,28 +129,28 @@ func (d decider) release(reason, msg string, rec Record) Decision {
 // start handles a degraded volume without a ticket.
 func (d decider) start() Decision {
 	v, now, rec := d.obs.Volume, d.obs.Now, d.obs.Record.endAttempt()
-	wait := func(reason, msg string, after time.Duration) Decision {
+	wait := func(reason, msg string, at time.Time) Decision {
 		return Decision{Action: ActionWait, Ticket: Ticket{ID: d.id}, Required: true, Record: rec,
-			Condition: d.condition(metav1.ConditionFalse, reason, msg), RequeueAfter: after}
+			Condition: d.condition(metav1.ConditionFalse, reason, msg), RequeueAt: at}
 	}
 	if now.Before(rec.RetryAt) {
 		// The message names the time, not the time left, so that it stays
 		// the same across reconciles and causes no status writes.
-		return wait(ReasonBackingOff, fmt.Sprintf("attempt %d gave up (%s); next attempt at %s", rec.Failures, rec.LastFailure, rec.RetryAt.UTC().Format(time.RFC3339)), rec.RetryAt.Sub(now))
+		return wait(ReasonBackingOff, fmt.Sprintf("attempt %d gave up (%s); next attempt at %s", rec.Failures, rec.LastFailure, rec.RetryAt.UTC().Format(time.RFC3339)), rec.RetryAt)
 	}
 	if v.State != StateDetached {
-		return wait(ReasonWaitingForDetach, fmt.Sprintf("degraded (%d of %d replicas healthy); rebuilding starts once the volume is detached", v.HealthyReplicas(), v.DesiredReplicas), 0)
+		return wait(ReasonWaitingForDetach, fmt.Sprintf("degraded (%d of %d replicas healthy); rebuilding starts once the volume is detached", v.HealthyReplicas(), v.DesiredReplicas), time.Time{})
 	}
 	if !v.CanReuseFailedReplica && !v.CanScheduleReplica {
 		// Creating the ticket now would attach the volume for nothing, and
 		// Longhorn's loop of create, attach, give up is what kept volumes
 		// attached: do not start, look again later.
-		return wait(ReasonCannotProgress, "no failed replica can be reused and no new replica can be scheduled; not attaching", d.o.InitialBackoff)
+		return wait(ReasonCannotProgress, "no failed replica can be reused and no new replica can be scheduled; not attaching", now.Add(d.o.InitialBackoff))
 	}
 	rec = rec.startAttempt(now, v)
 	return Decision{Action: ActionCreate, Ticket: d.ticket(), Required: true, Record: rec,
-		Condition:    d.condition(metav1.ConditionTrue, ReasonAttaching, fmt.Sprintf("degraded (%d of %d replicas healthy); attaching in maintenance mode on %s", v.HealthyReplicas(), v.DesiredReplicas, v.OwnerNode)),
-		RequeueAfter: d.o.StallTimeout}
+		Condition: d.condition(metav1.ConditionTrue, ReasonAttaching, fmt.Sprintf("degraded (%d of %d replicas healthy); attaching in maintenance mode on %s", v.HealthyReplicas(), v.DesiredReplicas, v.OwnerNode)),
+		RequeueAt: now.Add(d.o.StallTimeout)}
 }
 
 // follow handles a degraded volume whose ticket exists: it records progress
@@ -383,7 +216,7 @@ func (d decider) follow() Decision {
 	}
 
 	dec := Decision{Action: ActionKeep, Ticket: d.ours, Required: true, Record: rec,
-		RequeueAfter: rec.LastProgressAt.Add(d.o.StallTimeout).Sub(now)}
+		RequeueAt: rec.LastProgressAt.Add(d.o.StallTimeout)}
 	if v.State == StateDetached && d.ours.NodeID != v.OwnerNode {
 		// The owner moved before the attachment happened: ask for the new one.
 		dec.Action, dec.Ticket = ActionCreate, d.ticket()
@@ -400,9 +233,9 @@ func (d decider) follow() Decision {
 func (d decider) giveUp(rec Record, why string) Decision {
 	rec = rec.endAttempt()
 	rec.Failures++
-	wait := backoff(rec.Failures, d.o.InitialBackoff, d.o.MaxBackoff)
+	wait := d.o.backoff().Delay(rec.Failures)
 	rec.RetryAt, rec.LastFailure = d.obs.Now.Add(wait), why
-	return Decision{Action: ActionDelete, Ticket: d.ours, Required: true, Record: rec, RequeueAfter: wait,
+	return Decision{Action: ActionDelete, Ticket: d.ours, Required: true, Record: rec, RequeueAt: rec.RetryAt,
 		Condition: d.condition(metav1.ConditionFalse, ReasonCannotProgress, fmt.Sprintf("%s; released the volume, next attempt in %s", why, wait))}
 }
 
@@ -413,91 +246,6 @@ func (d decider) ticket() Ticket {
 func (d decider) condition(status metav1.ConditionStatus, reason, msg string) metav1.Condition {
 	return metav1.Condition{Type: ConditionType, Status: status, Reason: reason, Message: msg,
 		LastTransitionTime: metav1.NewTime(d.obs.Now)}
-}
-
-// startAttempt begins following a ticket. Failures that happened before it
-// are not the attempt's.
-func (r Record) startAttempt(now time.Time, v Volume) Record {
-	r = r.endAttempt()
-	r.AttemptStartedAt, r.LastProgressAt = now, now
-	r.BestHealthy, r.LastFailedAt = v.HealthyReplicas(), v.lastFailure()
-	r.BestProgress = v.RebuildProgress() // progress from before the attempt is not the attempt's
-	return r
-}
-
-// sane clamps a record that cannot come from this clock: times after now
-// would stretch a stall or a backoff without bound.
-func (r Record) sane(now time.Time, o Options) Record {
-	if limit := now.Add(o.MaxBackoff); r.RetryAt.After(limit) {
-		r.RetryAt = limit
-	}
-	if r.AttemptStartedAt.After(now) {
-		r.AttemptStartedAt = now
-	}
-	if r.LastProgressAt.After(now) {
-		r.LastProgressAt = now
-	}
-	if r.BestProgress < 0 {
-		r.BestProgress = 0
-	}
-	if r.Failures < 0 || r.Failures > maxFailures {
-		r.Failures = maxFailures // keeps Failures++ from overflowing
-	}
-	return r
-}
-
-// maxFailures is far beyond the doublings that reach any MaxBackoff.
-const maxFailures = 1 << 20
-
-// endAttempt keeps the backoff and drops the current attempt.
-func (r Record) endAttempt() Record {
-	return Record{Failures: r.Failures, RetryAt: r.RetryAt, LastFailure: r.LastFailure}
-}
-
-func (o Options) withDefaults() Options {
-	if len(o.DataEngines) == 0 {
-		o.DataEngines = []DataEngine{DataEngineV2}
-	}
-	if o.Priority <= 0 {
-		o.Priority = DefaultPriority
-	}
-	if o.WorkloadPriority <= 0 {
-		o.WorkloadPriority = DefaultWorkloadPriority
-	}
-	if o.StallTimeout <= 0 {
-		o.StallTimeout = 10 * time.Minute
-	}
-	if o.MaxFailedRebuilds <= 0 {
-		o.MaxFailedRebuilds = 3
-	}
-	if o.InitialBackoff <= 0 {
-		o.InitialBackoff = time.Minute
-	}
-	if o.MaxBackoff <= 0 {
-		o.MaxBackoff = time.Hour
-	}
-	return o
-}
-
-func (o Options) covers(e DataEngine) bool {
-	for _, c := range o.DataEngines {
-		if c == e {
-			return true
-		}
-	}
-	return false
-}
-
-// backoff is initial·2^(failures-1), capped at max.
-func backoff(failures int, initial, max time.Duration) time.Duration {
-	wait := initial
-	for i := 1; i < failures && wait > 0 && wait < max; i++ {
-		wait *= 2
-	}
-	if wait > max || wait <= 0 {
-		return max
-	}
-	return wait
 }
 
 func findTicket(tickets []Ticket, id string) (Ticket, bool) {

@@ -57,7 +57,7 @@ func FuzzDecide(f *testing.F) {
 			BestHealthy: int(healthy % 8), LastFailedAt: now}
 
 		var p Planner
-		d := p.Decide(Observation{Volume: v, Tickets: tickets, Global: global, Record: rec, Now: now})
+		d := p.Decide(Input{Volume: v, Tickets: tickets, Global: global, Record: rec, Now: now})
 
 		if d.Action == ActionCreate {
 			tk := d.Ticket
@@ -82,10 +82,10 @@ func FuzzDecide(f *testing.F) {
 				t.Fatalf("%s for %+v (global %v)", d.Action, v, global)
 			}
 		}
-		if d.RequeueAfter < 0 || d.RequeueAfter > time.Hour {
+		if after := d.RequeueAt.Sub(now); !d.RequeueAt.IsZero() && (after < 0 || after > time.Hour) {
 			// Nothing waits beyond the largest bound (MaxBackoff, 1h), even
-			// with a record from the future.
-			t.Fatalf("requeue %s", d.RequeueAfter)
+			// with a record from the future, and nothing asks for the past.
+			t.Fatalf("requeue %s after now", after)
 		}
 		if d.Action == ActionKeep && d.Record.LastProgressAt.Add(10*time.Minute).Before(now) {
 			t.Fatalf("kept past the stall timeout: %+v", d.Record)
@@ -129,7 +129,7 @@ func TestRecordJSON(t *testing.T) {
 // BenchmarkDecide measures one decision for a degraded volume with a ticket.
 func BenchmarkDecide(b *testing.B) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	obs := Observation{Volume: degraded(), Global: true, Now: now, Record: attempt(),
+	obs := Input{Volume: degraded(), Global: true, Now: now, Record: attempt(),
 		Tickets: []Ticket{ours(), back(), {ID: "snap", Priority: 800}}}
 	obs.Volume.State = StateAttached
 	obs.Volume.Replicas[2].State = ReplicaRebuilding
@@ -147,7 +147,7 @@ func BenchmarkDecide(b *testing.B) {
 // for an observation. For a present ticket on a degraded volume it allows
 // keep, give up (delete), and re-create on a moved owner, since choosing
 // among them needs the record.
-func referenceAction(obs Observation) []Action {
+func referenceAction(obs Input) []Action {
 	v := obs.Volume
 	var present bool
 	higher := false
@@ -210,7 +210,7 @@ func TestDecideMatchesReference(t *testing.T) {
 				WasRebuilding: rng.Intn(2) == 0, BestHealthy: rng.Intn(4), FailedRebuilds: rng.Intn(4)}
 			rec.LastProgressAt = rec.AttemptStartedAt.Add(time.Duration(rng.Intn(10)) * time.Minute)
 		}
-		obs := Observation{Volume: v, Tickets: tickets, Global: rng.Intn(2) == 0, Record: rec, Now: now}
+		obs := Input{Volume: v, Tickets: tickets, Global: rng.Intn(2) == 0, Record: rec, Now: now}
 		got := p.Decide(obs)
 		allowed := referenceAction(obs)
 		ok := false

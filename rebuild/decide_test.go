@@ -51,65 +51,65 @@ func TestDecide(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
-		edit  func(*Observation)
+		edit  func(*Input)
 		want  want
 		check func(t *testing.T, d Decision)
 	}{
 		// 1. Enablement and engines.
-		{"v1 volume is not covered by default", func(o *Observation) {
+		{"v1 volume is not covered by default", func(o *Input) {
 			o.Volume.DataEngine = DataEngineV1
 			o.Tickets = []Ticket{ours()}
 			o.Record = Record{Failures: 2}
 		}, want{ActionDelete, ReasonDisabled, metav1.ConditionFalse, false, 0}, recordIs(Record{})},
-		{"empty data engine is not covered", func(o *Observation) { o.Volume.DataEngine = "" },
+		{"empty data engine is not covered", func(o *Input) { o.Volume.DataEngine = "" },
 			want{ActionWait, ReasonDisabled, metav1.ConditionFalse, false, 0}, nil},
-		{"global off, volume ignored", func(o *Observation) { o.Global = false },
+		{"global off, volume ignored", func(o *Input) { o.Global = false },
 			want{ActionWait, ReasonDisabled, metav1.ConditionFalse, false, 0}, nil},
-		{"global off, volume enabled", func(o *Observation) { o.Global, o.Volume.Setting = false, VolumeSettingEnabled },
+		{"global off, volume enabled", func(o *Input) { o.Global, o.Volume.Setting = false, VolumeSettingEnabled },
 			want{ActionCreate, ReasonAttaching, metav1.ConditionTrue, true, 0}, nil},
-		{"global on, volume disabled, ticket present", func(o *Observation) {
+		{"global on, volume disabled, ticket present", func(o *Input) {
 			o.Volume.Setting = VolumeSettingDisabled
 			o.Tickets = []Ticket{ours()}
 		}, want{ActionDelete, ReasonDisabled, metav1.ConditionFalse, false, 0}, nil},
-		{"unknown volume setting counts as disabled", func(o *Observation) { o.Volume.Setting = "sometimes" },
+		{"unknown volume setting counts as disabled", func(o *Input) { o.Volume.Setting = "sometimes" },
 			want{ActionWait, ReasonDisabled, metav1.ConditionFalse, false, 0}, nil},
 
 		// 2. Deleting and faulted volumes.
-		{"deleting with ticket", func(o *Observation) {
+		{"deleting with ticket", func(o *Input) {
 			o.Volume.Deleting = true
 			o.Tickets = []Ticket{ours()}
 			o.Record = attempt()
 		}, want{ActionDelete, ReasonVolumeDeleting, metav1.ConditionFalse, false, 0}, recordIs(Record{})},
-		{"faulted with ticket keeps backoff", func(o *Observation) {
+		{"faulted with ticket keeps backoff", func(o *Input) {
 			o.Volume.Robustness = RobustnessFaulted
 			o.Tickets = []Ticket{ours()}
 			o.Record = Record{Failures: 1, RetryAt: t0.Add(time.Minute), LastFailure: "x", AttemptStartedAt: t0}
 		}, want{ActionDelete, ReasonVolumeFaulted, metav1.ConditionFalse, false, time.Minute},
 			recordIs(Record{Failures: 1, RetryAt: t0.Add(time.Minute), LastFailure: "x"})},
 
-		{"no healthy replica, robustness unknown: treated as faulted", func(o *Observation) {
+		{"no healthy replica, robustness unknown: treated as faulted", func(o *Input) {
 			o.Volume.Robustness = RobustnessUnknown
 			o.Volume.Replicas = []Replica{{Name: "r1", State: ReplicaFailed}, {Name: "r2", State: ReplicaFailed}}
 			o.Tickets = []Ticket{ours()}
 		}, want{ActionDelete, ReasonVolumeFaulted, metav1.ConditionFalse, false, 0}, nil},
 
 		// 3. Healthy volumes.
-		{"healthy, no ticket", func(o *Observation) { o.Volume.Replicas[2].State = ReplicaHealthy },
+		{"healthy, no ticket", func(o *Input) { o.Volume.Replicas[2].State = ReplicaHealthy },
 			want{ActionWait, ReasonHealthy, metav1.ConditionFalse, false, 0}, nil},
-		{"rebuilt: ticket released, record forgotten", func(o *Observation) {
+		{"rebuilt: ticket released, record forgotten", func(o *Input) {
 			o.Volume.Replicas[2].State = ReplicaHealthy
 			o.Volume.State = StateAttached
 			o.Tickets = []Ticket{ours()}
 			o.Record = Record{Failures: 3, AttemptStartedAt: t0}
 		}, want{ActionDelete, ReasonCompleted, metav1.ConditionFalse, false, 0}, recordIs(Record{})},
-		{"more healthy than desired is healthy", func(o *Observation) {
+		{"more healthy than desired is healthy", func(o *Input) {
 			o.Volume.Replicas = append(o.Volume.Replicas, Replica{Name: "r4", State: ReplicaHealthy}, Replica{Name: "r5", State: ReplicaHealthy})
 		}, want{ActionWait, ReasonHealthy, metav1.ConditionFalse, false, 0}, nil},
-		{"no desired replicas is never degraded", func(o *Observation) { o.Volume.DesiredReplicas = 0 },
+		{"no desired replicas is never degraded", func(o *Input) { o.Volume.DesiredReplicas = 0 },
 			want{ActionWait, ReasonHealthy, metav1.ConditionFalse, false, 0}, nil},
 
 		// 4. Higher-priority tickets.
-		{"workload ticket interrupts the rebuild", func(o *Observation) {
+		{"workload ticket interrupts the rebuild", func(o *Input) {
 			o.Volume.State = StateAttached
 			o.Tickets = []Ticket{ours(), csi()}
 			o.Record = attempt()
@@ -121,13 +121,13 @@ func TestDecide(t *testing.T) {
 				t.Errorf("attempt not ended: %+v", d.Record)
 			}
 		}},
-		{"workload ticket without ours: wait", func(o *Observation) { o.Tickets = []Ticket{csi()} },
+		{"workload ticket without ours: wait", func(o *Input) { o.Tickets = []Ticket{csi()} },
 			want{ActionWait, ReasonWaitingForDetach, metav1.ConditionFalse, true, 0}, nil},
-		{"equal priority ticket does not interrupt", func(o *Observation) {
+		{"equal priority ticket does not interrupt", func(o *Input) {
 			o.Tickets = []Ticket{back(), ours()}
 			o.Record = attempt()
 		}, want{ActionKeep, ReasonAttaching, metav1.ConditionTrue, true, 0}, nil},
-		{"lower priority ticket does not interrupt", func(o *Observation) {
+		{"lower priority ticket does not interrupt", func(o *Input) {
 			o.Tickets = []Ticket{{ID: "low", Priority: 100}}
 		}, want{ActionCreate, ReasonAttaching, metav1.ConditionTrue, true, 0}, nil},
 
@@ -141,25 +141,25 @@ func TestDecide(t *testing.T) {
 					t.Errorf("record %+v, want %+v", d.Record, attempt())
 				}
 			}},
-		{"only reuse possible: create", func(o *Observation) { o.Volume.CanScheduleReplica = false },
+		{"only reuse possible: create", func(o *Input) { o.Volume.CanScheduleReplica = false },
 			want{ActionCreate, ReasonAttaching, metav1.ConditionTrue, true, 0}, nil},
-		{"only a new replica possible: create", func(o *Observation) { o.Volume.CanReuseFailedReplica = false },
+		{"only a new replica possible: create", func(o *Input) { o.Volume.CanReuseFailedReplica = false },
 			want{ActionCreate, ReasonAttaching, metav1.ConditionTrue, true, 0}, nil},
-		{"nothing schedulable: do not attach", func(o *Observation) {
+		{"nothing schedulable: do not attach", func(o *Input) {
 			o.Volume.CanReuseFailedReplica, o.Volume.CanScheduleReplica = false, false
 		}, want{ActionWait, ReasonCannotProgress, metav1.ConditionFalse, true, time.Minute}, recordIs(Record{})},
-		{"attached for someone else: wait", func(o *Observation) { o.Volume.State = StateAttached },
+		{"attached for someone else: wait", func(o *Input) { o.Volume.State = StateAttached },
 			want{ActionWait, ReasonWaitingForDetach, metav1.ConditionFalse, true, 0}, nil},
-		{"detaching: wait", func(o *Observation) { o.Volume.State = StateDetaching },
+		{"detaching: wait", func(o *Input) { o.Volume.State = StateDetaching },
 			want{ActionWait, ReasonWaitingForDetach, metav1.ConditionFalse, true, 0}, nil},
-		{"backing off", func(o *Observation) {
+		{"backing off", func(o *Input) {
 			o.Record = Record{Failures: 2, RetryAt: t0.Add(90 * time.Second), LastFailure: "no progress"}
 		}, want{ActionWait, ReasonBackingOff, metav1.ConditionFalse, true, 90 * time.Second}, func(t *testing.T, d Decision) {
 			if !strings.Contains(d.Condition.Message, "2026-03-01T12:01:30Z") || !strings.Contains(d.Condition.Message, "no progress") {
 				t.Errorf("message %q should name the retry time and the cause", d.Condition.Message)
 			}
 		}},
-		{"backoff over: create, failures kept", func(o *Observation) {
+		{"backoff over: create, failures kept", func(o *Input) {
 			o.Record = Record{Failures: 2, RetryAt: t0, LastFailure: "no progress"}
 		}, want{ActionCreate, ReasonAttaching, metav1.ConditionTrue, true, 0}, func(t *testing.T, d Decision) {
 			if d.Record.Failures != 2 || d.Record.AttemptStartedAt != t0 {
@@ -167,7 +167,7 @@ func TestDecide(t *testing.T) {
 			}
 		}},
 
-		{"backoff from the future is clamped to MaxBackoff", func(o *Observation) {
+		{"backoff from the future is clamped to MaxBackoff", func(o *Input) {
 			o.Record = Record{Failures: -5, RetryAt: t0.Add(48 * time.Hour)}
 		}, want{ActionWait, ReasonBackingOff, metav1.ConditionFalse, true, time.Hour}, func(t *testing.T, d Decision) {
 			if d.Record.RetryAt != t0.Add(time.Hour) || d.Record.Failures != maxFailures {
@@ -176,17 +176,17 @@ func TestDecide(t *testing.T) {
 		}},
 
 		// 6. Degraded, ticket present.
-		{"progress from the future is clamped to now", func(o *Observation) {
+		{"progress from the future is clamped to now", func(o *Input) {
 			o.Tickets = []Ticket{ours()}
 			o.Record = attempt()
 			o.Record.AttemptStartedAt, o.Record.LastProgressAt = t0.Add(24*time.Hour), t0.Add(24*time.Hour)
 		}, want{ActionKeep, ReasonAttaching, metav1.ConditionTrue, true, 10 * time.Minute}, nil},
-		{"ticket waiting for attachment: keep", func(o *Observation) {
+		{"ticket waiting for attachment: keep", func(o *Input) {
 			o.Tickets = []Ticket{ours()}
 			o.Record = attempt()
 			o.Now = t0.Add(4 * time.Minute)
 		}, want{ActionKeep, ReasonAttaching, metav1.ConditionTrue, true, 6 * time.Minute}, nil},
-		{"attached, rebuilding: keep and note progress", func(o *Observation) {
+		{"attached, rebuilding: keep and note progress", func(o *Input) {
 			o.Volume.State = StateAttached
 			o.Volume.Replicas[2].State = ReplicaRebuilding
 			o.Tickets = []Ticket{ours()}
@@ -197,14 +197,14 @@ func TestDecide(t *testing.T) {
 				t.Errorf("record %+v", d.Record)
 			}
 		}},
-		{"ticket without record is adopted", func(o *Observation) {
+		{"ticket without record is adopted", func(o *Input) {
 			o.Tickets = []Ticket{ours()}
 		}, want{ActionKeep, ReasonAttaching, metav1.ConditionTrue, true, 10 * time.Minute}, func(t *testing.T, d Decision) {
 			if d.Record.AttemptStartedAt != t0 {
 				t.Errorf("record %+v: attempt should start now", d.Record)
 			}
 		}},
-		{"owner moved before attach: re-create on the new node", func(o *Observation) {
+		{"owner moved before attach: re-create on the new node", func(o *Input) {
 			o.Volume.OwnerNode = "node-9"
 			o.Tickets = []Ticket{ours()}
 			o.Record = attempt()
@@ -213,7 +213,7 @@ func TestDecide(t *testing.T) {
 				t.Errorf("ticket node %q, want node-9", d.Ticket.NodeID)
 			}
 		}},
-		{"one more healthy replica is progress", func(o *Observation) {
+		{"one more healthy replica is progress", func(o *Input) {
 			o.Volume.DesiredReplicas = 4
 			o.Volume.Replicas[2].State = ReplicaHealthy
 			o.Volume.State = StateAttached
@@ -226,7 +226,7 @@ func TestDecide(t *testing.T) {
 				t.Errorf("record %+v", d.Record)
 			}
 		}},
-		{"a replica failed while attached counts as a failed rebuild", func(o *Observation) {
+		{"a replica failed while attached counts as a failed rebuild", func(o *Input) {
 			o.Volume.State = StateAttached
 			o.Volume.Replicas[2].LastFailedAt = t0.Add(time.Minute)
 			o.Tickets = []Ticket{ours()}
@@ -238,7 +238,7 @@ func TestDecide(t *testing.T) {
 				t.Errorf("record %+v: want one failed rebuild", d.Record)
 			}
 		}},
-		{"a failure before the attachment does not count", func(o *Observation) {
+		{"a failure before the attachment does not count", func(o *Input) {
 			o.Volume.Replicas[2].LastFailedAt = t0.Add(time.Minute)
 			o.Tickets = []Ticket{ours()}
 			o.Record = attempt()
@@ -248,7 +248,7 @@ func TestDecide(t *testing.T) {
 				t.Errorf("record %+v", d.Record)
 			}
 		}},
-		{"without failure times, a rebuild that ends short is a failure", func(o *Observation) {
+		{"without failure times, a rebuild that ends short is a failure", func(o *Input) {
 			o.Volume.Replicas[2].LastFailedAt = time.Time{}
 			o.Volume.State = StateAttached
 			o.Tickets = []Ticket{ours()}
@@ -260,7 +260,7 @@ func TestDecide(t *testing.T) {
 				t.Errorf("record %+v: want two failed rebuilds", d.Record)
 			}
 		}},
-		{"third failed rebuild: give up", func(o *Observation) {
+		{"third failed rebuild: give up", func(o *Input) {
 			o.Volume.State = StateAttached
 			o.Volume.Replicas[2].LastFailedAt = t0.Add(time.Minute)
 			o.Tickets = []Ticket{ours()}
@@ -273,25 +273,25 @@ func TestDecide(t *testing.T) {
 				t.Errorf("record %+v, want %+v", d.Record, want)
 			}
 		}},
-		{"attached, nothing schedulable: give up at once", func(o *Observation) {
+		{"attached, nothing schedulable: give up at once", func(o *Input) {
 			o.Volume.State = StateAttached
 			o.Volume.CanReuseFailedReplica, o.Volume.CanScheduleReplica = false, false
 			o.Tickets = []Ticket{ours()}
 			o.Record = attempt()
 		}, want{ActionDelete, ReasonCannotProgress, metav1.ConditionFalse, true, time.Minute}, nil},
-		{"detached with ticket, nothing schedulable: give up before attaching", func(o *Observation) {
+		{"detached with ticket, nothing schedulable: give up before attaching", func(o *Input) {
 			o.Volume.CanReuseFailedReplica, o.Volume.CanScheduleReplica = false, false
 			o.Tickets = []Ticket{ours()}
 			o.Record = attempt()
 		}, want{ActionDelete, ReasonCannotProgress, metav1.ConditionFalse, true, 0}, nil},
-		{"rebuilding while nothing else is schedulable: keep", func(o *Observation) {
+		{"rebuilding while nothing else is schedulable: keep", func(o *Input) {
 			o.Volume.State = StateAttached
 			o.Volume.Replicas[2].State = ReplicaRebuilding
 			o.Volume.CanReuseFailedReplica, o.Volume.CanScheduleReplica = false, false
 			o.Tickets = []Ticket{ours()}
 			o.Record = attempt()
 		}, want{ActionKeep, ReasonRebuilding, metav1.ConditionTrue, true, 0}, nil},
-		{"never attached within the stall timeout: give up", func(o *Observation) {
+		{"never attached within the stall timeout: give up", func(o *Input) {
 			o.Volume.State = StateAttaching
 			o.Tickets = []Ticket{ours()}
 			o.Record = attempt()
@@ -302,7 +302,7 @@ func TestDecide(t *testing.T) {
 				t.Errorf("record %+v", d.Record)
 			}
 		}},
-		{"attached, idle past the stall timeout: give up", func(o *Observation) {
+		{"attached, idle past the stall timeout: give up", func(o *Input) {
 			o.Volume.State = StateAttached
 			o.Tickets = []Ticket{ours()}
 			o.Record = attempt()
@@ -314,7 +314,7 @@ func TestDecide(t *testing.T) {
 	var p Planner
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			obs := Observation{Volume: degraded(), Global: true, Now: t0}
+			obs := Input{Volume: degraded(), Global: true, Now: t0}
 			if tt.edit != nil {
 				tt.edit(&obs)
 			}
@@ -324,8 +324,8 @@ func TestDecide(t *testing.T) {
 					d.Action, d.Condition.Reason, d.Condition.Status, d.Required, d.Condition.Message,
 					tt.want.action, tt.want.reason, tt.want.status, tt.want.required)
 			}
-			if tt.want.requeue != 0 && d.RequeueAfter != tt.want.requeue {
-				t.Errorf("RequeueAfter %s, want %s", d.RequeueAfter, tt.want.requeue)
+			if tt.want.requeue != 0 && d.RequeueAt.Sub(obs.Now) != tt.want.requeue {
+				t.Errorf("RequeueAt %s after Now, want %s", d.RequeueAt.Sub(obs.Now), tt.want.requeue)
 			}
 			if d.Condition.Type != ConditionType || d.Condition.Message == "" || !d.Condition.LastTransitionTime.Time.Equal(obs.Now) {
 				t.Errorf("condition %+v", d.Condition)
@@ -360,7 +360,7 @@ func TestDecideBackoffGrows(t *testing.T) {
 	now := t0
 	var waits []time.Duration
 	for i := 0; i < 5; i++ {
-		obs := Observation{Volume: degraded(), Global: true, Now: now, Record: rec, Tickets: []Ticket{ours()}}
+		obs := Input{Volume: degraded(), Global: true, Now: now, Record: rec, Tickets: []Ticket{ours()}}
 		obs.Volume.State = StateAttached
 		obs.Volume.CanReuseFailedReplica, obs.Volume.CanScheduleReplica = false, false
 		d := p.Decide(obs)
@@ -386,13 +386,16 @@ func TestBackoffExtremes(t *testing.T) {
 	}{
 		{1, time.Minute, time.Hour, time.Minute},
 		{7, time.Minute, time.Hour, time.Hour},
-		{1 << 40, time.Minute, time.Hour, time.Hour}, // must not loop 2^40 times
-		{64, time.Duration(1) << 62, time.Duration(1<<63 - 1), time.Duration(1<<63 - 1)},
-		{0, time.Minute, time.Hour, time.Minute},
+		{1 << 40, time.Minute, time.Hour, time.Hour},                                   // must not loop 2^40 times
+		{64, time.Duration(1) << 62, time.Duration(1<<63 - 1), time.Duration(1) << 62}, // capped where doubling cannot overflow
+		{64, time.Duration(1) << 61, time.Duration(1<<63 - 1), time.Duration(1) << 62},
+		{3, time.Duration(1)<<62 - 1, time.Duration(1<<63 - 1), time.Duration(1) << 62},
+		{0, time.Minute, time.Hour, 0}, // no failure yet: no wait (giveUp counts the failure first)
 	}
 	for _, tt := range tests {
-		if got := backoff(tt.failures, tt.initial, tt.max); got != tt.want {
-			t.Errorf("backoff(%d, %s, %s) = %s, want %s", tt.failures, tt.initial, tt.max, got, tt.want)
+		o := Options{InitialBackoff: tt.initial, MaxBackoff: tt.max}.withDefaults()
+		if got := o.backoff().Delay(tt.failures); got != tt.want {
+			t.Errorf("backoff after %d failures (%s up to %s) = %s, want %s", tt.failures, tt.initial, tt.max, got, tt.want)
 		}
 	}
 }
@@ -435,7 +438,7 @@ func TestOptionsCoverV1(t *testing.T) {
 	}
 	v := degraded()
 	v.DataEngine = DataEngineV1
-	if d := p.Decide(Observation{Volume: v, Global: true, Now: t0}); d.Action != ActionCreate {
+	if d := p.Decide(Input{Volume: v, Global: true, Now: t0}); d.Action != ActionCreate {
 		t.Fatalf("v1 volume with v1 covered: %s %s", d.Action, d.Condition.Message)
 	}
 }

@@ -37,7 +37,8 @@
 // the next attempt backs off.
 //
 // The decision is Planner.Decide, a pure function: no goroutines, no I/O,
-// no clock. Driver is a thin layer that reads the observation through the
+// no clock: its Input carries Now. Driver is a thin layer that reads the
+// volume, tickets and setting through the
 // host's VolumeSource and TicketStore, decides, applies the ticket change,
 // and reports the status. A host may use either.
 //
@@ -55,23 +56,25 @@
 //     Parse the volume's own field with ParseVolumeSetting.
 //  2. Implement TicketStore over the volume's attachment tickets, with each
 //     ticket's priority, and VolumeSource (volumes, the global setting
-//     SettingName, and status updates). NotFound is ErrNotFound.
+//     SettingName, and status updates). NotFound is ErrNotFound, wrapped
+//     with the name of what is missing. Run rebuildtest.RunConformanceTests
+//     against both in one line.
 //  3. Run an attachment controller that attaches a volume for its
 //     highest-priority ticket, in maintenance mode (no frontend) when that
 //     ticket has DisableFrontend, and detaches it when no ticket is left.
 //     While attached for the rebuilding ticket, rebuild replicas.
 //  4. Call Driver.Reconcile for a volume whenever it, its replicas or its
-//     tickets change, and again after Decision.RequeueAfter. Call
+//     tickets change, and again at Decision.RequeueAt. Call
 //     Driver.ReconcileAll for every volume when the global setting changes
 //     and when a node or disk becomes schedulable.
 //  5. Show Decision.Condition with meta.SetStatusCondition, and
 //     Decision.Required as Status.OfflineReplicaRebuildingRequired.
 //  6. When calling Planner.Decide directly, keep each volume's
-//     Decision.Record and pass it back in the next Observation.
+//     Decision.Record and pass it back in the next Input.
 //
 // One complete loop, with a client-go work queue keyed by volume name:
 //
-//	driver, err := rebuild.NewDriver(volumes, tickets, clock.RealClock{}, rebuild.Options{})
+//	driver, err := rebuild.NewDriver(volumes, tickets, rebuild.Options{}) // Options.Clock nil: the real clock
 //	if err != nil {
 //		return err
 //	}
@@ -86,9 +89,9 @@
 //		case err != nil:
 //			log.Printf("offline rebuilding of %s: %v", name, err)
 //			queue.AddRateLimited(name)
-//		case dec.RequeueAfter > 0:
+//		case !dec.RequeueAt.IsZero():
 //			queue.Forget(name)
-//			queue.AddAfter(name, dec.RequeueAfter)
+//			queue.AddAfter(name, time.Until(dec.RequeueAt))
 //		default:
 //			queue.Forget(name)
 //		}
@@ -101,10 +104,12 @@
 //
 // # Errors
 //
-// ParseGlobalSetting and ParseVolumeSetting return a *SettingError, which
-// wraps ErrUnknownSettingValue, for an unknown value; an unknown value never
-// enables rebuilding. Invalid Options wrap ErrInvalidOptions. Hosts wrap
-// ErrNotFound for a missing volume or ticket: deleting what is gone is
+// ParseGlobalSetting and ParseVolumeSetting return a *SettingError (the
+// shared settings error, with the accepted values), which wraps
+// ErrInvalidSetting, for an unknown value; an unknown value never enables
+// rebuilding. Invalid Options wrap ErrInvalidOptions. Hosts wrap
+// ErrNotFound (caretaker's shared NotFound class) for a missing volume or
+// ticket: deleting what is gone is
 // success, and a volume that is gone is forgotten. Every other host error
 // is returned by Driver.Reconcile wrapped with what was being done, and is
 // retryable: the driver keeps a volume's record only once its ticket change

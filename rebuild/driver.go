@@ -6,14 +6,15 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/caretaker-storage/caretaker/internal/clocks"
 	"github.com/hashicorp/go-multierror"
 	"k8s.io/utils/clock"
 )
 
 // Driver applies the Planner's decisions through the host's VolumeSource and
 // TicketStore. It keeps each volume's Record in memory and reads the time
-// from an injected clock. It starts no goroutines: the host calls Reconcile
-// from its own loop and schedules the next call after RequeueAfter.
+// from Options.Clock. It starts no goroutines: the host calls Reconcile
+// from its own loop and schedules the next call at Decision.RequeueAt.
 //
 // A Driver is safe for concurrent use. Calls for the same volume should be
 // serialized, as a work queue does; if they are not, a stale decision may be
@@ -22,29 +23,29 @@ type Driver struct {
 	planner Planner
 	volumes VolumeSource
 	tickets TicketStore
-	clock   clock.PassiveClock
+	clock   clock.Clock
 
 	mu      sync.Mutex
 	records map[string]Record
 }
 
-// NewDriver returns a Driver. clk is usually clock.RealClock{}; tests pass
-// a fake clock. The error wraps ErrInvalidOptions.
-func NewDriver(volumes VolumeSource, tickets TicketStore, clk clock.PassiveClock, opts Options) (*Driver, error) {
-	if volumes == nil || tickets == nil || clk == nil {
-		return nil, fmt.Errorf("%w: volume source, ticket store and clock are required", ErrInvalidOptions)
+// NewDriver returns a Driver reading the time from opts.Clock (nil: the
+// real clock; tests pass a fake one). The error wraps ErrInvalidOptions.
+func NewDriver(volumes VolumeSource, tickets TicketStore, opts Options) (*Driver, error) {
+	if volumes == nil || tickets == nil {
+		return nil, fmt.Errorf("%w: a volume source and a ticket store are required", ErrInvalidOptions)
 	}
 	p, err := NewPlanner(opts)
 	if err != nil {
 		return nil, err
 	}
-	return &Driver{planner: p, volumes: volumes, tickets: tickets, clock: clk, records: map[string]Record{}}, nil
+	return &Driver{planner: p, volumes: volumes, tickets: tickets, clock: clocks.Or(opts.Clock), records: map[string]Record{}}, nil
 }
 
 // Reconcile observes one volume, decides, applies the ticket change, and
 // reports the status. It returns the decision it applied; the host should
-// call Reconcile again for this volume after Decision.RequeueAfter (when
-// positive) and whenever the volume, its replicas, its tickets or the
+// call Reconcile again for this volume at Decision.RequeueAt (when not
+// zero) and whenever the volume, its replicas, its tickets or the
 // global setting change.
 //
 // When the volume no longer exists, Reconcile deletes its ticket, forgets
@@ -71,7 +72,7 @@ func (d *Driver) Reconcile(ctx context.Context, name string) (Decision, error) {
 		return Decision{}, fmt.Errorf("rebuild: tickets of volume %s: %w", name, err)
 	}
 
-	dec := d.planner.Decide(Observation{Volume: vol, Tickets: tickets, Global: global, Record: d.record(name), Now: d.clock.Now()})
+	dec := d.planner.Decide(Input{Volume: vol, Tickets: tickets, Global: global, Record: d.record(name), Now: d.clock.Now()})
 
 	if err := d.apply(ctx, name, dec); err != nil {
 		return dec, err

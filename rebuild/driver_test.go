@@ -34,7 +34,7 @@ type driverFixture struct {
 func newFixture(t *testing.T) driverFixture {
 	ctrl := gomock.NewController(t)
 	f := driverFixture{volumes: mocks.NewMockVolumeSource(ctrl), tickets: mocks.NewMockTicketStore(ctrl), clock: testingclock.NewFakeClock(start)}
-	d, err := rebuild.NewDriver(f.volumes, f.tickets, f.clock, rebuild.Options{})
+	d, err := rebuild.NewDriver(f.volumes, f.tickets, rebuild.Options{Clock: f.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,14 +187,17 @@ func TestDriverReconcileAllGoesOn(t *testing.T) {
 
 func TestNewDriverRejects(t *testing.T) {
 	ctrl := gomock.NewController(t)
-	vs, ts, clk := mocks.NewMockVolumeSource(ctrl), mocks.NewMockTicketStore(ctrl), testingclock.NewFakeClock(start)
-	if _, err := rebuild.NewDriver(nil, ts, clk, rebuild.Options{}); !errors.Is(err, rebuild.ErrInvalidOptions) {
+	vs, ts := mocks.NewMockVolumeSource(ctrl), mocks.NewMockTicketStore(ctrl)
+	if _, err := rebuild.NewDriver(nil, ts, rebuild.Options{}); !errors.Is(err, rebuild.ErrInvalidOptions) {
 		t.Errorf("nil source: %v", err)
 	}
-	if _, err := rebuild.NewDriver(vs, ts, nil, rebuild.Options{}); !errors.Is(err, rebuild.ErrInvalidOptions) {
-		t.Errorf("nil clock: %v", err)
+	if _, err := rebuild.NewDriver(vs, nil, rebuild.Options{}); !errors.Is(err, rebuild.ErrInvalidOptions) {
+		t.Errorf("nil ticket store: %v", err)
 	}
-	if _, err := rebuild.NewDriver(vs, ts, clk, rebuild.Options{Priority: 1000}); !errors.Is(err, rebuild.ErrInvalidOptions) {
+	if _, err := rebuild.NewDriver(vs, ts, rebuild.Options{Priority: 1000}); !errors.Is(err, rebuild.ErrInvalidOptions) {
 		t.Errorf("priority above workloads: %v", err)
+	}
+	if _, err := rebuild.NewDriver(vs, ts, rebuild.Options{}); err != nil {
+		t.Errorf("no clock (the real one): %v", err)
 	}
 }

@@ -18,7 +18,7 @@ func ExampleParseGlobalSetting() {
 	// "enabled": true <nil>
 	// "false": false <nil>
 	// "true\n": true <nil>
-	// "on": false rebuild: setting offline-replica-rebuilding has unknown value "on" (accepted: enabled, disabled, true, false)
+	// "on": false setting offline-replica-rebuilding="on": unknown value (accepted: enabled, disabled, true, false)
 }
 
 func ExampleEnabled() {
@@ -46,13 +46,13 @@ func ExamplePlanner_Decide() {
 	}
 	var p rebuild.Planner // the zero Planner uses the default Options
 
-	d := p.Decide(rebuild.Observation{Volume: vol, Global: true, Now: now})
+	d := p.Decide(rebuild.Input{Volume: vol, Global: true, Now: now})
 	fmt.Println(d.Action, d.Ticket.ID, d.Ticket.Priority, d.Ticket.DisableFrontend)
 	fmt.Println(d.Condition.Reason+":", d.Condition.Message)
 
 	// A pod wants the volume while the rebuilding ticket exists.
 	pod := rebuild.Ticket{ID: "csi-abc", Type: "csi-attacher", NodeID: "node-2", Priority: 900}
-	d = p.Decide(rebuild.Observation{Volume: vol, Tickets: []rebuild.Ticket{d.Ticket, pod}, Global: true, Record: d.Record, Now: now.Add(time.Minute)})
+	d = p.Decide(rebuild.Input{Volume: vol, Tickets: []rebuild.Ticket{d.Ticket, pod}, Global: true, Record: d.Record, Now: now.Add(time.Minute)})
 	fmt.Println(d.Action, d.Ticket.ID)
 	fmt.Println(d.Condition.Reason+":", d.Condition.Message)
 	// Output:
@@ -76,7 +76,7 @@ func ExampleDriver() {
 	_ = c.LoseReplica("pvc-1")
 
 	dec, err := sim.Driver.Reconcile(ctx, "pvc-1")
-	fmt.Println(dec.Action, dec.Condition.Reason, dec.RequeueAfter, err)
+	fmt.Println(dec.Action, dec.Condition.Reason, dec.RequeueAt.Sub(sim.Clock.Now()), err)
 
 	// Let the attachment controller and the rebuild run.
 	_, _ = sim.RunUntil(ctx, 20, func() bool {

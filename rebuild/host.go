@@ -4,14 +4,16 @@ package rebuild
 
 import (
 	"context"
-	"errors"
 
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// ErrNotFound is what a VolumeSource or TicketStore wraps when the volume or
-// ticket does not exist, so the driver can tell "gone" from "failed".
-var ErrNotFound = errors.New("rebuild: not found")
+// ErrNotFound is what a VolumeSource or TicketStore wraps, with the name of
+// what is missing, when the volume or ticket does not exist, so the driver
+// can tell "gone" from "failed". It is caretaker's one NotFound class, the
+// same value as orphan.ErrNotFound and the others.
+var ErrNotFound = errclass.ErrNotFound
 
 // VolumeSource is the host's read side of volumes, plus the place the
 // driver reports to. Implementations usually read from informer caches.
@@ -23,8 +25,8 @@ var ErrNotFound = errors.New("rebuild: not found")
 // must not wrap ErrNotFound, which would make the driver forget a volume
 // or count a ticket as deleted. A nil error means the change was made.
 // Returned values belong to the caller: slices are not shared with the
-// implementation or with other callers. Package rebuildtest's
-// RunVolumeSourceTests and RunTicketStoreTests check this contract.
+// implementation or with other callers. rebuildtest.RunConformanceTests
+// checks this contract.
 type VolumeSource interface {
 	// Volume returns the current view of the named volume.
 	// Called by Driver.Reconcile, concurrently for different volumes.

@@ -29,7 +29,7 @@ func TestParseGlobalSetting(t *testing.T) {
 		}
 		if err != nil {
 			var serr *SettingError
-			if !errors.Is(err, ErrUnknownSettingValue) || !errors.As(err, &serr) || serr.Value != tt.in || serr.Setting != SettingName {
+			if !errors.Is(err, ErrInvalidSetting) || !errors.As(err, &serr) || serr.Value != tt.in || serr.Setting != SettingName || len(serr.Allowed) != 4 {
 				t.Errorf("ParseGlobalSetting(%q) error %v is not a *SettingError naming the value", tt.in, err)
 			}
 		}
@@ -55,8 +55,8 @@ func TestParseVolumeSetting(t *testing.T) {
 		if got != tt.want || (err != nil) != tt.wantErr {
 			t.Errorf("ParseVolumeSetting(%q) = %q, %v; want %q, error %v", tt.in, got, err, tt.want, tt.wantErr)
 		}
-		if err != nil && !errors.Is(err, ErrUnknownSettingValue) {
-			t.Errorf("ParseVolumeSetting(%q) error %v does not wrap ErrUnknownSettingValue", tt.in, err)
+		if err != nil && !errors.Is(err, ErrInvalidSetting) {
+			t.Errorf("ParseVolumeSetting(%q) error %v does not wrap ErrInvalidSetting", tt.in, err)
 		}
 	}
 }
@@ -83,7 +83,7 @@ func FuzzParseGlobalSetting(f *testing.F) {
 		on, err := ParseGlobalSetting(in)
 		if err != nil {
 			var serr *SettingError
-			if !errors.As(err, &serr) || !errors.Is(err, ErrUnknownSettingValue) || on {
+			if !errors.As(err, &serr) || !errors.Is(err, ErrInvalidSetting) || on {
 				t.Fatalf("ParseGlobalSetting(%q) = %v, %v: want false and a *SettingError", in, on, err)
 			}
 			if serr.Error() == "" {
@@ -117,7 +117,7 @@ func FuzzParseVolumeSetting(f *testing.F) {
 		default:
 			t.Fatalf("ParseVolumeSetting(%q) = %q, not a known setting", in, got)
 		}
-		if err != nil && (got != VolumeSettingDisabled || !errors.Is(err, ErrUnknownSettingValue)) {
+		if err != nil && (got != VolumeSettingDisabled || !errors.Is(err, ErrInvalidSetting)) {
 			t.Fatalf("ParseVolumeSetting(%q) = %q, %v: an error must come with disabled", in, got, err)
 		}
 		if err == nil && got != VolumeSettingIgnored && !trimmedEquals(in, string(got)) {

@@ -11,7 +11,7 @@ import (
 // called every 30 s on a stepped clock with its own record fed back.
 func TestDecideHungRebuildReleases(t *testing.T) {
 	var p Planner
-	obs := Observation{Volume: degraded(), Global: true, Now: t0}
+	obs := Input{Volume: degraded(), Global: true, Now: t0}
 	dec := p.Decide(obs)
 	if dec.Action != ActionCreate {
 		t.Fatalf("first decision %s, want create", dec.Action)
@@ -46,7 +46,7 @@ func TestDecideHungRebuildReleases(t *testing.T) {
 func stallRun(t *testing.T, limit time.Duration, edit func(step int, v *Volume)) time.Duration {
 	t.Helper()
 	var p Planner
-	obs := Observation{Volume: degraded(), Global: true, Now: t0}
+	obs := Input{Volume: degraded(), Global: true, Now: t0}
 	dec := p.Decide(obs)
 	obs.Tickets, obs.Record = []Ticket{dec.Ticket}, dec.Record
 	attachedAt := t0.Add(30 * time.Second)
@@ -158,7 +158,7 @@ func TestDecideFailedRebuildRestartsProgress(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			obs := Observation{Volume: degraded(), Global: true, Now: t0.Add(5 * time.Minute), Record: base, Tickets: []Ticket{ours()}}
+			obs := Input{Volume: degraded(), Global: true, Now: t0.Add(5 * time.Minute), Record: base, Tickets: []Ticket{ours()}}
 			obs.Volume.State = StateAttached
 			obs.Volume.Replicas[2].State = ReplicaRebuilding
 			tt.edit(&obs.Volume)
@@ -182,11 +182,11 @@ func TestDecideProgressBeforeAttemptIsNotProgress(t *testing.T) {
 	v.Replicas[2].RebuildProgress = 70
 	var p Planner
 	// An adopted ticket (no record): the attempt starts now with 70 as its mark.
-	d := p.Decide(Observation{Volume: v, Global: true, Now: t0, Tickets: []Ticket{ours()}})
+	d := p.Decide(Input{Volume: v, Global: true, Now: t0, Tickets: []Ticket{ours()}})
 	if d.Record.BestProgress != 70 {
 		t.Fatalf("adopted attempt record %+v: want BestProgress 70", d.Record)
 	}
-	d = p.Decide(Observation{Volume: v, Global: true, Now: t0.Add(10 * time.Minute), Tickets: []Ticket{ours()}, Record: d.Record})
+	d = p.Decide(Input{Volume: v, Global: true, Now: t0.Add(10 * time.Minute), Tickets: []Ticket{ours()}, Record: d.Record})
 	if d.Action != ActionDelete {
 		t.Fatalf("stale 70%% kept the ticket: %s %s", d.Action, d.Condition.Message)
 	}

@@ -3,6 +3,21 @@ package rebuild
 import (
 	"math"
 	"time"
+
+	"github.com/caretaker-storage/caretaker/internal/longhorn"
+)
+
+// DataEngine is Longhorn's data engine (the one type caretaker shares
+// across packages). Offline rebuilding exists for engines that cannot
+// rebuild a replica while the volume serves I/O.
+type DataEngine = longhorn.DataEngine
+
+const (
+	// DataEngineV1 is the iSCSI/TCP engine. Volumes created before the v2
+	// engine existed have no engine recorded; hosts pass DataEngineV1 for them.
+	DataEngineV1 = longhorn.DataEngineV1
+	// DataEngineV2 is the SPDK engine, the one seed 003 was written for.
+	DataEngineV2 = longhorn.DataEngineV2
 )
 
 // Volume is what the decision needs to know about one volume, as the host

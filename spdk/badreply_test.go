@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-	"time"
-
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/orphan"
@@ -88,7 +85,7 @@ func TestListMethodsRejectWrongShapes(t *testing.T) {
 	}
 	srv := startServer(t)
 	for method, call := range calls {
-		if n, err := call(context.Background(), newClient(t, srv, spdk.Options{})); err != nil || n != 0 {
+		if n, err := call(context.Background(), newClient(t, srv, spdk.ClientOptions{})); err != nil || n != 0 {
 			t.Errorf("%s on an empty target: %d, %v", method, n, err)
 		}
 	}
@@ -126,7 +123,7 @@ func TestDeleteMethodsRejectAnythingButTrue(t *testing.T) {
 // driven through orphan.Sweeper with a MemStore.
 type v2World struct {
 	s     *scene
-	inv   *spdk.Inventory
+	inv   *spdk.Orphans
 	store *orphan.MemStore
 	sw    *orphan.Sweeper
 }
@@ -137,13 +134,9 @@ func newV2World(t *testing.T) *v2World {
 	running := instance.View{Exists: true, DesiredState: instance.StateRunning, CurrentState: instance.StateRunning, OwnerNodeID: nodeID, InstanceManager: imName}
 	hosts := &hostRecords{m: map[string]instance.View{"vol2-e-0": running, repB: running, repC: running}}
 	c := s.client(t)
-	w := &v2World{s: s, inv: &spdk.Inventory{RPC: c, NodeID: nodeID, InstanceManager: imName}, store: orphan.NewMemStore()}
-	w.sw = &orphan.Sweeper{
-		Store:   w.store,
-		Judge:   instance.Judge{Lookup: hosts},
-		Deleter: &spdk.Deleter{RPC: c, NodeID: nodeID, InstanceManager: imName, Records: hosts},
-		Clock:   clocktesting.NewFakeClock(time.Unix(1_800_000_000, 0)),
-	}
+	w := &v2World{s: s, store: orphan.NewMemStore()}
+	w.inv = newOrphans(t, c, hosts)
+	w.sw = newSweeper(t, w.store, w.inv)
 	return w
 }
 
@@ -157,6 +150,18 @@ func (w *v2World) run(t *testing.T, snap orphan.Snapshot) (orphan.Result, error)
 	t.Helper()
 	_, res, err := w.sw.Run(context.Background(), snap, orphan.Cycle{Selector: orphan.Selector{NodeID: nodeID}})
 	return res, err
+}
+
+// settle runs one healthy cycle, which records the orphans.
+func (w *v2World) settle(t *testing.T) {
+	t.Helper()
+	snap, err := w.scan(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.run(t, snap); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (w *v2World) records(t *testing.T) []string {
@@ -183,20 +188,14 @@ func TestUnreadableScanForgetsNothing(t *testing.T) {
 		for _, bad := range badList {
 			t.Run(method+"/"+bad.name, func(t *testing.T) {
 				w := newV2World(t)
-				snap, err := w.scan(t)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := w.run(t, snap); err != nil {
-					t.Fatal(err)
-				}
+				w.settle(t)
 				if got := w.records(t); !slices.Equal(got, want) {
 					t.Fatalf("records %v, want %v", got, want)
 				}
 				f := bad.fault
 				f.Method = method
 				w.s.srv.Inject(f)
-				snap, err = w.scan(t)
+				snap, err := w.scan(t)
 				if !unreadable(err) || len(snap.Items) != 0 || len(snap.Scopes) != 0 {
 					t.Fatalf("scan = %d items, %v scopes, err %v; want an unreadable-reply error", len(snap.Items), snap.Scopes, err)
 				}
@@ -250,26 +249,26 @@ func TestUnreadablePurgeRepliesKeepRecords(t *testing.T) {
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("%d/%s/%s", i, c.method, c.fault.Result), func(t *testing.T) {
 			w := newV2World(t)
-			snap, err := w.scan(t)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := w.run(t, snap); err != nil {
-				t.Fatal(err)
-			}
+			w.settle(t)
 			recs, _ := w.store.List(context.Background(), orphan.Selector{})
 			for _, r := range recs {
 				if err := w.store.RequestDeletion(context.Background(), r.Name); err != nil {
 					t.Fatal(err)
 				}
 			}
-			snap, err = w.scan(t) // before the fault: the purge's own reads get it
+			snap, err := w.scan(t) // before the fault: the purge's own reads get it
 			if err != nil {
 				t.Fatal(err)
 			}
 			lvolsBefore, raidsBefore := w.s.srv.LvolAliases(), w.s.srv.RaidNames()
 			f := c.fault
 			f.Method = c.method
+			if c.method == "bdev_get_bdevs" {
+				// The purge's re-read lists every bdev; the judge's
+				// lookups of one bdev by name are not what this tests
+				// (TestJudgeOnUnreadableReplyIsUndecided is).
+				f.Params = json.RawMessage("null")
+			}
 			w.s.srv.Inject(f)
 			res, err := w.run(t, snap)
 			hit := "vol1-e-0"
@@ -292,5 +291,28 @@ func TestUnreadablePurgeRepliesKeepRecords(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestJudgeOnUnreadableReplyIsUndecided: Judge confirms an orphan verdict
+// by looking the object up; an unreadable reply to that lookup makes the
+// verdict undecided, never orphan, and never an error.
+func TestJudgeOnUnreadableReplyIsUndecided(t *testing.T) {
+	w := newV2World(t)
+	snap, err := w.scan(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range snap.Items {
+		for _, bad := range badList {
+			f := bad.fault
+			f.Method = "bdev_get_bdevs"
+			w.s.srv.Inject(f)
+			v, err := w.inv.Judge(context.Background(), it)
+			w.s.srv.ClearFaults()
+			if err != nil || v.Outcome == orphan.OutcomeOrphan {
+				t.Errorf("%s, %s: %v, %v; want anything but orphan, and no error", it.Param(orphan.ParamInstanceName), bad.name, v, err)
+			}
+		}
 	}
 }

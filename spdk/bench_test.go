@@ -21,7 +21,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
 			srv := startServer(b)
 			must(srv.AddLvstore("disk-1"))(b)
-			c := newClient(b, srv, spdk.Options{})
+			c := newClient(b, srv, spdk.ClientOptions{})
 			ctx := context.Background()
 			if _, err := spdk.BdevLvolGetLvstores(ctx, c); err != nil {
 				b.Fatal(err)
@@ -85,8 +85,8 @@ func bigNode(b *testing.B) *spdktest.Server {
 // the socket (the fake's own encoding included).
 func BenchmarkScan(b *testing.B) {
 	srv := bigNode(b)
-	c := newClient(b, srv, spdk.Options{})
-	inv := &spdk.Inventory{RPC: c, NodeID: "node-1", InstanceManager: "im"}
+	c := newClient(b, srv, spdk.ClientOptions{})
+	inv := newOrphans(b, c, noRecords)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
@@ -104,7 +104,7 @@ func BenchmarkScan(b *testing.B) {
 // bdevs already decoded.
 func BenchmarkClassify(b *testing.B) {
 	srv := bigNode(b)
-	c := newClient(b, srv, spdk.Options{})
+	c := newClient(b, srv, spdk.ClientOptions{})
 	lvols := must(spdk.BdevLvolGetLvols(context.Background(), c, ""))(b)
 	raids := must(spdk.BdevRaidGetBdevs(context.Background(), c, ""))(b)
 	b.ReportAllocs()

@@ -11,123 +11,29 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/caretaker-storage/caretaker/internal/bounded"
 )
 
 // DefaultSocketPath is where SPDK's spdk_tgt listens for JSON-RPC by default.
 const DefaultSocketPath = "/var/tmp/spdk.sock"
 
-// DefaultMaxReplySize bounds one reply when Options.MaxReplySize is zero.
+// DefaultMaxReplySize bounds one reply when ClientOptions.MaxReplySize is
+// zero.
 // A bdev_get_bdevs of ten thousand lvols is a few MiB; 64 MiB leaves room
 // without letting a broken peer make the client allocate without bound.
 const DefaultMaxReplySize = 64 << 20
 
-// Caller is what Inventory and Deleter need of an SPDK connection. *Client
-// implements it; tests and hosts may substitute their own (see package
-// spdk/mocks).
-type Caller interface {
-	// Call sends one JSON-RPC request and decodes the reply's result into
-	// result (which may be nil to discard it). It may be called from many
-	// goroutines at once. It returns ctx.Err() when ctx ends first, an
-	// *RPCError when SPDK answered with an error (errors.Is(err,
-	// ErrNoSuchDevice) for -19), and an error wrapping ErrConnection when
-	// the connection failed; connection errors are retryable, RPC errors
-	// usually are not.
-	Call(ctx context.Context, method string, params, result any) error
-}
-
-//go:generate go run go.uber.org/mock/mockgen@v0.6.0 -source=client.go -destination=mocks/client.go -package=mocks
-
-// Options configure a Client. The zero value means the documented defaults.
-type Options struct {
+// ClientOptions configure a Client. The zero value means the documented
+// defaults.
+type ClientOptions struct {
 	// SocketPath is the Unix socket to dial; "" means DefaultSocketPath.
 	SocketPath string
 	// MaxReplySize bounds the bytes of one reply; 0 means
-	// DefaultMaxReplySize. A larger reply fails the connection with
-	// ErrReplyTooLarge instead of being buffered.
+	// DefaultMaxReplySize. A larger reply fails the connection with an
+	// error matching ErrTooLarge instead of being buffered.
 	MaxReplySize int64
 }
-
-// Sentinel errors, for errors.Is.
-var (
-	// ErrNoSuchDevice: SPDK answered -19 (ENODEV), the bdev or lvol does
-	// not exist. *RPCError matches it.
-	ErrNoSuchDevice = errors.New("spdk: no such device")
-	// ErrConnection: the connection to SPDK failed (dial, write, read, or
-	// an unreadable reply). The call's outcome is unknown; the next call
-	// dials again.
-	ErrConnection = errors.New("spdk: connection failed")
-	// ErrReplyTooLarge: a reply exceeded Options.MaxReplySize. It also
-	// matches ErrConnection: the stream cannot be resynchronised.
-	ErrReplyTooLarge = errors.New("spdk: reply too large")
-	// ErrClosed: the Client was closed.
-	ErrClosed = errors.New("spdk: client closed")
-	// ErrUnexpectedResult: SPDK answered, but the result is not what the
-	// method returns: null, an object where a list belongs, a list of
-	// non-objects or of nameless objects, anything but true from a delete.
-	// It is never read as "nothing exists" or "already gone". *ResultError
-	// matches it. The connection stays usable; the call may be retried.
-	ErrUnexpectedResult = errors.New("spdk: unexpected result")
-)
-
-// The JSON-RPC 2.0 error codes SPDK uses, and ENODEV as SPDK returns it.
-const (
-	CodeParseError     = -32700
-	CodeInvalidRequest = -32600
-	CodeMethodNotFound = -32601
-	CodeInvalidParams  = -32602
-	CodeInternalError  = -32603
-	CodeNoSuchDevice   = -19
-)
-
-// RPCError is an error reply from SPDK, with its code and message as sent.
-type RPCError struct {
-	Method  string
-	Code    int
-	Message string
-}
-
-func (e *RPCError) Error() string {
-	return fmt.Sprintf("spdk: %s: %s (code %d)", e.Method, e.Message, e.Code)
-}
-
-// Is reports ErrNoSuchDevice for code -19.
-func (e *RPCError) Is(target error) bool {
-	return target == ErrNoSuchDevice && e.Code == CodeNoSuchDevice
-}
-
-// ProtocolError is a reply that is not valid JSON-RPC: garbage bytes, a
-// truncated value, a value of the wrong shape. It fails the connection and
-// matches ErrConnection.
-type ProtocolError struct {
-	Err error
-}
-
-func (e *ProtocolError) Error() string { return "spdk: unreadable reply: " + e.Err.Error() }
-
-// Unwrap returns the decoding error.
-func (e *ProtocolError) Unwrap() error { return e.Err }
-
-// Is reports ErrConnection.
-func (e *ProtocolError) Is(target error) bool { return target == ErrConnection }
-
-// ResultError is a well-formed reply whose result does not decode into the
-// type the caller asked for, or is null, or breaks what the method
-// promises (see ErrUnexpectedResult, which it matches). The connection
-// stays usable.
-type ResultError struct {
-	Method string
-	Err    error
-}
-
-func (e *ResultError) Error() string {
-	return fmt.Sprintf("spdk: %s: unexpected result: %v", e.Method, e.Err)
-}
-
-// Unwrap returns the decoding error.
-func (e *ResultError) Unwrap() error { return e.Err }
-
-// Is reports ErrUnexpectedResult.
-func (e *ResultError) Is(target error) bool { return target == ErrUnexpectedResult }
 
 // Client is a JSON-RPC 2.0 client over SPDK's Unix socket. Requests and
 // replies are whole JSON values on one stream; one reader goroutine per
@@ -147,7 +53,7 @@ type Client struct {
 var _ Caller = (*Client)(nil)
 
 // NewClient returns a client for opts. It does not dial.
-func NewClient(opts Options) *Client {
+func NewClient(opts ClientOptions) *Client {
 	c := &Client{path: opts.SocketPath, maxSize: opts.MaxReplySize}
 	if c.path == "" {
 		c.path = DefaultSocketPath
@@ -366,18 +272,25 @@ func (cn *conn) fail(err error) {
 // call waiting for its id.
 func (cn *conn) read(maxSize int64) {
 	defer close(cn.done)
-	lr := &limitReader{r: cn.nc, max: maxSize}
+	lr := &bounded.Reader{R: cn.nc, Limit: maxSize, What: "SPDK reply"}
 	dec := json.NewDecoder(lr)
 	for {
 		var rep reply
 		err := dec.Decode(&rep)
 		if err != nil {
-			cn.fail(readError(err, lr))
+			cn.fail(readError(err))
 			return
 		}
 		// What the decoder buffered past this value belongs to the next
-		// reply and counts against its limit.
-		lr.reset(bufferedLen(dec))
+		// reply and counts against its limit. The read that crossed the
+		// limit may still have completed this value: it is over the limit
+		// all the same.
+		buffered := bufferedLen(dec)
+		if lr.Count()-buffered > maxSize {
+			cn.fail(readError(&bounded.TooLargeError{What: lr.What, Limit: maxSize}))
+			return
+		}
+		lr.Reset(buffered)
 		if err := cn.deliver(rep); err != nil {
 			cn.fail(err)
 			return
@@ -415,10 +328,11 @@ func (cn *conn) deliver(rep reply) error {
 	return nil
 }
 
-func readError(err error, lr *limitReader) error {
+func readError(err error) error {
+	var tooLarge *bounded.TooLargeError
 	switch {
-	case lr.exceeded:
-		return fmt.Errorf("%w: over %d bytes: %w", ErrReplyTooLarge, lr.max, ErrConnection)
+	case errors.As(err, &tooLarge):
+		return fmt.Errorf("%w: %w", ErrConnection, tooLarge)
 	case errors.Is(err, io.EOF):
 		return fmt.Errorf("%w: SPDK closed the connection", ErrConnection)
 	case errors.Is(err, io.ErrUnexpectedEOF):
@@ -434,32 +348,6 @@ func readError(err error, lr *limitReader) error {
 	}
 	return fmt.Errorf("%w: read: %w", ErrConnection, err)
 }
-
-// limitReader fails once more than max bytes were read since the last
-// reset, so one reply can never make the decoder buffer more than max.
-type limitReader struct {
-	r        io.Reader
-	max      int64
-	n        int64
-	exceeded bool
-}
-
-var errLimit = errors.New("reply size limit exceeded")
-
-func (l *limitReader) Read(p []byte) (int, error) {
-	if l.n >= l.max {
-		l.exceeded = true
-		return 0, errLimit
-	}
-	if rem := l.max - l.n; int64(len(p)) > rem {
-		p = p[:rem]
-	}
-	n, err := l.r.Read(p)
-	l.n += int64(n)
-	return n, err
-}
-
-func (l *limitReader) reset(buffered int64) { l.n = buffered }
 
 func bufferedLen(dec *json.Decoder) int64 {
 	if b, ok := dec.Buffered().(interface{ Len() int }); ok {

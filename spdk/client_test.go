@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caretaker-storage/caretaker/internal/bounded"
 	"github.com/caretaker-storage/caretaker/spdk"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
@@ -40,7 +41,7 @@ func startServer(t testing.TB) *spdktest.Server {
 	return srv
 }
 
-func newClient(t testing.TB, srv *spdktest.Server, opts spdk.Options) *spdk.Client {
+func newClient(t testing.TB, srv *spdktest.Server, opts spdk.ClientOptions) *spdk.Client {
 	t.Helper()
 	opts.SocketPath = srv.SocketPath()
 	c := spdk.NewClient(opts)
@@ -86,7 +87,7 @@ func TestCallDecodesResultAndKeepsRPCErrors(t *testing.T) {
 	srv := startServer(t)
 	must(srv.AddLvstore("disk-1"))(t)
 	id := must(srv.AddLvol("disk-1", "vol-r-00000001"))(t)
-	c := newClient(t, srv, spdk.Options{})
+	c := newClient(t, srv, spdk.ClientOptions{})
 	ctx := context.Background()
 
 	lvols, err := spdk.BdevLvolGetLvols(ctx, c, "")
@@ -102,13 +103,13 @@ func TestCallDecodesResultAndKeepsRPCErrors(t *testing.T) {
 	if !errors.As(err, &rerr) || rerr.Code != -19 || rerr.Message != "No such device" || rerr.Method != "bdev_lvol_delete" {
 		t.Fatalf("err = %v, want RPCError -19", err)
 	}
-	if !errors.Is(err, spdk.ErrNoSuchDevice) {
-		t.Fatalf("errors.Is(%v, ErrNoSuchDevice) = false", err)
+	if !errors.Is(err, spdk.ErrNotFound) {
+		t.Fatalf("errors.Is(%v, ErrNotFound) = false", err)
 	}
 
 	err = c.Call(ctx, "no_such_method", nil, nil)
-	if !errors.As(err, &rerr) || rerr.Code != spdk.CodeMethodNotFound || errors.Is(err, spdk.ErrNoSuchDevice) {
-		t.Fatalf("err = %v, want -32601 not matching ErrNoSuchDevice", err)
+	if !errors.As(err, &rerr) || rerr.Code != spdk.CodeMethodNotFound || errors.Is(err, spdk.ErrNotFound) {
+		t.Fatalf("err = %v, want -32601 not matching ErrNotFound", err)
 	}
 	err = c.Call(ctx, "bdev_raid_get_bdevs", map[string]any{"category": 7}, nil)
 	if !errors.As(err, &rerr) || rerr.Code != spdk.CodeInvalidParams {
@@ -127,55 +128,11 @@ func TestCallDecodesResultAndKeepsRPCErrors(t *testing.T) {
 	}
 }
 
-func TestConcurrentCallsAreDemultiplexed(t *testing.T) {
-	noGoroutineLeak(t)
-	srv := startServer(t)
-	for i := range 8 {
-		must(srv.AddRaid(fmt.Sprintf("e-%d", i), "a", "b"))(t)
-	}
-	// Slow down every other reply so replies come back out of order.
-	srv.Inject(spdktest.Fault{Method: "bdev_get_bdevs", Delay: 20 * time.Millisecond, Times: -1})
-	c := newClient(t, srv, spdk.Options{})
-	ctx := context.Background()
-
-	var wg sync.WaitGroup
-	errs := make(chan error, 64)
-	for i := range 64 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			name := fmt.Sprintf("e-%d", i%8)
-			if i%2 == 0 {
-				bdevs, err := spdk.BdevGetBdevs(ctx, c, name)
-				if err == nil && (len(bdevs) != 1 || bdevs[0].Name != name) {
-					err = fmt.Errorf("asked for %s, got %+v", name, bdevs)
-				}
-				errs <- err
-				return
-			}
-			raids, err := spdk.BdevRaidGetBdevs(ctx, c, "")
-			if err == nil && len(raids) != 8 {
-				err = fmt.Errorf("got %d RAID bdevs", len(raids))
-			}
-			errs <- err
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Error(err)
-		}
-	}
-	c.Close()
-	srv.Close()
-}
-
 func TestCallHonoursContext(t *testing.T) {
 	noGoroutineLeak(t)
 	srv := startServer(t)
 	srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvstores", Delay: 2 * time.Second})
-	c := newClient(t, srv, spdk.Options{})
+	c := newClient(t, srv, spdk.ClientOptions{})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -240,7 +197,7 @@ func TestBrokenConnectionFailsInFlightCallsAndReconnects(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := startServer(t)
 			must(srv.AddRaid("e-1", "a"))(t)
-			c := newClient(t, srv, spdk.Options{})
+			c := newClient(t, srv, spdk.ClientOptions{})
 			ctx := context.Background()
 
 			// A slow call is in flight when the fault breaks the connection.
@@ -279,14 +236,15 @@ func TestReplyOverLimitIsAnError(t *testing.T) {
 	for i := range 50 {
 		must(srv.AddLvol("disk-1", fmt.Sprintf("vol-%02d-r-00000000", i)))(t)
 	}
-	c := newClient(t, srv, spdk.Options{MaxReplySize: 2048})
+	c := newClient(t, srv, spdk.ClientOptions{MaxReplySize: 2048})
 	ctx := context.Background()
 	if _, err := spdk.BdevLvolGetLvstores(ctx, c); err != nil {
 		t.Fatalf("small reply: %v", err)
 	}
 	_, err := spdk.BdevLvolGetLvols(ctx, c, "")
-	if !errors.Is(err, spdk.ErrReplyTooLarge) || !errors.Is(err, spdk.ErrConnection) {
-		t.Fatalf("err = %v, want ErrReplyTooLarge", err)
+	var tooLarge *bounded.TooLargeError
+	if !errors.Is(err, spdk.ErrTooLarge) || !errors.Is(err, spdk.ErrConnection) || !errors.As(err, &tooLarge) || tooLarge.Limit != 2048 {
+		t.Fatalf("err = %v, want ErrTooLarge wrapping a *bounded.TooLargeError of limit 2048", err)
 	}
 	// Small replies still work, many times the limit in total.
 	for range 20 {
@@ -300,7 +258,7 @@ func TestCloseFailsCallsAndLeavesNoGoroutine(t *testing.T) {
 	noGoroutineLeak(t)
 	srv := startServer(t)
 	srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvstores", Delay: 5 * time.Second})
-	c := spdk.NewClient(spdk.Options{SocketPath: srv.SocketPath()})
+	c := spdk.NewClient(spdk.ClientOptions{SocketPath: srv.SocketPath()})
 	res := make(chan error, 1)
 	go func() { _, err := spdk.BdevLvolGetLvstores(context.Background(), c); res <- err }()
 	for srv.CallCount("bdev_lvol_get_lvstores") == 0 {
@@ -319,13 +277,13 @@ func TestCloseFailsCallsAndLeavesNoGoroutine(t *testing.T) {
 }
 
 func TestDialFailureIsConnectionError(t *testing.T) {
-	c := spdk.NewClient(spdk.Options{SocketPath: filepath.Join(t.TempDir(), "absent.sock")})
+	c := spdk.NewClient(spdk.ClientOptions{SocketPath: filepath.Join(t.TempDir(), "absent.sock")})
 	defer c.Close()
 	_, err := spdk.BdevLvolGetLvstores(context.Background(), c)
 	if !errors.Is(err, spdk.ErrConnection) {
 		t.Fatalf("err = %v", err)
 	}
-	if spdk.NewClient(spdk.Options{}).SocketPath() != spdk.DefaultSocketPath {
+	if spdk.NewClient(spdk.ClientOptions{}).SocketPath() != spdk.DefaultSocketPath {
 		t.Fatal("default socket path")
 	}
 }
@@ -384,7 +342,7 @@ func TestMalformedRepliesFailTheConnection(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := rawServer(t, func(id string) string { return strings.ReplaceAll(tc.reply, "ID", id) + "\n" })
-			c := spdk.NewClient(spdk.Options{SocketPath: path})
+			c := spdk.NewClient(spdk.ClientOptions{SocketPath: path})
 			defer c.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -403,7 +361,7 @@ func TestReplyWithUnknownIDIsDropped(t *testing.T) {
 	path := rawServer(t, func(id string) string {
 		return `{"jsonrpc":"2.0","id":999999,"result":false}` + "\n" + `{"jsonrpc":"2.0","id":` + id + `,"result":true}` + "\n"
 	})
-	c := spdk.NewClient(spdk.Options{SocketPath: path})
+	c := spdk.NewClient(spdk.ClientOptions{SocketPath: path})
 	defer c.Close()
 	var ok bool
 	if err := c.Call(context.Background(), "x", nil, &ok); err != nil || !ok {

@@ -6,30 +6,32 @@
 // It has three layers:
 //
 //   - Client: a JSON-RPC 2.0 client over SPDK's Unix socket
-//     (DefaultSocketPath). Requests and replies are whole JSON values on one
-//     stream; one reader goroutine per connection hands replies to
-//     concurrent callers by id. Typed calls (BdevGetBdevs,
-//     BdevLvolGetLvstores, BdevLvolGetLvols, BdevRaidGetBdevs,
-//     BdevLvolDelete, BdevRaidDelete) work over any Caller and reject
-//     results of the wrong shape.
-//   - Classify and Inventory: engines are RAID bdevs (identity: the bdev
+//     (DefaultSocketPath), configured by ClientOptions. Requests and
+//     replies are whole JSON values on one stream; one reader goroutine
+//     per connection hands replies to concurrent callers by id. Typed
+//     calls (BdevGetBdevs, BdevLvolGetLvstores, BdevLvolGetLvols,
+//     BdevRaidGetBdevs, BdevLvolDelete, BdevRaidDelete) work over any
+//     Caller and reject results of the wrong shape. The wire types (Bdev,
+//     Lvol, RaidBdev...) are SPDK's JSON objects.
+//   - Classify and ReadRuntime: engines are RAID bdevs (identity: the bdev
 //     UUID), replicas are head lvols (identity: the lvol UUID, never the
 //     lvstore's). Longhorn's derived lvols (snapshot lvols
 //     "<replica>-snap-<snapshot>", "-rebuilding", "-expired-<8>",
 //     "-cloning") are grouped under their replica so that none is judged
 //     as a replica of its own; backing image lvols ("bi-...") belong to
-//     none. Inventory is an orphan.Inventory of kind engine-instance and
-//     replica-instance items.
-//   - Deleter: an orphan.Deleter with seed 001's delete-time UUID check,
-//     and caretaker's own rule for replicas: their lvols go only while no
-//     replica record of that name exists, asked again before every lvol.
-//     What a replica purge deletes is decided by SPDK's snapshot and clone
-//     relations (PurgeOrder), never by names alone.
+//     none.
+//   - Orphans, built by NewOrphans: the orphan.Adapter of one node's v2
+//     runtime (kinds engine-instance and replica-instance). Scan lists
+//     every engine and replica; Judge is instance.Verdict over the host's
+//     engine and replica records, confirmed against SPDK; Delete has seed
+//     001's delete-time UUID check and caretaker's own rule for replicas:
+//     their lvols go only while no replica record of that name exists,
+//     asked again before every lvol. What a replica purge deletes is
+//     decided by SPDK's snapshot and clone relations (PurgeOrder), never
+//     by names alone.
 //
-// Whether an instance is an orphan is decided by instance.Verdict
-// through instance.Judge, over the host's engine and replica
-// records. Package spdk/spdktest is a fake SPDK target for tests, with
-// fault injection.
+// Package spdk/spdktest is a fake SPDK target for tests, with fault
+// injection, and the conformance suite of Caller.
 //
 // # What a purge deletes
 //
@@ -68,8 +70,8 @@
 // cleanupRequired=false), which in longhorn-spdk-engine pkg/spdk/replica.go,
 // Replica.Delete, only stops the NVMe-oF exposure and releases ports.
 // caretaker keeps the rule for engines (a RAID bdev holds no data) and
-// makes a v2 replica with any record owned (instance.Verdict), and its
-// Deleter re-checks "no replica record" itself.
+// makes a v2 replica with any record owned (instance.Verdict), and
+// Orphans.Delete re-checks "no replica record" itself.
 //
 // When Longhorn does delete a replica's lvols (Replica.Delete with
 // cleanupRequired=true, on Replica deletion) it picks them by name:
@@ -89,83 +91,95 @@
 //
 //  1. Run one Client per node against that node's SPDK socket, and Close it
 //     on shutdown.
-//  2. Give Inventory and Deleter the node's ID and its v2 instance manager's
-//     name; a Deleter refuses records of another node or instance manager.
-//  3. Implement instance.Lookup over the engine and replica records
+//  2. Implement instance.Lookup over the engine and replica records
 //     (Longhorn: the Engine and Replica custom resources: metadata
 //     deletionTimestamp, spec.desireState, spec.nodeID,
-//     status.currentState, status.ownerID, status.instanceManagerName).
-//     Use it in instance.Judge as the Judge, for both planning and
-//     the Sweeper's re-judgement, and as Deleter.Records: without Records
-//     the Deleter refuses every replica purge. A lookup must answer from
-//     the freshest view the host has, and fail (not answer "no record")
-//     while that view is not synced.
-//  4. Each period, Scan, log or turn Snapshot.Skipped into events (an empty
-//     UUID must be fixed upstream: seed 001's UUID source requirement;
-//     meanwhile the node's records are kept), and run the cycle with the
-//     node's health (down or evicted nodes forget their records and keep
-//     the objects). A failed Scan skips the cycle: nothing may be decided
-//     on a listing that could not be read.
+//     status.currentState, status.ownerID, status.instanceManagerName). A
+//     lookup must answer from the freshest view the host has, and fail
+//     (not answer "no record") while that view is not synced.
+//  3. Build the adapter with NewOrphans(client, records, Options{NodeID,
+//     InstanceManager}): the node's ID and its v2 instance manager's name,
+//     both required. Delete refuses records of another node or instance
+//     manager.
+//  4. Hand it to orphan.NewMonitor, as the Inventory, and to
+//     orphan.NewSweeper, or join it with other adapters with
+//     orphan.Combine. Each cycle, log or turn Snapshot.Skipped into events
+//     (an empty UUID must be fixed upstream: seed 001's UUID source
+//     requirement; meanwhile the node's records are kept), and run the
+//     cycle with the node's health (down or evicted nodes forget their
+//     records and keep the objects). A failed Scan skips the cycle:
+//     nothing may be decided on a listing that could not be read.
 //  5. Treat ErrUUIDMismatch, ErrReplicaRecordExists and other
 //     orphan.ErrPreconditionFailed refusals as "the record is stale": the
 //     next cycle forgets or re-creates it.
 //
 // One complete loop:
 //
-//	client := spdk.NewClient(spdk.Options{})
+//	client := spdk.NewClient(spdk.ClientOptions{}) // DefaultSocketPath
 //	defer client.Close()
-//	inv := &spdk.Inventory{RPC: client, NodeID: node, InstanceManager: im}
-//	sweeper := &orphan.Sweeper{
-//		Store:   store, // the host's orphan records, or orphan.NewMemStore()
-//		Judge:   instance.Judge{Lookup: records},
-//		Deleter: &spdk.Deleter{RPC: client, NodeID: node, InstanceManager: im, Records: records},
-//	}
+//	orphans, err := spdk.NewOrphans(client, records, spdk.Options{NodeID: node, InstanceManager: im})
+//	if err != nil { return err }
+//	m := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: func(orphan.Observation) { enqueue() }})
+//	if err := m.Start(ctx); err != nil { return err }
+//	defer m.Stop()
+//	s, err := orphan.NewSweeper(store, orphans, orphan.SweeperOptions{}) // store: the host's orphan records, or orphan.NewMemStore()
+//	if err != nil { return err }
 //	policy, err := orphan.ParsePolicy(autoDeletionSetting, gracePeriodSetting)
 //	if err != nil { return err }
-//	for range ticker.C {
-//		snap, err := inv.Scan(ctx)
-//		if err != nil { continue } // retried next period; nothing changes
-//		for _, s := range snap.Skipped { log.Printf("skipped %s: %s", s.Name, s.Reason) }
-//		_, res, err := sweeper.Run(ctx, snap, orphan.Cycle{
-//			Selector: orphan.Selector{NodeID: node},
-//			Scopes:   nodeHealth(), // e.g. {node}: NodeEvicted
-//			Policy:   policy,
+//	for range reconcileRequests {
+//		obs, ok := m.Latest()
+//		if !ok || obs.Err != nil {
+//			continue // nothing trustworthy yet; records stay as they are
+//		}
+//		for _, sk := range obs.Snapshot.Skipped { log.Printf("skipped %s: %s", sk.Name, sk.Reason) }
+//		plan, res, err := s.Run(ctx, obs.Snapshot, orphan.Cycle{
+//			Selector:   orphan.Selector{NodeID: node},
+//			Scopes:     nodeHealth(), // e.g. {{NodeID: node}: {Health: orphan.HealthNodeEvicted}}
+//			Policy:     policy,
+//			ObservedAt: obs.StartedAt,
 //		})
 //		report(res, err)
+//		if !plan.RequeueAt.IsZero() { requeueAt(plan.RequeueAt) }
 //	}
 //
 // # Errors
 //
 // A Call returns ctx.Err() when its context ends first; an *RPCError with
 // SPDK's code and message when SPDK answered with an error (errors.Is(err,
-// ErrNoSuchDevice) for -19, ENODEV); an error matching ErrConnection when
+// ErrNotFound) for -19, ENODEV); an error matching ErrConnection when
 // the connection failed (dial, write, a dropped connection, or an
 // unreadable reply: a *ProtocolError for garbage or a truncated value,
-// ErrReplyTooLarge for a reply over Options.MaxReplySize). Connection
-// errors fail every call in flight on that connection and are retryable:
-// the next call dials again. A *ResultError (errors.Is(err,
-// ErrUnexpectedResult)) is a well-formed reply of the wrong shape: a null
-// result, an object or a string where a list belongs, a list element that
-// is null or has no name, a delete that answered anything but true, an
-// lvol listed without a UUID or an "lvstore/lvol" alias. It never means
-// "nothing exists" or "already gone"; the connection stays up. ErrClosed
-// follows Close.
+// ErrTooLarge, wrapping a *bounded.TooLargeError, for a reply over
+// ClientOptions.MaxReplySize). Connection errors fail every call in
+// flight on that connection and are retryable: the next call dials again.
+// A *ResultError (errors.Is(err, ErrUnexpectedResult)) is a well-formed
+// reply of the wrong shape: a null result, an object or a string where a
+// list belongs, a list element that is null or has no name, a delete that
+// answered anything but true, an lvol listed without a UUID or an
+// "lvstore/lvol" alias. It never means "nothing exists" or "already
+// gone"; the connection stays up. ErrClosed follows Close.
 //
-// Deleter.Delete returns nil when the object is already gone;
+// NewOrphans fails with an error wrapping orphan.ErrIncomplete when a
+// part is missing. Orphans.Scan fails on any of the errors above: a
+// listing that could not be read is never an empty one. Orphans.Judge
+// never fails: an unreadable record or runtime is an undecided verdict.
+// Orphans.Delete returns nil when the object is already gone;
 // ErrUUIDMismatch (which wraps orphan.ErrPreconditionFailed) when the
 // object was recreated; ErrReplicaRecordExists (also wrapping it) when a
 // replica record of that name exists; orphan.ErrPreconditionFailed when
-// the record cannot be checked (not v2, no UUID, another node, no
-// Deleter.Records for a replica), or the replica's tree holds an lvol that
-// is not the replica's or is used by a RAID bdev. Any other error (RPC,
-// connection, ErrUnexpectedResult, a failed record lookup) leaves the
-// purge to be retried, and nothing is deleted after an unreadable reply.
+// the record cannot be checked (not v2, no UUID, another node or instance
+// manager), the engine's records no longer make it an orphan, or the
+// replica's tree holds an lvol that is not the replica's or is used by a
+// RAID bdev. Any other error (RPC, connection, ErrUnexpectedResult, a
+// failed record lookup) leaves the purge to be retried, and nothing is
+// deleted after an unreadable reply.
 //
 // # Concurrency
 //
-// Client, Inventory and Deleter are safe for concurrent use. A Client
+// Client and Orphans are safe for concurrent use. A Client
 // holds one connection and one reader goroutine while connected; Close
 // fails the calls in flight and waits for the reader to exit. No call
 // outlives its context: a cancelled call returns at once and its late
-// reply is dropped. Classify and PurgeOrder are pure.
+// reply is dropped. Classify and PurgeOrder are pure. spdk keeps no time
+// of its own: every wait is bounded by the caller's context.
 package spdk

@@ -32,59 +32,71 @@ func exampleServer() (*spdktest.Server, func()) {
 	return srv, func() { srv.Close(); os.RemoveAll(dir) }
 }
 
-func ExampleInventory() {
+// ExampleNewOrphans builds the adapter and scans: every engine (RAID
+// bdev) and replica (head lvol) is an item, whatever the records say.
+func ExampleNewOrphans() {
 	srv, stop := exampleServer()
 	defer stop()
-	client := spdk.NewClient(spdk.Options{SocketPath: srv.SocketPath()})
+	client := spdk.NewClient(spdk.ClientOptions{SocketPath: srv.SocketPath()})
 	defer client.Close()
 
-	inv := &spdk.Inventory{RPC: client, NodeID: "node-1", InstanceManager: "instance-manager-v2"}
-	snap, err := inv.Scan(context.Background())
+	// The cluster has no engine or replica records at all.
+	records := instance.LookupFunc(func(context.Context, orphan.Kind, string) (instance.View, error) {
+		return instance.View{}, nil
+	})
+	orphans, err := spdk.NewOrphans(client, records, spdk.Options{NodeID: "node-1", InstanceManager: "instance-manager-v2"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	snap, err := orphans.Scan(context.Background())
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	for _, it := range snap.Items {
-		fmt.Println(it.Kind, it.Param(orphan.ParamInstanceName), it.Param(orphan.ParamInstanceUUID) != "")
+		v, _ := orphans.Judge(context.Background(), it)
+		fmt.Println(it.Kind, it.Param(orphan.ParamInstanceName), it.Param(orphan.ParamInstanceUUID) != "", v.Outcome)
 	}
 	// Output:
-	// engine-instance vol-e-0 true
-	// replica-instance vol-r-0a1b2c3d true
+	// engine-instance vol-e-0 true orphan
+	// replica-instance vol-r-0a1b2c3d true orphan
 }
 
-func ExampleDeleter() {
+// ExampleOrphans_Delete shows the re-checks at the moment of deletion.
+func ExampleOrphans_Delete() {
 	srv, stop := exampleServer()
 	defer stop()
-	client := spdk.NewClient(spdk.Options{SocketPath: srv.SocketPath()})
+	client := spdk.NewClient(spdk.ClientOptions{SocketPath: srv.SocketPath()})
 	defer client.Close()
 	ctx := context.Background()
 
-	inv := &spdk.Inventory{RPC: client, NodeID: "node-1", InstanceManager: "im"}
-	snap, _ := inv.Scan(ctx)
+	// noRecords: the cluster has no engine or replica records for this
+	// volume (see ExampleNewOrphans for such a lookup).
+	orphans, err := spdk.NewOrphans(client, noRecords, spdk.Options{NodeID: "node-1", InstanceManager: "im"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	snap, _ := orphans.Scan(ctx)
 	engine, _ := orphan.NewRecord(snap.Items[0], time.Unix(0, 0))
 	replica, _ := orphan.NewRecord(snap.Items[1], time.Unix(0, 0))
 
-	// The cluster has no engine or replica records for this volume.
-	records := instance.LookupFunc(func(context.Context, orphan.Kind, string) (instance.View, error) {
-		return instance.View{}, nil
-	})
-	d := &spdk.Deleter{RPC: client, NodeID: "node-1", InstanceManager: "im", Records: records}
-
 	// The engine is recreated after the scan: its purge is refused.
 	_, _ = srv.RecreateRaid("vol-e-0")
-	err := d.Delete(ctx, engine)
+	err = orphans.Delete(ctx, engine)
 	fmt.Println("engine refused:", errors.Is(err, spdk.ErrUUIDMismatch), errors.Is(err, orphan.ErrPreconditionFailed))
 
 	// The RAID bdev is still built on the replica's head: refused too.
-	err = d.Delete(ctx, replica)
+	err = orphans.Delete(ctx, replica)
 	fmt.Println("replica refused:", errors.Is(err, orphan.ErrPreconditionFailed))
 
 	// A new scan records the engine's new UUID; once its RAID bdev is
 	// gone, the replica's whole tree goes.
-	snap, _ = inv.Scan(ctx)
+	snap, _ = orphans.Scan(ctx)
 	engine, _ = orphan.NewRecord(snap.Items[0], time.Unix(0, 0))
-	fmt.Println("engine purged:", d.Delete(ctx, engine) == nil)
-	fmt.Println("replica purged:", d.Delete(ctx, replica) == nil)
+	fmt.Println("engine purged:", orphans.Delete(ctx, engine) == nil)
+	fmt.Println("replica purged:", orphans.Delete(ctx, replica) == nil)
 	fmt.Println("lvols left:", len(srv.LvolAliases()))
 	// Output:
 	// engine refused: true true
@@ -102,7 +114,7 @@ func ExampleClassify() {
 		{Name: "vol-r-1-rebuilding", UUID: "u3", Lvs: lvs},
 		{Name: "bi-image-disk-1", UUID: "u4", IsSnapshot: true, Lvs: lvs},
 		{Name: "vol-r-2", UUID: "", Lvs: lvs},
-	}, []spdk.RaidBdev{{Name: "vol-e-0", UUID: "u5"}})
+	}, []spdk.RaidBdev{{Name: "vol-e-0", BdevRaidInfo: spdk.BdevRaidInfo{UUID: "u5"}}})
 	for _, r := range rt.Replicas {
 		fmt.Println("replica", r.Name(), "owns", len(r.Derived), "derived lvols")
 	}
@@ -119,12 +131,66 @@ func ExampleClassify() {
 func ExampleClient_Call() {
 	srv, stop := exampleServer()
 	defer stop()
-	client := spdk.NewClient(spdk.Options{SocketPath: srv.SocketPath()})
+	client := spdk.NewClient(spdk.ClientOptions{SocketPath: srv.SocketPath()})
 	defer client.Close()
 
 	err := spdk.BdevLvolDelete(context.Background(), client, "disk-1/no-such-lvol")
 	var rerr *spdk.RPCError
-	fmt.Println(errors.As(err, &rerr), rerr.Code, rerr.Message, errors.Is(err, spdk.ErrNoSuchDevice))
+	fmt.Println(errors.As(err, &rerr), rerr.Code, rerr.Message, errors.Is(err, spdk.ErrNotFound))
 	// Output:
 	// true -19 No such device true
+}
+
+// Example shows the host loop of one cycle: the adapter goes to
+// orphan.NewSweeper (and, in a host, to orphan.NewMonitor), and a record
+// whose deletion a user requested is purged on the next cycle.
+func Example() {
+	srv, stop := exampleServer()
+	defer stop()
+	client := spdk.NewClient(spdk.ClientOptions{SocketPath: srv.SocketPath()})
+	defer client.Close()
+	ctx := context.Background()
+
+	// The volume was deleted: no engine or replica record (noRecords).
+	orphans, err := spdk.NewOrphans(client, noRecords, spdk.Options{NodeID: "node-1", InstanceManager: "im"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	store := orphan.NewMemStore()
+	s, err := orphan.NewSweeper(store, orphans, orphan.SweeperOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	cycle := func() orphan.Result {
+		started := time.Now()
+		snap, err := orphans.Scan(ctx) // a host reads orphan.Monitor.Latest instead
+		if err != nil {
+			fmt.Println(err)
+			return orphan.Result{}
+		}
+		_, res, err := s.Run(ctx, snap, orphan.Cycle{Selector: orphan.Selector{NodeID: "node-1"}, ObservedAt: started})
+		if err != nil {
+			fmt.Println(err)
+		}
+		return res
+	}
+	fmt.Println("records created:", len(cycle().Created))
+	recs, _ := store.List(ctx, orphan.Selector{})
+	for _, r := range recs {
+		_ = store.RequestDeletion(ctx, r.Name) // a user deletes the orphan records
+	}
+	// The next cycles mark the records DataCleanable and purge them. The
+	// engine and the replica are purged concurrently: the replica's purge
+	// is refused while the engine's RAID bdev is still built on it, and
+	// goes on a later cycle.
+	for range 4 {
+		cycle()
+	}
+	recs, _ = store.List(ctx, orphan.Selector{})
+	fmt.Println("records left:", len(recs), "lvols left:", len(srv.LvolAliases()), "RAID bdevs left:", len(srv.RaidNames()))
+	// Output:
+	// records created: 2
+	// records left: 0 lvols left: 0 RAID bdevs left: 0
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"go.uber.org/mock/gomock"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/orphan"
@@ -50,7 +49,7 @@ func (h *hostRecords) LookupInstance(_ context.Context, _ orphan.Kind, name stri
 // away and of a volume detached meanwhile; the deleted volume's objects
 // and the detached volume's engine become records with their UUIDs, the
 // detached volume's replica (a stopped record) does not; deleting every
-// record purges what it should, a recreated object is refused, and a
+// record purges what it should, a recreated object is kept, and a
 // replica whose record reappears before its purge keeps its lvols.
 func TestEndToEndRejoinAndPurge(t *testing.T) {
 	s := newScene(t)
@@ -61,14 +60,9 @@ func TestEndToEndRejoinAndPurge(t *testing.T) {
 		hosts.set(n, running)
 	}
 	client := s.client(t)
-	inv := &spdk.Inventory{RPC: client, NodeID: nodeID, InstanceManager: imName}
+	inv := newOrphans(t, client, hosts)
 	store := orphan.NewMemStore()
-	sw := &orphan.Sweeper{
-		Store:   store,
-		Judge:   instance.Judge{Lookup: hosts},
-		Deleter: &spdk.Deleter{RPC: client, NodeID: nodeID, InstanceManager: imName, Records: hosts},
-		Clock:   clocktesting.NewFakeClock(time.Unix(1_800_000_000, 0)),
-	}
+	sw := newSweeper(t, store, inv)
 	ctx := context.Background()
 	cycle := func(health orphan.Health) orphan.Result {
 		t.Helper()
@@ -115,7 +109,8 @@ func TestEndToEndRejoinAndPurge(t *testing.T) {
 	}
 
 	// The user deletes every record. Replica C's lvol is recreated right
-	// after the next scan listed it: its purge must be refused by UUID.
+	// after the next scan listed it: its item's UUID is gone, so it is no
+	// orphan now, and nothing of the new lvol is deleted.
 	for _, r := range recs {
 		if err := store.RequestDeletion(ctx, r.Name); err != nil {
 			t.Fatal(err)
@@ -123,9 +118,17 @@ func TestEndToEndRejoinAndPurge(t *testing.T) {
 	}
 	s.srv.Inject(spdktest.Fault{Method: "bdev_raid_get_bdevs", Then: func() { _, _ = s.srv.RecreateLvol("disk-1", repC) }})
 	res := cycle(orphan.HealthReady)
-	slices.Sort(res.Purged)
-	if len(res.Purged) != 3 || len(res.Refused) != 1 || !strings.Contains(res.Refused[0].Reason, "UUID") {
+	if len(res.Purged) != 3 || len(res.Failed) != 0 {
 		t.Fatalf("result %+v", res)
+	}
+	for _, rf := range res.Refused {
+		if !strings.Contains(rf.Reason, "UUID") {
+			t.Errorf("refused for another reason than the UUID: %+v", rf)
+		}
+	}
+	recs, _ = store.List(ctx, orphan.Selector{})
+	if len(recs) != 1 || recs[0].Param(orphan.ParamInstanceName) != repC {
+		t.Fatalf("records left %+v, want only replica C's", recs)
 	}
 	aliases := s.srv.LvolAliases()
 	for _, a := range aliases {
@@ -161,7 +164,7 @@ func TestReplicaRecordReappearingStopsPurge(t *testing.T) {
 			}
 			return instance.View{}, nil
 		})
-		d := &spdk.Deleter{RPC: s.client(t), NodeID: nodeID, InstanceManager: imName, Records: lookup}
+		d := newOrphans(t, s.client(t), lookup)
 		err := d.Delete(context.Background(), record(t, orphan.KindReplicaInstance, repA, s.uuids["disk-1/"+repA]))
 		if !errors.Is(err, spdk.ErrReplicaRecordExists) || !errors.Is(err, orphan.ErrPreconditionFailed) {
 			t.Fatalf("after %d: err = %v, want ErrReplicaRecordExists", after, err)
@@ -177,27 +180,20 @@ func TestReplicaRecordReappearingStopsPurge(t *testing.T) {
 	}
 }
 
-// TestReplicaPurgeNeedsRecordLookup: without Records the Deleter cannot
-// know whether a replica record exists, so it refuses every replica purge
-// before any call; engine purges do not need it.
+// TestReplicaPurgeNeedsRecordLookup: without a record lookup the adapter
+// could not know whether a replica record exists, so NewOrphans refuses to
+// build one; a lookup that fails is retryable and deletes nothing, for
+// replicas and engines alike.
 func TestReplicaPurgeNeedsRecordLookup(t *testing.T) {
 	s := newScene(t)
-	d := &spdk.Deleter{RPC: s.client(t), NodeID: nodeID, InstanceManager: imName}
-	err := d.Delete(context.Background(), record(t, orphan.KindReplicaInstance, repA, s.uuids["disk-1/"+repA]))
-	if !errors.Is(err, orphan.ErrPreconditionFailed) || !strings.Contains(err.Error(), "Records") {
-		t.Fatalf("err = %v", err)
+	if _, err := spdk.NewOrphans(s.client(t), nil, spdk.Options{NodeID: nodeID, InstanceManager: imName}); !errors.Is(err, orphan.ErrIncomplete) {
+		t.Fatalf("NewOrphans without records: err = %v, want ErrIncomplete", err)
 	}
-	if n := len(s.srv.Calls()); n != 0 {
-		t.Fatalf("%d calls", n)
-	}
-	if err := d.Delete(context.Background(), record(t, orphan.KindEngineInstance, "vol1-e-0", s.uuids["vol1-e-0"])); err != nil {
-		t.Fatal(err)
-	}
-	// A failing lookup is retryable and deletes nothing.
-	d.Records = instance.LookupFunc(func(context.Context, orphan.Kind, string) (instance.View, error) {
+	failing := instance.LookupFunc(func(context.Context, orphan.Kind, string) (instance.View, error) {
 		return instance.View{}, errors.New("cache not synced")
 	})
-	err = d.Delete(context.Background(), record(t, orphan.KindReplicaInstance, repA, s.uuids["disk-1/"+repA]))
+	d := newOrphans(t, s.client(t), failing)
+	err := d.Delete(context.Background(), record(t, orphan.KindReplicaInstance, repA, s.uuids["disk-1/"+repA]))
 	if err == nil || errors.Is(err, orphan.ErrPreconditionFailed) || !strings.Contains(err.Error(), "cache not synced") {
 		t.Fatalf("err = %v", err)
 	}
@@ -205,8 +201,29 @@ func TestReplicaPurgeNeedsRecordLookup(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "cache not synced") {
 		t.Fatalf("engine: err = %v", err)
 	}
-	if n := s.srv.CallCount("bdev_lvol_delete") + s.srv.CallCount("bdev_raid_delete"); n != 1 {
-		t.Fatalf("%d deletions, want only the first engine", n)
+	if n := s.srv.CallCount("bdev_lvol_delete") + s.srv.CallCount("bdev_raid_delete"); n != 0 {
+		t.Fatalf("%d deletions after failed lookups", n)
+	}
+}
+
+// TestNewOrphansNeedsEveryPart: each missing part is an error, never an
+// adapter that would name items after an empty node or reach no SPDK.
+func TestNewOrphansNeedsEveryPart(t *testing.T) {
+	c := spdk.NewClient(spdk.ClientOptions{SocketPath: "/nonexistent"})
+	defer c.Close()
+	for name, tc := range map[string]struct {
+		rpc     spdk.Caller
+		records instance.Lookup
+		opts    spdk.Options
+	}{
+		"no caller":           {nil, noRecords, spdk.Options{NodeID: nodeID, InstanceManager: imName}},
+		"no records":          {c, nil, spdk.Options{NodeID: nodeID, InstanceManager: imName}},
+		"no node":             {c, noRecords, spdk.Options{InstanceManager: imName}},
+		"no instance manager": {c, noRecords, spdk.Options{NodeID: nodeID}},
+	} {
+		if o, err := spdk.NewOrphans(tc.rpc, tc.records, tc.opts); o != nil || !errors.Is(err, orphan.ErrIncomplete) {
+			t.Errorf("%s: %v, %v", name, o, err)
+		}
 	}
 }
 
@@ -219,7 +236,7 @@ func TestEnginePurgeRejudgesWithRecords(t *testing.T) {
 		"vol1-e-0": {Exists: true, DesiredState: instance.StateRunning, CurrentState: instance.StateRunning, OwnerNodeID: nodeID, InstanceManager: imName},
 		"vol2-e-0": {Exists: true, DesiredState: instance.StateStopped, CurrentState: instance.StateStopped, OwnerNodeID: nodeID},
 	}}
-	d := &spdk.Deleter{RPC: s.client(t), NodeID: nodeID, InstanceManager: imName, Records: hosts}
+	d := newOrphans(t, s.client(t), hosts)
 	if err := d.Delete(context.Background(), record(t, orphan.KindEngineInstance, "vol1-e-0", s.uuids["vol1-e-0"])); !errors.Is(err, orphan.ErrPreconditionFailed) {
 		t.Fatalf("running engine: err = %v", err)
 	}
@@ -243,7 +260,7 @@ func TestInventoryWithMockCaller(t *testing.T) {
 		})
 	rpc.EXPECT().Call(gomock.Any(), "bdev_raid_get_bdevs", gomock.Any(), gomock.Any()).
 		Return(&spdk.RPCError{Method: "bdev_raid_get_bdevs", Code: spdk.CodeInternalError, Message: "boom"})
-	_, err := (&spdk.Inventory{RPC: rpc, NodeID: nodeID, InstanceManager: imName}).Scan(context.Background())
+	_, err := newOrphans(t, rpc, noRecords).Scan(context.Background())
 	var rerr *spdk.RPCError
 	if !errors.As(err, &rerr) || rerr.Message != "boom" {
 		t.Fatalf("err = %v", err)
@@ -255,7 +272,7 @@ func TestInventoryWithMockCaller(t *testing.T) {
 func TestSpdktestAnswersLikeSPDK(t *testing.T) {
 	srv := startServer(t)
 	must(srv.AddLvstore("disk-1"))(t)
-	c := newClient(t, srv, spdk.Options{})
+	c := newClient(t, srv, spdk.ClientOptions{})
 	ctx := context.Background()
 	for _, tc := range []struct {
 		method string

@@ -69,7 +69,7 @@ func aliasesWithout(all []string, gone ...string) []string {
 // are never touched.
 func TestLookAlikeHeadIsItsOwnReplica(t *testing.T) {
 	s := lookScene(t)
-	snap, err := (&spdk.Inventory{RPC: s.client(t), NodeID: nodeID, InstanceManager: imName}).Scan(context.Background())
+	snap, err := newOrphans(t, s.client(t), noRecords).Scan(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,8 @@ package spdk
 
 import (
 	"cmp"
+	"context"
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -144,6 +146,19 @@ func Classify(lvols []Lvol, raids []RaidBdev) Runtime {
 		return cmp.Or(strings.Compare(a.Kind, b.Kind), strings.Compare(a.Name, b.Name))
 	})
 	return rt
+}
+
+// ReadRuntime lists lvols and RAID bdevs through c and classifies them.
+func ReadRuntime(ctx context.Context, c Caller) (Runtime, error) {
+	lvols, err := BdevLvolGetLvols(ctx, c, "")
+	if err != nil {
+		return Runtime{}, fmt.Errorf("listing lvols: %w", err)
+	}
+	raids, err := BdevRaidGetBdevs(ctx, c, RaidCategoryAll)
+	if err != nil {
+		return Runtime{}, fmt.Errorf("listing RAID bdevs: %w", err)
+	}
+	return Classify(lvols, raids), nil
 }
 
 // Longhorn's derived lvol name forms.

@@ -32,7 +32,7 @@ func benchRing(r *rand.Rand, nodes int, prefix string) Ring {
 	return ring
 }
 
-func benchSnapshots() (Snapshot, Snapshot) {
+func benchTopologies() (Topology, Topology) {
 	r := rand.New(rand.NewPCG(1, 2))
 	before := benchRing(r, benchNodes, "10.0.")
 	added := benchRing(r, 3, "10.1.")
@@ -44,11 +44,11 @@ func benchSnapshots() (Snapshot, Snapshot) {
 		after.Locations[ep] = loc
 	}
 	ks := map[string]Replication{"ks": {Strategy: NetworkTopologyStrategy, Datacenters: map[string]int{"dc0": 3, "dc1": 3, "dc2": 3}}}
-	return Snapshot{Ring: before, Keyspaces: ks}, Snapshot{Ring: after, Keyspaces: ks}
+	return Topology{Ring: before, Keyspaces: ks}, Topology{Ring: after, Keyspaces: ks}
 }
 
 func BenchmarkAnalyze(b *testing.B) {
-	before, after := benchSnapshots()
+	before, after := benchTopologies()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -63,7 +63,7 @@ func BenchmarkAnalyze(b *testing.B) {
 }
 
 func BenchmarkSortTokens(b *testing.B) {
-	before, _ := benchSnapshots()
+	before, _ := benchTopologies()
 	tokens := make([]Token, len(before.Ring.Owners))
 	for i, o := range before.Ring.Owners {
 		tokens[i] = o.Token

@@ -8,24 +8,24 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caretaker-storage/caretaker/internal/bounded"
 	"github.com/caretaker-storage/caretaker/tokenring"
-	"github.com/caretaker-storage/caretaker/tokenring/scyllatest"
+	"github.com/caretaker-storage/caretaker/tokenring/tokenringtest"
 )
 
-var testNodes = []scyllatest.Node{
+var testNodes = []tokenringtest.Node{
 	{Endpoint: "10.0.0.1", HostID: "h1", Datacenter: "dc1", Rack: "r1", Tokens: []string{"-100", "50"}},
 	{Endpoint: "10.0.0.2", HostID: "h2", Datacenter: "dc1", Rack: "r2", Tokens: []string{"-20", "300"}},
 	{Endpoint: "10.0.0.3", HostID: "h3", Datacenter: "dc1", Rack: "r1"}, // joining: no tokens yet
 }
 
-func newFake(t *testing.T, opts scyllatest.Options, local string) (*scyllatest.Server, *tokenring.Client) {
+func newFake(t *testing.T, opts tokenringtest.ServerOptions, local string) (*tokenringtest.Server, *tokenring.Client) {
 	t.Helper()
-	srv := scyllatest.NewServer(opts)
+	srv := tokenringtest.NewServer(tokenringtest.Cluster{Local: local, Nodes: testNodes}, opts)
 	t.Cleanup(srv.Close)
 	if !strings.HasPrefix(srv.URL, "http://127.0.0.1:") && !strings.HasPrefix(srv.URL, "https://127.0.0.1:") {
 		t.Fatalf("fake server is not on loopback: %s", srv.URL)
 	}
-	srv.SetNodes(local, testNodes)
 	copts := tokenring.ClientOptions{AuthToken: opts.AuthToken}
 	if opts.AuthToken != "" {
 		copts.HTTPClient = srv.Client()
@@ -39,7 +39,7 @@ func newFake(t *testing.T, opts scyllatest.Options, local string) (*scyllatest.S
 
 func TestClientReadsTheRing(t *testing.T) {
 	ctx := context.Background()
-	_, c := newFake(t, scyllatest.Options{}, "10.0.0.1")
+	_, c := newFake(t, tokenringtest.ServerOptions{}, "10.0.0.1")
 
 	tokens, err := c.Tokens(ctx)
 	if err != nil {
@@ -69,7 +69,7 @@ func TestClientReadsTheRing(t *testing.T) {
 }
 
 func TestJoiningNodeGetsNotJoinedNotAHash(t *testing.T) {
-	_, c := newFake(t, scyllatest.Options{}, "10.0.0.3")
+	_, c := newFake(t, tokenringtest.ServerOptions{}, "10.0.0.3")
 	_, _, err := tokenring.ReadTokenRingHash(context.Background(), c)
 	if !errors.Is(err, tokenring.ErrNotJoined) || !tokenring.IsRetryable(err) {
 		t.Fatalf("error = %v, want a retryable ErrNotJoined", err)
@@ -77,7 +77,7 @@ func TestJoiningNodeGetsNotJoinedNotAHash(t *testing.T) {
 }
 
 func TestClientThroughTheAgent(t *testing.T) {
-	srv, c := newFake(t, scyllatest.Options{AuthToken: "s3cret"}, "10.0.0.2")
+	srv, c := newFake(t, tokenringtest.ServerOptions{AuthToken: "s3cret"}, "10.0.0.2")
 	if !strings.HasPrefix(srv.URL, "https://") {
 		t.Fatal("agent mode is not TLS")
 	}
@@ -119,7 +119,7 @@ func TestClientRejectsBadReplies(t *testing.T) {
 		{"wrong type", "/storage_service/tokens", 200, `[1,2]`, tokensCall, tokenring.ErrMalformedReply},
 		{"trailing garbage", "/storage_service/tokens", 200, `["1"] ["2"]`, tokensCall, tokenring.ErrMalformedReply},
 		{"not JSON", "/storage_service/tokens", 200, `<html>`, tokensCall, tokenring.ErrMalformedReply},
-		{"oversized", "/storage_service/tokens", 200, `["` + strings.Repeat("1", 2048) + `"]`, tokensCall, tokenring.ErrReplyTooLarge},
+		{"oversized", "/storage_service/tokens", 200, `["` + strings.Repeat("1", 2048) + `"]`, tokensCall, tokenring.ErrTooLarge},
 		{"non-Murmur3 tokens", "/storage_service/tokens", 200, `["0x1f"]`, hashCall, tokenring.ErrNotMurmur3},
 		{"RandomPartitioner tokens", "/storage_service/tokens", 200, `["85070591730234615865843651857942052864"]`, hashCall, tokenring.ErrNotMurmur3},
 		{"bad token in map", "/storage_service/tokens_endpoint", 200, `[{"key":"abc","value":"10.0.0.1"}]`, ringCall, tokenring.ErrNotMurmur3},
@@ -130,9 +130,8 @@ func TestClientRejectsBadReplies(t *testing.T) {
 		{"404", "/storage_service/tokens", 404, `{"message":"Not found","code":404}`, tokensCall, tokenring.ErrNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := scyllatest.NewServer(scyllatest.Options{})
+			srv := tokenringtest.NewServer(tokenringtest.Cluster{Local: "10.0.0.1", Nodes: testNodes}, tokenringtest.ServerOptions{})
 			defer srv.Close()
-			srv.SetNodes("10.0.0.1", testNodes)
 			srv.Override(http.MethodGet, tc.path, tc.status, tc.body)
 			c, err := tokenring.NewClient(srv.URL, tokenring.ClientOptions{MaxReplyBytes: 1024})
 			if err != nil {
@@ -141,6 +140,10 @@ func TestClientRejectsBadReplies(t *testing.T) {
 			err = tc.call(c)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("error = %v, want %v", err, tc.want)
+			}
+			var tooLarge *bounded.TooLargeError
+			if tc.want == tokenring.ErrTooLarge && (!errors.As(err, &tooLarge) || tooLarge.Limit != 1024) {
+				t.Fatalf("error = %v, want a *bounded.TooLargeError naming the 1024-byte limit", err)
 			}
 			if tokenring.IsRetryable(err) {
 				t.Fatalf("%v is called retryable", err)
@@ -166,7 +169,7 @@ func ringCall(c *tokenring.Client) error {
 }
 
 func TestServerErrorsAreRetryable(t *testing.T) {
-	srv, c := newFake(t, scyllatest.Options{}, "10.0.0.1")
+	srv, c := newFake(t, tokenringtest.ServerOptions{}, "10.0.0.1")
 	srv.Override(http.MethodGet, "/storage_service/tokens", 500, `{"message":"boom","code":500}`)
 	_, err := c.Tokens(context.Background())
 	var apiErr *tokenring.APIError
@@ -176,7 +179,7 @@ func TestServerErrorsAreRetryable(t *testing.T) {
 }
 
 func TestClientHonoursContext(t *testing.T) {
-	_, c := newFake(t, scyllatest.Options{}, "10.0.0.1")
+	_, c := newFake(t, tokenringtest.ServerOptions{}, "10.0.0.1")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := c.Tokens(ctx); !errors.Is(err, context.Canceled) || tokenring.IsRetryable(err) {
@@ -185,11 +188,11 @@ func TestClientHonoursContext(t *testing.T) {
 }
 
 func TestRunCleanup(t *testing.T) {
-	srv, c := newFake(t, scyllatest.Options{}, "10.0.0.1")
-	srv.SetKeyspaces([]scyllatest.Keyspace{
+	srv, c := newFake(t, tokenringtest.ServerOptions{}, "10.0.0.1")
+	setKeyspaces(srv, []tokenringtest.Keyspace{
 		{Name: "system", Local: true}, {Name: "ks1"}, {Name: "broken"}, {Name: "tablets", Tablets: true}, {Name: "ks2"},
 	})
-	srv.FailCleanup("broken", 500, "compaction failed")
+	srv.Node().FailCleanup("broken", &tokenring.APIError{StatusCode: 500, Message: "compaction failed"})
 
 	report, err := tokenring.RunCleanup(context.Background(), c)
 	if err == nil || !strings.Contains(err.Error(), `keyspace "broken"`) || !strings.Contains(err.Error(), "compaction failed") {
@@ -198,17 +201,22 @@ func TestRunCleanup(t *testing.T) {
 	if want := []string{"ks1", "broken", "ks2"}; !reflect.DeepEqual(report.Keyspaces, want) {
 		t.Errorf("keyspaces %v, want %v (no local, no tablets)", report.Keyspaces, want)
 	}
-	if want := []string{"ks1", "ks2"}; !reflect.DeepEqual(report.Cleaned, want) || !reflect.DeepEqual(srv.Cleaned(), want) {
-		t.Errorf("cleaned %v / server %v, want %v: a failure must not stop the rest", report.Cleaned, srv.Cleaned(), want)
+	if want := []string{"ks1", "ks2"}; !reflect.DeepEqual(report.Cleaned, want) || !reflect.DeepEqual(srv.Node().Cleaned(), want) {
+		t.Errorf("cleaned %v / server %v, want %v: a failure must not stop the rest", report.Cleaned, srv.Node().Cleaned(), want)
 	}
 	if len(report.Failed) != 1 || report.Failed["broken"] == nil {
 		t.Errorf("failed %v", report.Failed)
 	}
-	if srv.StopCleanupCalls() != 1 {
-		t.Errorf("running cleanups were stopped %d times", srv.StopCleanupCalls())
+	if srv.Node().StopCalls() != 1 {
+		t.Errorf("running cleanups were stopped %d times", srv.Node().StopCalls())
 	}
 	calls := srv.Calls()
 	if calls[0].Path != "/compaction_manager/stop_compaction" || calls[0].Query != "type=CLEANUP" {
 		t.Errorf("first call %+v, want stopping cleanups first", calls[0])
 	}
+}
+
+// setKeyspaces replaces the keyspaces of the server's cluster.
+func setKeyspaces(srv *tokenringtest.Server, keyspaces []tokenringtest.Keyspace) {
+	srv.Node().Update(func(c *tokenringtest.Cluster) { c.Keyspaces = keyspaces })
 }

@@ -39,7 +39,7 @@ const (
 	JobControllerDegradedCondition            = "JobControllerDegraded"
 )
 
-// Reasons a Verdict carries; also used as condition reasons.
+// Reasons a Decision carries; also used as condition reasons.
 const (
 	ReasonAsExpected              = "AsExpected"
 	ReasonWaitingForServiceState  = "WaitingForServiceState"
@@ -95,11 +95,11 @@ const (
 	// NeverCleanedUp on the member Service.
 	ActionSeed
 	// ActionStartCleanup: ensure a cleanup Job exists for the node with
-	// CleanupJobTokenRingHashAnnotation = Verdict.TokenRingHash, replacing
+	// CleanupJobTokenRingHashAnnotation = Decision.TokenRingHash, replacing
 	// a Job for another hash.
 	ActionStartCleanup
 	// ActionRecordCleanup: set LastCleanedUpTokenRingHashAnnotation to
-	// Verdict.TokenRingHash. With TriggerOwnership, also save the snapshot
+	// Decision.TokenRingHash. With TriggerOwnership, also save the topology
 	// the analysis used as "after" as the node's new baseline.
 	ActionRecordCleanup
 )
@@ -121,8 +121,8 @@ func (a Action) String() string {
 	return fmt.Sprintf("Action(%d)", int(a))
 }
 
-// Verdict is the decision for one member.
-type Verdict struct {
+// Decision is what Decide says to do for one member.
+type Decision struct {
 	Member  string
 	Action  Action
 	Reason  string
@@ -166,9 +166,9 @@ type DecideOptions struct {
 // whether the node needs cleanup, and only then do the cluster
 // preconditions gate it (observed generation current,
 // StatefulSetControllerProgressing not True, Available True, Degraded False).
-func Decide(m Member, status ClusterStatus, opts DecideOptions) Verdict {
-	v := Verdict{Member: m.Name}
-	wait := func(reason, format string, args ...any) Verdict {
+func Decide(m Member, status ClusterStatus, opts DecideOptions) Decision {
+	v := Decision{Member: m.Name}
+	wait := func(reason, format string, args ...any) Decision {
 		v.Action, v.Reason, v.Message = ActionWait, reason, fmt.Sprintf(format, args...)
 		return v
 	}
@@ -261,7 +261,7 @@ func unmetPreconditions(s ClusterStatus) []string {
 	return unmet
 }
 
-// SetJobConditions summarises verdicts into JobControllerProgressing and
+// SetJobConditions summarises decisions into JobControllerProgressing and
 // JobControllerDegraded and sets them in conditions with apimachinery's
 // meta.SetStatusCondition. now becomes LastTransitionTime of a condition
 // whose status changes (time comes in: this function never reads the
@@ -269,8 +269,8 @@ func unmetPreconditions(s ClusterStatus) []string {
 // a Job to start; Degraded is True when any member's annotations are
 // unexpected. Messages are sorted by member, so the result is stable. It
 // reports whether conditions changed (whether status needs writing).
-func SetJobConditions(conditions *[]metav1.Condition, verdicts []Verdict, generation int64, now metav1.Time) bool {
-	sorted := append([]Verdict(nil), verdicts...)
+func SetJobConditions(conditions *[]metav1.Condition, decisions []Decision, generation int64, now metav1.Time) bool {
+	sorted := append([]Decision(nil), decisions...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Member < sorted[j].Member })
 
 	progressing := metav1.Condition{Type: JobControllerProgressingCondition, Status: metav1.ConditionFalse, Reason: ReasonAsExpected, ObservedGeneration: generation, LastTransitionTime: now}

@@ -54,7 +54,7 @@ func ptr[T any](v T) *T { return &v }
 
 // TestDecideEveryAnnotationAndConditionCombination enumerates 4 current ×
 // 6 last-cleaned-up annotation states × 3 observed generations × 3^3
-// condition states and checks each verdict against the rules written out
+// condition states and checks each decision against the rules written out
 // independently below.
 func TestDecideEveryAnnotationAndConditionCombination(t *testing.T) {
 	conds := []conditionState{"absent", "True", "False"}
@@ -196,7 +196,7 @@ func TestSetJobConditions(t *testing.T) {
 	t1 := metav1.NewTime(t0.Add(time.Hour))
 	var conds []metav1.Condition
 
-	changed := SetJobConditions(&conds, []Verdict{{Member: "b", Action: ActionNone, Reason: ReasonAsExpected}}, 3, t0)
+	changed := SetJobConditions(&conds, []Decision{{Member: "b", Action: ActionNone, Reason: ReasonAsExpected}}, 3, t0)
 	if !changed || len(conds) != 2 {
 		t.Fatalf("changed=%v conditions=%v", changed, conds)
 	}
@@ -205,16 +205,16 @@ func TestSetJobConditions(t *testing.T) {
 			t.Errorf("%+v", c)
 		}
 	}
-	if SetJobConditions(&conds, []Verdict{{Member: "b", Action: ActionNone}}, 3, t1) {
+	if SetJobConditions(&conds, []Decision{{Member: "b", Action: ActionNone}}, 3, t1) {
 		t.Error("reported a change for identical conditions")
 	}
 
-	verdicts := []Verdict{
+	decisions := []Decision{
 		{Member: "c", Action: ActionStartCleanup, Reason: ReasonTokenRingChanged, Message: "c changed"},
 		{Member: "a", Action: ActionWait, Reason: ReasonUnexpectedServiceState, Message: "a is broken"},
 		{Member: "b", Action: ActionWait, Reason: ReasonProgressing, Message: "b waits"},
 	}
-	SetJobConditions(&conds, verdicts, 4, t1)
+	SetJobConditions(&conds, decisions, 4, t1)
 	p, d := conds[0], conds[1]
 	if p.Type != JobControllerProgressingCondition || p.Status != metav1.ConditionTrue || p.Message != "b waits\nc changed" || p.Reason != ReasonProgressing || !p.LastTransitionTime.Equal(&t1) {
 		t.Errorf("progressing = %+v", p)

@@ -8,11 +8,11 @@
 //   - Compatibility: HashTokens computes scylla-operator's token ring hash
 //     byte for byte; Decide turns a member's annotations
 //     (CurrentTokenRingHashAnnotation, LastCleanedUpTokenRingHashAnnotation,
-//     NeverCleanedUp) and the cluster's status into a Verdict (seed, wait
+//     NeverCleanedUp) and the cluster's status into a Decision (seed, wait
 //     with a reason, start a cleanup Job, record a cleanup, or nothing);
-//     SetJobConditions reports the verdicts as JobControllerProgressing and
+//     SetJobConditions reports the decisions as JobControllerProgressing and
 //     JobControllerDegraded conditions.
-//   - Ownership: Analyze compares two Snapshots (token ring with each
+//   - Ownership: Analyze compares two Topologies (token ring with each
 //     endpoint's datacenter and rack, and each keyspace's replication) and
 //     lists per node and keyspace the ranges lost and gained. With
 //     DecideOptions{Trigger: TriggerOwnership} the decision uses it: a
@@ -25,8 +25,11 @@
 //     LocationSource and Cleaner. ReadTokenRingHash refuses to hash the
 //     ring of a node that owns no tokens yet (ErrNotJoined), or a ring
 //     reply that lacks the node's own tokens (ErrInconsistentRing).
-//     RunCleanup does the cleanup Job's work. Package scyllatest is a fake
-//     API for tests; package mocks has generated mocks of the interfaces.
+//     RunCleanup does the cleanup Job's work. Package tokenringtest models
+//     a cluster once and serves it as an in-memory node (MemNode) and as a
+//     fake REST API (Server), and its RunConformanceTests checks any
+//     RingSource, LocationSource or Cleaner in one line; package mocks has
+//     generated mocks of the interfaces.
 //
 // # What the client trusts
 //
@@ -62,7 +65,7 @@
 //  2. In the cluster reconcile loop: for every member build a Member (its
 //     Service annotations, its cleanup Job if any, its endpoint) and a
 //     ClusterStatus, and call Decide.
-//  3. Apply each Verdict: ActionSeed → set LastCleanedUpTokenRingHashAnnotation
+//  3. Apply each Decision: ActionSeed → set LastCleanedUpTokenRingHashAnnotation
 //     to NeverCleanedUp; ActionStartCleanup → create (or replace) the node's
 //     cleanup Job with CleanupJobTokenRingHashAnnotation = TokenRingHash, its
 //     pod calling RunCleanup against that node; ActionRecordCleanup → set
@@ -70,14 +73,14 @@
 //     requeue; ActionNone → nothing.
 //  4. Call SetJobConditions on the cluster's status conditions and write the
 //     status when it reports a change.
-//  5. Only for TriggerOwnership: keep, per node, a baseline Snapshot (the
+//  5. Only for TriggerOwnership: keep, per node, a baseline Topology (the
 //     ring and the vnode keyspaces' replication when the node was last
 //     cleaned, or when it joined). Each reconcile read the current ring
 //     (ReadRing) and replication, call Analyze(baseline, now) once per
 //     distinct baseline, and pass the result in DecideOptions.Analysis.
 //     When you apply ActionRecordCleanup, make "now" that node's baseline;
 //     otherwise a replication change keeps asking for cleanups. Never keep
-//     a snapshot that fails Snapshot.Validate: a replication that does not
+//     a topology that fails Topology.Validate: a replication that does not
 //     match the ring (a datacenter it does not have, no replicas at all)
 //     would make every node look as if it lost its ranges, so Analyze
 //     refuses it with ErrUnknownDatacenter or ErrInvalidReplication.
@@ -85,31 +88,31 @@
 // # A complete loop
 //
 //	func reconcile(ctx context.Context, cluster *Cluster, now time.Time) error {
-//		analysis, err := tokenring.Analyze(cluster.Baseline, cluster.ObserveSnapshot(ctx))
+//		analysis, err := tokenring.Analyze(cluster.Baseline, cluster.ObserveTopology(ctx))
 //		if err != nil {
 //			return err // a bad ring or replication is reported, never guessed
 //		}
 //		opts := tokenring.DecideOptions{Trigger: tokenring.TriggerOwnership, Analysis: &analysis}
-//		var verdicts []tokenring.Verdict
+//		var decisions []tokenring.Decision
 //		for _, svc := range cluster.MemberServices() {
-//			v := tokenring.Decide(tokenring.Member{
+//			d := tokenring.Decide(tokenring.Member{
 //				Name:        svc.Name,
 //				Annotations: svc.Annotations,
 //				Job:         cluster.CleanupJob(svc.Name), // nil when there is none
 //				Endpoint:    svc.Endpoint,
 //			}, cluster.Status(), opts)
-//			switch v.Action {
+//			switch d.Action {
 //			case tokenring.ActionSeed, tokenring.ActionRecordCleanup:
-//				svc.Annotations[tokenring.LastCleanedUpTokenRingHashAnnotation] = v.TokenRingHash
-//				if v.Action == tokenring.ActionRecordCleanup {
+//				svc.Annotations[tokenring.LastCleanedUpTokenRingHashAnnotation] = d.TokenRingHash
+//				if d.Action == tokenring.ActionRecordCleanup {
 //					cluster.AdvanceBaseline(svc.Endpoint)
 //				}
 //			case tokenring.ActionStartCleanup:
-//				cluster.EnsureCleanupJob(svc.Name, v.TokenRingHash) // runs tokenring.RunCleanup
+//				cluster.EnsureCleanupJob(svc.Name, d.TokenRingHash) // runs tokenring.RunCleanup
 //			}
-//			verdicts = append(verdicts, v)
+//			decisions = append(decisions, d)
 //		}
-//		if tokenring.SetJobConditions(&cluster.Conditions, verdicts, cluster.Generation, metav1.NewTime(now)) {
+//		if tokenring.SetJobConditions(&cluster.Conditions, decisions, cluster.Generation, metav1.NewTime(now)) {
 //			return cluster.UpdateStatus(ctx)
 //		}
 //		return nil
@@ -120,11 +123,12 @@
 // Sentinels for errors.Is: ErrNotMurmur3 (every *TokenError: a token that is
 // not a canonical signed 64-bit decimal), ErrInvalidRing,
 // ErrInvalidReplication, ErrUnknownDatacenter and ErrMissingLocation
-// (Snapshot.Validate and Analyze's input),
+// (Topology.Validate and Analyze's input),
 // ErrNotJoined and ErrInconsistentRing (retry later), ErrNotFound (HTTP
-// 404), ErrKeyspaceNotFound (ScyllaDB said the keyspace does not exist),
-// ErrRedirect, ErrMalformedReply and ErrReplyTooLarge (REST replies;
-// bodies are read up to ClientOptions.MaxReplyBytes), ErrInvalidURL and
+// 404; caretaker's shared NotFound class), ErrKeyspaceNotFound (ScyllaDB said the keyspace does not exist),
+// ErrRedirect, ErrMalformedReply and ErrTooLarge (REST replies, the
+// shared "too large" class; bodies are read up to ClientOptions.MaxReplyBytes, and an oversized one wraps
+// a *bounded.TooLargeError), ErrInvalidURL and
 // ErrTokenWithoutTLS (NewClient's configuration). Non-2xx replies are
 // *APIError. IsRetryable classifies any error of this package. RunCleanup
 // continues past failing keyspaces and returns them all in a

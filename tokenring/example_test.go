@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/caretaker-storage/caretaker/tokenring"
-	"github.com/caretaker-storage/caretaker/tokenring/scyllatest"
+	"github.com/caretaker-storage/caretaker/tokenring/tokenringtest"
 )
 
 // The annotation value scylla-operator's sidecar would write for a ring;
@@ -22,18 +22,17 @@ func ExampleHashTokens() {
 // A node's hash, read from its REST API (here the fake), refusing nodes that
 // have not joined.
 func ExampleReadTokenRingHash() {
-	srv := scyllatest.NewServer(scyllatest.Options{})
-	defer srv.Close()
-	srv.SetNodes("10.0.0.1", []scyllatest.Node{
+	srv := tokenringtest.NewServer(tokenringtest.Cluster{Local: "10.0.0.1", Nodes: []tokenringtest.Node{
 		{Endpoint: "10.0.0.1", HostID: "host-1", Tokens: []string{"-100", "50"}},
 		{Endpoint: "10.0.0.2", HostID: "host-2"}, // still joining
-	})
+	}}, tokenringtest.ServerOptions{})
+	defer srv.Close()
 	c, _ := tokenring.NewClient(srv.URL, tokenring.ClientOptions{})
 
 	hash, m, err := tokenring.ReadTokenRingHash(context.Background(), c)
 	fmt.Println(hash == tokenring.HashTokens([]string{"-100", "50"}), m.Endpoint, m.OwnTokens, err)
 
-	srv.SetNodes("10.0.0.2", nil)
+	srv.Node().SetCluster(tokenringtest.Cluster{Local: "10.0.0.2"}) // a node that knows nothing yet
 	_, _, err = tokenring.ReadTokenRingHash(context.Background(), c)
 	fmt.Println(err)
 	// Output:
@@ -45,7 +44,7 @@ func ExampleReadTokenRingHash() {
 // exactly what it had, and D is new.
 func ExampleAnalyze() {
 	ks := map[string]tokenring.Replication{"shop": {Strategy: tokenring.SimpleStrategy, ReplicationFactor: 2}}
-	before := tokenring.Snapshot{Keyspaces: ks, Ring: tokenring.Ring{Owners: []tokenring.TokenOwner{
+	before := tokenring.Topology{Keyspaces: ks, Ring: tokenring.Ring{Owners: []tokenring.TokenOwner{
 		{Token: 10, Endpoint: "A"}, {Token: 20, Endpoint: "B"}, {Token: 30, Endpoint: "C"},
 	}}}
 	after := before
@@ -101,12 +100,11 @@ func ptrTo[T any](v T) *T { return &v }
 // What a cleanup Job does, against the fake API: local and tablet keyspaces
 // are not cleaned, and a failing keyspace does not stop the others.
 func ExampleRunCleanup() {
-	srv := scyllatest.NewServer(scyllatest.Options{})
-	defer srv.Close()
-	srv.SetKeyspaces([]scyllatest.Keyspace{
+	srv := tokenringtest.NewServer(tokenringtest.Cluster{Keyspaces: []tokenringtest.Keyspace{
 		{Name: "system", Local: true}, {Name: "orders"}, {Name: "events", Tablets: true}, {Name: "users"},
-	})
-	srv.FailCleanup("users", 500, "disk full")
+	}}, tokenringtest.ServerOptions{})
+	defer srv.Close()
+	srv.Node().FailCleanup("users", &tokenring.APIError{StatusCode: 500, Message: "disk full"})
 	c, _ := tokenring.NewClient(srv.URL, tokenring.ClientOptions{})
 
 	report, err := tokenring.RunCleanup(context.Background(), c)

@@ -38,8 +38,8 @@ func TestReplicationMustMatchTheRing(t *testing.T) {
 		{"endpoint without datacenter", good, ring(map[string]Location{"A": {"dc1", "r1"}}, 10, "A", 20, "B"), []error{ErrMissingLocation}, []string{`"B"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			bad := Snapshot{Ring: tc.ring, Keyspaces: map[string]Replication{"ok": simple(1), "ks": tc.repl}}
-			fine := Snapshot{Ring: twoDCs, Keyspaces: map[string]Replication{"ok": simple(1), "ks": good}}
+			bad := Topology{Ring: tc.ring, Keyspaces: map[string]Replication{"ok": simple(1), "ks": tc.repl}}
+			fine := Topology{Ring: twoDCs, Keyspaces: map[string]Replication{"ok": simple(1), "ks": good}}
 			for _, err := range []error{bad.Validate(), analyzeErr(bad, fine), analyzeErr(fine, bad)} {
 				for _, want := range tc.want {
 					if !errors.Is(err, want) {
@@ -53,13 +53,13 @@ func TestReplicationMustMatchTheRing(t *testing.T) {
 				}
 			}
 			if err := analyzeErr(bad, fine); err != nil && !strings.HasPrefix(err.Error(), "before: ") {
-				t.Errorf("error %q does not say which snapshot", err)
+				t.Errorf("error %q does not say which topology", err)
 			}
 		})
 	}
 }
 
-func analyzeErr(before, after Snapshot) error {
+func analyzeErr(before, after Topology) error {
 	a, err := Analyze(before, after)
 	if err == nil || a.Nodes != nil {
 		return errors.Join(err, errors.New("Analyze returned an analysis"))
@@ -71,8 +71,8 @@ func analyzeErr(before, after Snapshot) error {
 // drained before it goes, and it may name a datacenter already gone; the
 // drained datacenter's nodes lose their ranges, the others do not.
 func TestDrainedDatacenterIsValid(t *testing.T) {
-	before := Snapshot{twoDCs, one("ks", nts(map[string]int{"dc1": 2, "dc2": 2}))}
-	after := Snapshot{twoDCs, one("ks", nts(map[string]int{"dc1": 2, "dc2": 0, "gone": 0}))}
+	before := Topology{twoDCs, one("ks", nts(map[string]int{"dc1": 2, "dc2": 2}))}
+	after := Topology{twoDCs, one("ks", nts(map[string]int{"dc1": 2, "dc2": 0, "gone": 0}))}
 	if err := after.Validate(); err != nil {
 		t.Fatal(err)
 	}

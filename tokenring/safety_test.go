@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/caretaker-storage/caretaker/tokenring"
-	"github.com/caretaker-storage/caretaker/tokenring/scyllatest"
+	"github.com/caretaker-storage/caretaker/tokenring/tokenringtest"
 )
 
 // witness is a second origin a redirect points at. It records every
@@ -201,13 +201,12 @@ func TestRunCleanupCountsOnlyProvenCleanups(t *testing.T) {
 		{"200 with another number", 200, `1`, false, tokenring.ErrMalformedReply},
 		{"200 with an HTML page", 200, `<html>ok</html>`, false, tokenring.ErrMalformedReply},
 		{"200 with an object", 200, `{}`, false, tokenring.ErrMalformedReply},
-		{"200 oversized", 200, strings.Repeat(" ", 2048) + "0", false, tokenring.ErrReplyTooLarge},
+		{"200 oversized", 200, strings.Repeat(" ", 2048) + "0", false, tokenring.ErrTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := scyllatest.NewServer(scyllatest.Options{})
+			srv := tokenringtest.NewServer(tokenringtest.Cluster{Local: "10.0.0.1", Nodes: testNodes}, tokenringtest.ServerOptions{})
 			defer srv.Close()
-			srv.SetNodes("10.0.0.1", testNodes)
-			srv.SetKeyspaces([]scyllatest.Keyspace{{Name: "ks1"}, {Name: "gone"}})
+			setKeyspaces(srv, []tokenringtest.Keyspace{{Name: "ks1"}, {Name: "gone"}})
 			srv.Override(http.MethodPost, path, tc.status, tc.body)
 			c, err := tokenring.NewClient(srv.URL, tokenring.ClientOptions{MaxReplyBytes: 1024})
 			if err != nil {
@@ -240,8 +239,8 @@ func TestRunCleanupCountsOnlyProvenCleanups(t *testing.T) {
 // dropped after the listing as ScyllaDB does; RunCleanup reports it as
 // dropped, not cleaned.
 func TestRunCleanupAgainstTheFakeDroppedKeyspace(t *testing.T) {
-	srv, c := newFake(t, scyllatest.Options{}, "10.0.0.1")
-	srv.SetKeyspaces([]scyllatest.Keyspace{{Name: "ks1"}})
+	srv, c := newFake(t, tokenringtest.ServerOptions{}, "10.0.0.1")
+	setKeyspaces(srv, []tokenringtest.Keyspace{{Name: "ks1"}})
 	srv.Override(http.MethodGet, "/storage_service/keyspaces", 200, `["gone","ks1"]`)
 	report, err := tokenring.RunCleanup(context.Background(), c)
 	if err != nil || !reflect.DeepEqual(report.Cleaned, []string{"ks1"}) || !reflect.DeepEqual(report.Dropped, []string{"gone"}) {
@@ -253,11 +252,11 @@ func TestRunCleanupAgainstTheFakeDroppedKeyspace(t *testing.T) {
 // list stops the run before anything is cleaned.
 func TestRunCleanupRefusesABadListing(t *testing.T) {
 	for _, body := range []string{`null`, `{"keyspaces":["ks1"]}`, `["ks1"`, ``} {
-		srv, c := newFake(t, scyllatest.Options{}, "10.0.0.1")
-		srv.SetKeyspaces([]scyllatest.Keyspace{{Name: "ks1"}})
+		srv, c := newFake(t, tokenringtest.ServerOptions{}, "10.0.0.1")
+		setKeyspaces(srv, []tokenringtest.Keyspace{{Name: "ks1"}})
 		srv.Override(http.MethodGet, "/storage_service/keyspaces", 200, body)
 		report, err := tokenring.RunCleanup(context.Background(), c)
-		if !errors.Is(err, tokenring.ErrMalformedReply) || len(report.Cleaned) != 0 || len(srv.Cleaned()) != 0 {
+		if !errors.Is(err, tokenring.ErrMalformedReply) || len(report.Cleaned) != 0 || len(srv.Node().Cleaned()) != 0 {
 			t.Errorf("listing %q: report %+v, error %v; want ErrMalformedReply and nothing cleaned", body, report, err)
 		}
 	}
@@ -284,7 +283,7 @@ func TestTokenRingHashNeedsTheNodesOwnTokens(t *testing.T) {
 		{"local host ID null", "/storage_service/hostid/local", `null`, tokenring.ErrMalformedReply},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv, c := newFake(t, scyllatest.Options{}, "10.0.0.1")
+			srv, c := newFake(t, tokenringtest.ServerOptions{}, "10.0.0.1")
 			srv.Override(http.MethodGet, tc.path, 200, tc.body)
 			hash, _, err := tokenring.ReadTokenRingHash(context.Background(), c)
 			if hash != "" || !errors.Is(err, tc.want) {
@@ -310,7 +309,7 @@ func TestNullRepliesAreMalformed(t *testing.T) {
 		"/snitch/datacenter":               func(c *tokenring.Client) error { _, err := c.Location(ctx, "10.0.0.1"); return err },
 		"/snitch/rack":                     func(c *tokenring.Client) error { _, err := c.Location(ctx, "10.0.0.1"); return err },
 	} {
-		srv, c := newFake(t, scyllatest.Options{}, "10.0.0.1")
+		srv, c := newFake(t, tokenringtest.ServerOptions{}, "10.0.0.1")
 		srv.Override(http.MethodGet, path, 200, " null\n")
 		if err := call(c); !errors.Is(err, tokenring.ErrMalformedReply) {
 			t.Errorf("%s answering null: %v, want ErrMalformedReply", path, err)
@@ -371,9 +370,9 @@ func FuzzCleanupReply(f *testing.F) {
 	f.Add(400, `{"message":"Keyspace ks does not exist","code":400}`)
 	f.Add(302, ``)
 	f.Add(500, `{"message":"Can not perform cleanup operation when topology changes","code":500}`)
-	srv := scyllatest.NewServer(scyllatest.Options{})
+	srv := tokenringtest.NewServer(tokenringtest.Cluster{}, tokenringtest.ServerOptions{})
 	defer srv.Close()
-	srv.SetKeyspaces([]scyllatest.Keyspace{{Name: "ks"}})
+	setKeyspaces(srv, []tokenringtest.Keyspace{{Name: "ks"}})
 	c, err := tokenring.NewClient(srv.URL, tokenring.ClientOptions{MaxReplyBytes: 4096})
 	if err != nil {
 		f.Fatal(err)

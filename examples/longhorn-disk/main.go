@@ -7,7 +7,7 @@
 //	longhorn-disk -disk /var/lib/longhorn/ -node worker-1 -replicas replicas.json -purge pvc-1-0a1b2c3d -yes
 //
 // Dry-run is the default: without -yes nothing is deleted. A purge goes
-// through diskscan.Deleter, which re-checks the disk's UUID and filesystem,
+// through diskscan's Orphans (Judge, then Delete), which re-checks the disk's UUID and filesystem,
 // the directory and its volume.meta, mounts inside it, and the expected
 // replicas at the moment it acts, and never follows symbolic links.
 //
@@ -102,13 +102,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	disks, err := diskscan.NewDiskSet(disk)
+	orphans, err := diskscan.NewOrphans(diskscan.NewStaticExpected(refs...), diskscan.Options{
+		Disks:             []diskscan.Disk{disk},
+		AllowNoneExpected: *allowEmpty, // only purges look at it, after suspiciousList
+	})
 	if err != nil {
 		return fail(err)
 	}
-	expected := diskscan.NewStaticExpected(refs...)
-	inv := diskscan.NewInventory(disks, expected, diskscan.Options{})
-	report, err := inv.ScanReport(ctx)
+	report, err := orphans.Report(ctx)
 	if err != nil {
 		return fail(err)
 	}
@@ -140,8 +141,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	judge := diskscan.NewJudge(disks, expected)
-	del := diskscan.NewDeleter(disks, expected, diskscan.Options{AllowNoneExpected: *allowEmpty})
 	status := 0
 	var freed int64
 	fmt.Fprintln(stdout)
@@ -149,12 +148,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		rec, err := orphan.NewRecord(o.Item, time.Now())
 		if err == nil {
 			var v orphan.Verdict
-			if v, err = judge.Judge(ctx, o.Item); err == nil && v.Outcome != orphan.OutcomeOrphan {
+			if v, err = orphans.Judge(ctx, o.Item); err == nil && v.Outcome != orphan.OutcomeOrphan {
 				err = fmt.Errorf("not purged: %s (%s)", v.Outcome, v.Reason)
 			}
 		}
 		if err == nil {
-			err = del.Delete(ctx, rec)
+			err = orphans.Delete(ctx, rec)
 		}
 		switch {
 		case err == nil:
@@ -168,7 +167,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "failed  %s: %v\n", o.Name, err)
 		}
 	}
-	if err := del.FinishInterrupted(ctx); err != nil {
+	if err := orphans.FinishInterrupted(ctx); err != nil {
 		status = 1
 		fmt.Fprintf(stdout, "finishing interrupted purges: %v\n", err)
 	}

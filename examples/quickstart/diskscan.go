@@ -45,7 +45,7 @@ var qsEntries = []qsEntry{
 }
 
 // runDiskscan builds a Longhorn-style disk under dir, lets orphan.Monitor
-// scan it with diskscan's Inventory, judges, plans and records the orphans
+// scan it with diskscan's Orphans, judges, plans and records the orphans
 // in a MemStore, then purges one on request through the Sweeper and
 // diskscan's Deleter.
 func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
@@ -62,18 +62,17 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 			refs = append(refs, diskscan.ReplicaRef{Name: e.name + "-r", NodeID: qsNode, DiskID: qsDiskUUID, DiskPath: disk.Path, DataDirectoryName: e.name})
 		}
 	}
-	disks, err := diskscan.NewDiskSet(disk)
+	expected := diskscan.NewStaticExpected(refs...)
+	orphans, err := diskscan.NewOrphans(expected, diskscan.Options{Disks: []diskscan.Disk{disk}, ListOwned: true})
 	if err != nil {
 		return err
 	}
-	expected := diskscan.NewStaticExpected(refs...)
-	inv := diskscan.NewInventory(disks, expected, diskscan.Options{ListOwned: true})
 
 	// The Monitor scans in its own goroutine; the fake clock only stamps
 	// observations, so the report does not depend on when it runs.
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
 	observed := make(chan orphan.Observation, 4)
-	mon := orphan.NewMonitor(inv, orphan.MonitorOptions{Clock: clk, OnScan: func(o orphan.Observation) { observed <- o }})
+	mon := orphan.NewMonitor(orphans, orphan.MonitorOptions{Clock: clk, OnScan: func(o orphan.Observation) { observed <- o }})
 	if err := mon.Start(ctx); err != nil {
 		return err
 	}
@@ -90,17 +89,16 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	if err != nil {
 		return err
 	}
-	rep := inv.LastReport().Disks[0]
+	rep := orphans.LastReport().Disks[0]
 
 	fmt.Fprintf(w, "A Longhorn v1 disk %q with %d entries in replicas/; the cluster's replica objects expect %d of them.\n",
 		qsDiskName, rep.Entries, len(refs))
-	fmt.Fprintf(w, "Scan (orphan.Monitor running diskscan.Inventory): disk %s\n\n", rep.Status.Health)
-	judge := diskscan.NewJudge(disks, expected)
+	fmt.Fprintf(w, "Scan (orphan.Monitor running diskscan.Orphans): disk %s\n\n", rep.Status.Health)
 	for _, name := range rep.OwnedNames {
 		fmt.Fprintf(w, "  owned     %-20s a replica object expects it on this disk\n", name)
 	}
 	for _, o := range rep.Orphans {
-		v, err := judge.Judge(ctx, o.Item)
+		v, err := orphans.Judge(ctx, o.Item)
 		if err != nil {
 			return err
 		}
@@ -111,11 +109,7 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	}
 
 	store := orphan.NewMemStore()
-	adapter, err := orphan.NewAdapter([]orphan.Kind{orphan.KindReplicaData}, inv, judge, diskscan.NewDeleter(disks, expected, diskscan.Options{}))
-	if err != nil {
-		return err
-	}
-	sweeper, err := orphan.NewSweeper(store, adapter, orphan.SweeperOptions{Clock: clk})
+	sweeper, err := orphan.NewSweeper(store, orphans, orphan.SweeperOptions{Clock: clk})
 	if err != nil {
 		return err
 	}
@@ -132,7 +126,7 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 		len(plan.Create), len(plan.Purge), len(res.Created), orphan.ConditionDataCleanable)
 
 	recordOf := func(dataName string) (string, int64, error) {
-		for _, o := range inv.LastReport().Disks[0].Orphans {
+		for _, o := range orphans.LastReport().Disks[0].Orphans {
 			if o.Name == dataName {
 				name, err := o.Item.Name()
 				return name, o.AllocatedBytes, err
@@ -283,7 +277,7 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	for _, r := range left {
 		fmt.Fprintf(w, " %s (%s)", r.Param(orphan.ParamDataName), r.Kind)
 	}
-	fmt.Fprintf(w, "\nOrphaned data left on %s: %s.\n", qsDiskName, mib(inv.LastReport().Disks[0].OrphanBytes))
+	fmt.Fprintf(w, "\nOrphaned data left on %s: %s.\n", qsDiskName, mib(orphans.LastReport().Disks[0].OrphanBytes))
 	return nil
 }
 

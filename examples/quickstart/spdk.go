@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -49,7 +50,7 @@ func runSPDK(ctx context.Context, w io.Writer, dir string) error {
 	if err := buildV2Node(srv); err != nil {
 		return err
 	}
-	client := spdk.NewClient(spdk.Options{SocketPath: srv.SocketPath()})
+	client := spdk.NewClient(spdk.ClientOptions{SocketPath: srv.SocketPath()})
 	defer client.Close()
 
 	running := instance.View{Exists: true, DesiredState: instance.StateRunning, CurrentState: instance.StateRunning, OwnerNodeID: v2Node, InstanceManager: v2IM}
@@ -65,16 +66,13 @@ func runSPDK(ctx context.Context, w io.Writer, dir string) error {
 		// vol-redo's replica record was deleted too.
 	}}
 
-	inv := &spdk.Inventory{RPC: client, NodeID: v2Node, InstanceManager: v2IM}
-	judge := instance.NewJudge(records)
-	store := orphan.NewMemStore()
-	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	deleter := &spdk.Deleter{RPC: client, NodeID: v2Node, InstanceManager: v2IM, Records: records}
-	adapter, err := orphan.NewAdapter([]orphan.Kind{orphan.KindEngineInstance, orphan.KindReplicaInstance}, inv, judge, deleter)
+	orphans, err := spdk.NewOrphans(client, records, spdk.Options{NodeID: v2Node, InstanceManager: v2IM})
 	if err != nil {
 		return err
 	}
-	sweeper, err := orphan.NewSweeper(store, adapter, orphan.SweeperOptions{Clock: clk})
+	store := orphan.NewMemStore()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	sweeper, err := orphan.NewSweeper(store, orphans, orphan.SweeperOptions{Clock: clk})
 	if err != nil {
 		return err
 	}
@@ -84,12 +82,12 @@ func runSPDK(ctx context.Context, w io.Writer, dir string) error {
 	}
 
 	fmt.Fprintln(w, "node-1 rejoined the cluster. Its SPDK still holds what it ran before:")
-	snap, err := inv.Scan(ctx)
+	snap, err := orphans.Scan(ctx)
 	if err != nil {
 		return err
 	}
 	for _, it := range snap.Items {
-		v, err := judge.Judge(ctx, it)
+		v, err := orphans.Judge(ctx, it)
 		if err != nil {
 			return err
 		}
@@ -122,14 +120,28 @@ func runSPDK(ctx context.Context, w io.Writer, dir string) error {
 	}
 
 	fmt.Fprintln(w, "\nA user deletes every orphan record. Meanwhile vol-redo's head lvol is deleted and")
-	fmt.Fprintln(w, "created again under the same name (a new UUID) right after the scan.")
+	fmt.Fprintln(w, "created again under the same name (a new UUID) right before its purge.")
 	for _, r := range recs {
 		if err := store.RequestDeletion(ctx, r.Name); err != nil {
 			return err
 		}
 	}
-	srv.Inject(spdktest.Fault{Method: "bdev_raid_get_bdevs", Then: func() { _, _ = srv.RecreateLvol("disk-1", "vol-redo-r-55555555") }})
-	snap, err = inv.Scan(ctx)
+	// The judge looks the head up by UUID twice (planning, then right
+	// before the purge); it is recreated after the second look.
+	var redo orphan.Record
+	for _, r := range recs {
+		if r.Param(orphan.ParamInstanceName) == "vol-redo-r-55555555" {
+			redo = r
+		}
+	}
+	looks := 0
+	srv.Inject(spdktest.Fault{Method: "bdev_get_bdevs", Params: json.RawMessage(`{"name":"` + redo.Param(orphan.ParamInstanceUUID) + `"}`), Times: 2,
+		Then: func() {
+			if looks++; looks == 2 {
+				_, _ = srv.RecreateLvol("disk-1", "vol-redo-r-55555555")
+			}
+		}})
+	snap, err = orphans.Scan(ctx)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/caretaker-storage/caretaker/tokenring"
-	"github.com/caretaker-storage/caretaker/tokenring/scyllatest"
+	"github.com/caretaker-storage/caretaker/tokenring/tokenringtest"
 )
 
 // runTokenRing scales a six-node, three-rack datacenter out by one node on
@@ -20,7 +20,7 @@ import (
 // hash trigger, which cleans every old node, with the ownership trigger,
 // which cleans only the nodes that lost ranges.
 func runTokenRing(ctx context.Context, w io.Writer, dir string) error {
-	srv := scyllatest.NewServer(scyllatest.Options{})
+	srv := tokenringtest.NewServer(tokenringtest.Cluster{}, tokenringtest.ServerOptions{})
 	defer srv.Close()
 	client, err := tokenring.NewClient(srv.URL, tokenring.ClientOptions{})
 	if err != nil {
@@ -29,15 +29,15 @@ func runTokenRing(ctx context.Context, w io.Writer, dir string) error {
 
 	// Six nodes, two per rack, eight tokens each; keyspace "shop" keeps
 	// one replica per rack (NetworkTopologyStrategy, RF 3, three racks).
-	var nodes []scyllatest.Node
+	var nodes []tokenringtest.Node
 	for i := range 6 {
-		nodes = append(nodes, scyllatest.Node{
+		nodes = append(nodes, tokenringtest.Node{
 			Endpoint: fmt.Sprintf("10.0.0.%d", i+1), HostID: fmt.Sprintf("host-%d", i+1),
-			Datacenter: "dc1", Rack: fmt.Sprintf("r%d", i%3+1), Tokens: scyllatest.GenerateTokens(uint64(i+1), 8),
+			Datacenter: "dc1", Rack: fmt.Sprintf("r%d", i%3+1), Tokens: tokenringtest.GenerateTokens(uint64(i+1), 8),
 		})
 	}
-	srv.SetNodes("10.0.0.1", nodes)
-	srv.SetKeyspaces([]scyllatest.Keyspace{{Name: "system", Local: true}, {Name: "shop"}})
+	srv.Node().SetCluster(tokenringtest.Cluster{Local: "10.0.0.1", Nodes: nodes,
+		Keyspaces: []tokenringtest.Keyspace{{Name: "system", Local: true}, {Name: "shop"}}})
 	keyspaces := map[string]tokenring.Replication{"shop": {Strategy: tokenring.NetworkTopologyStrategy, Datacenters: map[string]int{"dc1": 3}}}
 
 	oldHash, m, err := tokenring.ReadTokenRingHash(ctx, client)
@@ -49,7 +49,7 @@ func runTokenRing(ctx context.Context, w io.Writer, dir string) error {
 	if err != nil {
 		return err
 	}
-	before := tokenring.Snapshot{Ring: beforeRing, Keyspaces: keyspaces}
+	before := tokenring.Topology{Ring: beforeRing, Keyspaces: keyspaces}
 	if err := tokenringSaveJSON(filepath.Join(dir, "baseline.json"), before); err != nil {
 		return err
 	}
@@ -57,14 +57,14 @@ func runTokenRing(ctx context.Context, w io.Writer, dir string) error {
 
 	// A seventh node joins rack r1. While it streams it owns no tokens:
 	// its ring view gets no hash.
-	joining := scyllatest.Node{Endpoint: "10.0.0.7", HostID: "host-7", Datacenter: "dc1", Rack: "r1"}
-	srv.SetNodes("10.0.0.7", append(nodes, joining))
+	joining := tokenringtest.Node{Endpoint: "10.0.0.7", HostID: "host-7", Datacenter: "dc1", Rack: "r1"}
+	srv.Node().Update(func(c *tokenringtest.Cluster) { c.Local, c.Nodes = "10.0.0.7", append(nodes, joining) })
 	if _, _, err := tokenring.ReadTokenRingHash(ctx, client); err != nil {
 		fmt.Fprintf(w, "10.0.0.7 while joining: %v\n", err)
 	}
-	joining.Tokens = scyllatest.GenerateTokens(7, 8)
+	joining.Tokens = tokenringtest.GenerateTokens(7, 8)
 	nodes = append(nodes, joining)
-	srv.SetNodes("10.0.0.1", nodes)
+	srv.Node().Update(func(c *tokenringtest.Cluster) { c.Local, c.Nodes = "10.0.0.1", nodes })
 	newHash, _, err := tokenring.ReadTokenRingHash(ctx, client)
 	if err != nil {
 		return err
@@ -75,7 +75,7 @@ func runTokenRing(ctx context.Context, w io.Writer, dir string) error {
 	}
 	fmt.Fprintf(w, "10.0.0.7 joined rack r1; ring hash now %s...\n", newHash[:16])
 
-	analysis, err := tokenring.Analyze(before, tokenring.Snapshot{Ring: afterRing, Keyspaces: keyspaces})
+	analysis, err := tokenring.Analyze(before, tokenring.Topology{Ring: afterRing, Keyspaces: keyspaces})
 	if err != nil {
 		return err
 	}

@@ -33,10 +33,11 @@ import (
 	"github.com/caretaker-storage/caretaker/rebuild/rebuildtest"
 )
 
-// scenario is one story; it returns the simulation whose timeline to print.
+// scenario is one story: the steps it takes on a simulation that starts
+// with one healthy, detached 3-replica v2 volume.
 type scenario struct {
 	name, title string
-	run         func(ctx context.Context) (*rebuildtest.Sim, error)
+	steps       func(ctx context.Context, sim *rebuildtest.Sim) []func() error
 }
 
 var scenarios = []scenario{
@@ -65,7 +66,10 @@ func run(ctx context.Context, w io.Writer, which string) error {
 			continue
 		}
 		found = true
-		sim, err := sc.run(ctx)
+		sim, err := newSim()
+		if err == nil {
+			err = do(sc.steps(ctx, sim))
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", sc.name, err)
 		}
@@ -109,13 +113,9 @@ func settled(s rebuildtest.VolumeState) bool {
 	return s.State == rebuild.StateDetached && len(s.Tickets) == 0 && s.Healthy == s.Desired
 }
 
-func lifecycle(ctx context.Context) (*rebuildtest.Sim, error) {
-	sim, err := newSim()
-	if err != nil {
-		return nil, err
-	}
+func lifecycle(ctx context.Context, sim *rebuildtest.Sim) []func() error {
 	c := sim.Cluster
-	steps := []func() error{
+	return []func() error{
 		func() error { return sim.Run(ctx, 1) },
 		func() error {
 			sim.Event(vol, "pod attaches the volume (csi-attacher, priority 900)")
@@ -128,17 +128,12 @@ func lifecycle(ctx context.Context) (*rebuildtest.Sim, error) {
 		func() error { return until(ctx, sim, "offline rebuild", 30, settled) },
 		func() error { return sim.Run(ctx, 1) },
 	}
-	return sim, do(steps)
 }
 
-func interrupt(ctx context.Context) (*rebuildtest.Sim, error) {
-	sim, err := newSim()
-	if err != nil {
-		return nil, err
-	}
+func interrupt(ctx context.Context, sim *rebuildtest.Sim) []func() error {
 	c := sim.Cluster
-	steps := []func() error{
-		func() error { sim.Event(vol, "a replica fails while detached"); return c.LoseReplica(vol) },
+	return []func() error{
+		loseReplica(sim),
 		func() error { return until(ctx, sim, "rebuild start", 10, rebuilding) },
 		func() error {
 			sim.Event(vol, "user attaches without maintenance mode (longhorn-api, priority 1000)")
@@ -149,17 +144,12 @@ func interrupt(ctx context.Context) (*rebuildtest.Sim, error) {
 		func() error { sim.Event(vol, "user detaches"); return c.Detach(vol, "longhorn-ui") },
 		func() error { return until(ctx, sim, "resumed rebuild", 30, settled) },
 	}
-	return sim, do(steps)
 }
 
-func deleteMidRebuild(ctx context.Context) (*rebuildtest.Sim, error) {
-	sim, err := newSim()
-	if err != nil {
-		return nil, err
-	}
+func deleteMidRebuild(ctx context.Context, sim *rebuildtest.Sim) []func() error {
 	c := sim.Cluster
-	steps := []func() error{
-		func() error { sim.Event(vol, "a replica fails while detached"); return c.LoseReplica(vol) },
+	return []func() error{
+		loseReplica(sim),
 		func() error { return until(ctx, sim, "rebuild start", 10, rebuilding) },
 		func() error { sim.Event(vol, "user deletes the volume"); return c.DeleteVolume(vol) },
 		func() error {
@@ -167,24 +157,19 @@ func deleteMidRebuild(ctx context.Context) (*rebuildtest.Sim, error) {
 		},
 		func() error { return sim.Run(ctx, 1) },
 	}
-	return sim, do(steps)
 }
 
-func stuck(ctx context.Context) (*rebuildtest.Sim, error) {
-	sim, err := newSim()
-	if err != nil {
-		return nil, err
-	}
+func stuck(ctx context.Context, sim *rebuildtest.Sim) []func() error {
 	c := sim.Cluster
 	gaveUp := func(rebuildtest.VolumeState) bool {
 		return sim.Decisions[vol].Condition.Reason == rebuild.ReasonCannotProgress
 	}
-	steps := []func() error{
+	return []func() error{
 		func() error {
 			sim.Event(vol, "every rebuild of this volume fails (bad disk)")
 			return c.SetFailRebuilds(vol, true)
 		},
-		func() error { sim.Event(vol, "a replica fails while detached"); return c.LoseReplica(vol) },
+		loseReplica(sim),
 		func() error { return until(ctx, sim, "give up", 40, gaveUp) },
 		func() error {
 			return until(ctx, sim, "detach", 5, func(s rebuildtest.VolumeState) bool { return s.State == rebuild.StateDetached })
@@ -203,21 +188,16 @@ func stuck(ctx context.Context) (*rebuildtest.Sim, error) {
 		},
 		func() error { return until(ctx, sim, "rebuild", 200, settled) },
 	}
-	return sim, do(steps)
 }
 
-func hang(ctx context.Context) (*rebuildtest.Sim, error) {
-	sim, err := newSim()
-	if err != nil {
-		return nil, err
-	}
+func hang(ctx context.Context, sim *rebuildtest.Sim) []func() error {
 	c := sim.Cluster
-	steps := []func() error{
+	return []func() error{
 		func() error {
 			sim.Event(vol, "the engine hangs on every rebuild: replicas stay rebuilding, progress stays put")
 			return c.SetHangRebuilds(vol, true)
 		},
-		func() error { sim.Event(vol, "a replica fails while detached"); return c.LoseReplica(vol) },
+		loseReplica(sim),
 		func() error { return until(ctx, sim, "hung rebuild", 10, rebuilding) },
 		func() error {
 			return until(ctx, sim, "release", 30, func(s rebuildtest.VolumeState) bool {
@@ -230,9 +210,17 @@ func hang(ctx context.Context) (*rebuildtest.Sim, error) {
 		},
 		func() error { return until(ctx, sim, "rebuild", 40, settled) },
 	}
-	return sim, do(steps)
 }
 
+// loseReplica is the step that fails a replica of the detached volume.
+func loseReplica(sim *rebuildtest.Sim) func() error {
+	return func() error {
+		sim.Event(vol, "a replica fails while detached")
+		return sim.Cluster.LoseReplica(vol)
+	}
+}
+
+// do runs steps in order until one fails.
 func do(steps []func() error) error {
 	for _, step := range steps {
 		if err := step(); err != nil {

@@ -74,7 +74,7 @@ func (k keyspaceFlags) Set(spec string) error {
 	}
 	// Factors alone can be checked now (no replicas anywhere, negative);
 	// datacenters need the ring, and are checked once it is read.
-	if err := (tokenring.Snapshot{Keyspaces: map[string]tokenring.Replication{name: r}}).Validate(); err != nil &&
+	if err := (tokenring.Topology{Keyspaces: map[string]tokenring.Replication{name: r}}).Validate(); err != nil &&
 		!errors.Is(err, tokenring.ErrUnknownDatacenter) {
 		return err
 	}
@@ -187,14 +187,14 @@ func run(w io.Writer, api, tokenFile, caFile, save, baseline string, runCleanup 
 		if err != nil {
 			return err
 		}
-		now := tokenring.Snapshot{Ring: ring, Keyspaces: keyspaces}
+		now := tokenring.Topology{Ring: ring, Keyspaces: keyspaces}
 		if err := now.Validate(); err != nil {
 			// A datacenter typo would make every node look as if it lost
 			// its ranges: refuse before saving or reporting anything.
 			return fmt.Errorf("-keyspace does not match the ring: %w", err)
 		}
 		if save != "" {
-			if err := writeSnapshot(save, now); err != nil {
+			if err := writeTopology(save, now); err != nil {
 				return err
 			}
 			fmt.Fprintf(w, "saved %d tokens of %d endpoints and %d keyspaces to %s\n", len(ring.Owners), len(ring.Locations), len(keyspaces), save)
@@ -221,12 +221,12 @@ func run(w io.Writer, api, tokenFile, caFile, save, baseline string, runCleanup 
 	return nil
 }
 
-func report(w io.Writer, baseline string, now tokenring.Snapshot) error {
+func report(w io.Writer, baseline string, now tokenring.Topology) error {
 	b, err := os.ReadFile(baseline)
 	if err != nil {
 		return err
 	}
-	var before tokenring.Snapshot
+	var before tokenring.Topology
 	if err := json.Unmarshal(b, &before); err != nil {
 		return fmt.Errorf("%s: %w", baseline, err)
 	}
@@ -264,7 +264,7 @@ func report(w io.Writer, baseline string, now tokenring.Snapshot) error {
 	return nil
 }
 
-func writeSnapshot(path string, s tokenring.Snapshot) error {
+func writeTopology(path string, s tokenring.Topology) error {
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err

@@ -11,20 +11,19 @@ import (
 	"time"
 
 	"github.com/caretaker-storage/caretaker/tokenring"
-	"github.com/caretaker-storage/caretaker/tokenring/scyllatest"
+	"github.com/caretaker-storage/caretaker/tokenring/tokenringtest"
 )
 
 // TestSaveThenReport runs the tool against the fake API: save a ring, add a
 // node, and report who needs cleanup.
 func TestSaveThenReport(t *testing.T) {
-	srv := scyllatest.NewServer(scyllatest.Options{})
-	defer srv.Close()
-	nodes := []scyllatest.Node{
+	nodes := []tokenringtest.Node{
 		{Endpoint: "10.0.0.1", HostID: "h1", Datacenter: "dc1", Rack: "r1", Tokens: []string{"10"}},
 		{Endpoint: "10.0.0.2", HostID: "h2", Datacenter: "dc1", Rack: "r1", Tokens: []string{"20"}},
 		{Endpoint: "10.0.0.3", HostID: "h3", Datacenter: "dc1", Rack: "r1", Tokens: []string{"30"}},
 	}
-	srv.SetNodes("10.0.0.1", nodes)
+	srv := tokenringtest.NewServer(tokenringtest.Cluster{Local: "10.0.0.1", Nodes: nodes}, tokenringtest.ServerOptions{})
+	defer srv.Close()
 	file := filepath.Join(t.TempDir(), "before.json")
 	ks := keyspaceFlags{}
 	if err := ks.Set("shop=SimpleStrategy:2"); err != nil {
@@ -34,8 +33,8 @@ func TestSaveThenReport(t *testing.T) {
 	if err := run(&out, srv.URL, "", "", file, "", false, time.Minute, ks); err != nil {
 		t.Fatal(err)
 	}
-	nodes = append(nodes, scyllatest.Node{Endpoint: "10.0.0.4", HostID: "h4", Datacenter: "dc1", Rack: "r1", Tokens: []string{"15"}})
-	srv.SetNodes("10.0.0.1", nodes)
+	nodes = append(nodes, tokenringtest.Node{Endpoint: "10.0.0.4", HostID: "h4", Datacenter: "dc1", Rack: "r1", Tokens: []string{"15"}})
+	srv.Node().Update(func(c *tokenringtest.Cluster) { c.Nodes = nodes })
 	out.Reset()
 	if err := run(&out, srv.URL, "", "", "", file, false, time.Minute, keyspaceFlags{}); err != nil {
 		t.Fatal(err)
@@ -50,7 +49,7 @@ func TestSaveThenReport(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
-	if len(srv.Cleaned()) != 0 {
+	if len(srv.Node().Cleaned()) != 0 {
 		t.Error("cleaned without -run-cleanup")
 	}
 }
@@ -80,12 +79,11 @@ func TestKeyspaceFlag(t *testing.T) {
 // does not have is refused before anything is saved or reported; it used
 // to make every node "need cleanup".
 func TestDatacenterTypoIsRefused(t *testing.T) {
-	srv := scyllatest.NewServer(scyllatest.Options{})
-	defer srv.Close()
-	srv.SetNodes("10.0.0.1", []scyllatest.Node{
+	srv := tokenringtest.NewServer(tokenringtest.Cluster{Local: "10.0.0.1", Nodes: []tokenringtest.Node{
 		{Endpoint: "10.0.0.1", HostID: "h1", Datacenter: "dc1", Rack: "r1", Tokens: []string{"10"}},
 		{Endpoint: "10.0.0.2", HostID: "h2", Datacenter: "dc1", Rack: "r2", Tokens: []string{"20"}},
-	})
+	}}, tokenringtest.ServerOptions{})
+	defer srv.Close()
 	dir := t.TempDir()
 	typo := keyspaceFlags{}
 	if err := typo.Set("shop=NetworkTopologyStrategy:DC1=2"); err != nil {
@@ -98,7 +96,7 @@ func TestDatacenterTypoIsRefused(t *testing.T) {
 		t.Fatalf("save with a datacenter typo: %v", err)
 	}
 	if _, statErr := os.Stat(file); !os.IsNotExist(statErr) {
-		t.Errorf("a snapshot was saved despite the typo (%v)", statErr)
+		t.Errorf("a baseline was saved despite the typo (%v)", statErr)
 	}
 
 	good := keyspaceFlags{}

@@ -46,8 +46,11 @@ import (
 	"os"
 	"time"
 
-	"github.com/caretaker-storage/caretaker/internal/safefile"
+	"github.com/hashicorp/go-multierror"
+
 	"github.com/caretaker-storage/caretaker/instance"
+	"github.com/caretaker-storage/caretaker/internal/bounded"
+	"github.com/caretaker-storage/caretaker/internal/safefile"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
 )
@@ -134,26 +137,26 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 
-	client := spdk.NewClient(spdk.Options{SocketPath: *socket})
+	client := spdk.NewClient(spdk.ClientOptions{SocketPath: *socket})
 	defer client.Close()
-	inv := &spdk.Inventory{RPC: client, NodeID: *node, InstanceManager: *im}
-	snap, err := inv.Scan(ctx)
+	records := instance.Lookup(noRecordsGiven{})
+	if exp != nil {
+		records = exp.lookup(*node, *im)
+	}
+	adapter, err := spdk.NewOrphans(client, records, spdk.Options{NodeID: *node, InstanceManager: *im})
 	if err != nil {
 		return err
 	}
-
-	var judge orphan.Judge
-	var records instance.Lookup
-	if exp != nil {
-		records = exp.lookup(*node, *im)
-		judge = instance.NewJudge(records)
+	snap, err := adapter.Scan(ctx)
+	if err != nil {
+		return err
 	}
 
 	var orphans []orphan.Item
 	for _, it := range snap.Items {
 		line := fmt.Sprintf("%-16s %-40s %s", it.Kind, it.Param(orphan.ParamInstanceName), it.Param(orphan.ParamInstanceUUID))
-		if judge != nil {
-			v, err := judge.Judge(ctx, it)
+		if exp != nil {
+			v, err := adapter.Judge(ctx, it)
 			if err != nil {
 				return err
 			}
@@ -172,7 +175,7 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 			fmt.Fprintf(w, "node %s is %s: %s\n", scope, st.Health, st.Message)
 		}
 	}
-	if judge == nil {
+	if exp == nil {
 		return nil
 	}
 	fmt.Fprintf(w, "%d orphan(s)\n", len(orphans))
@@ -191,29 +194,37 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 		}
 	}
 
-	d := &spdk.Deleter{RPC: client, NodeID: *node, InstanceManager: *im, Records: records}
-	var errs []error
+	var errs *multierror.Error
 	for _, it := range orphans {
 		r, err := orphan.NewRecord(it, time.Time{})
 		if err != nil {
-			errs = append(errs, err)
+			errs = multierror.Append(errs, err)
 			continue
 		}
 		// Judge again right before deleting, as orphan.Sweeper does.
-		if v, err := judge.Judge(ctx, it); err != nil || v.Outcome != orphan.OutcomeOrphan {
+		if v, err := adapter.Judge(ctx, it); err != nil || v.Outcome != orphan.OutcomeOrphan {
 			fmt.Fprintf(w, "kept %s: no longer judged an orphan\n", it.Param(orphan.ParamInstanceName))
 			continue
 		}
-		switch err := d.Delete(ctx, r); {
+		switch err := adapter.Delete(ctx, r); {
 		case errors.Is(err, orphan.ErrPreconditionFailed):
 			fmt.Fprintf(w, "refused %s: %v\n", it.Param(orphan.ParamInstanceName), err)
 		case err != nil:
-			errs = append(errs, fmt.Errorf("deleting %s: %w", it.Param(orphan.ParamInstanceName), err))
+			errs = multierror.Append(errs, fmt.Errorf("deleting %s: %w", it.Param(orphan.ParamInstanceName), err))
 		default:
 			fmt.Fprintf(w, "deleted %s %s\n", it.Kind, it.Param(orphan.ParamInstanceName))
 		}
 	}
-	return errors.Join(errs...)
+	return errs.ErrorOrNil()
+}
+
+// noRecordsGiven is the record lookup of a run without -expected: the
+// tool only lists, and a lookup that always fails judges nothing an
+// orphan and lets nothing be deleted.
+type noRecordsGiven struct{}
+
+func (noRecordsGiven) LookupInstance(context.Context, orphan.Kind, string) (instance.View, error) {
+	return instance.View{}, errors.New("no -expected file: the cluster's records are unknown")
 }
 
 func readExpected(path string) (*Expected, error) {
@@ -223,12 +234,9 @@ func readExpected(path string) (*Expected, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxExpectedSize+1))
+	data, err := bounded.ReadAll(f, maxExpectedSize, path)
 	if err != nil {
 		return nil, err
-	}
-	if len(data) > maxExpectedSize {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxExpectedSize)
 	}
 	var probe struct {
 		Items json.RawMessage `json:"items"`

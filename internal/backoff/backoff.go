@@ -4,7 +4,10 @@
 // stay pure functions of their input.
 package backoff
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Policy doubles a delay from Initial up to Max. The zero value has no
 // delay at all; packages fill their own documented defaults with Or.
@@ -35,6 +38,9 @@ func (p Policy) Delay(failures int) time.Duration {
 	ceil := p.ceiling()
 	d := p.Initial
 	for i := 1; i < failures && d < ceil; i++ {
+		if d > ceil/2 { // doubling would pass the ceiling, or overflow
+			return ceil
+		}
 		d *= 2
 	}
 	return min(d, ceil)
@@ -47,8 +53,11 @@ func (p Policy) Delay(failures int) time.Duration {
 // again from Initial.
 func (p Policy) Next(last time.Time, delay time.Duration, now time.Time) time.Duration {
 	ceil := p.ceiling()
-	if last.IsZero() || now.Sub(last) >= 2*ceil {
+	if last.IsZero() || (ceil <= math.MaxInt64/2 && now.Sub(last) >= 2*ceil) {
 		return p.Initial
+	}
+	if delay > ceil/2 { // doubling would pass the ceiling, or overflow
+		return ceil
 	}
 	return min(max(2*delay, p.Initial), ceil)
 }

@@ -1,6 +1,7 @@
 package backoff
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -45,5 +46,23 @@ func TestOrFillsDefaults(t *testing.T) {
 	got := Policy{Max: time.Hour}.Or(Policy{Initial: time.Second, Max: time.Minute})
 	if got != (Policy{Initial: time.Second, Max: time.Hour}) {
 		t.Fatalf("Or = %+v", got)
+	}
+}
+
+// TestNoOverflowNearTheLimits: a ceiling near the largest Duration must
+// never double into a negative or zero delay.
+func TestNoOverflowNearTheLimits(t *testing.T) {
+	p := Policy{Initial: 1 << 62, Max: math.MaxInt64}
+	for _, n := range []int{1, 2, 3, 64, 1 << 40} {
+		if got := p.Delay(n); got < p.Initial {
+			t.Fatalf("Delay(%d) = %v, below Initial", n, got)
+		}
+	}
+	t0 := time.Unix(0, 0)
+	if got := p.Next(t0, math.MaxInt64-1, t0.Add(time.Second)); got != math.MaxInt64 {
+		t.Fatalf("Next after a huge delay = %v, want the ceiling", got)
+	}
+	if got := (Policy{Initial: time.Second, Max: time.Hour}).Delay(1 << 40); got != time.Hour {
+		t.Fatalf("a huge failure count: %v", got)
 	}
 }

@@ -98,3 +98,41 @@ func (mr *MockAdapterMockRecorder) Scan(ctx any) *gomock.Call {
 	mr.mock.ctrl.T.Helper()
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "Scan", reflect.TypeOf((*MockAdapter)(nil).Scan), ctx)
 }
+
+// MockEngineScoped is a mock of EngineScoped interface.
+type MockEngineScoped struct {
+	ctrl     *gomock.Controller
+	recorder *MockEngineScopedMockRecorder
+	isgomock struct{}
+}
+
+// MockEngineScopedMockRecorder is the mock recorder for MockEngineScoped.
+type MockEngineScopedMockRecorder struct {
+	mock *MockEngineScoped
+}
+
+// NewMockEngineScoped creates a new mock instance.
+func NewMockEngineScoped(ctrl *gomock.Controller) *MockEngineScoped {
+	mock := &MockEngineScoped{ctrl: ctrl}
+	mock.recorder = &MockEngineScopedMockRecorder{mock}
+	return mock
+}
+
+// EXPECT returns an object that allows the caller to indicate expected use.
+func (m *MockEngineScoped) EXPECT() *MockEngineScopedMockRecorder {
+	return m.recorder
+}
+
+// DataEngines mocks base method.
+func (m *MockEngineScoped) DataEngines() []orphan.DataEngine {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "DataEngines")
+	ret0, _ := ret[0].([]orphan.DataEngine)
+	return ret0
+}
+
+// DataEngines indicates an expected call of DataEngines.
+func (mr *MockEngineScopedMockRecorder) DataEngines() *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "DataEngines", reflect.TypeOf((*MockEngineScoped)(nil).DataEngines))
+}

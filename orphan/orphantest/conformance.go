@@ -25,8 +25,10 @@ type Harness struct {
 }
 
 // AdapterHarness binds an orphan.Adapter to data the harness makes: real
-// directories, runtime objects or backups. Implementations call t.Fatal
-// on their own failures.
+// directories, runtime objects or backups. Every subtest calls Adapter
+// first; the other methods act on the world of the adapter it last
+// returned, so a harness may give each subtest a fresh world.
+// Implementations call t.Fatal on their own failures.
 type AdapterHarness interface {
 	// Adapter returns the adapter under test, bound to the harness's data.
 	Adapter(t *testing.T) orphan.Adapter
@@ -111,9 +113,13 @@ func runKindsTests(t *testing.T, h AdapterHarness) {
 	if !slices.Equal(kinds, a.Kinds()) {
 		t.Errorf("Kinds changed between two calls: %v, then %v", kinds, a.Kinds())
 	}
+	scoped, isScoped := a.(orphan.EngineScoped)
 	for _, it := range []orphan.Item{h.MakeOrphan(t), h.MakeOwned(t)} {
 		if !slices.Contains(kinds, it.Kind) {
 			t.Errorf("the harness made a %s item, which Kinds %v does not list", it.Kind, kinds)
+		}
+		if isScoped && !slices.Contains(scoped.DataEngines(), it.DataEngine) {
+			t.Errorf("the harness made a %s item of data engine %q, which DataEngines %v does not list", it.Kind, it.DataEngine, scoped.DataEngines())
 		}
 	}
 }

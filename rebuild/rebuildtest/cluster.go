@@ -1,25 +1,14 @@
-// Package rebuildtest provides an in-memory cluster that implements
-// rebuild.VolumeSource and rebuild.TicketStore, with a small attachment
-// controller and volume controller, and a Sim that drives it together with
-// a rebuild.Driver on a fake clock. Tests, examples and hosts' own tests use
-// it to watch offline rebuilding happen without Kubernetes.
-//
-// RunVolumeSourceTests and RunTicketStoreTests are conformance suites for
-// the host interfaces: a host runs them against its own implementations in
-// one line each, and the Cluster passes both.
 package rebuildtest
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/caretaker-storage/caretaker/internal/clocks"
 	"github.com/caretaker-storage/caretaker/rebuild"
 )
 
@@ -34,7 +23,7 @@ const (
 // when Step is called, one transition per volume per step, so a test sees
 // every intermediate state. All methods are safe for concurrent use.
 type Cluster struct {
-	clock   clock.PassiveClock // stamps replica failures; nil leaves them zero
+	clock   clock.Clock // stamps replica failures
 	mu      sync.Mutex
 	global  string
 	volumes map[string]*volume
@@ -78,96 +67,17 @@ type replica struct {
 	failedAt time.Time
 }
 
+// ClusterOptions configure NewCluster; the zero value is a cluster on the
+// real clock.
+type ClusterOptions struct {
+	// Clock stamps replica failures (Replica.LastFailedAt); nil means the
+	// real clock. A Sim passes its fake clock.
+	Clock clock.Clock
+}
+
 // NewCluster returns an empty cluster with the global setting "enabled".
-// clk stamps replica failures (Replica.LastFailedAt); nil leaves them zero,
-// like a host that does not report failure times.
-func NewCluster(clk clock.PassiveClock) *Cluster {
-	return &Cluster{clock: clk, global: "enabled", volumes: map[string]*volume{}}
-}
-
-var _ rebuild.VolumeSource = (*Cluster)(nil)
-var _ rebuild.TicketStore = (*Cluster)(nil)
-
-// Volume implements rebuild.VolumeSource.
-func (c *Cluster) Volume(_ context.Context, name string) (rebuild.Volume, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, ok := c.volumes[name]
-	if !ok {
-		return rebuild.Volume{}, fmt.Errorf("volume %s: %w", name, rebuild.ErrNotFound)
-	}
-	view := rebuild.Volume{
-		Name: name, OwnerNode: v.spec.OwnerNode, DataEngine: v.spec.DataEngine, Setting: v.spec.Setting,
-		State: v.state, Robustness: v.robustness(), Deleting: v.deleting, DesiredReplicas: v.spec.Replicas,
-		CanScheduleReplica: !v.unscheduled,
-	}
-	for _, r := range v.replicas {
-		view.Replicas = append(view.Replicas, rebuild.Replica{Name: r.name, State: r.state, LastFailedAt: r.failedAt,
-			RebuildProgress: int64(r.progress * 100 / c.rebuildSteps())})
-		if r.state == rebuild.ReplicaFailed && !v.unscheduled {
-			view.CanReuseFailedReplica = true
-		}
-	}
-	return view, nil
-}
-
-// GlobalSetting implements rebuild.VolumeSource.
-func (c *Cluster) GlobalSetting(context.Context) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.global, nil
-}
-
-// UpdateStatus implements rebuild.VolumeSource. The condition is merged
-// with meta.SetStatusCondition, as the contract asks: its
-// LastTransitionTime moves only when its Status changes.
-func (c *Cluster) UpdateStatus(_ context.Context, name string, st rebuild.Status) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, ok := c.volumes[name]
-	if !ok {
-		return fmt.Errorf("volume %s: %w", name, rebuild.ErrNotFound)
-	}
-	conds := []metav1.Condition{}
-	if v.status.Condition.Type != "" {
-		conds = append(conds, v.status.Condition)
-	}
-	meta.SetStatusCondition(&conds, st.Condition)
-	v.status = rebuild.Status{Required: st.Required, Condition: *meta.FindStatusCondition(conds, st.Condition.Type)}
-	return nil
-}
-
-// Tickets implements rebuild.TicketStore, sorted by ID.
-func (c *Cluster) Tickets(_ context.Context, name string) ([]rebuild.Ticket, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, ok := c.volumes[name]
-	if !ok {
-		return nil, nil
-	}
-	return v.sortedTickets(), nil
-}
-
-// PutTicket implements rebuild.TicketStore.
-func (c *Cluster) PutTicket(_ context.Context, name string, t rebuild.Ticket) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, ok := c.volumes[name]
-	if !ok {
-		return fmt.Errorf("volume %s: %w", name, rebuild.ErrNotFound)
-	}
-	v.tickets[t.ID] = t
-	return nil
-}
-
-// DeleteTicket implements rebuild.TicketStore; deleting what is gone is success.
-func (c *Cluster) DeleteTicket(_ context.Context, name, id string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if v, ok := c.volumes[name]; ok {
-		delete(v.tickets, id)
-	}
-	return nil
+func NewCluster(opts ClusterOptions) *Cluster {
+	return &Cluster{clock: clocks.Or(opts.Clock), global: "enabled", volumes: map[string]*volume{}}
 }
 
 // CreateVolume adds a detached volume whose replicas are all healthy.
@@ -317,89 +227,6 @@ func (c *Cluster) Names() []string {
 	return names
 }
 
-// Step moves every volume's controllers one transition: the attachment
-// controller first (attach for the highest-priority ticket, detach when no
-// ticket wants the volume), then the volume controller (rebuild replicas
-// while attached), then removal of a deleting volume that is detached.
-func (c *Cluster) Step() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for name, v := range c.volumes {
-		c.stepAttachment(v)
-		c.stepReplicas(v)
-		if v.deleting && v.state == rebuild.StateDetached {
-			delete(c.volumes, name)
-		}
-	}
-}
-
-// stepAttachment is the attachment controller: the volume serves the ticket
-// with the highest priority (among equals the one it serves already, then
-// the smaller ID), switching only through a detach.
-func (c *Cluster) stepAttachment(v *volume) {
-	best, ok := v.bestTicket()
-	if v.deleting {
-		ok = false // a volume being deleted is detached, whoever asks
-	}
-	switch v.state {
-	case rebuild.StateDetached:
-		if ok {
-			v.state, v.attachedFor, v.maintenance = rebuild.StateAttaching, best.ID, best.DisableFrontend
-		}
-	case rebuild.StateAttaching:
-		if !ok || best.ID != v.attachedFor {
-			v.state, v.attachedFor, v.maintenance = rebuild.StateDetached, "", false
-			return
-		}
-		v.state = rebuild.StateAttached
-	case rebuild.StateAttached:
-		if !ok || best.ID != v.attachedFor {
-			v.state = rebuild.StateDetaching
-			v.stopRebuilds(c.now())
-		}
-	default: // detaching
-		v.state, v.attachedFor, v.maintenance = rebuild.StateDetached, "", false
-	}
-}
-
-// stepReplicas is the volume controller's rebuilding.
-func (c *Cluster) stepReplicas(v *volume) {
-	if v.state != rebuild.StateAttached || !(v.maintenance || c.OnlineRebuild) {
-		return
-	}
-	steps := c.rebuildSteps()
-	rebuilding := false
-	for _, r := range v.replicas {
-		if r.state != rebuild.ReplicaRebuilding {
-			continue
-		}
-		if v.hangRebuild {
-			rebuilding = true
-			continue
-		}
-		r.progress++
-		if r.progress < steps {
-			rebuilding = true
-			continue
-		}
-		r.state, r.progress = rebuild.ReplicaHealthy, 0
-		if v.failRebuild {
-			r.state, r.failedAt = rebuild.ReplicaFailed, c.now()
-		}
-	}
-	if rebuilding || v.unscheduled || v.healthy() >= v.spec.Replicas || v.healthy() == 0 {
-		return
-	}
-	for _, r := range v.replicas {
-		if r.state == rebuild.ReplicaFailed { // reuse before adding
-			r.state = rebuild.ReplicaRebuilding
-			return
-		}
-	}
-	v.addReplica(rebuild.ReplicaRebuilding)
-}
-
-// rebuildSteps is RebuildSteps with its default.
 func (c *Cluster) rebuildSteps() int {
 	if c.RebuildSteps <= 0 {
 		return 3
@@ -407,12 +234,7 @@ func (c *Cluster) rebuildSteps() int {
 	return c.RebuildSteps
 }
 
-func (c *Cluster) now() time.Time {
-	if c.clock == nil {
-		return time.Time{}
-	}
-	return c.clock.Now()
-}
+func (c *Cluster) now() time.Time { return c.clock.Now() }
 
 func (c *Cluster) with(name string, f func(*volume) error) error {
 	c.mu.Lock()
@@ -422,63 +244,4 @@ func (c *Cluster) with(name string, f func(*volume) error) error {
 		return fmt.Errorf("volume %s: %w", name, rebuild.ErrNotFound)
 	}
 	return f(v)
-}
-
-func (v *volume) addReplica(s rebuild.ReplicaState) {
-	v.replicas = append(v.replicas, &replica{name: fmt.Sprintf("%s-r-%d", v.spec.Name, v.nextReplica), state: s})
-	v.nextReplica++
-}
-
-// stopRebuilds ends every running rebuild: a detach interrupts it.
-func (v *volume) stopRebuilds(now time.Time) {
-	for _, r := range v.replicas {
-		if r.state == rebuild.ReplicaRebuilding {
-			r.state, r.progress, r.failedAt = rebuild.ReplicaFailed, 0, now
-		}
-	}
-}
-
-func (v *volume) healthy() int {
-	n := 0
-	for _, r := range v.replicas {
-		if r.state == rebuild.ReplicaHealthy {
-			n++
-		}
-	}
-	return n
-}
-
-func (v *volume) robustness() rebuild.Robustness {
-	switch h := v.healthy(); {
-	case h == 0:
-		return rebuild.RobustnessFaulted
-	case h < v.spec.Replicas:
-		return rebuild.RobustnessDegraded
-	}
-	return rebuild.RobustnessHealthy
-}
-
-func (v *volume) bestTicket() (rebuild.Ticket, bool) {
-	ts := v.sortedTickets()
-	if len(ts) == 0 {
-		return rebuild.Ticket{}, false
-	}
-	best := ts[0]
-	for _, t := range ts[1:] {
-		// Among equals the ticket already served keeps the volume, so that
-		// equal priorities never take it from each other.
-		if t.Priority > best.Priority || t.Priority == best.Priority && t.ID == v.attachedFor {
-			best = t
-		}
-	}
-	return best, true
-}
-
-func (v *volume) sortedTickets() []rebuild.Ticket {
-	ts := make([]rebuild.Ticket, 0, len(v.tickets))
-	for _, t := range v.tickets {
-		ts = append(ts, t)
-	}
-	sort.Slice(ts, func(i, j int) bool { return ts[i].ID < ts[j].ID })
-	return ts
 }

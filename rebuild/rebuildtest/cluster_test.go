@@ -12,7 +12,7 @@ import (
 // that the driver relies on.
 func TestClusterContracts(t *testing.T) {
 	ctx := context.Background()
-	c := NewCluster(nil)
+	c := NewCluster(ClusterOptions{})
 	if _, err := c.Volume(ctx, "nope"); !errors.Is(err, rebuild.ErrNotFound) {
 		t.Errorf("Volume of a missing volume: %v", err)
 	}
@@ -47,7 +47,7 @@ func TestClusterContracts(t *testing.T) {
 // ticket, and switching goes through a detach.
 func TestClusterAttachment(t *testing.T) {
 	ctx := context.Background()
-	c := NewCluster(nil)
+	c := NewCluster(ClusterOptions{})
 	if err := c.CreateVolume(VolumeSpec{Name: "v"}); err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestClusterAttachment(t *testing.T) {
 // OnlineRebuild is set, takes RebuildSteps, and a detach stops it.
 func TestClusterRebuild(t *testing.T) {
 	ctx := context.Background()
-	c := NewCluster(nil)
+	c := NewCluster(ClusterOptions{})
 	c.RebuildSteps = 2
 	if err := c.CreateVolume(VolumeSpec{Name: "v", Replicas: 2}); err != nil {
 		t.Fatal(err)
@@ -122,7 +122,7 @@ func TestClusterRebuild(t *testing.T) {
 // progress as a percentage, and a hung rebuild keeps it where it was.
 func TestClusterRebuildProgress(t *testing.T) {
 	ctx := context.Background()
-	c := NewCluster(nil)
+	c := NewCluster(ClusterOptions{})
 	c.RebuildSteps = 4
 	if err := c.CreateVolume(VolumeSpec{Name: "v", Replicas: 2}); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,8 @@ package rebuildtest
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"testing"
 
 	"github.com/caretaker-storage/caretaker/rebuild"
@@ -35,15 +37,71 @@ func (h clusterHarness) SetGlobalSetting(_ context.Context, value string) error 
 func (h clusterHarness) Status(_ context.Context, name string) (rebuild.Status, error) {
 	s := h.c.Inspect(name)
 	if !s.Exists {
-		return rebuild.Status{}, rebuild.ErrNotFound
+		return rebuild.Status{}, fmt.Errorf("volume %s: %w", name, rebuild.ErrNotFound)
 	}
 	return s.Status, nil
 }
 
-func TestClusterIsAVolumeSource(t *testing.T) {
-	RunVolumeSourceTests(t, func(*testing.T) VolumeSourceHarness { return clusterHarness{NewCluster(nil)} })
+// clusterConformance is the Harness over fresh clusters from newCluster.
+func clusterConformance(newCluster func(t *testing.T) *Cluster) Harness {
+	return Harness{
+		VolumeSource: func(t *testing.T) VolumeSourceHarness { return clusterHarness{newCluster(t)} },
+		TicketStore:  func(t *testing.T) TicketStoreHarness { return clusterHarness{newCluster(t)} },
+	}
 }
 
-func TestClusterIsATicketStore(t *testing.T) {
-	RunTicketStoreTests(t, func(*testing.T) TicketStoreHarness { return clusterHarness{NewCluster(nil)} })
+// TestClusterConformance: the in-memory cluster, on the real clock.
+func TestClusterConformance(t *testing.T) {
+	RunConformanceTests(t, clusterConformance(func(*testing.T) *Cluster { return NewCluster(ClusterOptions{}) }))
+}
+
+// TestSimConformance: the cluster a Sim drives, on the Sim's fake clock.
+func TestSimConformance(t *testing.T) {
+	RunConformanceTests(t, clusterConformance(func(t *testing.T) *Cluster {
+		sim, err := NewSim(rebuild.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sim.Cluster
+	}))
+}
+
+// TestEmptyHarnessFails: a Harness without makers would check nothing,
+// and must say so rather than pass.
+func TestEmptyHarnessFails(t *testing.T) {
+	if runTest(func(t *testing.T) { RunConformanceTests(t, Harness{}) }) {
+		t.Fatal("RunConformanceTests with an empty Harness passed")
+	}
+}
+
+// runTest runs f as a test and reports whether it passed; its progress
+// lines (go test -v) go to the null device.
+func runTest(f func(t *testing.T)) bool {
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		return false
+	}
+	defer null.Close()
+	stdout := os.Stdout
+	os.Stdout = null
+	defer func() { os.Stdout = stdout }()
+	return testing.RunTests(func(_, _ string) (bool, error) { return true, nil },
+		[]testing.InternalTest{{Name: "TestHost", F: f}})
+}
+
+// A host's adapters (here the in-memory Cluster stands in for them) run the
+// whole suite in one line of their test:
+//
+//	func TestMyHost(t *testing.T) { rebuildtest.RunConformanceTests(t, harness) }
+//
+// The example runs that test function itself, quietly, so that it can
+// print the outcome.
+func ExampleRunConformanceTests() {
+	harness := Harness{
+		VolumeSource: func(*testing.T) VolumeSourceHarness { return clusterHarness{NewCluster(ClusterOptions{})} },
+		TicketStore:  func(*testing.T) TicketStoreHarness { return clusterHarness{NewCluster(ClusterOptions{})} },
+	}
+	ok := runTest(func(t *testing.T) { RunConformanceTests(t, harness) })
+	fmt.Println("conformant:", ok)
+	// Output: conformant: true
 }

@@ -54,11 +54,13 @@ func (e Entry) String() string {
 var SimStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // NewSim returns a simulation over an empty NewCluster with a Driver using
-// opts. The error wraps rebuild.ErrInvalidOptions.
+// opts, both on the Sim's fake clock (opts.Clock is replaced by it). The
+// error wraps rebuild.ErrInvalidOptions.
 func NewSim(opts rebuild.Options) (*Sim, error) {
 	clk := testingclock.NewFakeClock(SimStart)
-	c := NewCluster(clk)
-	d, err := rebuild.NewDriver(c, c, clk, opts)
+	c := NewCluster(ClusterOptions{Clock: clk})
+	opts.Clock = clk
+	d, err := rebuild.NewDriver(c, c, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,12 @@
 // well-formed reply with a result of the wrong shape, an object recreated
 // between a list and a delete).
 //
-// Methods served: bdev_get_bdevs, bdev_lvol_get_lvstores,
+// It also holds the conformance suite of package spdk's host-facing
+// interface: RunConformanceTests checks a spdk.Caller (spdk.Client, or a
+// host's own) against SPDK's JSON-RPC contract over this server.
+//
+// Replies are package spdk's wire types, spelled as SPDK's writers spell
+// them. Methods served: bdev_get_bdevs, bdev_lvol_get_lvstores,
 // bdev_lvol_get_lvols, bdev_raid_get_bdevs, bdev_lvol_delete and
 // bdev_raid_delete. State is built through the Go API (AddLvstore,
 // AddLvol, Snapshot, Clone, AddRaid) with SPDK's semantics: a snapshot
@@ -18,8 +23,11 @@
 //  1. Start a Server on a short socket path (Unix socket paths are limited
 //     to about 100 bytes; t.TempDir can be longer) and Close it.
 //  2. Build the state, point an spdk.Client at SocketPath.
-//  3. Inject faults before the calls they should hit; assert with Calls,
-//     CallCount, Lvols, LvolAliases and RaidNames.
+//  3. Inject faults before the calls they should hit (by method, and by
+//     params when one method is called for different purposes); assert
+//     with Calls, CallCount, Lvols, LvolAliases and RaidNames. Fault
+//     delays follow Options.Clock, so a test with a fake clock decides
+//     when a delayed reply leaves.
 //
 // A complete test:
 //
@@ -32,9 +40,10 @@
 //	srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvols", Then: func() {
 //		srv.RecreateLvol("disk-1", "vol-r-1234abcd") // the UUID changes after the listing
 //	}})
-//	c := spdk.NewClient(spdk.Options{SocketPath: srv.SocketPath()})
+//	c := spdk.NewClient(spdk.ClientOptions{SocketPath: srv.SocketPath()})
 //	defer c.Close()
-//	// ... scan, then purge: the purge must refuse with spdk.ErrUUIDMismatch.
+//	// ... scan with spdk.NewOrphans, then purge: the judge finds the item's
+//	// UUID gone, and a purge of its record refuses with spdk.ErrUUIDMismatch.
 //
 // # Errors
 //
@@ -44,7 +53,7 @@
 // parameters, -19 "No such device" for a missing lvol, lvstore or bdev,
 // and -32603 "Operation not permitted" when deleting an lvol with more
 // than one clone. The state-building methods return errors wrapping
-// ErrExists or ErrNotFound.
+// ErrExists or ErrNotFound (the library's one NotFound class).
 //
 // # Concurrency
 //

@@ -10,9 +10,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/google/uuid"
+	"k8s.io/utils/clock"
+
+	"github.com/caretaker-storage/caretaker/internal/clocks"
+	"github.com/caretaker-storage/caretaker/spdk"
 )
 
 // Options configure a Server. The zero value is usable.
@@ -21,6 +24,9 @@ type Options struct {
 	// deterministic sequence (name-based UUIDs of a counter), so test and
 	// example output is stable.
 	NewUUID func() string
+	// Clock times Fault.Delay. Nil means the real clock; a fake clock
+	// holds delayed replies until the test steps it.
+	Clock clock.Clock
 }
 
 // Server is the fake SPDK target.
@@ -28,6 +34,7 @@ type Server struct {
 	path    string
 	ln      net.Listener
 	newUUID func() string
+	clock   clock.Clock
 
 	mu       sync.Mutex
 	lvstores []*lvstore
@@ -65,7 +72,7 @@ func Start(socketPath string, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spdktest: %w", err)
 	}
-	s := &Server{path: socketPath, ln: ln, newUUID: opts.NewUUID, conns: make(map[net.Conn]struct{}), done: make(chan struct{})}
+	s := &Server{path: socketPath, ln: ln, newUUID: opts.NewUUID, clock: clocks.Or(opts.Clock), conns: make(map[net.Conn]struct{}), done: make(chan struct{})}
 	if s.newUUID == nil {
 		s.newUUID = s.sequentialUUID
 	}
@@ -179,7 +186,7 @@ func (s *Server) serve(c net.Conn) {
 			if errors.As(err, &syn) {
 				// SPDK answers unparsable input with a null id and drops
 				// the connection: it cannot find the next request.
-				w.write(errorReply(nil, codeParseError, "Parse error"))
+				w.write(errorReply(nil, spdk.CodeParseError, "Parse error"))
 			}
 			return
 		}
@@ -204,16 +211,6 @@ func (w *connWriter) write(b []byte) {
 
 func (w *connWriter) close() { _ = w.c.Close() }
 
-// JSON-RPC error codes and SPDK's errno codes the fake uses.
-const (
-	codeParseError     = -32700
-	codeInvalidRequest = -32600
-	codeMethodNotFound = -32601
-	codeInvalidParams  = -32602
-	codeInternalError  = -32603
-	codeENODEV         = -19
-)
-
 type rpcRequest struct {
 	Version string          `json:"jsonrpc"`
 	Method  string          `json:"method"`
@@ -229,23 +226,23 @@ type rpcError struct {
 
 func (e *rpcError) Error() string { return e.msg }
 
-func errNoDevice() *rpcError      { return &rpcError{codeENODEV, "No such device"} }
-func errInvalidParams() *rpcError { return &rpcError{codeInvalidParams, "Invalid parameters"} }
+func errNoDevice() *rpcError      { return &rpcError{spdk.CodeNoSuchDevice, "No such device"} }
+func errInvalidParams() *rpcError { return &rpcError{spdk.CodeInvalidParams, "Invalid parameters"} }
 
 func (s *Server) handle(w *connWriter, raw json.RawMessage) {
 	var req rpcRequest
 	if err := json.Unmarshal(raw, &req); err != nil || req.Version != "2.0" || req.Method == "" {
-		w.write(errorReply(req.ID, codeInvalidRequest, "Invalid request"))
+		w.write(errorReply(req.ID, spdk.CodeInvalidRequest, "Invalid request"))
 		return
 	}
 	s.mu.Lock()
 	s.calls = append(s.calls, Call{Method: req.Method, Params: slices.Clone(req.Params)})
-	f := s.matchFault(req.Method)
+	f := s.matchFault(req.Method, req.Params)
 	s.mu.Unlock()
 
 	if f != nil && f.Delay > 0 {
 		select {
-		case <-time.After(f.Delay):
+		case <-s.clock.After(f.Delay):
 		case <-s.done:
 			return
 		}
@@ -303,7 +300,7 @@ func resultReply(id json.RawMessage, result any) []byte {
 		Result  any             `json:"result"`
 	}{"2.0", idOrNull(id), result})
 	if err != nil {
-		return errorReply(id, codeInternalError, err.Error())
+		return errorReply(id, spdk.CodeInternalError, err.Error())
 	}
 	return append(b, '\n')
 }

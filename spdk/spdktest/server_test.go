@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/caretaker-storage/caretaker/spdk"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
@@ -39,7 +41,7 @@ func start(t *testing.T) (*spdktest.Server, string) {
 
 func TestFaultTimesAndClear(t *testing.T) {
 	srv, path := start(t)
-	c := spdk.NewClient(spdk.Options{SocketPath: path})
+	c := spdk.NewClient(spdk.ClientOptions{SocketPath: path})
 	defer c.Close()
 	ctx := context.Background()
 
@@ -67,7 +69,7 @@ func TestFaultTimesAndClear(t *testing.T) {
 
 func TestDropConnectionsAndClose(t *testing.T) {
 	srv, path := start(t)
-	c := spdk.NewClient(spdk.Options{SocketPath: path})
+	c := spdk.NewClient(spdk.ClientOptions{SocketPath: path})
 	defer c.Close()
 	srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvstores", Delay: time.Minute})
 	res := make(chan error, 1)
@@ -146,7 +148,7 @@ func TestReplaceSendsTheRawResult(t *testing.T) {
 	if _, err := srv.AddLvol("disk-1", "r"); err != nil {
 		t.Fatal(err)
 	}
-	c := spdk.NewClient(spdk.Options{SocketPath: path})
+	c := spdk.NewClient(spdk.ClientOptions{SocketPath: path})
 	defer c.Close()
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -171,5 +173,38 @@ func TestReplaceSendsTheRawResult(t *testing.T) {
 	}
 	if got := srv.LvolAliases(); len(got) != 0 {
 		t.Fatalf("lvols %v", got)
+	}
+}
+
+// TestDelayFollowsTheClock: with a fake clock a delayed reply waits until
+// the clock is stepped past the delay, and no longer.
+func TestDelayFollowsTheClock(t *testing.T) {
+	dir, err := os.MkdirTemp("", "spdktest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	srv, err := spdktest.Start(filepath.Join(dir, "s.sock"), spdktest.Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	c := spdk.NewClient(spdk.ClientOptions{SocketPath: srv.SocketPath()})
+	defer c.Close()
+	srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvstores", Delay: time.Hour})
+	res := make(chan error, 1)
+	go func() { _, err := spdk.BdevLvolGetLvstores(context.Background(), c); res <- err }()
+	for !clk.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-res:
+		t.Fatalf("the reply came before the clock moved: %v", err)
+	default:
+	}
+	clk.Step(time.Hour)
+	if err := <-res; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,22 +1,7 @@
-// Package tokenringtest holds conformance suites for the host interfaces
-// of package tokenring, tokenring.RingSource and tokenring.Cleaner, and
-// MemNode, an in-memory node that passes both.
-//
-// A suite describes a Cluster to a harness function, which makes the
-// implementation under test present that cluster as the node Cluster.Local
-// sees it, and returns the implementation. For the REST Client the harness
-// starts a scyllatest.Server; a host with another path to the node (a
-// sidecar, a CQL session) sets up whatever backs it. One line then runs
-// the suite:
-//
-//	func TestMySource(t *testing.T) {
-//		tokenringtest.RunRingSourceTests(t, func(t *testing.T, c tokenringtest.Cluster) tokenring.RingSource {
-//			return newMySource(t, c)
-//		})
-//	}
 package tokenringtest
 
 import (
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -96,14 +81,42 @@ func (c Cluster) HostIDs() map[string]string {
 
 // CleanupKeyspaces returns the names of the keyspaces a cleanup visits
 // (neither local nor tablet-based), in the order of c.Keyspaces.
-func (c Cluster) CleanupKeyspaces() []string {
+func (c Cluster) CleanupKeyspaces() []string { return c.keyspaceNames(true, "vnodes") }
+
+// keyspaceNames filters keyspaces as GET /storage_service/keyspaces does:
+// nonLocal leaves out LocalStrategy keyspaces, replication "vnodes" or
+// "tablets" keeps only those ("" keeps both).
+func (c Cluster) keyspaceNames(nonLocal bool, replication string) []string {
 	names := []string{}
 	for _, ks := range c.Keyspaces {
-		if !ks.Local && !ks.Tablets {
-			names = append(names, ks.Name)
+		if (nonLocal && ks.Local) || (replication == "vnodes" && ks.Tablets) || (replication == "tablets" && !ks.Tablets) {
+			continue
 		}
+		names = append(names, ks.Name)
 	}
 	return names
+}
+
+// hasKeyspace reports whether the cluster has a keyspace of that name.
+func (c Cluster) hasKeyspace(name string) bool {
+	return slices.ContainsFunc(c.Keyspaces, func(k Keyspace) bool { return k.Name == name })
+}
+
+// GenerateTokens returns count distinct random Murmur3 tokens, the same for
+// the same seed, formatted as ScyllaDB prints them and in no sorted order.
+func GenerateTokens(seed uint64, count int) []string {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	seen := make(map[int64]bool, count)
+	out := make([]string, 0, count)
+	for len(out) < count {
+		t := int64(r.Uint64())
+		if t == -1<<63 || seen[t] { // the minimum token is never a node's
+			continue
+		}
+		seen[t] = true
+		out = append(out, strconv.FormatInt(t, 10))
+	}
+	return out
 }
 
 // compareTokens orders canonical tokens numerically; anything that does

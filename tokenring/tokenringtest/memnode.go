@@ -13,8 +13,9 @@ import (
 // MemNode is an in-memory ScyllaDB node: it implements
 // tokenring.RingSource, tokenring.LocationSource and tokenring.Cleaner over
 // a Cluster, answering as ScyllaDB's REST API would, and records the
-// cleanups it ran. Every call fails with ctx's error once ctx is done. All
-// methods are safe for concurrent use.
+// cleanups it ran. Every call fails with ctx's error once ctx is done. A
+// Server serves one in ScyllaDB's wire format. All methods are safe for
+// concurrent use.
 type MemNode struct {
 	mu       sync.Mutex
 	cluster  Cluster
@@ -42,8 +43,18 @@ func (n *MemNode) SetCluster(c Cluster) {
 	n.cluster = c.Clone()
 }
 
+// Update changes the cluster the node sees in place, under the node's lock:
+// f must not keep c or call the node.
+func (n *MemNode) Update(f func(c *Cluster)) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	f(&n.cluster)
+	n.cluster = n.cluster.Clone() // f may have shared slices with its caller
+}
+
 // FailCleanup makes cleanups of keyspace return err (wrapped); nil removes
-// the failure.
+// the failure. A Server answers a *tokenring.APIError in err with its
+// StatusCode and Message, and any other error with HTTP 500.
 func (n *MemNode) FailCleanup(keyspace string, err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -112,11 +123,8 @@ func (n *MemNode) EndpointTokens(ctx context.Context, endpoint string) ([]string
 		return nil, err
 	}
 	node, _ := c.Node(endpoint)
-	own := slices.Clone(node.Tokens)
+	own := append([]string{}, node.Tokens...)
 	slices.SortFunc(own, compareTokens)
-	if own == nil {
-		own = []string{}
-	}
 	return own, nil
 }
 
@@ -183,7 +191,7 @@ func (n *MemNode) CleanupKeyspace(ctx context.Context, keyspace string) error {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if !slices.ContainsFunc(n.cluster.Keyspaces, func(k Keyspace) bool { return k.Name == keyspace }) {
+	if !n.cluster.hasKeyspace(keyspace) {
 		return fmt.Errorf("tokenringtest: keyspace %s does not exist: %w", keyspace, tokenring.ErrKeyspaceNotFound)
 	}
 	if err := n.failures[keyspace]; err != nil {

@@ -6,18 +6,17 @@
 // It watches three kinds of Longhorn object through informers: its own
 // Node (which disks to scan, and whether the node or a disk is being
 // evicted), the Replicas (which directories the cluster expects), and the
-// Orphans labelled with its node (deletion requests). A diskscan Inventory
+// Orphans labelled with its node (deletion requests). The diskscan adapter
 // runs under an orphan.Monitor; on every change, and on every event, the
-// agent runs one orphan.Sweeper cycle over the crstore Store, then writes
-// the Error condition.
+// agent runs one orphan.Sweeper cycle over the crstore Store. Everything
+// else is the core's: the plan carries every condition (DataCleanable,
+// Error, PurgeGuarded) and every release, and the Sweeper writes them.
 //
 // Deletion follows Longhorn's rule, which the orphan core applies: the
 // data of a deleted Orphan is purged only when its DataCleanable condition
 // is True (the core marks it while the node and disk are Ready);
-// otherwise the finalizer is removed and the data stays. Forgetting a
-// record (its directory gone, its disk or node evicted) marks it
-// DataCleanable=False first, so even a crash halfway never turns a forget
-// into a purge. The core's mass-deletion guard is on.
+// otherwise the finalizer is removed and the data stays. The core's
+// mass-deletion guard is on.
 package agent
 
 import (
@@ -25,13 +24,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -42,6 +38,7 @@ import (
 
 	"github.com/caretaker-storage/caretaker/diskscan"
 	"github.com/caretaker-storage/caretaker/examples/kube/crstore"
+	"github.com/caretaker-storage/caretaker/internal/backoff"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -65,11 +62,8 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Retry delays after a failed cycle, doubling from the first to the last.
-const (
-	minRetry = 250 * time.Millisecond
-	maxRetry = 30 * time.Second
-)
+// retry is the delay after failed cycles in a row.
+var retry = backoff.Policy{Initial: 250 * time.Millisecond, Max: 30 * time.Second}
 
 // ErrConfig is wrapped by errors about an incomplete Config.
 var ErrConfig = errors.New("agent: invalid config")
@@ -78,8 +72,7 @@ var ErrConfig = errors.New("agent: invalid config")
 type Agent struct {
 	cfg      Config
 	log      *slog.Logger
-	store    *crstore.Store
-	disks    *diskscan.DiskSet
+	orphans  *diskscan.Orphans
 	expected *diskscan.StaticExpected
 	monitor  *orphan.Monitor
 	sweeper  *orphan.Sweeper
@@ -103,30 +96,23 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	disks, err := diskscan.NewDiskSet()
-	if err != nil {
-		return nil, err
-	}
 	a := &Agent{
 		cfg:      cfg,
 		log:      cfg.Logger.With("node", cfg.NodeID),
-		store:    crstore.New(cfg.Client, crstore.Options{Namespace: cfg.Namespace, OwnerID: cfg.NodeID, FieldManager: cfg.FieldManager}),
-		disks:    disks,
 		expected: diskscan.NewStaticExpected(),
 		trigger:  make(chan struct{}, 1),
 		// Until the Node object is read, nothing is known about the node.
 		scopes: map[orphan.Scope]orphan.ScopeStatus{{NodeID: cfg.NodeID}: {Health: orphan.HealthUnknown, Message: "the node object is not read yet"}},
 	}
-	inv := diskscan.NewInventory(disks, a.expected, diskscan.Options{})
-	a.monitor = orphan.NewMonitor(inv, orphan.MonitorOptions{
-		Period:   cfg.Period,
-		OnChange: func(orphan.Observation) { a.poke() },
-	})
-	a.sweeper = &orphan.Sweeper{
-		Store:   a.store,
-		Judge:   presentJudge{diskscan.NewJudge(disks, a.expected)},
-		Deleter: diskscan.NewDeleter(disks, a.expected, diskscan.Options{}),
+	var err error
+	if a.orphans, err = diskscan.NewOrphans(a.expected, diskscan.Options{}); err != nil {
+		return nil, err
 	}
+	store := crstore.New(cfg.Client, crstore.Options{Namespace: cfg.Namespace, OwnerID: cfg.NodeID, FieldManager: cfg.FieldManager})
+	if a.sweeper, err = orphan.NewSweeper(store, a.orphans, orphan.SweeperOptions{}); err != nil {
+		return nil, err
+	}
+	a.monitor = orphan.NewMonitor(a.orphans, orphan.MonitorOptions{Period: cfg.Period, OnChange: func(orphan.Observation) { a.poke() }})
 	return a, nil
 }
 
@@ -237,18 +223,19 @@ func (a *Agent) poke() {
 	}
 }
 
-// nodeChanged applies the Node object to the DiskSet and the host scopes.
+// nodeChanged applies the Node object to the disks scanned and the host
+// scopes.
 func (a *Agent) nodeChanged(store cache.Store, key string) {
 	var u *unstructured.Unstructured
 	if obj, ok, _ := store.GetByKey(key); ok {
 		u, _ = obj.(*unstructured.Unstructured)
 	}
 	v := viewOfNode(a.cfg.NodeID, u)
-	if err := a.disks.Set(v.disks); err != nil {
+	if err := a.orphans.SetDisks(v.disks...); err != nil {
 		// Two disks of one name cannot happen in a node map; be safe anyway.
 		a.log.Error("node disks rejected; the node is not scanned", "err", err)
 		v.scopes = map[orphan.Scope]orphan.ScopeStatus{{NodeID: a.cfg.NodeID}: {Health: orphan.HealthUnknown, Message: err.Error()}}
-		_ = a.disks.Set(nil)
+		_ = a.orphans.SetDisks()
 	}
 	a.mu.Lock()
 	a.scopes = v.scopes
@@ -283,7 +270,7 @@ func (a *Agent) loop(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
-	retry := time.Duration(0)
+	failures := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -298,14 +285,14 @@ func (a *Agent) loop(ctx context.Context) {
 		var wait time.Duration
 		switch {
 		case err != nil:
-			retry = min(max(2*retry, minRetry), maxRetry)
-			wait = retry
+			failures++
+			wait = retry.Delay(failures)
 			a.log.Warn("cycle failed; retrying", "in", wait, "err", err)
 		case !next.IsZero():
-			retry = 0
+			failures = 0
 			wait = max(time.Until(next), 0)
 		default:
-			retry = 0
+			failures = 0
 			continue
 		}
 		timer.Stop()
@@ -313,8 +300,8 @@ func (a *Agent) loop(ctx context.Context) {
 	}
 }
 
-// cycle is one pass: release deletions that must not purge, sweep, and
-// write conditions. It returns when the plan changes by time alone.
+// cycle is one sweep of the latest scan. It returns when the plan changes
+// by time alone.
 func (a *Agent) cycle(ctx context.Context) (time.Time, error) {
 	start := time.Now()
 	obs, ok := a.monitor.Latest()
@@ -337,89 +324,9 @@ func (a *Agent) cycle(ctx context.Context) (time.Time, error) {
 		}
 		a.log.Debug("cycle", "scan", obs.Seq, "took", time.Since(start), "requeueAt", plan.RequeueAt, "err", err)
 	}
-	if len(res.Created)+len(res.Forgotten)+len(res.Purged)+len(res.Refused) > 0 {
+	if len(res.Created)+len(res.Forgotten)+len(res.Purged)+len(res.Refused)+len(res.Failed) > 0 {
 		a.log.Info("swept", "scan", obs.Seq, "created", res.Created, "forgotten", res.Forgotten,
-			"purged", res.Purged, "refused", res.Refused)
+			"purged", res.Purged, "refused", res.Refused, "failed", len(res.Failed))
 	}
-	cerr := a.writeErrors(ctx, res, err)
-	return plan.RequeueAt, errors.Join(err, cerr)
-}
-
-// writeErrors sets Error=True on records whose purge failed or was
-// refused, and Error=False on the others that have it set.
-func (a *Agent) writeErrors(ctx context.Context, res orphan.Result, syncErr error) error {
-	failed := map[string]string{}
-	for _, r := range res.Refused {
-		failed[r.Name] = "purge refused: " + r.Reason
-	}
-	var recErr *orphan.RecordError
-	for _, e := range unwrapAll(syncErr) {
-		if errors.As(e, &recErr) && recErr.Op == orphan.OpPurge {
-			failed[recErr.Name] = "purge failed: " + recErr.Err.Error()
-		}
-	}
-	recs, err := a.store.List(ctx, orphan.Selector{NodeID: a.cfg.NodeID})
-	if err != nil {
-		return err
-	}
-	now := metav1.Now()
-	var errs []error
-	for _, r := range recs {
-		changed := false
-		if msg, ok := failed[r.Name]; ok {
-			changed = meta.SetStatusCondition(&r.Conditions, metav1.Condition{
-				Type: orphan.ConditionError, Status: metav1.ConditionTrue, Reason: "PurgeFailed", Message: msg, LastTransitionTime: now,
-			}) || changed
-		} else if meta.IsStatusConditionTrue(r.Conditions, orphan.ConditionError) {
-			changed = meta.SetStatusCondition(&r.Conditions, metav1.Condition{
-				Type: orphan.ConditionError, Status: metav1.ConditionFalse, Reason: "NoError", LastTransitionTime: now,
-			}) || changed
-		}
-		if !changed {
-			continue
-		}
-		r.ResourceVersion = "" // conditions are ours; retry conflicts with other writers
-		if _, err := a.store.Update(ctx, r); err != nil && !errors.Is(err, orphan.ErrNotFound) {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// unwrapAll flattens joined and multierror errors one level.
-func unwrapAll(err error) []error {
-	if err == nil {
-		return nil
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []error
-		for _, e := range j.Unwrap() {
-			out = append(out, unwrapAll(e)...)
-		}
-		return out
-	}
-	if w, ok := err.(interface{ WrappedErrors() []error }); ok {
-		return w.WrappedErrors()
-	}
-	return []error{err}
-}
-
-// presentJudge judges a replica directory undecided when it is no longer
-// on disk. The Sweeper plans from the latest scan, which may predate a
-// purge or a removal; without this, the next pass would create an Orphan
-// for a directory that has just gone, and the scan after would forget it.
-type presentJudge struct{ next orphan.Judge }
-
-// Judge implements orphan.Judge.
-func (j presentJudge) Judge(ctx context.Context, it orphan.Item) (orphan.Verdict, error) {
-	if it.Kind == orphan.KindReplicaData {
-		dir, name := it.Param(orphan.ParamDiskPath), it.Param(orphan.ParamDataName)
-		if diskscan.SafeName(name) != nil || !filepath.IsAbs(dir) {
-			return orphan.Undecided("not a replica directory path"), nil
-		}
-		if _, err := os.Lstat(filepath.Join(dir, diskscan.ReplicasDir, name)); err != nil {
-			return orphan.Undecided("not on disk since the scan: " + err.Error()), nil
-		}
-	}
-	return j.next.Judge(ctx, it)
+	return plan.RequeueAt, err
 }

@@ -34,7 +34,7 @@ func newStore(t *testing.T) *crstore.Store {
 }
 
 func TestStoreConformance(t *testing.T) {
-	orphantest.RunStoreTests(t, func(t *testing.T) orphan.Store { return newStore(t) })
+	orphantest.RunConformanceTests(t, orphantest.Harness{Store: func(t *testing.T) orphan.Store { return newStore(t) }})
 }
 
 // TestObjectsAreLonghorns checks the object the store writes field by field.

@@ -1,0 +1,118 @@
+package diskscan
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+
+	"github.com/caretaker-storage/caretaker/internal/safefile"
+)
+
+// Every file diskscan reads is opened as a regular file only, and every
+// directory it lists or walks is reached through an os.Root, so that
+// nothing on a disk can block a scan or lead it outside the disk.
+
+// listDir lists the directory rr holds, unsorted: sorting 100k names
+// would cost more than the rest of an unchanged rescan, and only the few
+// orphans and skips need an order.
+//
+// A directory opened through an os.Root lstat's every entry while listing
+// (its entries cannot load their FileInfo lazily), which would double the
+// cost of a scan; a descriptor duplicated from it is an ordinary File that
+// lists with the types the kernel returns, of the very same directory.
+func listDir(rr *os.Root) ([]fs.DirEntry, error) {
+	dir, err := rr.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	fd, err := dupFd(dir)
+	dir.Close()
+	if err != nil {
+		return nil, err
+	}
+	plain := os.NewFile(fd, rr.Name())
+	defer plain.Close()
+	return plain.ReadDir(-1)
+}
+
+// openReplicas opens <disk>/replicas as a root of its own. It returns nil
+// and no error if there is none.
+func openReplicas(root *os.Root) (*os.Root, error) {
+	fi, err := root.Lstat(ReplicasDir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case !fi.IsDir():
+		return nil, refuse(ErrDiskInvalid, "%s is a %s, not a directory", ReplicasDir, fi.Mode().Type())
+	}
+	return root.OpenRoot(ReplicasDir)
+}
+
+// readMeta reads <name>/volume.meta inside rr; it must be a regular file.
+func readMeta(rr *os.Root, name string, limit int64) (VolumeMeta, error) {
+	f, err := openRegular(rr, name+"/"+MetaFile, MetaFile)
+	if err != nil {
+		return VolumeMeta{}, err
+	}
+	defer f.Close()
+	return ReadVolumeMeta(f, limit)
+}
+
+// openRegular opens name inside root for reading, and only if it is a
+// regular file (internal/safefile): a FIFO would block the open, a device
+// could have effects on open, and a socket cannot be read at all.
+// Anything else is a *ParseError for input wrapping ErrNotRegular.
+func openRegular(root *os.Root, name, input string) (*os.File, error) {
+	f, _, err := safefile.OpenRegular(root, name)
+	var te *safefile.TypeError
+	switch {
+	case errors.As(err, &te) && te.Swapped:
+		return nil, &ParseError{Input: input, Reason: "replaced by another file while being opened", Err: ErrNotRegular}
+	case errors.As(err, &te):
+		return nil, notRegular(input, te.Mode)
+	}
+	return f, err
+}
+
+// notRegular says what a non-regular file is.
+func notRegular(input string, mode fs.FileMode) error {
+	return &ParseError{Input: input, Reason: safefile.Describe(mode) + ", not a regular file", Err: ErrNotRegular}
+}
+
+// allocatedUnder sums the allocated bytes of the regular files under name,
+// without following symbolic links or opening anything but directories.
+// It stops when ctx is done (the scan then fails with ctx's error, so the
+// partial sum is never reported).
+func allocatedUnder(ctx context.Context, rr *os.Root, name string) int64 {
+	var total int64
+	_ = fs.WalkDir(rr.FS(), name, func(_ string, e fs.DirEntry, err error) error {
+		if ctx.Err() != nil {
+			return fs.SkipAll
+		}
+		if err != nil || !e.Type().IsRegular() {
+			return nil
+		}
+		if fi, err := e.Info(); err == nil {
+			total += allocatedBytes(fi)
+		}
+		return nil
+	})
+	return total
+}
+
+func isTombstone(name string) bool { return looksLikeTombstone(name) }
+
+func isMarker(name string) bool { _, m, ok := parsePurgeEntry(name); return ok && m }
+
+// errText is an error without the path prefix the os package adds, so
+// reports do not repeat absolute paths.
+func errText(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}

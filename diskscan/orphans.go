@@ -1,0 +1,140 @@
+package diskscan
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/caretaker-storage/caretaker/internal/clocks"
+	"github.com/caretaker-storage/caretaker/orphan"
+)
+
+// Orphans is caretaker's adapter for replica data directories on a
+// node's Longhorn v1 filesystem disks: one value that is the
+// orphan.Adapter (Scan, Judge, Delete, Kinds) and the orphan.Finisher of
+// orphan.KindReplicaData. Create it with NewOrphans, tell it the node's
+// disks with SetDisks (or Options.Disks), and hand it to orphan.NewMonitor
+// and orphan.NewSweeper. Report and LastReport give a tool what the
+// Snapshot leaves out: per-disk details, metas and sizes.
+//
+// It holds what it learns about the disks between calls: the filesystem
+// ID each disk had when first scanned, whether a disk may hold
+// tombstones, and the last listing of each disk (see "Incremental scans"
+// in the package doc). Judge and Delete trust none of the listing: they
+// look at the disk themselves.
+//
+// It is safe for concurrent use: scans are serialised, Judge and Delete
+// may run at any time and at once, SetDisks may be called during a scan
+// (the scan finishes with the disks it started with).
+type Orphans struct {
+	expected ExpectedSource
+	opts     Options
+	clock    clock.Clock
+	disks    diskSet
+
+	scanMu sync.Mutex // one scan at a time; guards caches and racyAfter
+	caches map[orphan.Scope]*diskCache
+	// racyAfter is this scan's cut-off for caching, in Unix ns.
+	racyAfter int64
+
+	lastMu sync.Mutex
+	last   Report
+
+	busyMu sync.Mutex
+	busy   map[busyKey]struct{} // directories being purged by this value
+
+	metaReads atomic.Int64 // volume.meta files opened, for tests and benchmarks
+	hooks     hooks
+}
+
+// Options tune an Orphans value. The zero value means the documented
+// defaults.
+type Options struct {
+	// Disks are the node's disks to start with; SetDisks replaces them.
+	// A tool that looks at a fixed disk sets them here.
+	Disks []Disk
+	// MaxMetaSize bounds a volume.meta read; 0 means DefaultMaxMetaSize.
+	// A larger file makes its directory "not a replica".
+	MaxMetaSize int64
+	// MaxConfigSize bounds a longhorn-disk.cfg read; 0 means
+	// DefaultMaxConfigSize. A larger file makes the disk DiskInvalid.
+	MaxConfigSize int64
+	// Clock tells a scan when it starts. A directory changed within
+	// RacyWindow before that is validated again on the next scan too,
+	// because filesystem timestamps are coarse: a change in the same tick
+	// as the scan would not change them. Nil means the real clock.
+	Clock clock.Clock
+	// AllowNoneExpected lets Delete purge on a disk whose expected set is
+	// empty. By default it refuses (ErrNoneExpected): an empty set is far
+	// more often a broken view (a replica list read from the wrong
+	// namespace, an informer that lost its cache) than a disk whose every
+	// replica is really orphaned. Set it only when the host has checked
+	// that view by other means.
+	AllowNoneExpected bool
+	// ListOwned makes DiskReport.OwnedNames list the expected directories
+	// (off by default: on a disk of 100k replicas it costs a slice of 100k
+	// names per scan).
+	ListOwned bool
+}
+
+// RacyWindow is how recently changed a directory may be and still have
+// its validation cached. Kernel file timestamps advance in ticks of a few
+// milliseconds; a second leaves a wide margin.
+const RacyWindow = time.Second
+
+// ErrNoExpectedSource is returned by NewOrphans without an ExpectedSource.
+var ErrNoExpectedSource = errors.New("diskscan: NewOrphans needs an ExpectedSource")
+
+// NewOrphans returns the adapter of the replica directories the cluster
+// does not expect, judged against expected. It fails without expected, or
+// when opts.Disks is refused as SetDisks refuses it.
+func NewOrphans(expected ExpectedSource, opts Options) (*Orphans, error) {
+	if expected == nil {
+		return nil, ErrNoExpectedSource
+	}
+	o := &Orphans{
+		expected: expected,
+		opts:     opts,
+		clock:    clocks.Or(opts.Clock),
+		caches:   map[orphan.Scope]*diskCache{},
+		busy:     map[busyKey]struct{}{},
+	}
+	o.opts.Disks = nil // the disk set holds them from now on
+	if err := o.disks.set(opts.Disks); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// SetDisks replaces the node's disks; hosts call it whenever their Node
+// object changes. Every disk needs NodeID, Name, UUID and an absolute
+// Path without ".." elements, and no two disks of a node may share a
+// name; otherwise SetDisks changes nothing and returns an error. The
+// filesystem IDs pinned by scans are kept for disks whose Path and UUID
+// did not change. It is safe to call at any time, also during a scan.
+func (o *Orphans) SetDisks(disks ...Disk) error { return o.disks.set(disks) }
+
+// Disks returns a copy of the disks, sorted by node and name.
+func (o *Orphans) Disks() []Disk { return o.disks.list() }
+
+// Kinds implements orphan.Adapter: replica data directories only.
+func (o *Orphans) Kinds() []orphan.Kind { return []orphan.Kind{orphan.KindReplicaData} }
+
+// hooks let in-package tests step in at the moments a race or a crash
+// could happen. They are nil outside tests.
+type hooks struct {
+	// afterTombstone runs right after the rename to the tombstone, before
+	// the checks that follow it.
+	afterTombstone func(replicas, tombstone string)
+	// afterRemove runs after the removal walk removes an entry, with its
+	// path relative to <disk>/replicas.
+	afterRemove func(path string)
+}
+
+var (
+	_ orphan.Adapter  = (*Orphans)(nil)
+	_ orphan.Finisher = (*Orphans)(nil)
+)

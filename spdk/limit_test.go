@@ -1,0 +1,45 @@
+package spdk
+
+import (
+	"errors"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/caretaker-storage/caretaker/internal/bounded"
+)
+
+// TestReplyLimitIsExact: a reply of exactly the limit is read, one byte
+// more fails the connection with ErrTooLarge, whatever the decoder
+// buffered and whatever the next reply holds.
+func TestReplyLimitIsExact(t *testing.T) {
+	reply := func(size int) string {
+		head, tail := `{"jsonrpc":"2.0","id":1,"result":"`, `"}`
+		return head + strings.Repeat("x", size-len(head)-len(tail)) + tail
+	}
+	const limit = 512
+	for _, tc := range []struct {
+		size int
+		ok   bool
+	}{{limit - 1, true}, {limit, true}, {limit + 1, false}, {4 * limit, false}} {
+		client, server := net.Pipe()
+		cn := newConn(client, limit)
+		ch := cn.register(1)
+		go func() {
+			// A second, small reply follows at once, so the decoder may
+			// buffer past the first one.
+			_, _ = server.Write([]byte(reply(tc.size) + `{"jsonrpc":"2.0","id":2,"result":true}`))
+			_ = server.Close()
+		}()
+		rep := <-ch
+		cn.fail(ErrClosed)
+		<-cn.done
+		var tooLarge *bounded.TooLargeError
+		switch {
+		case tc.ok && rep.err != nil:
+			t.Errorf("reply of %d bytes under a %d-byte limit: %v", tc.size, limit, rep.err)
+		case !tc.ok && (!errors.Is(rep.err, ErrTooLarge) || !errors.Is(rep.err, ErrConnection) || !errors.As(rep.err, &tooLarge)):
+			t.Errorf("reply of %d bytes over a %d-byte limit: err = %v, want ErrTooLarge", tc.size, limit, rep.err)
+		}
+	}
+}

@@ -1,0 +1,236 @@
+package spdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/caretaker-storage/caretaker/instance"
+	"github.com/caretaker-storage/caretaker/orphan"
+)
+
+// Options configure NewOrphans. Both fields are required: they are what
+// the items are named after, and what Delete checks a record against.
+type Options struct {
+	// NodeID is the node whose SPDK the Caller reaches; it becomes
+	// Item.NodeID and the scope of every item.
+	NodeID string
+	// InstanceManager is the name of the node's v2 instance manager; it
+	// becomes the InstanceManager parameter of every item.
+	InstanceManager string
+}
+
+// Orphans is the orphan.Adapter of one node's v2 runtime: engines (RAID
+// bdevs) and replicas (head lvols), as items of kind
+// orphan.KindEngineInstance and orphan.KindReplicaInstance with data
+// engine v2 and the parameters InstanceName, InstanceUUID and
+// InstanceManager. Create it with NewOrphans and hand it to
+// orphan.NewMonitor (as the Inventory) and orphan.NewSweeper.
+//
+//   - Scan lists every engine and replica (no pre-filtering: owned items
+//     are listed too, and OwnedUnlisted stays zero).
+//   - Judge is instance.Verdict over the host's records (a v2 replica
+//     with a record in any state is owned), and an orphan verdict is
+//     confirmed against SPDK: the object must still be there under the
+//     item's UUID.
+//   - Delete re-checks everything at the moment of deletion (see Delete).
+//
+// All methods are safe for concurrent use.
+type Orphans struct {
+	rpc     Caller
+	records instance.Lookup
+	judge   *instance.Judge
+	node    string
+	im      string
+}
+
+var _ orphan.Adapter = (*Orphans)(nil)
+
+// NewOrphans returns the adapter of the node's SPDK that rpc reaches
+// (usually a *Client), judged and re-checked against records, the host's
+// engine and replica records. rpc and records are required, and so are
+// opts.NodeID and opts.InstanceManager; a missing one is an error
+// wrapping orphan.ErrIncomplete. records must answer from the freshest
+// view the host has, and fail (not answer "no record") while that view
+// is not synced: a v2 replica's lvols are deleted only when it says no
+// replica record of that name exists.
+func NewOrphans(rpc Caller, records instance.Lookup, opts Options) (*Orphans, error) {
+	var missing []string
+	if rpc == nil {
+		missing = append(missing, "a Caller")
+	}
+	if records == nil {
+		missing = append(missing, "an instance.Lookup of the engine and replica records")
+	}
+	if opts.NodeID == "" {
+		missing = append(missing, "Options.NodeID")
+	}
+	if opts.InstanceManager == "" {
+		missing = append(missing, "Options.InstanceManager")
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%w: spdk.NewOrphans needs %v", orphan.ErrIncomplete, missing)
+	}
+	return &Orphans{rpc: rpc, records: records, judge: instance.NewJudge(records), node: opts.NodeID, im: opts.InstanceManager}, nil
+}
+
+// kinds are the kinds Orphans serves.
+var kinds = []orphan.Kind{orphan.KindEngineInstance, orphan.KindReplicaInstance}
+
+// Kinds implements orphan.Adapter: engine-instance and replica-instance.
+func (o *Orphans) Kinds() []orphan.Kind { return slices.Clone(kinds) }
+
+// DataEngines implements orphan.EngineScoped: SPDK runs the v2 data
+// engine only, so orphan.Combine can run a host's v1 instance adapter on
+// the same node.
+func (o *Orphans) DataEngines() []orphan.DataEngine { return []orphan.DataEngine{orphan.DataEngineV2} }
+
+// Scan implements orphan.Inventory. It lists RAID bdevs and lvols once and
+// returns the engines and replicas as items, in a stable order. Objects
+// with an empty UUID, and lvols that cannot be attributed, are reported in
+// Snapshot.Skipped. Any RPC failure is an error, and so is a result of
+// the wrong shape (null, not a list, elements that are not objects or
+// have no name: ErrUnexpectedResult): a partial or unreadable listing
+// would make present objects look gone.
+//
+// The node's scope is HealthReady, unless an engine or head lvol was
+// skipped for lack of a usable UUID: then it is HealthUnknown, so that the
+// cycle keeps every record of the node (one of them may be that object's),
+// creates none and purges none, until SPDK reports the UUID. Seed 001
+// skips such objects; caretaker also refuses to read their absence as
+// "gone".
+func (o *Orphans) Scan(ctx context.Context) (orphan.Snapshot, error) {
+	rt, err := ReadRuntime(ctx, o.rpc)
+	if err != nil {
+		return orphan.Snapshot{}, err
+	}
+	return o.snapshot(rt), nil
+}
+
+// Judge implements orphan.Judge. An item that is not a v2 instance of this
+// node and instance manager is undecided: this adapter cannot see it. For
+// the others, instance.Verdict decides over the host's records (a failed
+// lookup is undecided); an orphan verdict then stands only if SPDK still
+// holds the object under the item's name and UUID, so a snapshot older
+// than a purge or a recreate never makes a record. A failed RPC is
+// undecided too. Judge never returns an error.
+func (o *Orphans) Judge(ctx context.Context, it orphan.Item) (orphan.Verdict, error) {
+	name := it.Param(orphan.ParamInstanceName)
+	what := string(it.Kind) + " " + name
+	switch {
+	case !slices.Contains(kinds, it.Kind):
+		return orphan.Undecided(fmt.Sprintf("kind %q is not a runtime instance", it.Kind)), nil
+	case it.DataEngine != orphan.DataEngineV2:
+		return orphan.Undecided(fmt.Sprintf("%s: data engine %q is not v2", what, it.DataEngine)), nil
+	case it.NodeID != o.node || it.Param(orphan.ParamInstanceManager) != o.im:
+		return orphan.Undecided(fmt.Sprintf("%s: seen on node %q by instance manager %q; this adapter reaches %q and %q",
+			what, it.NodeID, it.Param(orphan.ParamInstanceManager), o.node, o.im)), nil
+	}
+	v, err := o.judge.Judge(ctx, it)
+	if err != nil || v.Outcome != orphan.OutcomeOrphan {
+		return v, err
+	}
+	if why := o.absent(ctx, it.Kind, name, it.Param(orphan.ParamInstanceUUID)); why != "" {
+		return orphan.Undecided(what + ": " + why), nil
+	}
+	return v, nil
+}
+
+// absent returns why the runtime object named name with UUID uuid cannot
+// be confirmed present, or "" when it is there. It looks up that one
+// bdev (bdev_get_bdevs with a name: an engine's RAID bdev is named after
+// the engine, an lvol bdev after its UUID), not the whole runtime.
+func (o *Orphans) absent(ctx context.Context, kind orphan.Kind, name, uuid string) string {
+	if !usableUUID(uuid) {
+		return "the item has no usable InstanceUUID"
+	}
+	key := uuid
+	if kind == orphan.KindEngineInstance {
+		key = name
+	}
+	bdevs, err := BdevGetBdevs(ctx, o.rpc, key)
+	if errors.Is(err, ErrNotFound) {
+		if kind == orphan.KindEngineInstance {
+			return "the RAID bdev no longer exists"
+		}
+		return "no lvol has the item's UUID any more: deleted, or recreated under another (" + uuidMismatch + ")"
+	}
+	if err != nil {
+		return fmt.Sprintf("runtime not readable: %v", err)
+	}
+	if kind == orphan.KindEngineInstance {
+		for _, b := range bdevs {
+			if b.Name == name && b.ProductName == ProductRaidVolume {
+				if b.UUID != uuid {
+					return fmt.Sprintf("%s: RAID bdev UUID is %q, the item has %q", uuidMismatch, b.UUID, uuid)
+				}
+				return ""
+			}
+		}
+		return "no RAID bdev of that name"
+	}
+	lvols, err := lvolsOf(bdevs)
+	if err != nil {
+		return fmt.Sprintf("runtime not readable: %v", err)
+	}
+	for _, l := range lvols {
+		if l.UUID == uuid && l.Name == name && !l.IsSnapshot {
+			return ""
+		}
+	}
+	return fmt.Sprintf("%s: the lvol with the item's UUID is not the head lvol %s", uuidMismatch, name)
+}
+
+// snapshot turns a Runtime into the items, scope and skipped entries Scan
+// returns.
+func (o *Orphans) snapshot(rt Runtime) orphan.Snapshot {
+	scope := orphan.Scope{NodeID: o.node}
+	status := orphan.ScopeStatus{Health: orphan.HealthReady}
+	for _, s := range rt.Skipped {
+		if s.NoUUID {
+			status = orphan.ScopeStatus{Health: orphan.HealthUnknown, Message: s.Kind + " " + s.Name + " has no usable UUID: its record cannot be matched this cycle"}
+			break
+		}
+	}
+	snap := orphan.Snapshot{
+		Items:  make([]orphan.Item, 0, len(rt.Engines)+len(rt.Replicas)),
+		Scopes: map[orphan.Scope]orphan.ScopeStatus{scope: status},
+	}
+	for _, e := range rt.Engines {
+		snap.Items = append(snap.Items, o.item(orphan.KindEngineInstance, e.Name, e.UUID))
+	}
+	for _, r := range rt.Replicas {
+		snap.Items = append(snap.Items, o.item(orphan.KindReplicaInstance, r.Name(), r.UUID()))
+	}
+	for _, s := range rt.Skipped {
+		snap.Skipped = append(snap.Skipped, orphan.Skipped{Scope: scope, Name: s.Name, Reason: s.Kind + ": " + s.Reason})
+	}
+	return snap
+}
+
+func (o *Orphans) item(kind orphan.Kind, name, uuid string) orphan.Item {
+	return orphan.Item{
+		Kind:       kind,
+		NodeID:     o.node,
+		DataEngine: orphan.DataEngineV2,
+		Parameters: map[string]string{
+			orphan.ParamInstanceName:    name,
+			orphan.ParamInstanceUUID:    uuid,
+			orphan.ParamInstanceManager: o.im,
+		},
+	}
+}
+
+// findEngine returns the RAID bdev named name, and whether it exists.
+func findEngine(ctx context.Context, c Caller, name string) (RaidBdev, bool, error) {
+	raids, err := BdevRaidGetBdevs(ctx, c, RaidCategoryAll)
+	if err != nil {
+		return RaidBdev{}, false, err
+	}
+	i := slices.IndexFunc(raids, func(r RaidBdev) bool { return r.Name == name })
+	if i < 0 {
+		return RaidBdev{}, false, nil
+	}
+	return raids[i], true, nil
+}

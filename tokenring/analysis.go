@@ -1,0 +1,293 @@
+package tokenring
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+)
+
+// Range is the token range (Start, End]. Start == End is the whole ring.
+type Range struct {
+	Start Token `json:"start"`
+	End   Token `json:"end"`
+}
+
+// Contains reports whether t falls in the range, honouring the wrap.
+func (r Range) Contains(t Token) bool {
+	switch {
+	case r.Start == r.End:
+		return true
+	case r.Start < r.End:
+		return r.Start < t && t <= r.End
+	default: // wraps past the largest token
+		return t > r.Start || t <= r.End
+	}
+}
+
+// KeyspaceChange is how one node's share of one keyspace changed.
+type KeyspaceChange struct {
+	// Lost are ranges the node held a replica of before and no longer
+	// does: their data is still on its disk and only a cleanup removes it.
+	Lost []Range `json:"lost,omitempty"`
+	// Gained are ranges the node replicates now and did not before:
+	// streamed in, nothing stale, no cleanup needed.
+	Gained []Range `json:"gained,omitempty"`
+}
+
+// NodeChange is one endpoint's change over every analysed keyspace.
+type NodeChange struct {
+	Endpoint string `json:"endpoint"`
+	// Keyspaces holds only the keyspaces where the node lost or gained.
+	Keyspaces map[string]KeyspaceChange `json:"keyspaces,omitempty"`
+}
+
+// NeedsCleanup reports whether the node lost a range of any keyspace.
+func (n NodeChange) NeedsCleanup() bool { return len(n.LostKeyspaces()) > 0 }
+
+// LostKeyspaces lists, sorted, the keyspaces in which the node lost ranges.
+func (n NodeChange) LostKeyspaces() []string {
+	var names []string
+	for name, ch := range n.Keyspaces {
+		if len(ch.Lost) > 0 {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Analysis is the result of Analyze: one entry for every endpoint of the
+// after ring. Endpoints that left the ring are not listed: there is no
+// node left to clean.
+type Analysis struct {
+	Nodes map[string]NodeChange `json:"nodes"`
+}
+
+// NeedsCleanup lists, sorted, the endpoints that lost ranges.
+func (a Analysis) NeedsCleanup() []string {
+	var eps []string
+	for ep, n := range a.Nodes {
+		if n.NeedsCleanup() {
+			eps = append(eps, ep)
+		}
+	}
+	sort.Strings(eps)
+	return eps
+}
+
+// Analyze compares who replicated which token ranges before and after, for
+// every keyspace present in both topologies (a dropped keyspace left nothing
+// to clean; a new one had nothing before), and reports per node what it
+// lost and gained.
+//
+// It computes replicas the way ScyllaDB does for vnode keyspaces: a token
+// owns (previous token, token]; SimpleStrategy takes the next distinct
+// endpoints clockwise; NetworkTopologyStrategy fills each datacenter's
+// factor walking clockwise, taking a new rack whenever it meets one and a
+// repeated rack only while the datacenter has fewer racks than its factor.
+//
+// Both topologies must pass Topology.Validate; the error says which one
+// failed and why, and nothing is analysed.
+//
+// Analyze is pure: no I/O, no goroutines, safe to call concurrently on
+// topologies nobody mutates. It costs a few sorts of the rings, not a walk of
+// the whole ring per range.
+func Analyze(before, after Topology) (Analysis, error) {
+	if err := before.Validate(); err != nil {
+		return Analysis{}, fmt.Errorf("before: %w", err)
+	}
+	if err := after.Validate(); err != nil {
+		return Analysis{}, fmt.Errorf("after: %w", err)
+	}
+	names := endpointNames{ids: map[string]int32{}}
+	b, err := compileRing(before.Ring, &names)
+	if err != nil {
+		return Analysis{}, fmt.Errorf("before ring: %w", err)
+	}
+	a, err := compileRing(after.Ring, &names)
+	if err != nil {
+		return Analysis{}, fmt.Errorf("after ring: %w", err)
+	}
+	b.finish()
+	a.finish()
+
+	result := Analysis{Nodes: make(map[string]NodeChange, len(a.members))}
+	for _, id := range a.members {
+		result.Nodes[names.list[id]] = NodeChange{Endpoint: names.list[id]}
+	}
+
+	keyspaces := make([]string, 0, len(after.Keyspaces))
+	for name := range after.Keyspaces {
+		if _, ok := before.Keyspaces[name]; ok {
+			keyspaces = append(keyspaces, name)
+		}
+	}
+	sort.Strings(keyspaces)
+
+	acc := newChangeAccumulator(len(names.list))
+	placedBefore := map[string]placement{}
+	placedAfter := map[string]placement{}
+	for _, ks := range keyspaces {
+		rb, ra := before.Keyspaces[ks], after.Keyspaces[ks]
+		if err := validateReplication(rb); err != nil {
+			return Analysis{}, fmt.Errorf("keyspace %q before: %w", ks, err)
+		}
+		if err := validateReplication(ra); err != nil {
+			return Analysis{}, fmt.Errorf("keyspace %q after: %w", ks, err)
+		}
+		if rb.Strategy == LocalStrategy || ra.Strategy == LocalStrategy {
+			continue
+		}
+		if rb.Strategy == EverywhereStrategy && ra.Strategy == EverywhereStrategy {
+			// Every member holds everything: only newcomers change.
+			for _, id := range a.members {
+				if !b.isMember[id] {
+					acc.add(id, false, Range{Start: 0, End: 0})
+				}
+			}
+		} else {
+			pb, err := placeCached(placedBefore, b, rb)
+			if err != nil {
+				return Analysis{}, fmt.Errorf("keyspace %q before: %w", ks, err)
+			}
+			pa, err := placeCached(placedAfter, a, ra)
+			if err != nil {
+				return Analysis{}, fmt.Errorf("keyspace %q after: %w", ks, err)
+			}
+			diffPlacements(b, a, pb, pa, acc)
+		}
+		acc.flush(ks, a.isMember, names.list, result.Nodes)
+	}
+	return result, nil
+}
+
+// diffPlacements sweeps the union of both rings' tokens. Each elementary
+// interval (previous union token, union token] lies inside exactly one range
+// of each ring, so comparing the two replica sets there is exact.
+func diffPlacements(b, a compiledRing, pb, pa placement, acc *changeAccumulator) {
+	bt, at := b.tokens, a.tokens
+	if len(bt) == 0 && len(at) == 0 {
+		return
+	}
+	// The first interval wraps: it starts after the largest token of both.
+	var prev Token
+	switch {
+	case len(bt) == 0:
+		prev = at[len(at)-1]
+	case len(at) == 0:
+		prev = bt[len(bt)-1]
+	default:
+		prev = max(bt[len(bt)-1], at[len(at)-1])
+	}
+	var none []int32
+	i, j := 0, 0
+	for i < len(bt) || j < len(at) {
+		var u Token
+		switch {
+		case j >= len(at):
+			u = bt[i]
+		case i >= len(bt):
+			u = at[j]
+		default:
+			u = min(bt[i], at[j])
+		}
+		repsB, repsA := none, none
+		switch {
+		case pb.everyone:
+			repsB = b.members
+		case len(bt) > 0 && pb.perToken > 0:
+			repsB = pb.of(i % len(bt))
+		}
+		switch {
+		case pa.everyone:
+			repsA = a.members
+		case len(at) > 0 && pa.perToken > 0:
+			repsA = pa.of(j % len(at))
+		}
+		if !slices.Equal(repsB, repsA) {
+			r := Range{Start: prev, End: u}
+			for _, ep := range repsB {
+				if !holds(pa, a, repsA, ep) {
+					acc.add(ep, true, r)
+				}
+			}
+			for _, ep := range repsA {
+				if !holds(pb, b, repsB, ep) {
+					acc.add(ep, false, r)
+				}
+			}
+		}
+		if i < len(bt) && bt[i] == u {
+			i++
+		}
+		if j < len(at) && at[j] == u {
+			j++
+		}
+		prev = u
+	}
+}
+
+// changeAccumulator collects one keyspace's ranges per endpoint id, merging
+// a range into the previous one when they touch.
+type changeAccumulator struct {
+	lost, gained [][]Range
+	touched      []int32
+	isTouched    []bool
+}
+
+func newChangeAccumulator(endpoints int) *changeAccumulator {
+	return &changeAccumulator{
+		lost:      make([][]Range, endpoints),
+		gained:    make([][]Range, endpoints),
+		isTouched: make([]bool, endpoints),
+	}
+}
+
+func (c *changeAccumulator) add(ep int32, lost bool, r Range) {
+	if !c.isTouched[ep] {
+		c.isTouched[ep] = true
+		c.touched = append(c.touched, ep)
+	}
+	list := &c.gained[ep]
+	if lost {
+		list = &c.lost[ep]
+	}
+	if n := len(*list); n > 0 && (*list)[n-1].End == r.Start && (*list)[n-1].Start != (*list)[n-1].End {
+		(*list)[n-1].End = r.End
+		return
+	}
+	*list = append(*list, r)
+}
+
+// flush moves the keyspace's changes of current members into nodes and
+// resets the accumulator for the next keyspace.
+func (c *changeAccumulator) flush(keyspace string, isMember []bool, names []string, nodes map[string]NodeChange) {
+	for _, ep := range c.touched {
+		lost, gained := joinWrap(c.lost[ep]), joinWrap(c.gained[ep])
+		c.lost[ep], c.gained[ep], c.isTouched[ep] = nil, nil, false
+		if int(ep) >= len(isMember) || !isMember[ep] || (len(lost) == 0 && len(gained) == 0) {
+			continue
+		}
+		n := nodes[names[ep]]
+		if n.Keyspaces == nil {
+			n.Keyspaces = map[string]KeyspaceChange{}
+		}
+		n.Keyspaces[keyspace] = KeyspaceChange{Lost: lost, Gained: gained}
+		nodes[names[ep]] = n
+	}
+	c.touched = c.touched[:0]
+}
+
+// joinWrap merges the last range into the first when they meet across the
+// wrap; if they were the only pieces, the result is the whole ring.
+func joinWrap(rs []Range) []Range {
+	if len(rs) < 2 {
+		return rs
+	}
+	first, last := rs[0], rs[len(rs)-1]
+	if last.End == first.Start && first.Start != first.End && last.Start != last.End {
+		rs[0].Start = last.Start
+		rs = rs[:len(rs)-1]
+	}
+	return rs
+}
