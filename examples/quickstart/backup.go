@@ -126,7 +126,10 @@ func runBackup(ctx context.Context, w io.Writer, dir string) error {
 	fmt.Fprintln(w, "  backup-c: gate open, InProgress -> Completed")
 
 	// The failed backup becomes an orphan record of kind backup.
-	fb := &backupdelete.FailedBackups{Lister: host, Store: store, NodeID: "node-1"}
+	fb, err := backupdelete.NewOrphans(host, store, backupdelete.OrphansOptions{NodeID: "node-1"})
+	if err != nil {
+		return err
+	}
 	snap, err := fb.Scan(ctx)
 	if err != nil {
 		return err
@@ -151,15 +154,14 @@ func runBackup(ctx context.Context, w io.Writer, dir string) error {
 			fmt.Fprintf(w, "    %s=%s\n", k, rec.Parameters[k])
 		}
 		fmt.Fprintf(w, "  judged %s: %s\n", verdict.Outcome, verdict.Reason)
-		del := &backupdelete.BackupOrphanDeleter{Store: store, Lister: host}
-		if err := del.Delete(ctx, rec); err != nil {
+		if err := fb.Delete(ctx, rec); err != nil {
 			return err
 		}
 		gone, err := store.BackupExists(ctx, ref(it.Param(orphan.ParamBackupName)))
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "  purged through the Backupstore by BackupOrphanDeleter: %s still there = %v\n", it.Param(orphan.ParamBackupName), gone)
+		fmt.Fprintf(w, "  purged through the Backupstore by backupdelete.Orphans: %s still there = %v\n", it.Param(orphan.ParamBackupName), gone)
 	}
 	// The host still lists backup-d as Error (its record outlives the
 	// data); the scan checks the backupstore, so no record comes back.
