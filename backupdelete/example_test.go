@@ -117,7 +117,8 @@ func ExampleNewOrphans() {
 		fmt.Println(err)
 		return
 	}
-	cycle := orphan.Cycle{Selector: orphan.Selector{NodeID: "node-1", Kind: orphan.KindBackup}}
+	cycle := orphan.Cycle{Selector: orphan.Selector{NodeID: "node-1", Kind: orphan.KindBackup},
+		Scopes: map[orphan.Scope]orphan.ScopeStatus{{NodeID: "node-1"}: {Health: orphan.HealthReady}}} // the host's view of its node
 	sweep := func() orphan.Result {
 		cycle.ObservedAt = time.Now()
 		snap, err := orphans.Scan(ctx)

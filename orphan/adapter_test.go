@@ -264,3 +264,67 @@ func TestCombineRoutesByDataEngine(t *testing.T) {
 		t.Fatal("two adapters serving v1 instances were combined")
 	}
 }
+
+// TestRunTakesNodeHealthOnlyFromTheHost: under Combine, an instance
+// adapter reports its node Ready (SPDK answered), which says nothing about
+// eviction. A disk's requested purge must not ride on it: without the
+// host's node health nothing is purged; with it, the purge goes on.
+func TestRunTakesNodeHealthOnlyFromTheHost(t *testing.T) {
+	ctx := context.Background()
+	node := orphan.Scope{NodeID: "n1"}
+	disk := orphan.Scope{NodeID: "n1", Disk: "disk-1"}
+	owned := orphanRecord("n1", "disk-1", "pvc-live-0123abcd").Item()
+	rec := cleanRecord("n1", "disk-1", "pvc-a-0123abcd")
+	rec.DeletionRequested = true
+	disks := &verdictAdapter{kindAdapter: kindAdapter{kinds: []orphan.Kind{orphan.KindReplicaData}, snap: orphan.Snapshot{
+		Items:  []orphan.Item{rec.Item(), owned},
+		Scopes: map[orphan.Scope]orphan.ScopeStatus{disk: {Health: orphan.HealthReady}}}}, owned: mustName(t, owned)}
+	runtime := &kindAdapter{kinds: []orphan.Kind{orphan.KindEngineInstance}, snap: orphan.Snapshot{
+		Scopes: map[orphan.Scope]orphan.ScopeStatus{node: {Health: orphan.HealthReady}}}}
+	c, err := orphan.Combine(disks, runtime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := orphan.NewMemStore()
+	if _, err := store.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	s, err := orphan.NewSweeper(store, c, orphan.SweeperOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := c.Scan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, res, err := s.Run(ctx, snap, orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}})
+	if err != nil || len(res.Purged) != 0 || len(disks.deleted) != 0 {
+		t.Fatalf("without the host's node health: %+v, %v, deleted %v; want nothing purged", res, err, disks.deleted)
+	}
+	// The host says the node is being evicted: the record is forgotten.
+	evicted := map[orphan.Scope]orphan.ScopeStatus{node: {Health: orphan.HealthNodeEvicted}}
+	if _, res, err = s.Run(ctx, snap, orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, Scopes: evicted}); err != nil ||
+		len(res.Forgotten) != 1 || len(disks.deleted) != 0 {
+		t.Fatalf("node evicted: %+v, %v, deleted %v; want the record forgotten", res, err, disks.deleted)
+	}
+	if _, err := store.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	_, res, err = s.Run(ctx, snap, orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, Scopes: hostReady("n1")})
+	if err != nil || len(res.Purged) != 1 || len(disks.deleted) != 1 {
+		t.Fatalf("with the host's node Ready: %+v, %v; want the purge", res, err)
+	}
+}
+
+// verdictAdapter judges one name owned and every other item an orphan.
+type verdictAdapter struct {
+	kindAdapter
+	owned string
+}
+
+func (a *verdictAdapter) Judge(_ context.Context, it orphan.Item) (orphan.Verdict, error) {
+	if n, _ := it.Name(); n == a.owned {
+		return orphan.Owned("expected"), nil
+	}
+	return orphan.Orphan("not expected"), nil
+}

@@ -63,8 +63,14 @@ type Cycle struct {
 	// Selector picks the records this cycle is responsible for, normally
 	// Selector{NodeID: thisNode}.
 	Selector Selector
-	// Scopes are the host's own scope statuses (node down or evicted, disk
-	// evicted), merged over the snapshot's with MergeScopes.
+	// Scopes are the host's own scope statuses, merged over the
+	// snapshot's with MergeScopes. They must give the health of every
+	// node the cycle covers (Ready, NodeUnavailable, NodeEvicted) and each
+	// evicted disk. A disk is Ready to Run only under a node listed here:
+	// an adapter's node-level Ready (SPDK answered, the backupstore
+	// listed) means only that its own scan of the node was complete, so
+	// under Combine it must not vouch for another adapter's disks, and
+	// says nothing about eviction, which only the host knows.
 	Scopes map[Scope]ScopeStatus
 	// Policy is the auto-deletion policy.
 	Policy Policy
@@ -92,7 +98,7 @@ func (s *Sweeper) Run(ctx context.Context, snap Snapshot, c Cycle) (Plan, Result
 	}
 	plan := Decide(Input{
 		Now:        s.clock.Now(),
-		Scopes:     MergeScopes(snap.Scopes, c.Scopes),
+		Scopes:     hostNodeHealth(MergeScopes(snap.Scopes, c.Scopes), c.Scopes),
 		Candidates: cands,
 		Records:    recs,
 		Policy:     c.Policy,
@@ -101,4 +107,17 @@ func (s *Sweeper) Run(ctx context.Context, snap Snapshot, c Cycle) (Plan, Result
 	plan.Create = s.dropPurgedSince(c.ObservedAt, plan.Create)
 	res, err := s.Sync(ctx, plan)
 	return plan, res, err
+}
+
+// hostNodeHealth makes every Ready disk scope Unknown whose node the host
+// did not list: see Cycle.Scopes.
+func hostNodeHealth(merged, host map[Scope]ScopeStatus) map[Scope]ScopeStatus {
+	for s, st := range merged {
+		if _, listed := host[Scope{NodeID: s.NodeID}]; s.Disk == "" || listed || st.Health != HealthReady {
+			continue
+		}
+		st.Health, st.Message = HealthUnknown, "the host gave no health for node "+s.NodeID+" (Cycle.Scopes): a disk is Ready only under a node the host lists"
+		merged[s] = st
+	}
+	return merged
 }

@@ -137,7 +137,9 @@ func ExampleSweeper_Run() {
 				orphan.ParamInstanceManager: "instance-manager-1",
 			}}},
 	}
-	cycle := orphan.Cycle{Selector: orphan.Selector{NodeID: "node-1"}}
+	// The host gives its node's health: an adapter's Ready means only
+	// that its scan was complete.
+	cycle := orphan.Cycle{Selector: orphan.Selector{NodeID: "node-1"}, Scopes: map[orphan.Scope]orphan.ScopeStatus{node: {Health: orphan.HealthReady}}}
 
 	_, res, _ := s.Run(ctx, snap, cycle)
 	fmt.Println("created", len(res.Created))

@@ -242,7 +242,7 @@ func TestSweeperCleanableRuleEndToEnd(t *testing.T) {
 	h.seed(t, rec)
 	h.judge.Set(mustName(t, owned), orphan.Owned("expected"))
 	snap := orphan.Snapshot{Items: []orphan.Item{item, owned}, Scopes: ready(orphan.Scope{NodeID: "n1", Disk: "disk-1"})}
-	cycle := orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}}
+	cycle := orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, Scopes: hostReady("n1")}
 
 	// A user requests the deletion after the plan was made but before the
 	// condition is written: the mark must not withdraw the request.
@@ -279,7 +279,7 @@ func TestSweeperReportsGuardRefusals(t *testing.T) {
 	for _, c := range w.in.Candidates {
 		items = append(items, c.Item)
 	}
-	_, res, err := h.sweeper.Run(ctx, orphan.Snapshot{Items: items, Scopes: w.in.Scopes}, orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}})
+	_, res, err := h.sweeper.Run(ctx, orphan.Snapshot{Items: items, Scopes: w.in.Scopes}, orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, Scopes: hostReady("n1")})
 	if err != nil || len(res.Refused) != 2 || len(res.Purged) != 0 || len(h.deleter.Deleted()) != 0 {
 		t.Fatalf("Run = %+v, %v; deleted %v; want two refusals and nothing deleted", res, err, h.deleter.Deleted())
 	}

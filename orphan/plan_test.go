@@ -35,6 +35,11 @@ func ready(scopes ...orphan.Scope) map[orphan.Scope]orphan.ScopeStatus {
 	return m
 }
 
+// hostReady is a host's Cycle.Scopes saying its node is Ready.
+func hostReady(node string) map[orphan.Scope]orphan.ScopeStatus {
+	return map[orphan.Scope]orphan.ScopeStatus{{NodeID: node}: {Health: orphan.HealthReady}}
+}
+
 // markCleanable returns r marked DataCleanable=True, as a cycle in a Ready
 // scope marks it.
 func markCleanable(r orphan.Record) orphan.Record {

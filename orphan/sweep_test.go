@@ -331,7 +331,7 @@ func TestRunLifecycle(t *testing.T) {
 	name, _ := item.Name()
 	d1 := orphan.Scope{NodeID: "n1", Disk: "disk-1"}
 	snap := orphan.Snapshot{Items: []orphan.Item{item}, Scopes: ready(d1)}
-	cycle := orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}}
+	cycle := orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, Scopes: hostReady("n1")}
 
 	run := func(snap orphan.Snapshot, c orphan.Cycle) orphan.Plan {
 		t.Helper()
@@ -380,7 +380,7 @@ func TestRunIgnoresPurgedDataInOlderSnapshots(t *testing.T) {
 	d1 := orphan.Scope{NodeID: "n1", Disk: "disk-1"}
 	snap := orphan.Snapshot{Items: []orphan.Item{item}, Scopes: ready(d1)}
 	scanStart := h.clock.Now()
-	cycle := orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, ObservedAt: scanStart}
+	cycle := orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, Scopes: hostReady("n1"), ObservedAt: scanStart}
 
 	if _, _, err := h.sweeper.Run(ctx, snap, cycle); err != nil {
 		t.Fatal(err)

@@ -170,7 +170,8 @@ func Example() {
 			fmt.Println(err)
 			return orphan.Result{}
 		}
-		_, res, err := s.Run(ctx, snap, orphan.Cycle{Selector: orphan.Selector{NodeID: "node-1"}, ObservedAt: started})
+		_, res, err := s.Run(ctx, snap, orphan.Cycle{Selector: orphan.Selector{NodeID: "node-1"},
+			Scopes: map[orphan.Scope]orphan.ScopeStatus{{NodeID: "node-1"}: {Health: orphan.HealthReady}}, ObservedAt: started})
 		if err != nil {
 			fmt.Println(err)
 		}

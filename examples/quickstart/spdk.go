@@ -102,7 +102,10 @@ func runSPDK(ctx context.Context, w io.Writer, dir string) error {
 	fmt.Fprintln(w, "  Longhorn's code never does, and neither does caretaker. Its engine's RAID bdev")
 	fmt.Fprintln(w, "  holds no data and is an orphan.)")
 
-	cyc := orphan.Cycle{Selector: orphan.Selector{NodeID: v2Node}, Policy: policy}
+	// The host knows node-1 is up and not being evicted; SPDK answering
+	// only says the runtime was read completely.
+	cyc := orphan.Cycle{Selector: orphan.Selector{NodeID: v2Node}, Policy: policy,
+		Scopes: map[orphan.Scope]orphan.ScopeStatus{{NodeID: v2Node}: {Health: orphan.HealthReady}}}
 	plan, _, err := sweeper.Run(ctx, snap, cyc)
 	if err != nil {
 		return err
