@@ -59,24 +59,8 @@ var kindSpecs = []KindSpec{
 		NameClass:         "replica-data",
 		AutoDeletionItems: []string{"replica-data", "replica"},
 	},
-	{
-		Kind:              KindEngineInstance,
-		NameFields:        []string{ParamInstanceName, ParamInstanceUUID, ParamInstanceManager, FieldDataEngine},
-		MatchParam:        ParamInstanceName,
-		NameClass:         "instance",
-		LabelParams:       map[string]string{LabelInstanceManager: ParamInstanceManager},
-		AutoDeletionItems: []string{"instance"},
-		InstanceExist:     true,
-	},
-	{
-		Kind:              KindReplicaInstance,
-		NameFields:        []string{ParamInstanceName, ParamInstanceUUID, ParamInstanceManager, FieldDataEngine},
-		MatchParam:        ParamInstanceName,
-		NameClass:         "instance",
-		LabelParams:       map[string]string{LabelInstanceManager: ParamInstanceManager},
-		AutoDeletionItems: []string{"instance"},
-		InstanceExist:     true,
-	},
+	instanceSpec(KindEngineInstance),
+	instanceSpec(KindReplicaInstance),
 	{
 		// caretaker's own kind: Longhorn never shipped backup orphans.
 		Kind:              KindBackup,
@@ -85,6 +69,20 @@ var kindSpecs = []KindSpec{
 		NameClass:         "backup",
 		AutoDeletionItems: []string{"backup"},
 	},
+}
+
+// instanceSpec is the spec of a runtime instance kind: engines and
+// replicas share Longhorn's name formula, labels and setting item.
+func instanceSpec(k Kind) KindSpec {
+	return KindSpec{
+		Kind:              k,
+		NameFields:        []string{ParamInstanceName, ParamInstanceUUID, ParamInstanceManager, FieldDataEngine},
+		MatchParam:        ParamInstanceName,
+		NameClass:         "instance",
+		LabelParams:       map[string]string{LabelInstanceManager: ParamInstanceManager},
+		AutoDeletionItems: []string{"instance"},
+		InstanceExist:     true,
+	}
 }
 
 // Spec returns the spec of kind k, and false for a kind the table does

@@ -7,6 +7,7 @@ import (
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
 	"github.com/caretaker-storage/caretaker/backupdelete/backupstoretest"
+	"github.com/caretaker-storage/caretaker/internal/testrun"
 )
 
 // A host's own backupstore (here MemStore stands in for it) runs the
@@ -30,10 +31,7 @@ func ExampleRunConformanceTests() {
 		}
 	}
 	harness := backupstoretest.Harness{Backupstore: store, CompletedBackupDeleter: store}
-	ok := testing.RunTests(func(_, _ string) (bool, error) { return true, nil }, []testing.InternalTest{{
-		Name: "TestMyStore",
-		F:    func(t *testing.T) { backupstoretest.RunConformanceTests(t, harness) },
-	}})
+	ok := testrun.Passes("TestMyStore", func(t *testing.T) { backupstoretest.RunConformanceTests(t, harness) })
 	fmt.Println("conformant:", ok)
 	// Output: conformant: true
 }

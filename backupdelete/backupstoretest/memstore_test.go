@@ -9,6 +9,7 @@ import (
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
 	"github.com/caretaker-storage/caretaker/backupdelete/backupstoretest"
+	"github.com/caretaker-storage/caretaker/internal/testrun"
 )
 
 // TestConformance runs every section against the in-memory
@@ -59,10 +60,9 @@ func TestFaultyConformance(t *testing.T) {
 }
 
 // runsClean runs the suite as a test of its own and reports whether it
-// passed (its output goes to the test log only on -v).
+// passed.
 func runsClean(h backupstoretest.Harness) bool {
-	return testing.RunTests(func(_, _ string) (bool, error) { return true, nil },
-		[]testing.InternalTest{{Name: "Suite", F: func(t *testing.T) { backupstoretest.RunConformanceTests(t, h) }}})
+	return testrun.Passes("Suite", func(t *testing.T) { backupstoretest.RunConformanceTests(t, h) })
 }
 
 // TestEmptyHarnessFails: a Harness without makers would check nothing,

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/caretaker-storage/caretaker/internal/testrun"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/orphan/orphantest"
 )
@@ -41,4 +42,26 @@ func TestMemAdapterConformance(t *testing.T) {
 
 func TestMemStoreConformanceFromOutside(t *testing.T) {
 	orphantest.RunConformanceTests(t, orphantest.Harness{Store: func(*testing.T) orphan.Store { return orphan.NewMemStore() }})
+}
+
+// TestEmptyHarnessFails: a Harness with nothing set would check nothing,
+// and must say so rather than pass.
+func TestEmptyHarnessFails(t *testing.T) {
+	if testrun.Passes("TestHost", func(t *testing.T) { orphantest.RunConformanceTests(t, orphantest.Harness{}) }) {
+		t.Fatal("RunConformanceTests with an empty Harness passed")
+	}
+}
+
+// A host's own Store (here MemStore stands in for it) runs the whole suite
+// in one line of its test:
+//
+//	func TestMyStore(t *testing.T) { orphantest.RunConformanceTests(t, harness) }
+//
+// The example runs that test function itself, so that it can print the
+// outcome.
+func ExampleRunConformanceTests() {
+	harness := orphantest.Harness{Store: func(*testing.T) orphan.Store { return orphan.NewMemStore() }}
+	ok := testrun.Passes("TestMyStore", func(t *testing.T) { orphantest.RunConformanceTests(t, harness) })
+	fmt.Println("conformant:", ok)
+	// Output: conformant: true
 }

@@ -3,10 +3,11 @@ package rebuildtest
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 
 	"github.com/caretaker-storage/caretaker/rebuild"
+
+	"github.com/caretaker-storage/caretaker/internal/testrun"
 )
 
 // clusterHarness presents a Cluster to the conformance suites.
@@ -69,24 +70,9 @@ func TestSimConformance(t *testing.T) {
 // TestEmptyHarnessFails: a Harness without makers would check nothing,
 // and must say so rather than pass.
 func TestEmptyHarnessFails(t *testing.T) {
-	if runTest(func(t *testing.T) { RunConformanceTests(t, Harness{}) }) {
+	if testrun.Passes("TestHost", func(t *testing.T) { RunConformanceTests(t, Harness{}) }) {
 		t.Fatal("RunConformanceTests with an empty Harness passed")
 	}
-}
-
-// runTest runs f as a test and reports whether it passed; its progress
-// lines (go test -v) go to the null device.
-func runTest(f func(t *testing.T)) bool {
-	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		return false
-	}
-	defer null.Close()
-	stdout := os.Stdout
-	os.Stdout = null
-	defer func() { os.Stdout = stdout }()
-	return testing.RunTests(func(_, _ string) (bool, error) { return true, nil },
-		[]testing.InternalTest{{Name: "TestHost", F: f}})
 }
 
 // A host's adapters (here the in-memory Cluster stands in for them) run the
@@ -101,7 +87,7 @@ func ExampleRunConformanceTests() {
 		VolumeSource: func(*testing.T) VolumeSourceHarness { return clusterHarness{NewCluster(ClusterOptions{})} },
 		TicketStore:  func(*testing.T) TicketStoreHarness { return clusterHarness{NewCluster(ClusterOptions{})} },
 	}
-	ok := runTest(func(t *testing.T) { RunConformanceTests(t, harness) })
+	ok := testrun.Passes("TestHost", func(t *testing.T) { RunConformanceTests(t, harness) })
 	fmt.Println("conformant:", ok)
 	// Output: conformant: true
 }

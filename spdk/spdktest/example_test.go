@@ -2,11 +2,12 @@ package spdktest_test
 
 import (
 	"fmt"
-	"os"
 	"testing"
 
 	"github.com/caretaker-storage/caretaker/spdk"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
+
+	"github.com/caretaker-storage/caretaker/internal/testrun"
 )
 
 // ExampleRunConformanceTests runs the Caller suite against spdk.Client,
@@ -19,23 +20,7 @@ func ExampleRunConformanceTests() {
 			return c
 		},
 	}
-	ok := runTest(func(t *testing.T) { spdktest.RunConformanceTests(t, harness) })
+	ok := testrun.Passes("TestHost", func(t *testing.T) { spdktest.RunConformanceTests(t, harness) })
 	fmt.Println("conformant:", ok)
 	// Output: conformant: true
-}
-
-// runTest runs f as a test and reports whether it passed. The test's own
-// progress lines (go test -v prints them) go to the null device, so the
-// example's output is the same with and without -v.
-func runTest(f func(t *testing.T)) bool {
-	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		return false
-	}
-	defer null.Close()
-	stdout := os.Stdout
-	os.Stdout = null
-	defer func() { os.Stdout = stdout }()
-	return testing.RunTests(func(_, _ string) (bool, error) { return true, nil },
-		[]testing.InternalTest{{Name: "TestMyCaller", F: f}})
 }
