@@ -118,39 +118,32 @@ type scopeCount struct {
 // guardState is the guard evaluated over one Input.
 type guardState struct {
 	g      Guard
-	counts map[Scope]*scopeCount
+	counts scopeCounts
 	hits   map[Scope]guardHit
 }
 
-// newGuardState counts each scope's valid items and orphans and applies
-// the rules that do not depend on the plan (NoneExpected, WholeScope).
-// Orphans are counted once per name, as cands merged them; other
-// candidates once per observation, which only ever makes a scope look
-// less orphaned. An orphan that could not be named is no valid item.
-func newGuardState(in Input, cands map[string]namedCandidate) *guardState {
-	gs := &guardState{g: in.Guard, counts: map[Scope]*scopeCount{}, hits: map[Scope]guardHit{}}
-	add := func(s Scope, valid, orphans int) {
-		sc := gs.counts[s]
-		if sc == nil {
-			sc = &scopeCount{}
-			gs.counts[s] = sc
-		}
-		sc.valid += valid
-		sc.orphans += orphans
+// scopeCounts are the guard's counts by scope.
+type scopeCounts map[Scope]*scopeCount
+
+func (sc scopeCounts) add(s Scope, valid, orphans int) {
+	c := sc[s]
+	if c == nil {
+		c = &scopeCount{}
+		sc[s] = c
 	}
-	for _, c := range cands {
-		if c.Verdict.Outcome == OutcomeOrphan {
-			add(c.Item.Scope(), 1, 1)
-		}
-	}
-	for _, c := range in.Candidates {
-		if c.Verdict.Outcome != OutcomeOrphan {
-			add(c.Item.Scope(), 1, 0)
-		}
-	}
+	c.valid += valid
+	c.orphans += orphans
+}
+
+// newGuardState takes each scope's count of valid items and orphans (see
+// indexCandidates), adds the owned items the Inventory left unlisted, and
+// applies the rules that do not depend on the plan (NoneExpected,
+// WholeScope).
+func newGuardState(in Input, counts scopeCounts) *guardState {
+	gs := &guardState{g: in.Guard, counts: counts, hits: map[Scope]guardHit{}}
 	for s, st := range in.Scopes {
 		if st.OwnedUnlisted > 0 {
-			add(s, st.OwnedUnlisted, 0)
+			counts.add(s, st.OwnedUnlisted, 0)
 		}
 	}
 	for s, sc := range gs.counts {

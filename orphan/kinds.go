@@ -2,7 +2,6 @@ package orphan
 
 import (
 	"slices"
-	"strings"
 )
 
 // KindSpec is everything the generic core knows about one kind of orphan.
@@ -165,10 +164,3 @@ type matchKey struct {
 	primary string
 }
 
-func keyOf(it Item) matchKey {
-	s := specOf(it.Kind)
-	if s == nil {
-		return matchKey{class: "unknown:" + string(it.Kind)} // fails naming anyway
-	}
-	return matchKey{s.NameClass, strings.TrimSpace(it.Param(s.MatchParam))}
-}

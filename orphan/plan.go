@@ -3,6 +3,7 @@ package orphan
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -42,7 +43,10 @@ type Input struct {
 
 // Plan is what Decide wants done, as data. Every record within the input's
 // authority appears exactly once in Forget, Purge or Keep; Create holds new
-// records. Lists are sorted by record name.
+// records. Lists are sorted by record name. A plan is read-only: entries
+// may share their Conditions slices (and Keep, Forget and Purge entries
+// share maps with the Input's records); Clone a record before changing
+// it.
 type Plan struct {
 	// Create are new records to store.
 	Create []Record
@@ -71,6 +75,8 @@ type Plan struct {
 	// auto-deletion grace period ending), or Now when a due purge waits
 	// only for this plan's conditions to be written; zero if never.
 	RequeueAt time.Time
+
+	conds map[condKey][]metav1.Condition // while Decide runs: shared condition lists
 }
 
 // ForgetReason says why a record is forgotten. Apart from ReasonGone,
@@ -194,16 +200,24 @@ type Rejected struct {
 func Decide(in Input) Plan {
 	var plan Plan
 	cands := indexCandidates(in.Candidates, in.Records, &plan)
-	guard := newGuardState(in, cands)
+	guard := newGuardState(in, cands.counts)
+	plan.conds = map[condKey][]metav1.Condition{}
+	// Most records are kept, and most kept ones need a condition at most
+	// once: room for all of them, so large plans never grow by copying.
+	plan.Keep = make([]Keep, 0, len(in.Records))
+	plan.Conditions = make([]SetConditions, 0, len(in.Records))
 
-	recorded := make(map[string]bool, len(in.Records))
+	// Records are planned in name order, so the plan's lists come out
+	// sorted and large ones never have to move their entries.
+	order := sortedIndexes(len(in.Records), func(i int) string { return in.Records[i].Name })
 	var dueAuto []int // indexes in plan.Purge of auto purges, for the guard's share rule
-	for _, r := range in.Records {
+	for _, i := range order {
+		r := in.Records[i]
 		st, ok := resolveScope(in.Scopes, r.Scope())
 		if !ok {
 			continue
 		}
-		recorded[r.Name] = true
+		cands.markRecorded(r.Name)
 		switch {
 		case st.Health.Forgets():
 			plan.forget(r, ForgetReason(st.Health), st.Message)
@@ -222,7 +236,7 @@ func Decide(in Input) Plan {
 			plan.forget(r, ReasonMismatch, "the record's name does not match its parameters")
 			continue
 		}
-		c, seen := cands[r.Name]
+		c, seen := cands.get(r.Name)
 		switch {
 		case !seen:
 			plan.forget(r, ReasonGone, "no longer seen in "+r.Scope().String())
@@ -262,19 +276,21 @@ func Decide(in Input) Plan {
 	}
 	plan.applyShareRule(guard, dueAuto)
 
-	for name, c := range cands {
-		if recorded[name] || c.Verdict.Outcome != OutcomeOrphan {
-			continue
+	var creates []int
+	for i, c := range cands.named {
+		if !c.recorded && c.Verdict.Outcome == OutcomeOrphan {
+			creates = append(creates, i)
 		}
-		st, ok := resolveScope(in.Scopes, c.Item.Scope())
+	}
+	order = sortedIndexes(len(creates), func(i int) string { return cands.named[creates[i]].name })
+	plan.Create = make([]Record, 0, len(creates))
+	for _, i := range order {
+		c := cands.named[creates[i]]
+		st, ok := resolveScope(in.Scopes, c.scope)
 		if !ok || st.Health != HealthReady {
 			continue
 		}
-		rec, err := NewRecord(c.Item, in.Now)
-		if err != nil { // unreachable: indexCandidates named it
-			plan.Rejected = append(plan.Rejected, Rejected{Item: c.Item, Err: err})
-			continue
-		}
+		rec := newRecord(c.Item, c.name, in.Now)
 		rec.Conditions = newConditions(rec, guard.refuses(rec.Scope()))
 		plan.Create = append(plan.Create, rec)
 		if due, auto := in.Policy.DueAt(rec); auto {
@@ -325,31 +341,75 @@ func newConditions(r Record, hit guardHit) []metav1.Condition {
 // record's item was seen, or it would have been forgotten); and
 // PurgeGuarded as the guard's hit says (zero: not guarded).
 func (p *Plan) setConditions(r Record, hit guardHit) {
-	var cs []metav1.Condition
+	var k condKey
 	if !r.Cleanable() {
-		cs = append(cs, cleanableTrue())
+		k.set |= setCleanable
 	}
 	if !meta.IsStatusConditionFalse(r.Conditions, ConditionError) {
-		cs = append(cs, metav1.Condition{Type: ConditionError, Status: metav1.ConditionFalse, Reason: ReasonNoError,
-			Message: "no purge of this record has failed since it was last planned"})
+		k.set |= setNoError
 	}
 	if s := specOf(r.Kind); s != nil && s.InstanceExist && !meta.IsStatusConditionTrue(r.Conditions, ConditionInstanceExist) {
-		cs = append(cs, metav1.Condition{Type: ConditionInstanceExist, Status: metav1.ConditionTrue, Reason: ReasonInstanceObserved,
-			Message: "the runtime instance was observed on its node"})
+		k.set |= setInstanceExist
 	}
 	switch {
 	case hit.rule != "":
 		if c := meta.FindStatusCondition(r.Conditions, ConditionPurgeGuarded); c == nil ||
 			c.Status != metav1.ConditionTrue || c.Reason != string(hit.rule) || c.Message != hit.msg {
-			cs = append(cs, guardedTrue(hit))
+			k.set |= setGuarded
+			k.hit = hit
 		}
 	case meta.IsStatusConditionTrue(r.Conditions, ConditionPurgeGuarded):
+		k.set |= setGuardClear
+	}
+	if k.set == 0 {
+		return
+	}
+	cs, ok := p.conds[k]
+	if !ok {
+		cs = k.conditions()
+		if p.conds != nil {
+			p.conds[k] = cs
+		}
+	}
+	p.Conditions = append(p.Conditions, SetConditions{Record: r, Conditions: cs})
+}
+
+// condKey says which conditions a record needs; records that need the
+// same share one slice of them (a plan is read-only).
+type condKey struct {
+	set uint8
+	hit guardHit
+}
+
+const (
+	setCleanable uint8 = 1 << iota
+	setNoError
+	setInstanceExist
+	setGuarded
+	setGuardClear
+)
+
+func (k condKey) conditions() []metav1.Condition {
+	var cs []metav1.Condition
+	if k.set&setCleanable != 0 {
+		cs = append(cs, cleanableTrue())
+	}
+	if k.set&setNoError != 0 {
+		cs = append(cs, metav1.Condition{Type: ConditionError, Status: metav1.ConditionFalse, Reason: ReasonNoError,
+			Message: "no purge of this record has failed since it was last planned"})
+	}
+	if k.set&setInstanceExist != 0 {
+		cs = append(cs, metav1.Condition{Type: ConditionInstanceExist, Status: metav1.ConditionTrue, Reason: ReasonInstanceObserved,
+			Message: "the runtime instance was observed on its node"})
+	}
+	if k.set&setGuarded != 0 {
+		cs = append(cs, guardedTrue(k.hit))
+	}
+	if k.set&setGuardClear != 0 {
 		cs = append(cs, metav1.Condition{Type: ConditionPurgeGuarded, Status: metav1.ConditionFalse, Reason: ReasonGuardClear,
 			Message: "the mass-deletion guard no longer covers this record's scope"})
 	}
-	if len(cs) > 0 {
-		p.Conditions = append(p.Conditions, SetConditions{Record: r, Conditions: cs})
-	}
+	return slices.Clip(cs)
 }
 
 func cleanableTrue() metav1.Condition {
@@ -359,57 +419,6 @@ func cleanableTrue() metav1.Condition {
 
 func guardedTrue(hit guardHit) metav1.Condition {
 	return metav1.Condition{Type: ConditionPurgeGuarded, Status: metav1.ConditionTrue, Reason: string(hit.rule), Message: hit.msg}
-}
-
-// namedCandidate is a candidate with its computed record name.
-type namedCandidate struct {
-	Candidate
-	name string
-}
-
-// indexCandidates names the candidates that can matter and merges
-// duplicates; conflicting verdicts or kinds for one name become undecided,
-// because "orphan" must be unanimous. (Once undecided, a name stays
-// undecided whatever later duplicates say.)
-//
-// A candidate matters if it is judged orphan (it may need a record) or if
-// a record or an orphan candidate shares its matchKey (it may be the
-// record's item, or a conflicting observation of an orphan). Naming means
-// hashing, and most candidates of a large disk are owned directories with
-// no record: skipping them is what lets Decide plan a million items a
-// second.
-func indexCandidates(cs []Candidate, recs []Record, plan *Plan) map[string]namedCandidate {
-	needed := make(map[matchKey]struct{}, len(recs)+len(cs)/64)
-	for _, r := range recs {
-		needed[keyOf(r.Item())] = struct{}{}
-	}
-	for _, c := range cs {
-		if c.Verdict.Outcome == OutcomeOrphan {
-			needed[keyOf(c.Item)] = struct{}{}
-		}
-	}
-	out := make(map[string]namedCandidate, len(needed))
-	for _, c := range cs {
-		if _, ok := needed[keyOf(c.Item)]; !ok {
-			continue
-		}
-		name, err := c.Item.Name()
-		if err != nil {
-			plan.Rejected = append(plan.Rejected, Rejected{Item: c.Item, Err: err})
-			continue
-		}
-		prev, dup := out[name]
-		switch {
-		case dup && prev.Item.Kind != c.Item.Kind:
-			// Engine and replica instances share Longhorn's name formula:
-			// one name seen as two kinds is no item anyone can vouch for.
-			c.Verdict = Undecided("one name observed as two kinds: " + string(prev.Item.Kind) + " and " + string(c.Item.Kind))
-		case dup && prev.Verdict.Outcome != c.Verdict.Outcome:
-			c.Verdict = Undecided("conflicting verdicts for one item: " + prev.Verdict.Outcome.String() + " and " + c.Verdict.Outcome.String())
-		}
-		out[name] = namedCandidate{Candidate: c, name: name}
-	}
-	return out
 }
 
 // resolveScope finds the status that applies to s, node first; see Decide.
@@ -455,13 +464,67 @@ func (p *Plan) requeue(at time.Time) {
 	}
 }
 
+// sort puts every list in name order; Decide builds them nearly sorted,
+// so each is checked first.
 func (p *Plan) sort() {
-	slices.SortFunc(p.Create, func(a, b Record) int { return cmp.Compare(a.Name, b.Name) })
-	slices.SortFunc(p.Forget, func(a, b Forget) int { return cmp.Compare(a.Record.Name, b.Record.Name) })
-	slices.SortFunc(p.Purge, func(a, b Purge) int { return cmp.Compare(a.Record.Name, b.Record.Name) })
-	slices.SortFunc(p.Keep, func(a, b Keep) int { return cmp.Compare(a.Record.Name, b.Record.Name) })
-	slices.SortFunc(p.Conditions, func(a, b SetConditions) int { return cmp.Compare(a.Record.Name, b.Record.Name) })
-	slices.SortFunc(p.Refused, func(a, b Refusal) int { return cmp.Compare(a.Name, b.Name) })
+	p.conds = nil
+	sortBy(p.Create, func(r Record) string { return r.Name })
+	sortBy(p.Forget, func(f Forget) string { return f.Record.Name })
+	sortBy(p.Purge, func(pu Purge) string { return pu.Record.Name })
+	sortBy(p.Keep, func(k Keep) string { return k.Record.Name })
+	sortBy(p.Conditions, func(c SetConditions) string { return c.Record.Name })
+	sortBy(p.Refused, func(r Refusal) string { return r.Name })
+}
+
+func sortBy[T any](s []T, name func(T) string) {
+	cmpName := func(a, b T) int { return cmp.Compare(name(a), name(b)) }
+	if !slices.IsSortedFunc(s, cmpName) {
+		slices.SortStableFunc(s, cmpName)
+	}
+}
+
+// sortedIndexes returns 0..n-1 ordered by name(i). It sorts small keys
+// instead of whole records: the eight bytes of each name after the
+// common "orphan-" prefix, compared as a number, and the whole names only
+// where those tie.
+func sortedIndexes(n int, name func(int) string) []int {
+	type key struct {
+		prefix uint64
+		i      int
+	}
+	keys := make([]key, n)
+	for i := range keys {
+		keys[i] = key{namePrefix(name(i)), i}
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if c := cmp.Compare(a.prefix, b.prefix); c != 0 {
+			return c
+		}
+		return cmp.Compare(name(a.i), name(b.i))
+	})
+	idx := make([]int, n)
+	for j, k := range keys {
+		idx[j] = k.i
+	}
+	return idx
+}
+
+// namePrefix packs the eight bytes of name after NamePrefix (fewer,
+// zero-padded, when it is shorter) big-endian, so that comparing prefixes
+// orders names as comparing the strings does, apart from ties.
+func namePrefix(name string) uint64 {
+	rest := strings.TrimPrefix(name, NamePrefix)
+	if len(rest) == len(name) {
+		rest = name // not an orphan name: order by its own first bytes
+	}
+	var p uint64
+	for i := range 8 {
+		p <<= 8
+		if i < len(rest) {
+			p |= uint64(rest[i])
+		}
+	}
+	return p
 }
 
 // Empty reports whether the plan changes nothing.

@@ -183,6 +183,11 @@ func NewRecord(it Item, now time.Time) (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
+	return newRecord(it, name, now), nil
+}
+
+// newRecord is NewRecord for an item already named.
+func newRecord(it Item, name string, now time.Time) Record {
 	return Record{
 		Name:       name,
 		Kind:       it.Kind,
@@ -191,7 +196,7 @@ func NewRecord(it Item, now time.Time) (Record, error) {
 		Parameters: maps.Clone(it.Parameters),
 		Labels:     it.Labels(),
 		CreatedAt:  now,
-	}, nil
+	}
 }
 
 // Record is an orphan record as a Store keeps it: Longhorn's Orphan object

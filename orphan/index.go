@@ -1,0 +1,155 @@
+package orphan
+
+import "strings"
+
+// candidates is the input's candidates as Decide needs them: the ones
+// that can matter, named and merged, in input order, and the guard's
+// counts of every scope.
+type candidates struct {
+	named  []namedCandidate
+	byName map[string]int // record name → index in named
+	counts scopeCounts
+}
+
+// namedCandidate is a candidate with its computed record name and scope.
+type namedCandidate struct {
+	Candidate
+	name     string
+	scope    Scope
+	recorded bool // a record in the input's authority has its name
+}
+
+func (cs *candidates) markRecorded(name string) {
+	if i, ok := cs.byName[name]; ok {
+		cs.named[i].recorded = true
+	}
+}
+
+func (cs *candidates) get(name string) (namedCandidate, bool) {
+	i, ok := cs.byName[name]
+	if !ok {
+		return namedCandidate{}, false
+	}
+	return cs.named[i], true
+}
+
+// indexCandidates names the candidates that can matter and merges
+// duplicates; conflicting verdicts or kinds for one name become undecided,
+// because "orphan" must be unanimous. (Once undecided, a name stays
+// undecided whatever later duplicates say; the item kept is the last
+// observation's.)
+//
+// A candidate matters if it is judged orphan (it may need a record) or if
+// a record or an orphan candidate shares its match key (it may be the
+// record's item, or a conflicting observation of an orphan). Naming means
+// hashing, and most candidates of a large disk are owned directories with
+// no record: skipping them is what lets Decide plan millions of items a
+// second.
+//
+// It also counts, for the guard, each scope's valid items and orphans:
+// orphans once per name, as merged; other candidates once per
+// observation, which only ever makes a scope look less orphaned. An
+// orphan that could not be named is no valid item.
+//
+// The cost that dominates a large input is touching each item's
+// Parameters map, a cache miss per item: the first pass reads only the
+// orphans' maps (few, usually), the second reads each map once, for both
+// the match key and the scope.
+func indexCandidates(cs []Candidate, recs []Record, plan *Plan) candidates {
+	needed := make(map[string]uint8, len(recs)+len(cs)/64) // match key → its name classes, as bits
+	classes := map[string]uint8{}
+	classBit := func(class string) uint8 {
+		b, ok := classes[class]
+		if !ok {
+			b = 1 << (len(classes) % 8) // more than eight classes share bits: a false "needed", never a miss
+			classes[class] = b
+		}
+		return b
+	}
+	var lk kindLookup
+	for _, r := range recs {
+		k := lk.keyOf(r.Kind, r.Parameters)
+		needed[k.primary] |= classBit(k.class)
+	}
+	for _, c := range cs {
+		if c.Verdict.Outcome == OutcomeOrphan {
+			k := lk.keyOf(c.Item.Kind, c.Item.Parameters)
+			needed[k.primary] |= classBit(k.class)
+		}
+	}
+
+	out := candidates{byName: make(map[string]int, len(needed)), named: make([]namedCandidate, 0, min(len(needed), len(cs))), counts: scopeCounts{}}
+	for _, c := range cs {
+		spec := lk.spec(c.Item.Kind)
+		k, scope := lk.keyAndScope(spec, c.Item)
+		orphan := c.Verdict.Outcome == OutcomeOrphan
+		if !orphan {
+			out.counts.add(scope, 1, 0)
+		}
+		if bits, ok := needed[k.primary]; !ok || bits&classBit(k.class) == 0 {
+			continue
+		}
+		name, err := c.Item.Name()
+		if err != nil {
+			plan.Rejected = append(plan.Rejected, Rejected{Item: c.Item, Err: err})
+			continue
+		}
+		i, dup := out.byName[name]
+		if !dup {
+			out.byName[name] = len(out.named)
+			out.named = append(out.named, namedCandidate{Candidate: c, name: name, scope: scope})
+			continue
+		}
+		prev := out.named[i]
+		switch {
+		case prev.Item.Kind != c.Item.Kind:
+			// Engine and replica instances share Longhorn's name formula:
+			// one name seen as two kinds is no item anyone can vouch for.
+			c.Verdict = Undecided("one name observed as two kinds: " + string(prev.Item.Kind) + " and " + string(c.Item.Kind))
+		case prev.Verdict.Outcome != c.Verdict.Outcome:
+			c.Verdict = Undecided("conflicting verdicts for one item: " + prev.Verdict.Outcome.String() + " and " + c.Verdict.Outcome.String())
+		}
+		out.named[i] = namedCandidate{Candidate: c, name: name, scope: scope}
+	}
+	for _, c := range out.named {
+		if c.Verdict.Outcome == OutcomeOrphan {
+			out.counts.add(c.scope, 1, 1)
+		}
+	}
+	return out
+}
+
+// kindLookup finds kind specs, remembering the last: candidates come in
+// long runs of one kind.
+type kindLookup struct {
+	kind Kind
+	last *KindSpec
+}
+
+func (l *kindLookup) spec(k Kind) *KindSpec {
+	if l.last == nil || k != l.kind {
+		l.kind, l.last = k, specOf(k)
+	}
+	return l.last
+}
+
+func (l *kindLookup) keyOf(k Kind, params map[string]string) matchKey {
+	s := l.spec(k)
+	if s == nil {
+		return matchKey{class: "unknown:" + string(k)} // fails naming anyway
+	}
+	return matchKey{s.NameClass, strings.TrimSpace(params[s.MatchParam])}
+}
+
+// keyAndScope is keyOf and Item.Scope in one look at the item's
+// parameters.
+func (l *kindLookup) keyAndScope(s *KindSpec, it Item) (matchKey, Scope) {
+	if s == nil {
+		return matchKey{class: "unknown:" + string(it.Kind)}, Scope{NodeID: it.NodeID}
+	}
+	scope := Scope{NodeID: it.NodeID}
+	if s.ScopeParam != "" {
+		scope.Disk = it.Parameters[s.ScopeParam]
+	}
+	return matchKey{s.NameClass, strings.TrimSpace(it.Parameters[s.MatchParam])}, scope
+}
