@@ -163,4 +163,3 @@ type matchKey struct {
 	class   string // the kind's NameClass; unknown kinds have their own
 	primary string
 }
-
