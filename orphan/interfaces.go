@@ -62,6 +62,8 @@ type Store interface {
 	// Create stores a new record and returns it as stored (with its
 	// ResourceVersion and, if the store sets it, CreatedAt). A record of
 	// that name that exists already is an error wrapping ErrAlreadyExists.
+	// Create must not modify r's maps and slices, nor keep them: a plan's
+	// new records share them (copy what you keep, as MemStore does).
 	Create(ctx context.Context, r Record) (Record, error)
 
 	// Update replaces a record's DeletionRequested and Conditions (other

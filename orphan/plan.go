@@ -44,9 +44,10 @@ type Input struct {
 // Plan is what Decide wants done, as data. Every record within the input's
 // authority appears exactly once in Forget, Purge or Keep; Create holds new
 // records. Lists are sorted by record name. A plan is read-only: entries
-// may share their Conditions slices (and Keep, Forget and Purge entries
-// share maps with the Input's records); Clone a record before changing
-// it.
+// may share their Conditions slices and Labels maps with each other, new
+// records share their Parameters with the Input's items, and kept,
+// forgotten and purged records share everything with the Input's
+// records; Clone a record before changing it.
 type Plan struct {
 	// Create are new records to store.
 	Create []Record
@@ -232,11 +233,11 @@ func Decide(in Input) Plan {
 			plan.Keep = append(plan.Keep, Keep{Record: r, Reason: "scope " + r.Scope().String() + " was not scanned completely: " + st.Message})
 			continue
 		}
-		if name, err := r.Item().Name(); err != nil || name != r.Name {
+		c, seen := cands.get(r.Name)
+		if !consistentName(r, c, seen) {
 			plan.forget(r, ReasonMismatch, "the record's name does not match its parameters")
 			continue
 		}
-		c, seen := cands.get(r.Name)
 		switch {
 		case !seen:
 			plan.forget(r, ReasonGone, "no longer seen in "+r.Scope().String())
@@ -284,14 +285,16 @@ func Decide(in Input) Plan {
 	}
 	order = sortedIndexes(len(creates), func(i int) string { return cands.named[creates[i]].name })
 	plan.Create = make([]Record, 0, len(creates))
+	var labels labelCache
 	for _, i := range order {
 		c := cands.named[creates[i]]
 		st, ok := resolveScope(in.Scopes, c.scope)
 		if !ok || st.Health != HealthReady {
 			continue
 		}
-		rec := newRecord(c.Item, c.name, in.Now)
-		rec.Conditions = newConditions(rec, guard.refuses(rec.Scope()))
+		rec := Record{Name: c.name, Kind: c.Item.Kind, NodeID: c.Item.NodeID, DataEngine: c.Item.DataEngine,
+			Parameters: c.Item.Parameters, Labels: labels.of(c.Item), CreatedAt: in.Now}
+		rec.Conditions = plan.newConditions(rec, guard.refuses(c.scope))
 		plan.Create = append(plan.Create, rec)
 		if due, auto := in.Policy.DueAt(rec); auto {
 			plan.requeue(due)
@@ -323,14 +326,86 @@ func (p *Plan) forget(r Record, reason ForgetReason, msg string) {
 }
 
 // newConditions are the conditions a new record is created with: what
-// setConditions would plan for it.
-func newConditions(r Record, hit guardHit) []metav1.Condition {
-	var p Plan
+// setConditions would plan for it (and, like them, shared between records
+// that need the same).
+func (p *Plan) newConditions(r Record, hit guardHit) []metav1.Condition {
+	n := len(p.Conditions)
 	p.setConditions(r, hit)
-	if len(p.Conditions) == 0 {
+	if len(p.Conditions) == n {
 		return nil
 	}
-	return p.Conditions[0].Conditions
+	cs := p.Conditions[n].Conditions
+	p.Conditions = p.Conditions[:n]
+	return cs
+}
+
+// consistentName reports whether r's name is the one its parameters give.
+// When the candidate of that name was seen with the same name fields, the
+// name is its name and needs no hashing: equal fields join into an equal
+// string. Otherwise the name is computed.
+func consistentName(r Record, c namedCandidate, seen bool) bool {
+	if seen && c.Item.NodeID == r.NodeID && c.Item.DataEngine == r.DataEngine {
+		if s := specOf(r.Kind); s != nil && specOf(c.Item.Kind) != nil && sameFields(s.NameFields, r.Parameters, c.Item.Parameters) {
+			return true
+		}
+	}
+	name, err := r.Item().Name()
+	return err == nil && name == r.Name
+}
+
+func sameFields(fields []string, a, b map[string]string) bool {
+	for _, f := range fields {
+		if f == FieldNodeID || f == FieldDataEngine {
+			continue // compared by the caller
+		}
+		av, ok := a[f]
+		if !ok || av == "" || av != b[f] {
+			return false
+		}
+	}
+	return true
+}
+
+// labelCache shares one labels map between the new records whose labels
+// are equal: a plan is read-only, and stores copy what they keep.
+type labelCache struct {
+	last  labelKey
+	m     map[string]string
+	cache map[labelKey]map[string]string
+}
+
+type labelKey struct {
+	kind  Kind
+	node  string
+	extra string // the kind's label parameters' values, when it has one
+}
+
+func (lc *labelCache) of(it Item) map[string]string {
+	k := labelKey{kind: it.Kind, node: it.NodeID}
+	if s := specOf(it.Kind); s != nil {
+		switch len(s.LabelParams) {
+		case 0:
+		case 1:
+			for _, param := range s.LabelParams {
+				k.extra = it.Param(param)
+			}
+		default:
+			return it.Labels() // no sharing for kinds of several label parameters
+		}
+	}
+	if lc.m != nil && k == lc.last {
+		return lc.m
+	}
+	m, ok := lc.cache[k]
+	if !ok {
+		m = it.Labels()
+		if lc.cache == nil {
+			lc.cache = map[labelKey]map[string]string{}
+		}
+		lc.cache[k] = m
+	}
+	lc.last, lc.m = k, m
+	return m
 }
 
 // setConditions plans, for a record kept in a Ready scope, the conditions
