@@ -57,8 +57,10 @@ type diskCache struct {
 	candidates []int32  // valid directories the set does not claim
 	ownedNames []string // sorted, with Options.ListOwned
 
-	spareNames []string // the buffers of the listing before, reused
+	types      []fs.FileMode // as listed; kept to reuse the buffer
+	spareNames []string      // the buffers of the listing before, reused
 	spareFlags []uint8
+	spareTypes []fs.FileMode
 }
 
 const (
@@ -106,26 +108,25 @@ func (c *diskCache) classifiedBy(s NameSet, d setDigest, hasD bool) {
 	c.set, c.classified, c.digest, c.hasDigest = s, true, d, hasD
 }
 
-// relist replaces the listing with entries, listed at stamp st, and
-// classifies them against set. While set has the content the listing
+// relist replaces the listing with names and types, listed at stamp st,
+// and classifies them against set. While set has the content the listing
 // before was classified against, a directory at the same position under
 // the same name as last time keeps its verdict without a look-up: on a
 // large disk the look-ups would cost more than the listing.
-func (c *diskCache) relist(ctx context.Context, entries []fs.DirEntry, st dirStamp, trusted bool, set NameSet, sameSet bool) error {
-	names, flags := resize(c.spareNames, len(entries)), resize(c.spareFlags, len(entries))
+func (c *diskCache) relist(ctx context.Context, names []string, types []fs.FileMode, st dirStamp, trusted bool, set NameSet, sameSet bool) error {
+	flags := resize(c.spareFlags, len(names))
 	var static []orphan.Skipped
 	tombstones := 0
 	skip := func(name, reason string) {
 		static = append(static, orphan.Skipped{Name: name, Reason: reason})
 	}
-	for i, e := range entries {
+	for i, name := range names {
 		if i%4096 == 4095 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
-		name, typ := e.Name(), e.Type()
-		names[i] = name
+		typ := types[i]
 		flags[i] = 0
 		switch {
 		case sameSet && typ.IsDir() && i < len(c.names) && c.flags[i]&entryOwned != 0 && c.names[i] == name:
@@ -150,8 +151,8 @@ func (c *diskCache) relist(ctx context.Context, entries []fs.DirEntry, st dirSta
 	}
 	slices.SortFunc(static, func(a, b orphan.Skipped) int { return strings.Compare(a.Name, b.Name) })
 	clear(c.names) // drop the old names for the garbage collector
-	c.spareNames, c.spareFlags = c.names, c.flags
-	c.names, c.flags, c.static, c.tombstones = names, flags, static, tombstones
+	c.spareNames, c.spareFlags, c.spareTypes = c.names, c.flags, c.types
+	c.names, c.flags, c.types, c.static, c.tombstones = names, flags, types, static, tombstones
 	c.stamp, c.trusted = st, trusted
 	return nil
 }

@@ -2,9 +2,12 @@ package diskscan
 
 import (
 	"context"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
+	"syscall"
 	"testing"
 	"time"
 
@@ -343,4 +346,38 @@ func TestRescanSeesChangedDisk(t *testing.T) {
 		}
 		sameAsCold(t, f, got)
 	})
+}
+
+// listNames, which parses getdents64 itself, lists what os.ReadDir lists,
+// with the same types, for every kind of entry.
+func TestListNamesMatchesReadDir(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.Mkdir(filepath.Join(dir, "a-dir"), 0o755))
+	writeFile(t, filepath.Join(dir, "a-file"), "x")
+	must(t, os.Symlink("a-dir", filepath.Join(dir, "a-link")))
+	must(t, syscall.Mkfifo(filepath.Join(dir, "a-fifo"), 0o644))
+	for i := range 3000 { // more than one getdents buffer
+		must(t, os.Mkdir(filepath.Join(dir, fmt.Sprintf("pvc-%04d-r-%08x", i, i)), 0o755))
+	}
+	want := map[string]fs.FileMode{}
+	entries, err := os.ReadDir(dir)
+	must(t, err)
+	for _, e := range entries {
+		want[e.Name()] = e.Type()
+	}
+	rr, err := os.OpenRoot(dir)
+	must(t, err)
+	defer rr.Close()
+	f, st, ok, err := openListing(rr)
+	must(t, err)
+	defer f.Close()
+	names, types, err := listNames(f, rr, entriesHint(st), nil, nil)
+	must(t, err)
+	got := map[string]fs.FileMode{}
+	for i, n := range names {
+		got[n] = types[i]
+	}
+	if !ok || len(names) != len(want) || !reflect.DeepEqual(got, want) {
+		t.Fatalf("listNames: %d entries (stamp %v), os.ReadDir %d; differ: %v", len(names), ok, len(want), !reflect.DeepEqual(got, want))
+	}
 }

@@ -146,11 +146,14 @@ func (o *Orphans) listDisk(ctx context.Context, rep *DiskReport, root *os.Root) 
 	// last time (see diskCache): the listing is skipped. Every unexpected
 	// directory is still lstat'ed below, and Judge and Delete trust none of
 	// this.
-	var entries []fs.DirEntry
+	var (
+		names []string
+		types []fs.FileMode
+	)
 	relist := !cache.listingStands(stamp, stamped)
 	if relist {
 		o.listings.Add(1)
-		entries, err = listDir(dir)
+		names, types, err = listNames(dir, rr, entriesHint(stamp), cache.spareNames[:0], cache.spareTypes[:0])
 	}
 	dir.Close()
 	if err != nil {
@@ -170,7 +173,7 @@ func (o *Orphans) listDisk(ctx context.Context, rep *DiskReport, root *os.Root) 
 	switch {
 	case relist:
 		settled := stamp.mtime < o.racyAfter && stamp.ctime < o.racyAfter
-		if err := cache.relist(ctx, entries, stamp, stamped && settled, expected, same); err != nil {
+		if err := cache.relist(ctx, names, types, stamp, stamped && settled, expected, same); err != nil {
 			return err
 		}
 		cache.classifiedBy(expected, digest, digested)
