@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -115,9 +116,12 @@ func readDirUnsorted(b *testing.B, dir string) {
 // time over the listing's). The host hands the expected set three ways:
 //
 //   - same-set: the very set it handed out last time;
-//   - new-set: a new map with the same names every cycle (an
-//     ExpectedFunc building it from an informer cache; the maps are built
-//     outside the timer, the scan pays for telling they are equal);
+//   - new-set: a new map with the same names every cycle, as an
+//     ExpectedFunc building it from its informer cache makes it: the same
+//     strings, the objects' (the maps are built outside the timer; the
+//     scan pays for telling they are equal, by the strings' addresses);
+//   - new-strings: the same, but every name a new copy of its string, as
+//     after an informer relist (the scan pays for a digest of the names);
 //   - replace: StaticExpected.Replace with all the refs every cycle. The
 //     scan's cost is x-readdir; Replace's own cost (building the sets and
 //     finding them equal to the last ones), which the host pays once per
@@ -132,14 +136,26 @@ func BenchmarkRescanUnchanged100k(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	copies := [2]NameSet{maps.Clone(set), maps.Clone(set)}
-	calls := 0
-	newSet := ExpectedFunc(func(context.Context, Disk) (NameSet, error) {
-		calls++
-		return copies[calls%2], nil
-	})
+	alternate := func(a, b NameSet) ExpectedSource {
+		calls := 0
+		return ExpectedFunc(func(context.Context, Disk) (NameSet, error) {
+			calls++
+			if calls%2 == 0 {
+				return a, nil
+			}
+			return b, nil
+		})
+	}
+	fresh := func() NameSet {
+		s := make(NameSet, len(set))
+		for name := range set {
+			s[strings.Clone(name)] = struct{}{}
+		}
+		return s
+	}
 	b.Run("same-set", func(b *testing.B) { benchRescan(b, disk, dir, exp, nil) })
-	b.Run("new-set", func(b *testing.B) { benchRescan(b, disk, dir, newSet, nil) })
+	b.Run("new-set", func(b *testing.B) { benchRescan(b, disk, dir, alternate(maps.Clone(set), maps.Clone(set)), nil) })
+	b.Run("new-strings", func(b *testing.B) { benchRescan(b, disk, dir, alternate(fresh(), fresh()), nil) })
 	replaced := NewStaticExpected(bench.refs...)
 	b.Run("replace", func(b *testing.B) {
 		benchRescan(b, disk, dir, replaced, func() { replaced.Replace(bench.refs) })

@@ -131,8 +131,9 @@ func direntType(t byte) fs.FileMode {
 // entriesHint guesses how many entries a directory with stamp st holds,
 // to size the listing's buffers: a directory's link count is 2 plus its
 // subdirectories (ext4 stops counting at 65000), and its size grows by
-// about 20 to 40 bytes per entry on the usual filesystems. It is never
-// more than 1<<20.
+// about 20 to 40 bytes per entry on the usual filesystems. It is at most
+// 1<<18, so a bogus size costs a few megabytes at worst; a larger
+// directory grows its buffers as it is read.
 func entriesHint(st dirStamp) int {
-	return int(min(max(st.nlink, uint64(max(st.size, 0))/32), 1<<20))
+	return int(min(max(st.nlink, uint64(max(st.size, 0))/32), 1<<18))
 }

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/caretaker-storage/caretaker/orphan"
 )
@@ -51,8 +52,7 @@ type diskCache struct {
 	// The set flags were classified against, and what follows from it.
 	set        NameSet
 	classified bool
-	digest     setDigest
-	hasDigest  bool
+	prints     setPrints // of set, as far as computed
 	owned      int
 	candidates []int32  // valid directories the set does not claim
 	ownedNames []string // sorted, with Options.ListOwned
@@ -84,28 +84,39 @@ func (c *diskCache) listingStands(st dirStamp, ok bool) bool {
 }
 
 // sameContent reports whether s holds exactly the names of the set the
-// listing was classified against, and returns s's digest if it computed
-// one. The same map is the same content; a different map is compared by
-// digest.
-func (c *diskCache) sameContent(s NameSet) (same bool, d setDigest, hasD bool) {
+// listing was classified against, and returns s's prints. The same map is
+// the same content. A different map holding the very same strings (a
+// host that rebuilds its set from the same informer objects) is told by
+// a print of the strings' addresses, which reads no name; any other map by
+// a digest of the names.
+func (c *diskCache) sameContent(s NameSet) (same bool, p setPrints) {
 	if !c.classified {
-		return false, setDigest{}, false
+		return false, setPrints{}
 	}
 	if sameNameSet(c.set, s) {
-		return true, c.digest, c.hasDigest
+		return true, c.prints
 	}
-	if !c.hasDigest {
-		c.digest, c.hasDigest = digestOf(c.set), true
+	if !c.prints.hasAddr {
+		c.prints.addr, c.prints.hasAddr = addrPrintOf(c.set), true
 	}
-	d = digestOf(s)
-	return d == c.digest, d, true
+	p.addr, p.hasAddr = addrPrintOf(s), true
+	if p.addr == c.prints.addr {
+		// The same strings are the same names: c's digest is s's too.
+		p.digest, p.hasDigest = c.prints.digest, c.prints.hasDigest
+		return true, p
+	}
+	if !c.prints.hasDigest {
+		c.prints.digest, c.prints.hasDigest = digestOf(c.set), true
+	}
+	p.digest, p.hasDigest = digestOf(s), true
+	return p.digest == c.prints.digest, p
 }
 
 // classifiedBy records that the classification now stands for s, whose
-// digest is d if hasD. Keeping the newest of equal maps lets the next scan
-// find the very same map.
-func (c *diskCache) classifiedBy(s NameSet, d setDigest, hasD bool) {
-	c.set, c.classified, c.digest, c.hasDigest = s, true, d, hasD
+// prints are p. Keeping the newest of equal maps lets the next scan find
+// the very same map.
+func (c *diskCache) classifiedBy(s NameSet, p setPrints) {
+	c.set, c.classified, c.prints = s, true, p
 }
 
 // relist replaces the listing with names and types, listed at stamp st,
@@ -188,6 +199,14 @@ func (c *diskCache) derive(listOwned bool) {
 		}
 	}
 	slices.Sort(c.ownedNames)
+	// In name order, so the orphans come out sorted.
+	slices.SortFunc(c.candidates, func(a, b int32) int { return strings.Compare(c.names[a], c.names[b]) })
+}
+
+// setPrints are the prints of a set computed so far.
+type setPrints struct {
+	addr, digest       setDigest
+	hasAddr, hasDigest bool
 }
 
 // setDigest is an order-independent digest of a set of names: the number
@@ -199,6 +218,12 @@ func (c *diskCache) derive(listOwned bool) {
 // Judge and Delete ask the source again. Hashing is cheap; walking the
 // map costs about as much again, and both together about a tenth of
 // looking every name up.
+//
+// The address print is the same over each name's address and length
+// instead of its bytes: Go strings are immutable and the set the cache
+// holds keeps its strings alive, so a string of the new set at the
+// address and length of one of the old set has its bytes. It reads no
+// name, so it costs a walk of the map.
 type setDigest struct {
 	n          int
 	sum1, sum2 uint64
@@ -211,6 +236,17 @@ func digestOf(s NameSet) setDigest {
 	d := setDigest{n: len(s)}
 	for name := range s {
 		h := maphash.String(digestSeed, name)
+		d.sum1 += h
+		d.sum2 += mix64(h)
+	}
+	return d
+}
+
+// addrPrintOf returns the address print of s (see setDigest).
+func addrPrintOf(s NameSet) setDigest {
+	d := setDigest{n: len(s)}
+	for name := range s {
+		h := maphash.Comparable(digestSeed, [2]uintptr{uintptr(unsafe.Pointer(unsafe.StringData(name))), uintptr(len(name))})
 		d.sum1 += h
 		d.sum2 += mix64(h)
 	}

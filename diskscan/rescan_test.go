@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -228,6 +229,18 @@ func TestRescanSeesChangedExpectedSet(t *testing.T) {
 				s := NameSet{}
 				for _, n := range current {
 					s[n] = struct{}{}
+				}
+				return s, nil
+			})
+			return d, f, func(_ *fixture, _ Disk, names ...string) { current = names }
+		},
+		"new strings every call": func(t *testing.T) (Disk, *fixture, setter) {
+			d, f := rescanDisk(t, settled)
+			var current []string
+			f.o.expected = ExpectedFunc(func(context.Context, Disk) (NameSet, error) {
+				s := NameSet{}
+				for _, n := range current {
+					s[strings.Clone(n)] = struct{}{}
 				}
 				return s, nil
 			})

@@ -169,21 +169,21 @@ func (o *Orphans) listDisk(ctx context.Context, rep *DiskReport, root *os.Root) 
 		}
 		return unknown("expected replicas unknown: %v", err)
 	}
-	same, digest, digested := cache.sameContent(expected)
+	same, prints := cache.sameContent(expected)
 	switch {
 	case relist:
 		settled := stamp.mtime < o.racyAfter && stamp.ctime < o.racyAfter
 		if err := cache.relist(ctx, names, types, stamp, stamped && settled, expected, same); err != nil {
 			return err
 		}
-		cache.classifiedBy(expected, digest, digested)
+		cache.classifiedBy(expected, prints)
 		cache.derive(o.opts.ListOwned)
 	case !same:
 		cache.classify(expected)
-		cache.classifiedBy(expected, digest, digested)
+		cache.classifiedBy(expected, prints)
 		cache.derive(o.opts.ListOwned)
 	default:
-		cache.classifiedBy(expected, digest, digested)
+		cache.classifiedBy(expected, prints)
 	}
 
 	rep.Entries = len(cache.names)
