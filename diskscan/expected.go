@@ -23,7 +23,10 @@ type ExpectedSource interface {
 	// The returned set is read-only for both sides: the caller never
 	// modifies it, and the implementation must not modify it after
 	// returning it (return a new set instead), so a large set costs nothing
-	// to hand out. A disk the source knows nothing about has an empty set,
+	// to hand out. Returning the same set while nothing changed is
+	// cheapest for rescans; a new set with the same names costs them a
+	// digest of the set, and one with other names a look-up per
+	// directory on disk. A disk the source knows nothing about has an empty set,
 	// not an error. An error means the source cannot answer now (an
 	// informer not synced, an API error): the disk is undecided this cycle
 	// and nothing on it is purged; it is retried on the next call.
@@ -71,15 +74,50 @@ func NewStaticExpected(refs ...ReplicaRef) *StaticExpected {
 	return s
 }
 
-// Replace makes refs the whole expected set.
+// Replace makes refs the whole expected set. A disk whose set has the
+// same names as before keeps the set it had, so a host that calls Replace
+// with its whole informer cache every cycle hands scans the very set they
+// classified last time, and an unchanged rescan looks nothing up. Finding
+// that out costs Replace one look-up per ref: the host's cost, once per
+// Replace, not the scans'.
 func (s *StaticExpected) Replace(refs []ReplicaRef) {
 	byUUID, byPath := map[string]NameSet{}, map[[2]string]NameSet{}
 	for _, r := range refs {
 		addRef(byUUID, byPath, r)
 	}
+	s.mu.RLock()
+	// The outer maps change under the lock (Add); the sets in them never
+	// change once stored, so they may be compared after it.
+	prevUUID, prevPath := maps.Clone(s.byUUID), maps.Clone(s.byPath)
+	s.mu.RUnlock()
+	keepEqual(byUUID, prevUUID)
+	keepEqual(byPath, prevPath)
 	s.mu.Lock()
 	s.byUUID, s.byPath = byUUID, byPath
 	s.mu.Unlock()
+}
+
+// keepEqual replaces each set of next by the set of prev under the same
+// key if both hold the same names.
+func keepEqual[K comparable](next, prev map[K]NameSet) {
+	for k, set := range next {
+		if old, ok := prev[k]; ok && equalSets(old, set) {
+			next[k] = old
+		}
+	}
+}
+
+// equalSets reports whether a and b hold the same names.
+func equalSets(a, b NameSet) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name := range b {
+		if _, ok := a[name]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // Add adds one replica. It copies the affected disk's set (so it costs

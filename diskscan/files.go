@@ -13,27 +13,49 @@ import (
 // directory it lists or walks is reached through an os.Root, so that
 // nothing on a disk can block a scan or lead it outside the disk.
 
-// listDir lists the directory rr holds, unsorted: sorting 100k names
-// would cost more than the rest of an unchanged rescan, and only the few
-// orphans and skips need an order.
+// openListing opens the directory rr holds for listDir, and returns its
+// stamp (fstat'ed before any entry is read, so a change made during the
+// listing moves the stamp the next scan compares) and whether it has one.
+func openListing(rr *os.Root) (*os.File, dirStamp, bool, error) {
+	dir, err := rr.Open(".")
+	if err != nil {
+		return nil, dirStamp{}, false, err
+	}
+	fi, err := dir.Stat()
+	if err != nil {
+		dir.Close()
+		return nil, dirStamp{}, false, err
+	}
+	st, ok := stampOf(fi)
+	return dir, st, ok, nil
+}
+
+// listDir lists dir (opened by openListing), unsorted: sorting 100k names
+// would cost more than the rest of a scan, and only the few orphans and
+// skips need an order.
 //
 // A directory opened through an os.Root lstat's every entry while listing
 // (its entries cannot load their FileInfo lazily), which would double the
 // cost of a scan; a descriptor duplicated from it is an ordinary File that
 // lists with the types the kernel returns, of the very same directory.
-func listDir(rr *os.Root) ([]fs.DirEntry, error) {
+func listDir(dir *os.File) ([]fs.DirEntry, error) {
+	fd, err := dupFd(dir)
+	if err != nil {
+		return nil, err
+	}
+	plain := os.NewFile(fd, dir.Name())
+	defer plain.Close()
+	return plain.ReadDir(-1)
+}
+
+// listRoot lists the directory rr holds, as listDir does.
+func listRoot(rr *os.Root) ([]fs.DirEntry, error) {
 	dir, err := rr.Open(".")
 	if err != nil {
 		return nil, err
 	}
-	fd, err := dupFd(dir)
-	dir.Close()
-	if err != nil {
-		return nil, err
-	}
-	plain := os.NewFile(fd, rr.Name())
-	defer plain.Close()
-	return plain.ReadDir(-1)
+	defer dir.Close()
+	return listDir(dir)
 }
 
 // openReplicas opens <disk>/replicas as a root of its own. It returns nil

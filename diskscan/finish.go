@@ -58,7 +58,7 @@ func (o *Orphans) finishDisk(ctx context.Context, disk Disk) error {
 		return err
 	}
 	defer rr.Close()
-	entries, err := listDir(rr)
+	entries, err := listRoot(rr)
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,17 @@ type dirIdentity struct {
 	mtime, ctime int64
 }
 
+// dirStamp is what tells that the entries of a directory may have
+// changed: creating, removing or renaming an entry sets its mtime and
+// ctime, and usually moves its link count (subdirectories) or its size.
+// The last two only help within one timestamp tick; RacyWindow covers the
+// rest.
+type dirStamp struct {
+	dirIdentity
+	nlink uint64
+	size  int64
+}
+
 // errUnsupported: what Delete needs to prove a purge safe (filesystem
 // IDs, device and inode numbers, mount IDs) is only available on Linux.
 var errUnsupported = errors.New("diskscan: filesystem IDs, inodes and mounts are only available on Linux")

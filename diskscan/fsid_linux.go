@@ -53,6 +53,16 @@ func identityOf(fi os.FileInfo) (dirIdentity, bool) {
 	}, true
 }
 
+// stampOf returns the stamp of a directory's FileInfo.
+func stampOf(fi os.FileInfo) (dirStamp, bool) {
+	id, ok := identityOf(fi)
+	if !ok {
+		return dirStamp{}, false
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	return dirStamp{dirIdentity: id, nlink: uint64(st.Nlink), size: st.Size}, true
+}
+
 // dupFd duplicates f's descriptor, close-on-exec.
 func dupFd(f *os.File) (uintptr, error) {
 	rc, err := f.SyscallConn()

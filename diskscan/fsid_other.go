@@ -25,6 +25,8 @@ func allocatedBytes(fi os.FileInfo) int64 { return fi.Size() }
 
 func identityOf(os.FileInfo) (dirIdentity, bool) { return dirIdentity{}, false }
 
+func stampOf(os.FileInfo) (dirStamp, bool) { return dirStamp{}, false }
+
 func dupFd(f *os.File) (uintptr, error) {
 	return 0, &os.PathError{Op: "dup", Path: f.Name(), Err: errUnsupported}
 }

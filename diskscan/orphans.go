@@ -47,6 +47,7 @@ type Orphans struct {
 	busy   map[busyKey]struct{} // directories being purged by this value
 
 	metaReads atomic.Int64 // volume.meta files opened, for tests and benchmarks
+	listings  atomic.Int64 // replicas directories listed, for tests and benchmarks
 	hooks     hooks
 }
 

@@ -57,6 +57,9 @@ func (o *Orphans) Report(ctx context.Context) (Report, error) {
 	for i, d := range disks {
 		live[d.Scope()] = true
 		if reps[i].Status.Health != orphan.HealthReady {
+			// A disk that changed or cannot be trusted is listed afresh
+			// once it is Ready again.
+			delete(o.caches, d.Scope())
 			continue
 		}
 		if err := o.listDisk(ctx, &reps[i], opened[i]); err != nil {
@@ -92,33 +95,6 @@ func (o *Orphans) checkDisk(d Disk) (DiskReport, *os.Root) {
 		o.disks.pin(d, id.fsid)
 	}
 	return rep, id.root
-}
-
-// diskCache is what scans remember of one disk between scans.
-type diskCache struct {
-	path, uuid string
-	entries    map[string]*cachedEntry // unexpected directories, by name
-
-	// The previous listing in the kernel's order (stable while the
-	// directory does not change), whether each name was expected, and the
-	// set that said so. While the expected source hands out the same set
-	// (it may not modify a set it handed out), a name at the same position
-	// as last time is expected again without hashing it: on a large disk
-	// the look-ups would cost more than the listing.
-	names      []string
-	owned      []bool
-	set        NameSet
-	spareNames []string // the buffers of the listing before, reused
-	spareOwned []bool
-}
-
-// cachedEntry is the validation of one unexpected directory, valid while
-// the directory's identity is unchanged.
-type cachedEntry struct {
-	id        dirIdentity
-	reason    string // why it is not a replica; "" if it is
-	meta      VolumeMeta
-	allocated int64
 }
 
 // listDisk lists <disk>/replicas and fills rep's entries. Per-disk trouble
@@ -157,12 +133,35 @@ func (o *Orphans) listDisk(ctx context.Context, rep *DiskReport, root *os.Root) 
 	}
 	defer rr.Close()
 	marks := o.disks.tombMarks(d)
-	entries, err := listDir(rr)
+	cache := o.caches[d.Scope()]
+	if cache == nil || cache.path != d.Path || cache.uuid != d.UUID {
+		cache = &diskCache{path: d.Path, uuid: d.UUID, entries: map[string]*cachedEntry{}}
+		o.caches[d.Scope()] = cache
+	}
+	dir, stamp, stamped, err := openListing(rr)
 	if err != nil {
 		return unknown("list %s: %v", ReplicasDir, err)
 	}
-	// Asked after listing, so a replica created meanwhile is either not
-	// listed or already expected.
+	// An unchanged, settled stamp means the entries are the ones listed
+	// last time (see diskCache): the listing is skipped. Every unexpected
+	// directory is still lstat'ed below, and Judge and Delete trust none of
+	// this.
+	var (
+		names []string
+		types []fs.FileMode
+	)
+	relist := !cache.listingStands(stamp, stamped)
+	if relist {
+		o.listings.Add(1)
+		names, types, err = listNames(dir, rr, entriesHint(stamp), cache.spareNames[:0], cache.spareTypes[:0])
+	}
+	dir.Close()
+	if err != nil {
+		return unknown("list %s: %v", ReplicasDir, err)
+	}
+	// Asked after listing (or after the stamp that vouches for the last
+	// listing), so a replica created meanwhile is either not listed or
+	// already expected.
 	expected, err := o.expected.Expected(ctx, d)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -170,63 +169,39 @@ func (o *Orphans) listDisk(ctx context.Context, rep *DiskReport, root *os.Root) 
 		}
 		return unknown("expected replicas unknown: %v", err)
 	}
-
-	cache := o.caches[d.Scope()]
-	if cache == nil || cache.path != d.Path || cache.uuid != d.UUID {
-		cache = &diskCache{path: d.Path, uuid: d.UUID, entries: map[string]*cachedEntry{}}
-		o.caches[d.Scope()] = cache
+	same, prints := cache.sameContent(expected)
+	switch {
+	case relist:
+		settled := stamp.mtime < o.racyAfter && stamp.ctime < o.racyAfter
+		if err := cache.relist(ctx, names, types, stamp, stamped && settled, expected, same); err != nil {
+			return err
+		}
+		cache.classifiedBy(expected, prints)
+		cache.derive(o.opts.ListOwned)
+	case !same:
+		cache.classify(expected)
+		cache.classifiedBy(expected, prints)
+		cache.derive(o.opts.ListOwned)
+	default:
+		cache.classifiedBy(expected, prints)
 	}
-	seen := make(map[string]struct{}, len(cache.entries))
-	rep.Entries = len(entries)
-	sameSet := expected != nil && sameNameSet(cache.set, expected)
-	names, owned := resize(cache.spareNames, len(entries)), resize(cache.spareOwned, len(entries))
-	clear(owned)
+
+	rep.Entries = len(cache.names)
+	rep.Owned = cache.owned
+	if o.opts.ListOwned {
+		rep.OwnedNames = slices.Clone(cache.ownedNames)
+	}
+	for _, s := range cache.static {
+		s.Scope = d.Scope()
+		rep.Skipped = append(rep.Skipped, s)
+	}
 	skip := func(name, reason string) {
 		rep.Skipped = append(rep.Skipped, orphan.Skipped{Scope: d.Scope(), Name: name, Reason: reason})
 	}
-	tombstones := 0
-	for i, e := range entries {
-		if i%4096 == 4095 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-		name, typ := e.Name(), e.Type()
-		names[i] = name
-		if sameSet && typ.IsDir() && i < len(cache.names) && cache.owned[i] && cache.names[i] == name {
-			owned[i] = true
-			rep.Owned++
-			if o.opts.ListOwned {
-				rep.OwnedNames = append(rep.OwnedNames, name)
-			}
-			continue
-		}
-		switch {
-		case isTombstone(name):
-			skip(name, "a purge in progress (caretaker tombstone; FinishInterrupted finishes it if its marker proves it is caretaker's)")
-			tombstones++
-			continue
-		case isMarker(name):
-			skip(name, "a caretaker purge marker")
-			tombstones++
-			continue
-		case typ&fs.ModeSymlink != 0:
-			skip(name, "a symbolic link: never followed")
-			continue
-		case !typ.IsDir():
-			skip(name, "not a directory")
-			continue
-		case !ValidDataName(name):
-			skip(name, "name does not end in -<8 letters or digits>")
-			continue
-		case expected.Has(name):
-			owned[i] = true
-			rep.Owned++
-			if o.opts.ListOwned {
-				rep.OwnedNames = append(rep.OwnedNames, name)
-			}
-			continue
-		case !purgeable(name):
+	seen := make(map[string]struct{}, len(cache.candidates))
+	for _, i := range cache.candidates {
+		name := cache.names[i]
+		if !purgeable(name) {
 			skip(name, "name too long to purge safely: its tombstone would exceed 255 bytes")
 			continue
 		}
@@ -258,11 +233,7 @@ func (o *Orphans) listDisk(ctx context.Context, rep *DiskReport, root *os.Root) 
 	// empty expected set beside valid directories is a broken view.
 	rep.Status.OwnedUnlisted = rep.Owned
 	rep.Status.NoneExpected = len(expected) == 0
-	o.disks.sawTombstones(d, tombstones > 0, marks)
-	clear(cache.names) // drop the old names for the garbage collector
-	cache.spareNames, cache.spareOwned = cache.names, cache.owned
-	cache.names, cache.owned, cache.set = names, owned, expected
-	slices.Sort(rep.OwnedNames)
+	o.disks.sawTombstones(d, cache.tombstones > 0, marks)
 	slices.SortFunc(rep.Orphans, func(a, b OrphanDir) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(rep.Skipped, func(a, b orphan.Skipped) int { return strings.Compare(a.Name, b.Name) })
 	return nil
