@@ -269,94 +269,6 @@ func TestParseStrategy(t *testing.T) {
 	}
 }
 
-// --- the naive reference -------------------------------------------------
-
-// referenceReplicas walks the whole ring from token index i exactly as
-// ScyllaDB describes it, one token at a time, with maps and strings.
-func referenceReplicas(r Ring, repl Replication, i int) []string {
-	owners := slices.Clone(r.Owners)
-	sort.Slice(owners, func(a, b int) bool { return owners[a].Token < owners[b].Token })
-	n := len(owners)
-	distinct := map[string]bool{}
-	for _, o := range owners {
-		distinct[o.Endpoint] = true
-	}
-	var reps []string
-	has := func(ep string) bool { return slices.Contains(reps, ep) }
-	switch repl.Strategy {
-	case SimpleStrategy:
-		want := min(repl.ReplicationFactor, len(distinct))
-		for step := 0; step < n && len(reps) < want; step++ {
-			if ep := owners[(i+step)%n].Endpoint; !has(ep) {
-				reps = append(reps, ep)
-			}
-		}
-	case NetworkTopologyStrategy:
-		type dcState struct{ left, repeats int }
-		nodes, racks := map[string]int{}, map[string]map[string]bool{}
-		for ep := range distinct {
-			loc := r.Locations[ep]
-			nodes[loc.Datacenter]++
-			if racks[loc.Datacenter] == nil {
-				racks[loc.Datacenter] = map[string]bool{}
-			}
-			racks[loc.Datacenter][loc.Rack] = true
-		}
-		state := map[string]*dcState{}
-		for dc, rf := range repl.Datacenters {
-			if rf > 0 && nodes[dc] > 0 {
-				state[dc] = &dcState{left: min(rf, nodes[dc]), repeats: rf - len(racks[dc])}
-			}
-		}
-		seenRack := map[Location]bool{}
-		toFill := len(state)
-		for step := 0; step < n && toFill > 0; step++ {
-			ep := owners[(i+step)%n].Endpoint
-			loc := r.Locations[ep]
-			st := state[loc.Datacenter]
-			if st == nil || st.left == 0 {
-				continue
-			}
-			switch {
-			case !seenRack[loc]:
-				seenRack[loc] = true
-				reps = append(reps, ep)
-				st.left--
-			case st.repeats > 0 && !has(ep):
-				reps = append(reps, ep)
-				st.repeats--
-				st.left--
-			default:
-				continue
-			}
-			if st.left == 0 {
-				toFill--
-			}
-		}
-	case EverywhereStrategy:
-		for ep := range distinct {
-			reps = append(reps, ep)
-		}
-	}
-	return reps
-}
-
-// referenceOwners returns, for a token u, who replicated the range holding
-// u, by finding that range with a linear scan.
-func referenceOwners(r Ring, repl Replication, u Token) []string {
-	if len(r.Owners) == 0 || repl.Strategy == LocalStrategy {
-		return nil
-	}
-	sorted := slices.Clone(r.Owners)
-	sort.Slice(sorted, func(a, b int) bool { return sorted[a].Token < sorted[b].Token })
-	for i, o := range sorted {
-		if o.Token >= u {
-			return referenceReplicas(r, repl, i)
-		}
-	}
-	return referenceReplicas(r, repl, 0) // wraps
-}
-
 // checkAgainstReference compares Analyze with the reference at every token
 // of both rings (each range of the result is a union of the intervals those
 // tokens end) and at one token inside each interval.
@@ -389,13 +301,14 @@ func checkAgainstReference(t *testing.T, before, after Topology) {
 		}
 		return n == 1
 	}
+	refBefore, refAfter := newRefRing(before.Ring), newRefRing(after.Ring)
 	for ks, ra := range after.Keyspaces {
 		rb, ok := before.Keyspaces[ks]
 		if !ok {
 			continue
 		}
 		for _, u := range probes {
-			b, a := referenceOwners(before.Ring, rb, u), referenceOwners(after.Ring, ra, u)
+			b, a := refBefore.ownersOf(rb, u), refAfter.ownersOf(ra, u)
 			for ep := range afterMembers {
 				wantLost := slices.Contains(b, ep) && !slices.Contains(a, ep)
 				wantGained := slices.Contains(a, ep) && !slices.Contains(b, ep)
@@ -407,6 +320,7 @@ func checkAgainstReference(t *testing.T, before, after Topology) {
 			}
 		}
 	}
+	checkExact(t, before, after)
 }
 
 // randomCluster makes a topology with up to 3 datacenters, 3 racks each.
