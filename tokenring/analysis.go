@@ -93,20 +93,17 @@ func (a Analysis) NeedsCleanup() []string {
 // topologies nobody mutates. It costs a few sorts of the rings, not a walk of
 // the whole ring per range.
 func Analyze(before, after Topology) (Analysis, error) {
-	if err := before.Validate(); err != nil {
+	// Validating compiles each ring (numbers its endpoints and sorts its
+	// tokens); the analysis goes on with those compiled rings, so every
+	// check of Validate has run on exactly the data analysed.
+	names := endpointNames{ids: map[string]int32{}}
+	b, err := before.compile(&names)
+	if err != nil {
 		return Analysis{}, fmt.Errorf("before: %w", err)
 	}
-	if err := after.Validate(); err != nil {
+	a, err := after.compile(&names)
+	if err != nil {
 		return Analysis{}, fmt.Errorf("after: %w", err)
-	}
-	names := endpointNames{ids: map[string]int32{}}
-	b, err := compileRing(before.Ring, &names)
-	if err != nil {
-		return Analysis{}, fmt.Errorf("before ring: %w", err)
-	}
-	a, err := compileRing(after.Ring, &names)
-	if err != nil {
-		return Analysis{}, fmt.Errorf("after ring: %w", err)
 	}
 	b.finish()
 	a.finish()
@@ -129,12 +126,6 @@ func Analyze(before, after Topology) (Analysis, error) {
 	placedAfter := map[string]placement{}
 	for _, ks := range keyspaces {
 		rb, ra := before.Keyspaces[ks], after.Keyspaces[ks]
-		if err := validateReplication(rb); err != nil {
-			return Analysis{}, fmt.Errorf("keyspace %q before: %w", ks, err)
-		}
-		if err := validateReplication(ra); err != nil {
-			return Analysis{}, fmt.Errorf("keyspace %q after: %w", ks, err)
-		}
 		if rb.Strategy == LocalStrategy || ra.Strategy == LocalStrategy {
 			continue
 		}
@@ -164,6 +155,13 @@ func Analyze(before, after Topology) (Analysis, error) {
 // diffPlacements sweeps the union of both rings' tokens. Each elementary
 // interval (previous union token, union token] lies inside exactly one range
 // of each ring, so comparing the two replica sets there is exact.
+//
+// Most intervals keep their replicas. When both placements have parts of
+// the same shape, the sweep compares them part by part, a few int32s, and
+// moves on when every part is equal: equal parts make equal replica sets.
+// Anything else (a part differs, or the placements differ in shape: a
+// strategy or factor change, EverywhereStrategy on one side) takes the
+// exact set difference below.
 func diffPlacements(b, a compiledRing, pb, pa placement, acc *changeAccumulator) {
 	bt, at := b.tokens, a.tokens
 	if len(bt) == 0 && len(at) == 0 {
@@ -179,7 +177,12 @@ func diffPlacements(b, a compiledRing, pb, pa placement, acc *changeAccumulator)
 	default:
 		prev = max(bt[len(bt)-1], at[len(at)-1])
 	}
-	var none []int32
+	curB, curA := make([]int, len(pb.parts)), make([]int, len(pa.parts))
+	sameShape := !pb.everyone && !pa.everyone && len(pb.parts) == len(pa.parts)
+	for k := range pb.parts {
+		sameShape = sameShape && pb.parts[k].perTok == pa.parts[k].perTok
+	}
+	d := setDiff{inB: make([]int, len(b.isMember)), inA: make([]int, len(a.isMember))}
 	i, j := 0, 0
 	for i < len(bt) || j < len(at) {
 		var u Token
@@ -191,40 +194,76 @@ func diffPlacements(b, a compiledRing, pb, pa placement, acc *changeAccumulator)
 		default:
 			u = min(bt[i], at[j])
 		}
-		repsB, repsA := none, none
-		switch {
-		case pb.everyone:
-			repsB = b.members
-		case len(bt) > 0 && pb.perToken > 0:
-			repsB = pb.of(i % len(bt))
+		same := sameShape
+		for k := 0; same && k < len(pb.parts); k++ {
+			same = slices.Equal(pb.parts[k].at(curB[k]), pa.parts[k].at(curA[k]))
 		}
-		switch {
-		case pa.everyone:
-			repsA = a.members
-		case len(at) > 0 && pa.perToken > 0:
-			repsA = pa.of(j % len(at))
-		}
-		if !slices.Equal(repsB, repsA) {
-			r := Range{Start: prev, End: u}
-			for _, ep := range repsB {
-				if !holds(pa, a, repsA, ep) {
-					acc.add(ep, true, r)
-				}
-			}
-			for _, ep := range repsA {
-				if !holds(pb, b, repsB, ep) {
-					acc.add(ep, false, r)
-				}
-			}
+		if !same {
+			d.diff(b, a, pb, pa, curB, curA, Range{Start: prev, End: u}, acc)
 		}
 		if i < len(bt) && bt[i] == u {
+			advance(pb, curB, b.owner[i])
 			i++
 		}
 		if j < len(at) && at[j] == u {
+			advance(pa, curA, a.owner[j])
 			j++
 		}
 		prev = u
 	}
+}
+
+// advance moves the cursor of ep's part past the token the sweep passed.
+func advance(p placement, cur []int, ep int32) {
+	if p.everyone {
+		return
+	}
+	if k := p.partOf[ep]; k >= 0 {
+		if cur[k]++; cur[k] == p.parts[k].tokens {
+			cur[k] = 0
+		}
+	}
+}
+
+// setDiff compares two replica sets exactly, marking each side's members
+// with a stamp so that no interval clears anything.
+type setDiff struct {
+	stamp    int
+	inB, inA []int // by endpoint id: stamp when in the set
+	repsB    []int32
+	repsA    []int32
+}
+
+func (d *setDiff) diff(b, a compiledRing, pb, pa placement, curB, curA []int, r Range, acc *changeAccumulator) {
+	d.stamp++
+	d.repsB = gather(d.repsB[:0], b, pb, curB, d.inB, d.stamp)
+	d.repsA = gather(d.repsA[:0], a, pa, curA, d.inA, d.stamp)
+	for _, ep := range d.repsB {
+		if !(pa.everyone && a.isMember[ep] || d.inA[ep] == d.stamp) {
+			acc.add(ep, true, r)
+		}
+	}
+	for _, ep := range d.repsA {
+		if !(pb.everyone && b.isMember[ep] || d.inB[ep] == d.stamp) {
+			acc.add(ep, false, r)
+		}
+	}
+}
+
+// gather appends the replicas at the cursors and stamps them in mark;
+// for EverywhereStrategy it lists the members, whom the caller checks
+// with isMember instead.
+func gather(reps []int32, c compiledRing, p placement, cur []int, mark []int, stamp int) []int32 {
+	if p.everyone {
+		return append(reps, c.members...)
+	}
+	for k := range p.parts {
+		for _, ep := range p.parts[k].at(cur[k]) {
+			mark[ep] = stamp
+			reps = append(reps, ep)
+		}
+	}
+	return reps
 }
 
 // changeAccumulator collects one keyspace's ranges per endpoint id, merging

@@ -3,6 +3,7 @@ package tokenring
 import (
 	"cmp"
 	"fmt"
+	"math/bits"
 	"slices"
 )
 
@@ -34,37 +35,118 @@ type compiledRing struct {
 }
 
 func compileRing(r Ring, names *endpointNames) (compiledRing, error) {
-	// Number the endpoints first and sort pointer-free (token, id) pairs:
+	// Number the endpoints first and sort pointer-free tokens and ids:
 	// sorting the caller's TokenOwners (with their strings) costs several
 	// times more, most of it in the garbage collector.
-	pairs := make([]ownedToken, len(r.Owners))
+	ids := make([]int32, len(r.Owners))
+	last := int32(-1)
 	for i, o := range r.Owners {
 		if o.Endpoint == "" {
 			return compiledRing{}, fmt.Errorf("%w: token %v has no endpoint", ErrInvalidRing, o.Token)
 		}
-		pairs[i] = ownedToken{token: o.Token, owner: names.id(o.Endpoint)}
+		// Rings often list a node's vnodes together: comparing with the
+		// previous name (often the very same string) saves a map look-up.
+		if last < 0 || o.Endpoint != names.list[last] {
+			last = names.id(o.Endpoint)
+		}
+		ids[i] = last
 	}
-	radixSortByToken(pairs)
 	c := compiledRing{
-		tokens:    make([]Token, len(pairs)),
-		owner:     make([]int32, len(pairs)),
+		tokens:    make([]Token, len(r.Owners)),
+		owner:     make([]int32, len(r.Owners)),
 		locations: r.Locations,
 		names:     names,
 	}
-	seen := map[int32]bool{}
-	for i, p := range pairs {
-		if i > 0 && pairs[i-1].token == p.token {
+	sortByToken(r.Owners, ids, c.tokens, c.owner)
+	seen := make([]bool, len(names.list))
+	for i, tok := range c.tokens {
+		if i > 0 && c.tokens[i-1] == tok {
 			return compiledRing{}, fmt.Errorf("%w: token %v owned twice (%q and %q)",
-				ErrInvalidRing, p.token, names.list[pairs[i-1].owner], names.list[p.owner])
+				ErrInvalidRing, tok, names.list[c.owner[i-1]], names.list[c.owner[i]])
 		}
-		c.tokens[i], c.owner[i] = p.token, p.owner
-		if !seen[p.owner] {
-			seen[p.owner] = true
-			c.members = append(c.members, p.owner)
+		seen[c.owner[i]] = true
+	}
+	for id, s := range seen {
+		if s {
+			c.members = append(c.members, int32(id))
 		}
 	}
-	slices.Sort(c.members)
 	return c, nil
+}
+
+// sortByToken writes the owners' tokens and their endpoint ids (ids[i] is
+// owners[i]'s) into tokens and owner, in token order, stably: owners with
+// equal tokens keep their order, so a duplicate is reported the same way
+// whatever path sorted it.
+//
+// Ring tokens are spread uniformly (ScyllaDB draws them at random or
+// splits ranges evenly), so one counting pass on the top bits puts every
+// token within a few places of its final one, and an insertion sort
+// finishes the job in about one more pass: two passes where a comparison
+// sort needs log n and a byte-wise radix sort eight. A ring whose tokens
+// crowd into a few buckets (a test ring, a hand-made one) takes the
+// byte-wise radix sort instead, so the insertion sort never goes quadratic.
+func sortByToken(owners []TokenOwner, ids []int32, tokens []Token, owner []int32) {
+	n := len(owners)
+	if n < 256 {
+		sortPairs(owners, ids, tokens, owner)
+		return
+	}
+	// About four tokens per bucket; at most 2^16 buckets keeps the counts in cache.
+	shift := 64 - min(bits.Len(uint(n))-3, 16)
+	count := make([]int, 1<<(64-shift))
+	for _, o := range owners {
+		count[tokenKey(o.Token)>>shift]++
+	}
+	pos := 0
+	for b, k := range count {
+		if k > maxBucket {
+			sortPairs(owners, ids, tokens, owner)
+			return
+		}
+		count[b] = pos
+		pos += k
+	}
+	for i, o := range owners {
+		b := tokenKey(o.Token) >> shift
+		p := count[b]
+		count[b]++
+		tokens[p], owner[p] = o.Token, ids[i]
+	}
+	// Every token is now in its bucket, and buckets are in order: the
+	// insertion sort moves tokens only within a bucket, at most maxBucket
+	// places each.
+	for i := 1; i < n; i++ {
+		t := tokens[i]
+		if t >= tokens[i-1] {
+			continue
+		}
+		o := owner[i]
+		j := i
+		for j > 0 && tokens[j-1] > t {
+			tokens[j], owner[j] = tokens[j-1], owner[j-1]
+			j--
+		}
+		tokens[j], owner[j] = t, o
+	}
+}
+
+// maxBucket bounds the insertion sort's work per token.
+const maxBucket = 64
+
+// tokenKey maps signed token order to unsigned order.
+func tokenKey(t Token) uint64 { return uint64(t) ^ 1<<63 }
+
+// sortPairs is the general path of sortByToken.
+func sortPairs(owners []TokenOwner, ids []int32, tokens []Token, owner []int32) {
+	pairs := make([]ownedToken, len(owners))
+	for i, o := range owners {
+		pairs[i] = ownedToken{token: o.Token, owner: ids[i]}
+	}
+	radixSortByToken(pairs)
+	for i, p := range pairs {
+		tokens[i], owner[i] = p.token, p.owner
+	}
 }
 
 type ownedToken struct {
@@ -73,21 +155,20 @@ type ownedToken struct {
 }
 
 // radixSortByToken is a stable LSD radix sort on the token, a byte per
-// pass, skipping passes where every key has the same byte. Rings are large
-// and their tokens uniformly random, which is radix sort's best case.
+// pass, skipping passes where every key has the same byte. Its running
+// time does not depend on how the tokens are spread.
 func radixSortByToken(pairs []ownedToken) {
 	if len(pairs) < 256 {
 		slices.SortStableFunc(pairs, func(x, y ownedToken) int { return cmp.Compare(x.token, y.token) })
 		return
 	}
-	key := func(t Token) uint64 { return uint64(t) ^ 1<<63 } // signed order as unsigned
 	src, dst := pairs, make([]ownedToken, len(pairs))
 	for shift := uint(0); shift < 64; shift += 8 {
 		var count [256]int
 		for _, p := range src {
-			count[byte(key(p.token)>>shift)]++
+			count[byte(tokenKey(p.token)>>shift)]++
 		}
-		if count[byte(key(src[0].token)>>shift)] == len(src) {
+		if count[byte(tokenKey(src[0].token)>>shift)] == len(src) {
 			continue
 		}
 		pos := 0
@@ -96,7 +177,7 @@ func radixSortByToken(pairs []ownedToken) {
 			pos += n
 		}
 		for _, p := range src {
-			b := byte(key(p.token) >> shift)
+			b := byte(tokenKey(p.token) >> shift)
 			dst[count[b]] = p
 			count[b]++
 		}

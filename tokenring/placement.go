@@ -7,18 +7,37 @@ import (
 	"strings"
 )
 
-// placement holds the replicas of every token's range: perToken endpoint
-// ids for token i at reps[i*perToken:]. Every range of a ring has the same
-// number of replicas, because each walk can always complete.
+// placement holds the replicas of every range of one ring under one
+// replication, one part per datacenter that holds replicas (a single part
+// for SimpleStrategy). A range's replicas are the concatenation, in part
+// order, of each part's replicas at that range.
+//
+// A part is the datacenter's own sub-ring: its tokens in ring order. The
+// range ending at a token gets, from each part, the replicas of the first
+// of that part's tokens at or after it (wrapping to the part's first), so
+// a walk over the ring finds them with one cursor per part, advanced
+// whenever it passes a token of that part (partOf).
 type placement struct {
-	perToken int
-	reps     []int32
 	// everyone marks EverywhereStrategy: every member replicates every
 	// range, kept symbolic instead of members × tokens entries.
 	everyone bool
+	parts    []part
+	// partOf is the part of each endpoint id, or -1 for endpoints that
+	// hold no replica (a datacenter with factor 0, or no member of ring).
+	partOf []int32
 }
 
-func (p placement) of(i int) []int32 { return p.reps[i*p.perToken : (i+1)*p.perToken] }
+// part is one datacenter's replicas: perTok endpoint ids for each of its
+// tokens, in its sub-ring's order. Every range has exactly perTok
+// replicas in a part, because each walk can always complete.
+type part struct {
+	tokens int
+	perTok int
+	reps   []int32
+}
+
+// at returns the replicas of the part's token s.
+func (p *part) at(s int) []int32 { return p.reps[s*p.perTok : (s+1)*p.perTok] }
 
 // placeCached computes a placement once per distinct replication setting:
 // clusters often have many keyspaces with identical settings.
@@ -31,7 +50,7 @@ func placeCached(cache map[string]placement, c compiledRing, r Replication) (pla
 	var err error
 	switch r.Strategy {
 	case SimpleStrategy:
-		p = placeSimple(c, r.ReplicationFactor)
+		p, err = placeSimple(c, r.ReplicationFactor)
 	case NetworkTopologyStrategy:
 		p, err = placeNetworkTopology(c, r.Datacenters)
 	case EverywhereStrategy:
@@ -58,24 +77,31 @@ func replicationKey(r Replication) string {
 	return b.String()
 }
 
-// placeSimple walks clockwise from each token collecting distinct endpoints.
-func placeSimple(c compiledRing, rf int) placement {
-	k := min(rf, len(c.members))
-	p := placement{perToken: k, reps: make([]int32, 0, len(c.tokens)*k)}
-	if k == 0 {
-		return p
+// placeSimple takes the next rf distinct endpoints clockwise. That is the
+// datacenter walk with every endpoint in a rack of its own: a new rack is
+// a new endpoint, and the walk stops at min(rf, members) of them.
+func placeSimple(c compiledRing, rf int) (placement, error) {
+	p := placement{partOf: make([]int32, len(c.names.list))}
+	for id := range p.partOf {
+		p.partOf[id] = -1
 	}
-	n := len(c.tokens)
-	for i := range n {
-		start := len(p.reps)
-		for step := 0; step < n && len(p.reps)-start < k; step++ {
-			ep := c.owner[(i+step)%n]
-			if !slices.Contains(p.reps[start:], ep) {
-				p.reps = append(p.reps, ep)
-			}
-		}
+	if len(c.members) == 0 {
+		return p, nil
 	}
-	return p
+	for _, id := range c.members {
+		p.partOf[id] = 0
+	}
+	rackOf := make([]int32, len(c.names.list))
+	for id := range rackOf {
+		rackOf[id] = int32(id)
+	}
+	perTok := min(rf, len(c.members))
+	reps, err := fillPart(c.owner, rackOf, len(c.names.list), perTok, rf-len(c.members), len(c.names.list))
+	if err != nil {
+		return placement{}, err
+	}
+	p.parts = []part{{tokens: len(c.owner), perTok: perTok, reps: reps}}
+	return p, nil
 }
 
 // placeNetworkTopology fills each datacenter separately. That equals
@@ -92,120 +118,134 @@ func placeNetworkTopology(c compiledRing, factors map[string]int) (placement, er
 		}
 	}
 	sort.Strings(dcs)
-	// dcOf numbers each endpoint's datacenter by its place in dcs, or -1
-	// for datacenters the keyspace does not replicate to.
-	dcOf := make([]int, len(c.names.list))
+	// partOf first numbers each endpoint's datacenter by its place in
+	// dcs (-1 for datacenters the keyspace does not replicate to), and
+	// rackOf numbers racks within each datacenter.
+	p := placement{partOf: make([]int32, len(c.names.list))}
+	for id := range p.partOf {
+		p.partOf[id] = -1
+	}
+	rackOf := make([]int32, len(c.names.list))
+	type dcCount struct {
+		nodes int
+		racks map[string]int32
+	}
+	counts := make([]dcCount, len(dcs))
 	for _, id := range c.members {
 		name := c.names.list[id]
 		loc, ok := c.locations[name]
 		if !ok || loc.Datacenter == "" {
 			return placement{}, fmt.Errorf("%w: %q", ErrMissingLocation, name)
 		}
-		dcOf[id] = -1
-		if k, found := slices.BinarySearch(dcs, loc.Datacenter); found {
-			dcOf[id] = k
-		}
-	}
-
-	type dcPlan struct {
-		sub     []int   // global token indexes of this datacenter's tokens
-		rackOf  []int32 // rack number per endpoint id (only this dc's)
-		nodes   int
-		racks   int
-		perTok  int
-		repeats int
-		reps    []int32 // perTok per sub position
-	}
-	plans := make([]dcPlan, 0, len(dcs))
-	perToken := 0
-	for dcIndex, dc := range dcs {
-		pl := dcPlan{rackOf: make([]int32, len(c.names.list))}
-		rackIDs := map[string]int32{}
-		for _, id := range c.members {
-			if dcOf[id] != dcIndex {
-				continue
-			}
-			pl.nodes++
-			rack := c.locations[c.names.list[id]].Rack
-			r, ok := rackIDs[rack]
-			if !ok {
-				r = int32(len(rackIDs))
-				rackIDs[rack] = r
-			}
-			pl.rackOf[id] = r
-		}
-		if pl.nodes == 0 {
+		k, found := slices.BinarySearch(dcs, loc.Datacenter)
+		if !found {
 			continue
 		}
-		// Tokens per node are roughly even: size sub once instead of growing it.
-		pl.sub = make([]int, 0, len(c.owner)/len(c.members)*pl.nodes+pl.nodes)
-		for i, ep := range c.owner {
-			if dcOf[ep] == dcIndex {
-				pl.sub = append(pl.sub, i)
-			}
+		dc := &counts[k]
+		dc.nodes++
+		if dc.racks == nil {
+			dc.racks = map[string]int32{}
 		}
-		pl.racks = len(rackIDs)
-		rf := factors[dc]
-		pl.perTok = min(rf, pl.nodes)
-		pl.repeats = rf - pl.racks
-		pl.reps = fillDatacenter(c.owner, pl.sub, pl.rackOf, pl.perTok, pl.repeats)
-		perToken += pl.perTok
-		plans = append(plans, pl)
+		r, ok := dc.racks[loc.Rack]
+		if !ok {
+			r = int32(len(dc.racks))
+			dc.racks[loc.Rack] = r
+		}
+		p.partOf[id], rackOf[id] = int32(k), r
 	}
-
-	n := len(c.tokens)
-	p := placement{perToken: perToken, reps: make([]int32, n*perToken)}
-	offset := 0
-	for _, pl := range plans {
-		// A range's replicas in this datacenter are those of the first of
-		// its tokens at or after the range's end, wrapping to the first.
-		next := 0
-		for i := range n {
-			for next < len(pl.sub) && pl.sub[next] < i {
-				next++
-			}
-			s := next
-			if s == len(pl.sub) {
-				s = 0
-			}
-			copy(p.reps[i*perToken+offset:], pl.reps[s*pl.perTok:(s+1)*pl.perTok])
+	// Datacenters without members in this ring hold nothing here (a
+	// topology that asks for replicas there fails Validate first).
+	partIndex := make([]int32, len(dcs))
+	for k := range dcs {
+		partIndex[k] = -1
+		if counts[k].nodes > 0 {
+			partIndex[k] = int32(len(p.parts))
+			p.parts = append(p.parts, part{})
 		}
-		offset += pl.perTok
+	}
+	for _, id := range c.members {
+		if k := p.partOf[id]; k >= 0 {
+			p.partOf[id] = partIndex[k]
+		}
+	}
+	// Each datacenter's sub-ring: its owners in ring order.
+	subs := make([][]int32, len(p.parts))
+	sizes := make([]int, len(p.parts))
+	for _, ep := range c.owner {
+		if k := p.partOf[ep]; k >= 0 {
+			sizes[k]++
+		}
+	}
+	for k := range subs {
+		subs[k] = make([]int32, 0, sizes[k])
+	}
+	for _, ep := range c.owner {
+		if k := p.partOf[ep]; k >= 0 {
+			subs[k] = append(subs[k], ep)
+		}
+	}
+	for k, dc := range dcs {
+		pi := partIndex[k]
+		if pi < 0 {
+			continue
+		}
+		rf, cnt := factors[dc], counts[k]
+		perTok := min(rf, cnt.nodes)
+		reps, err := fillPart(subs[pi], rackOf, len(cnt.racks), perTok, rf-len(cnt.racks), len(c.names.list))
+		if err != nil {
+			return placement{}, fmt.Errorf("datacenter %q: %w", dc, err)
+		}
+		p.parts[pi] = part{tokens: len(subs[pi]), perTok: perTok, reps: reps}
 	}
 	return p, nil
 }
 
-// fillDatacenter runs ScyllaDB's per-datacenter replica selection from every
-// position of the datacenter's sub-ring.
-func fillDatacenter(owner []int32, sub []int, rackOf []int32, perTok, repeats int) []int32 {
-	reps := make([]int32, 0, len(sub)*perTok)
-	var racksSeen []int32
-	for s := range sub {
-		start := len(reps)
-		left, repeatsLeft := perTok, repeats
-		racksSeen = racksSeen[:0]
-		for step := 0; step < len(sub) && left > 0; step++ {
-			ep := owner[sub[(s+step)%len(sub)]]
-			rack := rackOf[ep]
-			switch {
-			case !slices.Contains(racksSeen, rack):
-				racksSeen = append(racksSeen, rack)
-				reps = append(reps, ep)
-				left--
-			case repeatsLeft > 0 && !slices.Contains(reps[start:], ep):
-				reps = append(reps, ep)
+// fillPart runs ScyllaDB's per-datacenter replica selection
+// (natural_endpoints_tracker::data_center_endpoints in
+// locator/network_topology_strategy.cc) from every token of a sub-ring:
+// walking clockwise, an endpoint of a rack not seen yet is taken; one of a
+// rack already seen is taken only while rack repeats are left (factor
+// minus racks) and it was not taken already; the walk stops at perTok
+// replicas. The seen-sets are stamps (the walk's start + 1), so no walk
+// clears anything.
+func fillPart(sub, rackOf []int32, racks, perTok, repeats, endpoints int) ([]int32, error) {
+	m := len(sub)
+	reps := make([]int32, m*perTok)
+	rackSeen := make([]int, racks)
+	var taken []int // only needed with rack repeats
+	if repeats > 0 {
+		taken = make([]int, endpoints)
+	}
+	for s := range m {
+		stamp := s + 1
+		out := reps[s*perTok : (s+1)*perTok]
+		k, repeatsLeft, idx := 0, repeats, s
+		for step := 0; step < m && k < perTok; step++ {
+			ep := sub[idx]
+			if idx++; idx == m {
+				idx = 0
+			}
+			switch rack := rackOf[ep]; {
+			case rackSeen[rack] != stamp:
+				rackSeen[rack] = stamp
+				out[k] = ep
+				k++
+				if taken != nil {
+					taken[ep] = stamp
+				}
+			case repeatsLeft > 0 && taken[ep] != stamp:
+				taken[ep] = stamp
+				out[k] = ep
+				k++
 				repeatsLeft--
-				left--
 			}
 		}
+		if k < perTok {
+			// A full turn meets every endpoint of the datacenter, so it
+			// always finds min(factor, endpoints) replicas; a short walk
+			// would leave made-up replicas behind, so it is an error.
+			return nil, fmt.Errorf("tokenring: internal error: a walk found %d of %d replicas", k, perTok)
+		}
 	}
-	return reps
-}
-
-// holds reports whether ep is among reps, in O(1) when reps is every member.
-func holds(p placement, c compiledRing, reps []int32, ep int32) bool {
-	if p.everyone {
-		return c.isMember[ep]
-	}
-	return slices.Contains(reps, ep)
+	return reps, nil
 }
