@@ -182,6 +182,20 @@ func diffPlacements(b, a compiledRing, pb, pa placement, acc *changeAccumulator)
 	for k := range pb.parts {
 		sameShape = sameShape && pb.parts[k].perTok == pa.parts[k].perTok
 	}
+	// With the same shape, unequal[k] says whether part k differs at the
+	// cursors, and differ counts such parts. Only the parts whose cursor
+	// moves are compared again: one or two per token.
+	var unequal []bool
+	differ := 0
+	if sameShape {
+		unequal = make([]bool, len(pb.parts))
+		for k := range pb.parts {
+			if !slices.Equal(pb.parts[k].at(0), pa.parts[k].at(0)) {
+				unequal[k] = true
+				differ++
+			}
+		}
+	}
 	d := setDiff{inB: make([]int, len(b.isMember)), inA: make([]int, len(a.isMember))}
 	i, j := 0, 0
 	for i < len(bt) || j < len(at) {
@@ -194,35 +208,53 @@ func diffPlacements(b, a compiledRing, pb, pa placement, acc *changeAccumulator)
 		default:
 			u = min(bt[i], at[j])
 		}
-		same := sameShape
-		for k := 0; same && k < len(pb.parts); k++ {
-			same = slices.Equal(pb.parts[k].at(curB[k]), pa.parts[k].at(curA[k]))
-		}
-		if !same {
+		if !sameShape || differ > 0 {
 			d.diff(b, a, pb, pa, curB, curA, Range{Start: prev, End: u}, acc)
 		}
+		moved, movedA := -1, -1
 		if i < len(bt) && bt[i] == u {
-			advance(pb, curB, b.owner[i])
+			moved = advance(pb, curB, b.owner[i])
 			i++
 		}
 		if j < len(at) && at[j] == u {
-			advance(pa, curA, a.owner[j])
+			movedA = advance(pa, curA, a.owner[j])
 			j++
+		}
+		if sameShape {
+			for _, k := range [2]int{moved, movedA} {
+				if k < 0 {
+					continue
+				}
+				if eq := slices.Equal(pb.parts[k].at(curB[k]), pa.parts[k].at(curA[k])); eq == unequal[k] {
+					unequal[k] = !eq
+					if eq {
+						differ--
+					} else {
+						differ++
+					}
+				}
+				if movedA == moved {
+					break
+				}
+			}
 		}
 		prev = u
 	}
 }
 
-// advance moves the cursor of ep's part past the token the sweep passed.
-func advance(p placement, cur []int, ep int32) {
+// advance moves the cursor of ep's part past the token the sweep passed,
+// and returns that part, or -1 when ep holds no replica.
+func advance(p placement, cur []int, ep int32) int {
 	if p.everyone {
-		return
+		return -1
 	}
-	if k := p.partOf[ep]; k >= 0 {
+	k := int(p.partOf[ep])
+	if k >= 0 {
 		if cur[k]++; cur[k] == p.parts[k].tokens {
 			cur[k] = 0
 		}
 	}
+	return k
 }
 
 // setDiff compares two replica sets exactly, marking each side's members

@@ -3,6 +3,7 @@ package tokenring
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"math/bits"
 	"slices"
 )
@@ -88,17 +89,18 @@ func compileRing(r Ring, names *endpointNames) (compiledRing, error) {
 // byte-wise radix sort instead, so the insertion sort never goes quadratic.
 func sortByToken(owners []TokenOwner, ids []int32, tokens []Token, owner []int32) {
 	n := len(owners)
-	if n < 256 {
+	if n < 256 || n > math.MaxInt32 {
 		sortPairs(owners, ids, tokens, owner)
 		return
 	}
-	// About four tokens per bucket; at most 2^16 buckets keeps the counts in cache.
+	// About four tokens per bucket; at most 2^16 buckets (and int32
+	// counts) keep the counts in cache.
 	shift := 64 - min(bits.Len(uint(n))-3, 16)
-	count := make([]int, 1<<(64-shift))
+	count := make([]int32, 1<<(64-shift))
 	for _, o := range owners {
 		count[tokenKey(o.Token)>>shift]++
 	}
-	pos := 0
+	pos := int32(0)
 	for b, k := range count {
 		if k > maxBucket {
 			sortPairs(owners, ids, tokens, owner)

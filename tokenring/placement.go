@@ -206,17 +206,61 @@ func placeNetworkTopology(c compiledRing, factors map[string]int) (placement, er
 // walking clockwise, an endpoint of a rack not seen yet is taken; one of a
 // rack already seen is taken only while rack repeats are left (factor
 // minus racks) and it was not taken already; the walk stops at perTok
-// replicas. The seen-sets are stamps (the walk's start + 1), so no walk
-// clears anything.
+// replicas.
+//
+// Without rack repeats (at least as many racks as the factor, the usual
+// case, and always SimpleStrategy's) the replicas are the first endpoint
+// met of each of the first perTok racks met. The walk from token s meets
+// s's own rack first and then, in order, the racks the walk from s+1
+// meets, less s's rack. So the replicas at s are sub[s] followed by the
+// replicas at s+1 that are not in sub[s]'s rack, cut to perTok: one walk
+// from token 0, then each token from its successor, backwards round the
+// ring, in O(perTok) each. (The walk from s+1 goes round to s itself at
+// its very end, but sub[s] is in the rack dropped.)
 func fillPart(sub, rackOf []int32, racks, perTok, repeats, endpoints int) ([]int32, error) {
 	m := len(sub)
 	reps := make([]int32, m*perTok)
+	if repeats > 0 || m == 0 {
+		return reps, walkPart(reps, sub, rackOf, racks, perTok, repeats, endpoints, 0, m)
+	}
+	if err := walkPart(reps, sub, rackOf, racks, perTok, repeats, endpoints, 0, 1); err != nil {
+		return nil, err
+	}
+	next := reps[:perTok] // the replicas at s+1, and at m ≡ 0 to begin
+	for s := m - 1; s >= 1; s-- {
+		out := reps[s*perTok : (s+1)*perTok]
+		ep := sub[s]
+		rack := rackOf[ep]
+		out[0] = ep
+		k := 1
+		for _, x := range next {
+			if k == perTok {
+				break
+			}
+			if rackOf[x] != rack {
+				out[k] = x
+				k++
+			}
+		}
+		if k < perTok {
+			return nil, errShortWalk(k, perTok)
+		}
+		next = out
+	}
+	return reps, nil
+}
+
+// walkPart walks from each token s in [from, to) of the sub-ring, at most
+// one full turn. The seen-sets are stamps (the walk's start + 1), so no
+// walk clears anything.
+func walkPart(reps, sub, rackOf []int32, racks, perTok, repeats, endpoints, from, to int) error {
+	m := len(sub)
 	rackSeen := make([]int, racks)
 	var taken []int // only needed with rack repeats
 	if repeats > 0 {
 		taken = make([]int, endpoints)
 	}
-	for s := range m {
+	for s := from; s < to; s++ {
 		stamp := s + 1
 		out := reps[s*perTok : (s+1)*perTok]
 		k, repeatsLeft, idx := 0, repeats, s
@@ -241,11 +285,16 @@ func fillPart(sub, rackOf []int32, racks, perTok, repeats, endpoints int) ([]int
 			}
 		}
 		if k < perTok {
-			// A full turn meets every endpoint of the datacenter, so it
-			// always finds min(factor, endpoints) replicas; a short walk
-			// would leave made-up replicas behind, so it is an error.
-			return nil, fmt.Errorf("tokenring: internal error: a walk found %d of %d replicas", k, perTok)
+			return errShortWalk(k, perTok)
 		}
 	}
-	return reps, nil
+	return nil
+}
+
+// errShortWalk: a full turn meets every endpoint of the datacenter, so a
+// walk always finds min(factor, endpoints) replicas, and the racks met
+// are at least the factor when no repeat is allowed. A short walk would
+// leave made-up replicas behind, so it is an error, never a placement.
+func errShortWalk(found, want int) error {
+	return fmt.Errorf("tokenring: internal error: a walk found %d of %d replicas", found, want)
 }
