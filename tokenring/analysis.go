@@ -145,87 +145,102 @@ func Analyze(before, after Topology) (Analysis, error) {
 			if err != nil {
 				return Analysis{}, fmt.Errorf("keyspace %q after: %w", ks, err)
 			}
-			diffPlacements(b, a, pb, pa, acc)
+			if err := diffPlacements(b, a, pb, pa, acc); err != nil {
+				return Analysis{}, fmt.Errorf("keyspace %q: %w", ks, err)
+			}
 		}
 		acc.flush(ks, a.isMember, names.list, result.Nodes)
 	}
 	return result, nil
 }
 
-// diffPlacements sweeps the union of both rings' tokens. Each elementary
-// interval (previous union token, union token] lies inside exactly one range
-// of each ring, so comparing the two replica sets there is exact.
+// diffPlacements sweeps the union of both rings' tokens, backwards (the
+// direction in which partCursor derives replicas from the previous ones).
+// Each elementary interval (previous union token, union token] lies inside
+// exactly one range of each ring, so comparing the two replica sets there
+// is exact.
 //
 // Most intervals keep their replicas. When both placements have parts of
-// the same shape, the sweep compares them part by part, a few int32s, and
-// moves on when every part is equal: equal parts make equal replica sets.
-// Anything else (a part differs, or the placements differ in shape: a
-// strategy or factor change, EverywhereStrategy on one side) takes the
-// exact set difference below.
-func diffPlacements(b, a compiledRing, pb, pa placement, acc *changeAccumulator) {
+// the same shape, the sweep keeps, per part, whether the two rings'
+// replicas differ at the cursors, re-comparing only the one or two parts
+// a token moves, and skips every interval where no part differs: equal
+// parts make equal replica sets. Anything else (a part differs, or the
+// placements differ in shape: a strategy or factor change,
+// EverywhereStrategy on one side) takes the exact set difference.
+func diffPlacements(b, a compiledRing, pb, pa placement, acc *changeAccumulator) error {
 	bt, at := b.tokens, a.tokens
 	if len(bt) == 0 && len(at) == 0 {
-		return
+		return nil
 	}
 	// The first interval wraps: it starts after the largest token of both.
-	var prev Token
+	var top Token
 	switch {
 	case len(bt) == 0:
-		prev = at[len(at)-1]
+		top = at[len(at)-1]
 	case len(at) == 0:
-		prev = bt[len(bt)-1]
+		top = bt[len(bt)-1]
 	default:
-		prev = max(bt[len(bt)-1], at[len(at)-1])
+		top = max(bt[len(bt)-1], at[len(at)-1])
 	}
-	curB, curA := make([]int, len(pb.parts)), make([]int, len(pa.parts))
+	// Past the largest token the ring wraps, so the cursors start at each
+	// part's first token.
+	curB, curA := newCursors(b, pb), newCursors(a, pa)
 	sameShape := !pb.everyone && !pa.everyone && len(pb.parts) == len(pa.parts)
 	for k := range pb.parts {
 		sameShape = sameShape && pb.parts[k].perTok == pa.parts[k].perTok
 	}
-	// With the same shape, unequal[k] says whether part k differs at the
-	// cursors, and differ counts such parts. Only the parts whose cursor
-	// moves are compared again: one or two per token.
 	var unequal []bool
 	differ := 0
 	if sameShape {
 		unequal = make([]bool, len(pb.parts))
 		for k := range pb.parts {
-			if !slices.Equal(pb.parts[k].at(0), pa.parts[k].at(0)) {
+			if !slices.Equal(curB[k].reps, curA[k].reps) {
 				unequal[k] = true
 				differ++
 			}
 		}
 	}
 	d := setDiff{inB: make([]int, len(b.isMember)), inA: make([]int, len(a.isMember))}
-	i, j := 0, 0
-	for i < len(bt) || j < len(at) {
+	i, j := len(bt)-1, len(at)-1
+	for i >= 0 || j >= 0 {
 		var u Token
 		switch {
-		case j >= len(at):
+		case j < 0:
 			u = bt[i]
-		case i >= len(bt):
+		case i < 0:
 			u = at[j]
 		default:
-			u = min(bt[i], at[j])
-		}
-		if !sameShape || differ > 0 {
-			d.diff(b, a, pb, pa, curB, curA, Range{Start: prev, End: u}, acc)
+			u = max(bt[i], at[j])
 		}
 		moved, movedA := -1, -1
-		if i < len(bt) && bt[i] == u {
-			moved = advance(pb, curB, b.owner[i])
-			i++
+		if i >= 0 && bt[i] == u {
+			if !pb.everyone {
+				if k := pb.partOf[b.owner[i]]; k >= 0 {
+					if err := curB[k].back(pb, &pb.parts[k], b.owner[i]); err != nil {
+						return err
+					}
+					moved = int(k)
+				}
+			}
+			i--
 		}
-		if j < len(at) && at[j] == u {
-			movedA = advance(pa, curA, a.owner[j])
-			j++
+		if j >= 0 && at[j] == u {
+			if !pa.everyone {
+				if k := pa.partOf[a.owner[j]]; k >= 0 {
+					if err := curA[k].back(pa, &pa.parts[k], a.owner[j]); err != nil {
+						return err
+					}
+					movedA = int(k)
+				}
+			}
+			j--
 		}
 		if sameShape {
 			for _, k := range [2]int{moved, movedA} {
 				if k < 0 {
 					continue
 				}
-				if eq := slices.Equal(pb.parts[k].at(curB[k]), pa.parts[k].at(curA[k])); eq == unequal[k] {
+				if eq := slices.Equal(curB[k].reps, curA[k].reps); eq == unequal[k] {
 					unequal[k] = !eq
 					if eq {
 						differ--
@@ -238,23 +253,21 @@ func diffPlacements(b, a compiledRing, pb, pa placement, acc *changeAccumulator)
 				}
 			}
 		}
-		prev = u
-	}
-}
-
-// advance moves the cursor of ep's part past the token the sweep passed,
-// and returns that part, or -1 when ep holds no replica.
-func advance(p placement, cur []int, ep int32) int {
-	if p.everyone {
-		return -1
-	}
-	k := int(p.partOf[ep])
-	if k >= 0 {
-		if cur[k]++; cur[k] == p.parts[k].tokens {
-			cur[k] = 0
+		if sameShape && differ == 0 {
+			continue
 		}
+		start := top
+		switch {
+		case i >= 0 && j >= 0:
+			start = max(bt[i], at[j])
+		case i >= 0:
+			start = bt[i]
+		case j >= 0:
+			start = at[j]
+		}
+		d.diff(b, a, pb, pa, curB, curA, Range{Start: start, End: u}, acc)
 	}
-	return k
+	return nil
 }
 
 // setDiff compares two replica sets exactly, marking each side's members
@@ -266,7 +279,7 @@ type setDiff struct {
 	repsA    []int32
 }
 
-func (d *setDiff) diff(b, a compiledRing, pb, pa placement, curB, curA []int, r Range, acc *changeAccumulator) {
+func (d *setDiff) diff(b, a compiledRing, pb, pa placement, curB, curA []partCursor, r Range, acc *changeAccumulator) {
 	d.stamp++
 	d.repsB = gather(d.repsB[:0], b, pb, curB, d.inB, d.stamp)
 	d.repsA = gather(d.repsA[:0], a, pa, curA, d.inA, d.stamp)
@@ -285,12 +298,12 @@ func (d *setDiff) diff(b, a compiledRing, pb, pa placement, curB, curA []int, r 
 // gather appends the replicas at the cursors and stamps them in mark;
 // for EverywhereStrategy it lists the members, whom the caller checks
 // with isMember instead.
-func gather(reps []int32, c compiledRing, p placement, cur []int, mark []int, stamp int) []int32 {
+func gather(reps []int32, c compiledRing, p placement, cur []partCursor, mark []int, stamp int) []int32 {
 	if p.everyone {
 		return append(reps, c.members...)
 	}
-	for k := range p.parts {
-		for _, ep := range p.parts[k].at(cur[k]) {
+	for k := range cur {
+		for _, ep := range cur[k].reps {
 			mark[ep] = stamp
 			reps = append(reps, ep)
 		}
@@ -298,8 +311,9 @@ func gather(reps []int32, c compiledRing, p placement, cur []int, mark []int, st
 	return reps
 }
 
-// changeAccumulator collects one keyspace's ranges per endpoint id, merging
-// a range into the previous one when they touch.
+// changeAccumulator collects one keyspace's ranges per endpoint id. The
+// sweep runs backwards, so each range comes before the ones collected, and
+// merges into the last collected when they touch.
 type changeAccumulator struct {
 	lost, gained [][]Range
 	touched      []int32
@@ -323,17 +337,19 @@ func (c *changeAccumulator) add(ep int32, lost bool, r Range) {
 	if lost {
 		list = &c.lost[ep]
 	}
-	if n := len(*list); n > 0 && (*list)[n-1].End == r.Start && (*list)[n-1].Start != (*list)[n-1].End {
-		(*list)[n-1].End = r.End
+	if n := len(*list); n > 0 && (*list)[n-1].Start == r.End && (*list)[n-1].Start != (*list)[n-1].End {
+		(*list)[n-1].Start = r.Start
 		return
 	}
 	*list = append(*list, r)
 }
 
-// flush moves the keyspace's changes of current members into nodes and
-// resets the accumulator for the next keyspace.
+// flush moves the keyspace's changes of current members into nodes, in
+// ring order, and resets the accumulator for the next keyspace.
 func (c *changeAccumulator) flush(keyspace string, isMember []bool, names []string, nodes map[string]NodeChange) {
 	for _, ep := range c.touched {
+		slices.Reverse(c.lost[ep])
+		slices.Reverse(c.gained[ep])
 		lost, gained := joinWrap(c.lost[ep]), joinWrap(c.gained[ep])
 		c.lost[ep], c.gained[ep], c.isTouched[ep] = nil, nil, false
 		if int(ep) >= len(isMember) || !isMember[ep] || (len(lost) == 0 && len(gained) == 0) {

@@ -190,18 +190,22 @@ func compileForTest(t *testing.T, r Ring) compiledRing {
 }
 
 // replicasOfToken returns the replicas of the range ending at token i: from
-// each part, those of the part's first token at or after i.
+// each part, those of a walk from the part's first token at or after i.
 func replicasOfToken(c compiledRing, p placement, i int) []int32 {
 	var reps []int32
+	n := len(c.owner)
 	for k := range p.parts {
-		var sub []int // the part's tokens, as ring indexes
-		for g, ep := range c.owner {
-			if p.partOf[ep] == int32(k) {
-				sub = append(sub, g)
-			}
+		pt := &p.parts[k]
+		start := i
+		for p.partOf[c.owner[start]] != int32(k) {
+			start = (start + 1) % n
 		}
-		s, _ := slices.BinarySearch(sub, i)
-		reps = append(reps, p.parts[k].at(s%len(sub))...)
+		out := make([]int32, pt.perTok)
+		w := walker{rackSeen: make([]int, pt.racks), taken: make([]int, len(c.names.list))}
+		if err := w.walk(out, c.owner, start, p.partOf, int32(k), p.rackOf, pt.repeats); err != nil {
+			panic(err)
+		}
+		reps = append(reps, out...)
 	}
 	return reps
 }

@@ -36,49 +36,73 @@ type compiledRing struct {
 }
 
 func compileRing(r Ring, names *endpointNames) (compiledRing, error) {
-	// Number the endpoints first and sort pointer-free tokens and ids:
-	// sorting the caller's TokenOwners (with their strings) costs several
-	// times more, most of it in the garbage collector.
-	ids := make([]int32, len(r.Owners))
-	last := int32(-1)
-	for i, o := range r.Owners {
-		if o.Endpoint == "" {
-			return compiledRing{}, fmt.Errorf("%w: token %v has no endpoint", ErrInvalidRing, o.Token)
-		}
-		// Rings often list a node's vnodes together: comparing with the
-		// previous name (often the very same string) saves a map look-up.
-		if last < 0 || o.Endpoint != names.list[last] {
-			last = names.id(o.Endpoint)
-		}
-		ids[i] = last
-	}
+	// Sort pointer-free tokens and endpoint ids: sorting the caller's
+	// TokenOwners (with their strings) costs several times more, most of
+	// it in the garbage collector.
 	c := compiledRing{
 		tokens:    make([]Token, len(r.Owners)),
 		owner:     make([]int32, len(r.Owners)),
 		locations: r.Locations,
 		names:     names,
 	}
-	sortByToken(r.Owners, ids, c.tokens, c.owner)
-	seen := make([]bool, len(names.list))
-	for i, tok := range c.tokens {
-		if i > 0 && c.tokens[i-1] == tok {
-			return compiledRing{}, fmt.Errorf("%w: token %v owned twice (%q and %q)",
-				ErrInvalidRing, tok, names.list[c.owner[i-1]], names.list[c.owner[i]])
-		}
-		seen[c.owner[i]] = true
+	in := interner{names: names}
+	dup, err := sortByToken(r.Owners, &in, c.tokens, c.owner)
+	if err != nil {
+		return compiledRing{}, err
 	}
-	for id, s := range seen {
-		if s {
+	if dup {
+		for i := 1; i < len(c.tokens); i++ {
+			if c.tokens[i-1] == c.tokens[i] {
+				return compiledRing{}, fmt.Errorf("%w: token %v owned twice (%q and %q)",
+					ErrInvalidRing, c.tokens[i], names.list[c.owner[i-1]], names.list[c.owner[i]])
+			}
+		}
+	}
+	for id, member := range in.isMember {
+		if member {
 			c.members = append(c.members, int32(id))
 		}
 	}
 	return c, nil
 }
 
-// sortByToken writes the owners' tokens and their endpoint ids (ids[i] is
-// owners[i]'s) into tokens and owner, in token order, stably: owners with
-// equal tokens keep their order, so a duplicate is reported the same way
-// whatever path sorted it.
+// interner numbers one ring's endpoints and notes which ids it has.
+type interner struct {
+	names    *endpointNames
+	lastName string
+	last     int32
+	isMember []bool // by endpoint id
+}
+
+// id numbers a non-empty name. Rings often list a node's vnodes together:
+// comparing with the previous name (often the very same string) saves a
+// map look-up.
+func (in *interner) id(name string) int32 {
+	if name == in.lastName {
+		return in.last
+	}
+	return in.lookUp(name)
+}
+
+func (in *interner) lookUp(name string) int32 {
+	id := in.names.id(name)
+	for int(id) >= len(in.isMember) {
+		in.isMember = append(in.isMember, false)
+	}
+	in.isMember[id] = true
+	in.lastName, in.last = name, id
+	return id
+}
+
+func errNoEndpoint(t Token) error {
+	return fmt.Errorf("%w: token %v has no endpoint", ErrInvalidRing, t)
+}
+
+// sortByToken writes the owners' tokens and their endpoint ids into tokens
+// and owner, in token order, stably: owners with equal tokens keep their
+// order, so a duplicate is reported the same way whatever path sorted it.
+// It reports whether two owners have the same token, and refuses an empty
+// endpoint (the first in the owners' order).
 //
 // Ring tokens are spread uniformly (ScyllaDB draws them at random or
 // splits ranges evenly), so one counting pass on the top bits puts every
@@ -87,40 +111,43 @@ func compileRing(r Ring, names *endpointNames) (compiledRing, error) {
 // sort needs log n and a byte-wise radix sort eight. A ring whose tokens
 // crowd into a few buckets (a test ring, a hand-made one) takes the
 // byte-wise radix sort instead, so the insertion sort never goes quadratic.
-func sortByToken(owners []TokenOwner, ids []int32, tokens []Token, owner []int32) {
+func sortByToken(owners []TokenOwner, in *interner, tokens []Token, owner []int32) (dup bool, err error) {
 	n := len(owners)
 	if n < 256 || n > math.MaxInt32 {
-		sortPairs(owners, ids, tokens, owner)
-		return
+		return sortPairs(owners, in, tokens, owner)
 	}
 	// About four tokens per bucket; at most 2^16 buckets (and int32
 	// counts) keep the counts in cache.
 	shift := 64 - min(bits.Len(uint(n))-3, 16)
 	count := make([]int32, 1<<(64-shift))
 	for _, o := range owners {
+		if o.Endpoint == "" {
+			return false, errNoEndpoint(o.Token)
+		}
 		count[tokenKey(o.Token)>>shift]++
 	}
 	pos := int32(0)
 	for b, k := range count {
 		if k > maxBucket {
-			sortPairs(owners, ids, tokens, owner)
-			return
+			return sortPairs(owners, in, tokens, owner)
 		}
 		count[b] = pos
 		pos += k
 	}
-	for i, o := range owners {
+	for _, o := range owners {
 		b := tokenKey(o.Token) >> shift
 		p := count[b]
 		count[b]++
-		tokens[p], owner[p] = o.Token, ids[i]
+		tokens[p], owner[p] = o.Token, in.id(o.Endpoint)
 	}
 	// Every token is now in its bucket, and buckets are in order: the
 	// insertion sort moves tokens only within a bucket, at most maxBucket
-	// places each.
+	// places each. Equal tokens end up side by side, so each meets its
+	// twin as it lands.
 	for i := 1; i < n; i++ {
 		t := tokens[i]
 		if t >= tokens[i-1] {
+			dup = dup || t == tokens[i-1]
 			continue
 		}
 		o := owner[i]
@@ -130,7 +157,9 @@ func sortByToken(owners []TokenOwner, ids []int32, tokens []Token, owner []int32
 			j--
 		}
 		tokens[j], owner[j] = t, o
+		dup = dup || j > 0 && tokens[j-1] == t
 	}
+	return dup, nil
 }
 
 // maxBucket bounds the insertion sort's work per token.
@@ -140,15 +169,20 @@ const maxBucket = 64
 func tokenKey(t Token) uint64 { return uint64(t) ^ 1<<63 }
 
 // sortPairs is the general path of sortByToken.
-func sortPairs(owners []TokenOwner, ids []int32, tokens []Token, owner []int32) {
+func sortPairs(owners []TokenOwner, in *interner, tokens []Token, owner []int32) (dup bool, err error) {
 	pairs := make([]ownedToken, len(owners))
 	for i, o := range owners {
-		pairs[i] = ownedToken{token: o.Token, owner: ids[i]}
+		if o.Endpoint == "" {
+			return false, errNoEndpoint(o.Token)
+		}
+		pairs[i] = ownedToken{token: o.Token, owner: in.id(o.Endpoint)}
 	}
 	radixSortByToken(pairs)
 	for i, p := range pairs {
 		tokens[i], owner[i] = p.token, p.owner
+		dup = dup || i > 0 && tokens[i-1] == p.token
 	}
+	return dup, nil
 }
 
 type ownedToken struct {
