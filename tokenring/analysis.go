@@ -189,9 +189,10 @@ func diffPlacements(b, a compiledRing, pb, pa placement, acc *changeAccumulator)
 	for k := range pb.parts {
 		sameShape = sameShape && pb.parts[k].perTok == pa.parts[k].perTok
 	}
-	var unequal []bool
+	var unequal, shared []bool
 	differ := 0
 	if sameShape {
+		shared = sharedParts(b, a, pb, pa)
 		unequal = make([]bool, len(pb.parts))
 		for k := range pb.parts {
 			if !slices.Equal(curB[k].reps, curA[k].reps) {
@@ -212,44 +213,58 @@ func diffPlacements(b, a compiledRing, pb, pa placement, acc *changeAccumulator)
 		default:
 			u = max(bt[i], at[j])
 		}
-		moved, movedA := -1, -1
+		epB, epA := int32(-1), int32(-1)
+		kB, kA := int32(-1), int32(-1)
 		if i >= 0 && bt[i] == u {
+			epB = b.owner[i]
 			if !pb.everyone {
-				if k := pb.partOf[b.owner[i]]; k >= 0 {
-					if err := curB[k].back(pb, &pb.parts[k], b.owner[i]); err != nil {
-						return err
-					}
-					moved = int(k)
-				}
+				kB = pb.partOf[epB]
 			}
 			i--
 		}
 		if j >= 0 && at[j] == u {
+			epA = a.owner[j]
 			if !pa.everyone {
-				if k := pa.partOf[a.owner[j]]; k >= 0 {
-					if err := curA[k].back(pa, &pa.parts[k], a.owner[j]); err != nil {
-						return err
-					}
-					movedA = int(k)
-				}
+				kA = pa.partOf[epA]
 			}
 			j--
 		}
-		if sameShape {
-			for _, k := range [2]int{moved, movedA} {
-				if k < 0 {
-					continue
+		if sameShape && kB >= 0 && kB == kA && epB == epA && shared[kB] && !unequal[kB] {
+			// The same endpoint's token in both rings, and the part
+			// holds the same replicas on both sides: both sides derive
+			// the same replicas from the same inputs (see sharedParts),
+			// so derive them once; the part stays equal.
+			if err := curB[kB].back(pb, &pb.parts[kB], epB); err != nil {
+				return err
+			}
+			curA[kB].follow(&pa.parts[kB], &curB[kB])
+		} else {
+			if kB >= 0 {
+				if err := curB[kB].back(pb, &pb.parts[kB], epB); err != nil {
+					return err
 				}
-				if eq := slices.Equal(curB[k].reps, curA[k].reps); eq == unequal[k] {
-					unequal[k] = !eq
-					if eq {
-						differ--
-					} else {
-						differ++
+			}
+			if kA >= 0 {
+				if err := curA[kA].back(pa, &pa.parts[kA], epA); err != nil {
+					return err
+				}
+			}
+			if sameShape {
+				for _, k := range [2]int32{kB, kA} {
+					if k < 0 {
+						continue
 					}
-				}
-				if movedA == moved {
-					break
+					if eq := slices.Equal(curB[k].reps, curA[k].reps); eq == unequal[k] {
+						unequal[k] = !eq
+						if eq {
+							differ--
+						} else {
+							differ++
+						}
+					}
+					if kA == kB {
+						break
+					}
 				}
 			}
 		}
@@ -268,6 +283,38 @@ func diffPlacements(b, a compiledRing, pb, pa placement, acc *changeAccumulator)
 		d.diff(b, a, pb, pa, curB, curA, Range{Start: start, End: u}, acc)
 	}
 	return nil
+}
+
+// sharedParts says, per part, whether a token of one endpoint in both
+// rings (so in part k on both sides: the sweep checks that) moves both
+// cursors to the same replicas whenever they held the same replicas
+// before. partCursor.back derives them from the replicas held, the
+// endpoint, and which of those endpoints share a rack. So it holds when
+// neither side walks (a walk reads the sub-ring, which differs; whether
+// walks too depend only on those inputs is not proven, so they never
+// share), both sides use the same strategy (endpoints are the racks of
+// SimpleStrategy), and, under NetworkTopologyStrategy, every endpoint of
+// both rings has the same location on both sides: within a part, equal
+// rack numbers are equal rack names on each side, though the numbers
+// themselves differ between the rings. One endpoint whose location
+// changed turns sharing off for every part.
+func sharedParts(b, a compiledRing, pb, pa placement) []bool {
+	shared := make([]bool, len(pb.parts))
+	if pb.simple != pa.simple {
+		return shared // endpoints for racks on one side, locations on the other
+	}
+	for _, id := range b.members {
+		if !a.isMember[id] {
+			continue
+		}
+		if !pb.simple && b.locations[b.names.list[id]] != a.locations[a.names.list[id]] {
+			return shared
+		}
+	}
+	for k := range shared {
+		shared[k] = !pb.parts[k].needsWalks() && !pa.parts[k].needsWalks()
+	}
+	return shared
 }
 
 // setDiff compares two replica sets exactly, marking each side's members

@@ -522,3 +522,37 @@ func TestRadixSortByToken(t *testing.T) {
 		}
 	}
 }
+
+// TestLocationChangeWithUnchangedTokens: an endpoint that changes rack or
+// datacenter keeps its tokens, so the two rings agree token for token;
+// the analysis must still see that replicas moved. (The sweep derives a
+// token's replicas once for both rings only while every endpoint keeps
+// its location: this is the change that must turn that off.)
+func TestLocationChangeWithUnchangedTokens(t *testing.T) {
+	locs := func(dRack, dDC string) map[string]Location {
+		return map[string]Location{
+			"A": {"dc1", "r1"}, "B": {"dc1", "r2"}, "C": {"dc1", "r3"},
+			"D": {dDC, dRack}, "E": {"dc1", "r2"}, "F": {"dc1", "r3"},
+			"X": {"dc2", "x1"}, "Y": {"dc2", "x2"},
+		}
+	}
+	tokens := func(l map[string]Location) Ring {
+		return ring(l, 10, "A", 20, "D", 30, "B", 40, "E", 50, "D", 60, "C", 70, "F", 80, "D",
+			90, "A", 100, "X", 110, "B", 120, "Y", 130, "D", 140, "C", 150, "E")
+	}
+	before := tokens(locs("r1", "dc1"))
+	for name, after := range map[string]Ring{
+		"rack":       tokens(locs("r2", "dc1")),
+		"datacenter": tokens(locs("x1", "dc2")),
+	} {
+		t.Run(name, func(t *testing.T) {
+			for _, r := range []Replication{nts(map[string]int{"dc1": 2, "dc2": 1}), nts(map[string]int{"dc1": 3, "dc2": 2})} {
+				ks := one("ks", r)
+				checkExact(t, Topology{before, ks}, Topology{after, ks})
+				if got := mustAnalyze(t, Topology{before, ks}, Topology{after, ks}).NeedsCleanup(); len(got) == 0 {
+					t.Errorf("%v: nobody lost a range when D moved", r)
+				}
+			}
+		})
+	}
+}

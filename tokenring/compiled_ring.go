@@ -84,6 +84,9 @@ func (in *interner) id(name string) int32 {
 	return in.lookUp(name)
 }
 
+// lookUp is id's slow path; kept out of line so that id inlines.
+//
+//go:noinline
 func (in *interner) lookUp(name string) int32 {
 	id := in.names.id(name)
 	for int(id) >= len(in.isMember) {

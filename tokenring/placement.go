@@ -31,6 +31,8 @@ type placement struct {
 	// rackOf numbers each endpoint's rack within its part (SimpleStrategy:
 	// a rack per endpoint).
 	rackOf []int32
+	// simple marks SimpleStrategy, whose racks are not locations.
+	simple bool
 }
 
 // part is one datacenter's share. Every range has exactly perTok
@@ -99,6 +101,7 @@ func replicationKey(r Replication) string {
 // a new endpoint, and the walk stops at min(rf, members) of them.
 func placeSimple(c compiledRing, rf int) (placement, error) {
 	p := newPlacement(c)
+	p.simple = true
 	if len(c.members) == 0 {
 		return p, nil
 	}
@@ -321,6 +324,15 @@ func (cur *partCursor) back(p placement, pt *part, ep int32) error {
 	}
 	cur.reps, cur.spare = out, cur.reps
 	return nil
+}
+
+// follow moves the cursor to the part's previous token, taking the
+// replicas another cursor derived there (see sharedParts).
+func (cur *partCursor) follow(pt *part, other *partCursor) {
+	if cur.pos--; cur.pos < 0 {
+		cur.pos = pt.tokens - 1
+	}
+	copy(cur.reps, other.reps)
 }
 
 // errShortWalk: a full turn meets every endpoint of the datacenter, so a

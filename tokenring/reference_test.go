@@ -369,9 +369,12 @@ func randomChange(r *rand.Rand, c scaleCluster, used map[Token]bool) (scaleClust
 	case 5:
 		ep := pick()
 		loc := after.locs[ep]
-		if r.IntN(2) == 0 {
-			loc.Rack = "moved"
-		} else {
+		switch r.IntN(3) {
+		case 0:
+			loc.Rack = "moved" // a new rack
+		case 1:
+			loc.Rack = fmt.Sprintf("r%d", r.IntN(3)) // most likely another rack of its datacenter
+		default:
 			loc.Datacenter = "dc9"
 		}
 		after.locs[ep] = loc
