@@ -1,13 +1,16 @@
 package tokenring
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 )
 
@@ -554,5 +557,85 @@ func TestLocationChangeWithUnchangedTokens(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSortByToken covers both paths of the ring sort (buckets and insertion
+// for spread tokens, the byte-wise radix sort for crowded or small rings)
+// against a stable sort: order, owners, the duplicate flag, and which
+// duplicate compileRing names.
+func TestSortByToken(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, n := range []int{0, 1, 255, 256, 257, 1000, 70000} {
+		for _, spread := range []string{"uniform", "crowded", "extremes", "evenly split"} {
+			for _, dups := range []int{0, 1, 3} {
+				owners := make([]TokenOwner, n)
+				for i := range owners {
+					var tok Token
+					switch spread {
+					case "uniform":
+						tok = Token(r.Uint64())
+					case "crowded":
+						tok = Token(r.IntN(1 << 20))
+					case "extremes":
+						tok = []Token{math.MinInt64, math.MaxInt64, -1, 0}[i%4] + Token(r.IntN(1<<30))*Token(1-2*(i%2))
+					case "evenly split":
+						tok = Token(uint64(i)*(math.MaxUint64/uint64(n)) ^ 1<<63) // i-th of n equal steps from the smallest token
+					}
+					owners[i] = TokenOwner{Token: tok, Endpoint: fmt.Sprintf("n%d", r.IntN(50))}
+				}
+				for range dups {
+					if n > 1 {
+						owners[r.IntN(n)].Token = owners[r.IntN(n)].Token
+					}
+				}
+				want := slices.Clone(owners)
+				slices.SortStableFunc(want, func(x, y TokenOwner) int { return cmp.Compare(x.Token, y.Token) })
+				wantDup := ""
+				for i := 1; i < n; i++ {
+					if want[i-1].Token == want[i].Token {
+						wantDup = fmt.Sprintf("token %v owned twice (%q and %q)", want[i].Token, want[i-1].Endpoint, want[i].Endpoint)
+						break
+					}
+				}
+
+				names := &endpointNames{ids: map[string]int32{}}
+				in := interner{names: names}
+				tokens, owner := make([]Token, n), make([]int32, n)
+				dup, err := sortByToken(owners, &in, tokens, owner)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range want {
+					if tokens[i] != want[i].Token || names.list[owner[i]] != want[i].Endpoint {
+						t.Fatalf("n=%d %s: position %d is %v@%s, want %v@%s", n, spread, i, tokens[i], names.list[owner[i]], want[i].Token, want[i].Endpoint)
+					}
+				}
+				if dup != (wantDup != "") {
+					t.Fatalf("n=%d %s: duplicate = %v, want %q", n, spread, dup, wantDup)
+				}
+				_, err = compileRing(Ring{Owners: owners}, &endpointNames{ids: map[string]int32{}})
+				switch {
+				case wantDup == "" && err != nil:
+					t.Fatalf("n=%d %s: %v", n, spread, err)
+				case wantDup != "" && (!errors.Is(err, ErrInvalidRing) || !strings.Contains(fmt.Sprint(err), wantDup)):
+					t.Fatalf("n=%d %s: error %v, want one saying %s", n, spread, err, wantDup)
+				}
+			}
+		}
+	}
+	// An empty endpoint is reported, the first in the ring's order, on
+	// either path, even beside a duplicate token.
+	for _, n := range []int{10, 1000} {
+		owners := make([]TokenOwner, n)
+		for i := range owners {
+			owners[i] = TokenOwner{Token: Token(r.Uint64()), Endpoint: "a"}
+		}
+		owners[n/2].Endpoint, owners[n-1].Endpoint = "", ""
+		owners[1].Token = owners[0].Token
+		_, err := compileRing(Ring{Owners: owners}, &endpointNames{ids: map[string]int32{}})
+		if want := fmt.Sprintf("token %v has no endpoint", owners[n/2].Token); !errors.Is(err, ErrInvalidRing) || !strings.Contains(fmt.Sprint(err), want) {
+			t.Errorf("n=%d: error %v, want one saying %s", n, err, want)
+		}
 	}
 }
