@@ -1,13 +1,16 @@
 package tokenring
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 )
 
@@ -154,7 +157,8 @@ func TestNetworkTopologyRackRepeatsAndTwoDatacenters(t *testing.T) {
 	locs := map[string]Location{"A": {"dc1", "r1"}, "B": {"dc1", "r1"}, "C": {"dc1", "r1"}, "X": {"dc2", "x"}, "Y": {"dc2", "y"}}
 	r := ring(locs, 10, "A", 15, "X", 20, "B", 30, "C", 35, "Y")
 	// dc1:2 → like SimpleStrategy over A,B,C; dc2:1 → the next of X@15, Y@35.
-	p, err := placeNetworkTopology(compileForTest(t, r), map[string]int{"dc1": 2, "dc2": 1})
+	c := compileForTest(t, r)
+	p, err := placeNetworkTopology(c, map[string]int{"dc1": 2, "dc2": 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +172,7 @@ func TestNetworkTopologyRackRepeatsAndTwoDatacenters(t *testing.T) {
 	}
 	for i, w := range want {
 		var got []string
-		for _, id := range p.of(i) {
+		for _, id := range replicasOfToken(c, p, i) {
 			got = append(got, names[id])
 		}
 		if !reflect.DeepEqual(got, w) {
@@ -186,6 +190,27 @@ func compileForTest(t *testing.T, r Ring) compiledRing {
 	}
 	c.finish()
 	return c
+}
+
+// replicasOfToken returns the replicas of the range ending at token i: from
+// each part, those of a walk from the part's first token at or after i.
+func replicasOfToken(c compiledRing, p placement, i int) []int32 {
+	var reps []int32
+	n := len(c.owner)
+	for k := range p.parts {
+		pt := &p.parts[k]
+		start := i
+		for p.partOf[c.owner[start]] != int32(k) {
+			start = (start + 1) % n
+		}
+		out := make([]int32, pt.perTok)
+		w := walker{rackSeen: make([]int, pt.racks), taken: make([]int, len(c.names.list))}
+		if err := w.walk(out, c.owner, start, p.partOf, int32(k), p.rackOf, pt.repeats); err != nil {
+			panic(err)
+		}
+		reps = append(reps, out...)
+	}
+	return reps
 }
 
 func compileNames(r Ring) []string {
@@ -269,94 +294,6 @@ func TestParseStrategy(t *testing.T) {
 	}
 }
 
-// --- the naive reference -------------------------------------------------
-
-// referenceReplicas walks the whole ring from token index i exactly as
-// ScyllaDB describes it, one token at a time, with maps and strings.
-func referenceReplicas(r Ring, repl Replication, i int) []string {
-	owners := slices.Clone(r.Owners)
-	sort.Slice(owners, func(a, b int) bool { return owners[a].Token < owners[b].Token })
-	n := len(owners)
-	distinct := map[string]bool{}
-	for _, o := range owners {
-		distinct[o.Endpoint] = true
-	}
-	var reps []string
-	has := func(ep string) bool { return slices.Contains(reps, ep) }
-	switch repl.Strategy {
-	case SimpleStrategy:
-		want := min(repl.ReplicationFactor, len(distinct))
-		for step := 0; step < n && len(reps) < want; step++ {
-			if ep := owners[(i+step)%n].Endpoint; !has(ep) {
-				reps = append(reps, ep)
-			}
-		}
-	case NetworkTopologyStrategy:
-		type dcState struct{ left, repeats int }
-		nodes, racks := map[string]int{}, map[string]map[string]bool{}
-		for ep := range distinct {
-			loc := r.Locations[ep]
-			nodes[loc.Datacenter]++
-			if racks[loc.Datacenter] == nil {
-				racks[loc.Datacenter] = map[string]bool{}
-			}
-			racks[loc.Datacenter][loc.Rack] = true
-		}
-		state := map[string]*dcState{}
-		for dc, rf := range repl.Datacenters {
-			if rf > 0 && nodes[dc] > 0 {
-				state[dc] = &dcState{left: min(rf, nodes[dc]), repeats: rf - len(racks[dc])}
-			}
-		}
-		seenRack := map[Location]bool{}
-		toFill := len(state)
-		for step := 0; step < n && toFill > 0; step++ {
-			ep := owners[(i+step)%n].Endpoint
-			loc := r.Locations[ep]
-			st := state[loc.Datacenter]
-			if st == nil || st.left == 0 {
-				continue
-			}
-			switch {
-			case !seenRack[loc]:
-				seenRack[loc] = true
-				reps = append(reps, ep)
-				st.left--
-			case st.repeats > 0 && !has(ep):
-				reps = append(reps, ep)
-				st.repeats--
-				st.left--
-			default:
-				continue
-			}
-			if st.left == 0 {
-				toFill--
-			}
-		}
-	case EverywhereStrategy:
-		for ep := range distinct {
-			reps = append(reps, ep)
-		}
-	}
-	return reps
-}
-
-// referenceOwners returns, for a token u, who replicated the range holding
-// u, by finding that range with a linear scan.
-func referenceOwners(r Ring, repl Replication, u Token) []string {
-	if len(r.Owners) == 0 || repl.Strategy == LocalStrategy {
-		return nil
-	}
-	sorted := slices.Clone(r.Owners)
-	sort.Slice(sorted, func(a, b int) bool { return sorted[a].Token < sorted[b].Token })
-	for i, o := range sorted {
-		if o.Token >= u {
-			return referenceReplicas(r, repl, i)
-		}
-	}
-	return referenceReplicas(r, repl, 0) // wraps
-}
-
 // checkAgainstReference compares Analyze with the reference at every token
 // of both rings (each range of the result is a union of the intervals those
 // tokens end) and at one token inside each interval.
@@ -389,13 +326,14 @@ func checkAgainstReference(t *testing.T, before, after Topology) {
 		}
 		return n == 1
 	}
+	refBefore, refAfter := newRefRing(before.Ring), newRefRing(after.Ring)
 	for ks, ra := range after.Keyspaces {
 		rb, ok := before.Keyspaces[ks]
 		if !ok {
 			continue
 		}
 		for _, u := range probes {
-			b, a := referenceOwners(before.Ring, rb, u), referenceOwners(after.Ring, ra, u)
+			b, a := refBefore.ownersOf(rb, u), refAfter.ownersOf(ra, u)
 			for ep := range afterMembers {
 				wantLost := slices.Contains(b, ep) && !slices.Contains(a, ep)
 				wantGained := slices.Contains(a, ep) && !slices.Contains(b, ep)
@@ -407,6 +345,7 @@ func checkAgainstReference(t *testing.T, before, after Topology) {
 			}
 		}
 	}
+	checkExact(t, before, after)
 }
 
 // randomCluster makes a topology with up to 3 datacenters, 3 racks each.
@@ -583,6 +522,125 @@ func TestRadixSortByToken(t *testing.T) {
 		radixSortByToken(pairs)
 		if !slices.Equal(pairs, want) {
 			t.Fatalf("n=%d: radix sort disagrees with a stable sort", n)
+		}
+	}
+}
+
+// TestLocationChangeWithUnchangedTokens: an endpoint that changes rack or
+// datacenter keeps its tokens, so the two rings agree token for token;
+// the analysis must still see that replicas moved. (The sweep derives a
+// token's replicas once for both rings only while every endpoint keeps
+// its location: this is the change that must turn that off.)
+func TestLocationChangeWithUnchangedTokens(t *testing.T) {
+	locs := func(dRack, dDC string) map[string]Location {
+		return map[string]Location{
+			"A": {"dc1", "r1"}, "B": {"dc1", "r2"}, "C": {"dc1", "r3"},
+			"D": {dDC, dRack}, "E": {"dc1", "r2"}, "F": {"dc1", "r3"},
+			"X": {"dc2", "x1"}, "Y": {"dc2", "x2"},
+		}
+	}
+	tokens := func(l map[string]Location) Ring {
+		return ring(l, 10, "A", 20, "D", 30, "B", 40, "E", 50, "D", 60, "C", 70, "F", 80, "D",
+			90, "A", 100, "X", 110, "B", 120, "Y", 130, "D", 140, "C", 150, "E")
+	}
+	before := tokens(locs("r1", "dc1"))
+	for name, after := range map[string]Ring{
+		"rack":       tokens(locs("r2", "dc1")),
+		"datacenter": tokens(locs("x1", "dc2")),
+	} {
+		t.Run(name, func(t *testing.T) {
+			for _, r := range []Replication{nts(map[string]int{"dc1": 2, "dc2": 1}), nts(map[string]int{"dc1": 3, "dc2": 2})} {
+				ks := one("ks", r)
+				checkExact(t, Topology{before, ks}, Topology{after, ks})
+				if got := mustAnalyze(t, Topology{before, ks}, Topology{after, ks}).NeedsCleanup(); len(got) == 0 {
+					t.Errorf("%v: nobody lost a range when D moved", r)
+				}
+			}
+		})
+	}
+}
+
+// TestSortByToken covers both paths of the ring sort (buckets and insertion
+// for spread tokens, the byte-wise radix sort for crowded or small rings)
+// against a stable sort: order, owners, the duplicate flag, and which
+// duplicate compileRing names. (Only time tells whether crowded tokens
+// took the radix sort: the insertion sort would still sort them, slowly.)
+func TestSortByToken(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	eps := make([]string, 50)
+	for i := range eps {
+		eps[i] = fmt.Sprintf("n%d", i)
+	}
+	for _, n := range []int{0, 1, 255, 256, 257, 1000, 20000} {
+		for _, spread := range []string{"uniform", "crowded", "extremes", "evenly split"} {
+			for _, dups := range []int{0, 1, 3} {
+				owners := make([]TokenOwner, n)
+				for i := range owners {
+					var tok Token
+					switch spread {
+					case "uniform":
+						tok = Token(r.Uint64())
+					case "crowded":
+						tok = Token(r.IntN(1 << 20))
+					case "extremes":
+						tok = []Token{math.MinInt64, math.MaxInt64, -1, 0}[i%4] + Token(r.IntN(1<<30))*Token(1-2*(i%2))
+					case "evenly split":
+						tok = Token(uint64(i)*(math.MaxUint64/uint64(n)) ^ 1<<63) // i-th of n equal steps from the smallest token
+					}
+					owners[i] = TokenOwner{Token: tok, Endpoint: eps[r.IntN(len(eps))]}
+				}
+				for range dups {
+					if n > 1 {
+						owners[r.IntN(n)].Token = owners[r.IntN(n)].Token
+					}
+				}
+				want := slices.Clone(owners)
+				slices.SortStableFunc(want, func(x, y TokenOwner) int { return cmp.Compare(x.Token, y.Token) })
+				wantDup := ""
+				for i := 1; i < n; i++ {
+					if want[i-1].Token == want[i].Token {
+						wantDup = fmt.Sprintf("token %v owned twice (%q and %q)", want[i].Token, want[i-1].Endpoint, want[i].Endpoint)
+						break
+					}
+				}
+
+				names := &endpointNames{ids: map[string]int32{}}
+				in := interner{names: names}
+				tokens, owner := make([]Token, n), make([]int32, n)
+				dup, err := sortByToken(owners, &in, tokens, owner)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range want {
+					if tokens[i] != want[i].Token || names.list[owner[i]] != want[i].Endpoint {
+						t.Fatalf("n=%d %s: position %d is %v@%s, want %v@%s", n, spread, i, tokens[i], names.list[owner[i]], want[i].Token, want[i].Endpoint)
+					}
+				}
+				if dup != (wantDup != "") {
+					t.Fatalf("n=%d %s: duplicate = %v, want %q", n, spread, dup, wantDup)
+				}
+				_, err = compileRing(Ring{Owners: owners}, &endpointNames{ids: map[string]int32{}})
+				switch {
+				case wantDup == "" && err != nil:
+					t.Fatalf("n=%d %s: %v", n, spread, err)
+				case wantDup != "" && (!errors.Is(err, ErrInvalidRing) || !strings.Contains(fmt.Sprint(err), wantDup)):
+					t.Fatalf("n=%d %s: error %v, want one saying %s", n, spread, err, wantDup)
+				}
+			}
+		}
+	}
+	// An empty endpoint is reported, the first in the ring's order, on
+	// either path, even beside a duplicate token.
+	for _, n := range []int{10, 1000} {
+		owners := make([]TokenOwner, n)
+		for i := range owners {
+			owners[i] = TokenOwner{Token: Token(r.Uint64()), Endpoint: "a"}
+		}
+		owners[n/2].Endpoint, owners[n-1].Endpoint = "", ""
+		owners[1].Token = owners[0].Token
+		_, err := compileRing(Ring{Owners: owners}, &endpointNames{ids: map[string]int32{}})
+		if want := fmt.Sprintf("token %v has no endpoint", owners[n/2].Token); !errors.Is(err, ErrInvalidRing) || !strings.Contains(fmt.Sprint(err), want) {
+			t.Errorf("n=%d: error %v, want one saying %s", n, err, want)
 		}
 	}
 }

@@ -108,46 +108,64 @@ type Topology struct {
 // both topologies; hosts call it too before keeping a topology as a
 // baseline. The error names the keyspace.
 func (s Topology) Validate() error {
-	names := endpointNames{ids: map[string]int32{}}
-	if _, err := compileRing(s.Ring, &names); err != nil {
-		return err
+	_, err := s.compile(&endpointNames{ids: map[string]int32{}})
+	return err
+}
+
+// compile is Validate keeping the ring it sorted, so that Analyze sorts
+// each ring once.
+func (s Topology) compile(names *endpointNames) (compiledRing, error) {
+	c, err := compileRing(s.Ring, names)
+	if err != nil {
+		return compiledRing{}, err
 	}
 	var dcs map[string]bool // of the ring's endpoints; built on first need
 	for _, ks := range slices.Sorted(maps.Keys(s.Keyspaces)) {
 		r := s.Keyspaces[ks]
 		if err := validateReplication(r); err != nil {
-			return fmt.Errorf("keyspace %q: %w", ks, err)
+			return compiledRing{}, fmt.Errorf("keyspace %q: %w", ks, err)
 		}
 		if r.Strategy != NetworkTopologyStrategy {
 			continue
 		}
 		if dcs == nil {
-			var err error
-			if dcs, err = ringDatacenters(s.Ring); err != nil {
-				return fmt.Errorf("keyspace %q: %w", ks, err)
+			if dcs, err = c.datacenters(s.Ring); err != nil {
+				return compiledRing{}, fmt.Errorf("keyspace %q: %w", ks, err)
 			}
 		}
 		for _, dc := range slices.Sorted(maps.Keys(r.Datacenters)) {
 			if r.Datacenters[dc] > 0 && !dcs[dc] {
-				return fmt.Errorf("keyspace %q: %w: %w: datacenter %q (factor %d) has no endpoint in the ring; the ring has %s",
+				return compiledRing{}, fmt.Errorf("keyspace %q: %w: %w: datacenter %q (factor %d) has no endpoint in the ring; the ring has %s",
 					ks, ErrInvalidReplication, ErrUnknownDatacenter, dc, r.Datacenters[dc], describeDatacenters(dcs))
 			}
 		}
 	}
-	return nil
+	return c, nil
 }
 
-// ringDatacenters returns the datacenters of the ring's endpoints.
-func ringDatacenters(r Ring) (map[string]bool, error) {
+// datacenters returns the datacenters of the ring's endpoints, looking
+// each endpoint up once rather than once per token.
+func (c compiledRing) datacenters(r Ring) (map[string]bool, error) {
 	dcs := map[string]bool{}
-	for _, o := range r.Owners {
-		loc, ok := r.Locations[o.Endpoint]
+	for _, id := range c.members {
+		loc, ok := c.locations[c.names.list[id]]
 		if !ok || loc.Datacenter == "" {
-			return nil, fmt.Errorf("%w: %q", ErrMissingLocation, o.Endpoint)
+			return nil, missingLocation(r)
 		}
 		dcs[loc.Datacenter] = true
 	}
 	return dcs, nil
+}
+
+// missingLocation names the first endpoint, in the ring's order, that
+// has no datacenter.
+func missingLocation(r Ring) error {
+	for _, o := range r.Owners {
+		if loc, ok := r.Locations[o.Endpoint]; !ok || loc.Datacenter == "" {
+			return fmt.Errorf("%w: %q", ErrMissingLocation, o.Endpoint)
+		}
+	}
+	return ErrMissingLocation
 }
 
 func describeDatacenters(dcs map[string]bool) string {
