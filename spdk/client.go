@@ -1,18 +1,15 @@
 package spdk
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"math"
 	"net"
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/caretaker-storage/caretaker/internal/bounded"
 )
 
 // DefaultSocketPath is where SPDK's spdk_tgt listens for JSON-RPC by default.
@@ -82,51 +79,44 @@ func (c *Client) Close() error {
 }
 
 // Call implements Caller.
+//
+// The request is encoded by hand around json.Marshal(params) and written
+// by this call, or, while another call is writing, queued and written in
+// one batch by the next writer (see conn.send). The reply is framed and
+// its envelope checked by the connection's reader; the result is decoded
+// by this call.
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	req := request{Version: "2.0", Method: method, Params: params}
 	cn, id, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
-	req.ID = id
-	body, err := json.Marshal(req)
+	bp := requestBuffers.Get().(*[]byte)
+	body, err := appendRequest((*bp)[:0], method, id, params)
 	if err != nil {
+		putRequestBuffer(bp, body)
 		return fmt.Errorf("spdk: %s: encoding params: %w", method, err)
 	}
-	ch := cn.register(id)
-	if ch == nil {
-		return cn.failure(method)
-	}
-	if err := cn.write(ctx, body); err != nil {
-		cn.unregister(id)
+	rep, err := cn.roundTrip(ctx, id, body)
+	putRequestBuffer(bp, body) // roundTrip keeps no reference to body
+	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return ctxErr
 		}
-		return fmt.Errorf("spdk: %s: %w: %w", method, ErrConnection, err)
+		return fmt.Errorf("spdk: %s: %w", method, err)
 	}
-	select {
-	case rep := <-ch:
-		if rep.err != nil {
-			return fmt.Errorf("spdk: %s: %w", method, rep.err)
-		}
-		if rep.Error != nil {
-			return &RPCError{Method: method, Code: rep.Error.Code, Message: rep.Error.Message}
-		}
-		if result == nil {
-			return nil
-		}
-		if err := json.Unmarshal(rep.Result, result); err != nil {
-			return &ResultError{Method: method, Err: err}
-		}
+	if rep.errCode != nil {
+		return &RPCError{Method: method, Code: rep.errCode.Code, Message: rep.errCode.Message}
+	}
+	if result == nil {
 		return nil
-	case <-ctx.Done():
-		// The reply, if it ever comes, finds no waiter and is dropped.
-		cn.unregister(id)
-		return ctx.Err()
 	}
+	if err := json.Unmarshal(rep.result, result); err != nil {
+		return &ResultError{Method: method, Err: err}
+	}
+	return nil
 }
 
 // connect returns the live connection, dialing one if needed, and the id
@@ -161,39 +151,97 @@ func (c *Client) connect(ctx context.Context) (*conn, uint64, error) {
 	return c.conn, c.nextID, nil
 }
 
-type request struct {
-	Version string `json:"jsonrpc"`
-	Method  string `json:"method"`
-	ID      uint64 `json:"id"`
-	Params  any    `json:"params,omitempty"`
+// requestBuffers recycles the buffers requests are encoded into.
+var requestBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
+
+func putRequestBuffer(bp *[]byte, b []byte) {
+	if cap(b) <= 64<<10 { // a huge request's buffer is not worth keeping
+		*bp = b[:0]
+		requestBuffers.Put(bp)
+	}
 }
 
-// reply is one decoded JSON-RPC response, or the connection's failure.
-type reply struct {
-	Version string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Result  json.RawMessage `json:"result"`
-	Error   *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
+// appendRequest appends the JSON-RPC 2.0 request to b: what
+// json.Marshal of {jsonrpc, method, id, params (omitted when nil)} writes,
+// byte for byte, without marshalling the envelope by reflection.
+func appendRequest(b []byte, method string, id uint64, params any) ([]byte, error) {
+	b = append(b, `{"jsonrpc":"2.0","method":`...)
+	b, err := appendJSONString(b, method)
+	if err != nil {
+		return b, err
+	}
+	b = append(b, `,"id":`...)
+	b = strconv.AppendUint(b, id, 10)
+	if params != nil {
+		p, err := json.Marshal(params)
+		if err != nil {
+			return b, err
+		}
+		b = append(b, `,"params":`...)
+		b = append(b, p...)
+	}
+	return append(b, '}'), nil
+}
 
-	err error // set instead of the fields when the connection failed
+// appendJSONString appends s as json.Marshal quotes it: as it is when it
+// needs no escape (every SPDK method name), else by json.Marshal itself.
+func appendJSONString(b []byte, s string) ([]byte, error) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, err := json.Marshal(s)
+			return append(b, q...), err
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"'), nil
+}
+
+// reply is one JSON-RPC response as the reader checked it, or the
+// connection's failure.
+type reply struct {
+	result  []byte        // the raw result (at least "null") when errCode is nil
+	errCode *rpcErrorBody // SPDK's error object, when it sent one
+	err     error         // set instead of the fields when the connection failed
+}
+
+type rpcErrorBody struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
 }
 
 // conn is one connection and its reader.
 type conn struct {
 	nc net.Conn
 
-	writeMu sync.Mutex // one request on the wire at a time
-
-	mu      sync.Mutex // guards pending and err
+	mu      sync.Mutex // guards pending, err, writing, queue, spare
 	pending map[uint64]chan reply
 	err     error
+	// writing is true while a call holds the writer role. A call that
+	// finds it taken appends its request to queue instead; the writer,
+	// done with its own bytes, hands the role to queue's callers (closing
+	// queue.turn), one of which writes the whole batch in one write.
+	writing bool
+	queue   *batch
+	spare   []byte // a written batch's buffer, for the next batch
+
+	// dlMu and dlGen keep a cancelled writer's deadline from landing on a
+	// later write: the AfterFunc sets the past deadline only while its
+	// write is the current one. wdl (owned by the writer role) is true
+	// when such a deadline may be set and must be cleared.
+	dlMu  sync.Mutex
+	dlGen uint64
+	wdl   bool
 
 	broken chan struct{} // closed when the connection fails
 	done   chan struct{} // closed when the reader has exited
 	once   sync.Once
+}
+
+// batch is requests queued while another call was writing.
+type batch struct {
+	buf  []byte
+	turn chan struct{} // closed when the writer role is free for this batch
 }
 
 func newConn(nc net.Conn, maxSize int64) *conn {
@@ -207,16 +255,77 @@ func newConn(nc net.Conn, maxSize int64) *conn {
 	return cn
 }
 
-// register adds a waiter for id; nil if the connection already failed.
-func (cn *conn) register(id uint64) chan reply {
-	cn.mu.Lock()
-	defer cn.mu.Unlock()
-	if cn.err != nil {
-		return nil
-	}
+// roundTrip registers a waiter for id, puts body on the wire and waits for
+// the reply, the connection's failure or the end of ctx. It keeps no
+// reference to body once it returns.
+func (cn *conn) roundTrip(ctx context.Context, id uint64, body []byte) (reply, error) {
 	ch := make(chan reply, 1)
+	cn.mu.Lock()
+	if cn.err != nil {
+		err := cn.err
+		cn.mu.Unlock()
+		return reply{}, err
+	}
 	cn.pending[id] = ch
-	return ch
+	var turn chan struct{}
+	var queued *batch
+	if cn.writing {
+		// Another call is writing: queue the request (a copy: body goes
+		// back to its pool) for the batch written after it.
+		queued = cn.queue
+		if queued == nil {
+			queued = &batch{buf: cn.spare[:0], turn: make(chan struct{})}
+			cn.spare = nil
+			cn.queue = queued
+		}
+		queued.buf = append(queued.buf, body...)
+		turn = queued.turn
+		cn.mu.Unlock()
+	} else {
+		cn.writing = true
+		buf, fromBatch := body, false
+		if q := cn.queue; q != nil {
+			// A batch waits whose callers were handed the role but have
+			// not taken it yet: this call writes it with its own request.
+			q.buf = append(q.buf, body...)
+			buf, fromBatch = q.buf, true
+			cn.queue = nil
+		}
+		cn.mu.Unlock()
+		if err := cn.writeOut(ctx, buf, fromBatch); err != nil {
+			cn.unregister(id)
+			return reply{}, err
+		}
+	}
+	for {
+		select {
+		case rep := <-ch:
+			if rep.err != nil {
+				return reply{}, rep.err
+			}
+			return rep, nil
+		case <-turn:
+			turn = nil
+			cn.mu.Lock()
+			if cn.queue != queued || cn.writing || cn.err != nil || ctx.Err() != nil {
+				// Another call took the batch (or the connection failed, or
+				// this call is ending and leaves the batch to its others).
+				cn.mu.Unlock()
+				continue
+			}
+			cn.writing, cn.queue = true, nil
+			cn.mu.Unlock()
+			if err := cn.writeOut(ctx, queued.buf, true); err != nil {
+				cn.unregister(id)
+				return reply{}, err
+			}
+		case <-ctx.Done():
+			// The request may still go out in a batch; its reply, if it
+			// ever comes, finds no waiter and is dropped.
+			cn.unregister(id)
+			return reply{}, ctx.Err()
+		}
+	}
 }
 
 func (cn *conn) unregister(id uint64) {
@@ -225,30 +334,56 @@ func (cn *conn) unregister(id uint64) {
 	cn.mu.Unlock()
 }
 
-// failure returns the error a call on a failed connection reports.
-func (cn *conn) failure(method string) error {
-	cn.mu.Lock()
-	defer cn.mu.Unlock()
-	return fmt.Errorf("spdk: %s: %w", method, cn.err)
-}
-
-// write sends one request. A write interrupted half-way leaves the stream
-// unusable, so any write error fails the connection.
-func (cn *conn) write(ctx context.Context, body []byte) error {
-	cn.writeMu.Lock()
-	defer cn.writeMu.Unlock()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = cn.nc.SetWriteDeadline(dl)
-	} else {
-		_ = cn.nc.SetWriteDeadline(time.Time{})
+// writeOut writes buf while the caller holds the writer role, then
+// releases the role, handing it to the batch queued meanwhile. A write
+// interrupted half-way leaves the stream unusable, so any write error
+// fails the connection; the error returned is the connection's first.
+func (cn *conn) writeOut(ctx context.Context, buf []byte, fromBatch bool) error {
+	var stop func() bool
+	var gen uint64
+	if ctx.Done() != nil {
+		cn.dlMu.Lock()
+		cn.dlGen++
+		gen = cn.dlGen
+		cn.dlMu.Unlock()
+		stop = context.AfterFunc(ctx, func() {
+			cn.dlMu.Lock()
+			if cn.dlGen == gen {
+				_ = cn.nc.SetWriteDeadline(time.Unix(1, 0))
+			}
+			cn.dlMu.Unlock()
+		})
 	}
-	stop := context.AfterFunc(ctx, func() { _ = cn.nc.SetWriteDeadline(time.Unix(1, 0)) })
-	_, err := cn.nc.Write(body)
-	stop()
+	if cn.wdl {
+		_ = cn.nc.SetWriteDeadline(time.Time{})
+		cn.wdl = false
+	}
+	_, err := cn.nc.Write(buf)
+	if stop != nil && !stop() {
+		// The AfterFunc ran or is running: wait it out (dlMu) and retire
+		// its generation; the next writer clears the deadline it set.
+		cn.dlMu.Lock()
+		cn.dlGen++
+		cn.dlMu.Unlock()
+		cn.wdl = true
+	}
 	if err != nil {
 		cn.fail(fmt.Errorf("%w: write: %w", ErrConnection, err))
 	}
-	return err
+	cn.mu.Lock()
+	cn.writing = false
+	if fromBatch && cap(buf) <= 64<<10 {
+		cn.spare = buf[:0]
+	}
+	if q := cn.queue; q != nil {
+		close(q.turn)
+	}
+	failure := cn.err
+	cn.mu.Unlock()
+	if err != nil {
+		return failure
+	}
+	return nil
 }
 
 // fail records the connection's first failure, fails every waiter with it
@@ -257,101 +392,174 @@ func (cn *conn) fail(err error) {
 	cn.once.Do(func() {
 		cn.mu.Lock()
 		cn.err = err
-		pending := cn.pending
+		// Sent under mu: a waiter that unregistered under mu can never
+		// receive afterwards. Each channel holds one reply and gets at most
+		// one, so no send blocks.
+		for _, ch := range cn.pending {
+			ch <- reply{err: err}
+		}
 		cn.pending = nil
 		cn.mu.Unlock()
 		close(cn.broken)
 		_ = cn.nc.Close()
-		for _, ch := range pending {
-			ch <- reply{err: err}
-		}
 	})
 }
 
-// read decodes replies until the connection fails, handing each to the
-// call waiting for its id.
+// read frames replies until the connection fails, checks each one's
+// envelope and hands it to the call waiting for its id.
 func (cn *conn) read(maxSize int64) {
 	defer close(cn.done)
-	lr := &bounded.Reader{R: cn.nc, Limit: maxSize, What: "SPDK reply"}
-	dec := json.NewDecoder(lr)
+	f := newFramer(cn.nc, maxSize)
 	for {
-		var rep reply
-		err := dec.Decode(&rep)
+		raw, err := f.next()
 		if err != nil {
-			cn.fail(readError(err))
-			return
-		}
-		// What the decoder buffered past this value belongs to the next
-		// reply and counts against its limit. The read that crossed the
-		// limit may still have completed this value: it is over the limit
-		// all the same.
-		buffered := bufferedLen(dec)
-		if lr.Count()-buffered > maxSize {
-			cn.fail(readError(&bounded.TooLargeError{What: lr.What, Limit: maxSize}))
-			return
-		}
-		lr.Reset(buffered)
-		if err := cn.deliver(rep); err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				err = fmt.Errorf("%w: %w", ErrConnection, net.ErrClosed)
+			}
 			cn.fail(err)
 			return
 		}
+		id, rep, err := parseReply(raw)
+		if err != nil {
+			cn.fail(err)
+			return
+		}
+		cn.deliver(id, rep)
 	}
 }
 
-// deliver hands rep to its waiter. A reply nobody waits for (its call was
-// cancelled) is dropped; a reply that cannot belong to any call fails the
-// connection.
-func (cn *conn) deliver(rep reply) error {
-	if rep.Version != "2.0" {
-		return &ProtocolError{Err: fmt.Errorf("jsonrpc version %q, want \"2.0\"", rep.Version)}
-	}
-	if rep.Error == nil && rep.Result == nil {
-		return &ProtocolError{Err: errors.New("reply has neither result nor error")}
-	}
-	raw := bytes.TrimSpace(rep.ID)
-	id, err := strconv.ParseUint(string(raw), 10, 64)
-	if err != nil {
-		if rep.Error != nil {
-			// SPDK answers a request it could not parse with a null id; the
-			// stream is out of step and no call can be matched.
-			return &ProtocolError{Err: fmt.Errorf("error reply without id: %s (code %d)", rep.Error.Message, rep.Error.Code)}
-		}
-		return &ProtocolError{Err: fmt.Errorf("reply id %q is not one this client sent", raw)}
+// deliver hands rep to the call waiting for id. A reply nobody waits for
+// (its call was cancelled) is dropped.
+func (cn *conn) deliver(id uint64, rep reply) {
+	if rep.result != nil {
+		// raw lives in the framer's buffer, which the next reply reuses.
+		rep.result = append([]byte(nil), rep.result...)
 	}
 	cn.mu.Lock()
-	ch, ok := cn.pending[id]
-	delete(cn.pending, id)
+	if ch, ok := cn.pending[id]; ok {
+		delete(cn.pending, id)
+		ch <- rep // under mu, as in fail; never blocks
+	}
 	cn.mu.Unlock()
-	if ok {
-		ch <- rep
-	}
-	return nil
 }
 
-func readError(err error) error {
-	var tooLarge *bounded.TooLargeError
-	switch {
-	case errors.As(err, &tooLarge):
-		return fmt.Errorf("%w: %w", ErrConnection, tooLarge)
-	case errors.Is(err, io.EOF):
-		return fmt.Errorf("%w: SPDK closed the connection", ErrConnection)
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return &ProtocolError{Err: fmt.Errorf("truncated reply: %w", err)}
+// parseReply reads the envelope of one reply, a JSON object the framer
+// already validated: an object with "jsonrpc":"2.0", an unsigned integer
+// id, and a result or an error object. Anything else is a *ProtocolError:
+// no call can be matched and the stream cannot be trusted. Members are
+// matched by their exact spelling, the way SPDK writes them.
+func parseReply(raw []byte) (uint64, reply, error) {
+	var version, idRaw, result, errRaw []byte
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return 0, reply{}, &ProtocolError{Err: errors.New("reply is not a JSON object")}
 	}
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	if errors.As(err, &syn) || errors.As(err, &typ) {
-		return &ProtocolError{Err: err}
+	i = skipSpace(raw, i+1)
+	for i < len(raw) && raw[i] != '}' {
+		if raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
+		keyEnd := skipValue(raw, i)
+		key := raw[i:keyEnd]
+		i = skipSpace(raw, keyEnd) + 1 // the ':'
+		i = skipSpace(raw, i)
+		end := skipValue(raw, i)
+		switch string(key) {
+		case `"jsonrpc"`:
+			version = raw[i:end]
+		case `"id"`:
+			idRaw = raw[i:end]
+		case `"result"`:
+			result = raw[i:end]
+		case `"error"`:
+			errRaw = raw[i:end]
+			if string(errRaw) == "null" {
+				errRaw = nil
+			}
+		}
+		i = skipSpace(raw, end)
 	}
-	if errors.Is(err, net.ErrClosed) {
-		return fmt.Errorf("%w: %w", ErrConnection, err)
+	if string(version) != `"2.0"` {
+		return 0, reply{}, &ProtocolError{Err: fmt.Errorf("jsonrpc version %s, want \"2.0\"", version)}
 	}
-	return fmt.Errorf("%w: read: %w", ErrConnection, err)
+	var rep reply
+	if errRaw != nil {
+		rep.errCode = new(rpcErrorBody)
+		if err := json.Unmarshal(errRaw, rep.errCode); err != nil {
+			return 0, reply{}, &ProtocolError{Err: fmt.Errorf("error member: %w", err)}
+		}
+	} else if result == nil {
+		return 0, reply{}, &ProtocolError{Err: errors.New("reply has neither result nor error")}
+	}
+	rep.result = result
+	id, ok := parseID(idRaw)
+	if !ok {
+		if rep.errCode != nil {
+			// SPDK answers a request it could not parse with a null id; the
+			// stream is out of step and no call can be matched.
+			return 0, reply{}, &ProtocolError{Err: fmt.Errorf("error reply without id: %s (code %d)", rep.errCode.Message, rep.errCode.Code)}
+		}
+		return 0, reply{}, &ProtocolError{Err: fmt.Errorf("reply id %q is not one this client sent", idRaw)}
+	}
+	return id, rep, nil
 }
 
-func bufferedLen(dec *json.Decoder) int64 {
-	if b, ok := dec.Buffered().(interface{ Len() int }); ok {
-		return int64(b.Len())
+// parseID reads an id this client could have sent: a JSON number that is
+// a decimal uint64.
+func parseID(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, false
 	}
-	return 0
+	var id uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if id > (math.MaxUint64-d)/10 {
+			return 0, false
+		}
+		id = id*10 + d
+	}
+	return id, true
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the end of the valid JSON value starting at b[i].
+func skipValue(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return i + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+			if depth < 0 {
+				return i
+			}
+		case ',', ' ', '\t', '\n', '\r', ':':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return i
 }

@@ -24,7 +24,7 @@ func TestReplyLimitIsExact(t *testing.T) {
 	}{{limit - 1, true}, {limit, true}, {limit + 1, false}, {4 * limit, false}} {
 		client, server := net.Pipe()
 		cn := newConn(client, limit)
-		ch := cn.register(1)
+		ch := waitFor(cn, 1)
 		go func() {
 			// A second, small reply follows at once, so the decoder may
 			// buffer past the first one.
