@@ -392,6 +392,9 @@ func (cn *conn) fail(err error) {
 	cn.once.Do(func() {
 		cn.mu.Lock()
 		cn.err = err
+		// broken closes before any waiter hears of the failure, so a call
+		// made after it dials a new connection instead of finding this one.
+		close(cn.broken)
 		// Sent under mu: a waiter that unregistered under mu can never
 		// receive afterwards. Each channel holds one reply and gets at most
 		// one, so no send blocks.
@@ -400,7 +403,6 @@ func (cn *conn) fail(err error) {
 		}
 		cn.pending = nil
 		cn.mu.Unlock()
-		close(cn.broken)
 		_ = cn.nc.Close()
 	})
 }

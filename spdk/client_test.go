@@ -368,3 +368,22 @@ func TestReplyWithUnknownIDIsDropped(t *testing.T) {
 		t.Fatalf("ok=%v err=%v", ok, err)
 	}
 }
+
+// TestCallAfterAFailedReplyRedials: a call that starts after another
+// learned of the connection's failure dials anew; it never inherits the
+// failure of a connection already known broken.
+func TestCallAfterAFailedReplyRedials(t *testing.T) {
+	srv := startServer(t)
+	must(srv.AddLvstore("disk-1"))(t)
+	c := newClient(t, srv, spdk.ClientOptions{})
+	ctx := context.Background()
+	for i := range 50 {
+		srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvstores", Action: spdktest.Garbage})
+		if _, err := spdk.BdevLvolGetLvstores(ctx, c); !errors.Is(err, spdk.ErrConnection) {
+			t.Fatalf("round %d: garbage: %v", i, err)
+		}
+		if _, err := spdk.BdevLvolGetLvstores(ctx, c); err != nil {
+			t.Fatalf("round %d: the call after the garbage: %v", i, err)
+		}
+	}
+}
