@@ -82,9 +82,9 @@ func (c *Client) Close() error {
 //
 // The request is encoded by hand around json.Marshal(params) and written
 // by this call, or, while another call is writing, queued and written in
-// one batch by the next writer (see conn.send). The reply is framed and
-// its envelope checked by the connection's reader; the result is decoded
-// by this call.
+// one batch by the next writer (see conn.roundTrip). The reply is framed
+// and its envelope checked by the connection's reader; the result is
+// decoded by this call, without reflection when decodeFast can.
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -110,7 +110,7 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 	if rep.errCode != nil {
 		return &RPCError{Method: method, Code: rep.errCode.Code, Message: rep.errCode.Message}
 	}
-	if result == nil {
+	if result == nil || decodeFast(rep.result, result) {
 		return nil
 	}
 	if err := json.Unmarshal(rep.result, result); err != nil {
@@ -259,11 +259,12 @@ func newConn(nc net.Conn, maxSize int64) *conn {
 // the reply, the connection's failure or the end of ctx. It keeps no
 // reference to body once it returns.
 func (cn *conn) roundTrip(ctx context.Context, id uint64, body []byte) (reply, error) {
-	ch := make(chan reply, 1)
+	ch := replyChans.Get().(chan reply)
 	cn.mu.Lock()
 	if cn.err != nil {
 		err := cn.err
 		cn.mu.Unlock()
+		replyChans.Put(ch)
 		return reply{}, err
 	}
 	cn.pending[id] = ch
@@ -293,13 +294,14 @@ func (cn *conn) roundTrip(ctx context.Context, id uint64, body []byte) (reply, e
 		}
 		cn.mu.Unlock()
 		if err := cn.writeOut(ctx, buf, fromBatch); err != nil {
-			cn.unregister(id)
+			cn.unregister(id, ch)
 			return reply{}, err
 		}
 	}
 	for {
 		select {
 		case rep := <-ch:
+			replyChans.Put(ch) // empty, and out of pending: nothing sends on it again
 			if rep.err != nil {
 				return reply{}, rep.err
 			}
@@ -316,22 +318,34 @@ func (cn *conn) roundTrip(ctx context.Context, id uint64, body []byte) (reply, e
 			cn.writing, cn.queue = true, nil
 			cn.mu.Unlock()
 			if err := cn.writeOut(ctx, queued.buf, true); err != nil {
-				cn.unregister(id)
+				cn.unregister(id, ch)
 				return reply{}, err
 			}
 		case <-ctx.Done():
 			// The request may still go out in a batch; its reply, if it
 			// ever comes, finds no waiter and is dropped.
-			cn.unregister(id)
+			cn.unregister(id, ch)
 			return reply{}, ctx.Err()
 		}
 	}
 }
 
-func (cn *conn) unregister(id uint64) {
+// replyChans recycles the channels calls wait on. A channel goes back only
+// when nothing can send on it any more: every send happens under cn.mu to
+// a channel taken out of pending in the same critical section.
+var replyChans = sync.Pool{New: func() any { return make(chan reply, 1) }}
+
+// unregister withdraws the waiter for id and recycles its channel, emptied
+// of a reply (or failure) that came before the waiter left.
+func (cn *conn) unregister(id uint64, ch chan reply) {
 	cn.mu.Lock()
 	delete(cn.pending, id)
 	cn.mu.Unlock()
+	select {
+	case <-ch:
+	default:
+	}
+	replyChans.Put(ch)
 }
 
 // writeOut writes buf while the caller holds the writer role, then
