@@ -1,12 +1,14 @@
 package spdk
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -64,8 +66,9 @@ func NewClient(opts ClientOptions) *Client {
 // SocketPath returns the socket the client dials.
 func (c *Client) SocketPath() string { return c.path }
 
-// Close fails the calls in flight with ErrClosed, closes the connection and
-// waits for its reader goroutine to exit. Later calls fail with ErrClosed.
+// Close fails the calls in flight with ErrClosed and closes the
+// connection. Later calls fail with ErrClosed. The client runs no
+// goroutine of its own, so none outlives Close.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	cn := c.conn
@@ -73,7 +76,6 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 	if cn != nil {
 		cn.fail(ErrClosed)
-		<-cn.done
 	}
 	return nil
 }
@@ -81,32 +83,48 @@ func (c *Client) Close() error {
 // Call implements Caller.
 //
 // The request is encoded by hand around json.Marshal(params) and written
-// by this call, or, while another call is writing, queued and written in
-// one batch by the next writer (see conn.roundTrip). The reply is framed
-// and its envelope checked by the connection's reader; the result is
-// decoded by this call, without reflection when decodeFast can.
+// by this call. Then, if no other call is reading the connection, this
+// call reads it, handing the replies it finds for others to them, until
+// its own arrives; else it waits to be handed its reply or the reading.
+// A single caller thus does what a raw client does: write, read. The
+// result is decoded without reflection when decodeFast can.
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	cn, id, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
 	bp := requestBuffers.Get().(*[]byte)
-	body, err := appendRequest((*bp)[:0], method, id, params)
-	if err != nil {
-		putRequestBuffer(bp, body)
-		return fmt.Errorf("spdk: %s: encoding params: %w", method, err)
-	}
-	rep, err := cn.roundTrip(ctx, id, body)
-	putRequestBuffer(bp, body) // roundTrip keeps no reference to body
-	if err != nil {
+	var rep reply
+	for attempt := 0; ; attempt++ {
+		cn, id, err := c.connect(ctx)
+		if err != nil {
+			requestBuffers.Put(bp)
+			return err
+		}
+		body, err := appendRequest((*bp)[:0], method, id, params)
+		if err != nil {
+			putRequestBuffer(bp, body)
+			return fmt.Errorf("spdk: %s: encoding params: %w", method, err)
+		}
+		*bp = body
+		var unsent bool
+		rep, unsent, err = cn.roundTrip(ctx, id, body)
+		if err == nil {
+			break
+		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
+			putRequestBuffer(bp, body)
 			return ctxErr
 		}
+		if unsent && attempt == 0 && !errors.Is(err, ErrClosed) {
+			// Not one byte left: SPDK never saw the request, so it is safe
+			// to send it again on a new connection. This is how a
+			// connection SPDK dropped while idle (a restart) is found.
+			continue
+		}
+		putRequestBuffer(bp, body)
 		return fmt.Errorf("spdk: %s: %w", method, err)
 	}
+	putRequestBuffer(bp, *bp)
 	if rep.errCode != nil {
 		return &RPCError{Method: method, Code: rep.errCode.Code, Message: rep.errCode.Message}
 	}
@@ -197,12 +215,13 @@ func appendJSONString(b []byte, s string) ([]byte, error) {
 	return append(b, '"'), nil
 }
 
-// reply is one JSON-RPC response as the reader checked it, or the
-// connection's failure.
+// reply is one JSON-RPC response as the reader checked it, the
+// connection's failure, or the reading handed on.
 type reply struct {
 	result  []byte        // the raw result (at least "null") when errCode is nil
 	errCode *rpcErrorBody // SPDK's error object, when it sent one
 	err     error         // set instead of the fields when the connection failed
+	promote bool          // instead of a reply: the receiver now reads the connection
 }
 
 type rpcErrorBody struct {
@@ -210,198 +229,269 @@ type rpcErrorBody struct {
 	Message string `json:"message"`
 }
 
-// conn is one connection and its reader.
+// conn is one connection. It has no goroutine: the calls themselves
+// write their requests and take turns reading.
 type conn struct {
 	nc net.Conn
 
-	mu      sync.Mutex // guards pending, err, writing, queue, spare
+	wsem chan struct{} // one request on the wire at a time; ctx-aware
+
+	mu      sync.Mutex // guards pending, err, reading
 	pending map[uint64]chan reply
 	err     error
-	// writing is true while a call holds the writer role. A call that
-	// finds it taken appends its request to queue instead; the writer,
-	// done with its own bytes, hands the role to queue's callers (closing
-	// queue.turn), one of which writes the whole batch in one write.
-	writing bool
-	queue   *batch
-	spare   []byte // a written batch's buffer, for the next batch
+	// reading is true while a call holds the reader's role: it alone uses
+	// fr, delivers the replies it reads to the calls in pending, and when
+	// it leaves, hands the role to one of them (reply.promote) or, if
+	// none waits, sets reading back to false.
+	reading bool
+	fr      *framer
 
-	// dlMu and dlGen keep a cancelled writer's deadline from landing on a
-	// later write: the AfterFunc sets the past deadline only while its
-	// write is the current one. wdl (owned by the writer role) is true
-	// when such a deadline may be set and must be cleared.
-	dlMu  sync.Mutex
-	dlGen uint64
-	wdl   bool
+	// dlMu and the generations keep a deadline set by a cancelled call's
+	// AfterFunc from landing on a later call's write or read: it lands
+	// only while its call is the current one. wdl and rdl (owned by the
+	// writer and the reader) say such a deadline may be set and must be
+	// cleared.
+	dlMu       sync.Mutex
+	wgen, rgen uint64
+	wdl, rdl   bool
 
 	broken chan struct{} // closed when the connection fails
-	done   chan struct{} // closed when the reader has exited
 	once   sync.Once
 }
 
-// batch is requests queued while another call was writing.
-type batch struct {
-	buf  []byte
-	turn chan struct{} // closed when the writer role is free for this batch
-}
-
 func newConn(nc net.Conn, maxSize int64) *conn {
-	cn := &conn{
+	return &conn{
 		nc:      nc,
+		wsem:    make(chan struct{}, 1),
 		pending: make(map[uint64]chan reply),
+		fr:      newFramer(nc, maxSize),
 		broken:  make(chan struct{}),
-		done:    make(chan struct{}),
-	}
-	go cn.read(maxSize)
-	return cn
-}
-
-// roundTrip registers a waiter for id, puts body on the wire and waits for
-// the reply, the connection's failure or the end of ctx. It keeps no
-// reference to body once it returns.
-func (cn *conn) roundTrip(ctx context.Context, id uint64, body []byte) (reply, error) {
-	ch := replyChans.Get().(chan reply)
-	cn.mu.Lock()
-	if cn.err != nil {
-		err := cn.err
-		cn.mu.Unlock()
-		replyChans.Put(ch)
-		return reply{}, err
-	}
-	cn.pending[id] = ch
-	var turn chan struct{}
-	var queued *batch
-	if cn.writing {
-		// Another call is writing: queue the request (a copy: body goes
-		// back to its pool) for the batch written after it.
-		queued = cn.queue
-		if queued == nil {
-			queued = &batch{buf: cn.spare[:0], turn: make(chan struct{})}
-			cn.spare = nil
-			cn.queue = queued
-		}
-		queued.buf = append(queued.buf, body...)
-		turn = queued.turn
-		cn.mu.Unlock()
-	} else {
-		cn.writing = true
-		buf, fromBatch := body, false
-		if q := cn.queue; q != nil {
-			// A batch waits whose callers were handed the role but have
-			// not taken it yet: this call writes it with its own request.
-			q.buf = append(q.buf, body...)
-			buf, fromBatch = q.buf, true
-			cn.queue = nil
-		}
-		cn.mu.Unlock()
-		if err := cn.writeOut(ctx, buf, fromBatch); err != nil {
-			cn.unregister(id, ch)
-			return reply{}, err
-		}
-	}
-	for {
-		select {
-		case rep := <-ch:
-			replyChans.Put(ch) // empty, and out of pending: nothing sends on it again
-			if rep.err != nil {
-				return reply{}, rep.err
-			}
-			return rep, nil
-		case <-turn:
-			turn = nil
-			cn.mu.Lock()
-			if cn.queue != queued || cn.writing || cn.err != nil || ctx.Err() != nil {
-				// Another call took the batch (or the connection failed, or
-				// this call is ending and leaves the batch to its others).
-				cn.mu.Unlock()
-				continue
-			}
-			cn.writing, cn.queue = true, nil
-			cn.mu.Unlock()
-			if err := cn.writeOut(ctx, queued.buf, true); err != nil {
-				cn.unregister(id, ch)
-				return reply{}, err
-			}
-		case <-ctx.Done():
-			// The request may still go out in a batch; its reply, if it
-			// ever comes, finds no waiter and is dropped.
-			cn.unregister(id, ch)
-			return reply{}, ctx.Err()
-		}
 	}
 }
 
 // replyChans recycles the channels calls wait on. A channel goes back only
 // when nothing can send on it any more: every send happens under cn.mu to
-// a channel taken out of pending in the same critical section.
+// a channel taken out of pending in the same critical section, so each
+// registration receives at most one message and no send blocks.
 var replyChans = sync.Pool{New: func() any { return make(chan reply, 1) }}
 
-// unregister withdraws the waiter for id and recycles its channel, emptied
-// of a reply (or failure) that came before the waiter left.
-func (cn *conn) unregister(id uint64, ch chan reply) {
+// roundTrip registers a waiter for id, writes body and waits for the
+// reply. unsent reports that the write failed before any byte left. It
+// keeps no reference to body once it returns.
+func (cn *conn) roundTrip(ctx context.Context, id uint64, body []byte) (rep reply, unsent bool, err error) {
+	ch, err := cn.register(id)
+	if err != nil {
+		return reply{}, false, err
+	}
+	if unsent, err := cn.write(ctx, body); err != nil {
+		cn.leave(id, ch)
+		return reply{}, unsent, err
+	}
+	rep, err = cn.wait(ctx, id, ch)
+	return rep, false, err
+}
+
+// register adds a waiter for id; its reply cannot arrive before its
+// request is written, so it is in pending first.
+func (cn *conn) register(id uint64) (chan reply, error) {
+	ch := replyChans.Get().(chan reply)
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if cn.err != nil {
+		replyChans.Put(ch)
+		return nil, cn.err
+	}
+	cn.pending[id] = ch
+	return ch, nil
+}
+
+// leave withdraws the waiter for id, passes on the reading if it was
+// handed to it meanwhile, and recycles its channel.
+func (cn *conn) leave(id uint64, ch chan reply) {
 	cn.mu.Lock()
 	delete(cn.pending, id)
 	cn.mu.Unlock()
 	select {
-	case <-ch:
+	case m := <-ch:
+		if m.promote {
+			cn.handOff()
+		}
 	default:
 	}
 	replyChans.Put(ch)
 }
 
-// writeOut writes buf while the caller holds the writer role, then
-// releases the role, handing it to the batch queued meanwhile. A write
-// interrupted half-way leaves the stream unusable, so any write error
-// fails the connection; the error returned is the connection's first.
-func (cn *conn) writeOut(ctx context.Context, buf []byte, fromBatch bool) error {
-	var stop func() bool
-	var gen uint64
-	if ctx.Done() != nil {
-		cn.dlMu.Lock()
-		cn.dlGen++
-		gen = cn.dlGen
-		cn.dlMu.Unlock()
-		stop = context.AfterFunc(ctx, func() {
-			cn.dlMu.Lock()
-			if cn.dlGen == gen {
-				_ = cn.nc.SetWriteDeadline(time.Unix(1, 0))
-			}
-			cn.dlMu.Unlock()
-		})
+// write sends one request. A write interrupted half-way leaves the stream
+// unusable, so any write error fails the connection; the error returned is
+// the connection's first.
+func (cn *conn) write(ctx context.Context, body []byte) (unsent bool, err error) {
+	select {
+	case cn.wsem <- struct{}{}:
+	case <-ctx.Done():
+		return true, ctx.Err()
 	}
 	if cn.wdl {
 		_ = cn.nc.SetWriteDeadline(time.Time{})
 		cn.wdl = false
 	}
-	_, err := cn.nc.Write(buf)
-	if stop != nil && !stop() {
-		// The AfterFunc ran or is running: wait it out (dlMu) and retire
-		// its generation; the next writer clears the deadline it set.
-		cn.dlMu.Lock()
-		cn.dlGen++
-		cn.dlMu.Unlock()
+	stop := cn.interrupt(ctx, &cn.wgen, cn.nc.SetWriteDeadline)
+	n, err := cn.nc.Write(body)
+	if stop != nil && stop() {
 		cn.wdl = true
 	}
+	<-cn.wsem
 	if err != nil {
 		cn.fail(fmt.Errorf("%w: write: %w", ErrConnection, err))
+		return n == 0, cn.failure()
 	}
+	return false, nil
+}
+
+// interrupt arranges for ctx's end to set a past deadline through set,
+// for as long as *gen is unchanged. The returned stop (nil when ctx never
+// ends) ends the arrangement and reports whether the deadline may have
+// been set.
+func (cn *conn) interrupt(ctx context.Context, gen *uint64, set func(time.Time) error) (stop func() bool) {
+	if ctx.Done() == nil {
+		return nil
+	}
+	cn.dlMu.Lock()
+	*gen++
+	mine := *gen
+	cn.dlMu.Unlock()
+	cancel := context.AfterFunc(ctx, func() {
+		cn.dlMu.Lock()
+		if *gen == mine {
+			_ = set(time.Unix(1, 0))
+		}
+		cn.dlMu.Unlock()
+	})
+	return func() bool {
+		if cancel() {
+			return false
+		}
+		// The AfterFunc ran or is running: wait it out (dlMu) and retire
+		// its generation.
+		cn.dlMu.Lock()
+		*gen++
+		cn.dlMu.Unlock()
+		return true
+	}
+}
+
+// wait returns the reply to id: read by this call if no other call is
+// reading, else handed over by the reader (or the reading itself).
+func (cn *conn) wait(ctx context.Context, id uint64, ch chan reply) (reply, error) {
 	cn.mu.Lock()
-	cn.writing = false
-	if fromBatch && cap(buf) <= 64<<10 {
-		cn.spare = buf[:0]
+	if _, waiting := cn.pending[id]; waiting && !cn.reading {
+		cn.reading = true
+		delete(cn.pending, id)
+		cn.mu.Unlock()
+		return cn.read(ctx, id, ch)
 	}
-	if q := cn.queue; q != nil {
-		close(q.turn)
-	}
-	failure := cn.err
 	cn.mu.Unlock()
-	if err != nil {
-		return failure
+	select {
+	case m := <-ch:
+		if m.promote {
+			return cn.read(ctx, id, ch)
+		}
+		replyChans.Put(ch) // empty, and out of pending
+		if m.err != nil {
+			return reply{}, m.err
+		}
+		return m, nil
+	case <-ctx.Done():
+		// The reply, if it ever comes, finds no waiter and is dropped.
+		cn.leave(id, ch)
+		return reply{}, ctx.Err()
 	}
-	return nil
+}
+
+// read holds the reader's role (and id is out of pending) until the reply
+// to id arrives, the connection fails or ctx ends; the replies it reads
+// for others go to them.
+func (cn *conn) read(ctx context.Context, id uint64, ch chan reply) (rep reply, err error) {
+	defer replyChans.Put(ch) // out of pending: nothing sends on it
+	if err := cn.failure(); err != nil {
+		cn.handOff()
+		return reply{}, err
+	}
+	if cn.rdl {
+		_ = cn.nc.SetReadDeadline(time.Time{})
+		cn.rdl = false
+	}
+	stop := cn.interrupt(ctx, &cn.rgen, cn.nc.SetReadDeadline)
+	defer func() {
+		if stop != nil && stop() {
+			cn.rdl = true
+		}
+		cn.handOff()
+	}()
+	for {
+		raw, err := cn.fr.next(true)
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				if ctxErr := ctx.Err(); ctxErr != nil {
+					// The framer keeps what it read of the reply under way
+					// for the next reader.
+					return reply{}, ctxErr
+				}
+				// An earlier reader's deadline, landed before its
+				// generation retired; cleared, the read goes on.
+				_ = cn.nc.SetReadDeadline(time.Time{})
+				continue
+			}
+			cn.fail(err)
+			return reply{}, cn.failure()
+		}
+		rid, rep, err := parseReply(raw)
+		if err != nil {
+			cn.fail(err)
+			return reply{}, cn.failure()
+		}
+		if rid != id {
+			cn.deliver(rid, rep)
+			continue
+		}
+		rep.result = bytes.Clone(rep.result) // raw lives in the framer's buffer
+		// Replies already buffered go out before the role does.
+		for {
+			raw, err := cn.fr.next(false)
+			if raw == nil || err != nil {
+				break // an error shows again to the next reader
+			}
+			rid, other, err := parseReply(raw)
+			if err != nil {
+				cn.fail(err)
+				break
+			}
+			cn.deliver(rid, other)
+		}
+		return rep, nil
+	}
+}
+
+// handOff gives the reader's role to a waiting call, or frees it.
+func (cn *conn) handOff() {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	for id, ch := range cn.pending {
+		delete(cn.pending, id)
+		ch <- reply{promote: true}
+		return
+	}
+	cn.reading = false
+}
+
+// failure returns the connection's failure, nil while it works.
+func (cn *conn) failure() error {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	return cn.err
 }
 
 // fail records the connection's first failure, fails every waiter with it
-// and closes the socket, which ends the reader.
+// and closes the socket, which ends a read or write under way.
 func (cn *conn) fail(err error) {
 	cn.once.Do(func() {
 		cn.mu.Lock()
@@ -409,9 +499,6 @@ func (cn *conn) fail(err error) {
 		// broken closes before any waiter hears of the failure, so a call
 		// made after it dials a new connection instead of finding this one.
 		close(cn.broken)
-		// Sent under mu: a waiter that unregistered under mu can never
-		// receive afterwards. Each channel holds one reply and gets at most
-		// one, so no send blocks.
 		for _, ch := range cn.pending {
 			ch <- reply{err: err}
 		}
@@ -421,42 +508,16 @@ func (cn *conn) fail(err error) {
 	})
 }
 
-// read frames replies until the connection fails, checks each one's
-// envelope and hands it to the call waiting for its id.
-func (cn *conn) read(maxSize int64) {
-	defer close(cn.done)
-	f := newFramer(cn.nc, maxSize)
-	for {
-		raw, err := f.next()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				err = fmt.Errorf("%w: %w", ErrConnection, net.ErrClosed)
-			}
-			cn.fail(err)
-			return
-		}
-		id, rep, err := parseReply(raw)
-		if err != nil {
-			cn.fail(err)
-			return
-		}
-		cn.deliver(id, rep)
-	}
-}
-
 // deliver hands rep to the call waiting for id. A reply nobody waits for
 // (its call was cancelled) is dropped.
 func (cn *conn) deliver(id uint64, rep reply) {
-	if rep.result != nil {
-		// raw lives in the framer's buffer, which the next reply reuses.
-		rep.result = append([]byte(nil), rep.result...)
-	}
 	cn.mu.Lock()
+	defer cn.mu.Unlock()
 	if ch, ok := cn.pending[id]; ok {
 		delete(cn.pending, id)
-		ch <- rep // under mu, as in fail; never blocks
+		rep.result = bytes.Clone(rep.result) // raw lives in the framer's buffer
+		ch <- rep
 	}
-	cn.mu.Unlock()
 }
 
 // parseReply reads the envelope of one reply, a JSON object the framer

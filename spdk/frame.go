@@ -36,11 +36,14 @@ func newFramer(r io.Reader, limit int64) *framer {
 }
 
 // next returns the next reply, which stays valid until the next call.
-func (f *framer) next() ([]byte, error) {
-	if f.start == f.end && cap(f.buf) > 1<<20 {
+// Without fill it only looks at what is buffered, and returns nil, nil
+// when that holds no whole reply. After an error from the reader (a
+// deadline) it resumes where it stopped; after any other error the
+// stream is unusable.
+func (f *framer) next(fill bool) ([]byte, error) {
+	if f.start == f.end && f.scan.state == stBegin && cap(f.buf) > 1<<20 {
 		f.buf, f.start, f.pos, f.end = make([]byte, framerMinBuf), 0, 0, 0
 	}
-	f.scan.reset()
 	for {
 		n, done, err := f.scan.step(f.buf[f.pos:f.end])
 		f.pos += n
@@ -53,7 +56,11 @@ func (f *framer) next() ([]byte, error) {
 		if done {
 			v := f.buf[f.scan.begin+f.start : f.pos]
 			f.start = f.pos
+			f.scan.reset()
 			return v, nil
+		}
+		if !fill {
+			return nil, nil
 		}
 		if err := f.fill(); err != nil {
 			return nil, err

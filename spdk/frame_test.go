@@ -16,7 +16,7 @@ func frames(r io.Reader, limit int64) ([]string, error) {
 	f := newFramer(r, limit)
 	var out []string
 	for {
-		v, err := f.next()
+		v, err := f.next(true)
 		if err != nil {
 			return out, err
 		}
@@ -86,14 +86,14 @@ func TestFramerBuffersLargeRepliesAndShrinks(t *testing.T) {
 	big := `{"result":"` + strings.Repeat("x", 3<<20) + `"}`
 	stream := big + "\n" + `{"id":1}`
 	f := newFramer(strings.NewReader(stream), 4<<20)
-	v, err := f.next()
+	v, err := f.next(true)
 	if err != nil || string(v) != big {
 		t.Fatalf("large reply: %d bytes, %v", len(v), err)
 	}
-	if v, err := f.next(); err != nil || string(v) != `{"id":1}` {
+	if v, err := f.next(true); err != nil || string(v) != `{"id":1}` {
 		t.Fatalf("next reply: %q, %v", v, err)
 	}
-	if _, err := f.next(); !errors.Is(err, ErrConnection) {
+	if _, err := f.next(true); !errors.Is(err, ErrConnection) {
 		t.Fatalf("end of stream: %v", err)
 	}
 	if cap(f.buf) != framerMinBuf {

@@ -1,15 +1,16 @@
 package spdk
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"strings"
 	"testing"
 )
 
-// FuzzReplyStream feeds arbitrary bytes to a connection's reader as if
-// SPDK had sent them: the reader must never panic, must hand the waiting
-// call either a reply or an error, and must exit.
+// FuzzReplyStream feeds arbitrary bytes to a connection as if SPDK had
+// sent them: the waiting call, reading them, must never panic and must
+// return either a valid reply or an error.
 func FuzzReplyStream(f *testing.F) {
 	for _, s := range []string{
 		`{"jsonrpc":"2.0","id":1,"result":true}` + "\n",
@@ -31,12 +32,12 @@ func FuzzReplyStream(f *testing.F) {
 			_, _ = server.Write(data)
 			_ = server.Close()
 		}()
-		rep := <-ch
-		<-cn.done
-		if rep.err == nil && rep.errCode == nil && rep.result == nil {
+		rep, err := cn.wait(context.Background(), 1, ch)
+		cn.fail(ErrClosed)
+		if err == nil && rep.errCode == nil && rep.result == nil {
 			t.Fatalf("waiter got an empty reply from %q", data)
 		}
-		if rep.err == nil && rep.errCode == nil && !json.Valid(rep.result) {
+		if err == nil && rep.errCode == nil && !json.Valid(rep.result) {
 			t.Fatalf("result %q delivered from %q is not a JSON value", rep.result, data)
 		}
 	})
