@@ -35,10 +35,11 @@ type ClientOptions struct {
 }
 
 // Client is a JSON-RPC 2.0 client over SPDK's Unix socket. Requests and
-// replies are whole JSON values on one stream; one reader goroutine per
-// connection hands each reply to the call waiting for its id, so any
-// number of goroutines may call at once. The zero value is not usable; use
-// NewClient. A Client dials lazily and redials after a failure.
+// replies are whole JSON values on one stream. The calls share one
+// connection: one call at a time reads it and hands each reply to the
+// call waiting for its id, so any number of goroutines may call at once.
+// The zero value is not usable; use NewClient. A Client dials lazily and
+// redials after a failure.
 type Client struct {
 	path    string
 	maxSize int64
