@@ -146,12 +146,12 @@ func decodeArray[T any](d *fastDecoder, out *[]T, fields []field[T]) bool {
 		return false
 	}
 	d.i++
-	list := make([]T, 0, 4) // "[]" is an empty list, not a nil one
 	if d.next() == ']' {
 		d.i++
-		*out = list
+		*out = []T{} // an empty list, not a nil one
 		return true
 	}
+	var list []T
 	for {
 		var zero T
 		list = append(list, zero)

@@ -151,6 +151,15 @@ func (s *scanner) reset() {
 	s.state, s.stack, s.off = stBegin, s.stack[:0], 0
 }
 
+// plainInString holds the bytes a string takes as they are: all but the
+// quote, the backslash and control characters.
+var plainInString = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c >= 0x20 && c != '"' && c != '\\'
+	}
+	return t
+}()
+
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // step scans b, the bytes after those already scanned. It returns how
@@ -163,7 +172,7 @@ func (s *scanner) step(b []byte) (int, bool, error) {
 		c := b[i]
 		switch s.state {
 		case stString:
-			for i < len(b) && b[i] != '"' && b[i] != '\\' && b[i] >= 0x20 {
+			for i < len(b) && plainInString[b[i]] {
 				i++
 			}
 			if i == len(b) {
