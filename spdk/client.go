@@ -335,7 +335,7 @@ func (cn *conn) write(ctx context.Context, body []byte) (unsent bool, err error)
 		_ = cn.nc.SetWriteDeadline(time.Time{})
 		cn.wdl = false
 	}
-	stop := cn.interrupt(ctx, &cn.wgen, cn.nc.SetWriteDeadline)
+	stop := cn.interrupt(ctx, &cn.wgen, false)
 	n, err := cn.nc.Write(body)
 	if stop != nil && stop() {
 		cn.wdl = true
@@ -348,13 +348,17 @@ func (cn *conn) write(ctx context.Context, body []byte) (unsent bool, err error)
 	return false, nil
 }
 
-// interrupt arranges for ctx's end to set a past deadline through set,
-// for as long as *gen is unchanged. The returned stop (nil when ctx never
-// ends) ends the arrangement and reports whether the deadline may have
-// been set.
-func (cn *conn) interrupt(ctx context.Context, gen *uint64, set func(time.Time) error) (stop func() bool) {
+// interrupt arranges for ctx's end to set a past read (or write)
+// deadline, for as long as *gen is unchanged. The returned stop (nil when
+// ctx never ends) ends the arrangement and reports whether the deadline
+// may have been set.
+func (cn *conn) interrupt(ctx context.Context, gen *uint64, read bool) (stop func() bool) {
 	if ctx.Done() == nil {
 		return nil
+	}
+	set := cn.nc.SetWriteDeadline
+	if read {
+		set = cn.nc.SetReadDeadline
 	}
 	cn.dlMu.Lock()
 	*gen++
@@ -421,7 +425,7 @@ func (cn *conn) read(ctx context.Context, id uint64, ch chan reply) (rep reply, 
 		_ = cn.nc.SetReadDeadline(time.Time{})
 		cn.rdl = false
 	}
-	stop := cn.interrupt(ctx, &cn.rgen, cn.nc.SetReadDeadline)
+	stop := cn.interrupt(ctx, &cn.rgen, true)
 	defer func() {
 		if stop != nil && stop() {
 			cn.rdl = true

@@ -166,8 +166,13 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 // many it consumed and whether they completed the value (which then ends
 // at the last consumed byte).
 func (s *scanner) step(b []byte) (int, bool, error) {
+	n, done, err := s.scan(b)
+	s.off += n
+	return n, done, err
+}
+
+func (s *scanner) scan(b []byte) (int, bool, error) {
 	i := 0
-	defer func() { s.off += i }()
 	for i < len(b) {
 		c := b[i]
 		switch s.state {
@@ -214,6 +219,15 @@ func (s *scanner) step(b []byte) (int, bool, error) {
 				s.valueEnd()
 			}
 		case stNumMinus, stNumZero, stNumInt, stNumDot, stNumFrac, stNumE, stNumESign, stNumExp:
+			if s.state == stNumInt || s.state == stNumFrac || s.state == stNumExp {
+				for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+					i++
+				}
+				if i == len(b) {
+					return i, false, nil
+				}
+				c = b[i]
+			}
 			ok, end := s.number(c)
 			if end {
 				s.valueEnd()
