@@ -449,7 +449,7 @@ func (cn *conn) read(ctx context.Context, id uint64, ch chan reply) (rep reply, 
 			cn.fail(err)
 			return reply{}, cn.failure()
 		}
-		rid, rep, err := parseReply(raw)
+		rid, rep, err := parseReply(raw, cn.fr.members)
 		if err != nil {
 			cn.fail(err)
 			return reply{}, cn.failure()
@@ -465,7 +465,7 @@ func (cn *conn) read(ctx context.Context, id uint64, ch chan reply) (rep reply, 
 			if raw == nil || err != nil {
 				break // an error shows again to the next reader
 			}
-			rid, other, err := parseReply(raw)
+			rid, other, err := parseReply(raw, cn.fr.members)
 			if err != nil {
 				cn.fail(err)
 				break
@@ -526,40 +526,28 @@ func (cn *conn) deliver(id uint64, rep reply) {
 }
 
 // parseReply reads the envelope of one reply, a JSON object the framer
-// already validated: an object with "jsonrpc":"2.0", an unsigned integer
-// id, and a result or an error object. Anything else is a *ProtocolError:
-// no call can be matched and the stream cannot be trusted. Members are
-// matched by their exact spelling, the way SPDK writes them.
-func parseReply(raw []byte) (uint64, reply, error) {
+// already validated, from the members the framer found in it: an object
+// with "jsonrpc":"2.0", an unsigned integer id, and a result or an error
+// object. Anything else is a *ProtocolError: no call can be matched and
+// the stream cannot be trusted. Members are matched by their exact
+// spelling, the way SPDK writes them; of a repeated one the last counts.
+func parseReply(raw []byte, members []member) (uint64, reply, error) {
 	var version, idRaw, result, errRaw []byte
-	i := skipSpace(raw, 0)
-	if i >= len(raw) || raw[i] != '{' {
-		return 0, reply{}, &ProtocolError{Err: errors.New("reply is not a JSON object")}
-	}
-	i = skipSpace(raw, i+1)
-	for i < len(raw) && raw[i] != '}' {
-		if raw[i] == ',' {
-			i = skipSpace(raw, i+1)
-		}
-		keyEnd := skipValue(raw, i)
-		key := raw[i:keyEnd]
-		i = skipSpace(raw, keyEnd) + 1 // the ':'
-		i = skipSpace(raw, i)
-		end := skipValue(raw, i)
-		switch string(key) {
+	for _, m := range members {
+		val := raw[m.valStart:m.valEnd]
+		switch string(raw[m.keyStart:m.keyEnd]) {
 		case `"jsonrpc"`:
-			version = raw[i:end]
+			version = val
 		case `"id"`:
-			idRaw = raw[i:end]
+			idRaw = val
 		case `"result"`:
-			result = raw[i:end]
+			result = val
 		case `"error"`:
-			errRaw = raw[i:end]
+			errRaw = val
 			if string(errRaw) == "null" {
 				errRaw = nil
 			}
 		}
-		i = skipSpace(raw, end)
 	}
 	if string(version) != `"2.0"` {
 		return 0, reply{}, &ProtocolError{Err: fmt.Errorf("jsonrpc version %s, want \"2.0\"", version)}

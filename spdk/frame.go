@@ -25,6 +25,9 @@ type framer struct {
 	pos   int // how far the scan has read
 	end   int // how far buf holds bytes from r
 	scan  scanner
+	// members are where the members of the reply next returned lie in it
+	// (valid until the next call).
+	members []member
 }
 
 // framerMinBuf is the read buffer a framer starts with and shrinks back
@@ -56,6 +59,14 @@ func (f *framer) next(fill bool) ([]byte, error) {
 		if done {
 			v := f.buf[f.scan.begin+f.start : f.pos]
 			f.start = f.pos
+			f.members = append(f.members[:0], f.scan.members...)
+			for j := range f.members {
+				m := &f.members[j]
+				m.keyStart -= f.scan.begin
+				m.keyEnd -= f.scan.begin
+				m.valStart -= f.scan.begin
+				m.valEnd -= f.scan.begin
+			}
 			f.scan.reset()
 			return v, nil
 		}
@@ -120,6 +131,10 @@ type scanner struct {
 	stack []byte // '{' or '[' for each open container
 	begin int    // offset of the value's first byte, from the start of the reply
 	off   int    // bytes scanned since reset
+	// members are the top-level object's members, as offsets from the
+	// start of the reply, so that parseReply need not scan it again.
+	members []member
+	cur     member // the member being read
 }
 
 const (
@@ -147,8 +162,12 @@ const (
 
 var errNotObject = errors.New("reply is not a JSON object")
 
+// member is where one member of the top-level object lies: its key,
+// quotes included, and its value.
+type member struct{ keyStart, keyEnd, valStart, valEnd int }
+
 func (s *scanner) reset() {
-	s.state, s.stack, s.off = stBegin, s.stack[:0], 0
+	s.state, s.stack, s.off, s.members = stBegin, s.stack[:0], 0, s.members[:0]
 }
 
 // plainInString holds the bytes a string takes as they are: all but the
@@ -186,9 +205,12 @@ func (s *scanner) scan(b []byte) (int, bool, error) {
 			switch c = b[i]; {
 			case c == '"':
 				if s.key {
+					if len(s.stack) == 1 {
+						s.cur.keyEnd = s.off + i + 1
+					}
 					s.state = stColon
 				} else {
-					s.valueEnd()
+					s.valueEnd(i + 1)
 				}
 			case c == '\\':
 				s.state = stEscape
@@ -216,7 +238,7 @@ func (s *scanner) scan(b []byte) (int, bool, error) {
 				return i, false, fmt.Errorf("invalid character %q in a literal", c)
 			}
 			if s.lit = s.lit[1:]; s.lit == "" {
-				s.valueEnd()
+				s.valueEnd(i + 1)
 			}
 		case stNumMinus, stNumZero, stNumInt, stNumDot, stNumFrac, stNumE, stNumESign, stNumExp:
 			if s.state == stNumInt || s.state == stNumFrac || s.state == stNumExp {
@@ -230,7 +252,7 @@ func (s *scanner) scan(b []byte) (int, bool, error) {
 			}
 			ok, end := s.number(c)
 			if end {
-				s.valueEnd()
+				s.valueEnd(i)
 				continue // c belongs to what follows the number
 			}
 			if !ok {
@@ -265,19 +287,25 @@ func (s *scanner) structural(c byte, i int) error {
 		return nil
 	case stValueOrClose:
 		if c == ']' {
-			return s.close(c)
+			return s.close(c, i)
 		}
 		return s.value(c)
 	case stValue:
+		if len(s.stack) == 1 {
+			s.cur.valStart = s.off + i
+		}
 		return s.value(c)
 	case stKeyOrClose:
 		if c == '}' {
-			return s.close(c)
+			return s.close(c, i)
 		}
 		fallthrough
 	case stKey:
 		if c != '"' {
 			return fmt.Errorf("invalid character %q where an object key belongs", c)
+		}
+		if len(s.stack) == 1 {
+			s.cur.keyStart = s.off + i
 		}
 		s.state, s.key = stString, true
 		return nil
@@ -297,7 +325,7 @@ func (s *scanner) structural(c byte, i int) error {
 			}
 			return nil
 		case '}', ']':
-			return s.close(c)
+			return s.close(c, i)
 		}
 	}
 	return fmt.Errorf("invalid character %q after a value", c)
@@ -331,20 +359,27 @@ func (s *scanner) value(c byte) error {
 	return nil
 }
 
-func (s *scanner) close(c byte) error {
+func (s *scanner) close(c byte, i int) error {
 	open := s.stack[len(s.stack)-1]
 	if (open == '{') != (c == '}') {
 		return fmt.Errorf("%q closes %q", c, open)
 	}
 	s.stack = s.stack[:len(s.stack)-1]
-	s.valueEnd()
+	s.valueEnd(i + 1)
 	return nil
 }
 
-func (s *scanner) valueEnd() {
-	if len(s.stack) == 0 {
+// valueEnd follows a value that ends before b[end] of the bytes being
+// scanned.
+func (s *scanner) valueEnd(end int) {
+	switch len(s.stack) {
+	case 0:
 		s.state = stDone
-	} else {
+	case 1:
+		s.cur.valEnd = s.off + end
+		s.members = append(s.members, s.cur)
+		s.state = stAfter
+	default:
 		s.state = stAfter
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -20,8 +22,33 @@ func frames(r io.Reader, limit int64) ([]string, error) {
 		if err != nil {
 			return out, err
 		}
+		if want := membersByScan(v); !slices.Equal(f.members, want) {
+			return out, fmt.Errorf("members of %q: framer %v, scan %v", v, f.members, want)
+		}
 		out = append(out, string(v))
 	}
+}
+
+// membersByScan finds the members of a valid JSON object in a second
+// pass, the reference for the members the framer records as it scans.
+func membersByScan(raw []byte) []member {
+	var out []member
+	i := skipSpace(raw, 0) + 1
+	i = skipSpace(raw, i)
+	for i < len(raw) && raw[i] != '}' {
+		if raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
+		var m member
+		m.keyStart = i
+		m.keyEnd = skipValue(raw, i)
+		i = skipSpace(raw, skipSpace(raw, m.keyEnd)+1)
+		m.valStart = i
+		m.valEnd = skipValue(raw, i)
+		out = append(out, m)
+		i = skipSpace(raw, m.valEnd)
+	}
+	return out
 }
 
 // FuzzFramer holds the framer to encoding/json's Decoder, the reference:
@@ -29,7 +56,8 @@ func frames(r io.Reader, limit int64) ([]string, error) {
 // places; where the Decoder finds a syntax error or a truncated value, the
 // framer fails with a *ProtocolError, never with a value; and the framer
 // finds the same values whether the stream arrives in one read or one
-// byte at a time (its scan resumes across reads).
+// byte at a time (its scan resumes across reads), and the members it
+// records as it scans are those a second pass finds.
 func FuzzFramer(f *testing.F) {
 	for _, s := range []string{
 		`{"jsonrpc":"2.0","id":1,"result":true}` + "\n",
