@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -44,10 +45,13 @@ type Client struct {
 	path    string
 	maxSize int64
 
-	mu     sync.Mutex // guards conn, closed, nextID
+	mu     sync.Mutex // guards conn, closed, and dialing
 	conn   *conn
 	closed bool
-	nextID uint64
+	// live is conn while it works, for calls to find without mu; nil
+	// after Close.
+	live   atomic.Pointer[conn]
+	nextID atomic.Uint64
 }
 
 var _ Caller = (*Client)(nil)
@@ -74,6 +78,7 @@ func (c *Client) Close() error {
 	c.mu.Lock()
 	cn := c.conn
 	c.conn, c.closed = nil, true
+	c.live.Store(nil)
 	c.mu.Unlock()
 	if cn != nil {
 		cn.fail(ErrClosed)
@@ -141,6 +146,13 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 // connect returns the live connection, dialing one if needed, and the id
 // for the next request.
 func (c *Client) connect(ctx context.Context) (*conn, uint64, error) {
+	if cn := c.live.Load(); cn != nil {
+		select {
+		case <-cn.broken:
+		default:
+			return cn, c.nextID.Add(1), nil
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -165,9 +177,9 @@ func (c *Client) connect(ctx context.Context) (*conn, uint64, error) {
 			return nil, 0, fmt.Errorf("%w: %w", ErrConnection, err)
 		}
 		c.conn = newConn(nc, c.maxSize)
+		c.live.Store(c.conn)
 	}
-	c.nextID++
-	return c.conn, c.nextID, nil
+	return c.conn, c.nextID.Add(1), nil
 }
 
 // requestBuffers recycles the buffers requests are encoded into.
@@ -328,8 +340,12 @@ func (cn *conn) leave(id uint64, ch chan reply) {
 func (cn *conn) write(ctx context.Context, body []byte) (unsent bool, err error) {
 	select {
 	case cn.wsem <- struct{}{}:
-	case <-ctx.Done():
-		return true, ctx.Err()
+	default:
+		select {
+		case cn.wsem <- struct{}{}:
+		case <-ctx.Done():
+			return true, ctx.Err()
+		}
 	}
 	if cn.wdl {
 		_ = cn.nc.SetWriteDeadline(time.Time{})
@@ -395,21 +411,26 @@ func (cn *conn) wait(ctx context.Context, id uint64, ch chan reply) (reply, erro
 		return cn.read(ctx, id, ch)
 	}
 	cn.mu.Unlock()
-	select {
-	case m := <-ch:
-		if m.promote {
-			return cn.read(ctx, id, ch)
+	var m reply
+	if done := ctx.Done(); done == nil {
+		m = <-ch
+	} else {
+		select {
+		case m = <-ch:
+		case <-done:
+			// The reply, if it ever comes, finds no waiter and is dropped.
+			cn.leave(id, ch)
+			return reply{}, ctx.Err()
 		}
-		replyChans.Put(ch) // empty, and out of pending
-		if m.err != nil {
-			return reply{}, m.err
-		}
-		return m, nil
-	case <-ctx.Done():
-		// The reply, if it ever comes, finds no waiter and is dropped.
-		cn.leave(id, ch)
-		return reply{}, ctx.Err()
 	}
+	if m.promote {
+		return cn.read(ctx, id, ch)
+	}
+	replyChans.Put(ch) // empty, and out of pending
+	if m.err != nil {
+		return reply{}, m.err
+	}
+	return m, nil
 }
 
 // read holds the reader's role (and id is out of pending) until the reply
