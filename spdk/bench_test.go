@@ -19,9 +19,13 @@ import (
 // the least cost a server can), reached by raw connections that write a
 // fixed request and read the reply up to its "\n", with no encoding,
 // decoding or matching of ids. The floor of 16 callers is 16 such raw
-// connections, each a caller in its own loop: what 16 callers cost with no
-// client between them and the socket. Floor and client run in alternating
-// chunks so that the machine's noise falls on both.
+// connections, each a caller in its own loop: what 16 independent callers
+// cost with no client between them and the socket. One raw connection
+// pipelining 16 requests per write is not their floor: it is one caller
+// that knows all 16 requests in advance, which callers arriving on their
+// own never are. Floor and client run in alternating chunks so that the
+// machine's noise falls on both. The context is Background, as in the
+// floor; a context that can end adds an AfterFunc per write and per read.
 //
 // Metrics: µs-median and calls/s of the client, floor-µs-median and
 // floor-calls/s of the floor, x-floor-rtt (median round trip over the
