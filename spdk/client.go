@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"math"
 	"net"
+	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
-
-	"github.com/caretaker-storage/caretaker/internal/bounded"
 )
 
 // DefaultSocketPath is where SPDK's spdk_tgt listens for JSON-RPC by default.
@@ -36,18 +36,22 @@ type ClientOptions struct {
 }
 
 // Client is a JSON-RPC 2.0 client over SPDK's Unix socket. Requests and
-// replies are whole JSON values on one stream; one reader goroutine per
-// connection hands each reply to the call waiting for its id, so any
-// number of goroutines may call at once. The zero value is not usable; use
-// NewClient. A Client dials lazily and redials after a failure.
+// replies are whole JSON values on one stream. The calls share one
+// connection: one call at a time reads it and hands each reply to the
+// call waiting for its id, so any number of goroutines may call at once.
+// The zero value is not usable; use NewClient. A Client dials lazily and
+// redials after a failure.
 type Client struct {
 	path    string
 	maxSize int64
 
-	mu     sync.Mutex // guards conn, closed, nextID
+	mu     sync.Mutex // guards conn, closed, and dialing
 	conn   *conn
 	closed bool
-	nextID uint64
+	// live is conn while it works, for calls to find without mu; nil
+	// after Close.
+	live   atomic.Pointer[conn]
+	nextID atomic.Uint64
 }
 
 var _ Caller = (*Client)(nil)
@@ -67,71 +71,88 @@ func NewClient(opts ClientOptions) *Client {
 // SocketPath returns the socket the client dials.
 func (c *Client) SocketPath() string { return c.path }
 
-// Close fails the calls in flight with ErrClosed, closes the connection and
-// waits for its reader goroutine to exit. Later calls fail with ErrClosed.
+// Close fails the calls in flight with ErrClosed and closes the
+// connection. Later calls fail with ErrClosed. The client runs no
+// goroutine of its own, so none outlives Close.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	cn := c.conn
 	c.conn, c.closed = nil, true
+	c.live.Store(nil)
 	c.mu.Unlock()
 	if cn != nil {
 		cn.fail(ErrClosed)
-		<-cn.done
 	}
 	return nil
 }
 
 // Call implements Caller.
+//
+// The request is encoded by hand around json.Marshal(params) and written
+// by this call. Then, if no other call is reading the connection, this
+// call reads it, handing the replies it finds for others to them, until
+// its own arrives; else it waits to be handed its reply or the reading.
+// A single caller thus does what a raw client does: write, read. The
+// result is decoded without reflection when decodeFast can.
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	req := request{Version: "2.0", Method: method, Params: params}
-	cn, id, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	req.ID = id
-	body, err := json.Marshal(req)
-	if err != nil {
-		return fmt.Errorf("spdk: %s: encoding params: %w", method, err)
-	}
-	ch := cn.register(id)
-	if ch == nil {
-		return cn.failure(method)
-	}
-	if err := cn.write(ctx, body); err != nil {
-		cn.unregister(id)
+	bp := requestBuffers.Get().(*[]byte)
+	var rep reply
+	for attempt := 0; ; attempt++ {
+		cn, id, err := c.connect(ctx)
+		if err != nil {
+			requestBuffers.Put(bp)
+			return err
+		}
+		body, err := appendRequest((*bp)[:0], method, id, params)
+		if err != nil {
+			putRequestBuffer(bp, body)
+			return fmt.Errorf("spdk: %s: encoding params: %w", method, err)
+		}
+		*bp = body
+		var unsent bool
+		rep, unsent, err = cn.roundTrip(ctx, id, body)
+		if err == nil {
+			break
+		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
+			putRequestBuffer(bp, body)
 			return ctxErr
 		}
-		return fmt.Errorf("spdk: %s: %w: %w", method, ErrConnection, err)
+		if unsent && attempt == 0 && !errors.Is(err, ErrClosed) {
+			// Not one byte left: SPDK never saw the request, so it is safe
+			// to send it again on a new connection. This is how a
+			// connection SPDK dropped while idle (a restart) is found.
+			continue
+		}
+		putRequestBuffer(bp, body)
+		return fmt.Errorf("spdk: %s: %w", method, err)
 	}
-	select {
-	case rep := <-ch:
-		if rep.err != nil {
-			return fmt.Errorf("spdk: %s: %w", method, rep.err)
-		}
-		if rep.Error != nil {
-			return &RPCError{Method: method, Code: rep.Error.Code, Message: rep.Error.Message}
-		}
-		if result == nil {
-			return nil
-		}
-		if err := json.Unmarshal(rep.Result, result); err != nil {
-			return &ResultError{Method: method, Err: err}
-		}
+	putRequestBuffer(bp, *bp)
+	if rep.errCode != nil {
+		return &RPCError{Method: method, Code: rep.errCode.Code, Message: rep.errCode.Message}
+	}
+	if result == nil || decodeFast(rep.result, result) {
 		return nil
-	case <-ctx.Done():
-		// The reply, if it ever comes, finds no waiter and is dropped.
-		cn.unregister(id)
-		return ctx.Err()
 	}
+	if err := json.Unmarshal(rep.result, result); err != nil {
+		return &ResultError{Method: method, Err: err}
+	}
+	return nil
 }
 
 // connect returns the live connection, dialing one if needed, and the id
 // for the next request.
 func (c *Client) connect(ctx context.Context) (*conn, uint64, error) {
+	if cn := c.live.Load(); cn != nil {
+		select {
+		case <-cn.broken:
+		default:
+			return cn, c.nextID.Add(1), nil
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -156,202 +177,480 @@ func (c *Client) connect(ctx context.Context) (*conn, uint64, error) {
 			return nil, 0, fmt.Errorf("%w: %w", ErrConnection, err)
 		}
 		c.conn = newConn(nc, c.maxSize)
+		c.live.Store(c.conn)
 	}
-	c.nextID++
-	return c.conn, c.nextID, nil
+	return c.conn, c.nextID.Add(1), nil
 }
 
-type request struct {
-	Version string `json:"jsonrpc"`
-	Method  string `json:"method"`
-	ID      uint64 `json:"id"`
-	Params  any    `json:"params,omitempty"`
+// requestBuffers recycles the buffers requests are encoded into.
+var requestBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
+
+func putRequestBuffer(bp *[]byte, b []byte) {
+	if cap(b) <= 64<<10 { // a huge request's buffer is not worth keeping
+		*bp = b[:0]
+		requestBuffers.Put(bp)
+	}
 }
 
-// reply is one decoded JSON-RPC response, or the connection's failure.
+// appendRequest appends the JSON-RPC 2.0 request to b: what
+// json.Marshal of {jsonrpc, method, id, params (omitted when nil)} writes,
+// byte for byte, without marshalling the envelope by reflection.
+func appendRequest(b []byte, method string, id uint64, params any) ([]byte, error) {
+	b = append(b, `{"jsonrpc":"2.0","method":`...)
+	b, err := appendJSONString(b, method)
+	if err != nil {
+		return b, err
+	}
+	b = append(b, `,"id":`...)
+	b = strconv.AppendUint(b, id, 10)
+	if params != nil {
+		p, err := json.Marshal(params)
+		if err != nil {
+			return b, err
+		}
+		b = append(b, `,"params":`...)
+		b = append(b, p...)
+	}
+	return append(b, '}'), nil
+}
+
+// appendJSONString appends s as json.Marshal quotes it: as it is when it
+// needs no escape (every SPDK method name), else by json.Marshal itself.
+func appendJSONString(b []byte, s string) ([]byte, error) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, err := json.Marshal(s)
+			return append(b, q...), err
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"'), nil
+}
+
+// reply is one JSON-RPC response as the reader checked it, the
+// connection's failure, or the reading handed on.
 type reply struct {
-	Version string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Result  json.RawMessage `json:"result"`
-	Error   *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-
-	err error // set instead of the fields when the connection failed
+	result  []byte        // the raw result (at least "null") when errCode is nil
+	errCode *rpcErrorBody // SPDK's error object, when it sent one
+	err     error         // set instead of the fields when the connection failed
+	promote bool          // instead of a reply: the receiver now reads the connection
 }
 
-// conn is one connection and its reader.
+type rpcErrorBody struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+// conn is one connection. It has no goroutine: the calls themselves
+// write their requests and take turns reading.
 type conn struct {
 	nc net.Conn
 
-	writeMu sync.Mutex // one request on the wire at a time
+	wsem chan struct{} // one request on the wire at a time; ctx-aware
 
-	mu      sync.Mutex // guards pending and err
+	mu      sync.Mutex // guards pending, err, reading
 	pending map[uint64]chan reply
 	err     error
+	// reading is true while a call holds the reader's role: it alone uses
+	// fr, delivers the replies it reads to the calls in pending, and when
+	// it leaves, hands the role to one of them (reply.promote) or, if
+	// none waits, sets reading back to false.
+	reading bool
+	fr      *framer
+
+	// dlMu and the generations keep a deadline set by a cancelled call's
+	// AfterFunc from landing on a later call's write or read: it lands
+	// only while its call is the current one. wdl and rdl (owned by the
+	// writer and the reader) say such a deadline may be set and must be
+	// cleared.
+	dlMu       sync.Mutex
+	wgen, rgen uint64
+	wdl, rdl   bool
 
 	broken chan struct{} // closed when the connection fails
-	done   chan struct{} // closed when the reader has exited
 	once   sync.Once
 }
 
 func newConn(nc net.Conn, maxSize int64) *conn {
-	cn := &conn{
+	return &conn{
 		nc:      nc,
+		wsem:    make(chan struct{}, 1),
 		pending: make(map[uint64]chan reply),
+		fr:      newFramer(nc, maxSize),
 		broken:  make(chan struct{}),
-		done:    make(chan struct{}),
 	}
-	go cn.read(maxSize)
-	return cn
 }
 
-// register adds a waiter for id; nil if the connection already failed.
-func (cn *conn) register(id uint64) chan reply {
+// replyChans recycles the channels calls wait on. A channel goes back only
+// when nothing can send on it any more: every send happens under cn.mu to
+// a channel taken out of pending in the same critical section, so each
+// registration receives at most one message and no send blocks.
+var replyChans = sync.Pool{New: func() any { return make(chan reply, 1) }}
+
+// roundTrip registers a waiter for id, writes body and waits for the
+// reply. unsent reports that the write failed before any byte left. It
+// keeps no reference to body once it returns.
+func (cn *conn) roundTrip(ctx context.Context, id uint64, body []byte) (rep reply, unsent bool, err error) {
+	ch, err := cn.register(id)
+	if err != nil {
+		return reply{}, false, err
+	}
+	if unsent, err := cn.write(ctx, body); err != nil {
+		cn.leave(id, ch)
+		return reply{}, unsent, err
+	}
+	rep, err = cn.wait(ctx, id, ch)
+	return rep, false, err
+}
+
+// register adds a waiter for id; its reply cannot arrive before its
+// request is written, so it is in pending first.
+func (cn *conn) register(id uint64) (chan reply, error) {
+	ch := replyChans.Get().(chan reply)
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	if cn.err != nil {
-		return nil
+		replyChans.Put(ch)
+		return nil, cn.err
 	}
-	ch := make(chan reply, 1)
 	cn.pending[id] = ch
-	return ch
+	return ch, nil
 }
 
-func (cn *conn) unregister(id uint64) {
+// leave withdraws the waiter for id, passes on the reading if it was
+// handed to it meanwhile, and recycles its channel.
+func (cn *conn) leave(id uint64, ch chan reply) {
 	cn.mu.Lock()
 	delete(cn.pending, id)
 	cn.mu.Unlock()
-}
-
-// failure returns the error a call on a failed connection reports.
-func (cn *conn) failure(method string) error {
-	cn.mu.Lock()
-	defer cn.mu.Unlock()
-	return fmt.Errorf("spdk: %s: %w", method, cn.err)
+	select {
+	case m := <-ch:
+		if m.promote {
+			cn.handOff()
+		}
+	default:
+	}
+	replyChans.Put(ch)
 }
 
 // write sends one request. A write interrupted half-way leaves the stream
-// unusable, so any write error fails the connection.
-func (cn *conn) write(ctx context.Context, body []byte) error {
-	cn.writeMu.Lock()
-	defer cn.writeMu.Unlock()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = cn.nc.SetWriteDeadline(dl)
-	} else {
-		_ = cn.nc.SetWriteDeadline(time.Time{})
+// unusable, so any write error fails the connection; the error returned is
+// the connection's first.
+func (cn *conn) write(ctx context.Context, body []byte) (unsent bool, err error) {
+	select {
+	case cn.wsem <- struct{}{}:
+	default:
+		select {
+		case cn.wsem <- struct{}{}:
+		case <-ctx.Done():
+			return true, ctx.Err()
+		}
 	}
-	stop := context.AfterFunc(ctx, func() { _ = cn.nc.SetWriteDeadline(time.Unix(1, 0)) })
-	_, err := cn.nc.Write(body)
-	stop()
+	if cn.wdl {
+		_ = cn.nc.SetWriteDeadline(time.Time{})
+		cn.wdl = false
+	}
+	stop := cn.interrupt(ctx, &cn.wgen, false)
+	n, err := cn.nc.Write(body)
+	if stop != nil && stop() {
+		cn.wdl = true
+	}
+	<-cn.wsem
 	if err != nil {
 		cn.fail(fmt.Errorf("%w: write: %w", ErrConnection, err))
+		return n == 0, cn.failure()
 	}
-	return err
+	return false, nil
+}
+
+// interrupt arranges for ctx's end to set a past read (or write)
+// deadline, for as long as *gen is unchanged. The returned stop (nil when
+// ctx never ends) ends the arrangement and reports whether the deadline
+// may have been set.
+func (cn *conn) interrupt(ctx context.Context, gen *uint64, read bool) (stop func() bool) {
+	if ctx.Done() == nil {
+		return nil
+	}
+	set := cn.nc.SetWriteDeadline
+	if read {
+		set = cn.nc.SetReadDeadline
+	}
+	cn.dlMu.Lock()
+	*gen++
+	mine := *gen
+	cn.dlMu.Unlock()
+	cancel := context.AfterFunc(ctx, func() {
+		cn.dlMu.Lock()
+		if *gen == mine {
+			_ = set(time.Unix(1, 0))
+		}
+		cn.dlMu.Unlock()
+	})
+	return func() bool {
+		if cancel() {
+			return false
+		}
+		// The AfterFunc ran or is running: wait it out (dlMu) and retire
+		// its generation.
+		cn.dlMu.Lock()
+		*gen++
+		cn.dlMu.Unlock()
+		return true
+	}
+}
+
+// wait returns the reply to id: read by this call if no other call is
+// reading, else handed over by the reader (or the reading itself).
+func (cn *conn) wait(ctx context.Context, id uint64, ch chan reply) (reply, error) {
+	cn.mu.Lock()
+	if _, waiting := cn.pending[id]; waiting && !cn.reading {
+		cn.reading = true
+		delete(cn.pending, id)
+		cn.mu.Unlock()
+		return cn.read(ctx, id, ch)
+	}
+	cn.mu.Unlock()
+	var m reply
+	if done := ctx.Done(); done == nil {
+		m = <-ch
+	} else {
+		select {
+		case m = <-ch:
+		case <-done:
+			// The reply, if it ever comes, finds no waiter and is dropped.
+			cn.leave(id, ch)
+			return reply{}, ctx.Err()
+		}
+	}
+	if m.promote {
+		return cn.read(ctx, id, ch)
+	}
+	replyChans.Put(ch) // empty, and out of pending
+	if m.err != nil {
+		return reply{}, m.err
+	}
+	return m, nil
+}
+
+// read holds the reader's role (and id is out of pending) until the reply
+// to id arrives, the connection fails or ctx ends; the replies it reads
+// for others go to them.
+func (cn *conn) read(ctx context.Context, id uint64, ch chan reply) (rep reply, err error) {
+	defer replyChans.Put(ch) // out of pending: nothing sends on it
+	if err := cn.failure(); err != nil {
+		cn.handOff()
+		return reply{}, err
+	}
+	if cn.rdl {
+		_ = cn.nc.SetReadDeadline(time.Time{})
+		cn.rdl = false
+	}
+	stop := cn.interrupt(ctx, &cn.rgen, true)
+	defer func() {
+		if stop != nil && stop() {
+			cn.rdl = true
+		}
+		cn.handOff()
+	}()
+	for {
+		raw, err := cn.fr.next(true)
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				if ctxErr := ctx.Err(); ctxErr != nil {
+					// The framer keeps what it read of the reply under way
+					// for the next reader.
+					return reply{}, ctxErr
+				}
+				// An earlier reader's deadline, landed before its
+				// generation retired; cleared, the read goes on.
+				_ = cn.nc.SetReadDeadline(time.Time{})
+				continue
+			}
+			cn.fail(err)
+			return reply{}, cn.failure()
+		}
+		rid, rep, err := parseReply(raw, cn.fr.members)
+		if err != nil {
+			cn.fail(err)
+			return reply{}, cn.failure()
+		}
+		if rid != id {
+			cn.deliver(rid, rep)
+			continue
+		}
+		rep.result = bytes.Clone(rep.result) // raw lives in the framer's buffer
+		// Replies already buffered go out before the role does.
+		for {
+			raw, err := cn.fr.next(false)
+			if raw == nil || err != nil {
+				break // an error shows again to the next reader
+			}
+			rid, other, err := parseReply(raw, cn.fr.members)
+			if err != nil {
+				cn.fail(err)
+				break
+			}
+			cn.deliver(rid, other)
+		}
+		return rep, nil
+	}
+}
+
+// handOff gives the reader's role to a waiting call, or frees it.
+func (cn *conn) handOff() {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	for id, ch := range cn.pending {
+		delete(cn.pending, id)
+		ch <- reply{promote: true}
+		return
+	}
+	cn.reading = false
+}
+
+// failure returns the connection's failure, nil while it works.
+func (cn *conn) failure() error {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	return cn.err
 }
 
 // fail records the connection's first failure, fails every waiter with it
-// and closes the socket, which ends the reader.
+// and closes the socket, which ends a read or write under way.
 func (cn *conn) fail(err error) {
 	cn.once.Do(func() {
 		cn.mu.Lock()
 		cn.err = err
-		pending := cn.pending
-		cn.pending = nil
-		cn.mu.Unlock()
+		// broken closes before any waiter hears of the failure, so a call
+		// made after it dials a new connection instead of finding this one.
 		close(cn.broken)
-		_ = cn.nc.Close()
-		for _, ch := range pending {
+		for _, ch := range cn.pending {
 			ch <- reply{err: err}
 		}
+		cn.pending = nil
+		cn.mu.Unlock()
+		_ = cn.nc.Close()
 	})
 }
 
-// read decodes replies until the connection fails, handing each to the
-// call waiting for its id.
-func (cn *conn) read(maxSize int64) {
-	defer close(cn.done)
-	lr := &bounded.Reader{R: cn.nc, Limit: maxSize, What: "SPDK reply"}
-	dec := json.NewDecoder(lr)
-	for {
-		var rep reply
-		err := dec.Decode(&rep)
-		if err != nil {
-			cn.fail(readError(err))
-			return
-		}
-		// What the decoder buffered past this value belongs to the next
-		// reply and counts against its limit. The read that crossed the
-		// limit may still have completed this value: it is over the limit
-		// all the same.
-		buffered := bufferedLen(dec)
-		if lr.Count()-buffered > maxSize {
-			cn.fail(readError(&bounded.TooLargeError{What: lr.What, Limit: maxSize}))
-			return
-		}
-		lr.Reset(buffered)
-		if err := cn.deliver(rep); err != nil {
-			cn.fail(err)
-			return
-		}
-	}
-}
-
-// deliver hands rep to its waiter. A reply nobody waits for (its call was
-// cancelled) is dropped; a reply that cannot belong to any call fails the
-// connection.
-func (cn *conn) deliver(rep reply) error {
-	if rep.Version != "2.0" {
-		return &ProtocolError{Err: fmt.Errorf("jsonrpc version %q, want \"2.0\"", rep.Version)}
-	}
-	if rep.Error == nil && rep.Result == nil {
-		return &ProtocolError{Err: errors.New("reply has neither result nor error")}
-	}
-	raw := bytes.TrimSpace(rep.ID)
-	id, err := strconv.ParseUint(string(raw), 10, 64)
-	if err != nil {
-		if rep.Error != nil {
-			// SPDK answers a request it could not parse with a null id; the
-			// stream is out of step and no call can be matched.
-			return &ProtocolError{Err: fmt.Errorf("error reply without id: %s (code %d)", rep.Error.Message, rep.Error.Code)}
-		}
-		return &ProtocolError{Err: fmt.Errorf("reply id %q is not one this client sent", raw)}
-	}
+// deliver hands rep to the call waiting for id. A reply nobody waits for
+// (its call was cancelled) is dropped.
+func (cn *conn) deliver(id uint64, rep reply) {
 	cn.mu.Lock()
-	ch, ok := cn.pending[id]
-	delete(cn.pending, id)
-	cn.mu.Unlock()
-	if ok {
+	defer cn.mu.Unlock()
+	if ch, ok := cn.pending[id]; ok {
+		delete(cn.pending, id)
+		rep.result = bytes.Clone(rep.result) // raw lives in the framer's buffer
 		ch <- rep
 	}
-	return nil
 }
 
-func readError(err error) error {
-	var tooLarge *bounded.TooLargeError
-	switch {
-	case errors.As(err, &tooLarge):
-		return fmt.Errorf("%w: %w", ErrConnection, tooLarge)
-	case errors.Is(err, io.EOF):
-		return fmt.Errorf("%w: SPDK closed the connection", ErrConnection)
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return &ProtocolError{Err: fmt.Errorf("truncated reply: %w", err)}
+// parseReply reads the envelope of one reply, a JSON object the framer
+// already validated, from the members the framer found in it: an object
+// with "jsonrpc":"2.0", an unsigned integer id, and a result or an error
+// object. Anything else is a *ProtocolError: no call can be matched and
+// the stream cannot be trusted. Members are matched by their exact
+// spelling, the way SPDK writes them; of a repeated one the last counts.
+func parseReply(raw []byte, members []member) (uint64, reply, error) {
+	var version, idRaw, result, errRaw []byte
+	for _, m := range members {
+		val := raw[m.valStart:m.valEnd]
+		switch string(raw[m.keyStart:m.keyEnd]) {
+		case `"jsonrpc"`:
+			version = val
+		case `"id"`:
+			idRaw = val
+		case `"result"`:
+			result = val
+		case `"error"`:
+			errRaw = val
+			if string(errRaw) == "null" {
+				errRaw = nil
+			}
+		}
 	}
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	if errors.As(err, &syn) || errors.As(err, &typ) {
-		return &ProtocolError{Err: err}
+	if string(version) != `"2.0"` {
+		return 0, reply{}, &ProtocolError{Err: fmt.Errorf("jsonrpc version %s, want \"2.0\"", version)}
 	}
-	if errors.Is(err, net.ErrClosed) {
-		return fmt.Errorf("%w: %w", ErrConnection, err)
+	var rep reply
+	if errRaw != nil {
+		rep.errCode = new(rpcErrorBody)
+		if err := json.Unmarshal(errRaw, rep.errCode); err != nil {
+			return 0, reply{}, &ProtocolError{Err: fmt.Errorf("error member: %w", err)}
+		}
+	} else if result == nil {
+		return 0, reply{}, &ProtocolError{Err: errors.New("reply has neither result nor error")}
 	}
-	return fmt.Errorf("%w: read: %w", ErrConnection, err)
+	rep.result = result
+	id, ok := parseID(idRaw)
+	if !ok {
+		if rep.errCode != nil {
+			// SPDK answers a request it could not parse with a null id; the
+			// stream is out of step and no call can be matched.
+			return 0, reply{}, &ProtocolError{Err: fmt.Errorf("error reply without id: %s (code %d)", rep.errCode.Message, rep.errCode.Code)}
+		}
+		return 0, reply{}, &ProtocolError{Err: fmt.Errorf("reply id %q is not one this client sent", idRaw)}
+	}
+	return id, rep, nil
 }
 
-func bufferedLen(dec *json.Decoder) int64 {
-	if b, ok := dec.Buffered().(interface{ Len() int }); ok {
-		return int64(b.Len())
+// parseID reads an id this client could have sent: a JSON number that is
+// a decimal uint64.
+func parseID(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, false
 	}
-	return 0
+	var id uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if id > (math.MaxUint64-d)/10 {
+			return 0, false
+		}
+		id = id*10 + d
+	}
+	return id, true
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the end of the valid JSON value starting at b[i].
+func skipValue(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return i + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+			if depth < 0 {
+				return i
+			}
+		case ',', ' ', '\t', '\n', '\r', ':':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return i
 }

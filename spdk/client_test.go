@@ -368,3 +368,114 @@ func TestReplyWithUnknownIDIsDropped(t *testing.T) {
 		t.Fatalf("ok=%v err=%v", ok, err)
 	}
 }
+
+// TestCallAfterAFailedReplyRedials: a call that starts after another
+// learned of the connection's failure dials anew; it never inherits the
+// failure of a connection already known broken.
+func TestCallAfterAFailedReplyRedials(t *testing.T) {
+	srv := startServer(t)
+	must(srv.AddLvstore("disk-1"))(t)
+	c := newClient(t, srv, spdk.ClientOptions{})
+	ctx := context.Background()
+	for i := range 50 {
+		srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvstores", Action: spdktest.Garbage})
+		if _, err := spdk.BdevLvolGetLvstores(ctx, c); !errors.Is(err, spdk.ErrConnection) {
+			t.Fatalf("round %d: garbage: %v", i, err)
+		}
+		if _, err := spdk.BdevLvolGetLvstores(ctx, c); err != nil {
+			t.Fatalf("round %d: the call after the garbage: %v", i, err)
+		}
+	}
+}
+
+// TestIdleConnectionDroppedBySPDKIsRedialed: SPDK restarting drops the
+// client's idle connection; the next call finds out when its write fails
+// before a byte left, and sends the request on a new connection.
+func TestIdleConnectionDroppedBySPDKIsRedialed(t *testing.T) {
+	srv := startServer(t)
+	must(srv.AddLvstore("disk-1"))(t)
+	c := newClient(t, srv, spdk.ClientOptions{})
+	ctx := context.Background()
+	for i := range 3 {
+		if _, err := spdk.BdevLvolGetLvstores(ctx, c); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		srv.DropConnections()
+		time.Sleep(10 * time.Millisecond) // the close reaches the client's socket
+	}
+	if n := srv.CallCount("bdev_lvol_get_lvstores"); n != 3 {
+		t.Fatalf("SPDK saw %d calls, want 3: a request was sent twice", n)
+	}
+}
+
+// TestCancelledReaderHandsOver: the call reading the connection for
+// everyone is cancelled half-way through another call's reply; that call
+// takes over the reading, resumes the reply where it stopped, and gets it.
+func TestCancelledReaderHandsOver(t *testing.T) {
+	noGoroutineLeak(t)
+	path := socketPath(t)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	served := make(chan error, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			served <- err
+			return
+		}
+		defer conn.Close()
+		dec := json.NewDecoder(conn)
+		var ids []string
+		for range 2 {
+			var req struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			if err := dec.Decode(&req); err != nil {
+				served <- err
+				return
+			}
+			if req.Method == "second" {
+				ids = append(ids, string(req.ID))
+			}
+		}
+		if len(ids) != 1 {
+			served <- fmt.Errorf("requests: %v", ids)
+			return
+		}
+		full := `{"jsonrpc":"2.0","id":` + ids[0] + `,"result":[{"name":"lvs-1","uuid":"u"}]}` + "\n"
+		if _, err := conn.Write([]byte(full[:20])); err != nil {
+			served <- err
+			return
+		}
+		time.Sleep(300 * time.Millisecond) // the first call gives up meanwhile
+		_, err = conn.Write([]byte(full[20:]))
+		served <- err
+		time.Sleep(100 * time.Millisecond)
+	}()
+	c := spdk.NewClient(spdk.ClientOptions{SocketPath: path})
+	defer c.Close()
+
+	first := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		first <- c.Call(ctx, "first", nil, nil) // reads the connection: no other call does
+	}()
+	time.Sleep(30 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var got []spdk.Lvstore
+	if err := c.Call(ctx, "second", nil, &got); err != nil || len(got) != 1 || got[0].Name != "lvs-1" {
+		t.Fatalf("second call: %+v, %v", got, err)
+	}
+	if err := <-first; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("first call: %v, want DeadlineExceeded", err)
+	}
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+}

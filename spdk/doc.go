@@ -7,8 +7,9 @@
 //
 //   - Client: a JSON-RPC 2.0 client over SPDK's Unix socket
 //     (DefaultSocketPath), configured by ClientOptions. Requests and
-//     replies are whole JSON values on one stream; one reader goroutine
-//     per connection hands replies to concurrent callers by id. Typed
+//     replies are whole JSON values on one stream; concurrent callers
+//     share one connection, take turns reading it and hand each other
+//     the replies by id. Typed
 //     calls (BdevGetBdevs, BdevLvolGetLvstores, BdevLvolGetLvols,
 //     BdevRaidGetBdevs, BdevLvolDelete, BdevRaidDelete) work over any
 //     Caller and reject results of the wrong shape. The wire types (Bdev,
@@ -152,6 +153,9 @@
 // ErrTooLarge, wrapping a *bounded.TooLargeError, for a reply over
 // ClientOptions.MaxReplySize). Connection errors fail every call in
 // flight on that connection and are retryable: the next call dials again.
+// Only a request whose write failed before a byte left (SPDK dropped the
+// idle connection, as on a restart) is sent again, once, on a new
+// connection: SPDK never saw it.
 // A *ResultError (errors.Is(err, ErrUnexpectedResult)) is a well-formed
 // reply of the wrong shape: a null result, an object or a string where a
 // list belongs, a list element that is null or has no name, a delete that
@@ -177,9 +181,10 @@
 // # Concurrency
 //
 // Client and Orphans are safe for concurrent use. A Client
-// holds one connection and one reader goroutine while connected; Close
-// fails the calls in flight and waits for the reader to exit. No call
-// outlives its context: a cancelled call returns at once and its late
-// reply is dropped. Classify and PurgeOrder are pure. spdk keeps no time
+// holds one connection while connected and starts no goroutine: the calls
+// write their own requests and, one at a time, read the replies for all of
+// them. Close fails the calls in flight. No call outlives its context: a
+// cancelled call returns at once (a call that was reading hands the
+// reading to another) and its late reply is dropped. Classify and PurgeOrder are pure. spdk keeps no time
 // of its own: every wait is bounded by the caller's context.
 package spdk

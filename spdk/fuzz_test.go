@@ -1,15 +1,16 @@
 package spdk
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"strings"
 	"testing"
 )
 
-// FuzzReplyStream feeds arbitrary bytes to a connection's reader as if
-// SPDK had sent them: the reader must never panic, must hand the waiting
-// call either a reply or an error, and must exit.
+// FuzzReplyStream feeds arbitrary bytes to a connection as if SPDK had
+// sent them: the waiting call, reading them, must never panic and must
+// return either a valid reply or an error.
 func FuzzReplyStream(f *testing.F) {
 	for _, s := range []string{
 		`{"jsonrpc":"2.0","id":1,"result":true}` + "\n",
@@ -26,20 +27,29 @@ func FuzzReplyStream(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		client, server := net.Pipe()
 		cn := newConn(client, 1024)
-		ch := cn.register(1)
+		ch := waitFor(cn, 1)
 		go func() {
 			_, _ = server.Write(data)
 			_ = server.Close()
 		}()
-		rep := <-ch
-		<-cn.done
-		if rep.err == nil && rep.Error == nil && rep.Result == nil {
+		rep, err := cn.wait(context.Background(), 1, ch)
+		cn.fail(ErrClosed)
+		if err == nil && rep.errCode == nil && rep.result == nil {
 			t.Fatalf("waiter got an empty reply from %q", data)
 		}
-		if rep.err == nil && rep.Version != "2.0" {
-			t.Fatalf("reply with version %q delivered", rep.Version)
+		if err == nil && rep.errCode == nil && !json.Valid(rep.result) {
+			t.Fatalf("result %q delivered from %q is not a JSON value", rep.result, data)
 		}
 	})
+}
+
+// waitFor registers a waiter for id, as a call does before it writes.
+func waitFor(cn *conn, id uint64) chan reply {
+	ch := make(chan reply, 1)
+	cn.mu.Lock()
+	cn.pending[id] = ch
+	cn.mu.Unlock()
+	return ch
 }
 
 // FuzzClassify decodes arbitrary bytes as a bdev_lvol_get_lvols result and

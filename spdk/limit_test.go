@@ -1,6 +1,7 @@
 package spdk
 
 import (
+	"context"
 	"errors"
 	"net"
 	"strings"
@@ -24,22 +25,21 @@ func TestReplyLimitIsExact(t *testing.T) {
 	}{{limit - 1, true}, {limit, true}, {limit + 1, false}, {4 * limit, false}} {
 		client, server := net.Pipe()
 		cn := newConn(client, limit)
-		ch := cn.register(1)
+		ch := waitFor(cn, 1)
 		go func() {
 			// A second, small reply follows at once, so the decoder may
 			// buffer past the first one.
 			_, _ = server.Write([]byte(reply(tc.size) + `{"jsonrpc":"2.0","id":2,"result":true}`))
 			_ = server.Close()
 		}()
-		rep := <-ch
+		_, err := cn.wait(context.Background(), 1, ch)
 		cn.fail(ErrClosed)
-		<-cn.done
 		var tooLarge *bounded.TooLargeError
 		switch {
-		case tc.ok && rep.err != nil:
-			t.Errorf("reply of %d bytes under a %d-byte limit: %v", tc.size, limit, rep.err)
-		case !tc.ok && (!errors.Is(rep.err, ErrTooLarge) || !errors.Is(rep.err, ErrConnection) || !errors.As(rep.err, &tooLarge)):
-			t.Errorf("reply of %d bytes over a %d-byte limit: err = %v, want ErrTooLarge", tc.size, limit, rep.err)
+		case tc.ok && err != nil:
+			t.Errorf("reply of %d bytes under a %d-byte limit: %v", tc.size, limit, err)
+		case !tc.ok && (!errors.Is(err, ErrTooLarge) || !errors.Is(err, ErrConnection) || !errors.As(err, &tooLarge)):
+			t.Errorf("reply of %d bytes over a %d-byte limit: err = %v, want ErrTooLarge", tc.size, limit, err)
 		}
 	}
 }
