@@ -71,14 +71,26 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan) candidates {
 		k := lk.keyOf(r.Kind, r.Parameters)
 		needed[k.primary] |= classBit(k.class)
 	}
+	// Orphans are always named; their keys are needed only to name the
+	// other observations of the same data, so a set of orphans alone
+	// skips them.
+	others := 0
 	for _, c := range cs {
-		if c.Verdict.Outcome == OutcomeOrphan {
-			k := lk.keyOf(c.Item.Kind, c.Item.Parameters)
-			needed[k.primary] |= classBit(k.class)
+		if c.Verdict.Outcome != OutcomeOrphan {
+			others++
+		}
+	}
+	if others > 0 {
+		for _, c := range cs {
+			if c.Verdict.Outcome == OutcomeOrphan {
+				k := lk.keyOf(c.Item.Kind, c.Item.Parameters)
+				needed[k.primary] |= classBit(k.class)
+			}
 		}
 	}
 
-	out := candidates{byName: make(map[string]int, len(needed)), named: make([]namedCandidate, 0, min(len(needed), len(cs))), counts: scopeCounts{}}
+	room := min(len(needed)+len(cs)-others, len(cs))
+	out := candidates{byName: make(map[string]int, room), named: make([]namedCandidate, 0, room), counts: scopeCounts{}}
 	for _, c := range cs {
 		spec := lk.spec(c.Item.Kind)
 		k, scope := lk.keyAndScope(spec, c.Item)
@@ -86,8 +98,10 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan) candidates {
 		if !orphan {
 			out.counts.add(scope, 1, 0)
 		}
-		if bits, ok := needed[k.primary]; !ok || bits&classBit(k.class) == 0 {
-			continue
+		if !orphan {
+			if bits, ok := needed[k.primary]; !ok || bits&classBit(k.class) == 0 {
+				continue
+			}
 		}
 		name, err := c.Item.Name()
 		if err != nil {
