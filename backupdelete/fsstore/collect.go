@@ -234,17 +234,19 @@ func (c *collection) unlink() error {
 				unref = append(unref, ck)
 			}
 		}
-	default:
-		if c.candidates == nil {
-			c.out.Full = true
-			all, err := listBlocks(c.vol)
-			if err != nil {
-				return err
-			}
-			for ck := range all {
-				c.candidates = append(c.candidates, []byte(ck))
-			}
+	case c.candidates == nil:
+		c.out.Full = true
+		all, err := listBlocks(c.vol)
+		if err != nil {
+			return err
 		}
+		// A listing names each block file once.
+		all.each(func(ck []byte) {
+			if !c.referenced.has(ck) {
+				unref = append(unref, string(ck))
+			}
+		})
+	default:
 		seen := map[string]struct{}{}
 		for _, ck := range c.candidates {
 			if c.referenced.has(ck) {
