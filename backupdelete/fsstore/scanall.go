@@ -16,10 +16,11 @@ type scanResult struct {
 
 // scanAll reads and scans the cfgs in parallel (they are independent, and
 // on a network mount each read waits on the server), passing the blocks
-// each references to add (called concurrently; the slices alias a read
-// buffer that is reused once add returns), one result per name. A cfg
-// that turns out unreadable or in progress still adds what it had: then
-// nothing is unlinked at all, so extra references cannot hurt.
+// each references to add (called concurrently; the slices, and the slice
+// of them, alias buffers that are reused once add returns), one result
+// per name. A cfg that turns out unreadable or in progress still adds
+// what it had: then nothing is unlinked at all, so extra references
+// cannot hurt.
 func (s *Store) scanAll(ctx context.Context, vol *os.Root, names []string, add func([][]byte)) []scanResult {
 	out := make([]scanResult, len(names))
 	work := make(chan int)
@@ -29,7 +30,8 @@ func (s *Store) scanAll(ctx context.Context, vol *os.Root, names []string, add f
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var buf []byte // reused: a large volume's cfgs are tens of MB each
+			var buf []byte   // reused: a large volume's cfgs are tens of MB each
+			var cks [][]byte // reused: and hundreds of thousands of blocks
 			for i := range work {
 				if err := ctx.Err(); err != nil {
 					out[i].err = err
@@ -39,10 +41,11 @@ func (s *Store) scanAll(ctx context.Context, vol *os.Root, names []string, add f
 				var refs backupRefs
 				if err == nil {
 					buf = data
-					refs, err = scanBackup(data)
+					refs, err = scanBackupInto(data, cks)
 				}
 				if err == nil {
 					add(refs.checksums)
+					cks = refs.checksums
 				}
 				out[i] = scanResult{createdTime: refs.createdTime, snapshotCreatedAt: refs.snapshotCreatedAt, err: err}
 			}
