@@ -20,9 +20,9 @@ type blockSet struct {
 type setShard struct {
 	mu    sync.Mutex
 	seed  maphash.Seed // the set's
-	slots []uint64 // 0 (empty), or the hash's high 32 bits | index+1
-	keys  []byte   // the checksums, one after another
-	ends  []uint32 // checksum i is keys[ends[i-1]:ends[i]]
+	slots []uint64     // 0 (empty), or the hash's high 32 bits | index+1
+	keys  []byte       // the checksums, one after another
+	ends  []uint32     // checksum i is keys[ends[i-1]:ends[i]]
 }
 
 func newBlockSet() *blockSet {
