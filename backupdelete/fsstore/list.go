@@ -56,6 +56,24 @@ func (l *blockList) each(f func(ck []byte)) {
 	}
 }
 
+// blockLists is a volume's listing, one blockList per first-level bucket
+// (kept apart: merging them would copy every checksum once more).
+type blockLists []blockList
+
+func (ls blockLists) len() int {
+	n := 0
+	for i := range ls {
+		n += ls[i].len()
+	}
+	return n
+}
+
+func (ls blockLists) each(f func(ck []byte)) {
+	for i := range ls {
+		ls[i].each(f)
+	}
+}
+
 // listBlocks lists every block file of the volume by checksum. Entries
 // that do not look like block files, or sit in the wrong bucket, are
 // ignored (and never removed); so is anything but a directory at a bucket
@@ -63,7 +81,7 @@ func (l *blockList) each(f func(ck []byte)) {
 // volume has tens of thousands of bucket directories, and on NFS each
 // listing is a round trip. How a bucket is listed is the platform's
 // (bucketLister): on Linux with openat and getdents in large batches.
-func listBlocks(vol *os.Root) (blockList, error) {
+func listBlocks(vol *os.Root) (blockLists, error) {
 	return listBlocksWith(vol, newBucketLister)
 }
 
@@ -76,18 +94,18 @@ type bucketLister interface {
 
 // listBlocksWith is listBlocks with the given listers (tests compare the
 // platform's with rootLister).
-func listBlocksWith(vol *os.Root, newLister func(vol *os.Root, blocks *os.File) (bucketLister, error)) (blockList, error) {
+func listBlocksWith(vol *os.Root, newLister func(vol *os.Root, blocks *os.File) (bucketLister, error)) (blockLists, error) {
 	blocks, err := openDirFile(vol, blocksDir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return blockList{}, nil
+		return nil, nil
 	}
 	if err != nil {
-		return blockList{}, fmt.Errorf("list blocks: %w", err)
+		return nil, fmt.Errorf("list blocks: %w", err)
 	}
 	defer blocks.Close()
 	entries, err := blocks.ReadDir(-1)
 	if err != nil {
-		return blockList{}, fmt.Errorf("list blocks: %w", err)
+		return nil, fmt.Errorf("list blocks: %w", err)
 	}
 	l1 := bucketDirs(entries)
 	type listing struct {
@@ -116,13 +134,12 @@ func listBlocksWith(vol *os.Root, newLister func(vol *os.Root, blocks *os.File) 
 	}
 	close(work)
 	wg.Wait()
-	var all blockList
-	for _, l := range out {
+	all := make(blockLists, len(out))
+	for i, l := range out {
 		if l.err != nil {
-			return blockList{}, fmt.Errorf("list blocks: %w", l.err)
+			return nil, fmt.Errorf("list blocks: %w", l.err)
 		}
-		all.data = append(all.data, l.list.data...)
-		all.lens = append(all.lens, l.list.lens...)
+		all[i] = l.list
 	}
 	return all, nil
 }

@@ -77,7 +77,7 @@ func TestGetdentsListingMatchesRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	sorted := func(l blockList, err error) []string {
+	sorted := func(l blockLists, err error) []string {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
