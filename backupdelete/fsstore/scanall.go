@@ -30,8 +30,10 @@ func (s *Store) scanAll(ctx context.Context, vol *os.Root, names []string, add f
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var buf []byte   // reused: a large volume's cfgs are tens of MB each
-			var cks [][]byte // reused: and hundreds of thousands of blocks
+			bufs := getScanBuffers()
+			defer putScanBuffers(bufs)
+			buf, cks := bufs.data, bufs.cks
+			defer func() { bufs.data, bufs.cks = buf, cks }()
 			for i := range work {
 				if err := ctx.Err(); err != nil {
 					out[i].err = err
@@ -57,4 +59,36 @@ func (s *Store) scanAll(ctx context.Context, vol *os.Root, names []string, add f
 	close(work)
 	wg.Wait()
 	return out
+}
+
+// scanBuffers are a scanner's reused buffers: a large volume's cfgs are
+// tens of MB each with hundreds of thousands of blocks, and a deletion
+// reads every remaining one. They are kept between deletions (freed by
+// the garbage collector like any sync.Pool's content) so that a host
+// deleting backups one after another does not allocate and fault in
+// fresh memory for each. Nothing a scan returns aliases them: add copies
+// or only looks up what it is handed, and the scan results are copies.
+type scanBuffers struct {
+	data []byte
+	cks  [][]byte
+}
+
+var scanBufferPool sync.Pool
+
+// maxPooledBytes: a larger buffer (an unusually large cfg) is not kept.
+const maxPooledBytes = 64 << 20
+
+func getScanBuffers() *scanBuffers {
+	if b, ok := scanBufferPool.Get().(*scanBuffers); ok {
+		return b
+	}
+	return &scanBuffers{}
+}
+
+func putScanBuffers(b *scanBuffers) {
+	if cap(b.data) > maxPooledBytes {
+		return
+	}
+	clear(b.cks[:cap(b.cks)]) // drop the references into the old data
+	scanBufferPool.Put(b)
 }
