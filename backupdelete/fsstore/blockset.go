@@ -39,15 +39,34 @@ func shardOf(ck []byte) int { return int(hexVal[ck[0]])<<4 | int(hexVal[ck[1]]) 
 // addAll adds valid checksums (the scanner validated them); safe for
 // concurrent use.
 func (b *blockSet) addAll(cks [][]byte) {
+	// The first backup scanned shows about how many blocks a shard will
+	// hold (most of a volume's backups share most blocks): an empty shard
+	// is sized for its share of this batch, with room to spare, so that
+	// it rarely grows.
+	hint := len(cks)/len(b.shards) + 1
 	for _, ck := range cks {
 		h := maphash.Bytes(b.seed, ck)
 		sh := &b.shards[shardOf(ck)]
 		sh.mu.Lock()
+		if len(sh.slots) == 0 {
+			sh.reserve(hint + hint/4)
+		}
 		if _, slot := sh.find(ck, h); slot >= 0 {
 			sh.insert(ck, h, slot)
 		}
 		sh.mu.Unlock()
 	}
+}
+
+// reserve sizes an empty shard for n checksums of Longhorn's 64 digits.
+func (sh *setShard) reserve(n int) {
+	size := 16
+	for size < 2*n {
+		size <<= 1
+	}
+	sh.slots = make([]uint64, size)
+	sh.keys = make([]byte, 0, 64*n)
+	sh.ends = make([]uint32, 0, n)
 }
 
 // has is for after the scanners are done: it takes no lock.

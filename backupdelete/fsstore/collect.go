@@ -101,6 +101,9 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 // removed. Otherwise Longhorn goes on when the cfg cannot be read: the
 // cfg still goes, and the blocks are found by listing.
 func (c *collection) readDeleted() error {
+	if !c.requireComplete && !c.targeted {
+		return nil // nothing here needs it: every block file is a candidate
+	}
 	cfg := backupCfgPath(c.ref.Name)
 	data, _, readErr := readBounded(c.vol, cfg, c.s.opts.MaxConfigBytes)
 	if c.requireComplete && !errors.Is(readErr, fs.ErrNotExist) {
