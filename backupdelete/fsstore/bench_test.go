@@ -51,15 +51,29 @@ func benchVolume(b *testing.B, mount string, backups, blocks int, onlyFreed bool
 			files[ck] = true
 		}
 	}
+	// 100k files in 65k directories: written by several workers, the
+	// directories first, so the setup does not dwarf the benchmark.
+	dirs := map[string]bool{}
+	var blockFiles []string
 	for ck := range files {
-		dir := filepath.Join(v.dir, "blocks", ck[0:2], ck[2:4])
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, ck+".blk"), nil, 0o644); err != nil {
-			b.Fatal(err)
+		dirs[filepath.Join(v.dir, "blocks", ck[0:2])] = true
+		blockFiles = append(blockFiles, filepath.Join(v.dir, "blocks", ck[0:2], ck[2:4], ck+".blk"))
+	}
+	var level1, level2 []string
+	for d := range dirs {
+		level1 = append(level1, d)
+	}
+	for ck := range files {
+		dirs[filepath.Join(v.dir, "blocks", ck[0:2], ck[2:4])] = true
+	}
+	for d := range dirs {
+		if len(d) > len(level1[0]) {
+			level2 = append(level2, d)
 		}
 	}
+	parallel(b, level1, func(p string) error { return os.MkdirAll(p, 0o755) })
+	parallel(b, level2, func(p string) error { return os.Mkdir(p, 0o755) })
+	parallel(b, blockFiles, func(p string) error { return os.WriteFile(p, nil, 0o644) })
 	paths := make([]string, len(freed))
 	for i, ck := range freed {
 		paths[i] = filepath.Join(v.dir, "blocks", ck[0:2], ck[2:4], ck+".blk")
@@ -68,9 +82,10 @@ func benchVolume(b *testing.B, mount string, backups, blocks int, onlyFreed bool
 }
 
 // BenchmarkBlockCollection deletes backup-0 of a volume with 10 backups x
-// 50k blocks and, in the same iteration on a copy, unlinks only the block
-// files that deletion frees (the floor any collector pays). It reports
-// both times and their ratio; the target is ratio <= 2.
+// 50k blocks and, in the same iteration, unlinks only the block files that
+// deletion frees in a second tree that holds nothing else (the floor any
+// collector pays). It reports both times, their ratio ("ratio", the
+// issue's yardstick: targeted <= 1.2, full-listing <= 3) and bytes/op.
 //
 //   - targeted: the steady state, after the Store has swept the volume
 //     once: the deleted backup's blocks are the candidates.
@@ -78,17 +93,49 @@ func benchVolume(b *testing.B, mount string, backups, blocks int, onlyFreed bool
 //   - full-listing: a Store's first deletion in a volume (and Longhorn's
 //     every deletion): every block file of the volume is listed.
 //
-//     go test -run='^$' -bench=BlockCollection -benchtime=1x -benchmem -timeout=30m ./backupdelete/fsstore/
+// The two trees are written once per run (100k files: most of the
+// benchmark's wall time) and restored between iterations, outside the
+// timer: the deleted cfg, volume.cfg and the freed block files are put
+// back, and dirty data is written back (sync) before either measurement.
+//
+//	go test -run='^$' -bench=BlockCollection -benchmem -count=5 ./backupdelete/fsstore/
 func BenchmarkBlockCollection(b *testing.B) {
+	tmp := b.TempDir()
+	floor := filepath.Join(tmp, "floor")
+	_, freed := benchVolume(b, floor, 10, 50000, true)
+	mount := filepath.Join(tmp, "store")
+	dir, stored := benchVolume(b, mount, 10, 50000, false)
+	cfg0 := filepath.Join(dir, "backups", "backup_backup-0.cfg")
+	saved := map[string][]byte{}
+	for _, p := range []string{cfg0, filepath.Join(dir, "volume.cfg")} {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		saved[p] = data
+	}
+	restore := func() {
+		for p, data := range saved {
+			if err := os.WriteFile(p, data, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, ps := range [][]string{freed, stored} {
+			for _, p := range ps {
+				if err := os.WriteFile(p, nil, 0o644); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		// Both measurements start with nothing to write back.
+		syncFS()
+	}
 	for _, mode := range []string{"targeted", "full-listing"} {
 		b.Run(mode, func(b *testing.B) {
 			var collect, unlink time.Duration
 			for range b.N {
 				b.StopTimer()
-				tmp := b.TempDir()
-				_, freed := benchVolume(b, filepath.Join(tmp, "floor"), 10, 50000, true)
-				mount := filepath.Join(tmp, "store")
-				benchVolume(b, mount, 10, 50000, false)
+				restore()
 				s, err := Open(mount, Options{Clock: fastClock{}})
 				if err != nil {
 					b.Fatal(err)
@@ -117,6 +164,33 @@ func BenchmarkBlockCollection(b *testing.B) {
 			b.ReportMetric(float64(unlink.Milliseconds())/float64(b.N), "unlink-only-ms/op")
 			b.ReportMetric(float64(collect)/float64(unlink), "ratio")
 		})
+	}
+}
+
+// parallel runs f on every item with a few workers.
+func parallel(b *testing.B, items []string, f func(string) error) {
+	b.Helper()
+	work := make(chan string)
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			var first error
+			for p := range work {
+				if err := f(p); err != nil && first == nil {
+					first = err
+				}
+			}
+			errs <- first
+		}()
+	}
+	for _, p := range items {
+		work <- p
+	}
+	close(work)
+	for range 8 {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

@@ -101,6 +101,9 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 // removed. Otherwise Longhorn goes on when the cfg cannot be read: the
 // cfg still goes, and the blocks are found by listing.
 func (c *collection) readDeleted() error {
+	if !c.requireComplete && !c.targeted {
+		return nil // nothing here needs it: every block file is a candidate
+	}
 	cfg := backupCfgPath(c.ref.Name)
 	data, _, readErr := readBounded(c.vol, cfg, c.s.opts.MaxConfigBytes)
 	if c.requireComplete && !errors.Is(readErr, fs.ErrNotExist) {
@@ -234,17 +237,19 @@ func (c *collection) unlink() error {
 				unref = append(unref, ck)
 			}
 		}
-	default:
-		if c.candidates == nil {
-			c.out.Full = true
-			all, err := listBlocks(c.vol)
-			if err != nil {
-				return err
-			}
-			for ck := range all {
-				c.candidates = append(c.candidates, []byte(ck))
-			}
+	case c.candidates == nil:
+		c.out.Full = true
+		all, err := listBlocks(c.vol)
+		if err != nil {
+			return err
 		}
+		// A listing names each block file once.
+		all.each(func(ck []byte) {
+			if !c.referenced.has(ck) {
+				unref = append(unref, string(ck))
+			}
+		})
+	default:
 		seen := map[string]struct{}{}
 		for _, ck := range c.candidates {
 			if c.referenced.has(ck) {

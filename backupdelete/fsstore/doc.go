@@ -127,7 +127,12 @@
 // # Safety
 //
 // All access goes through an os.Root at the mount point: no symlink leads
-// outside it. Deleting what is already gone is success, and the block
+// outside it. On Linux, block files are listed and unlinked through
+// descriptors instead (openat, getdents64 and unlinkat relative to the
+// blocks directory, itself opened through the os.Root), each bucket level
+// opened with O_DIRECTORY|O_NOFOLLOW: stricter still, as no symlinked
+// bucket is followed at all, and a FIFO at a bucket's place is refused
+// before it is opened. Deleting what is already gone is success, and the block
 // collection still runs, so a retry finishes an interrupted deletion.
 // Files that are not cfgs, blocks or locks are never removed.
 //

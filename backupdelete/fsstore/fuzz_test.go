@@ -117,6 +117,10 @@ func FuzzScanBackup(f *testing.F) {
 		`{"Name":"b\u0061ckup-1","VolumeName":"vol-a"}`,
 		`{"Name":"backup-1","VolumeName":"vol-a","Labels":{"a":"b"},"Size":"1","IsIncremental":true} `,
 		`{"Name":"backup-1","VolumeName":"vol-a"} x`,
+		// 64 digits with one that is not lowercase hex, at each end.
+		`{"Name":"backup-1","VolumeName":"vol-a","Blocks":[{"Offset":0,"BlockChecksum":"` + ck[:63] + `A"}]}`,
+		`{"Name":"backup-1","VolumeName":"vol-a","Blocks":[{"Offset":0,"BlockChecksum":"g` + ck[1:] + `"}]}`,
+		`{"Name":"backup-1","VolumeName":"vol-a","Blocks":[{"Offset":0,"BlockChecksum":"` + ck + `0"}]}`,
 	} {
 		f.Add([]byte(s))
 	}

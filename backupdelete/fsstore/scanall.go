@@ -16,10 +16,11 @@ type scanResult struct {
 
 // scanAll reads and scans the cfgs in parallel (they are independent, and
 // on a network mount each read waits on the server), passing the blocks
-// each references to add (called concurrently; the slices alias a read
-// buffer that is reused once add returns), one result per name. A cfg
-// that turns out unreadable or in progress still adds what it had: then
-// nothing is unlinked at all, so extra references cannot hurt.
+// each references to add (called concurrently; the slices, and the slice
+// of them, alias buffers that are reused once add returns), one result
+// per name. A cfg that turns out unreadable or in progress still adds
+// what it had: then nothing is unlinked at all, so extra references
+// cannot hurt.
 func (s *Store) scanAll(ctx context.Context, vol *os.Root, names []string, add func([][]byte)) []scanResult {
 	out := make([]scanResult, len(names))
 	work := make(chan int)
@@ -29,7 +30,10 @@ func (s *Store) scanAll(ctx context.Context, vol *os.Root, names []string, add f
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var buf []byte // reused: a large volume's cfgs are tens of MB each
+			bufs := getScanBuffers()
+			defer putScanBuffers(bufs)
+			buf, cks := bufs.data, bufs.cks
+			defer func() { bufs.data, bufs.cks = buf, cks }()
 			for i := range work {
 				if err := ctx.Err(); err != nil {
 					out[i].err = err
@@ -39,10 +43,11 @@ func (s *Store) scanAll(ctx context.Context, vol *os.Root, names []string, add f
 				var refs backupRefs
 				if err == nil {
 					buf = data
-					refs, err = scanBackup(data)
+					refs, err = scanBackupInto(data, cks)
 				}
 				if err == nil {
 					add(refs.checksums)
+					cks = refs.checksums
 				}
 				out[i] = scanResult{createdTime: refs.createdTime, snapshotCreatedAt: refs.snapshotCreatedAt, err: err}
 			}
@@ -54,4 +59,36 @@ func (s *Store) scanAll(ctx context.Context, vol *os.Root, names []string, add f
 	close(work)
 	wg.Wait()
 	return out
+}
+
+// scanBuffers are a scanner's reused buffers: a large volume's cfgs are
+// tens of MB each with hundreds of thousands of blocks, and a deletion
+// reads every remaining one. They are kept between deletions (freed by
+// the garbage collector like any sync.Pool's content) so that a host
+// deleting backups one after another does not allocate and fault in
+// fresh memory for each. Nothing a scan returns aliases them: add copies
+// or only looks up what it is handed, and the scan results are copies.
+type scanBuffers struct {
+	data []byte
+	cks  [][]byte
+}
+
+var scanBufferPool sync.Pool
+
+// maxPooledBytes: a larger buffer (an unusually large cfg) is not kept.
+const maxPooledBytes = 64 << 20
+
+func getScanBuffers() *scanBuffers {
+	if b, ok := scanBufferPool.Get().(*scanBuffers); ok {
+		return b
+	}
+	return &scanBuffers{}
+}
+
+func putScanBuffers(b *scanBuffers) {
+	if cap(b.data) > maxPooledBytes {
+		return
+	}
+	clear(b.cks[:cap(b.cks)]) // drop the references into the old data
+	scanBufferPool.Put(b)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"slices"
 	"sync"
 )
 
@@ -14,15 +15,22 @@ const removeWorkers = 8
 
 // removeBlocks unlinks block files; one already gone counts as removed.
 // The files are grouped by first-level bucket, and each bucket directory
-// is opened once as an os.Root, so an unlink walks one directory level
-// instead of three while still never following a symlink. Once ctx ends
-// nothing more is unlinked (the lock may no longer be refreshed), and the
-// blocks left count as neither removed nor failed.
+// is opened once (see newGroupRemover). Once ctx ends nothing more is
+// unlinked (the lock may no longer be refreshed), and the blocks left
+// count as neither removed nor failed.
 func removeBlocks(ctx context.Context, vol *os.Root, cks []string) (removed int, failed []string) {
 	groups := map[string][]string{}
 	for _, ck := range cks {
 		groups[ck[0:2]] = append(groups[ck[0:2]], ck)
 	}
+	if len(groups) == 0 {
+		return 0, nil
+	}
+	remover, done, err := newGroupRemover(vol)
+	if err != nil {
+		return 0, slices.Clone(cks)
+	}
+	defer done()
 	var mu sync.Mutex
 	work := make(chan []string)
 	var wg sync.WaitGroup
@@ -36,26 +44,9 @@ func removeBlocks(ctx context.Context, vol *os.Root, cks []string) (removed int,
 				if ctx.Err() != nil {
 					continue
 				}
-				bucket, err := openDir(vol, blocksDir+"/"+group[0][0:2])
-				if errors.Is(err, fs.ErrNotExist) {
-					n += len(group) // the whole bucket is gone
-					continue
-				}
-				if err != nil {
-					bad = append(bad, group...)
-					continue
-				}
-				for _, ck := range group {
-					if ctx.Err() != nil {
-						break
-					}
-					if err := bucket.Remove(ck[2:4] + "/" + ck + blockSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
-						bad = append(bad, ck)
-						continue
-					}
-					n++
-				}
-				bucket.Close()
+				gn, gbad := remover(ctx, group)
+				n += gn
+				bad = append(bad, gbad...)
 			}
 			mu.Lock()
 			removed += n
@@ -69,4 +60,37 @@ func removeBlocks(ctx context.Context, vol *os.Root, cks []string) (removed int,
 	close(work)
 	wg.Wait()
 	return removed, failed
+}
+
+// groupRemover unlinks the block files of one first-level bucket (every
+// checksum in group has the same first two digits) and returns how many
+// are gone and which could not be removed. It stops when ctx ends; the
+// blocks left then count as neither.
+type groupRemover func(ctx context.Context, group []string) (removed int, failed []string)
+
+// rootGroupRemover opens the bucket as an os.Root, so an unlink walks one
+// directory level instead of three while still never following a
+// symlink out of it.
+func rootGroupRemover(vol *os.Root) groupRemover {
+	return func(ctx context.Context, group []string) (n int, bad []string) {
+		bucket, err := openDir(vol, blocksDir+"/"+group[0][0:2])
+		if errors.Is(err, fs.ErrNotExist) {
+			return len(group), nil // the whole bucket is gone
+		}
+		if err != nil {
+			return 0, group
+		}
+		defer bucket.Close()
+		for _, ck := range group {
+			if ctx.Err() != nil {
+				break
+			}
+			if err := bucket.Remove(ck[2:4] + "/" + ck + blockSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				bad = append(bad, ck)
+				continue
+			}
+			n++
+		}
+		return n, bad
+	}
 }

@@ -176,7 +176,7 @@ func (s *Store) BlockFiles(ctx context.Context, volume string) (int, error) {
 	}
 	defer vol.Close()
 	blocks, err := listBlocks(vol)
-	return len(blocks), err
+	return blocks.len(), err
 }
 
 // writeInVolume writes a file relative to the volume directory.
