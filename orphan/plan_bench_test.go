@@ -8,10 +8,6 @@ import (
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
-// planInput builds a node with ten disks, n candidates of which 1% are
-// orphans, and a record for half of the orphans.
-func planInput(n int) orphan.Input { return planInputWithOrphans(n, 100) }
-
 // planInputWithOrphans makes every every-th candidate an orphan.
 func planInputWithOrphans(n, every int) orphan.Input {
 	// The node's health is given, as a host must: a disk is Ready only
