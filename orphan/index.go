@@ -1,6 +1,9 @@
 package orphan
 
-import "strings"
+import (
+	"hash/maphash"
+	"strings"
+)
 
 // candidates is the input's candidates as Decide needs them: the ones
 // that can matter, named and merged, in input order, and the guard's
@@ -89,16 +92,19 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan) candidates {
 		}
 	}
 
+	filter := newKeyFilter(needed)
+	tally := scopeTally{counts: scopeCounts{}}
 	room := min(len(needed)+len(cs)-others, len(cs))
-	out := candidates{byName: make(map[string]int, room), named: make([]namedCandidate, 0, room), counts: scopeCounts{}}
+	out := candidates{byName: make(map[string]int, room), named: make([]namedCandidate, 0, room)}
 	for _, c := range cs {
 		spec := lk.spec(c.Item.Kind)
 		k, scope := lk.keyAndScope(spec, c.Item)
 		orphan := c.Verdict.Outcome == OutcomeOrphan
 		if !orphan {
-			out.counts.add(scope, 1, 0)
-		}
-		if !orphan {
+			tally.add(scope, 1, 0)
+			if !filter.mayHave(k.primary) {
+				continue
+			}
 			if bits, ok := needed[k.primary]; !ok || bits&classBit(k.class) == 0 {
 				continue
 			}
@@ -127,10 +133,71 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan) candidates {
 	}
 	for _, c := range out.named {
 		if c.Verdict.Outcome == OutcomeOrphan {
-			out.counts.add(c.scope, 1, 1)
+			tally.add(c.scope, 1, 1)
 		}
 	}
+	out.counts = tally.counts
 	return out
+}
+
+// scopeTally counts by scope. A node has few scopes (its disks), and
+// comparing two short strings is cheaper than hashing them, so the first
+// ones are found by a linear search; the map holds them all.
+type scopeTally struct {
+	recent []scopeEntry
+	counts scopeCounts
+}
+
+type scopeEntry struct {
+	scope Scope
+	count *scopeCount
+}
+
+const recentScopes = 32
+
+func (t *scopeTally) add(s Scope, valid, orphans int) {
+	for i := range t.recent {
+		if e := &t.recent[i]; e.scope == s {
+			e.count.valid += valid
+			e.count.orphans += orphans
+			return
+		}
+	}
+	t.counts.add(s, valid, orphans)
+	if len(t.recent) < recentScopes {
+		t.recent = append(t.recent, scopeEntry{s, t.counts[s]})
+	}
+}
+
+// keyFilter is a Bloom filter over the needed match keys: most items of a
+// large input are owned and not needed, and two bits of a small bitset
+// tell most of them so without a map look-up. A "maybe" is checked in the
+// map, so the filter only ever saves work.
+type keyFilter struct {
+	seed maphash.Seed
+	bits []uint64
+	mask uint64
+}
+
+func newKeyFilter(keys map[string]uint8) keyFilter {
+	n := uint64(1024)
+	for n < 16*uint64(len(keys)) {
+		n <<= 1
+	}
+	f := keyFilter{seed: maphash.MakeSeed(), bits: make([]uint64, n/64), mask: n - 1}
+	for k := range keys {
+		h := maphash.String(f.seed, k)
+		a, b := h&f.mask, (h>>32)&f.mask
+		f.bits[a/64] |= 1 << (a % 64)
+		f.bits[b/64] |= 1 << (b % 64)
+	}
+	return f
+}
+
+func (f *keyFilter) mayHave(k string) bool {
+	h := maphash.String(f.seed, k)
+	a, b := h&f.mask, (h>>32)&f.mask
+	return f.bits[a/64]&(1<<(a%64)) != 0 && f.bits[b/64]&(1<<(b%64)) != 0
 }
 
 // kindLookup finds kind specs, remembering the last: candidates come in
