@@ -23,12 +23,13 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/caretaker-storage/caretaker/examples/internal/cli"
 	"github.com/caretaker-storage/caretaker/rebuild"
 	"github.com/caretaker-storage/caretaker/rebuild/rebuildtest"
 )
@@ -48,24 +49,67 @@ var scenarios = []scenario{
 	{"hang", "a rebuild hangs without progress: released after the stall timeout", hang},
 }
 
+var command = cli.Command{
+	Name:  "rebuild-sim",
+	Usage: "rebuild-sim [-scenario NAME]",
+	About: "rebuild-sim runs offline replica rebuilding (package rebuild) in an in-memory cluster on a fake clock " +
+		"and prints the timeline of each scenario: user events, ticket changes, the OfflineRebuilding condition, " +
+		"attachment transitions and replica counts. Nothing touches a real cluster and nothing sleeps. " +
+		"Scenarios: " + scenarioNames() + ".",
+}
+
 func main() {
-	which := flag.String("scenario", "all", "lifecycle, interrupt, delete, stuck, hang or all")
-	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := run(ctx, os.Stdout, *which); err != nil {
-		fmt.Fprintln(os.Stderr, "rebuild-sim:", err)
-		os.Exit(1)
+	code := runCommand(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	cancel()
+	os.Exit(code)
+}
+
+// runCommand is the tool's command line: it parses args and returns the
+// exit code.
+func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := command.FlagSet()
+	which := fs.String("scenario", "all", "the scenario to run: "+scenarioNames()+", or all")
+	if err := command.Parse(fs, args, stdout, stderr); err != nil {
+		return command.Exit(err, stderr)
 	}
+	if err := checkScenario(*which); err != nil {
+		return command.Exit(cli.Usagef("-scenario: %v", err), stderr)
+	}
+	return command.Exit(run(ctx, stdout, *which), stderr)
+}
+
+// scenarioNames lists the scenarios for the help and for errors.
+func scenarioNames() string {
+	names := make([]string, len(scenarios))
+	for i, sc := range scenarios {
+		names[i] = sc.name
+	}
+	return strings.Join(names, ", ")
+}
+
+// checkScenario refuses a name that is not a scenario, listing the valid
+// ones.
+func checkScenario(which string) error {
+	if which == "all" {
+		return nil
+	}
+	for _, sc := range scenarios {
+		if sc.name == which {
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown scenario %q; valid: %s, or all", which, scenarioNames())
 }
 
 func run(ctx context.Context, w io.Writer, which string) error {
-	found := false
+	if err := checkScenario(which); err != nil {
+		return err
+	}
 	for _, sc := range scenarios {
 		if which != "all" && which != sc.name {
 			continue
 		}
-		found = true
 		sim, err := newSim()
 		if err == nil {
 			err = do(sc.steps(ctx, sim))
@@ -77,9 +121,6 @@ func run(ctx context.Context, w io.Writer, which string) error {
 		for _, line := range sim.Lines() {
 			fmt.Fprintln(w, line)
 		}
-	}
-	if !found {
-		return fmt.Errorf("unknown scenario %q", which)
 	}
 	return nil
 }
