@@ -3,44 +3,24 @@ package main
 import (
 	"bytes"
 	"context"
-	"strings"
 	"testing"
+
+	"github.com/caretaker-storage/caretaker/examples/internal/cli/clitest"
 )
 
 // TestFlags table-tests the command line: help, stray arguments, bad
 // scenarios.
 func TestFlags(t *testing.T) {
-	for _, tc := range []struct {
-		name           string
-		args           []string
-		code           int
-		stdout, stderr []string // fragments each must hold
-	}{
-		{name: "-h", args: []string{"-h"}, code: 0,
-			stdout: []string{"in-memory cluster on a fake clock", "Usage: rebuild-sim", "-scenario", "lifecycle, interrupt, delete, stuck, hang"}},
-		{name: "-help", args: []string{"-help"}, code: 0, stdout: []string{"Usage: rebuild-sim"}},
-		{name: "stray argument", args: []string{"stuck"}, code: 2, stderr: []string{`"stuck"`, "no positional arguments"}},
-		{name: "unknown flag", args: []string{"-scenarios", "stuck"}, code: 2, stderr: []string{"-scenarios"}},
-		{name: "unknown scenario", args: []string{"-scenario", "nope"}, code: 2,
-			stderr: []string{"-scenario", `"nope"`, "valid: lifecycle, interrupt, delete, stuck, hang, or all"}},
-		{name: "one scenario", args: []string{"-scenario", "delete"}, code: 0, stdout: []string{"== delete:"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var out, errOut bytes.Buffer
-			code := runCommand(context.Background(), tc.args, &out, &errOut)
-			if code != tc.code {
-				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, out.String(), errOut.String())
-			}
-			for _, want := range tc.stdout {
-				if !strings.Contains(out.String(), want) {
-					t.Errorf("stdout lacks %q:\n%s", want, out.String())
-				}
-			}
-			for _, want := range tc.stderr {
-				if !strings.Contains(errOut.String(), want) {
-					t.Errorf("stderr lacks %q:\n%s", want, errOut.String())
-				}
-			}
-		})
-	}
+	clitest.Run(t, func(args []string, stdout, stderr *bytes.Buffer) int {
+		return runCommand(context.Background(), args, stdout, stderr)
+	}, []clitest.Case{
+		{Name: "-h", Args: []string{"-h"}, Code: 0,
+			Stdout: []string{"in-memory cluster on a fake clock", "Usage: rebuild-sim", "-scenario", "lifecycle, interrupt, delete, stuck, hang"}},
+		{Name: "-help", Args: []string{"-help"}, Code: 0, Stdout: []string{"Usage: rebuild-sim"}},
+		{Name: "stray argument", Args: []string{"stuck"}, Code: 2, Stderr: []string{`"stuck"`, "no positional arguments"}},
+		{Name: "unknown flag", Args: []string{"-scenarios", "stuck"}, Code: 2, Stderr: []string{"-scenarios"}},
+		{Name: "unknown scenario", Args: []string{"-scenario", "nope"}, Code: 2,
+			Stderr: []string{"-scenario", `"nope"`, "valid: lifecycle, interrupt, delete, stuck, hang, or all"}},
+		{Name: "one scenario", Args: []string{"-scenario", "delete"}, Code: 0, Stdout: []string{"== delete:"}},
+	})
 }
