@@ -11,11 +11,12 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"time"
+
+	"github.com/caretaker-storage/caretaker/examples/internal/cli"
 )
 
 // part is one section of the quickstart report.
@@ -33,31 +34,40 @@ var parts = []part{
 	{"Cleanup after scaling (package tokenring)", runTokenRing},
 }
 
+var command = cli.Command{
+	Name:  "quickstart",
+	Usage: "quickstart [-keep]",
+	About: "quickstart runs caretaker's main jobs on an embedded default: a throw-away Longhorn-style disk, " +
+		"backupstore, SPDK fake and token ring, all in a temporary directory that is removed at the end. " +
+		"It prints what it found, why each item is or is not an orphan, and what it did. " +
+		"It touches nothing outside its temporary directory.",
+}
+
 func main() {
-	keep := flag.Bool("keep", false, "keep the temporary directory instead of removing it")
-	flag.Parse()
-
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	code := runCommand(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	cancel()
+	os.Exit(code)
+}
 
+// runCommand is the tool's command line: it parses args and returns the
+// exit code.
+func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := command.FlagSet()
+	keep := fs.Bool("keep", false, "keep the temporary directory instead of removing it")
+	if err := command.Parse(fs, args, stdout, stderr); err != nil {
+		return command.Exit(err, stderr)
+	}
 	root, err := os.MkdirTemp("", "caretaker-quickstart-")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "quickstart:", err)
-		os.Exit(1)
+		return command.Exit(err, stderr)
 	}
 	if *keep {
-		fmt.Printf("working in %s (kept)\n", root)
+		fmt.Fprintf(stdout, "working in %s (kept)\n", root)
 	} else {
 		defer os.RemoveAll(root)
 	}
-
-	if err := run(ctx, os.Stdout, root); err != nil {
-		fmt.Fprintln(os.Stderr, "quickstart:", err)
-		if !*keep {
-			os.RemoveAll(root)
-		}
-		os.Exit(1)
-	}
+	return command.Exit(run(ctx, stdout, root), stderr)
 }
 
 func run(ctx context.Context, w io.Writer, root string) error {
