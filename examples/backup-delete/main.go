@@ -10,13 +10,14 @@
 //	go run ./examples/backup-delete -dir /mnt/backupstore -volume pvc-1234 -backup backup-0123456789abcdef -yes
 //
 // A -dir that does not hold backupstore/volumes/ is refused with an error
-// naming the path it expected, and the command exits 1.
+// naming the path it expected, and the command exits 1. A dry run of a
+// deletion (-backup without -yes) also exits 1, after saying what it
+// would free: nothing was deleted.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -27,27 +28,47 @@ import (
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
 	"github.com/caretaker-storage/caretaker/backupdelete/fsstore"
+	"github.com/caretaker-storage/caretaker/examples/internal/cli"
 	"github.com/caretaker-storage/caretaker/internal/safefile"
 )
 
+var command = cli.Command{
+	Name:  "backup-delete",
+	Usage: "backup-delete -dir MOUNT [-volume VOLUME -backup BACKUP [-yes]] [-lock-wait D]",
+	About: "backup-delete points at a backupstore directory in Longhorn's layout (for example the NFS mount " +
+		"Longhorn backs up to), lists its volumes and backups, and deletes one backup asynchronously through " +
+		"backupdelete's Driver, printing each state transition. Without -yes a deletion is a dry run: it says " +
+		"which block files the deletion would free, deletes nothing and exits 1.",
+}
+
 func main() {
-	dir := flag.String("dir", "", "the backupstore mount point (the directory holding backupstore/)")
-	volume := flag.String("volume", "", "the volume of the backup to delete")
-	backup := flag.String("backup", "", "the backup to delete")
-	yes := flag.Bool("yes", false, "really delete (default: dry run)")
-	lockWait := flag.Duration("lock-wait", time.Minute, "how long to wait for a backup or restore holding the volume's lock")
-	flag.Parse()
-	if *dir == "" {
-		fmt.Fprintln(os.Stderr, "backup-delete: -dir is required")
-		flag.Usage()
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Stdout, *dir, *volume, *backup, *yes, *lockWait); err != nil {
-		fmt.Fprintln(os.Stderr, "backup-delete:", err)
-		os.Exit(1)
+	code := runCommand(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// runCommand is the tool's command line: it parses args and returns the
+// exit code.
+func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := command.FlagSet()
+	dir := fs.String("dir", "", "the backupstore mount point (the directory holding backupstore/) (required)")
+	volume := fs.String("volume", "", "the volume of the backup to delete (with -backup)")
+	backup := fs.String("backup", "", "the backup to delete (with -volume); without -yes, a dry run")
+	yes := fs.Bool("yes", false, "really delete the -backup (default: dry run)")
+	lockWait := fs.Duration("lock-wait", time.Minute, "how long to wait for a backup or restore holding the volume's lock")
+	if err := command.Parse(fs, args, stdout, stderr); err != nil {
+		return command.Exit(err, stderr)
 	}
+	switch {
+	case *dir == "":
+		return command.Exit(cli.Usagef("-dir is required"), stderr)
+	case *backup != "" && *volume == "":
+		return command.Exit(cli.Usagef("-backup %s needs -volume, the backup's volume", *backup), stderr)
+	case *volume != "" && *backup == "":
+		return command.Exit(cli.Usagef("-volume %s needs -backup, the backup to delete (to list, give -dir alone)", *volume), stderr)
+	}
+	return command.Exit(run(ctx, stdout, *dir, *volume, *backup, *yes, *lockWait), stderr)
 }
 
 func run(ctx context.Context, w io.Writer, dir, volume, backup string, yes bool, lockWait time.Duration) error {
@@ -68,7 +89,7 @@ func run(ctx context.Context, w io.Writer, dir, volume, backup string, yes bool,
 	}
 	ref := backupdelete.BackupRef{Volume: volume, Name: backup}
 	if err := ref.Validate(); err != nil {
-		return err
+		return fmt.Errorf("-volume or -backup: %w", err)
 	}
 	freed, err := wouldFree(ctx, store, ref)
 	if err != nil {
@@ -77,7 +98,7 @@ func run(ctx context.Context, w io.Writer, dir, volume, backup string, yes bool,
 	fmt.Fprintf(w, "\ndeleting %s would free %d block files\n", ref, freed)
 	if !yes {
 		fmt.Fprintln(w, "dry run: pass -yes to delete")
-		return nil
+		return cli.DryRun("deleted")
 	}
 	return deleteAsync(ctx, w, store, ref)
 }

@@ -5,12 +5,14 @@ import (
 	"context"
 	"crypto/sha512"
 	"encoding/hex"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
 	"github.com/caretaker-storage/caretaker/backupdelete/fsstore"
+	"github.com/caretaker-storage/caretaker/examples/internal/cli"
 )
 
 func ck(s string) string {
@@ -18,7 +20,9 @@ func ck(s string) string {
 	return hex.EncodeToString(sum[:])[:64]
 }
 
-func TestDryRunThenDelete(t *testing.T) {
+// seed returns a backupstore root holding volume pvc-1 with backup-1
+// (blocks x, y) and backup-2 (blocks x, z, w).
+func seed(t *testing.T) string {
 	dir := t.TempDir()
 	ctx := context.Background()
 	s, err := fsstore.Open(dir, fsstore.Options{})
@@ -45,10 +49,15 @@ func TestDryRunThenDelete(t *testing.T) {
 		}
 	}
 	s.Close()
+	return dir
+}
 
+func TestDryRunThenDelete(t *testing.T) {
+	dir := seed(t)
+	ctx := context.Background()
 	var out bytes.Buffer
-	if err := run(ctx, &out, dir, "pvc-1", "backup-2", false, time.Second); err != nil {
-		t.Fatal(err)
+	if err := run(ctx, &out, dir, "pvc-1", "backup-2", false, time.Second); !errors.Is(err, cli.ErrDryRun) {
+		t.Fatalf("dry run: err %v, want cli.ErrDryRun", err)
 	}
 	for _, want := range []string{"1 volumes", "pvc-1: 2 backups, 4 block files", "backup-2  created 2026-11-02T00:00:00Z, 3 blocks",
 		"deleting pvc-1/backup-2 would free 2 block files", "dry run: pass -yes to delete"} {
