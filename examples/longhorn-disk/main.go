@@ -6,7 +6,8 @@
 //	longhorn-disk -disk /var/lib/longhorn/ -node worker-1 -replicas replicas.json
 //	longhorn-disk -disk /var/lib/longhorn/ -node worker-1 -replicas replicas.json -purge pvc-1-0a1b2c3d -yes
 //
-// Dry-run is the default: without -yes nothing is deleted. A purge goes
+// Dry-run is the default: without -yes nothing is deleted, the tool says
+// what it would purge and exits 1. A purge goes
 // through diskscan's Orphans (Judge, then Delete), which re-checks the disk's UUID and filesystem,
 // the directory and its volume.meta, mounts inside it, and the expected
 // replicas at the moment it acts, and never follows symbolic links.
@@ -28,24 +29,35 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/caretaker-storage/caretaker/diskscan"
+	"github.com/caretaker-storage/caretaker/examples/internal/cli"
 	"github.com/caretaker-storage/caretaker/internal/safefile"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
+var command = cli.Command{
+	Name:  "longhorn-disk",
+	Usage: "longhorn-disk -disk PATH -node NODE -replicas FILE [-purge NAME]... [-purge-all] [-yes]",
+	About: "longhorn-disk lists the orphaned replica directories of a Longhorn v1 filesystem disk on this node, " +
+		"with their sizes, judged against the cluster's replica list (take it with: " + kubectlReplicas + " > replicas.json). " +
+		"It purges orphans only when asked with -purge or -purge-all and -yes; without -yes it says what it would purge, " +
+		"deletes nothing and exits 1. Purges are refused when the replica list looks broken (see -allow-empty-expected and -allow-mass).",
+}
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
 // names is a repeatable string flag.
@@ -55,8 +67,7 @@ func (n *names) String() string     { return fmt.Sprint(*n) }
 func (n *names) Set(v string) error { *n = append(*n, v); return nil }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fl := flag.NewFlagSet("longhorn-disk", flag.ContinueOnError)
-	fl.SetOutput(stderr)
+	fl := command.FlagSet()
 	diskPath := fl.String("disk", "", "the disk's path (required)")
 	node := fl.String("node", "", "this node's name, as in replica spec.nodeID (required)")
 	replicas := fl.String("replicas", "", "`file` (a regular file, or - for stdin) with the output of\n"+kubectlReplicas+" (required)")
@@ -69,20 +80,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	yes := fl.Bool("yes", false, "really delete; without it purging is a dry run")
 	allowEmpty := fl.Bool("allow-empty-expected", false, "purge even though the replica list expects nothing on this disk\n(usually the list is from the wrong namespace or cluster)")
 	allowMass := fl.Bool("allow-mass", false, fmt.Sprintf("purge even though every valid replica directory of the disk is unexpected\n(%d or more of them)", massMin))
-	fl.Usage = func() {
-		fmt.Fprintf(fl.Output(), "Usage: longhorn-disk -disk PATH -node NODE -replicas FILE [-purge NAME]... [-purge-all] [-yes]\n\n"+
-			"Take the replica list with:\n  %s > replicas.json\n\n", kubectlReplicas)
-		fl.PrintDefaults()
+	if err := command.Parse(fl, args, stdout, stderr); err != nil {
+		return command.Exit(err, stderr)
 	}
-	if err := fl.Parse(args); err != nil {
-		return 2
+	var missing []string
+	for _, f := range []struct{ name, value string }{{"-disk", *diskPath}, {"-node", *node}, {"-replicas", *replicas}} {
+		if f.value == "" {
+			missing = append(missing, f.name)
+		}
 	}
-	if *diskPath == "" || *node == "" || *replicas == "" || fl.NArg() > 0 {
-		fmt.Fprintln(stderr, "longhorn-disk: -disk, -node and -replicas are required")
-		fl.Usage()
-		return 2
+	if len(missing) > 0 {
+		return command.Exit(cli.Usagef("%s required (-disk, -node and -replicas are)", strings.Join(missing, ", ")), stderr)
 	}
-	fail := func(err error) int { fmt.Fprintln(stderr, "longhorn-disk:", err); return 1 }
+	fail := func(err error) int { return command.Exit(err, stderr) }
 
 	// The path is kept as given (a trailing slash included): it is part
 	// of the orphan names. Only a relative path is made absolute.
@@ -139,7 +149,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		for _, o := range targets {
 			fmt.Fprintf(stdout, "  %s\n", o.Name)
 		}
-		return 0
+		return fail(cli.DryRun("purged"))
 	}
 	status := 0
 	var freed int64
@@ -185,7 +195,11 @@ func readReplicas(file string) ([]diskscan.ReplicaRef, error) {
 		defer f.Close()
 		r = f
 	}
-	return diskscan.ParseReplicaList(r, 0)
+	refs, err := diskscan.ParseReplicaList(r, 0)
+	if err != nil {
+		return nil, fmt.Errorf("-replicas %s: %w", file, err)
+	}
+	return refs, nil
 }
 
 // openRegular opens a file the tool reads whole, and only if it is a
@@ -209,7 +223,7 @@ func describeDisk(path, node, name, uuid, fsid string) (diskscan.Disk, error) {
 		cfg, err := diskscan.ReadDiskConfig(f, 0)
 		f.Close()
 		if err != nil {
-			return diskscan.Disk{}, err
+			return diskscan.Disk{}, fmt.Errorf("%s: %w", filepath.Join(path, diskscan.ConfigFile), err)
 		}
 		if uuid == "" {
 			uuid = cfg.DiskUUID

@@ -31,7 +31,7 @@ func TestDryRunThenPurge(t *testing.T) {
 	args := []string{"-disk", disk, "-node", "node-1", "-replicas", list}
 
 	var out, errOut bytes.Buffer
-	if code := run(context.Background(), append(args, "-purge-all"), &out, &errOut); code != 0 {
+	if code := run(context.Background(), append(args, "-purge-all"), &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "add -yes") {
 		t.Fatalf("dry run exited %d: %s%s", code, out.String(), errOut.String())
 	}
 	for _, want := range []string{"health: Ready", "1 expected, 1 orphaned", "orphan   pvc-2-4e5f6a7b", "dry run: would purge 1"} {
@@ -178,10 +178,10 @@ func TestSuspiciousListRefusesPurges(t *testing.T) {
 
 func TestHelpShowsTheKubectlCommand(t *testing.T) {
 	var out, errOut bytes.Buffer
-	if code := run(context.Background(), []string{"-h"}, &out, &errOut); code != 2 {
+	if code := run(context.Background(), []string{"-h"}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	if !strings.Contains(errOut.String(), "kubectl get replicas.longhorn.io -n longhorn-system -o json") {
-		t.Fatalf("help lacks the kubectl command:\n%s", errOut.String())
+	if !strings.Contains(out.String(), "kubectl get replicas.longhorn.io -n longhorn-system -o json") {
+		t.Fatalf("help lacks the kubectl command:\n%s", out.String())
 	}
 }

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
+	"github.com/caretaker-storage/caretaker/examples/internal/cli/clitest"
+)
+
+// TestFlags table-tests the command line: help, stray arguments, missing
+// and bad flags, purges without -yes, bad input files.
+func TestFlags(t *testing.T) {
+	base := t.TempDir()
+	disk := filepath.Join(base, "disk")
+	if err := diskscantest.NewDisk(disk, "disk-1", "uuid-1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"pvc-1-0a1b2c3d", "pvc-2-4e5f6a7b"} {
+		if err := diskscantest.MakeReplica(disk, n, diskscantest.Replica{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := func(name, body string) string {
+		p := filepath.Join(base, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	list := file("replicas.json", `{"kind":"List","items":[{"metadata":{"name":"pvc-1-r-1"},"spec":{"nodeID":"node-1","diskID":"uuid-1","diskPath":"`+disk+`","dataDirectoryName":"pvc-1-0a1b2c3d"}}]}`)
+	broken := file("broken.json", `{"items":[`)
+	missing := filepath.Join(base, "missing.json")
+	kept := func(t *testing.T, _, _ string) {
+		for _, n := range []string{"pvc-1-0a1b2c3d", "pvc-2-4e5f6a7b"} {
+			if _, err := os.Stat(filepath.Join(disk, "replicas", n, "volume.meta")); err != nil {
+				t.Errorf("%s touched: %v", n, err)
+			}
+		}
+	}
+	args := func(extra ...string) []string {
+		return append([]string{"-disk", disk, "-node", "node-1", "-replicas", list}, extra...)
+	}
+	clitest.Run(t, func(args []string, stdout, stderr *bytes.Buffer) int {
+		return run(context.Background(), args, stdout, stderr)
+	}, []clitest.Case{
+		{Name: "-h", Args: []string{"-h"}, Code: 0, Stdout: []string{
+			"lists the orphaned replica directories", "Usage: longhorn-disk", kubectlReplicas,
+			"-disk", "-node", "-replicas", "-disk-name", "-disk-uuid", "-fsid", "-purge", "-purge-all", "-yes", "-allow-empty-expected", "-allow-mass"}},
+		{Name: "-help", Args: []string{"-help"}, Code: 0, Stdout: []string{"Usage: longhorn-disk"}},
+		{Name: "stray argument", Args: args("pvc-2-4e5f6a7b"), Code: 2, Stderr: []string{`"pvc-2-4e5f6a7b"`, "no positional arguments"}, Check: kept},
+		{Name: "missing flags", Args: []string{"-disk", disk}, Code: 2, Stderr: []string{"-node, -replicas required"}},
+		{Name: "unknown flag", Args: args("-purgeall"), Code: 2, Stderr: []string{"-purgeall"}, Check: kept},
+		{Name: "listing", Args: args(), Code: 0, Stdout: []string{"orphan   pvc-2-4e5f6a7b"}},
+		{Name: "-purge-all without -yes", Args: args("-purge-all"), Code: 1,
+			Stdout: []string{"would purge 1 directories", "add -yes"}, Stderr: []string{"dry run: nothing was purged; add -yes"}, Check: kept},
+		{Name: "-purge without -yes", Args: args("-purge", "pvc-2-4e5f6a7b"), Code: 1,
+			Stdout: []string{"would purge 1 directories"}, Stderr: []string{"add -yes"}, Check: kept},
+		{Name: "-purge of a non-orphan", Args: args("-purge", "pvc-1-0a1b2c3d", "-yes"), Code: 1, Stderr: []string{`"pvc-1-0a1b2c3d" is not an orphan`}, Check: kept},
+		{Name: "missing -replicas file", Args: []string{"-disk", disk, "-node", "node-1", "-replicas", missing}, Code: 1, Stderr: []string{missing}},
+		{Name: "broken -replicas file", Args: []string{"-disk", disk, "-node", "node-1", "-replicas", broken, "-purge-all", "-yes"}, Code: 1,
+			Stderr: []string{"-replicas " + broken}, Check: kept},
+	})
+}
