@@ -12,8 +12,9 @@
 //	go run ./examples/scylla-cleanup -baseline before.json
 //
 //	# run the cleanup on this node (stop running cleanups, clean every
-//	# non-local vnode keyspace); nothing is cleaned without this flag
-//	go run ./examples/scylla-cleanup -run-cleanup
+//	# non-local vnode keyspace); without -yes it only lists the keyspaces
+//	# it would clean and exits 1
+//	go run ./examples/scylla-cleanup -run-cleanup -yes
 //
 // Through the Scylla Manager Agent, use -api https://host:10001 with
 // -agent-token-file and, for a private CA, -ca-file.
@@ -25,7 +26,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -34,6 +34,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/caretaker-storage/caretaker/examples/internal/cli"
 	"github.com/caretaker-storage/caretaker/tokenring"
 )
 
@@ -101,66 +102,73 @@ type config struct {
 	api               apiFlag
 	tokenFile, caFile string
 	save, baseline    string
-	runCleanup        bool
+	runCleanup, yes   bool
 	timeout           time.Duration
 	keyspaces         keyspaceFlags
 }
 
+var command = cli.Command{
+	Name:  "scylla-cleanup",
+	Usage: "scylla-cleanup [-api URL] [-save FILE | -baseline FILE] [-keyspace SPEC]... [-run-cleanup [-yes]]",
+	About: "scylla-cleanup inspects a ScyllaDB node's token ring through its REST API (or the Scylla Manager Agent) " +
+		"and prints the node's token ring hash, as scylla-operator annotates it. With -save it records the ring and " +
+		"the -keyspace replication before scaling; with -baseline it says which nodes lost ranges since (they need a " +
+		"cleanup) and which only gained. With -run-cleanup -yes it runs a cleanup on this node; without -yes it lists " +
+		"the keyspaces it would clean, cleans nothing and exits 1.",
+}
+
 // parseArgs parses the command line; errors name the flag and what is
-// wrong with it.
-func parseArgs(args []string, stderr io.Writer) (config, error) {
+// wrong with it. -h prints the help to stdout and returns flag.ErrHelp.
+func parseArgs(args []string, stdout, stderr io.Writer) (config, error) {
 	c := config{api: "http://127.0.0.1:10000", keyspaces: keyspaceFlags{}}
-	fs := flag.NewFlagSet("scylla-cleanup", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := command.FlagSet()
 	fs.Var(&c.api, "api", "ScyllaDB REST API, http://host:10000, or the Manager Agent, https://host:10001")
 	fs.StringVar(&c.tokenFile, "agent-token-file", "", "file holding the Scylla Manager Agent's auth token (needs an https -api)")
 	fs.StringVar(&c.caFile, "ca-file", "", "PEM CA bundle to trust for an https -api")
 	fs.StringVar(&c.save, "save", "", "write the current ring and the -keyspace replication to this file")
 	fs.StringVar(&c.baseline, "baseline", "", "a file written earlier by -save: report who lost and who gained ranges since")
-	fs.BoolVar(&c.runCleanup, "run-cleanup", false, "run a cleanup on this node (it rewrites SSTables: use off-peak)")
+	fs.BoolVar(&c.runCleanup, "run-cleanup", false, "run a cleanup on this node (it rewrites SSTables: use off-peak); needs -yes")
+	fs.BoolVar(&c.yes, "yes", false, "confirm -run-cleanup; without it, -run-cleanup only lists the keyspaces it would clean")
 	fs.DurationVar(&c.timeout, "timeout", time.Minute, "deadline for reading the ring (a cleanup has no deadline)")
 	fs.Var(c.keyspaces, "keyspace", "name=SimpleStrategy:RF or name=NetworkTopologyStrategy:dc1=RF,dc2=RF (repeatable)")
-	if err := fs.Parse(args); err != nil {
+	if err := command.Parse(fs, args, stdout, stderr); err != nil {
 		return config{}, err
-	}
-	if fs.NArg() > 0 {
-		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	return c, nil
 }
 
 func main() {
-	c, err := parseArgs(os.Args[1:], os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "scylla-cleanup:", err)
-		os.Exit(2)
-	}
-	if err := run(os.Stdout, string(c.api), c.tokenFile, c.caFile, c.save, c.baseline, c.runCleanup, c.timeout, c.keyspaces); err != nil {
-		fmt.Fprintln(os.Stderr, "scylla-cleanup:", err)
-		os.Exit(1)
-	}
+	os.Exit(runCommand(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(w io.Writer, api, tokenFile, caFile, save, baseline string, runCleanup bool, timeout time.Duration, keyspaces keyspaceFlags) error {
+// runCommand is the tool's command line: it parses args and returns the
+// exit code.
+func runCommand(args []string, stdout, stderr io.Writer) int {
+	c, err := parseArgs(args, stdout, stderr)
+	if err != nil {
+		return command.Exit(err, stderr)
+	}
+	return command.Exit(run(stdout, c), stderr)
+}
+
+func run(w io.Writer, c config) error {
+	api := string(c.api)
 	opts := tokenring.ClientOptions{}
-	if tokenFile != "" {
-		b, err := os.ReadFile(tokenFile)
+	if c.tokenFile != "" {
+		b, err := os.ReadFile(c.tokenFile)
 		if err != nil {
-			return err
+			return fmt.Errorf("-agent-token-file: %w", err)
 		}
 		opts.AuthToken = strings.TrimSpace(string(b))
 	}
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
+	if c.caFile != "" {
+		pem, err := os.ReadFile(c.caFile)
 		if err != nil {
-			return err
+			return fmt.Errorf("-ca-file: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return fmt.Errorf("%s: no PEM certificates", caFile)
+			return fmt.Errorf("-ca-file %s: no PEM certificates", c.caFile)
 		}
 		opts.TLSConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
@@ -169,7 +177,7 @@ func run(w io.Writer, api, tokenFile, caFile, save, baseline string, runCleanup 
 		return fmt.Errorf("-api: %w", err)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	hash, m, err := tokenring.ReadTokenRingHash(ctx, client)
 	switch {
@@ -182,53 +190,63 @@ func run(w io.Writer, api, tokenFile, caFile, save, baseline string, runCleanup 
 		fmt.Fprintf(w, "%s: %s\n", tokenring.CurrentTokenRingHashAnnotation, hash)
 	}
 
-	if save != "" || baseline != "" {
+	if c.save != "" || c.baseline != "" {
 		ring, err := tokenring.ReadRing(ctx, client, client)
 		if err != nil {
 			return err
 		}
-		now := tokenring.Topology{Ring: ring, Keyspaces: keyspaces}
+		now := tokenring.Topology{Ring: ring, Keyspaces: c.keyspaces}
 		if err := now.Validate(); err != nil {
 			// A datacenter typo would make every node look as if it lost
 			// its ranges: refuse before saving or reporting anything.
 			return fmt.Errorf("-keyspace does not match the ring: %w", err)
 		}
-		if save != "" {
-			if err := writeTopology(save, now); err != nil {
-				return err
+		if c.save != "" {
+			if err := writeTopology(c.save, now); err != nil {
+				return fmt.Errorf("-save: %w", err)
 			}
-			fmt.Fprintf(w, "saved %d tokens of %d endpoints and %d keyspaces to %s\n", len(ring.Owners), len(ring.Locations), len(keyspaces), save)
+			fmt.Fprintf(w, "saved %d tokens of %d endpoints and %d keyspaces to %s\n", len(ring.Owners), len(ring.Locations), len(c.keyspaces), c.save)
 		}
-		if baseline != "" {
-			if err := report(w, baseline, now); err != nil {
+		if c.baseline != "" {
+			if err := report(w, c.baseline, now); err != nil {
 				return err
 			}
 		}
 	}
 
-	if runCleanup {
-		fmt.Fprintf(w, "cleaning up %s ...\n", api)
-		rep, err := tokenring.RunCleanup(context.Background(), client)
-		fmt.Fprintf(w, "cleaned %v\n", rep.Cleaned)
-		if len(rep.Dropped) > 0 {
-			fmt.Fprintf(w, "dropped meanwhile (nothing to clean) %v\n", rep.Dropped)
-		}
-		for ks, kerr := range rep.Failed {
-			fmt.Fprintf(w, "failed %s: %v\n", ks, kerr)
-		}
-		return err
+	if !c.runCleanup {
+		return nil
 	}
-	return nil
+	if !c.yes {
+		// Listing is read-only; stopping running cleanups is not, so the
+		// dry run does not do it.
+		keyspaces, err := client.CleanupKeyspaces(ctx)
+		if err != nil {
+			return fmt.Errorf("listing the keyspaces a cleanup would clean: %w", err)
+		}
+		fmt.Fprintf(w, "dry run: -run-cleanup would stop running cleanups on %s and clean %d keyspaces %v; add -yes to run it\n", api, len(keyspaces), keyspaces)
+		return cli.DryRun("cleaned")
+	}
+	fmt.Fprintf(w, "cleaning up %s ...\n", api)
+	rep, err := tokenring.RunCleanup(context.Background(), client)
+	fmt.Fprintf(w, "cleaned %v\n", rep.Cleaned)
+	if len(rep.Dropped) > 0 {
+		fmt.Fprintf(w, "dropped meanwhile (nothing to clean) %v\n", rep.Dropped)
+	}
+	for ks, kerr := range rep.Failed {
+		fmt.Fprintf(w, "failed %s: %v\n", ks, kerr)
+	}
+	return err
 }
 
 func report(w io.Writer, baseline string, now tokenring.Topology) error {
 	b, err := os.ReadFile(baseline)
 	if err != nil {
-		return err
+		return fmt.Errorf("-baseline: %w", err)
 	}
 	var before tokenring.Topology
 	if err := json.Unmarshal(b, &before); err != nil {
-		return fmt.Errorf("%s: %w", baseline, err)
+		return fmt.Errorf("-baseline %s: %w", baseline, err)
 	}
 	if len(now.Keyspaces) == 0 {
 		now.Keyspaces = before.Keyspaces // replication unchanged unless given

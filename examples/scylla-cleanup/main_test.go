@@ -30,13 +30,13 @@ func TestSaveThenReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := run(&out, srv.URL, "", "", file, "", false, time.Minute, ks); err != nil {
+	if err := run(&out, config{api: apiFlag(srv.URL), save: file, timeout: time.Minute, keyspaces: ks}); err != nil {
 		t.Fatal(err)
 	}
 	nodes = append(nodes, tokenringtest.Node{Endpoint: "10.0.0.4", HostID: "h4", Datacenter: "dc1", Rack: "r1", Tokens: []string{"15"}})
 	srv.Node().Update(func(c *tokenringtest.Cluster) { c.Nodes = nodes })
 	out.Reset()
-	if err := run(&out, srv.URL, "", "", "", file, false, time.Minute, keyspaceFlags{}); err != nil {
+	if err := run(&out, config{api: apiFlag(srv.URL), baseline: file, timeout: time.Minute, keyspaces: keyspaceFlags{}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
@@ -91,7 +91,7 @@ func TestDatacenterTypoIsRefused(t *testing.T) {
 	}
 	var out bytes.Buffer
 	file := filepath.Join(dir, "typo.json")
-	err := run(&out, srv.URL, "", "", file, "", false, time.Minute, typo)
+	err := run(&out, config{api: apiFlag(srv.URL), save: file, timeout: time.Minute, keyspaces: typo})
 	if !errors.Is(err, tokenring.ErrUnknownDatacenter) || !strings.Contains(err.Error(), `"DC1"`) {
 		t.Fatalf("save with a datacenter typo: %v", err)
 	}
@@ -104,11 +104,11 @@ func TestDatacenterTypoIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := filepath.Join(dir, "before.json")
-	if err := run(&out, srv.URL, "", "", base, "", false, time.Minute, good); err != nil {
+	if err := run(&out, config{api: apiFlag(srv.URL), save: base, timeout: time.Minute, keyspaces: good}); err != nil {
 		t.Fatal(err)
 	}
 	out.Reset()
-	err = run(&out, srv.URL, "", "", "", base, false, time.Minute, typo)
+	err = run(&out, config{api: apiFlag(srv.URL), baseline: base, timeout: time.Minute, keyspaces: typo})
 	if !errors.Is(err, tokenring.ErrUnknownDatacenter) || strings.Contains(out.String(), "needs cleanup") {
 		t.Fatalf("report with a datacenter typo: %v\n%s", err, out.String())
 	}
@@ -118,17 +118,17 @@ func TestDatacenterTypoIsRefused(t *testing.T) {
 // scheme is missing and what to write, when the flag is parsed.
 func TestAPIWithoutScheme(t *testing.T) {
 	var stderr bytes.Buffer
-	_, err := parseArgs([]string{"-api", "10.0.0.1:10000"}, &stderr)
+	_, err := parseArgs([]string{"-api", "10.0.0.1:10000"}, io.Discard, &stderr)
 	if err == nil || !strings.Contains(err.Error(), `has no scheme: write "http://10.0.0.1:10000"`) {
 		t.Fatalf("parseArgs: %v", err)
 	}
-	if _, err := parseArgs([]string{"-api", "https://10.0.0.1:10001", "-keyspace", "a=SimpleStrategy:2"}, &stderr); err != nil {
+	if _, err := parseArgs([]string{"-api", "https://10.0.0.1:10001", "-keyspace", "a=SimpleStrategy:2"}, io.Discard, &stderr); err != nil {
 		t.Fatalf("good flags refused: %v", err)
 	}
-	if _, err := parseArgs([]string{"-keyspace", "a=SimpleStrategy:0"}, &stderr); err == nil {
+	if _, err := parseArgs([]string{"-keyspace", "a=SimpleStrategy:0"}, io.Discard, &stderr); err == nil {
 		t.Fatal("a replication factor of 0 was accepted")
 	}
-	err = run(io.Discard, "10.0.0.1:10000", "", "", "", "", false, time.Minute, keyspaceFlags{})
+	err = run(io.Discard, config{api: apiFlag("10.0.0.1:10000"), timeout: time.Minute, keyspaces: keyspaceFlags{}})
 	if !errors.Is(err, tokenring.ErrInvalidURL) || !strings.Contains(err.Error(), "-api") {
 		t.Fatalf("run: %v", err)
 	}
