@@ -20,19 +20,25 @@
 //
 //	{
 //	  "engines":  [{"name": "vol-e-0"}],
-//	  "replicas": [{"name": "vol-r-0a1b2c3d", "desiredState": "stopped", "currentState": "stopped"}]
+//	  "replicas": [{"name": "vol-r-0a1b2c3d", "desireState": "stopped", "currentState": "stopped"}]
 //	}
 //
-// Each entry is a record the cluster has. In the hand-written form,
-// omitted fields default to a healthy record of this node: desiredState
-// and currentState "running", ownerNode -node, instanceManager
-// -instance-manager, and unknown fields are an error, so a typo never
-// turns an expected object into an orphan. An instance with no entry has
-// no record: it is an orphan.
+// Each entry is a record the cluster has. The hand-written form takes
+// Longhorn's field names (spec.desireState, status.currentState,
+// status.ownerID, status.instanceManagerName), and also the spellings
+// desiredState, ownerNode and instanceManager it took before; giving both
+// spellings of one field with different values is an error. Omitted
+// fields default to a healthy record of this node: desireState and
+// currentState "running", ownerID -node, instanceManagerName
+// -instance-manager. Unknown fields are an error naming the field, so a
+// typo never turns an expected object into an orphan. An instance with no
+// entry has no record: it is an orphan.
 //
-// -delete refuses, unless -allow-mass-delete is given, when the list looks
-// broken rather than real: it holds no record at all while SPDK holds
-// objects, or every object (at least three) was judged an orphan.
+// -delete without -yes is a dry run: it lists what it would delete, deletes
+// nothing and exits 1. -delete refuses, unless -allow-mass-delete is given,
+// when the list looks broken rather than real: it holds no record at all
+// while SPDK holds objects, or every object (at least three) was judged an
+// orphan.
 package main
 
 import (
@@ -40,14 +46,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
 
+	"github.com/caretaker-storage/caretaker/examples/internal/cli"
 	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/internal/bounded"
 	"github.com/caretaker-storage/caretaker/internal/safefile"
@@ -70,13 +77,19 @@ type Expected struct {
 	Replicas []ExpectedInstance `json:"replicas"`
 }
 
-// ExpectedInstance is one engine or replica record.
+// ExpectedInstance is one engine or replica record. The hand-written form
+// takes Longhorn's field names and the older spellings; parseHandWritten
+// folds each pair into DesiredState, OwnerNode and InstanceManager.
 type ExpectedInstance struct {
 	Name            string `json:"name"`
-	DesiredState    string `json:"desiredState,omitempty"`
+	DesiredState    string `json:"desireState,omitempty"` // Longhorn's spec.desireState
 	CurrentState    string `json:"currentState,omitempty"`
-	OwnerNode       string `json:"ownerNode,omitempty"`
-	InstanceManager string `json:"instanceManager,omitempty"`
+	OwnerNode       string `json:"ownerID,omitempty"`             // Longhorn's status.ownerID
+	InstanceManager string `json:"instanceManagerName,omitempty"` // Longhorn's status.instanceManagerName
+	// The spellings the hand-written form took first, still accepted.
+	OldDesiredState    string `json:"desiredState,omitempty"`
+	OldOwnerNode       string `json:"ownerNode,omitempty"`
+	OldInstanceManager string `json:"instanceManager,omitempty"`
 	// DesiredNode and Deleting come from kubectl's output (spec.nodeID,
 	// metadata.deletionTimestamp); they are not part of the hand-written
 	// form.
@@ -85,53 +98,57 @@ type ExpectedInstance struct {
 	fromKube    bool
 }
 
+var command = cli.Command{
+	Name:  "spdk-inventory",
+	Usage: "spdk-inventory [-socket PATH] [-node NODE] [-instance-manager NAME] [-expected FILE [-delete [-yes] [-allow-mass-delete]]]",
+	About: "spdk-inventory lists this node's Longhorn v2 engines (RAID bdevs) and replicas (head lvols) in its SPDK target " +
+		"and, given the cluster's Engine and Replica records with -expected (take them with: " + kubectlRecords + " > records.json), " +
+		"says which are orphans and why. With -delete -yes it deletes the orphans, each re-checked at the moment of deletion; " +
+		"-delete without -yes lists what it would delete, deletes nothing and exits 1.",
+}
+
+// kubectlRecords is the command that prints the records -expected reads.
+const kubectlRecords = "kubectl -n longhorn-system get engines.longhorn.io,replicas.longhorn.io -o json"
+
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "spdk-inventory:", err)
-		os.Exit(1)
-	}
+	os.Exit(runCommand(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// runCommand is the tool's command line: it runs run and returns the
+// exit code.
+func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return command.Exit(run(ctx, args, stdout, stderr), stderr)
 }
 
 // Errors run reports for flag combinations and broken lists.
 var (
-	errDeleteNeedsExpected = errors.New("-delete needs -expected: without the cluster's records nothing can be judged an orphan")
-	errDeleteNeedsYes      = errors.New("-delete deletes runtime objects (for replicas: lvols, which are data); add -yes to confirm")
+	errDeleteNeedsExpected = cli.Usagef("-delete needs -expected: without the cluster's records nothing can be judged an orphan")
+	errDeleteNeedsYes      = fmt.Errorf("%w: -delete deletes runtime objects (for replicas: lvols, which are data); nothing was deleted; add -yes to confirm", cli.ErrDryRun)
 	errEmptyExpected       = errors.New("refusing -delete: the expected list has no engine or replica record while SPDK holds objects; an empty list is the classic accident (kubectl without -n longhorn-system prints {\"items\":[]}); pass -allow-mass-delete if this node really should hold nothing")
 	errAllOrphans          = errors.New("refusing -delete: every object on this node was judged an orphan; that is what a list from the wrong cluster or namespace looks like; check the list, or pass -allow-mass-delete")
 )
 
-func run(ctx context.Context, args []string, w io.Writer) error {
-	fs := flag.NewFlagSet("spdk-inventory", flag.ContinueOnError)
-	fs.SetOutput(w)
+func run(ctx context.Context, args []string, w, stderr io.Writer) error {
+	fs := command.FlagSet()
 	socket := fs.String("socket", spdk.DefaultSocketPath, "SPDK JSON-RPC Unix socket")
 	node := fs.String("node", hostname(), "this node's ID")
 	im := fs.String("instance-manager", "instance-manager", "this node's v2 instance manager name")
-	expectedPath := fs.String("expected", "", "a `file` of the cluster's engine and replica records: the output of\n  kubectl -n longhorn-system get engines.longhorn.io,replicas.longhorn.io -o json\n(or the hand-written form in the command doc)")
-	del := fs.Bool("delete", false, "delete the orphans found (needs -expected and -yes)")
+	expectedPath := fs.String("expected", "", "a `file` of the cluster's engine and replica records: the output of\n  "+kubectlRecords+"\n(or the hand-written form in the command doc)")
+	del := fs.Bool("delete", false, "delete the orphans found (needs -expected; without -yes, a dry run)")
 	yes := fs.Bool("yes", false, "confirm -delete")
 	allowMass := fs.Bool("allow-mass-delete", false, "let -delete proceed when the expected list is empty while objects exist, or every object (at least 3) is judged an orphan")
 	timeout := fs.Duration("timeout", 30*time.Second, "overall timeout")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: spdk-inventory [flags]\n\nLists this node's v2 engines and replicas and, with -expected, judges them.\nThe expected list comes from:\n  kubectl -n longhorn-system get engines.longhorn.io,replicas.longhorn.io -o json > records.json\n\nFlags:")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := command.Parse(fs, args, w, stderr); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if *del && *expectedPath == "" {
 		return errDeleteNeedsExpected
-	}
-	if *del && !*yes {
-		return errDeleteNeedsYes
 	}
 	var exp *Expected
 	if *expectedPath != "" {
 		var err error
 		if exp, err = readExpected(*expectedPath); err != nil {
-			return err
+			return fmt.Errorf("-expected %w", err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
@@ -193,6 +210,14 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 			return errAllOrphans
 		}
 	}
+	if !*yes {
+		fmt.Fprintf(w, "dry run: -delete would delete %d orphan(s):\n", len(orphans))
+		for _, it := range orphans {
+			fmt.Fprintf(w, "  %s %s\n", it.Kind, it.Param(orphan.ParamInstanceName))
+		}
+		fmt.Fprintln(w, "add -yes to delete them")
+		return errDeleteNeedsYes
+	}
 
 	var errs *multierror.Error
 	for _, it := range orphans {
@@ -231,12 +256,12 @@ func readExpected(path string) (*Expected, error) {
 	// A FIFO or device would block the open itself: safefile looks first.
 	f, _, err := safefile.OpenRegular(safefile.Dir{}, path)
 	if err != nil {
-		return nil, err
+		return nil, withPath(path, err)
 	}
 	defer f.Close()
 	data, err := bounded.ReadAll(f, maxExpectedSize, path)
 	if err != nil {
-		return nil, err
+		return nil, withPath(path, err)
 	}
 	var probe struct {
 		Items json.RawMessage `json:"items"`
@@ -256,17 +281,54 @@ func readExpected(path string) (*Expected, error) {
 	return exp, nil
 }
 
+// withPath prefixes err with path unless it names it already.
+func withPath(path string, err error) error {
+	if strings.Contains(err.Error(), path) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", path, err)
+}
+
+// handWrittenFields lists the fields an entry of the hand-written form
+// may have, for the error about an unknown one.
+const handWrittenFields = "name, desireState (or desiredState), currentState, ownerID (or ownerNode), instanceManagerName (or instanceManager)"
+
 func parseHandWritten(data []byte) (*Expected, error) {
 	var exp Expected
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&exp); err != nil {
+		if strings.Contains(err.Error(), "unknown field") {
+			return nil, fmt.Errorf("%w; the file takes \"engines\" and \"replicas\", each a list of entries with the fields %s", err, handWrittenFields)
+		}
 		return nil, err
 	}
-	for _, list := range [][]ExpectedInstance{exp.Engines, exp.Replicas} {
-		for i, e := range list {
+	for _, l := range []struct {
+		key  string
+		list []ExpectedInstance
+	}{{"engines", exp.Engines}, {"replicas", exp.Replicas}} {
+		for i := range l.list {
+			e := &l.list[i]
 			if e.Name == "" {
-				return nil, fmt.Errorf("entry %d has no name", i)
+				return nil, fmt.Errorf("%s entry %d has no name", l.key, i)
+			}
+			for _, f := range []struct {
+				longhorn, old string
+				value         *string
+				oldValue      string
+			}{
+				{"desireState", "desiredState", &e.DesiredState, e.OldDesiredState},
+				{"ownerID", "ownerNode", &e.OwnerNode, e.OldOwnerNode},
+				{"instanceManagerName", "instanceManager", &e.InstanceManager, e.OldInstanceManager},
+			} {
+				switch {
+				case f.oldValue == "":
+				case *f.value == "":
+					*f.value = f.oldValue
+				case *f.value != f.oldValue:
+					return nil, fmt.Errorf("%s entry %d (%s): %s %q and %s %q disagree; give one (Longhorn's name is %s)",
+						l.key, i, e.Name, f.longhorn, *f.value, f.old, f.oldValue, f.longhorn)
+				}
 			}
 		}
 	}
@@ -323,7 +385,7 @@ func parseKubeList(data []byte) (*Expected, error) {
 		case "Replica":
 			exp.Replicas = append(exp.Replicas, e)
 		default:
-			return nil, fmt.Errorf("item %d (%s) is of kind %q; want Engine or Replica (kubectl -n longhorn-system get engines.longhorn.io,replicas.longhorn.io -o json)", i, o.Metadata.Name, o.Kind)
+			return nil, fmt.Errorf("item %d (%s) is of kind %q; want Engine or Replica (%s)", i, o.Metadata.Name, o.Kind, kubectlRecords)
 		}
 	}
 	return exp, nil

@@ -57,7 +57,7 @@ func write(t *testing.T, dir, name, body string) string {
 func exec(srv *spdktest.Server, args ...string) (string, error) {
 	var buf bytes.Buffer
 	base := []string{"-socket", srv.SocketPath(), "-node", "n1", "-instance-manager", "im1"}
-	err := run(context.Background(), append(base, args...), &buf)
+	err := run(context.Background(), append(base, args...), &buf, &buf)
 	return buf.String(), err
 }
 
@@ -179,7 +179,7 @@ func TestInventoryFlags(t *testing.T) {
 
 func TestInventoryHelpNamesTheKubectlCommand(t *testing.T) {
 	var buf bytes.Buffer
-	err := run(context.Background(), []string{"-h"}, &buf)
+	err := run(context.Background(), []string{"-h"}, &buf, &buf)
 	if !errors.Is(err, flagErrHelp()) {
 		t.Fatalf("err = %v", err)
 	}
