@@ -55,5 +55,27 @@
 //		report(plan, result, err)
 //	}
 //
+// # Design documents
+//
+// The package docs cite the design documents caretaker implements as
+// "seed 000" to "seed 004". They are these enhancement proposals:
+//
+//   - seed 000: Longhorn's "Orphaned Data Cleanup" (orphaned replica
+//     directories and failed backups; issues longhorn/longhorn#685 and
+//     #3898), implemented by orphan, diskscan and backupdelete;
+//   - seed 001: Longhorn's "Orphaned V2 Volume Runtime Resource Cleanup"
+//     (SPDK engines and replicas left after a node outage;
+//     longhorn/longhorn#10933), implemented by orphan, instance and spdk;
+//   - seed 002: Longhorn's "Delete backup in the backupstore
+//     asynchronously" (longhorn/longhorn#8742), implemented by
+//     backupdelete;
+//   - seed 003: Longhorn's "Automatic Offline Replica Rebuilding"
+//     (longhorn/longhorn#6071), implemented by rebuild;
+//   - seed 004: scylla-operator's "Run node cleanup after scaling the
+//     cluster", implemented by tokenring.
+//
+// Where the real code of Longhorn or scylla-operator is safer than its
+// proposal, caretaker follows the code and says so in the package doc.
+//
 // See the README for the runnable quickstart.
 package caretaker

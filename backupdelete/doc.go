@@ -2,7 +2,7 @@
 // holds back backup creations while a deletion of the same volume runs, and
 // turns failed backups into orphan records. It implements seed 002
 // ("Delete backup in the backupstore asynchronously") and the failed-backup
-// half of seed 000, with Longhorn's states and messages, so a Longhorn-style
+// half of seed 000 ("Orphaned Data Cleanup"), with Longhorn's states and messages, so a Longhorn-style
 // backup controller can adopt it without migrating its objects.
 //
 // The decisions are pure and synchronous:

@@ -119,10 +119,12 @@
 //
 // # Where caretaker differs from the seeds and from Longhorn
 //
-//   - v2 replica instances: seed 001's "record stopped and runtime present:
-//     orphan" would delete every detached v2 volume's data. Longhorn's code
-//     never does it; neither does package instance. Its doc lists the
-//     sources and which object each case deletes.
+//   - v2 replica instances: the rule of seed 001 (Longhorn's "Orphaned V2
+//     Volume Runtime Resource Cleanup" proposal; the root package lists
+//     every seed) "record stopped and runtime present: orphan" would delete
+//     every detached v2 volume's data. Longhorn's code never does it;
+//     neither does package instance. Its doc lists the sources and which
+//     object each case deletes.
 //   - Node over disk: Longhorn's OrphanController.updateDataCleanableCondition
 //     (controller/orphan_controller.go) checks the node (down, missing
 //     manager, eviction requested) before the disk; Decide resolves scopes

@@ -58,6 +58,9 @@
 //
 // # Deviation from seed 001 and from Longhorn's code
 //
+// Seed 001 is Longhorn's "Orphaned V2 Volume Runtime Resource Cleanup"
+// proposal (longhorn/longhorn#10933); the root package lists every seed.
+//
 // Seed 001 judges "record stopped, runtime object present" an orphan for
 // both kinds and cleans up with cleanupRequired=true, which for a v2
 // replica deletes its lvols. A detached v2 volume's replicas are stopped
