@@ -156,6 +156,27 @@
 // in the Result. Combine's Delete of a kind no adapter serves is a
 // *KindError wrapping ErrNoAdapter.
 //
+// # Logging
+//
+// The Monitor and the Sweeper log through the *slog.Logger of their
+// options (MonitorOptions.Logger, SweeperOptions.Logger), and are silent
+// when it is nil, the default: they never fall back to slog.Default. Decide
+// and the Guard log nothing; their decisions reach the log when the
+// Sweeper carries them out. Every record-level line carries "orphan" (the
+// record's name), "kind" and "node":
+//
+//	Debug  orphan: scan finished     seq, took, items, scopes, skipped (err if it failed)
+//	Warn   orphan: scan failed       seq, took, err
+//	Info   orphan: record created    orphan, kind, node
+//	Info   orphan: record forgotten  orphan, kind, node, reason, message
+//	Info   orphan: data purged       orphan, kind, node, auto
+//	Warn   orphan: purge refused     orphan, reason, at ("plan": the Guard; "deletion": a re-check), kind, node
+//	Error  orphan: sync step failed  op (create, forget, mark, purge, finish), err, orphan, kind, node
+//	Debug  orphan: conditions marked orphan, kind, node, conditions
+//
+// Logging never changes what a driver does, and no lock is held while
+// the handler runs.
+//
 // # Concurrency
 //
 // Decide, JudgeAll, MergeScopes, Guard, Spec and the types are plain

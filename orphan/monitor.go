@@ -3,6 +3,7 @@ package orphan
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"reflect"
 	"sync"
 	"time"
@@ -34,6 +35,11 @@ type MonitorOptions struct {
 	// differs from the previous one (and after the first scan), from the
 	// monitor's goroutine. Hosts use it to enqueue their reconcile.
 	OnChange func(Observation)
+	// Logger, if set, receives a Debug record "orphan: scan finished" after
+	// every scan (seq, took, items, scopes, skipped, and err when it
+	// failed) and a Warn record "orphan: scan failed" (seq, took, err)
+	// when the scan failed. Nil means no logging at all.
+	Logger *slog.Logger
 }
 
 // Observation is the outcome of one scan.
@@ -75,6 +81,9 @@ func NewMonitor(inv Inventory, opts MonitorOptions) *Monitor {
 		opts.Period = DefaultPeriod
 	}
 	opts.Clock = clocks.Or(opts.Clock)
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
 	return &Monitor{inv: inv, opts: opts, rescan: make(chan struct{}, 1)}
 }
 
@@ -169,12 +178,29 @@ func (m *Monitor) scan(ctx context.Context) {
 	m.latest = obs
 	m.mu.Unlock()
 
+	m.log(ctx, obs)
+
 	if m.opts.OnScan != nil {
 		m.opts.OnScan(obs)
 	}
 	if m.opts.OnChange != nil && (prev.Seq == 0 || !sameObservation(prev, obs)) {
 		m.opts.OnChange(obs)
 	}
+}
+
+// log reports a finished scan; it runs without m.mu held.
+func (m *Monitor) log(ctx context.Context, obs Observation) {
+	took := obs.At.Sub(obs.StartedAt)
+	if obs.Err != nil {
+		m.opts.Logger.LogAttrs(ctx, slog.LevelDebug, "orphan: scan finished",
+			slog.Uint64("seq", obs.Seq), slog.Duration("took", took), slog.Int("items", 0), slog.Any("err", obs.Err))
+		m.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "orphan: scan failed",
+			slog.Uint64("seq", obs.Seq), slog.Duration("took", took), slog.Any("err", obs.Err))
+		return
+	}
+	m.opts.Logger.LogAttrs(ctx, slog.LevelDebug, "orphan: scan finished",
+		slog.Uint64("seq", obs.Seq), slog.Duration("took", took), slog.Int("items", len(obs.Snapshot.Items)),
+		slog.Int("scopes", len(obs.Snapshot.Scopes)), slog.Int("skipped", len(obs.Snapshot.Skipped)))
 }
 
 func sameObservation(a, b Observation) bool {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -32,6 +33,7 @@ type Sweeper struct {
 	adapter Adapter
 	clock   clock.Clock
 	limit   int
+	log     *slog.Logger
 
 	mu     sync.Mutex
 	purged map[string]time.Time // record name → when this Sweeper purged it
@@ -44,6 +46,16 @@ type SweeperOptions struct {
 	// Concurrency bounds the store and delete calls in flight. Zero means
 	// DefaultConcurrency.
 	Concurrency int
+	// Logger, if set, receives what each Sync decided and did, one record
+	// per record touched, with the attributes "orphan" (the record's
+	// name), "kind" and "node": Info "orphan: record created", "orphan:
+	// record forgotten" (reason, message) and "orphan: data purged"
+	// (auto); Warn "orphan: purge refused" (reason, and at: "plan" for the
+	// Guard's refusals, "deletion" for the re-checks at the moment of
+	// deletion); Error "orphan: sync step failed" (op, err); Debug
+	// "orphan: conditions marked" (conditions). Nil means no logging at
+	// all. Logging never changes what Sync does.
+	Logger *slog.Logger
 }
 
 // ErrIncomplete is returned by constructors given a nil part.
@@ -59,7 +71,11 @@ func NewSweeper(store Store, a Adapter, opts SweeperOptions) (*Sweeper, error) {
 	if limit <= 0 {
 		limit = DefaultConcurrency
 	}
-	return &Sweeper{store: store, adapter: a, clock: clocks.Or(opts.Clock), limit: limit}, nil
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Sweeper{store: store, adapter: a, clock: clocks.Or(opts.Clock), limit: limit, log: log}, nil
 }
 
 // Result says what a sync did. Names are record names; lists are in no
@@ -134,11 +150,16 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 		res  Result
 		errs *multierror.Error
 	)
-	fail := func(name string, op Op, err error) {
+	fail := func(r Record, op Op, err error) {
 		mu.Lock()
-		res.Failed = append(res.Failed, RecordError{Name: name, Op: op, Err: err})
-		errs = multierror.Append(errs, &RecordError{Name: name, Op: op, Err: err})
+		res.Failed = append(res.Failed, RecordError{Name: r.Name, Op: op, Err: err})
+		errs = multierror.Append(errs, &RecordError{Name: r.Name, Op: op, Err: err})
 		mu.Unlock()
+		attrs := []slog.Attr{slog.String("op", string(op)), slog.Any("err", err)}
+		if r.Name != "" {
+			attrs = append(recordAttrs(r), attrs...)
+		}
+		s.log.LogAttrs(ctx, slog.LevelError, "orphan: sync step failed", attrs...)
 	}
 	done := func(list *[]string, name string) {
 		mu.Lock()
@@ -147,36 +168,44 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 	}
 
 	res.Refused = append(res.Refused, plan.Refused...)
+	for _, r := range plan.Refused {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "orphan: purge refused",
+			slog.String("orphan", r.Name), slog.String("reason", r.Reason), slog.String("at", "plan"))
+	}
 
 	var g errgroup.Group
 	g.SetLimit(s.limit)
 	for _, c := range plan.Conditions {
 		g.Go(func() error {
 			if err := s.mark(ctx, c); err != nil {
-				fail(c.Record.Name, OpMark, err)
+				fail(c.Record, OpMark, err)
 				return nil
 			}
 			done(&res.Marked, c.Record.Name)
+			s.logMarked(ctx, c.Record, c.Conditions)
 			return nil
 		})
 	}
 	for _, r := range plan.Create {
 		g.Go(func() error {
 			if _, err := s.store.Create(ctx, r); err != nil && !errors.Is(err, ErrAlreadyExists) {
-				fail(r.Name, OpCreate, err)
+				fail(r, OpCreate, err)
 				return nil
 			}
 			done(&res.Created, r.Name)
+			s.log.LogAttrs(ctx, slog.LevelInfo, "orphan: record created", recordAttrs(r)...)
 			return nil
 		})
 	}
 	for _, f := range plan.Forget {
 		g.Go(func() error {
 			if err := s.forget(ctx, f); err != nil {
-				fail(f.Record.Name, OpForget, err)
+				fail(f.Record, OpForget, err)
 				return nil
 			}
 			done(&res.Forgotten, f.Record.Name)
+			s.log.LogAttrs(ctx, slog.LevelInfo, "orphan: record forgotten", append(recordAttrs(f.Record),
+				slog.String("reason", string(f.Reason)), slog.String("message", f.Message))...)
 			return nil
 		})
 	}
@@ -185,17 +214,21 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 			refusal, err := s.purge(ctx, p)
 			switch {
 			case err != nil:
-				fail(p.Record.Name, OpPurge, err)
-				s.markError(ctx, p.Record.Name, ReasonPurgeFailed, err.Error(), fail)
+				fail(p.Record, OpPurge, err)
+				s.markError(ctx, p.Record, ReasonPurgeFailed, err.Error(), fail)
 			case refusal != "":
 				mu.Lock()
 				res.Refused = append(res.Refused, Refusal{Name: p.Record.Name, Reason: refusal})
 				mu.Unlock()
+				s.log.LogAttrs(ctx, slog.LevelWarn, "orphan: purge refused", append(recordAttrs(p.Record),
+					slog.String("reason", refusal), slog.String("at", "deletion"))...)
 				if refusal != refusalGone && refusal != refusalWithdrawn {
-					s.markError(ctx, p.Record.Name, ReasonPurgeRefused, refusal, fail)
+					s.markError(ctx, p.Record, ReasonPurgeRefused, refusal, fail)
 				}
 			default:
 				done(&res.Purged, p.Record.Name)
+				s.log.LogAttrs(ctx, slog.LevelInfo, "orphan: data purged", append(recordAttrs(p.Record),
+					slog.Bool("auto", p.Auto))...)
 			}
 			return nil
 		})
@@ -204,7 +237,7 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 
 	if f, ok := s.adapter.(Finisher); ok {
 		if err := f.FinishInterrupted(ctx); err != nil {
-			fail("", OpFinish, err)
+			fail(Record{}, OpFinish, err)
 		}
 	}
 	return res, errs.ErrorOrNil()
@@ -238,11 +271,31 @@ func (s *Sweeper) forget(ctx context.Context, f Forget) error {
 
 // markError sets Error=True on a record whose purge failed or was
 // refused; a failure to write it is reported as an OpMark failure.
-func (s *Sweeper) markError(ctx context.Context, name, reason, msg string, fail func(string, Op, error)) {
+func (s *Sweeper) markError(ctx context.Context, r Record, reason, msg string, fail func(Record, Op, error)) {
 	c := metav1.Condition{Type: ConditionError, Status: metav1.ConditionTrue, Reason: reason, Message: msg}
-	if err := s.mark(ctx, SetConditions{Record: Record{Name: name}, Conditions: []metav1.Condition{c}}); err != nil {
-		fail(name, OpMark, err)
+	if err := s.mark(ctx, SetConditions{Record: Record{Name: r.Name}, Conditions: []metav1.Condition{c}}); err != nil {
+		fail(r, OpMark, err)
+		return
 	}
+	s.logMarked(ctx, r, []metav1.Condition{c})
+}
+
+// logMarked reports conditions written (or found already set) on a record.
+func (s *Sweeper) logMarked(ctx context.Context, r Record, conds []metav1.Condition) {
+	if !s.log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	list := make([]string, 0, len(conds))
+	for _, c := range conds {
+		list = append(list, c.Type+"="+string(c.Status)+"/"+c.Reason)
+	}
+	s.log.LogAttrs(ctx, slog.LevelDebug, "orphan: conditions marked", append(recordAttrs(r),
+		slog.Any("conditions", list))...)
+}
+
+// recordAttrs are the attributes every record-level log line carries.
+func recordAttrs(r Record) []slog.Attr {
+	return []slog.Attr{slog.String("orphan", r.Name), slog.String("kind", string(r.Kind)), slog.String("node", r.NodeID)}
 }
 
 // markRetries bounds the conflicts mark rides out before it reports one.
