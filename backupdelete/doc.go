@@ -143,6 +143,27 @@
 // Longhorn's message "Failed to delete the backup <name> in the
 // backupstore, err <err>", and the command is retried after the backoff.
 //
+// # Logging
+//
+// The Driver logs through DriverOptions.Logger and is silent when it is
+// nil, the default: it never falls back to slog.Default. Step logs
+// nothing; the Driver logs what it decided and what its commands did.
+// Every line names the backup with "backup" (its name), "volume" and, when
+// set, "target"; "attempt" counts the commands this Driver started for the
+// backup (a new Driver starts from zero):
+//
+//	Info   backupdelete: deletion started         state, attempt, backoff
+//	Info   backupdelete: deletion finished        state, attempt
+//	Warn   backupdelete: deletion failed          state (Error), attempt, reason, message
+//	Warn   backupdelete: presence check failed    err
+//	Debug  backupdelete: backing off              state, attempt, retry_in
+//	Debug  backupdelete: waiting                  state, attempt, reason
+//	Info   backupdelete: delete command succeeded attempt
+//	Error  backupdelete: delete command failed    attempt, op (delete), err (its first line)
+//
+// Logging never changes what the Driver does, and no lock is held while
+// the handler runs. The command lines come from the command's goroutine.
+//
 // # Concurrency
 //
 // Step, CreationGate, ExpiredFailedBackups and ParseFailedBackupTTL are pure.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -38,6 +39,18 @@ type DriverOptions struct {
 	// Hosts use it to requeue the backup at once instead of waiting for
 	// RequeueAt. It must not block and must not call Close.
 	OnDone func(ref BackupRef, err error)
+	// Logger, if set, receives the Driver's decisions and the commands'
+	// outcomes, each with "backup" (the backup's name), "volume", "target"
+	// (when set), "state" (the state Reconcile returns) and "attempt" (the
+	// commands this Driver started for the backup): Info "backupdelete:
+	// deletion started" (backoff) and "backupdelete: deletion finished";
+	// Warn "backupdelete: deletion failed" (reason, message) when a backup
+	// goes to Error, and "backupdelete: presence check failed" (err);
+	// Debug "backupdelete: backing off" (retry_in) and "backupdelete:
+	// waiting" (reason); Info "backupdelete: delete command succeeded" and
+	// Error "backupdelete: delete command failed" (op="delete", err) from
+	// the command's goroutine. Nil means no logging at all.
+	Logger *slog.Logger
 }
 
 // DefaultMaxConcurrent is DriverOptions.MaxConcurrent's default.
@@ -64,6 +77,7 @@ type Driver struct {
 	store Backupstore
 	opts  DriverOptions
 	clock clock.Clock
+	log   *slog.Logger
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -82,11 +96,13 @@ type entry struct {
 	record  *Record
 	gen     uint64 // identifies the command the record is about
 	backoff Backoff
+	attempt int // commands started for the backup, for the log
 }
 
 type queued struct {
-	ref BackupRef
-	gen uint64
+	ref     BackupRef
+	gen     uint64
+	attempt int
 }
 
 // NewDriver returns a Driver that deletes through store.
@@ -97,8 +113,12 @@ func NewDriver(store Backupstore, opts DriverOptions) *Driver {
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = DefaultPollInterval
 	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Driver{store: store, opts: opts, clock: clocks.Or(opts.Clock), ctx: ctx, cancel: cancel, entries: map[BackupRef]*entry{}}
+	return &Driver{store: store, opts: opts, clock: clocks.Or(opts.Clock), log: log, ctx: ctx, cancel: cancel, entries: map[BackupRef]*entry{}}
 }
 
 // Reconcile runs one step for a backup whose deletion was requested and
@@ -129,10 +149,24 @@ func (d *Driver) Reconcile(ctx context.Context, req Request) (StepResult, error)
 		}
 	}
 
+	if checkErr != nil {
+		d.log.LogAttrs(ctx, slog.LevelWarn, "backupdelete: presence check failed", append(refAttrs(req.Ref), slog.Any("err", checkErr))...)
+	}
+	res, attempt, err := d.step(req, presence)
+	if err != nil {
+		return StepResult{}, err
+	}
+	d.logStep(ctx, req, res, attempt)
+	return res, checkErr
+}
+
+// step runs Step under d.mu and applies its result to the Driver's
+// memory; it returns the backup's attempt count for the log.
+func (d *Driver) step(req Request, presence Presence) (StepResult, int, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return StepResult{}, ErrClosed
+		return StepResult{}, 0, ErrClosed
 	}
 	e := d.entries[req.Ref]
 	in := StepInput{
@@ -148,6 +182,10 @@ func (d *Driver) Reconcile(ctx context.Context, req Request) (StepResult, error)
 		in.Record, in.Backoff = e.record, e.backoff
 	}
 	res := Step(in)
+	attempt := 0
+	if e != nil {
+		attempt = e.attempt
+	}
 	switch {
 	case res.Finalize:
 		delete(d.entries, req.Ref)
@@ -157,8 +195,10 @@ func (d *Driver) Reconcile(ctx context.Context, req Request) (StepResult, error)
 			d.entries[req.Ref] = e
 		}
 		d.gen++
+		e.attempt++
+		attempt = e.attempt
 		e.gen, e.record, e.backoff = d.gen, &Record{State: RecordRunning}, res.Backoff
-		d.startLocked(queued{req.Ref, e.gen})
+		d.startLocked(queued{req.Ref, e.gen, e.attempt})
 	default:
 		if e == nil && res.Backoff != (Backoff{}) {
 			e = &entry{}
@@ -168,7 +208,35 @@ func (d *Driver) Reconcile(ctx context.Context, req Request) (StepResult, error)
 			e.backoff = res.Backoff
 		}
 	}
-	return res, checkErr
+	return res, attempt, nil
+}
+
+// logStep reports what Reconcile decided; d.mu is not held.
+func (d *Driver) logStep(ctx context.Context, req Request, res StepResult, attempt int) {
+	attrs := append(refAttrs(req.Ref), slog.String("state", string(res.State)), slog.Int("attempt", attempt))
+	switch {
+	case res.StartCommand:
+		d.log.LogAttrs(ctx, slog.LevelInfo, "backupdelete: deletion started", append(attrs, slog.Duration("backoff", res.Backoff.Delay))...)
+	case res.Finalize:
+		d.log.LogAttrs(ctx, slog.LevelInfo, "backupdelete: deletion finished", attrs...)
+	case res.State == StateError && req.State != StateError:
+		d.log.LogAttrs(ctx, slog.LevelWarn, "backupdelete: deletion failed", append(attrs,
+			slog.String("reason", res.Why), slog.String("message", res.Message))...)
+	case res.State == req.State && req.State != StateDeleting && !res.RequeueAt.IsZero():
+		d.log.LogAttrs(ctx, slog.LevelDebug, "backupdelete: backing off", append(attrs,
+			slog.Duration("retry_in", res.RequeueAt.Sub(d.clock.Now())))...)
+	default:
+		d.log.LogAttrs(ctx, slog.LevelDebug, "backupdelete: waiting", append(attrs, slog.String("reason", res.Why))...)
+	}
+}
+
+// refAttrs are the attributes that name a backup in every log line.
+func refAttrs(ref BackupRef) []slog.Attr {
+	attrs := []slog.Attr{slog.String("backup", ref.Name), slog.String("volume", ref.Volume)}
+	if ref.Target != "" {
+		attrs = append(attrs, slog.String("target", ref.Target))
+	}
+	return attrs
 }
 
 // Record returns the in-progress record of a backup, if the Driver has one.
@@ -295,6 +363,13 @@ func (d *Driver) finish(q queued, err error) {
 		}
 	}
 	d.mu.Unlock()
+	attrs := append(refAttrs(q.ref), slog.Int("attempt", q.attempt))
+	if err != nil {
+		d.log.LogAttrs(d.ctx, slog.LevelError, "backupdelete: delete command failed", append(attrs,
+			slog.String("op", "delete"), slog.String("err", firstLine(err.Error())))...)
+	} else {
+		d.log.LogAttrs(d.ctx, slog.LevelInfo, "backupdelete: delete command succeeded", attrs...)
+	}
 	if d.opts.OnDone != nil {
 		d.opts.OnDone(q.ref, err)
 	}
