@@ -117,6 +117,26 @@
 // returned. ReconcileAll returns every failure in a *multierror.Error.
 // Decide never fails and never panics.
 //
+// # Logging
+//
+// The Driver logs through Options.Logger and is silent when it is nil, the
+// default: it never falls back to slog.Default. The Planner logs nothing;
+// the Driver logs each decision once it has applied it. Every line carries
+// "volume", and the decision lines "action" (create, keep, wait, delete)
+// and "reason" (the OfflineRebuilding condition's reason):
+//
+//	Info   rebuild: attaching      ticket, node, message (the ticket was created)
+//	Info   rebuild: interrupted    message (a higher-priority ticket took the volume)
+//	Info   rebuild: released       message (completed, disabled, deleting, faulted...)
+//	Warn   rebuild: gave up        message, failures, retry_at (CannotProgress)
+//	Info   rebuild: volume gone    action, ticket
+//	Warn   rebuild: invalid setting err
+//	Error  rebuild: apply failed   op (put-ticket, delete-ticket, update-status), err
+//	Debug  rebuild: decided        the decisions that keep or wait
+//
+// Logging never changes what the Driver does, and no lock is held while
+// the handler runs.
+//
 // # Concurrency
 //
 // A Planner is immutable and may be shared. A Driver is safe for concurrent

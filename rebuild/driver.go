@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/caretaker-storage/caretaker/internal/clocks"
@@ -24,6 +25,7 @@ type Driver struct {
 	volumes VolumeSource
 	tickets TicketStore
 	clock   clock.Clock
+	log     *slog.Logger
 
 	mu      sync.Mutex
 	records map[string]Record
@@ -39,7 +41,11 @@ func NewDriver(volumes VolumeSource, tickets TicketStore, opts Options) (*Driver
 	if err != nil {
 		return nil, err
 	}
-	return &Driver{planner: p, volumes: volumes, tickets: tickets, clock: clocks.Or(opts.Clock), records: map[string]Record{}}, nil
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Driver{planner: p, volumes: volumes, tickets: tickets, clock: clocks.Or(opts.Clock), log: log, records: map[string]Record{}}, nil
 }
 
 // Reconcile observes one volume, decides, applies the ticket change, and
@@ -67,6 +73,9 @@ func (d *Driver) Reconcile(ctx context.Context, name string) (Decision, error) {
 		return Decision{}, fmt.Errorf("rebuild: reading setting %s: %w", SettingName, err)
 	}
 	global, settingErr := ParseGlobalSetting(raw)
+	if settingErr != nil {
+		d.log.LogAttrs(ctx, slog.LevelWarn, "rebuild: invalid setting", slog.String("volume", name), slog.Any("err", settingErr))
+	}
 	tickets, err := d.tickets.Tickets(ctx, name)
 	if err != nil {
 		return Decision{}, fmt.Errorf("rebuild: tickets of volume %s: %w", name, err)
@@ -77,6 +86,7 @@ func (d *Driver) Reconcile(ctx context.Context, name string) (Decision, error) {
 	if err := d.apply(ctx, name, dec); err != nil {
 		return dec, err
 	}
+	d.logDecision(ctx, name, dec)
 	d.setRecord(name, dec.Record)
 	var errs *multierror.Error
 	if settingErr != nil {
@@ -85,6 +95,8 @@ func (d *Driver) Reconcile(ctx context.Context, name string) (Decision, error) {
 	err = d.volumes.UpdateStatus(ctx, name, Status{Required: dec.Required, Condition: dec.Condition})
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		errs = multierror.Append(errs, fmt.Errorf("rebuild: status of volume %s: %w", name, err))
+		d.log.LogAttrs(ctx, slog.LevelError, "rebuild: apply failed", slog.String("volume", name),
+			slog.String("action", dec.Action.String()), slog.String("op", "update-status"), slog.Any("err", err))
 	}
 	return dec, errs.ErrorOrNil()
 }
@@ -112,17 +124,26 @@ func (d *Driver) Record(name string) Record { return d.record(name) }
 
 // apply makes the ticket change the decision asks for.
 func (d *Driver) apply(ctx context.Context, name string, dec Decision) error {
+	var op string
+	var err error
 	switch dec.Action {
 	case ActionCreate:
-		if err := d.tickets.PutTicket(ctx, name, dec.Ticket); err != nil {
-			return fmt.Errorf("rebuild: creating ticket %s: %w", dec.Ticket.ID, err)
+		if err = d.tickets.PutTicket(ctx, name, dec.Ticket); err != nil {
+			op, err = "put-ticket", fmt.Errorf("rebuild: creating ticket %s: %w", dec.Ticket.ID, err)
 		}
 	case ActionDelete:
-		if err := d.tickets.DeleteTicket(ctx, name, dec.Ticket.ID); err != nil && !errors.Is(err, ErrNotFound) {
-			return fmt.Errorf("rebuild: deleting ticket %s: %w", dec.Ticket.ID, err)
+		if err = d.tickets.DeleteTicket(ctx, name, dec.Ticket.ID); err != nil && !errors.Is(err, ErrNotFound) {
+			op, err = "delete-ticket", fmt.Errorf("rebuild: deleting ticket %s: %w", dec.Ticket.ID, err)
+		} else {
+			err = nil
 		}
 	}
-	return nil
+	if err != nil {
+		d.log.LogAttrs(ctx, slog.LevelError, "rebuild: apply failed", slog.String("volume", name),
+			slog.String("action", dec.Action.String()), slog.String("reason", dec.Condition.Reason),
+			slog.String("op", op), slog.Any("err", err))
+	}
+	return err
 }
 
 // forget cleans up after a deleted volume.
@@ -134,7 +155,30 @@ func (d *Driver) forget(ctx context.Context, name string) (Decision, error) {
 	d.mu.Lock()
 	delete(d.records, name)
 	d.mu.Unlock()
+	d.log.LogAttrs(ctx, slog.LevelInfo, "rebuild: volume gone", slog.String("volume", name),
+		slog.String("action", dec.Action.String()), slog.String("ticket", dec.Ticket.ID))
 	return dec, nil
+}
+
+// logDecision reports an applied decision: the ones that attach, release,
+// interrupt or give up at Info or Warn, the others at Debug.
+func (d *Driver) logDecision(ctx context.Context, name string, dec Decision) {
+	attrs := []slog.Attr{slog.String("volume", name), slog.String("action", dec.Action.String()),
+		slog.String("reason", dec.Condition.Reason)}
+	switch {
+	case dec.Action == ActionCreate:
+		d.log.LogAttrs(ctx, slog.LevelInfo, "rebuild: attaching", append(attrs, slog.String("ticket", dec.Ticket.ID),
+			slog.String("node", dec.Ticket.NodeID), slog.String("message", dec.Condition.Message))...)
+	case dec.Action == ActionDelete && dec.Condition.Reason == ReasonCannotProgress:
+		d.log.LogAttrs(ctx, slog.LevelWarn, "rebuild: gave up", append(attrs, slog.String("message", dec.Condition.Message),
+			slog.Int("failures", dec.Record.Failures), slog.Time("retry_at", dec.Record.RetryAt))...)
+	case dec.Action == ActionDelete && dec.Condition.Reason == ReasonInterrupted:
+		d.log.LogAttrs(ctx, slog.LevelInfo, "rebuild: interrupted", append(attrs, slog.String("message", dec.Condition.Message))...)
+	case dec.Action == ActionDelete:
+		d.log.LogAttrs(ctx, slog.LevelInfo, "rebuild: released", append(attrs, slog.String("message", dec.Condition.Message))...)
+	default:
+		d.log.LogAttrs(ctx, slog.LevelDebug, "rebuild: decided", attrs...)
+	}
 }
 
 func (d *Driver) record(name string) Record {

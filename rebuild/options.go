@@ -3,6 +3,7 @@ package rebuild
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -51,6 +52,17 @@ type Options struct {
 	// Clock is the Driver's clock; nil means the real clock. Only the
 	// Driver reads it: the Planner has no clock, its Input carries Now.
 	Clock clock.Clock
+
+	// Logger, if set, receives the Driver's decisions, each with "volume",
+	// "action" (create, keep, wait, delete) and "reason" (the condition's
+	// reason): Info "rebuild: attaching" (ticket, node, message), "rebuild:
+	// interrupted" and "rebuild: released" (message), and "rebuild: volume
+	// gone"; Warn "rebuild: gave up" (message, failures, retry_at) and
+	// "rebuild: invalid setting" (err); Error "rebuild: apply failed" (op:
+	// put-ticket, delete-ticket or update-status; err); Debug "rebuild:
+	// decided" for the decisions that change nothing. Nil means no
+	// logging at all. Only the Driver logs: the Planner has no logger.
+	Logger *slog.Logger
 }
 
 // ErrInvalidOptions is wrapped by the error NewPlanner and NewDriver return
