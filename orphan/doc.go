@@ -170,8 +170,9 @@
 //	Info   orphan: record created    orphan, kind, node
 //	Info   orphan: record forgotten  orphan, kind, node, reason, message
 //	Info   orphan: data purged       orphan, kind, node, auto
-//	Warn   orphan: purge refused     orphan, reason, at ("plan": the Guard; "deletion": a re-check), kind, node
-//	Error  orphan: sync step failed  op (create, forget, mark, purge, finish), err, orphan, kind, node
+//	Warn   orphan: purge refused     orphan, reason, at: "plan" (the Guard's; no kind or node)
+//	                                 or "deletion" (a re-check; with kind and node)
+//	Error  orphan: sync step failed  op (create, forget, mark, purge, finish), err, orphan, kind, node (none for finish)
 //	Debug  orphan: conditions marked orphan, kind, node, conditions
 //
 // Logging never changes what a driver does, and no lock is held while

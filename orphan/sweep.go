@@ -51,8 +51,8 @@ type SweeperOptions struct {
 	// name), "kind" and "node": Info "orphan: record created", "orphan:
 	// record forgotten" (reason, message) and "orphan: data purged"
 	// (auto); Warn "orphan: purge refused" (reason, and at: "plan" for the
-	// Guard's refusals, "deletion" for the re-checks at the moment of
-	// deletion); Error "orphan: sync step failed" (op, err); Debug
+	// Guard's refusals, which carry no kind or node, "deletion" for the
+	// re-checks at the moment of deletion); Error "orphan: sync step failed" (op, err); Debug
 	// "orphan: conditions marked" (conditions). Nil means no logging at
 	// all. Logging never changes what Sync does.
 	Logger *slog.Logger
