@@ -144,4 +144,3 @@ func or(s, def string) string {
 	}
 	return s
 }
-
