@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/caretaker-storage/caretaker/tokenring"
+)
+
+// syncBuffer is a bytes.Buffer the serving goroutine and the test share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// serve starts the command with args in a goroutine, waits for it to be
+// ready and returns the URL, its stdout, and a stop function that cancels
+// it and returns its exit code.
+func serve(t *testing.T, args ...string) (string, *syncBuffer, func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	code := make(chan int, 1)
+	var out, errOut syncBuffer
+	go func() { code <- runCommand(ctx, args, &out, &errOut, ready) }()
+	select {
+	case u := <-ready:
+		return u, &out, func() int { cancel(); return <-code }
+	case c := <-code:
+		cancel()
+		t.Fatalf("exited %d before it was ready: %s", c, errOut.String())
+	}
+	return "", nil, nil
+}
+
+// TestSixNodes serves the default scenario and reads it with the real
+// client: the ring, the racks, the keyspaces a cleanup visits, a cleanup.
+func TestSixNodes(t *testing.T) {
+	u, out, stop := serve(t)
+	if !strings.Contains(out.String(), "url: "+u) || !strings.Contains(out.String(), "fake-scylla ready: node 10.0.0.1 of 6 nodes, keyspaces shop, system") {
+		t.Fatalf("printed:\n%s", out.String())
+	}
+	ctx := context.Background()
+	c, err := tokenring.NewClient(u, tokenring.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, m, err := tokenring.ReadTokenRingHash(ctx, c)
+	if err != nil || m.Endpoint != "10.0.0.1" || m.OwnTokens != 8 {
+		t.Fatalf("membership %+v, %v", m, err)
+	}
+	ring, err := tokenring.ReadRing(ctx, c, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	racks := map[string]int{}
+	for _, loc := range ring.Locations {
+		racks[loc.Datacenter+"/"+loc.Rack]++
+	}
+	if len(ring.Owners) != 48 || len(ring.Locations) != 6 || racks["dc1/r1"] != 2 || racks["dc1/r2"] != 2 || racks["dc1/r3"] != 2 {
+		t.Fatalf("%d tokens, locations %v", len(ring.Owners), ring.Locations)
+	}
+	report, err := tokenring.RunCleanup(ctx, c)
+	if err != nil || !slices.Equal(report.Cleaned, []string{"shop"}) {
+		t.Fatalf("cleanup %+v, %v", report, err)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("exit %d after cancel", code)
+	}
+	if !strings.Contains(out.String(), "fake-scylla stopped") {
+		t.Errorf("no stop line:\n%s", out.String())
+	}
+	if _, err := tokenring.ReadRing(ctx, c, c); err == nil {
+		t.Error("still served after stop")
+	}
+}
+
+// TestScaledOutLosesRanges: a baseline of six-nodes against scaled-out
+// says which old nodes lost ranges to 10.0.0.7: those of its rack, not
+// every node.
+func TestScaledOutLosesRanges(t *testing.T) {
+	ctx := context.Background()
+	shop := map[string]tokenring.Replication{"shop": {Strategy: tokenring.NetworkTopologyStrategy, Datacenters: map[string]int{"dc1": 3}}}
+	read := func(scenario string) tokenring.Topology {
+		u, _, stop := serve(t, "-scenario", scenario)
+		defer stop()
+		c, err := tokenring.NewClient(u, tokenring.ClientOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ring, err := tokenring.ReadRing(ctx, c, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tokenring.Topology{Ring: ring, Keyspaces: shop}
+	}
+	a, err := tokenring.Analyze(read("six-nodes"), read("scaled-out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost []string
+	for ep, n := range a.Nodes {
+		if n.NeedsCleanup() {
+			lost = append(lost, ep)
+		}
+	}
+	// The README names them: the old nodes of rack r1, which 10.0.0.7
+	// joined.
+	slices.Sort(lost)
+	if want := []string{"10.0.0.1", "10.0.0.4"}; !slices.Equal(lost, want) {
+		t.Fatalf("nodes that need a cleanup: %v; want %v", lost, want)
+	}
+}
+
+// TestSeedFile serves a cluster from a file.
+func TestSeedFile(t *testing.T) {
+	seed := filepath.Join(t.TempDir(), "cluster.json")
+	body := `{
+  "local": "10.0.0.2",
+  "nodes": [
+    {"endpoint": "10.0.0.1", "hostID": "host-1", "datacenter": "dc1", "rack": "r1", "tokens": ["-9000", "100"]},
+    {"endpoint": "10.0.0.2", "hostID": "host-2", "datacenter": "dc1", "rack": "r2", "tokens": ["-5", "4000"]}
+  ],
+  "keyspaces": [{"name": "shop"}, {"name": "system", "local": true}, {"name": "tabular", "tablets": true}]
+}`
+	if err := os.WriteFile(seed, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u, _, stop := serve(t, "-seed", seed)
+	defer stop()
+	c, err := tokenring.NewClient(u, tokenring.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	_, m, err := tokenring.ReadTokenRingHash(ctx, c)
+	if err != nil || m.Endpoint != "10.0.0.2" || m.HostID != "host-2" || m.OwnTokens != 2 {
+		t.Fatalf("membership %+v, %v", m, err)
+	}
+	ks, err := c.CleanupKeyspaces(ctx)
+	if err != nil || !slices.Equal(ks, []string{"shop"}) {
+		t.Fatalf("cleanup keyspaces %v, %v", ks, err)
+	}
+}

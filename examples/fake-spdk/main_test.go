@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/caretaker-storage/caretaker/spdk"
+)
+
+// syncBuffer is a bytes.Buffer the serving goroutine and the test share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// serve starts the command with args in a goroutine, waits for it to be
+// ready and returns the socket, its stdout, and a stop function that
+// cancels it and returns its exit code.
+func serve(t *testing.T, args ...string) (string, *syncBuffer, func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	code := make(chan int, 1)
+	var out, errOut syncBuffer
+	go func() { code <- runCommand(ctx, args, &out, &errOut, ready) }()
+	select {
+	case sock := <-ready:
+		return sock, &out, func() int { cancel(); return <-code }
+	case c := <-code:
+		cancel()
+		t.Fatalf("exited %d before it was ready: %s", c, errOut.String())
+	}
+	return "", nil, nil
+}
+
+// TestRejoinScenario starts the default scenario, reads it with the real
+// client, deletes an lvol through it, and stops on cancel, removing the
+// socket.
+func TestRejoinScenario(t *testing.T) {
+	sock := filepath.Join(shortDir(t), "s.sock")
+	got, out, stop := serve(t, "-socket", sock)
+	if got != sock || !strings.Contains(out.String(), "socket: "+sock) || !strings.Contains(out.String(), "fake-spdk ready: 12 lvols in 1 lvstores, 4 RAID bdevs") {
+		t.Fatalf("ready on %s, printed:\n%s", got, out.String())
+	}
+	ctx := context.Background()
+	c := spdk.NewClient(spdk.ClientOptions{SocketPath: sock})
+	defer c.Close()
+
+	rt, err := spdk.ReadRuntime(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var engines, replicas []string
+	for _, e := range rt.Engines {
+		engines = append(engines, e.Name)
+	}
+	for _, r := range rt.Replicas {
+		replicas = append(replicas, r.Name())
+	}
+	slices.Sort(engines)
+	slices.Sort(replicas)
+	if want := []string{"vol-detached-e-0", "vol-gone-e-0", "vol-live-e-0", "vol-moved-e-0"}; !slices.Equal(engines, want) {
+		t.Errorf("RAID bdevs %v, want %v", engines, want)
+	}
+	if want := []string{"vol-detached-r-44444444", "vol-gone-r-33333333", "vol-image-r-22222222", "vol-live-r-11111111", "vol-redo-r-55555555"}; !slices.Equal(replicas, want) {
+		t.Errorf("replica heads %v, want %v", replicas, want)
+	}
+
+	// The snapshot trees are SPDK's: vol-gone's head sits under s2, under
+	// s1, which also has the expired clone.
+	lvols, err := spdk.BdevLvolGetLvols(ctx, c, "disk-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]spdk.Lvol{}
+	for _, l := range lvols {
+		byName[l.Name] = l
+	}
+	for name, snapshot := range map[string]bool{
+		"vol-gone-r-33333333-snap-s1": true, "vol-gone-r-33333333-snap-s2": true, "bi-ubuntu-disk-1": true,
+		"vol-gone-r-33333333": false, "vol-gone-r-33333333-expired-5e6f7a8b": false, "vol-redo-r-55555555": false,
+	} {
+		if l, ok := byName[name]; !ok || l.IsSnapshot != snapshot {
+			t.Errorf("lvol %s: %+v, want snapshot=%v", name, l, snapshot)
+		}
+	}
+	if l := byName["vol-gone-r-33333333-expired-5e6f7a8b"]; !l.IsClone {
+		t.Errorf("the expired clone is not a clone: %+v", l)
+	}
+
+	if err := spdk.BdevLvolDelete(ctx, c, "disk-1/vol-redo-r-55555555"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := spdk.BdevGetBdevs(ctx, c, "disk-1/vol-redo-r-55555555"); err == nil {
+		t.Error("a deleted lvol is still served")
+	}
+
+	if code := stop(); code != 0 {
+		t.Fatalf("exit %d after cancel", code)
+	}
+	if !strings.Contains(out.String(), "fake-spdk stopped") {
+		t.Errorf("no stop line:\n%s", out.String())
+	}
+	if _, err := os.Lstat(sock); !os.IsNotExist(err) {
+		t.Errorf("socket left behind: %v", err)
+	}
+}
+
+// TestSeedFile serves a seed file: a chain of snapshots with a second
+// clone, and a RAID bdev over the head.
+func TestSeedFile(t *testing.T) {
+	dir := shortDir(t)
+	seed := filepath.Join(dir, "seed.json")
+	body := `{
+  "lvstores": [{"name": "disk-2", "lvols": [
+    {"name": "vol-r-1234abcd-snap-s1"},
+    {"name": "vol-r-1234abcd-snap-s2", "parent": "vol-r-1234abcd-snap-s1"},
+    {"name": "vol-r-1234abcd", "parent": "vol-r-1234abcd-snap-s2"},
+    {"name": "vol-r-1234abcd-clone", "parent": "vol-r-1234abcd-snap-s1"}
+  ]}],
+  "raids": [{"name": "vol-e-0", "base": ["vol-r-1234abcd"]}]
+}`
+	if err := os.WriteFile(seed, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock, _, stop := serve(t, "-socket", filepath.Join(dir, "s.sock"), "-seed", seed)
+	defer stop()
+	ctx := context.Background()
+	c := spdk.NewClient(spdk.ClientOptions{SocketPath: sock})
+	defer c.Close()
+
+	stores, err := spdk.BdevLvolGetLvstores(ctx, c)
+	if err != nil || len(stores) != 1 || stores[0].Name != "disk-2" {
+		t.Fatalf("lvstores %+v, %v", stores, err)
+	}
+	rt, err := spdk.ReadRuntime(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rt.Replicas) != 2 || len(rt.Engines) != 1 || rt.Engines[0].Name != "vol-e-0" {
+		t.Fatalf("runtime %+v", rt)
+	}
+	lvols, err := spdk.BdevLvolGetLvols(ctx, c, "disk-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps := 0
+	for _, l := range lvols {
+		if l.IsSnapshot {
+			snaps++
+		}
+	}
+	if len(lvols) != 4 || snaps != 2 {
+		t.Fatalf("%d lvols, %d snapshots: %+v", len(lvols), snaps, lvols)
+	}
+	// s1 has two clones: deleting it is refused, as SPDK refuses it.
+	if err := spdk.BdevLvolDelete(ctx, c, "disk-2/vol-r-1234abcd-snap-s1"); err == nil {
+		t.Error("deleting a snapshot with two clones succeeded")
+	}
+}
