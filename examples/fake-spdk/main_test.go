@@ -1,54 +1,22 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/caretaker-storage/caretaker/examples/internal/cli/clitest"
 	"github.com/caretaker-storage/caretaker/spdk"
 )
 
-// syncBuffer is a bytes.Buffer the serving goroutine and the test share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// serve starts the command with args in a goroutine, waits for it to be
-// ready and returns the socket, its stdout, and a stop function that
-// cancels it and returns its exit code.
-func serve(t *testing.T, args ...string) (string, *syncBuffer, func() int) {
+// serve starts the command with args and waits until it is ready; see
+// clitest.Serve.
+func serve(t *testing.T, args ...string) (string, *clitest.Buffer, func() int) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	code := make(chan int, 1)
-	var out, errOut syncBuffer
-	go func() { code <- runCommand(ctx, args, &out, &errOut, ready) }()
-	select {
-	case sock := <-ready:
-		return sock, &out, func() int { cancel(); return <-code }
-	case c := <-code:
-		cancel()
-		t.Fatalf("exited %d before it was ready: %s", c, errOut.String())
-	}
-	return "", nil, nil
+	return clitest.Serve(t, runCommand, args...)
 }
 
 // TestRejoinScenario starts the default scenario, reads it with the real

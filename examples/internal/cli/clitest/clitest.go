@@ -3,7 +3,10 @@ package clitest
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -44,4 +47,50 @@ func Run(t *testing.T, run func(args []string, stdout, stderr *bytes.Buffer) int
 			}
 		})
 	}
+}
+
+// Buffer is a bytes.Buffer that a serving goroutine and the test share.
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns what was written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// ServeFunc is a long-running tool's command line: it serves until ctx
+// ends, sends where it serves on ready once it answers, and returns the
+// exit code.
+type ServeFunc func(ctx context.Context, args []string, stdout, stderr io.Writer, ready chan<- string) int
+
+// Serve starts run with args in a goroutine, waits until it is ready and
+// returns where it serves, its stdout, and a stop function that cancels it
+// and returns its exit code. A tool that exits before it is ready fails
+// the test with its stderr.
+func Serve(t *testing.T, run ServeFunc, args ...string) (string, *Buffer, func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	code := make(chan int, 1)
+	var out, errOut Buffer
+	go func() { code <- run(ctx, args, &out, &errOut, ready) }()
+	select {
+	case where := <-ready:
+		return where, &out, func() int { cancel(); return <-code }
+	case c := <-code:
+		cancel()
+		t.Fatalf("exited %d before it was ready: %s", c, errOut.String())
+	}
+	return "", nil, nil
 }
