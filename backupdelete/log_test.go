@@ -12,15 +12,6 @@ import (
 	"github.com/caretaker-storage/caretaker/internal/logrecord"
 )
 
-func wantLog(t *testing.T, h *logrecord.Handler, n int, level slog.Level, msg string, want map[string]string) []logrecord.Entry {
-	t.Helper()
-	got := h.Find(level, msg, want)
-	if len(got) != n {
-		t.Fatalf("%d %s %q with %v logged, want %d; log:\n%s", len(got), level, msg, want, n, h.Dump())
-	}
-	return got
-}
-
 // TestDriverLogsDeletion follows a deletion that fails once, backs off,
 // and succeeds, and checks that each decision and outcome is logged with
 // the backup, its state and the attempt.
@@ -43,31 +34,31 @@ func TestDriverLogsDeletion(t *testing.T) {
 	}
 
 	r.reconcile(t, refB, &state, &msg)
-	wantLog(t, rec, 1, slog.LevelInfo, "backupdelete: deletion started", with("state", "Deleting", "attempt", "1", "backoff", "10s"))
+	rec.Want(t, 1, slog.LevelInfo, "backupdelete: deletion started", with("state", "Deleting", "attempt", "1", "backoff", "10s"))
 	r.waitDone(t)
-	wantLog(t, rec, 1, slog.LevelError, "backupdelete: delete command failed", with("attempt", "1", "op", "delete", "err", syscall.EIO.Error()))
+	rec.Want(t, 1, slog.LevelError, "backupdelete: delete command failed", with("attempt", "1", "op", "delete", "err", syscall.EIO.Error()))
 
 	r.reconcile(t, refB, &state, &msg)
-	e := wantLog(t, rec, 1, slog.LevelWarn, "backupdelete: deletion failed", with("state", "Error", "attempt", "1", "reason", "command failed"))
+	e := rec.Want(t, 1, slog.LevelWarn, "backupdelete: deletion failed", with("state", "Error", "attempt", "1", "reason", "command failed"))
 	if e[0].Attrs["message"] != msg {
 		t.Fatalf("deletion failed logged message %q, want the status message %q", e[0].Attrs["message"], msg)
 	}
 
 	r.clock.Step(5 * time.Second)
 	r.reconcile(t, refB, &state, &msg)
-	wantLog(t, rec, 1, slog.LevelDebug, "backupdelete: backing off", with("state", "Error", "attempt", "1", "retry_in", "5s"))
+	rec.Want(t, 1, slog.LevelDebug, "backupdelete: backing off", with("state", "Error", "attempt", "1", "retry_in", "5s"))
 
 	r.clock.Step(5 * time.Second)
 	r.reconcile(t, refB, &state, &msg)
-	wantLog(t, rec, 1, slog.LevelInfo, "backupdelete: deletion started", with("state", "Deleting", "attempt", "2", "backoff", "20s"))
+	rec.Want(t, 1, slog.LevelInfo, "backupdelete: deletion started", with("state", "Deleting", "attempt", "2", "backoff", "20s"))
 	if err := r.waitDone(t); err != nil {
 		t.Fatal(err)
 	}
-	wantLog(t, rec, 1, slog.LevelInfo, "backupdelete: delete command succeeded", with("attempt", "2"))
+	rec.Want(t, 1, slog.LevelInfo, "backupdelete: delete command succeeded", with("attempt", "2"))
 	if res := r.reconcile(t, refB, &state, &msg); !res.Finalize {
 		t.Fatalf("%+v, want finalize", res)
 	}
-	wantLog(t, rec, 1, slog.LevelInfo, "backupdelete: deletion finished", with("state", "Deleting", "attempt", "2"))
+	rec.Want(t, 1, slog.LevelInfo, "backupdelete: deletion finished", with("state", "Deleting", "attempt", "2"))
 }
 
 func TestDriverLogsPresenceCheckFailure(t *testing.T) {
@@ -77,7 +68,7 @@ func TestDriverLogsPresenceCheckFailure(t *testing.T) {
 	if _, err := r.driver.Reconcile(context.Background(), backupdelete.Request{Ref: refB, State: backupdelete.StateDeleting}); err == nil {
 		t.Fatal("the check's error was hidden")
 	}
-	e := wantLog(t, rec, 1, slog.LevelWarn, "backupdelete: presence check failed", map[string]string{"backup": "backup-b", "volume": "vol-a"})
+	e := rec.Want(t, 1, slog.LevelWarn, "backupdelete: presence check failed", map[string]string{"backup": "backup-b", "volume": "vol-a"})
 	if e[0].Attrs["err"] == "" {
 		t.Fatalf("no err: %v", e[0])
 	}

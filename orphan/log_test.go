@@ -16,17 +16,6 @@ import (
 	"github.com/caretaker-storage/caretaker/orphan/orphantest"
 )
 
-// wantLog fails unless h recorded exactly n entries at level with msg and
-// the attributes of want.
-func wantLog(t *testing.T, h *logrecord.Handler, n int, level slog.Level, msg string, want map[string]string) []logrecord.Entry {
-	t.Helper()
-	got := h.Find(level, msg, want)
-	if len(got) != n {
-		t.Fatalf("%d %s %q with %v logged, want %d; log:\n%s", len(got), level, msg, want, n, h.Dump())
-	}
-	return got
-}
-
 func TestMonitorLogsScans(t *testing.T) {
 	rec := logrecord.New(slog.LevelDebug)
 	inv := &orphantest.Inventory{}
@@ -40,8 +29,8 @@ func TestMonitorLogsScans(t *testing.T) {
 	}
 	t.Cleanup(mon.Stop)
 	<-scans
-	wantLog(t, rec, 1, slog.LevelDebug, "orphan: scan finished", map[string]string{"seq": "1", "items": "1", "took": "0s"})
-	wantLog(t, rec, 0, slog.LevelWarn, "orphan: scan failed", nil)
+	rec.Want(t, 1, slog.LevelDebug, "orphan: scan finished", map[string]string{"seq": "1", "items": "1", "took": "0s"})
+	rec.Want(t, 0, slog.LevelWarn, "orphan: scan failed", nil)
 
 	inv.Set(orphan.Snapshot{}, errors.New("disk-1: EIO"))
 	mon.Rescan()
@@ -50,11 +39,11 @@ func TestMonitorLogsScans(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no rescan")
 	}
-	e := wantLog(t, rec, 1, slog.LevelWarn, "orphan: scan failed", map[string]string{"seq": "2", "err": "disk-1: EIO"})
+	e := rec.Want(t, 1, slog.LevelWarn, "orphan: scan failed", map[string]string{"seq": "2", "err": "disk-1: EIO"})
 	if _, ok := e[0].Attrs["took"]; !ok {
 		t.Fatalf("scan failed without took: %v", e[0])
 	}
-	wantLog(t, rec, 1, slog.LevelDebug, "orphan: scan finished", map[string]string{"seq": "2", "err": "disk-1: EIO"})
+	rec.Want(t, 1, slog.LevelDebug, "orphan: scan finished", map[string]string{"seq": "2", "err": "disk-1: EIO"})
 }
 
 func newLoggedSweepHarness(level slog.Level) (*sweepHarness, *logrecord.Handler) {
@@ -88,15 +77,15 @@ func TestSweeperLogsWhatItDid(t *testing.T) {
 	of := func(r orphan.Record) map[string]string {
 		return map[string]string{"orphan": r.Name, "kind": string(r.Kind), "node": r.NodeID}
 	}
-	wantLog(t, rec, 1, slog.LevelInfo, "orphan: record created", of(create))
+	rec.Want(t, 1, slog.LevelInfo, "orphan: record created", of(create))
 	forgot := of(gone)
 	forgot["reason"], forgot["message"] = string(orphan.ReasonGone), "the data is gone"
-	wantLog(t, rec, 1, slog.LevelInfo, "orphan: record forgotten", forgot)
+	rec.Want(t, 1, slog.LevelInfo, "orphan: record forgotten", forgot)
 	purged := of(purge)
 	purged["auto"] = "false"
-	wantLog(t, rec, 1, slog.LevelInfo, "orphan: data purged", purged)
-	wantLog(t, rec, 1, slog.LevelDebug, "orphan: conditions marked", of(keep))
-	wantLog(t, rec, 1, slog.LevelWarn, "orphan: purge refused",
+	rec.Want(t, 1, slog.LevelInfo, "orphan: data purged", purged)
+	rec.Want(t, 1, slog.LevelDebug, "orphan: conditions marked", of(keep))
+	rec.Want(t, 1, slog.LevelWarn, "orphan: purge refused",
 		map[string]string{"orphan": "pvc-guarded-0123abcd", "reason": "more than the guard allows", "at": "plan"})
 	if n := len(rec.Entries()); n != 5 {
 		t.Fatalf("%d entries logged, want 5:\n%s", n, rec.Dump())
@@ -115,12 +104,12 @@ func TestSweeperLogsRefusalsAtTheMomentOfDeletion(t *testing.T) {
 		if _, err := h.sweeper.Sync(ctx, orphan.Plan{Purge: []orphan.Purge{{Record: r}}}); err != nil {
 			t.Fatal(err)
 		}
-		e := wantLog(t, rec, 1, slog.LevelWarn, "orphan: purge refused",
+		e := rec.Want(t, 1, slog.LevelWarn, "orphan: purge refused",
 			map[string]string{"orphan": r.Name, "kind": string(r.Kind), "node": "n1", "at": "deletion"})
 		if e[0].Attrs["reason"] == "" {
 			t.Fatalf("refusal without a reason: %v", e[0])
 		}
-		wantLog(t, rec, 0, slog.LevelInfo, "orphan: data purged", nil)
+		rec.Want(t, 0, slog.LevelInfo, "orphan: data purged", nil)
 	})
 	t.Run("deleter's precondition failed", func(t *testing.T) {
 		h, rec := newLoggedSweepHarness(slog.LevelInfo)
@@ -129,7 +118,7 @@ func TestSweeperLogsRefusalsAtTheMomentOfDeletion(t *testing.T) {
 		if _, err := h.sweeper.Sync(ctx, orphan.Plan{Purge: []orphan.Purge{{Record: r}}}); err != nil {
 			t.Fatal(err)
 		}
-		e := wantLog(t, rec, 1, slog.LevelWarn, "orphan: purge refused", map[string]string{"orphan": r.Name, "at": "deletion"})
+		e := rec.Want(t, 1, slog.LevelWarn, "orphan: purge refused", map[string]string{"orphan": r.Name, "at": "deletion"})
 		if !strings.Contains(e[0].Attrs["reason"], "disk UUID changed") {
 			t.Fatalf("refusal = %v", e[0])
 		}
@@ -146,9 +135,9 @@ func TestSweeperLogsFailures(t *testing.T) {
 	if _, err := h.sweeper.Sync(ctx, orphan.Plan{Purge: []orphan.Purge{{Record: r}}}); err == nil {
 		t.Fatal("Sync hid the failure")
 	}
-	wantLog(t, rec, 1, slog.LevelError, "orphan: sync step failed",
+	rec.Want(t, 1, slog.LevelError, "orphan: sync step failed",
 		map[string]string{"orphan": r.Name, "kind": string(r.Kind), "node": "n1", "op": "purge", "err": "EIO"})
-	wantLog(t, rec, 0, slog.LevelInfo, "orphan: data purged", nil)
+	rec.Want(t, 0, slog.LevelInfo, "orphan: data purged", nil)
 }
 
 func TestDriversWithoutLoggerStaySilent(t *testing.T) {

@@ -68,15 +68,6 @@ func (h *logHost) drop(id string) {
 	h.tickets = kept
 }
 
-func wantLog(t *testing.T, h *logrecord.Handler, n int, level slog.Level, msg string, want map[string]string) []logrecord.Entry {
-	t.Helper()
-	got := h.Find(level, msg, want)
-	if len(got) != n {
-		t.Fatalf("%d %s %q with %v logged, want %d; log:\n%s", len(got), level, msg, want, n, h.Dump())
-	}
-	return got
-}
-
 func newLoggedDriver(t *testing.T, host *logHost, level slog.Level) (*rebuild.Driver, *logrecord.Handler) {
 	t.Helper()
 	rec := logrecord.New(level)
@@ -98,7 +89,7 @@ func TestDriverLogsDecisions(t *testing.T) {
 	if _, err := d.Reconcile(ctx, "vol"); err != nil {
 		t.Fatal(err)
 	}
-	wantLog(t, rec, 1, slog.LevelInfo, "rebuild: attaching",
+	rec.Want(t, 1, slog.LevelInfo, "rebuild: attaching",
 		map[string]string{"volume": "vol", "action": "create", "reason": rebuild.ReasonAttaching, "ticket": ticket, "node": "node-1"})
 
 	// Attached and rebuilding: nothing changes, at Debug.
@@ -109,7 +100,7 @@ func TestDriverLogsDecisions(t *testing.T) {
 	if _, err := d.Reconcile(ctx, "vol"); err != nil {
 		t.Fatal(err)
 	}
-	wantLog(t, rec, 1, slog.LevelDebug, "rebuild: decided", map[string]string{"volume": "vol", "action": "keep", "reason": rebuild.ReasonRebuilding})
+	rec.Want(t, 1, slog.LevelDebug, "rebuild: decided", map[string]string{"volume": "vol", "action": "keep", "reason": rebuild.ReasonRebuilding})
 
 	// A workload outranks us: interrupted.
 	host.mu.Lock()
@@ -118,7 +109,7 @@ func TestDriverLogsDecisions(t *testing.T) {
 	if _, err := d.Reconcile(ctx, "vol"); err != nil {
 		t.Fatal(err)
 	}
-	wantLog(t, rec, 1, slog.LevelInfo, "rebuild: interrupted", map[string]string{"volume": "vol", "action": "delete", "reason": rebuild.ReasonInterrupted})
+	rec.Want(t, 1, slog.LevelInfo, "rebuild: interrupted", map[string]string{"volume": "vol", "action": "delete", "reason": rebuild.ReasonInterrupted})
 
 	// The workload goes; nothing can be rebuilt: attach, then give up.
 	host.mu.Lock()
@@ -131,7 +122,7 @@ func TestDriverLogsDecisions(t *testing.T) {
 	if _, err := d.Reconcile(ctx, "vol"); err != nil {
 		t.Fatal(err)
 	}
-	e := wantLog(t, rec, 1, slog.LevelWarn, "rebuild: gave up",
+	e := rec.Want(t, 1, slog.LevelWarn, "rebuild: gave up",
 		map[string]string{"volume": "vol", "action": "delete", "reason": rebuild.ReasonCannotProgress, "failures": "1"})
 	if !strings.Contains(e[0].Attrs["message"], "no new replica can be scheduled") || e[0].Attrs["retry_at"] == "" {
 		t.Fatalf("gave up without why or when: %v", e[0])
@@ -145,7 +136,7 @@ func TestDriverLogsDecisions(t *testing.T) {
 	if _, err := d.Reconcile(ctx, "vol"); err != nil {
 		t.Fatal(err)
 	}
-	wantLog(t, rec, 1, slog.LevelInfo, "rebuild: released", map[string]string{"volume": "vol", "action": "delete", "reason": rebuild.ReasonCompleted})
+	rec.Want(t, 1, slog.LevelInfo, "rebuild: released", map[string]string{"volume": "vol", "action": "delete", "reason": rebuild.ReasonCompleted})
 
 	// The volume is deleted.
 	host.mu.Lock()
@@ -154,7 +145,7 @@ func TestDriverLogsDecisions(t *testing.T) {
 	if _, err := d.Reconcile(ctx, "vol"); err != nil {
 		t.Fatal(err)
 	}
-	wantLog(t, rec, 1, slog.LevelInfo, "rebuild: volume gone", map[string]string{"volume": "vol", "action": "delete", "ticket": ticket})
+	rec.Want(t, 1, slog.LevelInfo, "rebuild: volume gone", map[string]string{"volume": "vol", "action": "delete", "ticket": ticket})
 }
 
 func TestDriverLogsFailuresAndBadSettings(t *testing.T) {
@@ -165,15 +156,15 @@ func TestDriverLogsFailuresAndBadSettings(t *testing.T) {
 	if _, err := d.Reconcile(ctx, "vol"); !errors.Is(err, errBoom) {
 		t.Fatalf("err %v, want the PutTicket error", err)
 	}
-	wantLog(t, rec, 1, slog.LevelError, "rebuild: apply failed", map[string]string{"volume": "vol", "action": "create", "op": "put-ticket"})
-	wantLog(t, rec, 0, slog.LevelInfo, "rebuild: attaching", nil)
+	rec.Want(t, 1, slog.LevelError, "rebuild: apply failed", map[string]string{"volume": "vol", "action": "create", "op": "put-ticket"})
+	rec.Want(t, 0, slog.LevelInfo, "rebuild: attaching", nil)
 
 	host.putErr, host.statusErr, host.setting = nil, errBoom, "sometimes"
 	if _, err := d.Reconcile(ctx, "vol"); err == nil {
 		t.Fatal("no error for a bad setting and a failed status update")
 	}
-	wantLog(t, rec, 1, slog.LevelWarn, "rebuild: invalid setting", map[string]string{"volume": "vol"})
-	e := wantLog(t, rec, 1, slog.LevelError, "rebuild: apply failed", map[string]string{"volume": "vol", "op": "update-status"})
+	rec.Want(t, 1, slog.LevelWarn, "rebuild: invalid setting", map[string]string{"volume": "vol"})
+	e := rec.Want(t, 1, slog.LevelError, "rebuild: apply failed", map[string]string{"volume": "vol", "op": "update-status"})
 	if !strings.Contains(e[0].Attrs["err"], errBoom.Error()) {
 		t.Fatalf("apply failed without the error: %v", e[0])
 	}

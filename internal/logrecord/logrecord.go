@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"testing"
 )
 
 // Entry is one logged record, its attributes flattened to strings (groups
@@ -141,4 +142,15 @@ func flatten(into map[string]string, prefix string, a slog.Attr) {
 		return
 	}
 	into[prefix+a.Key] = v.String()
+}
+
+// Want fails t unless exactly n entries at level with msg and the
+// attributes of want were recorded, and returns them.
+func (h *Handler) Want(t testing.TB, n int, level slog.Level, msg string, want map[string]string) []Entry {
+	t.Helper()
+	got := h.Find(level, msg, want)
+	if len(got) != n {
+		t.Fatalf("%d %s %q with %v logged, want %d; log:\n%s", len(got), level, msg, want, n, h.Dump())
+	}
+	return got
 }
