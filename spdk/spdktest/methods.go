@@ -205,12 +205,12 @@ func (s *Server) bdevs(name *string) (any, *rpcError) {
 	return nil, errNoDevice()
 }
 
-// aioBdev is the AIO bdev an lvstore sits on, claimed by the lvstore
-// (the lvol module's exclusive_write claim).
+// aioBdev is the AIO bdev an lvstore sits on, claimed by the lvstore's
+// blobstore (spdk_bs_bdev_claim in blob_bdev.c: read_many_write_one).
 func (s *Server) aioBdev(st *lvstore) bdevReply {
 	return bdevReply{
 		Bdev:               spdk.Bdev{Name: st.baseBdev, Aliases: []string{}, ProductName: productAIO, BlockSize: 4096, NumBlocks: 1 << 24, UUID: st.baseUUID, Claimed: true},
-		ClaimType:          "exclusive_write",
+		ClaimType:          "read_many_write_one",
 		SupportedIOTypes:   ioTypes{Read: true, Write: true, Unmap: true, WriteZeroes: true, Flush: true, Reset: true},
 		DriverSpecific:     driverSpecific{Aio: &aioInfo{Filename: "/dev/" + st.baseBdev}},
 		AssignedRateLimits: rateLimits{},
@@ -236,15 +236,29 @@ func (s *Server) lvolBdev(l *lvol) bdevReply {
 	}
 	writable := !l.snapshot
 	b := bdevReply{
-		Bdev:             spdk.Bdev{Name: bname, Aliases: []string{l.alias()}, ProductName: spdk.ProductLogicalVolume, BlockSize: 4096, NumBlocks: l.blocks, UUID: l.uuid, Claimed: l.snapshot},
+		Bdev:             spdk.Bdev{Name: bname, Aliases: []string{l.alias()}, ProductName: spdk.ProductLogicalVolume, BlockSize: 4096, NumBlocks: l.blocks, UUID: l.uuid},
 		CreationTime:     l.created,
 		SupportedIOTypes: ioTypes{Read: true, Write: writable, Unmap: writable, WriteZeroes: writable, Flush: true, Reset: true},
 		DriverSpecific:   driverSpecific{Lvol: &info},
 	}
-	if b.Claimed {
-		b.ClaimType = "read_many_write_none"
+	// A RAID bdev claims its members (raid_bdev_configure_base_bdev takes
+	// the module's exclusive_write claim).
+	if s.raidMember(l) {
+		b.Claimed, b.ClaimType = true, "exclusive_write"
 	}
 	return b
+}
+
+// raidMember reports whether l is a member of a RAID bdev.
+func (s *Server) raidMember(l *lvol) bool {
+	for _, r := range s.raids {
+		for _, b := range r.base {
+			if s.lookupLvol(b) == l {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (s *Server) raidBdev(r *raid) bdevReply {
