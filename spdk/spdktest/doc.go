@@ -24,7 +24,8 @@
 // through the Go API (AddLvstore, AddLvol, Snapshot, Clone, AddRaid,
 // SetLvolXattr, SetSnapshotChecksum) with SPDK's semantics: a snapshot
 // takes its lvol's place under the lvol's parent, and deleting a snapshot
-// with one clone re-parents the clone.
+// with one clone re-parents the clone. bdev_get_bdevs takes a timeout but
+// never waits: a bdev the fake does not have will not appear.
 //
 // # Host duties
 //
