@@ -24,8 +24,9 @@ type Options struct {
 	// deterministic sequence (name-based UUIDs of a counter), so test and
 	// example output is stable.
 	NewUUID func() string
-	// Clock times Fault.Delay. Nil means the real clock; a fake clock
-	// holds delayed replies until the test steps it.
+	// Clock times Fault.Delay and stamps each new lvol's creation_time.
+	// Nil means the real clock; a fake clock holds delayed replies until
+	// the test steps it.
 	Clock clock.Clock
 }
 
