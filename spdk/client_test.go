@@ -112,8 +112,8 @@ func TestCallDecodesResultAndKeepsRPCErrors(t *testing.T) {
 		t.Fatalf("err = %v, want -32601 not matching ErrNotFound", err)
 	}
 	err = c.Call(ctx, "bdev_raid_get_bdevs", map[string]any{"category": 7}, nil)
-	if !errors.As(err, &rerr) || rerr.Code != spdk.CodeInvalidParams {
-		t.Fatalf("err = %v, want -32602", err)
+	if !errors.As(err, &rerr) || rerr.Code != spdk.CodeParseError {
+		t.Fatalf("err = %v, want -32700", err)
 	}
 
 	// A result of the wrong type is a ResultError; the connection survives.

@@ -279,9 +279,11 @@ func TestSpdktestAnswersLikeSPDK(t *testing.T) {
 		params any
 		code   int
 	}{
-		{"bdev_lvol_delete", nil, spdk.CodeInvalidParams},
-		{"bdev_lvol_delete", map[string]any{"name": "x", "bogus": 1}, spdk.CodeInvalidParams},
-		{"bdev_raid_get_bdevs", map[string]string{"category": "weird"}, spdk.CodeInvalidParams},
+		// Params SPDK's decoder rejects: vbdev_lvol_rpc.c answers -32603.
+		{"bdev_lvol_delete", nil, spdk.CodeInternalError},
+		{"bdev_lvol_delete", map[string]any{"name": "x", "bogus": 1}, spdk.CodeInternalError},
+		// An unknown category is -EINVAL (bdev_raid_rpc.c).
+		{"bdev_raid_get_bdevs", map[string]string{"category": "weird"}, -22},
 		{"bdev_raid_delete", map[string]string{"name": "nope"}, spdk.CodeNoSuchDevice},
 		{"bdev_get_bdevs", map[string]string{"name": "nope"}, spdk.CodeNoSuchDevice},
 		{"bdev_lvol_get_lvols", map[string]string{"lvs_name": "nope"}, spdk.CodeNoSuchDevice},
@@ -322,7 +324,8 @@ func TestSpdktestAnswersGarbageRequests(t *testing.T) {
 	for _, tc := range []struct{ send, want string }{
 		{`{"jsonrpc":"2.0","id":1}`, `"code":-32600`},
 		{`[1]`, `"code":-32600`},
-		{`{"jsonrpc":"2.0","id":1,"method":"bdev_lvol_get_lvstores","params":[]}`, `"code":-32602`},
+		{`{"jsonrpc":"2.0","id":1,"method":"bdev_lvol_get_lvstores","params":[]}`, `"code":-32603`},
+		{`{"jsonrpc":"2.0","id":1,"method":"bdev_lvol_get_lvstores","params":5}`, `"code":-32600`},
 		{`}`, `"code":-32700`},
 	} {
 		reply := rawExchange(t, srv.SocketPath(), tc.send)

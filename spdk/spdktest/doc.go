@@ -11,12 +11,21 @@
 // host's own) against SPDK's JSON-RPC contract over this server.
 //
 // Replies are package spdk's wire types, spelled as SPDK's writers spell
-// them. Methods served: bdev_get_bdevs, bdev_lvol_get_lvstores,
-// bdev_lvol_get_lvols, bdev_raid_get_bdevs, bdev_lvol_delete and
-// bdev_raid_delete. State is built through the Go API (AddLvstore,
-// AddLvol, Snapshot, Clone, AddRaid) with SPDK's semantics: a snapshot
+// them, with what SPDK writes besides for other clients: the fake is a
+// drop-in target for Longhorn's go-spdk-helper client too (its
+// BdevLvolGet, BdevAioGet, BdevRaidGet, BdevLvolGetLvstore and
+// BdevRaidGetInfoByCategory decode these replies; the golden tests in
+// testdata hold them to SPDK's documented shapes). Methods served:
+// bdev_get_bdevs (lvstores' AIO base bdevs, lvols with Longhorn's
+// creation_time, RAID bdevs), bdev_lvol_get_lvstores,
+// bdev_lvol_get_lvols, bdev_raid_get_bdevs, bdev_lvol_delete,
+// bdev_raid_delete, bdev_lvol_get_xattr, bdev_lvol_set_xattr and
+// bdev_lvol_get_snapshot_checksum (Longhorn's SPDK). State is built
+// through the Go API (AddLvstore, AddLvol, Snapshot, Clone, AddRaid,
+// SetLvolXattr, SetSnapshotChecksum) with SPDK's semantics: a snapshot
 // takes its lvol's place under the lvol's parent, and deleting a snapshot
-// with one clone re-parents the clone.
+// with one clone re-parents the clone. bdev_get_bdevs takes a timeout but
+// never waits: a bdev the fake does not have will not appear.
 //
 // # Host duties
 //
@@ -47,13 +56,23 @@
 //
 // # Errors
 //
-// The server answers like SPDK: -32700 (and a dropped connection) for
-// unparsable input, -32600 for a request that is not a JSON-RPC 2.0
-// request, -32601 for an unknown method, -32602 for bad or unknown
-// parameters, -19 "No such device" for a missing lvol, lvstore or bdev,
-// and -32603 "Operation not permitted" when deleting an lvol with more
-// than one clone. The state-building methods return errors wrapping
-// ErrExists or ErrNotFound (the library's one NotFound class).
+// The server answers like SPDK (each code and message is taken from the
+// handler in SPDK's source, named where the fake implements it):
+// -32700 (and a dropped connection) for unparsable input; -32600 for a
+// request that is not a JSON-RPC 2.0 request, or whose params are neither
+// an object nor an array; -32601 for an unknown method; params SPDK's
+// decoder rejects (not an object, an unknown or mistyped member, a
+// required one missing) are "spdk_json_decode_object failed", -32603 for
+// the lvol methods and bdev_get_bdevs, -32700 for the RAID methods;
+// -22 "Invalid argument" for bdev_lvol_get_lvstores or
+// bdev_lvol_get_lvols naming both or neither of an lvstore's UUID and
+// name, and for an unknown RAID category; -19 "No such device" for a
+// missing lvol, lvstore or bdev, a snapshot without a registered checksum
+// included, and "raid bdev <name> not found" for a missing RAID bdev;
+// -32603 "No such file or directory" for an xattr the lvol does not have;
+// -32603 "Operation not permitted" when deleting an lvol with more than
+// one clone. The state-building methods return errors wrapping ErrExists
+// or ErrNotFound (the library's one NotFound class).
 //
 // # Concurrency
 //

@@ -1,7 +1,10 @@
 package spdktest_test
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/caretaker-storage/caretaker/spdk"
@@ -24,3 +27,51 @@ func ExampleRunConformanceTests() {
 	fmt.Println("conformant:", ok)
 	// Output: conformant: true
 }
+
+// ExampleServer_SetLvolXattr seeds the metadata Longhorn keeps on a
+// snapshot, its xattrs and registered checksum, and reads it back the way
+// go-spdk-helper's BdevLvolGet does; an xattr the lvol lacks is SPDK's
+// error, which that client tolerates.
+func ExampleServer_SetLvolXattr() {
+	dir, err := os.MkdirTemp("", "spdkex")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	srv, err := spdktest.Start(filepath.Join(dir, "spdk.sock"), spdktest.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Close()
+	for _, err := range []error{
+		first(srv.AddLvstore("disk-1")),
+		first(srv.AddLvol("disk-1", "vol-r-1234abcd")),
+		first(srv.Snapshot("disk-1", "vol-r-1234abcd", "vol-r-1234abcd-snap-s1")),
+		srv.SetLvolXattr("disk-1", "vol-r-1234abcd-snap-s1", "snapshot_timestamp", "2026-07-16T04:13:30Z"),
+		srv.SetSnapshotChecksum("disk-1", "vol-r-1234abcd-snap-s1", 42),
+	} {
+		if err != nil {
+			panic(err)
+		}
+	}
+
+	c := spdk.NewClient(spdk.ClientOptions{SocketPath: srv.SocketPath()})
+	defer c.Close()
+	ctx := context.Background()
+	var stamp string
+	err = c.Call(ctx, "bdev_lvol_get_xattr", map[string]string{"name": "disk-1/vol-r-1234abcd-snap-s1", "xattr_name": "snapshot_timestamp"}, &stamp)
+	fmt.Println(stamp, err)
+	var sum struct {
+		Checksum uint64 `json:"checksum"`
+	}
+	err = c.Call(ctx, "bdev_lvol_get_snapshot_checksum", map[string]string{"name": "disk-1/vol-r-1234abcd-snap-s1"}, &sum)
+	fmt.Println(sum.Checksum, err)
+	err = c.Call(ctx, "bdev_lvol_get_xattr", map[string]string{"name": "disk-1/vol-r-1234abcd", "xattr_name": "user_created"}, &stamp)
+	fmt.Println(err)
+	// Output:
+	// 2026-07-16T04:13:30Z <nil>
+	// 42 <nil>
+	// spdk: bdev_lvol_get_xattr: No such file or directory (code -32603)
+}
+
+func first(_ string, err error) error { return err }

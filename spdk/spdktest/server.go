@@ -24,8 +24,9 @@ type Options struct {
 	// deterministic sequence (name-based UUIDs of a counter), so test and
 	// example output is stable.
 	NewUUID func() string
-	// Clock times Fault.Delay. Nil means the real clock; a fake clock
-	// holds delayed replies until the test steps it.
+	// Clock times Fault.Delay and stamps each new lvol's creation_time.
+	// Nil means the real clock; a fake clock holds delayed replies until
+	// the test steps it.
 	Clock clock.Clock
 }
 
@@ -226,12 +227,11 @@ type rpcError struct {
 
 func (e *rpcError) Error() string { return e.msg }
 
-func errNoDevice() *rpcError      { return &rpcError{spdk.CodeNoSuchDevice, "No such device"} }
-func errInvalidParams() *rpcError { return &rpcError{spdk.CodeInvalidParams, "Invalid parameters"} }
+func errNoDevice() *rpcError { return &rpcError{spdk.CodeNoSuchDevice, "No such device"} }
 
 func (s *Server) handle(w *connWriter, raw json.RawMessage) {
 	var req rpcRequest
-	if err := json.Unmarshal(raw, &req); err != nil || req.Version != "2.0" || req.Method == "" {
+	if err := json.Unmarshal(raw, &req); err != nil || req.Version != "2.0" || req.Method == "" || !paramsShaped(req.Params) {
 		w.write(errorReply(req.ID, spdk.CodeInvalidRequest, "Invalid request"))
 		return
 	}
@@ -325,21 +325,17 @@ func idOrNull(id json.RawMessage) json.RawMessage {
 	return id
 }
 
-// decodeParams decodes params strictly: unknown fields and wrong types are
-// invalid parameters, as with SPDK's object decoders.
-func decodeParams(params json.RawMessage, v any) *rpcError {
-	if len(bytes.TrimSpace(params)) == 0 || string(bytes.TrimSpace(params)) == "null" {
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(params))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return errInvalidParams()
-	}
-	return nil
-}
-
+// hasParams reports whether a request carries params; null is as if it
+// did not (parse_single_request).
 func hasParams(params json.RawMessage) bool {
 	p := strings.TrimSpace(string(params))
 	return p != "" && p != "null"
+}
+
+// paramsShaped reports whether params are absent, null, an object or an
+// array: SPDK answers anything else -32600 before any handler runs
+// (parse_single_request in lib/jsonrpc/jsonrpc_server.c).
+func paramsShaped(params json.RawMessage) bool {
+	p := bytes.TrimSpace(params)
+	return !hasParams(params) || p[0] == '{' || p[0] == '['
 }

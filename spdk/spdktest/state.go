@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/caretaker-storage/caretaker/internal/errclass"
 )
@@ -21,7 +24,9 @@ var (
 // RAID bdevs, all guarded by Server.mu.
 
 type lvstore struct {
-	uuid, name, baseBdev string
+	uuid, name string
+	// The lvstore's base bdev, an AIO bdev as Longhorn's disks are.
+	baseBdev, baseUUID string
 }
 
 type lvol struct {
@@ -31,6 +36,9 @@ type lvol struct {
 	parent     *lvol
 	clones     []*lvol
 	blocks     uint64
+	created    string            // creation_time, RFC 3339 UTC
+	xattrs     map[string]string // set with SetLvolXattr or bdev_lvol_set_xattr
+	checksum   *uint64           // a snapshot's registered checksum
 }
 
 func (l *lvol) alias() string { return l.lvs.name + "/" + l.name }
@@ -40,15 +48,18 @@ type raid struct {
 	base                     []string
 }
 
-// AddLvstore creates an lvstore on a base bdev named "<name>-base" and
-// returns its UUID.
+// AddLvstore creates an lvstore on an AIO bdev named "<name>-base" (the
+// file /dev/<name>-base) and returns the lvstore's UUID. The AIO bdev's
+// UUID is derived from the lvstore's, so it takes no value from
+// Options.NewUUID.
 func (s *Server) AddLvstore(name string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.findLvs(name) != nil {
 		return "", fmt.Errorf("%w: lvstore %s", ErrExists, name)
 	}
-	l := &lvstore{uuid: s.newUUID(), name: name, baseBdev: name + "-base"}
+	id := s.newUUID()
+	l := &lvstore{uuid: id, name: name, baseBdev: name + "-base", baseUUID: derivedUUID("aio", id)}
 	s.lvstores = append(s.lvstores, l)
 	return l.uuid, nil
 }
@@ -64,7 +75,7 @@ func (s *Server) AddLvol(lvs, name string) (string, error) {
 	if s.findLvol(st, name) != nil {
 		return "", fmt.Errorf("%w: lvol %s/%s", ErrExists, lvs, name)
 	}
-	l := &lvol{uuid: s.newUUID(), name: name, lvs: st, blocks: 262144}
+	l := &lvol{uuid: s.newUUID(), name: name, lvs: st, blocks: 262144, created: s.now()}
 	s.lvols = append(s.lvols, l)
 	return l.uuid, nil
 }
@@ -83,7 +94,7 @@ func (s *Server) Snapshot(lvs, name, snapName string) (string, error) {
 	if s.findLvol(st, snapName) != nil {
 		return "", fmt.Errorf("%w: lvol %s/%s", ErrExists, lvs, snapName)
 	}
-	snap := &lvol{uuid: s.newUUID(), name: snapName, lvs: st, snapshot: true, parent: l.parent, blocks: l.blocks}
+	snap := &lvol{uuid: s.newUUID(), name: snapName, lvs: st, snapshot: true, parent: l.parent, blocks: l.blocks, created: s.now()}
 	if p := l.parent; p != nil {
 		p.clones[slices.Index(p.clones, l)] = snap
 	}
@@ -105,7 +116,7 @@ func (s *Server) Clone(lvs, snapName, cloneName string) (string, error) {
 	if s.findLvol(st, cloneName) != nil {
 		return "", fmt.Errorf("%w: lvol %s/%s", ErrExists, lvs, cloneName)
 	}
-	c := &lvol{uuid: s.newUUID(), name: cloneName, lvs: st, parent: snap, blocks: snap.blocks}
+	c := &lvol{uuid: s.newUUID(), name: cloneName, lvs: st, parent: snap, blocks: snap.blocks, created: s.now()}
 	snap.clones = append(snap.clones, c)
 	s.lvols = append(s.lvols, c)
 	return c.uuid, nil
@@ -124,9 +135,53 @@ func (s *Server) AddRaid(name string, base ...string) (string, error) {
 }
 
 // RecreateLvol gives lvol lvs/name a new UUID, as deleting and recreating
-// it under the same name would, and returns the new UUID.
+// it under the same name would (a new creation time too, and no xattrs or
+// checksum), and returns the new UUID.
 func (s *Server) RecreateLvol(lvs, name string) (string, error) {
-	return s.SetLvolUUID(lvs, name, "")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, l, err := s.lvolNamed(lvs, name)
+	if err != nil {
+		return "", err
+	}
+	l.uuid, l.created, l.xattrs, l.checksum = s.newUUID(), s.now(), nil, nil
+	return l.uuid, nil
+}
+
+// SetLvolXattr sets xattr key of lvol lvs/name to value, as
+// bdev_lvol_set_xattr (or bdev_lvol_snapshot's xattrs) does. Longhorn
+// sets "user_created" and "snapshot_timestamp" on its snapshots;
+// bdev_lvol_get_xattr answers a missing one with SPDK's error.
+func (s *Server) SetLvolXattr(lvs, name, key, value string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, l, err := s.lvolNamed(lvs, name)
+	if err != nil {
+		return err
+	}
+	l.setXattr(key, value)
+	return nil
+}
+
+// SetSnapshotChecksum registers sum as the checksum of snapshot lvs/name,
+// as bdev_lvol_register_snapshot_checksum does after computing it.
+// bdev_lvol_get_snapshot_checksum answers -19 until one is registered.
+func (s *Server) SetSnapshotChecksum(lvs, name string, sum uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, l, err := s.lvolNamed(lvs, name)
+	if err != nil || !l.snapshot {
+		return fmt.Errorf("%w: snapshot %s/%s", ErrNotFound, lvs, name)
+	}
+	l.checksum = &sum
+	return nil
+}
+
+func (l *lvol) setXattr(key, value string) {
+	if l.xattrs == nil {
+		l.xattrs = make(map[string]string)
+	}
+	l.xattrs[key] = value
 }
 
 // SetLvolUUID sets the UUID of lvol lvs/name to id, or to a fresh one if
@@ -226,6 +281,20 @@ func (s *Server) RaidNames() []string {
 		out = append(out, r.name)
 	}
 	return out
+}
+
+// now is the creation time SPDK stamps on a new lvol: RFC 3339 in UTC, to
+// the second (Longhorn's SPDK, SPDK_CREATION_TIME_MAX in lvol.h).
+func (s *Server) now() string {
+	return s.clock.Now().UTC().Format(time.RFC3339)
+}
+
+// derivedUUID is a stable UUID for an object the fake shows but does not
+// create through Options.NewUUID (an lvstore's AIO bdev, a RAID member
+// the fake does not list), so adding one leaves the sequence of the
+// others unchanged.
+func derivedUUID(kind, of string) string {
+	return uuid.NewSHA1(uuid.NameSpaceOID, []byte("spdktest-"+kind+"-"+of)).String()
 }
 
 func cloneNames(l *lvol) []string {
