@@ -164,6 +164,19 @@
 // Logging never changes what the Driver does, and no lock is held while
 // the handler runs. The command lines come from the command's goroutine.
 //
+// # Metrics
+//
+// The Driver reports each act to DriverOptions.Hooks (nil, the default,
+// means none) as an Event: the presence check (OpCheck: ok or failed),
+// each Reconcile with the step it took (OpReconcile: started, finished,
+// error, backoff, waiting, or failed when it returned no result), and
+// each delete command (OpDelete: ok or failed), with the backup, its next
+// state, the step's Why, the attempt and the duration by
+// DriverOptions.Clock. Op, Outcome, State and Why are fit for a metric's
+// labels. The hooks run after the act, outside the Driver's lock, and
+// see copies: they cannot change what it does. orphan and rebuild have
+// hooks of the same shape.
+//
 // # Concurrency
 //
 // Step, CreationGate, ExpiredFailedBackups and ParseFailedBackupTTL are pure.

@@ -51,6 +51,11 @@ type DriverOptions struct {
 	// Error "backupdelete: delete command failed" (op="delete", err) from
 	// the command's goroutine. Nil means no logging at all.
 	Logger *slog.Logger
+	// Hooks, if set, observe an Event after each presence check, each
+	// Reconcile (with the step it took) and each delete command, each
+	// timed by Clock. Nil means none. See Hooks for when and how they are
+	// called.
+	Hooks Hooks
 }
 
 // DefaultMaxConcurrent is DriverOptions.MaxConcurrent's default.
@@ -78,6 +83,7 @@ type Driver struct {
 	opts  DriverOptions
 	clock clock.Clock
 	log   *slog.Logger
+	hooks Hooks
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -118,7 +124,7 @@ func NewDriver(store Backupstore, opts DriverOptions) *Driver {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Driver{store: store, opts: opts, clock: clocks.Or(opts.Clock), log: log, ctx: ctx, cancel: cancel, entries: map[BackupRef]*entry{}}
+	return &Driver{store: store, opts: opts, clock: clocks.Or(opts.Clock), log: log, hooks: noHooks(opts.Hooks), ctx: ctx, cancel: cancel, entries: map[BackupRef]*entry{}}
 }
 
 // Reconcile runs one step for a backup whose deletion was requested and
@@ -133,20 +139,25 @@ func NewDriver(store Backupstore, opts DriverOptions) *Driver {
 // An invalid ref is ErrInvalidRef and a closed Driver ErrClosed, with a
 // zero result.
 func (d *Driver) Reconcile(ctx context.Context, req Request) (StepResult, error) {
+	started := d.clock.Now()
 	if err := req.Ref.Validate(); err != nil {
+		d.hooks.Observe(Event{Op: OpReconcile, Outcome: EventFailed, Ref: req.Ref, Duration: d.clock.Since(started), Err: err})
 		return StepResult{}, err
 	}
 	presence, checkErr := PresenceUnknown, error(nil)
 	if req.State == StateDeleting {
 		exists, err := d.store.BackupExists(ctx, req.Ref)
+		check := Event{Op: OpCheck, Outcome: EventOK, Ref: req.Ref, Duration: d.clock.Since(started)}
 		switch {
 		case err != nil:
 			checkErr = fmt.Errorf("backupdelete: check %s in the backupstore: %w", req.Ref, err)
+			check.Outcome, check.Err = EventFailed, checkErr
 		case exists:
 			presence = PresenceExists
 		default:
 			presence = PresenceAbsent
 		}
+		d.hooks.Observe(check)
 	}
 
 	if checkErr != nil {
@@ -154,9 +165,12 @@ func (d *Driver) Reconcile(ctx context.Context, req Request) (StepResult, error)
 	}
 	res, attempt, err := d.step(req, presence)
 	if err != nil {
+		d.hooks.Observe(Event{Op: OpReconcile, Outcome: EventFailed, Ref: req.Ref, Duration: d.clock.Since(started), Err: err})
 		return StepResult{}, err
 	}
 	d.logStep(ctx, req, res, attempt)
+	d.hooks.Observe(Event{Op: OpReconcile, Outcome: stepOutcome(req, res), Ref: req.Ref, State: res.State, Why: res.Why,
+		Attempt: attempt, Duration: d.clock.Since(started)})
 	return res, checkErr
 }
 
@@ -301,12 +315,13 @@ func (d *Driver) work(q queued) {
 	defer d.wg.Done()
 	for {
 		var err error
+		started := d.clock.Now()
 		if d.ctx.Err() != nil {
 			err = ErrClosed
 		} else {
 			err = d.call(q.ref)
 		}
-		d.finish(q, err)
+		d.finish(q, err, d.clock.Since(started))
 
 		d.mu.Lock()
 		if len(d.queue) == 0 {
@@ -352,7 +367,7 @@ func (d *Driver) call(ref BackupRef) (err error) {
 
 // finish records the command's result, unless the record was forgotten or
 // belongs to a newer command.
-func (d *Driver) finish(q queued, err error) {
+func (d *Driver) finish(q queued, err error, took time.Duration) {
 	d.mu.Lock()
 	e := d.entries[q.ref]
 	if e != nil && e.gen == q.gen && e.record != nil {
@@ -370,6 +385,11 @@ func (d *Driver) finish(q queued, err error) {
 	} else {
 		d.log.LogAttrs(d.ctx, slog.LevelInfo, "backupdelete: delete command succeeded", attrs...)
 	}
+	ev := Event{Op: OpDelete, Outcome: EventOK, Ref: q.ref, Attempt: q.attempt, Duration: took}
+	if err != nil {
+		ev.Outcome, ev.Err = EventFailed, err
+	}
+	d.hooks.Observe(ev)
 	if d.opts.OnDone != nil {
 		d.opts.OnDone(q.ref, err)
 	}

@@ -178,6 +178,19 @@
 // Logging never changes what a driver does, and no lock is held while
 // the handler runs.
 //
+// # Metrics
+//
+// The Monitor and the Sweeper report each act to the Hooks of their
+// options (MonitorOptions.Hooks, SweeperOptions.Hooks; nil, the default,
+// means none) as an Event: the act (Op: scan, create, forget, mark,
+// purge, finish), how it ended (EventOutcome: ok, failed, refused at
+// the moment of deletion, guarded by the Guard in the plan), the
+// record's kind and node, and its duration by the driver's clock. Op,
+// Outcome and Kind are fit for a metric's labels. The hooks run after
+// the act, outside the drivers' locks, and see copies: they cannot
+// change what a driver does. backupdelete and rebuild have hooks of the
+// same shape; examples/kube exports them as Prometheus metrics.
+//
 // # Concurrency
 //
 // Decide, JudgeAll, MergeScopes, Guard, Spec and the types are plain

@@ -40,6 +40,10 @@ type MonitorOptions struct {
 	// failed) and a Warn record "orphan: scan failed" (seq, took, err)
 	// when the scan failed. Nil means no logging at all.
 	Logger *slog.Logger
+	// Hooks, if set, observe an Event with OpScan after every scan (ok or
+	// failed, with its duration by Clock), before OnScan and OnChange.
+	// Nil means none. See Hooks for when and how they are called.
+	Hooks Hooks
 }
 
 // Observation is the outcome of one scan.
@@ -84,6 +88,7 @@ func NewMonitor(inv Inventory, opts MonitorOptions) *Monitor {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	opts.Hooks = noHooks(opts.Hooks)
 	return &Monitor{inv: inv, opts: opts, rescan: make(chan struct{}, 1)}
 }
 
@@ -179,6 +184,7 @@ func (m *Monitor) scan(ctx context.Context) {
 	m.mu.Unlock()
 
 	m.log(ctx, obs)
+	m.opts.Hooks.Observe(scanEvent(obs))
 
 	if m.opts.OnScan != nil {
 		m.opts.OnScan(obs)
@@ -201,6 +207,15 @@ func (m *Monitor) log(ctx context.Context, obs Observation) {
 	m.opts.Logger.LogAttrs(ctx, slog.LevelDebug, "orphan: scan finished",
 		slog.Uint64("seq", obs.Seq), slog.Duration("took", took), slog.Int("items", len(obs.Snapshot.Items)),
 		slog.Int("scopes", len(obs.Snapshot.Scopes)), slog.Int("skipped", len(obs.Snapshot.Skipped)))
+}
+
+// scanEvent is what the hooks see of a finished scan.
+func scanEvent(obs Observation) Event {
+	e := Event{Op: OpScan, Outcome: EventOK, Duration: obs.At.Sub(obs.StartedAt)}
+	if obs.Err != nil {
+		e.Outcome, e.Err = EventFailed, obs.Err
+	}
+	return e
 }
 
 func sameObservation(a, b Observation) bool {

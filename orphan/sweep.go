@@ -34,6 +34,7 @@ type Sweeper struct {
 	clock   clock.Clock
 	limit   int
 	log     *slog.Logger
+	hooks   Hooks
 
 	mu     sync.Mutex
 	purged map[string]time.Time // record name → when this Sweeper purged it
@@ -56,6 +57,12 @@ type SweeperOptions struct {
 	// "orphan: conditions marked" (conditions). Nil means no logging at
 	// all. Logging never changes what Sync does.
 	Logger *slog.Logger
+	// Hooks, if set, observe an Event after each step of a sync: each
+	// record created, forgotten, marked (as listed in Result.Marked),
+	// purged, refused or guarded, each failure, and the Finisher's
+	// FinishInterrupted; each timed by Clock. Nil means none. See Hooks
+	// for when and how they are called.
+	Hooks Hooks
 }
 
 // ErrIncomplete is returned by constructors given a nil part.
@@ -75,7 +82,7 @@ func NewSweeper(store Store, a Adapter, opts SweeperOptions) (*Sweeper, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Sweeper{store: store, adapter: a, clock: clocks.Or(opts.Clock), limit: limit, log: log}, nil
+	return &Sweeper{store: store, adapter: a, clock: clocks.Or(opts.Clock), limit: limit, log: log, hooks: noHooks(opts.Hooks)}, nil
 }
 
 // Result says what a sync did. Names are record names; lists are in no
@@ -150,7 +157,7 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 		res  Result
 		errs *multierror.Error
 	)
-	fail := func(r Record, op Op, err error) {
+	fail := func(r Record, op Op, err error, started time.Time) {
 		mu.Lock()
 		res.Failed = append(res.Failed, RecordError{Name: r.Name, Op: op, Err: err})
 		errs = multierror.Append(errs, &RecordError{Name: r.Name, Op: op, Err: err})
@@ -160,6 +167,7 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 			attrs = append(recordAttrs(r), attrs...)
 		}
 		s.log.LogAttrs(ctx, slog.LevelError, "orphan: sync step failed", attrs...)
+		s.hooks.Observe(recordEvent(r, op, EventFailed, s.clock.Since(started), err))
 	}
 	done := func(list *[]string, name string) {
 		mu.Lock()
@@ -168,60 +176,79 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 	}
 
 	res.Refused = append(res.Refused, plan.Refused...)
+	guarded := recordsOf(plan.Keep, plan.Refused)
 	for _, r := range plan.Refused {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "orphan: purge refused",
 			slog.String("orphan", r.Name), slog.String("reason", r.Reason), slog.String("at", "plan"))
+		e := recordEvent(guarded[r.Name], OpPurge, EventGuarded, 0, nil)
+		e.Name, e.Reason = r.Name, r.Reason
+		s.hooks.Observe(e)
 	}
 
 	var g errgroup.Group
 	g.SetLimit(s.limit)
 	for _, c := range plan.Conditions {
 		g.Go(func() error {
+			started := s.clock.Now()
 			if err := s.mark(ctx, c); err != nil {
-				fail(c.Record, OpMark, err)
+				fail(c.Record, OpMark, err, started)
 				return nil
 			}
 			done(&res.Marked, c.Record.Name)
 			s.logMarked(ctx, c.Record, c.Conditions)
+			s.hooks.Observe(recordEvent(c.Record, OpMark, EventOK, s.clock.Since(started), nil))
 			return nil
 		})
 	}
 	for _, r := range plan.Create {
 		g.Go(func() error {
+			started := s.clock.Now()
 			if _, err := s.store.Create(ctx, r); err != nil && !errors.Is(err, ErrAlreadyExists) {
-				fail(r, OpCreate, err)
+				fail(r, OpCreate, err, started)
 				return nil
 			}
 			done(&res.Created, r.Name)
 			s.log.LogAttrs(ctx, slog.LevelInfo, "orphan: record created", recordAttrs(r)...)
+			s.hooks.Observe(recordEvent(r, OpCreate, EventOK, s.clock.Since(started), nil))
 			return nil
 		})
 	}
 	for _, f := range plan.Forget {
 		g.Go(func() error {
+			started := s.clock.Now()
 			if err := s.forget(ctx, f); err != nil {
-				fail(f.Record, OpForget, err)
+				fail(f.Record, OpForget, err, started)
 				return nil
 			}
 			done(&res.Forgotten, f.Record.Name)
 			s.log.LogAttrs(ctx, slog.LevelInfo, "orphan: record forgotten", append(recordAttrs(f.Record),
 				slog.String("reason", string(f.Reason)), slog.String("message", f.Message))...)
+			e := recordEvent(f.Record, OpForget, EventOK, s.clock.Since(started), nil)
+			e.Reason = string(f.Reason)
+			s.hooks.Observe(e)
 			return nil
 		})
 	}
 	for _, p := range plan.Purge {
 		g.Go(func() error {
+			started := s.clock.Now()
 			refusal, err := s.purge(ctx, p)
+			took := s.clock.Since(started)
+			e := recordEvent(p.Record, OpPurge, EventOK, took, nil)
+			e.Auto = p.Auto
 			switch {
 			case err != nil:
-				fail(p.Record, OpPurge, err)
+				fail(p.Record, OpPurge, err, started) // the hooks see the failure here
 				s.markError(ctx, p.Record, ReasonPurgeFailed, err.Error(), fail)
+				return nil
 			case refusal != "":
 				mu.Lock()
 				res.Refused = append(res.Refused, Refusal{Name: p.Record.Name, Reason: refusal})
 				mu.Unlock()
 				s.log.LogAttrs(ctx, slog.LevelWarn, "orphan: purge refused", append(recordAttrs(p.Record),
 					slog.String("reason", refusal), slog.String("at", "deletion"))...)
+				e.Outcome, e.Reason = EventRefused, refusal
+				s.hooks.Observe(e)
 				if refusal != refusalGone && refusal != refusalWithdrawn {
 					s.markError(ctx, p.Record, ReasonPurgeRefused, refusal, fail)
 				}
@@ -229,6 +256,7 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 				done(&res.Purged, p.Record.Name)
 				s.log.LogAttrs(ctx, slog.LevelInfo, "orphan: data purged", append(recordAttrs(p.Record),
 					slog.Bool("auto", p.Auto))...)
+				s.hooks.Observe(e)
 			}
 			return nil
 		})
@@ -236,8 +264,11 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 	_ = g.Wait() // the goroutines report through fail, never through the group
 
 	if f, ok := s.adapter.(Finisher); ok {
+		started := s.clock.Now()
 		if err := f.FinishInterrupted(ctx); err != nil {
-			fail(Record{}, OpFinish, err)
+			fail(Record{}, OpFinish, err, started)
+		} else {
+			s.hooks.Observe(Event{Op: OpFinish, Outcome: EventOK, Duration: s.clock.Since(started)})
 		}
 	}
 	return res, errs.ErrorOrNil()
@@ -271,10 +302,11 @@ func (s *Sweeper) forget(ctx context.Context, f Forget) error {
 
 // markError sets Error=True on a record whose purge failed or was
 // refused; a failure to write it is reported as an OpMark failure.
-func (s *Sweeper) markError(ctx context.Context, r Record, reason, msg string, fail func(Record, Op, error)) {
+func (s *Sweeper) markError(ctx context.Context, r Record, reason, msg string, fail func(Record, Op, error, time.Time)) {
 	c := metav1.Condition{Type: ConditionError, Status: metav1.ConditionTrue, Reason: reason, Message: msg}
+	started := s.clock.Now()
 	if err := s.mark(ctx, SetConditions{Record: Record{Name: r.Name}, Conditions: []metav1.Condition{c}}); err != nil {
-		fail(r, OpMark, err)
+		fail(r, OpMark, err, started)
 		return
 	}
 	s.logMarked(ctx, r, []metav1.Condition{c})
@@ -291,6 +323,31 @@ func (s *Sweeper) logMarked(ctx context.Context, r Record, conds []metav1.Condit
 	}
 	s.log.LogAttrs(ctx, slog.LevelDebug, "orphan: conditions marked", append(recordAttrs(r),
 		slog.Any("conditions", list))...)
+}
+
+// recordEvent is what the hooks see of one step on record r.
+func recordEvent(r Record, op Op, outcome EventOutcome, took time.Duration, err error) Event {
+	return Event{Op: op, Outcome: outcome, Kind: r.Kind, NodeID: r.NodeID, Name: r.Name, Duration: took, Err: err}
+}
+
+// recordsOf finds the kept records of the Guard's refusals, for their
+// kind and node: a Refusal carries only the name. Decide keeps every
+// record it refuses; a hand-built plan may not, and its events then lack
+// the kind and node.
+func recordsOf(keep []Keep, refused []Refusal) map[string]Record {
+	if len(refused) == 0 {
+		return nil
+	}
+	out := make(map[string]Record, len(refused))
+	for _, r := range refused {
+		out[r.Name] = Record{}
+	}
+	for _, k := range keep {
+		if _, ok := out[k.Record.Name]; ok {
+			out[k.Record.Name] = k.Record
+		}
+	}
+	return out
 }
 
 // recordAttrs are the attributes every record-level log line carries.

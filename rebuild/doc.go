@@ -137,6 +137,17 @@
 // Logging never changes what the Driver does, and no lock is held while
 // the handler runs.
 //
+// # Metrics
+//
+// The Driver reports each Reconcile to Options.Hooks (nil, the default,
+// means none) as an Event that mirrors what Reconcile returned: the act
+// (OpReconcile, or OpForget for a volume that is gone), the outcome (ok
+// or failed, with the error), the decision's action and reason when one
+// was made, and the duration by Options.Clock. Op, Outcome, Action and
+// Reason are fit for a metric's labels. The hooks run after the act,
+// outside the Driver's lock, and see copies: they cannot change what it
+// does. orphan and backupdelete have hooks of the same shape.
+//
 // # Concurrency
 //
 // A Planner is immutable and may be shared. A Driver is safe for concurrent

@@ -26,6 +26,7 @@ type Driver struct {
 	tickets TicketStore
 	clock   clock.Clock
 	log     *slog.Logger
+	hooks   Hooks
 
 	mu      sync.Mutex
 	records map[string]Record
@@ -45,7 +46,7 @@ func NewDriver(volumes VolumeSource, tickets TicketStore, opts Options) (*Driver
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Driver{planner: p, volumes: volumes, tickets: tickets, clock: clocks.Or(opts.Clock), log: log, records: map[string]Record{}}, nil
+	return &Driver{planner: p, volumes: volumes, tickets: tickets, clock: clocks.Or(opts.Clock), log: log, hooks: noHooks(opts.Hooks), records: map[string]Record{}}, nil
 }
 
 // Reconcile observes one volume, decides, applies the ticket change, and
@@ -61,16 +62,33 @@ func NewDriver(volumes VolumeSource, tickets TicketStore, opts Options) (*Driver
 // retryable; the record is kept only when the ticket change succeeded, so a
 // retry decides again from the same memory.
 func (d *Driver) Reconcile(ctx context.Context, name string) (Decision, error) {
-	vol, err := d.volumes.Volume(ctx, name)
-	if errors.Is(err, ErrNotFound) {
-		return d.forget(ctx, name)
+	started := d.clock.Now()
+	dec, op, decided, err := d.reconcile(ctx, name)
+	e := Event{Op: op, Outcome: EventOK, Volume: name, Duration: d.clock.Since(started)}
+	if decided {
+		e.Decided, e.Action, e.Reason = true, dec.Action, dec.Condition.Reason
 	}
 	if err != nil {
-		return Decision{}, fmt.Errorf("rebuild: volume %s: %w", name, err)
+		e.Outcome, e.Err = EventFailed, err
+	}
+	d.hooks.Observe(e)
+	return dec, err
+}
+
+// reconcile is Reconcile without the hooks; it also says which act it
+// was and whether it reached a decision.
+func (d *Driver) reconcile(ctx context.Context, name string) (_ Decision, _ Op, decided bool, _ error) {
+	vol, err := d.volumes.Volume(ctx, name)
+	if errors.Is(err, ErrNotFound) {
+		dec, err := d.forget(ctx, name)
+		return dec, OpForget, true, err
+	}
+	if err != nil {
+		return Decision{}, OpReconcile, false, fmt.Errorf("rebuild: volume %s: %w", name, err)
 	}
 	raw, err := d.volumes.GlobalSetting(ctx)
 	if err != nil {
-		return Decision{}, fmt.Errorf("rebuild: reading setting %s: %w", SettingName, err)
+		return Decision{}, OpReconcile, false, fmt.Errorf("rebuild: reading setting %s: %w", SettingName, err)
 	}
 	global, settingErr := ParseGlobalSetting(raw)
 	if settingErr != nil {
@@ -78,13 +96,13 @@ func (d *Driver) Reconcile(ctx context.Context, name string) (Decision, error) {
 	}
 	tickets, err := d.tickets.Tickets(ctx, name)
 	if err != nil {
-		return Decision{}, fmt.Errorf("rebuild: tickets of volume %s: %w", name, err)
+		return Decision{}, OpReconcile, false, fmt.Errorf("rebuild: tickets of volume %s: %w", name, err)
 	}
 
 	dec := d.planner.Decide(Input{Volume: vol, Tickets: tickets, Global: global, Record: d.record(name), Now: d.clock.Now()})
 
 	if err := d.apply(ctx, name, dec); err != nil {
-		return dec, err
+		return dec, OpReconcile, true, err
 	}
 	d.logDecision(ctx, name, dec)
 	d.setRecord(name, dec.Record)
@@ -98,7 +116,7 @@ func (d *Driver) Reconcile(ctx context.Context, name string) (Decision, error) {
 		d.log.LogAttrs(ctx, slog.LevelError, "rebuild: apply failed", slog.String("volume", name),
 			slog.String("action", dec.Action.String()), slog.String("op", "update-status"), slog.Any("err", err))
 	}
-	return dec, errs.ErrorOrNil()
+	return dec, OpReconcile, true, errs.ErrorOrNil()
 }
 
 // ReconcileAll reconciles each named volume, for example all volumes after

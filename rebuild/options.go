@@ -63,6 +63,12 @@ type Options struct {
 	// decided" for the decisions that change nothing. Nil means no
 	// logging at all. Only the Driver logs: the Planner has no logger.
 	Logger *slog.Logger
+
+	// Hooks, if set, observe an Event after each Reconcile of the Driver:
+	// the decision's action and reason, the outcome and the duration by
+	// Clock. Nil means none. See Hooks for when and how they are called.
+	// Only the Driver calls them: the Planner has no hooks.
+	Hooks Hooks
 }
 
 // ErrInvalidOptions is wrapped by the error NewPlanner and NewDriver return

@@ -60,6 +60,9 @@ type Config struct {
 	FieldManager string
 	// Logger receives the agent's log; nil means slog.Default().
 	Logger *slog.Logger
+	// Hooks, if set, observe every scan of the Monitor and every step of
+	// the Sweeper (package metrics turns them into Prometheus metrics).
+	Hooks orphan.Hooks
 }
 
 // retry is the delay after failed cycles in a row.
@@ -109,10 +112,10 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	store := crstore.New(cfg.Client, crstore.Options{Namespace: cfg.Namespace, OwnerID: cfg.NodeID, FieldManager: cfg.FieldManager})
-	if a.sweeper, err = orphan.NewSweeper(store, a.orphans, orphan.SweeperOptions{}); err != nil {
+	if a.sweeper, err = orphan.NewSweeper(store, a.orphans, orphan.SweeperOptions{Hooks: cfg.Hooks}); err != nil {
 		return nil, err
 	}
-	a.monitor = orphan.NewMonitor(a.orphans, orphan.MonitorOptions{Period: cfg.Period, OnChange: func(orphan.Observation) { a.poke() }})
+	a.monitor = orphan.NewMonitor(a.orphans, orphan.MonitorOptions{Period: cfg.Period, Hooks: cfg.Hooks, OnChange: func(orphan.Observation) { a.poke() }})
 	return a, nil
 }
 

@@ -2,18 +2,27 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/caretaker-storage/caretaker/examples/kube/crstore"
+	"github.com/caretaker-storage/caretaker/examples/kube/metrics"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -30,6 +39,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 		autoDelete = fs.String("auto-delete", "", "Longhorn's "+orphan.SettingAutoDeletion+" setting, e.g. replica-data")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
 		grace      = fs.String("grace-period", "", "Longhorn's "+orphan.SettingGracePeriod+" setting, in seconds (default "+strconv.Itoa(int(orphan.DefaultGracePeriod.Seconds()))+")")
+		metricsAt  = fs.String("metrics-addr", "", "serve Prometheus metrics at /metrics on this address, e.g. :9500; empty: no metrics")
 	)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: orphan-agent -node NAME [flags]\n\nKeeps the node's Longhorn Orphan resources in step with its disks; purges a\nreplica directory when its Orphan is deleted.")
@@ -53,6 +63,16 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 		log.Error("bad auto-deletion settings", "err", err)
 		return 2
 	}
+	var hooks orphan.Hooks
+	if *metricsAt != "" {
+		stop, h, err := serveMetrics(*metricsAt, log)
+		if err != nil {
+			log.Error("cannot serve metrics", "addr", *metricsAt, "err", err)
+			return 1
+		}
+		defer stop()
+		hooks = h
+	}
 	var cfg *rest.Config
 	if *kubeconfig != "" {
 		cfg, err = clientcmd.BuildConfigFromFlags("", *kubeconfig)
@@ -74,7 +94,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 		log.Error("client", "err", err)
 		return 1
 	}
-	a, err := New(Config{Client: client, Namespace: *namespace, NodeID: *node, Period: *period, Policy: policy, Logger: log})
+	a, err := New(Config{Client: client, Namespace: *namespace, NodeID: *node, Period: *period, Policy: policy, Logger: log, Hooks: hooks})
 	if err != nil {
 		log.Error("agent", "err", err)
 		return 2
@@ -85,4 +105,34 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	log.Info("agent stopped")
 	return 0
+}
+
+// serveMetrics serves the agent's Prometheus metrics (caretaker's, the Go
+// runtime's and the process's) at /metrics on addr, and returns the hooks
+// that feed caretaker's and a function that stops the server.
+func serveMetrics(addr string, log *slog.Logger) (stop func(), hooks orphan.Hooks, err error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m, err := metrics.New(reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server stopped", "err", err)
+		}
+	}()
+	log.Info("serving metrics", "addr", ln.Addr().String(), "path", "/metrics")
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, m.Orphan(), nil
 }
