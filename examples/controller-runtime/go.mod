@@ -5,6 +5,7 @@ go 1.25.0
 require (
 	github.com/caretaker-storage/caretaker v0.0.0
 	github.com/caretaker-storage/caretaker/examples/kube v0.0.0
+	github.com/go-logr/logr v1.4.2
 	github.com/google/uuid v1.6.0
 	golang.org/x/sys v0.31.0
 	k8s.io/api v0.34.3
@@ -22,7 +23,6 @@ require (
 	github.com/evanphx/json-patch/v5 v5.9.11 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.0 // indirect
-	github.com/go-logr/logr v1.4.2 // indirect
 	github.com/go-openapi/jsonpointer v0.21.0 // indirect
 	github.com/go-openapi/jsonreference v0.20.2 // indirect
 	github.com/go-openapi/swag v0.23.0 // indirect
