@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -67,7 +68,22 @@ func TestOrphansAppearAsLonghornWritesThem(t *testing.T) {
 func TestDeleteThroughTheAPIPurges(t *testing.T) {
 	e, d, nameA, nameB := newTwoOrphanNode(t, manager.Options{}, nil)
 
+	// Watch the object: when it goes, its directory must be gone already.
+	events := e.watchOrphans(client.MatchingFields{"metadata.name": nameA})
 	e.deleteOrphan(nameA)
+	deleted := false
+	for ev := range events {
+		if ev.Type == watch.Deleted {
+			if exists(t, d.dir(orphanDirA)) {
+				t.Fatalf("the Orphan was removed before its directory")
+			}
+			deleted = true
+			break
+		}
+	}
+	if !deleted {
+		t.Fatalf("no DELETED event for %s within %s", nameA, waitTimeout)
+	}
 	e.waitGone(nameA)
 	if exists(t, d.dir(orphanDirA)) {
 		t.Errorf("%s still exists after its Orphan was deleted", orphanDirA)
@@ -86,8 +102,31 @@ func TestDeleteThroughTheAPIPurges(t *testing.T) {
 func TestDiskEvictionForgetsAndKeepsData(t *testing.T) {
 	e, d, nameA, nameB := newTwoOrphanNode(t, manager.Options{}, nil)
 
+	// Every object must be marked not cleanable before it goes, so that no
+	// deletion path could purge it.
+	events := e.watchOrphans(client.MatchingLabels{"longhornnode": "node-1"})
 	e.setDiskEviction(d, true)
 	e.waitOrphans("node-1")
+	reasons := map[string]string{}
+	for ev := range events {
+		o, ok := ev.Object.(*orphanctrl.Orphan)
+		if !ok || ev.Type != watch.Deleted {
+			continue
+		}
+		for _, c := range o.Status.Conditions {
+			if c.Type == "DataCleanable" {
+				reasons[o.Name] = c.Status + "/" + c.Reason
+			}
+		}
+		if len(reasons) == 2 {
+			break
+		}
+	}
+	for _, name := range []string{nameA, nameB} {
+		if reasons[name] != "False/DiskEvicted" {
+			t.Errorf("%s deleted with DataCleanable %q, want False/DiskEvicted", name, reasons[name])
+		}
+	}
 	for _, dir := range []string{ownedDir, orphanDirA, orphanDirB} {
 		if !exists(t, d.dir(dir)) {
 			t.Errorf("%s was removed by the eviction", dir)
@@ -402,4 +441,22 @@ func (e *env) annotate(name, value string) {
 	if err := e.c.Patch(context.Background(), o, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
 		e.t.Fatal(err)
 	}
+}
+
+// watchOrphans watches the test namespace's Orphans from now on until the
+// test ends or waitTimeout passes (the channel is then closed).
+func (e *env) watchOrphans(opts ...client.ListOption) <-chan watch.Event {
+	e.t.Helper()
+	wc, err := client.NewWithWatch(restCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	w, err := wc.Watch(ctx, &orphanctrl.OrphanList{}, append(opts, client.InNamespace(e.ns))...)
+	if err != nil {
+		cancel()
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { w.Stop(); cancel() })
+	return w.ResultChan()
 }
