@@ -58,12 +58,15 @@ generate:
 quickstart:
 	$(GO) run ./examples/quickstart
 
-## kube-test: examples/kube (its own module) against a real kube-apiserver and etcd on 127.0.0.1.
+## kube-test: examples/kube and examples/controller-runtime (their own modules) against a
+## real kube-apiserver and etcd on 127.0.0.1, the same two binaries for both.
 ## The first run builds kube-apiserver from the module proxy into a cache (minutes);
 ## etcd comes from Debian's etcd-server package, installed here if missing.
 kube-test:
 	@command -v etcd >/dev/null 2>&1 || { echo "kube-test: installing Debian's etcd-server"; \
 	  apt-get update -qq && apt-get install -y -qq etcd-server >/dev/null; }
 	@apiserver=$$(examples/kube/hack/build-apiserver.sh) && etcd=$$(command -v etcd) && \
-	cd examples/kube && $(GO) vet ./... && \
-	KUBE_APISERVER=$$apiserver ETCD=$$etcd CI=$${CI:-1} $(GO) test -race -count=1 ./...
+	(cd examples/kube && $(GO) vet ./... && \
+	  KUBE_APISERVER=$$apiserver ETCD=$$etcd CI=$${CI:-1} $(GO) test -race -count=1 ./...) && \
+	(cd examples/controller-runtime && $(GO) vet ./... && \
+	  KUBE_APISERVER=$$apiserver ETCD=$$etcd CI=$${CI:-1} $(GO) test -race -count=1 ./...)

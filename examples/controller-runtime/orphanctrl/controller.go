@@ -1,0 +1,294 @@
+package orphanctrl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/caretaker-storage/caretaker/diskscan"
+	"github.com/caretaker-storage/caretaker/examples/kube/crstore"
+	"github.com/caretaker-storage/caretaker/internal/backoff"
+	"github.com/caretaker-storage/caretaker/orphan"
+)
+
+// Config configures the controller of one node.
+type Config struct {
+	// NodeID is the Longhorn node this controller runs on. Required.
+	NodeID string
+	// Namespace holds Longhorn's objects; empty means crstore.DefaultNamespace.
+	Namespace string
+	// Period is the disk scan period; zero means orphan.DefaultPeriod.
+	Period time.Duration
+	// Policy is the auto-deletion policy; the zero value deletes only what
+	// users delete.
+	Policy orphan.Policy
+	// MaxConcurrentReconciles is passed to controller-runtime; zero means
+	// 1. Every request is the node's one key, and the workqueue never hands
+	// one key to two workers at once, so more workers never sweep the node
+	// twice at the same time; they only sit idle.
+	MaxConcurrentReconciles int
+	// Store keeps the records; nil means NewStore(mgr.GetClient(),
+	// mgr.GetAPIReader(), Namespace, NodeID). A Store of your own must read
+	// Get from the API server, not from a cache: it is the purge re-check.
+	Store orphan.Store
+	// Logger receives the controller's decisions; nil means silent.
+	Logger *slog.Logger
+}
+
+// ErrConfig is wrapped by errors about an incomplete Config.
+var ErrConfig = errors.New("orphanctrl: invalid config")
+
+// retry is the delay between failed attempts to read the node's view
+// before the first scan.
+var retry = backoff.Policy{Initial: 250 * time.Millisecond, Max: 30 * time.Second}
+
+// Controller is one node's orphan controller on a controller-runtime
+// manager. Setup creates it and adds it to the manager.
+type Controller struct {
+	cfg      Config
+	log      *slog.Logger
+	key      reconcile.Request
+	cache    client.Reader
+	orphans  *diskscan.Orphans
+	expected *diskscan.StaticExpected
+	monitor  *orphan.Monitor
+	sweeper  *orphan.Sweeper
+	events   chan event.GenericEvent
+
+	mu       sync.Mutex // guards the view below (the runnable's first refresh and Reconcile)
+	disks    []diskscan.Disk
+	replicas []diskscan.ReplicaRef
+	scopes   map[orphan.Scope]orphan.ScopeStatus
+}
+
+var _ reconcile.Reconciler = (*Controller)(nil)
+
+// Setup builds the controller of cfg.NodeID and adds to mgr its two
+// parts: the disk monitor (a Runnable) and the reconciler, neither of
+// which needs leader election. mgr's scheme must hold the Orphan types
+// (NewScheme), and its cache must see cfg.Namespace.
+func Setup(mgr manager.Manager, cfg Config) (*Controller, error) {
+	if cfg.NodeID == "" {
+		return nil, fmt.Errorf("%w: NodeID is required", ErrConfig)
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = crstore.DefaultNamespace
+	}
+	if cfg.MaxConcurrentReconciles <= 0 {
+		cfg.MaxConcurrentReconciles = 1
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Store == nil {
+		cfg.Store = NewStore(mgr.GetClient(), mgr.GetAPIReader(), cfg.Namespace, cfg.NodeID)
+	}
+	c := &Controller{
+		cfg:      cfg,
+		log:      cfg.Logger.With("node", cfg.NodeID),
+		key:      reconcile.Request{NamespacedName: types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.NodeID}},
+		cache:    mgr.GetCache(),
+		expected: diskscan.NewStaticExpected(),
+		// One pending event is enough: every event is the same key.
+		events: make(chan event.GenericEvent, 1),
+		scopes: map[orphan.Scope]orphan.ScopeStatus{{NodeID: cfg.NodeID}: {Health: orphan.HealthUnknown, Message: "the node object is not read yet"}},
+	}
+	var err error
+	if c.orphans, err = diskscan.NewOrphans(c.expected, diskscan.Options{}); err != nil {
+		return nil, err
+	}
+	if c.sweeper, err = orphan.NewSweeper(cfg.Store, c.orphans, orphan.SweeperOptions{Logger: cfg.Logger}); err != nil {
+		return nil, err
+	}
+	c.monitor = orphan.NewMonitor(c.orphans, orphan.MonitorOptions{Period: cfg.Period, OnChange: func(orphan.Observation) { c.poke() }})
+	if err := mgr.Add(monitorRunnable{c}); err != nil {
+		return nil, err
+	}
+	ctrl, err := controller.New("caretaker-orphans", mgr, controller.Options{
+		Reconciler:              c,
+		MaxConcurrentReconciles: cfg.MaxConcurrentReconciles,
+		// A per-node agent: every node's controller must run, not one
+		// elected leader's.
+		NeedLeaderElection: ptr.To(false),
+	})
+	if err != nil {
+		return nil, err
+	}
+	cache := mgr.GetCache()
+	toNode := func(ok func(client.Object) bool) handler.EventHandler {
+		return handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			if !ok(o) {
+				return nil
+			}
+			return []reconcile.Request{c.key}
+		})
+	}
+	inNS := func(o client.Object) bool { return o.GetNamespace() == cfg.Namespace }
+	sources := []source.Source{
+		// Monitor changes, as events of the node.
+		source.Channel(c.events, toNode(func(client.Object) bool { return true })),
+		// Deletion requests and changes of this node's Orphans.
+		source.Kind(cache, client.Object(&Orphan{}), toNode(func(o client.Object) bool {
+			return inNS(o) && o.GetLabels()[orphan.LabelNode] == cfg.NodeID
+		})),
+		// The node's disks and eviction.
+		source.Kind(cache, client.Object(newUnstructured(NodeGVK)), toNode(func(o client.Object) bool {
+			return inNS(o) && o.GetName() == cfg.NodeID
+		})),
+		// What the replicas expect.
+		source.Kind(cache, client.Object(newUnstructured(ReplicaGVK)), toNode(inNS)),
+	}
+	for _, src := range sources {
+		if err := ctrl.Watch(src); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// poke enqueues the node, without blocking: one pending event is enough.
+func (c *Controller) poke() {
+	select {
+	case c.events <- event.GenericEvent{Object: newUnstructured(NodeGVK)}:
+	default:
+	}
+}
+
+// monitorRunnable runs the disk monitor under the manager. A per-node
+// agent needs no leader: each node's monitor scans its own disks.
+type monitorRunnable struct{ c *Controller }
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable.
+func (monitorRunnable) NeedLeaderElection() bool { return false }
+
+// Start reads the node's view from the cache (waiting for its informers to
+// sync: an expected set that is not loaded looks like "no replica
+// expects anything"), then scans until ctx ends.
+func (r monitorRunnable) Start(ctx context.Context) error {
+	for failures := 0; ; {
+		err := r.c.refresh(ctx)
+		if err == nil {
+			break
+		}
+		failures++
+		wait := retry.Delay(failures)
+		r.c.log.Warn("reading the node's view failed; retrying", "in", wait, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+	r.c.log.Info("node view read; starting the disk monitor", "period", r.c.cfg.Period)
+	r.c.monitor.Run(ctx)
+	return nil
+}
+
+// refresh reads the Node and the Replicas from the manager's cache into
+// the scanned disks, the expected set and the host scopes; it asks for a
+// new scan when the disks or the expected set changed.
+func (c *Controller) refresh(ctx context.Context) error {
+	node := newUnstructured(NodeGVK)
+	err := c.cache.Get(ctx, client.ObjectKey{Namespace: c.cfg.Namespace, Name: c.cfg.NodeID}, node)
+	switch {
+	case apierrors.IsNotFound(err):
+		node = nil
+	case err != nil:
+		return fmt.Errorf("orphanctrl: reading node %s: %w", c.cfg.NodeID, err)
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(ReplicaGVK.GroupVersion().WithKind(ReplicaGVK.Kind + "List"))
+	if err := c.cache.List(ctx, list, client.InNamespace(c.cfg.Namespace)); err != nil {
+		return fmt.Errorf("orphanctrl: listing replicas: %w", err)
+	}
+	refs := make([]diskscan.ReplicaRef, 0, len(list.Items))
+	for i := range list.Items {
+		refs = append(refs, replicaRef(&list.Items[i]))
+	}
+	slices.SortFunc(refs, func(a, b diskscan.ReplicaRef) int { return strings.Compare(a.Name, b.Name) })
+	v := viewOfNode(c.cfg.NodeID, node)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	changed := false
+	if !reflect.DeepEqual(v.disks, c.disks) {
+		if err := c.orphans.SetDisks(v.disks...); err != nil {
+			// Two disks of one name cannot happen in a node map; be safe anyway.
+			c.log.Error("node disks rejected; the node is not scanned", "err", err)
+			v.scopes = map[orphan.Scope]orphan.ScopeStatus{{NodeID: c.cfg.NodeID}: {Health: orphan.HealthUnknown, Message: err.Error()}}
+			v.disks = nil
+			_ = c.orphans.SetDisks()
+		}
+		c.disks, changed = v.disks, true
+	}
+	if !slices.Equal(refs, c.replicas) {
+		c.expected.Replace(refs)
+		c.replicas, changed = refs, true
+	}
+	c.scopes = v.scopes
+	if changed {
+		c.monitor.Rescan()
+	}
+	return nil
+}
+
+func (c *Controller) hostScopes() map[orphan.Scope]orphan.ScopeStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.scopes
+}
+
+// Reconcile implements reconcile.Reconciler: one sweep of the node's
+// latest scan. Every event maps to the node's one key, so this never runs
+// twice at once for a node.
+func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if req != c.key {
+		return reconcile.Result{}, nil
+	}
+	if err := c.refresh(ctx); err != nil {
+		return reconcile.Result{}, err
+	}
+	obs, ok := c.monitor.Latest()
+	if !ok {
+		return reconcile.Result{}, nil // the first scan's OnChange enqueues again
+	}
+	if obs.Err != nil {
+		return reconcile.Result{}, fmt.Errorf("orphanctrl: scan %d: %w", obs.Seq, obs.Err)
+	}
+	plan, res, err := c.sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
+		Selector:   orphan.Selector{NodeID: c.cfg.NodeID},
+		Scopes:     c.hostScopes(),
+		Policy:     c.cfg.Policy,
+		ObservedAt: obs.StartedAt,
+	})
+	if len(res.Created)+len(res.Forgotten)+len(res.Purged)+len(res.Refused)+len(res.Failed) > 0 {
+		c.log.Info("swept", "scan", obs.Seq, "created", res.Created, "forgotten", res.Forgotten,
+			"purged", res.Purged, "refused", res.Refused, "failed", len(res.Failed))
+	}
+	if err != nil {
+		// controller-runtime requeues the key with its per-item backoff.
+		return reconcile.Result{}, err
+	}
+	if !plan.RequeueAt.IsZero() {
+		return reconcile.Result{RequeueAfter: max(time.Until(plan.RequeueAt), time.Millisecond)}, nil
+	}
+	return reconcile.Result{}, nil
+}

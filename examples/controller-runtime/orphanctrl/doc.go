@@ -1,0 +1,22 @@
+// Package orphanctrl is a per-node orphan controller for Longhorn v1
+// filesystem disks on controller-runtime's manager: the same job as
+// examples/kube's agent (Orphan resources in step with the replica
+// directories on the node's disks; a deleted Orphan's directory purged),
+// written the way operator authors build controllers.
+//
+// Setup adds two parts to a manager:
+//
+//   - the orphan.Monitor over the diskscan adapter, as a Runnable that
+//     does not need leader election (every node runs its own);
+//   - a controller whose every request is the node's one key, fed by the
+//     Monitor's changes through a channel source and by the manager's
+//     cache (the node's Orphans, its Longhorn Node, the Replicas). Its
+//     reconcile runs one orphan.Sweeper cycle.
+//
+// The records are kept by Store, an orphan.Store over client.Client that
+// lists through the manager's cache and reads every record it acts on
+// through the uncached API reader: the Sweeper's re-read before a purge
+// never sees a stale cache. The README tells the three traps (cached
+// re-reads, leader election, one reconcile per node) and what this
+// controller does about each.
+package orphanctrl

@@ -1,0 +1,40 @@
+package orphanctrl_test
+
+import (
+	"context"
+	"log"
+	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/caretaker-storage/caretaker/examples/controller-runtime/orphanctrl"
+)
+
+// A node's orphan controller in a manager of its own, as a DaemonSet pod
+// runs it. It needs a cluster, so it is compiled but not run.
+func ExampleSetup() {
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 50, 100 // a purge is a handful of requests
+	scheme, err := orphanctrl.NewScheme()
+	if err != nil {
+		log.Fatal(err)
+	}
+	mgr, err := manager.New(cfg, manager.Options{
+		Scheme: scheme,
+		Cache:  cache.Options{DefaultNamespaces: map[string]cache.Config{"longhorn-system": {}}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := orphanctrl.Setup(mgr, orphanctrl.Config{NodeID: os.Getenv("NODE_NAME"), Namespace: "longhorn-system"}); err != nil {
+		log.Fatal(err)
+	}
+	if err := mgr.Start(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+}
