@@ -25,6 +25,7 @@ import (
 
 	"github.com/caretaker-storage/caretaker/diskscan"
 	"github.com/caretaker-storage/caretaker/examples/kube/crstore"
+	"github.com/caretaker-storage/caretaker/examples/kube/longhorn"
 	"github.com/caretaker-storage/caretaker/internal/backoff"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
@@ -221,29 +222,29 @@ func (c *Controller) refresh(ctx context.Context) error {
 	}
 	refs := make([]diskscan.ReplicaRef, 0, len(list.Items))
 	for i := range list.Items {
-		refs = append(refs, replicaRef(&list.Items[i]))
+		refs = append(refs, longhorn.ReplicaRefOf(&list.Items[i]))
 	}
 	slices.SortFunc(refs, func(a, b diskscan.ReplicaRef) int { return strings.Compare(a.Name, b.Name) })
-	v := viewOfNode(c.cfg.NodeID, node)
+	v := longhorn.ViewOfNode(c.cfg.NodeID, node)
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	changed := false
-	if !reflect.DeepEqual(v.disks, c.disks) {
-		if err := c.orphans.SetDisks(v.disks...); err != nil {
+	if !reflect.DeepEqual(v.Disks, c.disks) {
+		if err := c.orphans.SetDisks(v.Disks...); err != nil {
 			// Two disks of one name cannot happen in a node map; be safe anyway.
 			c.log.Error("node disks rejected; the node is not scanned", "err", err)
-			v.scopes = map[orphan.Scope]orphan.ScopeStatus{{NodeID: c.cfg.NodeID}: {Health: orphan.HealthUnknown, Message: err.Error()}}
-			v.disks = nil
+			v.Scopes = map[orphan.Scope]orphan.ScopeStatus{{NodeID: c.cfg.NodeID}: {Health: orphan.HealthUnknown, Message: err.Error()}}
+			v.Disks = nil
 			_ = c.orphans.SetDisks()
 		}
-		c.disks, changed = v.disks, true
+		c.disks, changed = v.Disks, true
 	}
 	if !slices.Equal(refs, c.replicas) {
 		c.expected.Replace(refs)
 		c.replicas, changed = refs, true
 	}
-	c.scopes = v.scopes
+	c.scopes = v.Scopes
 	if changed {
 		c.monitor.Rescan()
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -90,4 +91,18 @@ func NewScheme() (*runtime.Scheme, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// Longhorn's Node and Replica kinds, which the controller reads from the
+// manager's cache as unstructured objects (package longhorn of
+// examples/kube reads their fields).
+var (
+	NodeGVK    = GroupVersion.WithKind("Node")
+	ReplicaGVK = GroupVersion.WithKind("Replica")
+)
+
+func newUnstructured(gvk schema.GroupVersionKind) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	return u
 }

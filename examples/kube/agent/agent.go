@@ -38,6 +38,7 @@ import (
 
 	"github.com/caretaker-storage/caretaker/diskscan"
 	"github.com/caretaker-storage/caretaker/examples/kube/crstore"
+	"github.com/caretaker-storage/caretaker/examples/kube/longhorn"
 	"github.com/caretaker-storage/caretaker/internal/backoff"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
@@ -133,8 +134,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	orphanF := factory(func(o *metav1.ListOptions) {
 		o.LabelSelector = labels.Set{orphan.LabelNode: a.cfg.NodeID}.String()
 	})
-	nodeInf := nodeF.ForResource(NodeGVR).Informer()
-	replicaInf := replicaF.ForResource(ReplicaGVR).Informer()
+	nodeInf := nodeF.ForResource(longhorn.NodeGVR).Informer()
+	replicaInf := replicaF.ForResource(longhorn.ReplicaGVR).Informer()
 	orphanInf := orphanF.ForResource(crstore.GVR).Informer()
 
 	onEvent := func(f func()) cache.ResourceEventHandlerFuncs {
@@ -233,15 +234,15 @@ func (a *Agent) nodeChanged(store cache.Store, key string) {
 	if obj, ok, _ := store.GetByKey(key); ok {
 		u, _ = obj.(*unstructured.Unstructured)
 	}
-	v := viewOfNode(a.cfg.NodeID, u)
-	if err := a.orphans.SetDisks(v.disks...); err != nil {
+	v := longhorn.ViewOfNode(a.cfg.NodeID, u)
+	if err := a.orphans.SetDisks(v.Disks...); err != nil {
 		// Two disks of one name cannot happen in a node map; be safe anyway.
 		a.log.Error("node disks rejected; the node is not scanned", "err", err)
-		v.scopes = map[orphan.Scope]orphan.ScopeStatus{{NodeID: a.cfg.NodeID}: {Health: orphan.HealthUnknown, Message: err.Error()}}
+		v.Scopes = map[orphan.Scope]orphan.ScopeStatus{{NodeID: a.cfg.NodeID}: {Health: orphan.HealthUnknown, Message: err.Error()}}
 		_ = a.orphans.SetDisks()
 	}
 	a.mu.Lock()
-	a.scopes = v.scopes
+	a.scopes = v.Scopes
 	a.mu.Unlock()
 	a.monitor.Rescan()
 	a.poke()
@@ -253,7 +254,7 @@ func (a *Agent) replicasChanged(store cache.Store) {
 	refs := make([]diskscan.ReplicaRef, 0, len(objs))
 	for _, obj := range objs {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
-			refs = append(refs, replicaRef(u))
+			refs = append(refs, longhorn.ReplicaRefOf(u))
 		}
 	}
 	a.expected.Replace(refs)

@@ -28,6 +28,7 @@ import (
 	"github.com/caretaker-storage/caretaker/examples/kube/crstore"
 	"github.com/caretaker-storage/caretaker/examples/kube/deploy"
 	"github.com/caretaker-storage/caretaker/examples/kube/internal/kubetest"
+	"github.com/caretaker-storage/caretaker/examples/kube/longhorn"
 )
 
 // agentArgsEnv, when set, makes the test binary run the agent instead of
@@ -135,7 +136,7 @@ func (e *env) addNode(node, diskName string) disk {
 		},
 	}}
 	ctx := context.Background()
-	ri := e.dc.Resource(agent.NodeGVR).Namespace(e.ns)
+	ri := e.dc.Resource(longhorn.NodeGVR).Namespace(e.ns)
 	created, err := ri.Create(ctx, obj, metav1.CreateOptions{})
 	if err != nil {
 		e.t.Fatal(err)
@@ -159,7 +160,7 @@ func (e *env) owned(d disk, dataName string) {
 		},
 		"spec": map[string]any{"nodeID": d.node, "diskID": d.uuid, "diskPath": d.path, "dataDirectoryName": dataName},
 	}}
-	if _, err := e.dc.Resource(agent.ReplicaGVR).Namespace(e.ns).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
+	if _, err := e.dc.Resource(longhorn.ReplicaGVR).Namespace(e.ns).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -263,7 +264,7 @@ func (e *env) waitGone(name string) {
 func (e *env) setDiskEviction(d disk, evict bool) {
 	e.t.Helper()
 	patch := fmt.Sprintf(`{"spec":{"disks":{%q:{"evictionRequested":%t}}}}`, d.name, evict)
-	if _, err := e.dc.Resource(agent.NodeGVR).Namespace(e.ns).Patch(context.Background(), d.node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := e.dc.Resource(longhorn.NodeGVR).Namespace(e.ns).Patch(context.Background(), d.node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -1,0 +1,97 @@
+// Package longhorn reads what a caretaker host needs of Longhorn's Node and
+// Replica objects, as unstructured objects, so that examples/kube's agent
+// and examples/controller-runtime's controller read them the same way.
+package longhorn
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/caretaker-storage/caretaker/diskscan"
+	"github.com/caretaker-storage/caretaker/orphan"
+)
+
+// Longhorn's Node and Replica resources.
+var (
+	NodeGVR    = schema.GroupVersionResource{Group: "longhorn.io", Version: "v1beta2", Resource: "nodes"}
+	ReplicaGVR = schema.GroupVersionResource{Group: "longhorn.io", Version: "v1beta2", Resource: "replicas"}
+)
+
+// NodeView is what a host takes from its Longhorn Node object: the
+// filesystem disks to scan, and the health of the node and of each disk as
+// the cluster sees it (eviction, a disk without a UUID yet, a disk of
+// another type).
+type NodeView struct {
+	// Disks are the filesystem disks with a clean absolute path and a
+	// UUID, for diskscan.Orphans.SetDisks.
+	Disks []diskscan.Disk
+	// Scopes holds the node's scope and one scope per disk that is not
+	// Ready, for orphan.Cycle.Scopes.
+	Scopes map[orphan.Scope]orphan.ScopeStatus
+}
+
+// ViewOfNode reads spec.evictionRequested, spec.disks.<name>.{path,
+// diskType,evictionRequested} and status.diskStatus.<name>.diskUUID of the
+// Longhorn Node nodeID. A nil object means the node is gone: the node's
+// scope is then HealthNodeUnavailable.
+func ViewOfNode(nodeID string, u *unstructured.Unstructured) NodeView {
+	node := orphan.Scope{NodeID: nodeID}
+	v := NodeView{Scopes: map[orphan.Scope]orphan.ScopeStatus{}}
+	if u == nil {
+		v.Scopes[node] = orphan.ScopeStatus{Health: orphan.HealthNodeUnavailable, Message: "the Longhorn node object " + nodeID + " does not exist"}
+		return v
+	}
+	v.Scopes[node] = orphan.ScopeStatus{Health: orphan.HealthReady}
+	if evict, _, _ := unstructured.NestedBool(u.Object, "spec", "evictionRequested"); evict {
+		v.Scopes[node] = orphan.ScopeStatus{Health: orphan.HealthNodeEvicted, Message: "eviction is requested for node " + nodeID}
+	}
+	disks, _, _ := unstructured.NestedMap(u.Object, "spec", "disks")
+	names := make([]string, 0, len(disks))
+	for name := range disks {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		spec, _ := disks[name].(map[string]any)
+		str := func(k string) string { s, _ := spec[k].(string); return s }
+		scope := orphan.Scope{NodeID: nodeID, Disk: name}
+		if t := str("diskType"); t != "" && t != diskscan.DiskType {
+			// A block (v2) disk: its orphans are instances, not directories;
+			// some other inventory speaks for them.
+			v.Scopes[scope] = orphan.ScopeStatus{Health: orphan.HealthUnknown, Message: "disk type " + t + " is not scanned for replica directories"}
+			continue
+		}
+		path := str("path")
+		uuid, _, _ := unstructured.NestedString(u.Object, "status", "diskStatus", name, "diskUUID")
+		switch {
+		case !filepath.IsAbs(path) || filepath.Clean(path) != path:
+			v.Scopes[scope] = orphan.ScopeStatus{Health: orphan.HealthDiskInvalid, Message: fmt.Sprintf("disk path %q is not a clean absolute path", path)}
+			continue
+		case uuid == "":
+			v.Scopes[scope] = orphan.ScopeStatus{Health: orphan.HealthUnknown, Message: "the disk has no UUID in the node status yet"}
+			continue
+		}
+		v.Disks = append(v.Disks, diskscan.Disk{NodeID: nodeID, Name: name, Path: path, UUID: uuid})
+		if evict, _ := spec["evictionRequested"].(bool); evict {
+			v.Scopes[scope] = orphan.ScopeStatus{Health: orphan.HealthDiskEvicted, Message: "eviction is requested for disk " + name}
+		}
+	}
+	return v
+}
+
+// ReplicaRefOf reads what diskscan's Judge needs of a Longhorn Replica:
+// its name and spec.{nodeID,diskID,diskPath,dataDirectoryName}.
+func ReplicaRefOf(u *unstructured.Unstructured) diskscan.ReplicaRef {
+	str := func(k string) string { s, _, _ := unstructured.NestedString(u.Object, "spec", k); return s }
+	return diskscan.ReplicaRef{
+		Name:              u.GetName(),
+		NodeID:            str("nodeID"),
+		DiskID:            str("diskID"),
+		DiskPath:          str("diskPath"),
+		DataDirectoryName: str("dataDirectoryName"),
+	}
+}

@@ -1,0 +1,69 @@
+package longhorn
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/caretaker-storage/caretaker/orphan"
+)
+
+func TestViewOfNodeReadsHealthFromTheNode(t *testing.T) {
+	node := &unstructured.Unstructured{Object: map[string]any{
+		"spec": map[string]any{
+			"evictionRequested": false,
+			"disks": map[string]any{
+				"good":    map[string]any{"path": "/var/lib/longhorn", "diskType": "filesystem"},
+				"evicted": map[string]any{"path": "/mnt/b", "evictionRequested": true},
+				"block":   map[string]any{"path": "/dev/nvme1n1", "diskType": "block"},
+				"relpath": map[string]any{"path": "mnt/c"},
+				"dotdot":  map[string]any{"path": "/mnt/../etc"},
+				"nouuid":  map[string]any{"path": "/mnt/d"},
+			},
+		},
+		"status": map[string]any{"diskStatus": map[string]any{
+			"good": map[string]any{"diskUUID": "u-good"}, "evicted": map[string]any{"diskUUID": "u-ev"},
+			"relpath": map[string]any{"diskUUID": "u-rel"}, "dotdot": map[string]any{"diskUUID": "u-dd"},
+		}},
+	}}
+	v := ViewOfNode("n1", node)
+	if len(v.Disks) != 2 || v.Disks[0].Name != "evicted" || v.Disks[1].Name != "good" || v.Disks[1].UUID != "u-good" {
+		t.Fatalf("disks = %+v, want evicted and good, in name order", v.Disks)
+	}
+	want := map[string]orphan.Health{
+		"":        orphan.HealthReady,
+		"evicted": orphan.HealthDiskEvicted,
+		"block":   orphan.HealthUnknown,
+		"relpath": orphan.HealthDiskInvalid,
+		"dotdot":  orphan.HealthDiskInvalid,
+		"nouuid":  orphan.HealthUnknown,
+	}
+	for disk, h := range want {
+		if got := v.Scopes[orphan.Scope{NodeID: "n1", Disk: disk}].Health; got != h {
+			t.Errorf("disk %q: health %q, want %q", disk, got, h)
+		}
+	}
+	if _, ok := v.Scopes[orphan.Scope{NodeID: "n1", Disk: "good"}]; ok {
+		t.Errorf("a ready disk has a scope of its own: %+v", v.Scopes)
+	}
+
+	node.Object["spec"].(map[string]any)["evictionRequested"] = true
+	if h := ViewOfNode("n1", node).Scopes[orphan.Scope{NodeID: "n1"}].Health; h != orphan.HealthNodeEvicted {
+		t.Errorf("node eviction: health %q, want %q", h, orphan.HealthNodeEvicted)
+	}
+	if v := ViewOfNode("n1", nil); len(v.Disks) != 0 || v.Scopes[orphan.Scope{NodeID: "n1"}].Health != orphan.HealthNodeUnavailable {
+		t.Errorf("a missing node: %+v, want no disks and HealthNodeUnavailable", v)
+	}
+}
+
+func TestReplicaRefOfReadsTheSpec(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"name": "pvc-1-r-abc"},
+		"spec": map[string]any{"nodeID": "n1", "diskID": "u-good", "diskPath": "/var/lib/longhorn",
+			"dataDirectoryName": "pvc-1-0a1b2c3d", "unrelated": 7},
+	}}
+	r := ReplicaRefOf(u)
+	if r.Name != "pvc-1-r-abc" || r.NodeID != "n1" || r.DiskID != "u-good" || r.DiskPath != "/var/lib/longhorn" || r.DataDirectoryName != "pvc-1-0a1b2c3d" {
+		t.Fatalf("ref = %+v", r)
+	}
+}
