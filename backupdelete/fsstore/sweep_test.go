@@ -4,11 +4,15 @@ package fsstore
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+
+	"github.com/caretaker-storage/caretaker/backupdelete"
 )
 
 // sameBucket returns a valid checksum in the same second-level bucket as
@@ -142,4 +146,74 @@ func TestFullCollectionKeepsBlocksInTheBucketItSweeps(t *testing.T) {
 			t.Fatal("an unreferenced block in the swept bucket survived")
 		}
 	}
+}
+
+// sweepModes runs f for a full collection (a new Store) and a targeted one
+// (after a first deletion has swept the volume).
+func sweepModes(t *testing.T, f func(t *testing.T, s *Store, v *lhVolume, ref backupdelete.BackupRef, full bool)) {
+	for _, full := range []bool{true, false} {
+		name := map[bool]string{true: "full", false: "targeted"}[full]
+		t.Run(name, func(t *testing.T) {
+			mount, v := threeBackups(t)
+			s := openFast(t, mount, Options{})
+			ref := ref1
+			if !full {
+				if err := s.DeleteBackup(context.Background(), ref1); err != nil {
+					t.Fatal(err)
+				}
+				ref = backupdelete.BackupRef{Volume: "vol-a", Name: "backup-2"}
+			}
+			f(t, s, v, ref, full)
+		})
+	}
+}
+
+// TestBackupWriterIsHeldOffUntilTheUnlinksAreDone: between the re-list
+// and the unlinks (where a new cfg would go unseen), a backup creator
+// following the lock protocol cannot take its lock: the deletion lock
+// holds it off, so no cfg can appear that references a block being
+// unlinked.
+func TestBackupWriterIsHeldOffUntilTheUnlinksAreDone(t *testing.T) {
+	sweepModes(t, func(t *testing.T, s *Store, v *lhVolume, ref backupdelete.BackupRef, full bool) {
+		other := openFast(t, v.mount, Options{})
+		var lockErr error
+		tried := false
+		beforeStep(t, "unlink the unreferenced blocks", func() {
+			tried = true
+			l, err := other.Lock(context.Background(), "vol-a", LockBackup)
+			if err == nil {
+				l.Release()
+			}
+			lockErr = err
+		})
+		col, err := s.DeleteBackupReport(context.Background(), ref)
+		if err != nil || col.Full != full || col.Removed != 1 {
+			t.Fatalf("%+v %v, want one block removed", col, err)
+		}
+		if !tried || !errors.Is(lockErr, backupdelete.ErrLocked) {
+			t.Fatalf("a backup lock taken during the unlinks: %v, want ErrLocked", lockErr)
+		}
+	})
+}
+
+// TestTruncatedRemainingCfgStopsTheCollection: a remaining backup's cfg
+// cut off in the middle of its block list is unreadable, never "fewer
+// references": nothing is unlinked, in either mode.
+func TestTruncatedRemainingCfgStopsTheCollection(t *testing.T) {
+	sweepModes(t, func(t *testing.T, s *Store, v *lhVolume, ref backupdelete.BackupRef, full bool) {
+		leaked := checksum("leaked")
+		v.block(leaked)
+		cfg := longhornBackupCfg("backup-3", "vol-a", "2026-11-03T00:00:00Z", "2026-11-03T00:00:00Z", []string{ckS, ckC, ckA, ckB})
+		cut := strings.Index(cfg, ckS) + len(ckS) + 2 // after ckS's mapping
+		v.write("backups/backup_backup-3.cfg", cfg[:cut])
+		col, err := s.DeleteBackupReport(context.Background(), ref)
+		if err != nil || col.Removed != 0 || !strings.Contains(col.Skipped, "backup-3 unreadable") {
+			t.Fatalf("%+v %v, want nothing removed because backup-3 is unreadable", col, err)
+		}
+		for _, ck := range []string{ckS, ckB, ckC, leaked} {
+			if !v.blockExists(ck) {
+				t.Fatalf("block %s removed", ck[:8])
+			}
+		}
+	})
 }
