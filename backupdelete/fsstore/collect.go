@@ -222,7 +222,8 @@ func (c *collection) relist() error {
 	return nil
 }
 
-// unlink removes the candidates no remaining backup references.
+// unlink removes the candidates no remaining backup references. Every
+// decision here is made after the scan and the re-list, under the lock.
 func (c *collection) unlink() error {
 	if c.out.Skipped != "" {
 		return nil
@@ -238,17 +239,13 @@ func (c *collection) unlink() error {
 			}
 		}
 	case c.candidates == nil:
+		// Every block file is a candidate: list them and unlink the
+		// unreferenced ones in one pass (the referenced set is complete
+		// and read-only from here on).
 		c.out.Full = true
-		all, err := listBlocks(c.vol)
-		if err != nil {
-			return err
-		}
-		// A listing names each block file once.
-		all.each(func(ck []byte) {
-			if !c.referenced.has(ck) {
-				unref = append(unref, string(ck))
-			}
-		})
+		removed, failed, err := sweepBlocks(c.ctx, c.vol, func(ck []byte) bool { return !c.referenced.has(ck) })
+		c.out.Removed = removed
+		return c.unlinked(failed, err)
 	default:
 		seen := map[string]struct{}{}
 		for _, ck := range c.candidates {
@@ -263,7 +260,17 @@ func (c *collection) unlink() error {
 	}
 	removed, failed := removeBlocks(c.ctx, c.vol, unref)
 	c.out.Removed = removed
+	return c.unlinked(failed, nil)
+}
+
+// unlinked is the unlink step's error: the context's if it ended (what
+// was left is neither removed nor failed), else the listing's, else
+// which blocks could not be removed.
+func (c *collection) unlinked(failed []string, err error) error {
 	if err := c.ctx.Err(); err != nil {
+		return err
+	}
+	if err != nil {
 		return err
 	}
 	if len(failed) > 0 {

@@ -147,8 +147,13 @@
 // remaining backup's cfg it is skipped like an unreadable one (the latter
 // stops block collection); as the deleted backup's cfg, volume.cfg or a
 // directory it fails the deletion, which then releases its lock. Nothing
-// of the wrong type is removed. (A block file is unlinked without a type
-// check: unlinking opens nothing, and the name is in the block namespace.)
+// of the wrong type is removed. A full collection lists and unlinks only
+// regular files at block names (the directory entry's type, or Lstat when
+// the filesystem gives none); it lists a bucket whole, then unlinks its
+// unreferenced blocks through the descriptor it listed it with, the
+// decision having been made before the listing began. (A targeted
+// collection unlinks its candidates by name without a type check:
+// unlinking opens nothing, and the name is in the block namespace.)
 //
 // # Host duties
 //

@@ -2,6 +2,7 @@ package fsstore
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -34,7 +35,7 @@ func listBackupNames(vol *os.Root) ([]string, error) {
 
 // blockList is a listing of block files by checksum, packed one after
 // another: a large volume has hundreds of thousands, and a string each
-// would be most of a full collection's memory.
+// would cost an allocation apiece.
 type blockList struct {
 	data []byte
 	lens []uint8 // a checksum is at most 128 digits
@@ -56,120 +57,75 @@ func (l *blockList) each(f func(ck []byte)) {
 	}
 }
 
-// blockLists is a volume's listing, one blockList per first-level bucket
-// (kept apart: merging them would copy every checksum once more).
-type blockLists []blockList
-
-func (ls blockLists) len() int {
-	n := 0
-	for i := range ls {
-		n += ls[i].len()
-	}
-	return n
-}
-
-func (ls blockLists) each(f func(ck []byte)) {
-	for i := range ls {
-		ls[i].each(f)
-	}
-}
-
-// listBlocks lists every block file of the volume by checksum. Entries
-// that do not look like block files, or sit in the wrong bucket, are
-// ignored (and never removed); so is anything but a directory at a bucket
-// level. The first-level buckets are listed by several workers: a large
-// volume has tens of thousands of bucket directories, and on NFS each
-// listing is a round trip. How a bucket is listed is the platform's
-// (bucketLister): on Linux with openat and getdents in large batches.
-func listBlocks(vol *os.Root) (blockLists, error) {
+// listBlocks lists every block file of the volume by checksum (see
+// sweepBlocks for what counts as one); it unlinks nothing.
+func listBlocks(vol *os.Root) (*blockList, error) {
 	return listBlocksWith(vol, newBucketLister)
-}
-
-// bucketLister lists one first-level bucket; each listing worker has its
-// own.
-type bucketLister interface {
-	// list adds the block files under blocks/<a>/ to out.
-	list(a string, out *blockList) error
 }
 
 // listBlocksWith is listBlocks with the given listers (tests compare the
 // platform's with rootLister).
-func listBlocksWith(vol *os.Root, newLister func(vol *os.Root, blocks *os.File) (bucketLister, error)) (blockLists, error) {
-	blocks, err := openDirFile(vol, blocksDir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list blocks: %w", err)
-	}
-	defer blocks.Close()
-	entries, err := blocks.ReadDir(-1)
-	if err != nil {
-		return nil, fmt.Errorf("list blocks: %w", err)
-	}
-	l1 := bucketDirs(entries)
-	type listing struct {
-		list blockList
-		err  error
-	}
-	out := make([]listing, len(l1))
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range min(len(l1), removeWorkers) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			lister, err := newLister(vol, blocks)
-			for i := range work {
-				if err != nil {
-					out[i].err = err
-					continue
-				}
-				out[i].err = lister.list(l1[i], &out[i].list)
-			}
-		}()
-	}
-	for i := range l1 {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	all := make(blockLists, len(out))
-	for i, l := range out {
-		if l.err != nil {
-			return nil, fmt.Errorf("list blocks: %w", l.err)
-		}
-		all[i] = l.list
-	}
-	return all, nil
+func listBlocksWith(vol *os.Root, newLister func(vol *os.Root, blocks *os.File) (bucketLister, error)) (*blockList, error) {
+	var mu sync.Mutex
+	out := &blockList{}
+	_, _, err := sweepBlocksWith(context.Background(), vol, newLister, func(ck []byte) bool {
+		mu.Lock()
+		out.add(ck)
+		mu.Unlock()
+		return false
+	})
+	return out, err
+}
+
+// bucketLister lists, and sweeps, one first-level bucket; each worker of
+// sweepBlocks has its own.
+type bucketLister interface {
+	// sweep lists each second-level bucket under blocks/<a>/ whole, then
+	// calls unlink with each of its block files (a regular file with a
+	// block's name that belongs in that bucket) and unlinks those it
+	// chooses, in that same directory. A file already gone counts as
+	// removed; one that could not be unlinked is in failed. Once ctx ends
+	// it unlinks nothing more.
+	sweep(ctx context.Context, a string, unlink func(ck []byte) bool) (removed int, failed []string, err error)
 }
 
 // rootLister lists a bucket through os.Root: Lstat, then open and
 // compare, for each directory (see openDir).
 type rootLister struct{ vol *os.Root }
 
-func (l rootLister) list(a string, out *blockList) error {
+func (l rootLister) sweep(ctx context.Context, a string, unlink func(ck []byte) bool) (removed int, failed []string, err error) {
 	bucket, err := openDir(l.vol, blocksDir+"/"+a)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	defer bucket.Close()
 	l2, err := readDirs(bucket, ".")
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	for _, b := range l2 {
-		files, err := readDirNames(bucket, b)
+		f, err := openDirFile(bucket, b)
 		if err != nil {
-			return err
+			return removed, failed, err
 		}
-		for _, f := range files {
-			if ck, ok := blockFileIn([]byte(f), a, b); ok {
-				out.add(ck)
+		entries, err := f.ReadDir(-1)
+		f.Close()
+		if err != nil {
+			return removed, failed, err
+		}
+		for _, e := range entries {
+			ck, ok := blockFileIn([]byte(e.Name()), a, b)
+			if !ok || !e.Type().IsRegular() || !unlink(ck) || ctx.Err() != nil {
+				continue
 			}
+			if err := bucket.Remove(b + "/" + e.Name()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				failed = append(failed, string(ck))
+				continue
+			}
+			removed++
 		}
 	}
-	return nil
+	return removed, failed, nil
 }
 
 // blockFileIn returns the checksum a file name in bucket a/b names, or

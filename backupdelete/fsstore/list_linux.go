@@ -3,6 +3,7 @@
 package fsstore
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,29 +12,40 @@ import (
 	"syscall"
 )
 
-// getdentsLister lists first-level buckets with openat and getdents64 in
-// 64 KiB batches, relative to the blocks directory's descriptor: a full
-// listing opens every second-level bucket of the volume (65,536 on a
-// large one), and the portable path's Lstat, open, fstat and per-name
-// allocations for each cost several times the listing itself.
+// getdentsLister sweeps first-level buckets with openat, getdents64 (in
+// 64 KiB batches) and unlinkat, relative to the blocks directory's
+// descriptor: a full collection opens every second-level bucket of the
+// volume (65,536 on a large one), and the portable path's Lstat, open,
+// fstat and per-name allocations for each cost several times the listing
+// itself. A bucket's unreferenced blocks are unlinked through the very
+// descriptor it was listed with, so no bucket is opened twice, and the
+// directory is not changed while it is being read (its listing is read
+// whole first, then unlinked from).
 //
 // It is as strict as openDir: each bucket is opened one component at a
 // time with O_DIRECTORY|O_NOFOLLOW, so a symlink (ELOOP) or anything but
 // a directory (ENOTDIR, refused before anything is opened: a FIFO never
-// blocks) is never entered, and what is listed is the very directory
-// opened. An entry getdents typed as something other than a directory is
-// skipped, as the portable path skips it; one it did not type (DT_UNKNOWN)
-// is skipped when the open says it is not a directory; one it typed as a
-// directory that is no longer one when opened fails the listing, as
-// openDir's comparison does.
+// blocks) is never entered, and what is listed and unlinked from is the
+// very directory opened. An entry getdents typed as something other than
+// a directory is skipped, as the portable path skips it; one it did not
+// type (DT_UNKNOWN) is skipped when the open says it is not a directory;
+// one it typed as a directory that is no longer one when opened fails the
+// listing, as openDir's comparison does. A block's name is a block file
+// only when getdents typed it a regular file, or did not type it and an
+// Lstat of its path finds a regular file with the inode getdents gave.
 type getdentsLister struct {
+	vol      *os.Root
 	blocksFD int
 	buf      []byte
+	// One second-level bucket's block files, read whole before any is
+	// unlinked: names packed in names, entry i ending at ends[i].
+	names []byte
+	ends  []int
 }
 
-// The blocks *os.File stays open until every lister is done (listBlocks
+// The blocks *os.File stays open until every lister is done (sweepBlocks
 // closes it after its workers return), so its descriptor stays valid.
-func newBucketLister(_ *os.Root, blocks *os.File) (bucketLister, error) {
+func newBucketLister(vol *os.Root, blocks *os.File) (bucketLister, error) {
 	rc, err := blocks.SyscallConn()
 	if err != nil {
 		return nil, err
@@ -42,16 +54,16 @@ func newBucketLister(_ *os.Root, blocks *os.File) (bucketLister, error) {
 	if err := rc.Control(func(u uintptr) { fd = int(u) }); err != nil {
 		return nil, err
 	}
-	return &getdentsLister{blocksFD: fd, buf: make([]byte, 64<<10)}, nil
+	return &getdentsLister{vol: vol, blocksFD: fd, buf: make([]byte, 64<<10)}, nil
 }
 
 const subdirFlags = syscall.O_RDONLY | syscall.O_DIRECTORY | syscall.O_NOFOLLOW | syscall.O_NONBLOCK | syscall.O_CLOEXEC
 
-// list adds the block files under blocks/<a>/ to out.
-func (l *getdentsLister) list(a string, out *blockList) error {
+// sweep lists blocks/<a>/ and unlinks the block files unlink chooses.
+func (l *getdentsLister) sweep(ctx context.Context, a string, unlink func(ck []byte) bool) (removed int, failed []string, err error) {
 	fa, err := openSubdir(l.blocksFD, a, syscall.DT_DIR)
 	if err != nil || fa < 0 {
-		return l.typeError(blocksDir+"/"+a, err)
+		return 0, nil, l.typeError(blocksDir+"/"+a, err)
 	}
 	defer syscall.Close(fa)
 	type subdir struct {
@@ -59,33 +71,82 @@ func (l *getdentsLister) list(a string, out *blockList) error {
 		typ  uint8
 	}
 	var l2 []subdir
-	if err := l.readdir(fa, func(name []byte, typ uint8) {
+	if err := l.readdir(fa, func(name []byte, typ uint8, _ uint64) {
 		if (typ == syscall.DT_DIR || typ == syscall.DT_UNKNOWN) && bucketName(string(name)) {
 			l2 = append(l2, subdir{string(name), typ})
 		}
 	}); err != nil {
-		return fmt.Errorf("%s/%s: %w", blocksDir, a, err)
+		return 0, nil, fmt.Errorf("%s/%s: %w", blocksDir, a, err)
 	}
 	for _, e := range l2 {
 		b := e.name
 		fb, err := openSubdir(fa, b, e.typ)
 		if err != nil {
-			return l.typeError(blocksDir+"/"+a+"/"+b, err)
+			return removed, failed, l.typeError(blocksDir+"/"+a+"/"+b, err)
 		}
 		if fb < 0 {
 			continue // untyped, and not a directory
 		}
-		err = l.readdir(fb, func(name []byte, _ uint8) {
-			if ck, ok := blockFileIn(name, a, b); ok {
-				out.add(ck)
-			}
-		})
+		n, bad, err := l.sweepBucket(ctx, fb, a, b, unlink)
 		syscall.Close(fb)
+		removed += n
+		failed = append(failed, bad...)
 		if err != nil {
-			return fmt.Errorf("%s/%s/%s: %w", blocksDir, a, b, err)
+			return removed, failed, fmt.Errorf("%s/%s/%s: %w", blocksDir, a, b, err)
 		}
 	}
-	return nil
+	return removed, failed, nil
+}
+
+// sweepBucket lists the second-level bucket fb (blocks/<a>/<b>) whole,
+// then unlinks from it the block files unlink chooses.
+func (l *getdentsLister) sweepBucket(ctx context.Context, fb int, a, b string, unlink func(ck []byte) bool) (removed int, failed []string, err error) {
+	l.names, l.ends = l.names[:0], l.ends[:0]
+	err = l.readdir(fb, func(name []byte, typ uint8, ino uint64) {
+		if _, ok := blockFileIn(name, a, b); ok && l.regular(a, b, name, typ, ino) {
+			l.names = append(l.names, name...)
+			l.ends = append(l.ends, len(l.names))
+		}
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	start := 0
+	for _, end := range l.ends {
+		name := l.names[start:end]
+		start = end
+		ck := name[:len(name)-len(blockSuffix)]
+		if !unlink(ck) || ctx.Err() != nil {
+			continue
+		}
+		// unlinkat without AT_REMOVEDIR never removes a directory.
+		if err := unlinkat(fb, string(name), 0); err != nil && err != syscall.ENOENT {
+			failed = append(failed, string(ck))
+			continue
+		}
+		removed++
+	}
+	return removed, failed, nil
+}
+
+// regular says whether blocks/<a>/<b>/<name>, typed typ with inode ino by
+// getdents, is a regular file. An untyped entry is looked up by path (no
+// symlink followed at its last component, none out of the volume), and
+// counts only when it is the inode getdents listed.
+func (l *getdentsLister) regular(a, b string, name []byte, typ uint8, ino uint64) bool {
+	switch typ {
+	case syscall.DT_REG:
+		return true
+	case syscall.DT_UNKNOWN:
+		info, err := l.vol.Lstat(blocksDir + "/" + a + "/" + b + "/" + string(name))
+		if err != nil || !info.Mode().IsRegular() {
+			return false
+		}
+		st, ok := info.Sys().(*syscall.Stat_t)
+		return ok && uint64(st.Ino) == ino
+	default:
+		return false
+	}
 }
 
 // openSubdir opens parent/name as a directory, following no symlink. For
@@ -121,8 +182,8 @@ func (l *getdentsLister) typeError(path string, err error) error {
 }
 
 // readdir calls f with every entry of the directory fd but "." and "..",
-// with its getdents type.
-func (l *getdentsLister) readdir(fd int, f func(name []byte, typ uint8)) error {
+// with its getdents type and inode number.
+func (l *getdentsLister) readdir(fd int, f func(name []byte, typ uint8, ino uint64)) error {
 	for {
 		n, err := syscall.Getdents(fd, l.buf)
 		if err == syscall.EINTR {
@@ -153,7 +214,7 @@ func (l *getdentsLister) readdir(fd int, f func(name []byte, typ uint8)) error {
 				}
 			}
 			if string(name) != "." && string(name) != ".." {
-				f(name, buf[18])
+				f(name, buf[18], binary.NativeEndian.Uint64(buf[0:8]))
 			}
 			buf = buf[reclen:]
 		}

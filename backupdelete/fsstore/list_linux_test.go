@@ -77,7 +77,7 @@ func TestGetdentsListingMatchesRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	sorted := func(l blockLists, err error) []string {
+	sorted := func(l *blockList, err error) []string {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
@@ -93,5 +93,62 @@ func TestGetdentsListingMatchesRoot(t *testing.T) {
 	want = slices.Compact(want)
 	if !slices.Equal(got, want) || !slices.Equal(portable, want) {
 		t.Fatalf("getdents listing %d blocks, os.Root listing %d, want %d", len(got), len(portable), len(want))
+	}
+}
+
+// TestUntypedEntryIsABlockFileOnlyIfRegular: where getdents gives no type
+// (DT_UNKNOWN, as some filesystems do), a block name counts as a block
+// file only when Lstat finds a regular file with the inode getdents gave:
+// not a FIFO, a symlink or a directory, and not a file whose inode does
+// not match (the path led somewhere else).
+func TestUntypedEntryIsABlockFileOnlyIfRegular(t *testing.T) {
+	mount := t.TempDir()
+	v := newLonghornVolume(t, mount, "vol-a")
+	reg := checksum("regular")
+	v.block(reg)
+	bucket := filepath.Join(v.dir, "blocks", reg[0:2], reg[2:4])
+	fifo, link, dir := sameBucket(reg, "fifo"), sameBucket(reg, "link"), sameBucket(reg, "dir")
+	v.mkfifo(filepath.Join("blocks", reg[0:2], reg[2:4], fifo+".blk"))
+	if err := os.Symlink(reg+".blk", filepath.Join(bucket, link+".blk")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(bucket, dir+".blk"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.OpenRoot(v.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	ino := func(name string) uint64 {
+		info, err := os.Lstat(filepath.Join(bucket, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return uint64(info.Sys().(*syscall.Stat_t).Ino)
+	}
+	l := &getdentsLister{vol: root}
+	a, b := reg[0:2], reg[2:4]
+	for _, c := range []struct {
+		name string
+		typ  uint8
+		ino  uint64
+		want bool
+	}{
+		{reg + ".blk", syscall.DT_UNKNOWN, ino(reg + ".blk"), true},
+		{reg + ".blk", syscall.DT_UNKNOWN, ino(reg+".blk") + 1, false},
+		{reg + ".blk", syscall.DT_REG, 0, true},
+		{fifo + ".blk", syscall.DT_UNKNOWN, ino(fifo + ".blk"), false},
+		{link + ".blk", syscall.DT_UNKNOWN, ino(link + ".blk"), false},
+		{link + ".blk", syscall.DT_UNKNOWN, ino(reg + ".blk"), false},
+		{dir + ".blk", syscall.DT_UNKNOWN, ino(dir + ".blk"), false},
+		{fifo + ".blk", syscall.DT_FIFO, 0, false},
+		{link + ".blk", syscall.DT_LNK, 0, false},
+		{dir + ".blk", syscall.DT_DIR, 0, false},
+		{sameBucket(reg, "gone") + ".blk", syscall.DT_UNKNOWN, 1, false},
+	} {
+		if got := l.regular(a, b, []byte(c.name), c.typ, c.ino); got != c.want {
+			t.Errorf("%s.. typ %d ino %d: regular %v, want %v", c.name[:8], c.typ, c.ino, got, c.want)
+		}
 	}
 }

@@ -162,7 +162,9 @@ func (s *Store) ReadBackup(ctx context.Context, ref backupdelete.BackupRef) (Bac
 	return ParseBackup(data)
 }
 
-// BlockFiles counts a volume's block files.
+// BlockFiles counts a volume's block files: regular files named
+// <checksum>.blk in the bucket their checksum names (what a full
+// collection may unlink), never through a symlinked bucket.
 func (s *Store) BlockFiles(ctx context.Context, volume string) (int, error) {
 	if !backupdelete.ValidName(volume) {
 		return 0, fmt.Errorf("%w: volume name %q", backupdelete.ErrInvalidRef, volume)
