@@ -340,12 +340,16 @@ func (p *Plan) newConditions(r Record, hit guardHit) []metav1.Condition {
 }
 
 // consistentName reports whether r's name is the one its parameters give.
-// When the candidate of that name was seen with the same name fields, the
-// name is its name and needs no hashing: equal fields join into an equal
-// string. Otherwise the name is computed.
+// When the candidate of that name was seen with the same name formula and
+// the same values of its fields, the name is its name and needs no
+// hashing: equal fields join into an equal string. (Equal values under
+// another formula prove nothing: a record of an instance kind named after
+// a replica directory is not that directory's record.) Otherwise the name
+// is computed.
 func consistentName(r Record, c namedCandidate, seen bool) bool {
 	if seen && c.Item.NodeID == r.NodeID && c.Item.DataEngine == r.DataEngine {
-		if s := specOf(r.Kind); s != nil && specOf(c.Item.Kind) != nil && sameFields(s.NameFields, r.Parameters, c.Item.Parameters) {
+		s, cs := specOf(r.Kind), specOf(c.Item.Kind)
+		if s != nil && cs != nil && slices.Equal(s.NameFields, cs.NameFields) && sameFields(s.NameFields, r.Parameters, c.Item.Parameters) {
 			return true
 		}
 	}
