@@ -1,6 +1,7 @@
 package orphan
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"strings"
 )
@@ -10,30 +11,25 @@ import (
 // counts of every scope.
 type candidates struct {
 	named  []namedCandidate
-	byName map[string]int // record name → index in named
+	byName sumTable // name → index in named
 	counts scopeCounts
 }
 
-// namedCandidate is a candidate with its computed record name and scope.
+// namedCandidate is a candidate with its record name, as a sum, and scope.
 type namedCandidate struct {
 	Candidate
-	name     string
+	sum      nameSum
 	scope    Scope
 	recorded bool // a record in the input's authority has its name
 }
 
-func (cs *candidates) markRecorded(name string) {
-	if i, ok := cs.byName[name]; ok {
-		cs.named[i].recorded = true
-	}
-}
-
-func (cs *candidates) get(name string) (namedCandidate, bool) {
-	i, ok := cs.byName[name]
+// find returns the index in named of the candidate called name.
+func (cs *candidates) find(name string) (int, bool) {
+	sum, ok := parseName(name)
 	if !ok {
-		return namedCandidate{}, false
+		return 0, false // no computed name looks like this
 	}
-	return cs.named[i], true
+	return cs.byName.find(cs.named, &sum)
 }
 
 // indexCandidates names the candidates that can matter and merges
@@ -95,7 +91,7 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan) candidates {
 	filter := newKeyFilter(needed)
 	tally := scopeTally{counts: scopeCounts{}}
 	room := min(len(needed)+len(cs)-others, len(cs))
-	out := candidates{byName: make(map[string]int, room), named: make([]namedCandidate, 0, room)}
+	out := candidates{byName: newSumTable(room), named: make([]namedCandidate, 0, room)}
 	for _, c := range cs {
 		spec := lk.spec(c.Item.Kind)
 		k, scope := lk.keyAndScope(spec, c.Item)
@@ -109,15 +105,15 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan) candidates {
 				continue
 			}
 		}
-		name, err := c.Item.Name()
+		sum, err := c.Item.nameSum()
 		if err != nil {
 			plan.Rejected = append(plan.Rejected, Rejected{Item: c.Item, Err: err})
 			continue
 		}
-		i, dup := out.byName[name]
+		i, dup := out.byName.find(out.named, &sum)
 		if !dup {
-			out.byName[name] = len(out.named)
-			out.named = append(out.named, namedCandidate{Candidate: c, name: name, scope: scope})
+			out.byName.insert(&sum, len(out.named))
+			out.named = append(out.named, namedCandidate{Candidate: c, sum: sum, scope: scope})
 			continue
 		}
 		prev := out.named[i]
@@ -129,7 +125,7 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan) candidates {
 		case prev.Verdict.Outcome != c.Verdict.Outcome:
 			c.Verdict = Undecided("conflicting verdicts for one item: " + prev.Verdict.Outcome.String() + " and " + c.Verdict.Outcome.String())
 		}
-		out.named[i] = namedCandidate{Candidate: c, name: name, scope: scope}
+		out.named[i] = namedCandidate{Candidate: c, sum: sum, scope: scope}
 	}
 	for _, c := range out.named {
 		if c.Verdict.Outcome == OutcomeOrphan {
@@ -233,4 +229,68 @@ func (l *kindLookup) keyAndScope(s *KindSpec, it Item) (matchKey, Scope) {
 		scope.Disk = it.Parameters[s.ScopeParam]
 	}
 	return matchKey{s.NameClass, strings.TrimSpace(it.Parameters[s.MatchParam])}, scope
+}
+
+// sumTable maps name sums to indexes, by open addressing on the sum's
+// first eight bytes: a SHA-256 is already uniformly spread, so nothing is
+// hashed again, and a million names cost one flat array instead of a
+// million strings in a map. Equal leading bytes are only a hint: a hit is
+// confirmed on the whole sum, so two names share an entry exactly when
+// they are equal, as in a map of names.
+type sumTable struct {
+	slots []sumSlot
+	n     int
+}
+
+type sumSlot struct {
+	lead uint64 // the sum's first eight bytes
+	i    int32  // index + 1; zero is an empty slot
+}
+
+func newSumTable(room int) sumTable {
+	size := 16
+	for size < 2*room {
+		size <<= 1
+	}
+	return sumTable{slots: make([]sumSlot, size)}
+}
+
+func lead(sum *nameSum) uint64 { return binary.BigEndian.Uint64(sum[:8]) }
+
+func (t *sumTable) find(named []namedCandidate, sum *nameSum) (int, bool) {
+	mask := uint64(len(t.slots) - 1)
+	h := lead(sum)
+	for j := h & mask; ; j = (j + 1) & mask {
+		sl := t.slots[j]
+		if sl.i == 0 {
+			return 0, false
+		}
+		if sl.lead == h && named[sl.i-1].sum == *sum {
+			return int(sl.i - 1), true
+		}
+	}
+}
+
+// insert adds a sum that find did not find.
+func (t *sumTable) insert(sum *nameSum, i int) {
+	if 2*(t.n+1) > len(t.slots) {
+		old := t.slots
+		t.slots = make([]sumSlot, 2*len(old))
+		for _, sl := range old {
+			if sl.i != 0 {
+				t.put(sl)
+			}
+		}
+	}
+	t.put(sumSlot{lead(sum), int32(i + 1)})
+	t.n++
+}
+
+func (t *sumTable) put(sl sumSlot) {
+	mask := uint64(len(t.slots) - 1)
+	j := sl.lead & mask
+	for t.slots[j].i != 0 {
+		j = (j + 1) & mask
+	}
+	t.slots[j] = sl
 }

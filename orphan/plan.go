@@ -1,6 +1,7 @@
 package orphan
 
 import (
+	"bytes"
 	"cmp"
 	"slices"
 	"strings"
@@ -202,6 +203,7 @@ func Decide(in Input) Plan {
 	var plan Plan
 	cands := indexCandidates(in.Candidates, in.Records, &plan)
 	guard := newGuardState(in, cands.counts)
+	scopes := scopeResolver{scopes: in.Scopes, guard: guard}
 	plan.conds = map[condKey][]metav1.Condition{}
 	// Most records are kept, and most kept ones need a condition at most
 	// once: room for all of them, so large plans never grow by copying.
@@ -214,11 +216,16 @@ func Decide(in Input) Plan {
 	var dueAuto []int // indexes in plan.Purge of auto purges, for the guard's share rule
 	for _, i := range order {
 		r := in.Records[i]
-		st, ok := resolveScope(in.Scopes, r.Scope())
-		if !ok {
+		scope := r.Scope()
+		rs := scopes.resolve(scope)
+		if !rs.ok {
 			continue
 		}
-		cands.markRecorded(r.Name)
+		st := rs.st
+		ci, seen := cands.find(r.Name)
+		if seen {
+			cands.named[ci].recorded = true
+		}
 		switch {
 		case st.Health.Forgets():
 			plan.forget(r, ForgetReason(st.Health), st.Message)
@@ -230,23 +237,26 @@ func Decide(in Input) Plan {
 			plan.forget(r, ReasonNotCleanable, "deletion requested, but the record says its data is not cleanable")
 			continue
 		case st.Health != HealthReady:
-			plan.Keep = append(plan.Keep, Keep{Record: r, Reason: "scope " + r.Scope().String() + " was not scanned completely: " + st.Message})
+			plan.Keep = append(plan.Keep, Keep{Record: r, Reason: "scope " + scope.String() + " was not scanned completely: " + st.Message})
 			continue
 		}
-		c, seen := cands.get(r.Name)
+		var c namedCandidate
+		if seen {
+			c = cands.named[ci]
+		}
 		if !consistentName(r, c, seen) {
 			plan.forget(r, ReasonMismatch, "the record's name does not match its parameters")
 			continue
 		}
 		switch {
 		case !seen:
-			plan.forget(r, ReasonGone, "no longer seen in "+r.Scope().String())
+			plan.forget(r, ReasonGone, "no longer seen in "+scope.String())
 			continue
 		case c.Verdict.Outcome == OutcomeOwned:
 			plan.forget(r, ReasonOwned, c.Verdict.Reason)
 			continue
 		case c.Verdict.Outcome != OutcomeOrphan:
-			plan.keep(r, guard, "undecided: "+c.Verdict.Reason)
+			plan.keep(r, rs.hit, "undecided: "+c.Verdict.Reason)
 			continue
 		}
 		due, auto := in.Policy.DueAt(r)
@@ -254,9 +264,9 @@ func Decide(in Input) Plan {
 		switch {
 		case !isDue && auto:
 			plan.requeue(due)
-			plan.keep(r, guard, "auto-deletion due at "+due.UTC().Format(time.RFC3339))
+			plan.keep(r, rs.hit, "auto-deletion due at "+due.UTC().Format(time.RFC3339))
 		case !isDue:
-			plan.keep(r, guard, "orphan; waiting for a deletion request")
+			plan.keep(r, rs.hit, "orphan; waiting for a deletion request")
 		case r.NotCleanable():
 			what := "auto-deletion due"
 			if r.DeletionRequested {
@@ -265,9 +275,9 @@ func Decide(in Input) Plan {
 			plan.forget(r, ReasonNotCleanable, what+", but the record says its data is not cleanable")
 		case !r.Cleanable():
 			plan.requeue(in.Now)
-			plan.keep(r, guard, "purge due once DataCleanable=True is recorded")
-		case guard.refuses(r.Scope()).rule != "":
-			plan.refuse(r, guard.refuses(r.Scope()))
+			plan.keep(r, rs.hit, "purge due once DataCleanable=True is recorded")
+		case rs.hit.rule != "":
+			plan.refuse(r, rs.hit)
 		default:
 			plan.Purge = append(plan.Purge, Purge{Record: r, Candidate: c.Candidate, Auto: !r.DeletionRequested})
 			if !r.DeletionRequested {
@@ -276,39 +286,113 @@ func Decide(in Input) Plan {
 		}
 	}
 	plan.applyShareRule(guard, dueAuto)
-
-	var creates []int
-	for i, c := range cands.named {
-		if !c.recorded && c.Verdict.Outcome == OutcomeOrphan {
-			creates = append(creates, i)
-		}
-	}
-	order = sortedIndexes(len(creates), func(i int) string { return cands.named[creates[i]].name })
-	plan.Create = make([]Record, 0, len(creates))
-	var labels labelCache
-	for _, i := range order {
-		c := cands.named[creates[i]]
-		st, ok := resolveScope(in.Scopes, c.scope)
-		if !ok || st.Health != HealthReady {
-			continue
-		}
-		rec := Record{Name: c.name, Kind: c.Item.Kind, NodeID: c.Item.NodeID, DataEngine: c.Item.DataEngine,
-			Parameters: c.Item.Parameters, Labels: labels.of(c.Item), CreatedAt: in.Now}
-		rec.Conditions = plan.newConditions(rec, guard.refuses(c.scope))
-		plan.Create = append(plan.Create, rec)
-		if due, auto := in.Policy.DueAt(rec); auto {
-			plan.requeue(due)
-		}
-	}
-
+	plan.create(in, &cands, &scopes)
 	plan.sort()
 	return plan
 }
 
-// keep keeps a record of a Ready scope and plans the conditions it lacks.
-func (p *Plan) keep(r Record, g *guardState, reason string) {
+// create plans a record for every orphan candidate of a Ready scope that
+// no record in the input's authority names. The names are spelled into
+// one string, in name order, and each record's is a piece of it: one
+// allocation instead of one per record.
+func (p *Plan) create(in Input, cands *candidates, scopes *scopeResolver) {
+	var creates []int32
+	for i, c := range cands.named {
+		if !c.recorded && c.Verdict.Outcome == OutcomeOrphan && scopes.resolve(c.scope).isReady() {
+			creates = append(creates, int32(i))
+		}
+	}
+	sortBySum(creates, cands.named)
+	var names strings.Builder
+	names.Grow(len(creates) * nameLen)
+	buf := make([]byte, 0, nameLen)
+	for _, i := range creates {
+		buf = cands.named[i].sum.appendName(buf[:0])
+		names.Write(buf)
+	}
+	spelled := names.String()
+	p.Create = make([]Record, 0, len(creates))
+	var labels labelCache
+	for j, i := range creates {
+		c := &cands.named[i]
+		rec := Record{Name: spelled[j*nameLen : (j+1)*nameLen], Kind: c.Item.Kind, NodeID: c.Item.NodeID, DataEngine: c.Item.DataEngine,
+			Parameters: c.Item.Parameters, Labels: labels.of(c.Item), CreatedAt: in.Now}
+		rec.Conditions = p.newConditions(rec, scopes.resolve(c.scope).hit)
+		p.Create = append(p.Create, rec)
+		if due, auto := in.Policy.DueAt(rec); auto {
+			p.requeue(due)
+		}
+	}
+}
+
+// sortBySum orders indexes of named by their names: the sums' bytes
+// compare as their lower-case hex spellings do.
+func sortBySum(idx []int32, named []namedCandidate) {
+	type key struct {
+		lead uint64
+		i    int32
+	}
+	keys := make([]key, len(idx))
+	for j, i := range idx {
+		keys[j] = key{lead(&named[i].sum), i}
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if c := cmp.Compare(a.lead, b.lead); c != 0 {
+			return c
+		}
+		return bytes.Compare(named[a.i].sum[:], named[b.i].sum[:])
+	})
+	for j, k := range keys {
+		idx[j] = k.i
+	}
+}
+
+// scopeResolver is resolveScope and the guard's hit, remembered per
+// scope: a node has few scopes and a large input long runs of one. Both
+// are functions of the Input alone, which Decide never changes, so what
+// is remembered never goes stale within one Decide.
+type scopeResolver struct {
+	scopes map[Scope]ScopeStatus
+	guard  *guardState
+	recent []*resolvedScope
+	all    map[Scope]*resolvedScope
+}
+
+type resolvedScope struct {
+	scope Scope
+	st    ScopeStatus
+	ok    bool // the scope is in the input's authority
+	hit   guardHit
+}
+
+func (rs *resolvedScope) isReady() bool { return rs.ok && rs.st.Health == HealthReady }
+
+func (sr *scopeResolver) resolve(s Scope) *resolvedScope {
+	for _, e := range sr.recent {
+		if e.scope == s {
+			return e
+		}
+	}
+	if e, ok := sr.all[s]; ok {
+		return e
+	}
+	st, ok := resolveScope(sr.scopes, s)
+	e := &resolvedScope{scope: s, st: st, ok: ok, hit: sr.guard.refuses(s)}
+	if sr.all == nil {
+		sr.all = map[Scope]*resolvedScope{}
+	}
+	sr.all[s] = e
+	if len(sr.recent) < recentScopes {
+		sr.recent = append(sr.recent, e)
+	}
+	return e
+}
+
+// keep keeps a record of a Ready scope and plans the conditions it lacks;
+// hit is the guard's for its scope.
+func (p *Plan) keep(r Record, hit guardHit, reason string) {
 	p.Keep = append(p.Keep, Keep{Record: r, Reason: reason})
-	p.setConditions(r, g.refuses(r.Scope()))
+	p.setConditions(r, hit)
 }
 
 // refuse keeps a record whose due purge the guard stopped.
