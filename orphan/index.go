@@ -10,27 +10,26 @@ import (
 // that can matter, named and merged, in input order, and the guard's
 // counts of every scope.
 type candidates struct {
-	named  []namedCandidate
-	byName sumTable // name → index in named
-	counts scopeCounts
+	named    []namedCandidate
+	byName   sumTable // name → index in named, and whether it is an orphan
+	recorded bitset   // indexes in named that a record in the input's authority names
+	counts   scopeCounts
 }
 
 // namedCandidate is a candidate with its record name, as a sum, and scope.
 type namedCandidate struct {
 	Candidate
-	sum      nameSum
-	scope    Scope
-	recorded bool // a record in the input's authority has its name
+	sum   nameSum
+	scope Scope
 }
 
-// find returns the index in named of the candidate called name.
-func (cs *candidates) find(name string) (int, bool) {
-	sum, ok := parseName(name)
-	if !ok {
-		return 0, false // no computed name looks like this
-	}
-	return cs.byName.find(cs.named, &sum)
-}
+// bitset is a set of small integers: a million of them fit in 128 KiB,
+// which stays in the cache while a planner marks them at random.
+type bitset []uint64
+
+func newBitset(n int) bitset         { return make(bitset, (n+63)/64) }
+func (b bitset) add(i int)           { b[i/64] |= 1 << (i % 64) }
+func (b bitset) contains(i int) bool { return b[i/64]&(1<<(i%64)) != 0 }
 
 // indexCandidates names the candidates that can matter and merges
 // duplicates; conflicting verdicts or kinds for one name become undecided,
@@ -55,7 +54,15 @@ func (cs *candidates) find(name string) (int, bool) {
 // orphans' maps (few, usually), the second reads each map once, for both
 // the match key and the scope.
 func indexCandidates(cs []Candidate, recs []Record, plan *Plan) candidates {
-	needed := make(map[string]uint8, len(recs)+len(cs)/64) // match key → its name classes, as bits
+	// Orphans are always named; match keys are needed only to name the
+	// other candidates, so a set made only of orphans builds none.
+	others := 0
+	for _, c := range cs {
+		if c.Verdict.Outcome != OutcomeOrphan {
+			others++
+		}
+	}
+	var needed map[string]uint8 // match key → its name classes, as bits
 	classes := map[string]uint8{}
 	classBit := func(class string) uint8 {
 		b, ok := classes[class]
@@ -66,20 +73,12 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan) candidates {
 		return b
 	}
 	var lk kindLookup
-	for _, r := range recs {
-		k := lk.keyOf(r.Kind, r.Parameters)
-		needed[k.primary] |= classBit(k.class)
-	}
-	// Orphans are always named; their keys are needed only to name the
-	// other observations of the same data, so a set of orphans alone
-	// skips them.
-	others := 0
-	for _, c := range cs {
-		if c.Verdict.Outcome != OutcomeOrphan {
-			others++
-		}
-	}
 	if others > 0 {
+		needed = make(map[string]uint8, len(recs)+len(cs)/64)
+		for _, r := range recs {
+			k := lk.keyOf(r.Kind, r.Parameters)
+			needed[k.primary] |= classBit(k.class)
+		}
 		for _, c := range cs {
 			if c.Verdict.Outcome == OutcomeOrphan {
 				k := lk.keyOf(c.Item.Kind, c.Item.Parameters)
@@ -110,12 +109,14 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan) candidates {
 			plan.Rejected = append(plan.Rejected, Rejected{Item: c.Item, Err: err})
 			continue
 		}
-		i, dup := out.byName.find(out.named, &sum)
+		out.byName.makeRoom()
+		j, dup := out.byName.find(&sum)
 		if !dup {
-			out.byName.insert(&sum, len(out.named))
+			out.byName.set(j, &sum, len(out.named), orphan)
 			out.named = append(out.named, namedCandidate{Candidate: c, sum: sum, scope: scope})
 			continue
 		}
+		i := out.byName.slots[j].index()
 		prev := out.named[i]
 		switch {
 		case prev.Item.Kind != c.Item.Kind:
@@ -126,7 +127,9 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan) candidates {
 			c.Verdict = Undecided("conflicting verdicts for one item: " + prev.Verdict.Outcome.String() + " and " + c.Verdict.Outcome.String())
 		}
 		out.named[i] = namedCandidate{Candidate: c, sum: sum, scope: scope}
+		out.byName.slots[j].orphan = c.Verdict.Outcome == OutcomeOrphan
 	}
+	out.recorded = newBitset(len(out.named))
 	for _, c := range out.named {
 		if c.Verdict.Outcome == OutcomeOrphan {
 			tally.add(c.scope, 1, 1)
@@ -153,7 +156,7 @@ const recentScopes = 32
 
 func (t *scopeTally) add(s Scope, valid, orphans int) {
 	for i := range t.recent {
-		if e := &t.recent[i]; e.scope == s {
+		if e := &t.recent[i]; sameScope(e.scope, s) {
 			e.count.valid += valid
 			e.count.orphans += orphans
 			return
@@ -231,21 +234,25 @@ func (l *kindLookup) keyAndScope(s *KindSpec, it Item) (matchKey, Scope) {
 	return matchKey{s.NameClass, strings.TrimSpace(it.Parameters[s.MatchParam])}, scope
 }
 
-// sumTable maps name sums to indexes, by open addressing on the sum's
-// first eight bytes: a SHA-256 is already uniformly spread, so nothing is
-// hashed again, and a million names cost one flat array instead of a
-// million strings in a map. Equal leading bytes are only a hint: a hit is
-// confirmed on the whole sum, so two names share an entry exactly when
-// they are equal, as in a map of names.
+// sumTable maps name sums to indexes in named, by open addressing on the
+// sum's first eight bytes: a SHA-256 is already uniformly spread, so
+// nothing is hashed again, and a million names cost one flat array
+// instead of a million strings in a map. A slot holds the whole sum, and
+// a hit is a whole sum equal: two names share a slot exactly when they
+// are equal, as in a map of names. Finding a record's candidate and
+// whether it is an orphan reads one slot, not the candidate.
 type sumTable struct {
 	slots []sumSlot
 	n     int
 }
 
 type sumSlot struct {
-	lead uint64 // the sum's first eight bytes
-	i    int32  // index + 1; zero is an empty slot
+	sum    nameSum
+	i      int32 // index in named + 1; zero is an empty slot
+	orphan bool  // the merged verdict of the name is OutcomeOrphan
 }
+
+func (sl *sumSlot) index() int { return int(sl.i) - 1 }
 
 func newSumTable(room int) sumTable {
 	size := 16
@@ -257,40 +264,38 @@ func newSumTable(room int) sumTable {
 
 func lead(sum *nameSum) uint64 { return binary.BigEndian.Uint64(sum[:8]) }
 
-func (t *sumTable) find(named []namedCandidate, sum *nameSum) (int, bool) {
+// find returns the slot holding sum, or the empty slot where it belongs.
+func (t *sumTable) find(sum *nameSum) (int, bool) {
 	mask := uint64(len(t.slots) - 1)
-	h := lead(sum)
-	for j := h & mask; ; j = (j + 1) & mask {
-		sl := t.slots[j]
+	for j := lead(sum) & mask; ; j = (j + 1) & mask {
+		sl := &t.slots[j]
 		if sl.i == 0 {
-			return 0, false
+			return int(j), false
 		}
-		if sl.lead == h && named[sl.i-1].sum == *sum {
-			return int(sl.i - 1), true
+		if sl.sum == *sum {
+			return int(j), true
 		}
 	}
 }
 
-// insert adds a sum that find did not find.
-func (t *sumTable) insert(sum *nameSum, i int) {
-	if 2*(t.n+1) > len(t.slots) {
-		old := t.slots
-		t.slots = make([]sumSlot, 2*len(old))
-		for _, sl := range old {
-			if sl.i != 0 {
-				t.put(sl)
-			}
-		}
-	}
-	t.put(sumSlot{lead(sum), int32(i + 1)})
+// set fills the empty slot j that find returned for sum.
+func (t *sumTable) set(j int, sum *nameSum, i int, orphan bool) {
+	t.slots[j] = sumSlot{sum: *sum, i: int32(i + 1), orphan: orphan}
 	t.n++
 }
 
-func (t *sumTable) put(sl sumSlot) {
-	mask := uint64(len(t.slots) - 1)
-	j := sl.lead & mask
-	for t.slots[j].i != 0 {
-		j = (j + 1) & mask
+// makeRoom grows the table, if needed, so that one more sum can be set;
+// call it before the find whose slot is set.
+func (t *sumTable) makeRoom() {
+	if 2*(t.n+1) <= len(t.slots) {
+		return
 	}
-	t.slots[j] = sl
+	old := t.slots
+	t.slots = make([]sumSlot, 2*len(old))
+	for k := range old {
+		if old[k].i != 0 {
+			j, _ := t.find(&old[k].sum)
+			t.slots[j] = old[k]
+		}
+	}
 }

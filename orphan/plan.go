@@ -78,7 +78,7 @@ type Plan struct {
 	// only for this plan's conditions to be written; zero if never.
 	RequeueAt time.Time
 
-	conds map[condKey][]metav1.Condition // while Decide runs: shared condition lists
+	conds condLists // while Decide runs: shared condition lists
 }
 
 // ForgetReason says why a record is forgotten. Apart from ReasonGone,
@@ -204,28 +204,26 @@ func Decide(in Input) Plan {
 	cands := indexCandidates(in.Candidates, in.Records, &plan)
 	guard := newGuardState(in, cands.counts)
 	scopes := scopeResolver{scopes: in.Scopes, guard: guard}
-	plan.conds = map[condKey][]metav1.Condition{}
 	// Most records are kept, and most kept ones need a condition at most
 	// once: room for all of them, so large plans never grow by copying.
 	plan.Keep = make([]Keep, 0, len(in.Records))
 	plan.Conditions = make([]SetConditions, 0, len(in.Records))
 
-	// Records are planned in name order, so the plan's lists come out
-	// sorted and large ones never have to move their entries.
+	// What each record's plan depends on is looked up first, in input
+	// order, which is the order the records lie in memory; then records
+	// are planned in name order, so the plan's lists come out sorted and
+	// large ones never have to move their entries.
+	facts := recordFactsOf(in.Records, &cands, &scopes)
 	order := sortedIndexes(len(in.Records), func(i int) string { return in.Records[i].Name })
 	var dueAuto []int // indexes in plan.Purge of auto purges, for the guard's share rule
 	for _, i := range order {
-		r := in.Records[i]
-		scope := r.Scope()
-		rs := scopes.resolve(scope)
-		if !rs.ok {
+		f := facts[i]
+		if f.rs == nil {
 			continue
 		}
-		st := rs.st
-		ci, seen := cands.find(r.Name)
-		if seen {
-			cands.named[ci].recorded = true
-		}
+		r := in.Records[i]
+		st, scope := f.rs.st, f.rs.scope
+		ci, seen := int(f.ci), f.seen
 		switch {
 		case st.Health.Forgets():
 			plan.forget(r, ForgetReason(st.Health), st.Message)
@@ -241,10 +239,10 @@ func Decide(in Input) Plan {
 			continue
 		}
 		var c namedCandidate
-		if seen {
-			c = cands.named[ci]
+		if seen && !f.orphan {
+			c = cands.named[ci] // for its verdict; an orphan's is known
 		}
-		if !consistentName(r, c, seen) {
+		if !f.consistent {
 			plan.forget(r, ReasonMismatch, "the record's name does not match its parameters")
 			continue
 		}
@@ -252,11 +250,11 @@ func Decide(in Input) Plan {
 		case !seen:
 			plan.forget(r, ReasonGone, "no longer seen in "+scope.String())
 			continue
-		case c.Verdict.Outcome == OutcomeOwned:
+		case !f.orphan && c.Verdict.Outcome == OutcomeOwned:
 			plan.forget(r, ReasonOwned, c.Verdict.Reason)
 			continue
-		case c.Verdict.Outcome != OutcomeOrphan:
-			plan.keep(r, rs.hit, "undecided: "+c.Verdict.Reason)
+		case !f.orphan:
+			plan.keep(r, f.rs.hit, "undecided: "+c.Verdict.Reason)
 			continue
 		}
 		due, auto := in.Policy.DueAt(r)
@@ -264,9 +262,9 @@ func Decide(in Input) Plan {
 		switch {
 		case !isDue && auto:
 			plan.requeue(due)
-			plan.keep(r, rs.hit, "auto-deletion due at "+due.UTC().Format(time.RFC3339))
+			plan.keep(r, f.rs.hit, "auto-deletion due at "+due.UTC().Format(time.RFC3339))
 		case !isDue:
-			plan.keep(r, rs.hit, "orphan; waiting for a deletion request")
+			plan.keep(r, f.rs.hit, "orphan; waiting for a deletion request")
 		case r.NotCleanable():
 			what := "auto-deletion due"
 			if r.DeletionRequested {
@@ -275,11 +273,11 @@ func Decide(in Input) Plan {
 			plan.forget(r, ReasonNotCleanable, what+", but the record says its data is not cleanable")
 		case !r.Cleanable():
 			plan.requeue(in.Now)
-			plan.keep(r, rs.hit, "purge due once DataCleanable=True is recorded")
-		case rs.hit.rule != "":
-			plan.refuse(r, rs.hit)
+			plan.keep(r, f.rs.hit, "purge due once DataCleanable=True is recorded")
+		case f.rs.hit.rule != "":
+			plan.refuse(r, f.rs.hit)
 		default:
-			plan.Purge = append(plan.Purge, Purge{Record: r, Candidate: c.Candidate, Auto: !r.DeletionRequested})
+			plan.Purge = append(plan.Purge, Purge{Record: r, Candidate: cands.named[ci].Candidate, Auto: !r.DeletionRequested})
 			if !r.DeletionRequested {
 				dueAuto = append(dueAuto, len(plan.Purge)-1)
 			}
@@ -291,6 +289,51 @@ func Decide(in Input) Plan {
 	return plan
 }
 
+// recordFacts is what a record's plan depends on besides the record.
+type recordFacts struct {
+	rs         *resolvedScope // its scope resolved; nil outside the input's authority
+	ci         int32          // its candidate's index in named, if seen
+	seen       bool           // a candidate of its name takes part
+	orphan     bool           // that candidate's merged verdict is OutcomeOrphan
+	consistent bool           // its name is the one its fields give; computed only in a Ready scope
+}
+
+// recordFactsOf resolves each record's scope, finds its candidate (and
+// marks the candidate recorded: the record is in the input's authority,
+// whatever its scope's health) and, in a Ready scope, checks its name,
+// which is all Decide reads of a record besides its own fields.
+//
+// A record's name is checked by hashing its own fields, every time:
+// nothing else tells a record whose name is not the one its fields give
+// (tampered, or written by hand) from the record of the candidate it
+// names, and the hash costs less than reaching the candidate's fields
+// would.
+func recordFactsOf(recs []Record, cands *candidates, scopes *scopeResolver) []recordFacts {
+	facts := make([]recordFacts, len(recs))
+	for i := range recs {
+		r := &recs[i]
+		rs := scopes.resolve(r.Scope())
+		if !rs.ok {
+			continue
+		}
+		f := &facts[i]
+		f.rs = rs
+		sum, canonical := parseName(r.Name) // a name of another form is no candidate's, and not its fields'
+		if canonical {
+			if j, ok := cands.byName.find(&sum); ok {
+				sl := &cands.byName.slots[j]
+				f.ci, f.seen, f.orphan = int32(sl.index()), true, sl.orphan
+				cands.recorded.add(sl.index())
+			}
+		}
+		if rs.st.Health == HealthReady && canonical {
+			own, err := r.Item().nameSum()
+			f.consistent = err == nil && own == sum
+		}
+	}
+	return facts
+}
+
 // create plans a record for every orphan candidate of a Ready scope that
 // no record in the input's authority names. The names are spelled into
 // one string, in name order, and each record's is a piece of it: one
@@ -298,7 +341,7 @@ func Decide(in Input) Plan {
 func (p *Plan) create(in Input, cands *candidates, scopes *scopeResolver) {
 	var creates []int32
 	for i, c := range cands.named {
-		if !c.recorded && c.Verdict.Outcome == OutcomeOrphan && scopes.resolve(c.scope).isReady() {
+		if c.Verdict.Outcome == OutcomeOrphan && !cands.recorded.contains(i) && scopes.resolve(c.scope).isReady() {
 			creates = append(creates, int32(i))
 		}
 	}
@@ -369,7 +412,7 @@ func (rs *resolvedScope) isReady() bool { return rs.ok && rs.st.Health == Health
 
 func (sr *scopeResolver) resolve(s Scope) *resolvedScope {
 	for _, e := range sr.recent {
-		if e.scope == s {
+		if sameScope(e.scope, s) {
 			return e
 		}
 	}
@@ -386,6 +429,15 @@ func (sr *scopeResolver) resolve(s Scope) *resolvedScope {
 		sr.recent = append(sr.recent, e)
 	}
 	return e
+}
+
+// sameScope is a == b, telling most different scopes of a node apart by
+// their disk names' lengths and last bytes before comparing whole strings.
+func sameScope(a, b Scope) bool {
+	if n := len(a.Disk); n != len(b.Disk) || n > 0 && a.Disk[n-1] != b.Disk[n-1] {
+		return false
+	}
+	return a == b
 }
 
 // keep keeps a record of a Ready scope and plans the conditions it lacks;
@@ -421,37 +473,6 @@ func (p *Plan) newConditions(r Record, hit guardHit) []metav1.Condition {
 	cs := p.Conditions[n].Conditions
 	p.Conditions = p.Conditions[:n]
 	return cs
-}
-
-// consistentName reports whether r's name is the one its parameters give.
-// When the candidate of that name was seen with the same name formula and
-// the same values of its fields, the name is its name and needs no
-// hashing: equal fields join into an equal string. (Equal values under
-// another formula prove nothing: a record of an instance kind named after
-// a replica directory is not that directory's record.) Otherwise the name
-// is computed.
-func consistentName(r Record, c namedCandidate, seen bool) bool {
-	if seen && c.Item.NodeID == r.NodeID && c.Item.DataEngine == r.DataEngine {
-		s, cs := specOf(r.Kind), specOf(c.Item.Kind)
-		if s != nil && cs != nil && slices.Equal(s.NameFields, cs.NameFields) && sameFields(s.NameFields, r.Parameters, c.Item.Parameters) {
-			return true
-		}
-	}
-	name, err := r.Item().Name()
-	return err == nil && name == r.Name
-}
-
-func sameFields(fields []string, a, b map[string]string) bool {
-	for _, f := range fields {
-		if f == FieldNodeID || f == FieldDataEngine {
-			continue // compared by the caller
-		}
-		av, ok := a[f]
-		if !ok || av == "" || av != b[f] {
-			return false
-		}
-	}
-	return true
 }
 
 // labelCache shares one labels map between the new records whose labels
@@ -527,14 +548,43 @@ func (p *Plan) setConditions(r Record, hit guardHit) {
 	if k.set == 0 {
 		return
 	}
-	cs, ok := p.conds[k]
-	if !ok {
-		cs = k.conditions()
-		if p.conds != nil {
-			p.conds[k] = cs
+	p.Conditions = append(p.Conditions, SetConditions{Record: r, Conditions: p.conds.of(k)})
+}
+
+// condLists shares one slice of conditions between the records that need
+// the same. A plan needs few different ones (a few sets, times the
+// guard's hits), so the first are found by a linear search, without
+// hashing the hits' messages; the map holds them all.
+type condLists struct {
+	recent []condList
+	all    map[condKey][]metav1.Condition
+}
+
+type condList struct {
+	key condKey
+	cs  []metav1.Condition
+}
+
+const recentCondLists = 16
+
+func (cl *condLists) of(k condKey) []metav1.Condition {
+	for _, e := range cl.recent {
+		if e.key == k {
+			return e.cs
 		}
 	}
-	p.Conditions = append(p.Conditions, SetConditions{Record: r, Conditions: cs})
+	cs, ok := cl.all[k]
+	if !ok {
+		cs = k.conditions()
+		if cl.all == nil {
+			cl.all = map[condKey][]metav1.Condition{}
+		}
+		cl.all[k] = cs
+	}
+	if len(cl.recent) < recentCondLists {
+		cl.recent = append(cl.recent, condList{k, cs})
+	}
+	return cs
 }
 
 // condKey says which conditions a record needs; records that need the
@@ -630,7 +680,7 @@ func (p *Plan) requeue(at time.Time) {
 // sort puts every list in name order; Decide builds them nearly sorted,
 // so each is checked first.
 func (p *Plan) sort() {
-	p.conds = nil
+	p.conds = condLists{}
 	sortBy(p.Create, func(r Record) string { return r.Name })
 	sortBy(p.Forget, func(f Forget) string { return f.Record.Name })
 	sortBy(p.Purge, func(pu Purge) string { return pu.Record.Name })
