@@ -51,8 +51,9 @@ func (b bitset) contains(i int) bool { return b[i/64]&(1<<(i%64)) != 0 }
 //
 // The cost that dominates a large input is touching each item's
 // Parameters map, a cache miss per item: the first pass reads only the
-// orphans' maps (few, usually), the second reads each map once, for both
-// the match key and the scope.
+// orphans' maps (few, usually; none when every candidate is an orphan),
+// the second reads each map once, for both the match key and the scope.
+// Names are kept as sums (see sumTable) and spelled only for new records.
 func indexCandidates(cs []Candidate, recs []Record, plan *Plan) candidates {
 	// Orphans are always named; match keys are needed only to name the
 	// other candidates, so a set made only of orphans builds none.

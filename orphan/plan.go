@@ -46,7 +46,8 @@ type Input struct {
 // authority appears exactly once in Forget, Purge or Keep; Create holds new
 // records. Lists are sorted by record name. A plan is read-only: entries
 // may share their Conditions slices and Labels maps with each other, new
-// records share their Parameters with the Input's items, and kept,
+// records share their Parameters with the Input's items (and their names
+// are pieces of one string), and kept,
 // forgotten and purged records share everything with the Input's
 // records; Clone a record before changing it.
 type Plan struct {
