@@ -410,8 +410,12 @@ func referenceDecide(in orphan.Input) referencePlan {
 		}
 		return false
 	}
-	for _, c := range in.Candidates {
-		if _, err := c.Item.Name(); err != nil && participates(c) {
+	takesPart := make([]bool, len(in.Candidates))
+	candName := make([]string, len(in.Candidates)) // "" when it cannot be named
+	for i, c := range in.Candidates {
+		takesPart[i] = participates(c)
+		candName[i], _ = c.Item.Name()
+		if _, err := c.Item.Name(); err != nil && takesPart[i] {
 			out.rejected = append(out.rejected, fmt.Sprint(c.Item))
 		}
 	}
@@ -420,8 +424,8 @@ func referenceDecide(in orphan.Input) referencePlan {
 	last := func(name string) (orphan.Candidate, bool) {
 		var found orphan.Candidate
 		ok := false
-		for _, c := range in.Candidates {
-			if n, err := c.Item.Name(); err == nil && n == name && participates(c) {
+		for i, c := range in.Candidates {
+			if n := candName[i]; n != "" && n == name && takesPart[i] {
 				found, ok = c, true
 			}
 		}
@@ -432,9 +436,8 @@ func referenceDecide(in orphan.Input) referencePlan {
 		found := false
 		var outcome orphan.Outcome
 		var kind orphan.Kind
-		for _, c := range in.Candidates {
-			n, err := c.Item.Name()
-			if err != nil || n != name || !participates(c) {
+		for i, c := range in.Candidates {
+			if n := candName[i]; n == "" || n != name || !takesPart[i] {
 				continue
 			}
 			if !found {
