@@ -166,26 +166,33 @@ func parseName(name string) (nameSum, bool) {
 		return sum, false
 	}
 	h := name[len(NamePrefix):]
+	var bad byte
 	for i := range sum {
-		hi, ok1 := lowerHex(h[2*i])
-		lo, ok2 := lowerHex(h[2*i+1])
-		if !ok1 || !ok2 {
-			return sum, false
-		}
-		sum[i] = hi<<4 | lo
+		hi, lo := unhex[h[2*i]], unhex[h[2*i+1]]
+		bad |= hi | lo
+		sum[i] = hi<<4 | lo&0xf
+	}
+	if bad > 0xf { // a byte that is no lower-case hex digit
+		return nameSum{}, false
 	}
 	return sum, true
 }
 
-func lowerHex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
+// unhex is the value of each lower-case hex digit and 0xff for every
+// other byte: a table, because which branch a random digit takes cannot
+// be predicted.
+var unhex = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
 	}
-	return 0, false
-}
+	for c := byte('0'); c <= '9'; c++ {
+		t[c] = c - '0'
+	}
+	for c := byte('a'); c <= 'f'; c++ {
+		t[c] = c - 'a' + 10
+	}
+	return t
+}()
 
 // checksum hashes the fields joined by "-" and trimmed of surrounding
 // white space, as Longhorn does. Trimming the joined string equals trimming
