@@ -47,7 +47,7 @@ type Input struct {
 // records. Lists are sorted by record name. A plan is read-only: entries
 // may share their Conditions slices and Labels maps with each other, new
 // records share their Parameters with the Input's items (and their names
-// are pieces of one string), and kept,
+// are pieces of strings of 64 names), and kept,
 // forgotten and purged records share everything with the Input's
 // records; Clone a record before changing it.
 type Plan struct {
@@ -336,9 +336,9 @@ func recordFactsOf(recs []Record, cands *candidates, scopes *scopeResolver) []re
 }
 
 // create plans a record for every orphan candidate of a Ready scope that
-// no record in the input's authority names. The names are spelled into
-// one string, in name order, and each record's is a piece of it: one
-// allocation instead of one per record.
+// no record in the input's authority names. The names are spelled, in
+// name order, into strings of namesPerBlock names, and each record's is a
+// piece of one.
 func (p *Plan) create(in Input, cands *candidates, scopes *scopeResolver) {
 	var creates []int32
 	for i, c := range cands.named {
@@ -347,19 +347,16 @@ func (p *Plan) create(in Input, cands *candidates, scopes *scopeResolver) {
 		}
 	}
 	sortBySum(creates, cands.named)
-	var names strings.Builder
-	names.Grow(len(creates) * nameLen)
-	buf := make([]byte, 0, nameLen)
-	for _, i := range creates {
-		buf = cands.named[i].sum.appendName(buf[:0])
-		names.Write(buf)
-	}
-	spelled := names.String()
 	p.Create = make([]Record, 0, len(creates))
 	var labels labelCache
+	var spelled string // the names of this block of namesPerBlock records
 	for j, i := range creates {
 		c := &cands.named[i]
-		rec := Record{Name: spelled[j*nameLen : (j+1)*nameLen], Kind: c.Item.Kind, NodeID: c.Item.NodeID, DataEngine: c.Item.DataEngine,
+		if j%namesPerBlock == 0 {
+			spelled = spellNames(creates[j:min(j+namesPerBlock, len(creates))], cands.named)
+		}
+		k := j % namesPerBlock
+		rec := Record{Name: spelled[k*nameLen : (k+1)*nameLen], Kind: c.Item.Kind, NodeID: c.Item.NodeID, DataEngine: c.Item.DataEngine,
 			Parameters: c.Item.Parameters, Labels: labels.of(c.Item), CreatedAt: in.Now}
 		rec.Conditions = p.newConditions(rec, scopes.resolve(c.scope).hit)
 		p.Create = append(p.Create, rec)
@@ -367,6 +364,22 @@ func (p *Plan) create(in Input, cands *candidates, scopes *scopeResolver) {
 			p.requeue(due)
 		}
 	}
+}
+
+// namesPerBlock is how many new records' names share one string: few
+// allocations, and a store that keeps one record of a block keeps at
+// most this many names' bytes alive with it.
+const namesPerBlock = 64
+
+// spellNames spells the names of named[idx...] into one string.
+func spellNames(idx []int32, named []namedCandidate) string {
+	var b strings.Builder
+	b.Grow(len(idx) * nameLen)
+	var buf [nameLen]byte
+	for _, i := range idx {
+		b.Write(named[i].sum.appendName(buf[:0]))
+	}
+	return b.String()
 }
 
 // sortBySum orders indexes of named by their names: the sums' bytes

@@ -181,3 +181,21 @@ func clone(m map[string]string) map[string]string {
 	}
 	return out
 }
+
+// TestDecideNamesManyNewRecords: names spelled in blocks are each the
+// name of the record's own item, in order, across block boundaries.
+func TestDecideNamesManyNewRecords(t *testing.T) {
+	in := planInputWithOrphans(1000, 3)
+	p := orphan.Decide(in)
+	if len(p.Create) < 300 {
+		t.Fatalf("%d records created, want at least 300", len(p.Create))
+	}
+	for i, r := range p.Create {
+		if name, err := r.Item().Name(); err != nil || name != r.Name {
+			t.Fatalf("record %d is named %s, its item %s (%v)", i, r.Name, name, err)
+		}
+		if i > 0 && p.Create[i-1].Name >= r.Name {
+			t.Fatalf("records %d and %d out of order", i-1, i)
+		}
+	}
+}
