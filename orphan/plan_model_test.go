@@ -185,7 +185,7 @@ func clone(m map[string]string) map[string]string {
 // TestDecideNamesManyNewRecords: names spelled in blocks are each the
 // name of the record's own item, in order, across block boundaries.
 func TestDecideNamesManyNewRecords(t *testing.T) {
-	in := planInputWithOrphans(1000, 3)
+	in := planInputWithOrphans(1000, 1)
 	p := orphan.Decide(in)
 	if len(p.Create) < 300 {
 		t.Fatalf("%d records created, want at least 300", len(p.Create))
