@@ -1,6 +1,7 @@
 package orphan
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"strings"
 )
@@ -9,32 +10,26 @@ import (
 // that can matter, named and merged, in input order, and the guard's
 // counts of every scope.
 type candidates struct {
-	named  []namedCandidate
-	byName map[string]int // record name → index in named
-	counts scopeCounts
+	named    []namedCandidate
+	byName   sumTable // name → index in named, and whether it is an orphan
+	recorded bitset   // indexes in named that a record in the input's authority names
+	counts   scopeCounts
 }
 
-// namedCandidate is a candidate with its computed record name and scope.
+// namedCandidate is a candidate with its record name, as a sum, and scope.
 type namedCandidate struct {
 	Candidate
-	name     string
-	scope    Scope
-	recorded bool // a record in the input's authority has its name
+	sum   nameSum
+	scope Scope
 }
 
-func (cs *candidates) markRecorded(name string) {
-	if i, ok := cs.byName[name]; ok {
-		cs.named[i].recorded = true
-	}
-}
+// bitset is a set of small integers: a million of them fit in 128 KiB,
+// which stays in the cache while a planner marks them at random.
+type bitset []uint64
 
-func (cs *candidates) get(name string) (namedCandidate, bool) {
-	i, ok := cs.byName[name]
-	if !ok {
-		return namedCandidate{}, false
-	}
-	return cs.named[i], true
-}
+func newBitset(n int) bitset         { return make(bitset, (n+63)/64) }
+func (b bitset) add(i int)           { b[i/64] |= 1 << (i % 64) }
+func (b bitset) contains(i int) bool { return b[i/64]&(1<<(i%64)) != 0 }
 
 // indexCandidates names the candidates that can matter and merges
 // duplicates; conflicting verdicts or kinds for one name become undecided,
@@ -56,10 +51,19 @@ func (cs *candidates) get(name string) (namedCandidate, bool) {
 //
 // The cost that dominates a large input is touching each item's
 // Parameters map, a cache miss per item: the first pass reads only the
-// orphans' maps (few, usually), the second reads each map once, for both
-// the match key and the scope.
+// orphans' maps (few, usually; none when every candidate is an orphan),
+// the second reads each map once, for both the match key and the scope.
+// Names are kept as sums (see sumTable) and spelled only for new records.
 func indexCandidates(cs []Candidate, recs []Record, plan *Plan) candidates {
-	needed := make(map[string]uint8, len(recs)+len(cs)/64) // match key → its name classes, as bits
+	// Orphans are always named; match keys are needed only to name the
+	// other candidates, so a set made only of orphans builds none.
+	others := 0
+	for _, c := range cs {
+		if c.Verdict.Outcome != OutcomeOrphan {
+			others++
+		}
+	}
+	var needed map[string]uint8 // match key → its name classes, as bits
 	classes := map[string]uint8{}
 	classBit := func(class string) uint8 {
 		b, ok := classes[class]
@@ -70,20 +74,12 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan) candidates {
 		return b
 	}
 	var lk kindLookup
-	for _, r := range recs {
-		k := lk.keyOf(r.Kind, r.Parameters)
-		needed[k.primary] |= classBit(k.class)
-	}
-	// Orphans are always named; their keys are needed only to name the
-	// other observations of the same data, so a set of orphans alone
-	// skips them.
-	others := 0
-	for _, c := range cs {
-		if c.Verdict.Outcome != OutcomeOrphan {
-			others++
-		}
-	}
 	if others > 0 {
+		needed = make(map[string]uint8, len(recs)+len(cs)/64)
+		for _, r := range recs {
+			k := lk.keyOf(r.Kind, r.Parameters)
+			needed[k.primary] |= classBit(k.class)
+		}
 		for _, c := range cs {
 			if c.Verdict.Outcome == OutcomeOrphan {
 				k := lk.keyOf(c.Item.Kind, c.Item.Parameters)
@@ -95,7 +91,7 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan) candidates {
 	filter := newKeyFilter(needed)
 	tally := scopeTally{counts: scopeCounts{}}
 	room := min(len(needed)+len(cs)-others, len(cs))
-	out := candidates{byName: make(map[string]int, room), named: make([]namedCandidate, 0, room)}
+	out := candidates{byName: newSumTable(room), named: make([]namedCandidate, 0, room)}
 	for _, c := range cs {
 		spec := lk.spec(c.Item.Kind)
 		k, scope := lk.keyAndScope(spec, c.Item)
@@ -109,17 +105,19 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan) candidates {
 				continue
 			}
 		}
-		name, err := c.Item.Name()
+		sum, err := c.Item.nameSum()
 		if err != nil {
 			plan.Rejected = append(plan.Rejected, Rejected{Item: c.Item, Err: err})
 			continue
 		}
-		i, dup := out.byName[name]
+		out.byName.makeRoom()
+		j, dup := out.byName.find(&sum)
 		if !dup {
-			out.byName[name] = len(out.named)
-			out.named = append(out.named, namedCandidate{Candidate: c, name: name, scope: scope})
+			out.byName.set(j, &sum, len(out.named), orphan)
+			out.named = append(out.named, namedCandidate{Candidate: c, sum: sum, scope: scope})
 			continue
 		}
+		i := out.byName.slots[j].index()
 		prev := out.named[i]
 		switch {
 		case prev.Item.Kind != c.Item.Kind:
@@ -129,8 +127,10 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan) candidates {
 		case prev.Verdict.Outcome != c.Verdict.Outcome:
 			c.Verdict = Undecided("conflicting verdicts for one item: " + prev.Verdict.Outcome.String() + " and " + c.Verdict.Outcome.String())
 		}
-		out.named[i] = namedCandidate{Candidate: c, name: name, scope: scope}
+		out.named[i] = namedCandidate{Candidate: c, sum: sum, scope: scope}
+		out.byName.slots[j].orphan = c.Verdict.Outcome == OutcomeOrphan
 	}
+	out.recorded = newBitset(len(out.named))
 	for _, c := range out.named {
 		if c.Verdict.Outcome == OutcomeOrphan {
 			tally.add(c.scope, 1, 1)
@@ -157,7 +157,7 @@ const recentScopes = 32
 
 func (t *scopeTally) add(s Scope, valid, orphans int) {
 	for i := range t.recent {
-		if e := &t.recent[i]; e.scope == s {
+		if e := &t.recent[i]; sameScope(e.scope, s) {
 			e.count.valid += valid
 			e.count.orphans += orphans
 			return
@@ -233,4 +233,70 @@ func (l *kindLookup) keyAndScope(s *KindSpec, it Item) (matchKey, Scope) {
 		scope.Disk = it.Parameters[s.ScopeParam]
 	}
 	return matchKey{s.NameClass, strings.TrimSpace(it.Parameters[s.MatchParam])}, scope
+}
+
+// sumTable maps name sums to indexes in named, by open addressing on the
+// sum's first eight bytes: a SHA-256 is already uniformly spread, so
+// nothing is hashed again, and a million names cost one flat array
+// instead of a million strings in a map. A slot holds the whole sum, and
+// a hit is a whole sum equal: two names share a slot exactly when they
+// are equal, as in a map of names. Finding a record's candidate and
+// whether it is an orphan reads one slot, not the candidate.
+type sumTable struct {
+	slots []sumSlot
+	n     int
+}
+
+type sumSlot struct {
+	sum    nameSum
+	i      int32 // index in named + 1; zero is an empty slot
+	orphan bool  // the merged verdict of the name is OutcomeOrphan
+}
+
+func (sl *sumSlot) index() int { return int(sl.i) - 1 }
+
+func newSumTable(room int) sumTable {
+	size := 16
+	for size < 2*room {
+		size <<= 1
+	}
+	return sumTable{slots: make([]sumSlot, size)}
+}
+
+func lead(sum *nameSum) uint64 { return binary.BigEndian.Uint64(sum[:8]) }
+
+// find returns the slot holding sum, or the empty slot where it belongs.
+func (t *sumTable) find(sum *nameSum) (int, bool) {
+	mask := uint64(len(t.slots) - 1)
+	for j := lead(sum) & mask; ; j = (j + 1) & mask {
+		sl := &t.slots[j]
+		if sl.i == 0 {
+			return int(j), false
+		}
+		if sl.sum == *sum {
+			return int(j), true
+		}
+	}
+}
+
+// set fills the empty slot j that find returned for sum.
+func (t *sumTable) set(j int, sum *nameSum, i int, orphan bool) {
+	t.slots[j] = sumSlot{sum: *sum, i: int32(i + 1), orphan: orphan}
+	t.n++
+}
+
+// makeRoom grows the table, if needed, so that one more sum can be set;
+// call it before the find whose slot is set.
+func (t *sumTable) makeRoom() {
+	if 2*(t.n+1) <= len(t.slots) {
+		return
+	}
+	old := t.slots
+	t.slots = make([]sumSlot, 2*len(old))
+	for k := range old {
+		if old[k].i != 0 {
+			j, _ := t.find(&old[k].sum)
+			t.slots[j] = old[k]
+		}
+	}
 }

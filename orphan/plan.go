@@ -1,6 +1,7 @@
 package orphan
 
 import (
+	"bytes"
 	"cmp"
 	"slices"
 	"strings"
@@ -45,7 +46,8 @@ type Input struct {
 // authority appears exactly once in Forget, Purge or Keep; Create holds new
 // records. Lists are sorted by record name. A plan is read-only: entries
 // may share their Conditions slices and Labels maps with each other, new
-// records share their Parameters with the Input's items, and kept,
+// records share their Parameters with the Input's items (and their names
+// are pieces of strings of 64 names), and kept,
 // forgotten and purged records share everything with the Input's
 // records; Clone a record before changing it.
 type Plan struct {
@@ -77,7 +79,7 @@ type Plan struct {
 	// only for this plan's conditions to be written; zero if never.
 	RequeueAt time.Time
 
-	conds map[condKey][]metav1.Condition // while Decide runs: shared condition lists
+	conds condLists // while Decide runs: shared condition lists
 }
 
 // ForgetReason says why a record is forgotten. Apart from ReasonGone,
@@ -202,23 +204,27 @@ func Decide(in Input) Plan {
 	var plan Plan
 	cands := indexCandidates(in.Candidates, in.Records, &plan)
 	guard := newGuardState(in, cands.counts)
-	plan.conds = map[condKey][]metav1.Condition{}
+	scopes := scopeResolver{scopes: in.Scopes, guard: guard}
 	// Most records are kept, and most kept ones need a condition at most
 	// once: room for all of them, so large plans never grow by copying.
 	plan.Keep = make([]Keep, 0, len(in.Records))
 	plan.Conditions = make([]SetConditions, 0, len(in.Records))
 
-	// Records are planned in name order, so the plan's lists come out
-	// sorted and large ones never have to move their entries.
+	// What each record's plan depends on is looked up first, in input
+	// order, which is the order the records lie in memory; then records
+	// are planned in name order, so the plan's lists come out sorted and
+	// large ones never have to move their entries.
+	facts := recordFactsOf(in.Records, &cands, &scopes)
 	order := sortedIndexes(len(in.Records), func(i int) string { return in.Records[i].Name })
 	var dueAuto []int // indexes in plan.Purge of auto purges, for the guard's share rule
 	for _, i := range order {
-		r := in.Records[i]
-		st, ok := resolveScope(in.Scopes, r.Scope())
-		if !ok {
+		f := facts[i]
+		if f.rs == nil {
 			continue
 		}
-		cands.markRecorded(r.Name)
+		r := in.Records[i]
+		st, scope := f.rs.st, f.rs.scope
+		ci, seen := int(f.ci), f.seen
 		switch {
 		case st.Health.Forgets():
 			plan.forget(r, ForgetReason(st.Health), st.Message)
@@ -230,23 +236,26 @@ func Decide(in Input) Plan {
 			plan.forget(r, ReasonNotCleanable, "deletion requested, but the record says its data is not cleanable")
 			continue
 		case st.Health != HealthReady:
-			plan.Keep = append(plan.Keep, Keep{Record: r, Reason: "scope " + r.Scope().String() + " was not scanned completely: " + st.Message})
+			plan.Keep = append(plan.Keep, Keep{Record: r, Reason: "scope " + scope.String() + " was not scanned completely: " + st.Message})
 			continue
 		}
-		c, seen := cands.get(r.Name)
-		if !consistentName(r, c, seen) {
+		var c namedCandidate
+		if seen && !f.orphan {
+			c = cands.named[ci] // for its verdict; an orphan's is known
+		}
+		if !f.consistent {
 			plan.forget(r, ReasonMismatch, "the record's name does not match its parameters")
 			continue
 		}
 		switch {
 		case !seen:
-			plan.forget(r, ReasonGone, "no longer seen in "+r.Scope().String())
+			plan.forget(r, ReasonGone, "no longer seen in "+scope.String())
 			continue
-		case c.Verdict.Outcome == OutcomeOwned:
+		case !f.orphan && c.Verdict.Outcome == OutcomeOwned:
 			plan.forget(r, ReasonOwned, c.Verdict.Reason)
 			continue
-		case c.Verdict.Outcome != OutcomeOrphan:
-			plan.keep(r, guard, "undecided: "+c.Verdict.Reason)
+		case !f.orphan:
+			plan.keep(r, f.rs.hit, "undecided: "+c.Verdict.Reason)
 			continue
 		}
 		due, auto := in.Policy.DueAt(r)
@@ -254,9 +263,9 @@ func Decide(in Input) Plan {
 		switch {
 		case !isDue && auto:
 			plan.requeue(due)
-			plan.keep(r, guard, "auto-deletion due at "+due.UTC().Format(time.RFC3339))
+			plan.keep(r, f.rs.hit, "auto-deletion due at "+due.UTC().Format(time.RFC3339))
 		case !isDue:
-			plan.keep(r, guard, "orphan; waiting for a deletion request")
+			plan.keep(r, f.rs.hit, "orphan; waiting for a deletion request")
 		case r.NotCleanable():
 			what := "auto-deletion due"
 			if r.DeletionRequested {
@@ -265,50 +274,191 @@ func Decide(in Input) Plan {
 			plan.forget(r, ReasonNotCleanable, what+", but the record says its data is not cleanable")
 		case !r.Cleanable():
 			plan.requeue(in.Now)
-			plan.keep(r, guard, "purge due once DataCleanable=True is recorded")
-		case guard.refuses(r.Scope()).rule != "":
-			plan.refuse(r, guard.refuses(r.Scope()))
+			plan.keep(r, f.rs.hit, "purge due once DataCleanable=True is recorded")
+		case f.rs.hit.rule != "":
+			plan.refuse(r, f.rs.hit)
 		default:
-			plan.Purge = append(plan.Purge, Purge{Record: r, Candidate: c.Candidate, Auto: !r.DeletionRequested})
+			plan.Purge = append(plan.Purge, Purge{Record: r, Candidate: cands.named[ci].Candidate, Auto: !r.DeletionRequested})
 			if !r.DeletionRequested {
 				dueAuto = append(dueAuto, len(plan.Purge)-1)
 			}
 		}
 	}
 	plan.applyShareRule(guard, dueAuto)
-
-	var creates []int
-	for i, c := range cands.named {
-		if !c.recorded && c.Verdict.Outcome == OutcomeOrphan {
-			creates = append(creates, i)
-		}
-	}
-	order = sortedIndexes(len(creates), func(i int) string { return cands.named[creates[i]].name })
-	plan.Create = make([]Record, 0, len(creates))
-	var labels labelCache
-	for _, i := range order {
-		c := cands.named[creates[i]]
-		st, ok := resolveScope(in.Scopes, c.scope)
-		if !ok || st.Health != HealthReady {
-			continue
-		}
-		rec := Record{Name: c.name, Kind: c.Item.Kind, NodeID: c.Item.NodeID, DataEngine: c.Item.DataEngine,
-			Parameters: c.Item.Parameters, Labels: labels.of(c.Item), CreatedAt: in.Now}
-		rec.Conditions = plan.newConditions(rec, guard.refuses(c.scope))
-		plan.Create = append(plan.Create, rec)
-		if due, auto := in.Policy.DueAt(rec); auto {
-			plan.requeue(due)
-		}
-	}
-
+	plan.create(in, &cands, &scopes)
 	plan.sort()
 	return plan
 }
 
-// keep keeps a record of a Ready scope and plans the conditions it lacks.
-func (p *Plan) keep(r Record, g *guardState, reason string) {
+// recordFacts is what a record's plan depends on besides the record.
+type recordFacts struct {
+	rs         *resolvedScope // its scope resolved; nil outside the input's authority
+	ci         int32          // its candidate's index in named, if seen
+	seen       bool           // a candidate of its name takes part
+	orphan     bool           // that candidate's merged verdict is OutcomeOrphan
+	consistent bool           // its name is the one its fields give; computed only in a Ready scope
+}
+
+// recordFactsOf resolves each record's scope, finds its candidate (and
+// marks the candidate recorded: the record is in the input's authority,
+// whatever its scope's health) and, in a Ready scope, checks its name,
+// which is all Decide reads of a record besides its own fields.
+//
+// A record's name is checked by hashing its own fields, every time:
+// nothing else tells a record whose name is not the one its fields give
+// (tampered, or written by hand) from the record of the candidate it
+// names, and the hash costs less than reaching the candidate's fields
+// would.
+func recordFactsOf(recs []Record, cands *candidates, scopes *scopeResolver) []recordFacts {
+	facts := make([]recordFacts, len(recs))
+	for i := range recs {
+		r := &recs[i]
+		rs := scopes.resolve(r.Scope())
+		if !rs.ok {
+			continue
+		}
+		f := &facts[i]
+		f.rs = rs
+		sum, canonical := parseName(r.Name) // a name of another form is no candidate's, and not its fields'
+		if canonical {
+			if j, ok := cands.byName.find(&sum); ok {
+				sl := &cands.byName.slots[j]
+				f.ci, f.seen, f.orphan = int32(sl.index()), true, sl.orphan
+				cands.recorded.add(sl.index())
+			}
+		}
+		if rs.st.Health == HealthReady && canonical {
+			own, err := r.Item().nameSum()
+			f.consistent = err == nil && own == sum
+		}
+	}
+	return facts
+}
+
+// create plans a record for every orphan candidate of a Ready scope that
+// no record in the input's authority names. The names are spelled, in
+// name order, into strings of namesPerBlock names, and each record's is a
+// piece of one.
+func (p *Plan) create(in Input, cands *candidates, scopes *scopeResolver) {
+	var creates []int32
+	for i, c := range cands.named {
+		if c.Verdict.Outcome == OutcomeOrphan && !cands.recorded.contains(i) && scopes.resolve(c.scope).isReady() {
+			creates = append(creates, int32(i))
+		}
+	}
+	sortBySum(creates, cands.named)
+	p.Create = make([]Record, 0, len(creates))
+	var labels labelCache
+	var spelled string // the names of this block of namesPerBlock records
+	for j, i := range creates {
+		c := &cands.named[i]
+		if j%namesPerBlock == 0 {
+			spelled = spellNames(creates[j:min(j+namesPerBlock, len(creates))], cands.named)
+		}
+		k := j % namesPerBlock
+		rec := Record{Name: spelled[k*nameLen : (k+1)*nameLen], Kind: c.Item.Kind, NodeID: c.Item.NodeID, DataEngine: c.Item.DataEngine,
+			Parameters: c.Item.Parameters, Labels: labels.of(c.Item), CreatedAt: in.Now}
+		rec.Conditions = p.newConditions(rec, scopes.resolve(c.scope).hit)
+		p.Create = append(p.Create, rec)
+		if due, auto := in.Policy.DueAt(rec); auto {
+			p.requeue(due)
+		}
+	}
+}
+
+// namesPerBlock is how many new records' names share one string: few
+// allocations, and a store that keeps one record of a block keeps at
+// most this many names' bytes alive with it.
+const namesPerBlock = 64
+
+// spellNames spells the names of named[idx...] into one string.
+func spellNames(idx []int32, named []namedCandidate) string {
+	var b strings.Builder
+	b.Grow(len(idx) * nameLen)
+	var buf [nameLen]byte
+	for _, i := range idx {
+		b.Write(named[i].sum.appendName(buf[:0]))
+	}
+	return b.String()
+}
+
+// sortBySum orders indexes of named by their names: the sums' bytes
+// compare as their lower-case hex spellings do.
+func sortBySum(idx []int32, named []namedCandidate) {
+	type key struct {
+		lead uint64
+		i    int32
+	}
+	keys := make([]key, len(idx))
+	for j, i := range idx {
+		keys[j] = key{lead(&named[i].sum), i}
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if c := cmp.Compare(a.lead, b.lead); c != 0 {
+			return c
+		}
+		return bytes.Compare(named[a.i].sum[:], named[b.i].sum[:])
+	})
+	for j, k := range keys {
+		idx[j] = k.i
+	}
+}
+
+// scopeResolver is resolveScope and the guard's hit, remembered per
+// scope: a node has few scopes and a large input long runs of one. Both
+// are functions of the Input alone, which Decide never changes, so what
+// is remembered never goes stale within one Decide.
+type scopeResolver struct {
+	scopes map[Scope]ScopeStatus
+	guard  *guardState
+	recent []*resolvedScope
+	all    map[Scope]*resolvedScope
+}
+
+type resolvedScope struct {
+	scope Scope
+	st    ScopeStatus
+	ok    bool // the scope is in the input's authority
+	hit   guardHit
+}
+
+func (rs *resolvedScope) isReady() bool { return rs.ok && rs.st.Health == HealthReady }
+
+func (sr *scopeResolver) resolve(s Scope) *resolvedScope {
+	for _, e := range sr.recent {
+		if sameScope(e.scope, s) {
+			return e
+		}
+	}
+	if e, ok := sr.all[s]; ok {
+		return e
+	}
+	st, ok := resolveScope(sr.scopes, s)
+	e := &resolvedScope{scope: s, st: st, ok: ok, hit: sr.guard.refuses(s)}
+	if sr.all == nil {
+		sr.all = map[Scope]*resolvedScope{}
+	}
+	sr.all[s] = e
+	if len(sr.recent) < recentScopes {
+		sr.recent = append(sr.recent, e)
+	}
+	return e
+}
+
+// sameScope is a == b, telling most different scopes of a node apart by
+// their disk names' lengths and last bytes before comparing whole strings.
+func sameScope(a, b Scope) bool {
+	if n := len(a.Disk); n != len(b.Disk) || n > 0 && a.Disk[n-1] != b.Disk[n-1] {
+		return false
+	}
+	return a == b
+}
+
+// keep keeps a record of a Ready scope and plans the conditions it lacks;
+// hit is the guard's for its scope.
+func (p *Plan) keep(r Record, hit guardHit, reason string) {
 	p.Keep = append(p.Keep, Keep{Record: r, Reason: reason})
-	p.setConditions(r, g.refuses(r.Scope()))
+	p.setConditions(r, hit)
 }
 
 // refuse keeps a record whose due purge the guard stopped.
@@ -337,33 +487,6 @@ func (p *Plan) newConditions(r Record, hit guardHit) []metav1.Condition {
 	cs := p.Conditions[n].Conditions
 	p.Conditions = p.Conditions[:n]
 	return cs
-}
-
-// consistentName reports whether r's name is the one its parameters give.
-// When the candidate of that name was seen with the same name fields, the
-// name is its name and needs no hashing: equal fields join into an equal
-// string. Otherwise the name is computed.
-func consistentName(r Record, c namedCandidate, seen bool) bool {
-	if seen && c.Item.NodeID == r.NodeID && c.Item.DataEngine == r.DataEngine {
-		if s := specOf(r.Kind); s != nil && specOf(c.Item.Kind) != nil && sameFields(s.NameFields, r.Parameters, c.Item.Parameters) {
-			return true
-		}
-	}
-	name, err := r.Item().Name()
-	return err == nil && name == r.Name
-}
-
-func sameFields(fields []string, a, b map[string]string) bool {
-	for _, f := range fields {
-		if f == FieldNodeID || f == FieldDataEngine {
-			continue // compared by the caller
-		}
-		av, ok := a[f]
-		if !ok || av == "" || av != b[f] {
-			return false
-		}
-	}
-	return true
 }
 
 // labelCache shares one labels map between the new records whose labels
@@ -439,14 +562,43 @@ func (p *Plan) setConditions(r Record, hit guardHit) {
 	if k.set == 0 {
 		return
 	}
-	cs, ok := p.conds[k]
-	if !ok {
-		cs = k.conditions()
-		if p.conds != nil {
-			p.conds[k] = cs
+	p.Conditions = append(p.Conditions, SetConditions{Record: r, Conditions: p.conds.of(k)})
+}
+
+// condLists shares one slice of conditions between the records that need
+// the same. A plan needs few different ones (a few sets, times the
+// guard's hits), so the first are found by a linear search, without
+// hashing the hits' messages; the map holds them all.
+type condLists struct {
+	recent []condList
+	all    map[condKey][]metav1.Condition
+}
+
+type condList struct {
+	key condKey
+	cs  []metav1.Condition
+}
+
+const recentCondLists = 16
+
+func (cl *condLists) of(k condKey) []metav1.Condition {
+	for _, e := range cl.recent {
+		if e.key == k {
+			return e.cs
 		}
 	}
-	p.Conditions = append(p.Conditions, SetConditions{Record: r, Conditions: cs})
+	cs, ok := cl.all[k]
+	if !ok {
+		cs = k.conditions()
+		if cl.all == nil {
+			cl.all = map[condKey][]metav1.Condition{}
+		}
+		cl.all[k] = cs
+	}
+	if len(cl.recent) < recentCondLists {
+		cl.recent = append(cl.recent, condList{k, cs})
+	}
+	return cs
 }
 
 // condKey says which conditions a record needs; records that need the
@@ -542,7 +694,7 @@ func (p *Plan) requeue(at time.Time) {
 // sort puts every list in name order; Decide builds them nearly sorted,
 // so each is checked first.
 func (p *Plan) sort() {
-	p.conds = nil
+	p.conds = condLists{}
 	sortBy(p.Create, func(r Record) string { return r.Name })
 	sortBy(p.Forget, func(f Forget) string { return f.Record.Name })
 	sortBy(p.Purge, func(pu Purge) string { return pu.Record.Name })

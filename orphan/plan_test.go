@@ -220,6 +220,15 @@ func TestDecideAgreesWithReference(t *testing.T) {
 	for seed := range uint64(5000) {
 		rng := rand.New(rand.NewPCG(seed, 99))
 		in := randomInput(rng)
+		checkAgainstReference(t, seed, in)
+	}
+}
+
+// checkAgainstReference fails t unless Decide plans in exactly as
+// referenceDecide does.
+func checkAgainstReference(t *testing.T, seed uint64, in orphan.Input) {
+	t.Helper()
+	{
 		got := orphan.Decide(in)
 		want := referenceDecide(in)
 		if g := actions(got); !reflect.DeepEqual(g, want.actions) {
@@ -233,6 +242,26 @@ func TestDecideAgreesWithReference(t *testing.T) {
 		}
 		if !got.RequeueAt.Equal(want.requeue) {
 			t.Fatalf("seed %d: RequeueAt = %v, want %v", seed, got.RequeueAt, want.requeue)
+		}
+		purged, created := map[string]string{}, map[string]string{}
+		for _, pu := range got.Purge {
+			purged[pu.Record.Name] = fmt.Sprint(pu.Candidate.Item)
+		}
+		for _, r := range got.Create {
+			created[r.Name] = fmt.Sprint(r.Item())
+		}
+		if !reflect.DeepEqual(purged, want.purged) {
+			t.Fatalf("seed %d: purges' candidates differ\n got  %v\n want %v\ninput %+v", seed, purged, want.purged, in)
+		}
+		if !reflect.DeepEqual(created, want.created) {
+			t.Fatalf("seed %d: created records' items differ\n got  %v\n want %v\ninput %+v", seed, created, want.created, in)
+		}
+		var rejected []string
+		for _, r := range got.Rejected {
+			rejected = append(rejected, fmt.Sprint(r.Item))
+		}
+		if !reflect.DeepEqual(rejected, want.rejected) {
+			t.Fatalf("seed %d: rejected differ\n got  %v\n want %v\ninput %+v", seed, rejected, want.rejected, in)
 		}
 		checkPlanInvariants(t, seed, in, got)
 	}
@@ -306,12 +335,17 @@ type referencePlan struct {
 	marks   map[string]string
 	refused map[string]string
 	requeue time.Time
+	// purged and created are the item each purge and new record is of;
+	// rejected the candidates that could not be named, in input order.
+	purged, created map[string]string
+	rejected        []string
 }
 
 // referenceDecide restates Decide's rules one record at a time, with linear
 // searches and no shared helpers.
 func referenceDecide(in orphan.Input) referencePlan {
-	out := referencePlan{actions: map[string]string{}, marks: map[string]string{}, refused: map[string]string{}}
+	out := referencePlan{actions: map[string]string{}, marks: map[string]string{}, refused: map[string]string{},
+		purged: map[string]string{}, created: map[string]string{}}
 	find := func(s orphan.Scope) (orphan.Health, bool) {
 		for sc, st := range in.Scopes {
 			if sc == s {
@@ -346,14 +380,64 @@ func referenceDecide(in orphan.Input) referencePlan {
 		}
 		return diskH, true
 	}
+	// keyOf is an item's match key: its kind's name class and its
+	// MatchParam trimmed of white space.
+	keyOf := func(it orphan.Item) string {
+		s, ok := orphan.Spec(it.Kind)
+		if !ok {
+			return "unknown:" + string(it.Kind) + "\x00"
+		}
+		return s.NameClass + "\x00" + strings.TrimSpace(it.Parameters[s.MatchParam])
+	}
+	// participates says whether Decide names a candidate: every orphan,
+	// and another only when a record or an orphan candidate shares its
+	// match key. (Two items whose dash-joined fields collide into one name
+	// but whose match keys differ are kept apart unless both take part.)
+	participates := func(c orphan.Candidate) bool {
+		if c.Verdict.Outcome == orphan.OutcomeOrphan {
+			return true
+		}
+		k := keyOf(c.Item)
+		for _, r := range in.Records {
+			if keyOf(r.Item()) == k {
+				return true
+			}
+		}
+		for _, o := range in.Candidates {
+			if o.Verdict.Outcome == orphan.OutcomeOrphan && keyOf(o.Item) == k {
+				return true
+			}
+		}
+		return false
+	}
+	takesPart := make([]bool, len(in.Candidates))
+	candName := make([]string, len(in.Candidates)) // "" when it cannot be named
+	for i, c := range in.Candidates {
+		takesPart[i] = participates(c)
+		candName[i], _ = c.Item.Name()
+		if _, err := c.Item.Name(); err != nil && takesPart[i] {
+			out.rejected = append(out.rejected, fmt.Sprint(c.Item))
+		}
+	}
+	// last returns the last candidate named name that takes part: the
+	// observation a merged name keeps.
+	last := func(name string) (orphan.Candidate, bool) {
+		var found orphan.Candidate
+		ok := false
+		for i, c := range in.Candidates {
+			if n := candName[i]; n != "" && n == name && takesPart[i] {
+				found, ok = c, true
+			}
+		}
+		return found, ok
+	}
 	// verdictFor returns the combined verdict of every candidate named name.
 	verdictFor := func(name string) (orphan.Outcome, bool) {
 		found := false
 		var outcome orphan.Outcome
 		var kind orphan.Kind
-		for _, c := range in.Candidates {
-			n, err := c.Item.Name()
-			if err != nil || n != name {
+		for i, c := range in.Candidates {
+			if n := candName[i]; n == "" || n != name || !takesPart[i] {
 				continue
 			}
 			if !found {
@@ -401,8 +485,9 @@ func referenceDecide(in orphan.Input) referencePlan {
 		}
 		if outcome, _ := verdictFor(n); outcome == orphan.OutcomeOrphan {
 			countedName[n] = true
-			valid[c.Item.Scope()]++
-			orphans[c.Item.Scope()]++
+			l, _ := last(n) // counted where its last observation is
+			valid[l.Item.Scope()]++
+			orphans[l.Item.Scope()]++
 		}
 	}
 	for s, st := range in.Scopes {
@@ -526,6 +611,8 @@ func referenceDecide(in orphan.Input) referencePlan {
 		} else {
 			out.actions[r.Name] = "purge:auto"
 		}
+		l, _ := last(r.Name)
+		out.purged[r.Name] = fmt.Sprint(l.Item)
 	}
 	for _, c := range in.Candidates {
 		n, err := c.Item.Name()
@@ -535,9 +622,11 @@ func referenceDecide(in orphan.Input) referencePlan {
 		if outcome, _ := verdictFor(n); outcome != orphan.OutcomeOrphan {
 			continue
 		}
+		c, _ = last(n) // a merged name is created as its last observation
 		if h, ok := lookup(c.Item.Scope()); !ok || h != orphan.HealthReady {
 			continue
 		}
+		out.created[n] = fmt.Sprint(c.Item)
 		out.actions[n] = "create"
 		for _, k := range in.Policy.Kinds {
 			if k == c.Item.Kind {

@@ -112,28 +112,94 @@ func (it Item) Scope() Scope {
 // field the formula needs is empty: two different items must never share
 // a name because one of them lacked a field.
 func (it Item) Name() (string, error) {
+	sum, err := it.nameSum()
+	if err != nil {
+		return "", err
+	}
+	return sum.name(), nil
+}
+
+// nameSum is the SHA-256 a record name spells in hex: two names are equal
+// exactly when their sums are.
+type nameSum [sha256.Size]byte
+
+// nameLen is the length of every computed record name.
+const nameLen = len(NamePrefix) + 2*sha256.Size
+
+// nameSum is Name without spelling it: the planner compares and sorts
+// sums, and spells only the names of the records it creates.
+func (it Item) nameSum() (nameSum, error) {
 	s := specOf(it.Kind)
 	if s == nil {
-		return "", fmt.Errorf("%w: unknown kind %q", ErrInvalidItem, it.Kind)
+		return nameSum{}, fmt.Errorf("%w: unknown kind %q", ErrInvalidItem, it.Kind)
 	}
 	var stack [8]string
 	fields := stack[:0]
 	for _, f := range s.NameFields {
 		v := it.field(f)
 		if v == "" {
-			return "", fmt.Errorf("%w: %s item has no %s", ErrInvalidItem, it.Kind, f)
+			return nameSum{}, fmt.Errorf("%w: %s item has no %s", ErrInvalidItem, it.Kind, f)
 		}
 		fields = append(fields, v)
 	}
-	return checksumName(fields), nil
+	return checksum(fields), nil
 }
 
-// checksumName hashes the fields joined by "-" and trimmed of surrounding
+// name spells the record name: NamePrefix and the sum in lower-case hex.
+func (sum *nameSum) name() string {
+	var out [nameLen]byte
+	sum.appendName(out[:0])
+	return string(out[:])
+}
+
+func (sum *nameSum) appendName(b []byte) []byte {
+	b = append(b, NamePrefix...)
+	return hex.AppendEncode(b, sum[:])
+}
+
+// parseName returns the sum a record name spells, and false when the
+// name is not NamePrefix followed by 64 lower-case hex digits, the only
+// form a computed name takes: such a name is no item's.
+func parseName(name string) (nameSum, bool) {
+	var sum nameSum
+	if len(name) != nameLen || name[:len(NamePrefix)] != NamePrefix {
+		return sum, false
+	}
+	h := name[len(NamePrefix):]
+	var bad byte
+	for i := range sum {
+		hi, lo := unhex[h[2*i]], unhex[h[2*i+1]]
+		bad |= hi | lo
+		sum[i] = hi<<4 | lo&0xf
+	}
+	if bad > 0xf { // a byte that is no lower-case hex digit
+		return nameSum{}, false
+	}
+	return sum, true
+}
+
+// unhex is the value of each lower-case hex digit and 0xff for every
+// other byte: a table, because which branch a random digit takes cannot
+// be predicted.
+var unhex = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
+	}
+	for c := byte('0'); c <= '9'; c++ {
+		t[c] = c - '0'
+	}
+	for c := byte('a'); c <= 'f'; c++ {
+		t[c] = c - 'a' + 10
+	}
+	return t
+}()
+
+// checksum hashes the fields joined by "-" and trimmed of surrounding
 // white space, as Longhorn does. Trimming the joined string equals trimming
 // the front of the first field and the back of the last one, because the
 // fields are non-empty and joined by '-', which is not white space; that
 // lets the planner name a million items without building the string.
-func checksumName(fields []string) string {
+func checksum(fields []string) nameSum {
 	var stack [512]byte
 	buf := stack[:0]
 	for i, f := range fields {
@@ -148,11 +214,7 @@ func checksumName(fields []string) string {
 		}
 		buf = append(buf, f...)
 	}
-	sum := sha256.Sum256(buf)
-	var out [len(NamePrefix) + 2*sha256.Size]byte
-	copy(out[:], NamePrefix)
-	hex.Encode(out[len(NamePrefix):], sum[:])
-	return string(out[:])
+	return sha256.Sum256(buf)
 }
 
 // Labels returns the labels Longhorn puts on the item's record: the fixed

@@ -1,0 +1,69 @@
+package orphan
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestParseNameIsTheInverseOfSpelling: a record name parses back to its
+// sum exactly when it is a name Decide could have computed; any other
+// spelling (upper-case hex, another prefix, another length) is no item's
+// name and must not find a candidate.
+func TestParseNameIsTheInverseOfSpelling(t *testing.T) {
+	it := Item{Kind: KindBackup, Parameters: map[string]string{ParamBackupTarget: "t", ParamBackupVolume: "v", ParamBackupName: "b"}}
+	sum, err := it.nameSum()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, _ := it.Name()
+	if got, ok := parseName(name); !ok || got != sum {
+		t.Fatalf("parseName(%s) = %x, %v; want %x", name, got, ok, sum)
+	}
+	hexPart := name[len(NamePrefix):]
+	for _, bad := range []string{
+		NamePrefix + strings.ToUpper(hexPart),
+		NamePrefix + hexPart[:63] + "A",
+		NamePrefix + hexPart[:63] + "g",
+		NamePrefix + hexPart[:63],
+		NamePrefix + hexPart + "0",
+		"orphan_" + hexPart,
+		"",
+	} {
+		if _, ok := parseName(bad); ok {
+			t.Errorf("parseName(%q) accepted a name no item has", bad)
+		}
+	}
+}
+
+// TestSumTableConfirmsWholeSums: sums that share the eight bytes the
+// table is addressed by are still different names, also across growth.
+func TestSumTableConfirmsWholeSums(t *testing.T) {
+	tab := newSumTable(0)
+	var sums []nameSum
+	for i := range 100 {
+		var s nameSum
+		s[0] = 0xab     // every sum shares its leading bytes...
+		s[31] = byte(i) // ...and differs only at the end
+		s[30] = byte(i % 3)
+		sums = append(sums, s)
+	}
+	for i := range sums {
+		tab.makeRoom()
+		j, ok := tab.find(&sums[i])
+		if ok {
+			t.Fatalf("sum %d found before it was set", i)
+		}
+		tab.set(j, &sums[i], i, i%2 == 0)
+	}
+	for i := range sums {
+		j, ok := tab.find(&sums[i])
+		if !ok || tab.slots[j].index() != i || tab.slots[j].orphan != (i%2 == 0) {
+			t.Fatalf("sum %d: slot %+v, found %v", i, tab.slots[j], ok)
+		}
+	}
+	other := sums[0]
+	other[15] = 1
+	if _, ok := tab.find(&other); ok {
+		t.Fatalf("a sum never set was found")
+	}
+}
