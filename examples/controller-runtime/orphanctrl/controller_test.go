@@ -17,8 +17,11 @@ import (
 
 	"golang.org/x/sys/unix"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -73,6 +76,7 @@ func TestDeleteThroughTheAPIPurges(t *testing.T) {
 	e.deleteOrphan(nameA)
 	deleted := false
 	for ev := range events {
+		failOnError(t, ev)
 		if ev.Type == watch.Deleted {
 			if exists(t, d.dir(orphanDirA)) {
 				t.Fatalf("the Orphan was removed before its directory")
@@ -109,6 +113,7 @@ func TestDiskEvictionForgetsAndKeepsData(t *testing.T) {
 	e.waitOrphans("node-1")
 	reasons := map[string]string{}
 	for ev := range events {
+		failOnError(t, ev)
 		o, ok := ev.Object.(*orphanctrl.Orphan)
 		if !ok || ev.Type != watch.Deleted {
 			continue
@@ -444,19 +449,42 @@ func (e *env) annotate(name, value string) {
 }
 
 // watchOrphans watches the test namespace's Orphans from now on until the
-// test ends or waitTimeout passes (the channel is then closed).
+// test ends or waitTimeout passes (the channel is then closed). It resumes
+// from the last event it delivered when the API server drops or breaks
+// the stream (a loaded server does), so a test waiting for DELETED events
+// never misses one; what it cannot resume past (410 Gone) arrives as an
+// ERROR event.
 func (e *env) watchOrphans(opts ...client.ListOption) <-chan watch.Event {
 	e.t.Helper()
 	wc, err := client.NewWithWatch(restCfg, client.Options{Scheme: scheme})
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	opts = append(opts, client.InNamespace(e.ns))
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	w, err := wc.Watch(ctx, &orphanctrl.OrphanList{}, append(opts, client.InNamespace(e.ns))...)
+	var list orphanctrl.OrphanList
+	if err := wc.List(ctx, &list, opts...); err != nil {
+		cancel()
+		e.t.Fatal(err)
+	}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return wc.Watch(ctx, &orphanctrl.OrphanList{}, append([]client.ListOption{&client.ListOptions{Raw: &o}}, opts...)...)
+		},
+	})
 	if err != nil {
 		cancel()
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { w.Stop(); cancel() })
 	return w.ResultChan()
+}
+
+// failOnError fails the test with the API server's status on an ERROR
+// event of a watch.
+func failOnError(t *testing.T, ev watch.Event) {
+	t.Helper()
+	if ev.Type == watch.Error {
+		t.Fatalf("watch event %v: %v", ev.Type, apierrors.FromObject(ev.Object))
+	}
 }

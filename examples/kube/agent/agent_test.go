@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/caretaker-storage/caretaker/examples/kube/deploy"
 	"github.com/caretaker-storage/caretaker/examples/kube/internal/kubetest"
@@ -76,15 +77,14 @@ func TestDeleteThroughTheAPIPurges(t *testing.T) {
 	// Watch the object: when it goes, its directory must be gone already.
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	w, err := e.orphans().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + nameA})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	w := e.watchOrphans(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + nameA})
 	e.deleteOrphan(nameA)
 	deleted := false
 	for ev := range w.ResultChan() {
-		if ev.Type == "DELETED" {
+		if ev.Type == watch.Error {
+			eventObject(t, ev)
+		}
+		if ev.Type == watch.Deleted {
 			if exists(t, d.dir(orphanDirA)) {
 				t.Fatalf("the Orphan was removed before its directory")
 			}
@@ -131,11 +131,7 @@ func TestDiskEvictionForgetsAndKeepsData(t *testing.T) {
 	// cleanable before it goes, so no deletion path could purge it.
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	w, err := e.orphans().Watch(ctx, metav1.ListOptions{LabelSelector: "longhornnode=node-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	w := e.watchOrphans(ctx, metav1.ListOptions{LabelSelector: "longhornnode=node-1"})
 	e.setDiskEviction(d, true)
 	e.waitOrphans("node-1")
 	marked := map[string]string{}
@@ -144,12 +140,9 @@ func TestDiskEvictionForgetsAndKeepsData(t *testing.T) {
 		if !open {
 			t.Fatalf("watch ended with %d of 2 DELETED events", len(marked))
 		}
-		o, ok := ev.Object.(*unstructured.Unstructured)
-		if !ok {
-			t.Fatalf("watch event %v", ev.Type)
-		}
+		o := eventObject(t, ev)
 		c := condition(o, "DataCleanable")
-		if ev.Type == "DELETED" {
+		if ev.Type == watch.Deleted {
 			if c["status"] != "False" {
 				t.Fatalf("%s deleted with DataCleanable = %v, want False", o.GetName(), c)
 			}

@@ -20,8 +20,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
 	"github.com/caretaker-storage/caretaker/examples/kube/agent"
@@ -388,4 +391,39 @@ func newTwoOrphanNode(t *testing.T) (e *env, d disk, nameA, nameB string) {
 	nameA, nameB = longhornName(d, orphanDirA), longhornName(d, orphanDirB)
 	e.waitOrphans("node-1", nameA, nameB)
 	return e, d, nameA, nameB
+}
+
+// watchOrphans watches the test namespace's Orphans matching opts from
+// now on, until ctx ends. It resumes from the last event it delivered
+// when the API server drops or breaks the stream (a loaded server does),
+// so a test that waits for DELETED events never misses one; an event it
+// cannot resume past (410 Gone) arrives as an ERROR event.
+func (e *env) watchOrphans(ctx context.Context, opts metav1.ListOptions) watch.Interface {
+	e.t.Helper()
+	list, err := e.orphans().List(ctx, opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.GetResourceVersion(), &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector, o.FieldSelector = opts.LabelSelector, opts.FieldSelector
+			return e.orphans().Watch(ctx, o)
+		},
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(w.Stop)
+	return w
+}
+
+// eventObject returns the object of a watch event, failing the test with
+// the API server's status on an ERROR event.
+func eventObject(t *testing.T, ev watch.Event) *unstructured.Unstructured {
+	t.Helper()
+	o, ok := ev.Object.(*unstructured.Unstructured)
+	if !ok {
+		t.Fatalf("watch event %v: %v", ev.Type, apierrors.FromObject(ev.Object))
+	}
+	return o
 }
