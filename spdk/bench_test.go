@@ -25,7 +25,9 @@ import (
 // that knows all 16 requests in advance, which callers arriving on their
 // own never are. Floor and client run in alternating chunks so that the
 // machine's noise falls on both. The context is Background, as in the
-// floor; a context that can end adds an AfterFunc per write and per read.
+// floor. The cancellable-callers runs pass a context that can end, as
+// hosts do (a reconcile's): the client then arranges, once per call, for
+// its end to interrupt the call's write or read.
 //
 // Metrics: µs-median and calls/s of the client, floor-µs-median and
 // floor-calls/s of the floor, x-floor-rtt (median round trip over the
@@ -33,8 +35,16 @@ import (
 // over the floor's; the target for 16 callers is ≥ 0.9). ns/op and
 // allocs/op are the client's alone.
 func BenchmarkRoundTrip(b *testing.B) {
-	for _, callers := range []int{1, 16} {
-		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+	for _, bc := range []struct {
+		callers     int
+		cancellable bool
+	}{{1, false}, {16, false}, {1, true}, {16, true}} {
+		callers := bc.callers
+		name := fmt.Sprintf("callers=%d", callers)
+		if bc.cancellable {
+			name = "cancellable-" + name
+		}
+		b.Run(name, func(b *testing.B) {
 			path := startTrivialServer(b)
 			c := spdk.NewClient(spdk.ClientOptions{SocketPath: path})
 			b.Cleanup(func() { c.Close() })
@@ -43,6 +53,11 @@ func BenchmarkRoundTrip(b *testing.B) {
 				raw[g] = newRawCaller(b, path)
 			}
 			ctx := context.Background()
+			if bc.cancellable {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(ctx)
+				b.Cleanup(cancel)
+			}
 			clientCall := func(int) error {
 				_, err := spdk.BdevLvolGetLvstores(ctx, c)
 				return err

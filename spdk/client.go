@@ -260,10 +260,10 @@ type conn struct {
 	fr      *framer
 
 	// dlMu and the generations keep a deadline set by a cancelled call's
-	// AfterFunc from landing on a later call's write or read: it lands
-	// only while its call is the current one. wdl and rdl (owned by the
-	// writer and the reader) say such a deadline may be set and must be
-	// cleared.
+	// interruption from landing on a later call's write or read: it lands
+	// only while its call is the current writer or reader. wdl and rdl
+	// (owned by the writer and the reader) say such a deadline may be set
+	// and must be cleared.
 	dlMu       sync.Mutex
 	wgen, rgen uint64
 	wdl, rdl   bool
@@ -296,11 +296,15 @@ func (cn *conn) roundTrip(ctx context.Context, id uint64, body []byte) (rep repl
 	if err != nil {
 		return reply{}, false, err
 	}
-	if unsent, err := cn.write(ctx, body); err != nil {
+	in := cn.arm(ctx)
+	if in != nil {
+		defer in.disarm()
+	}
+	if unsent, err := cn.write(ctx, in, body); err != nil {
 		cn.leave(id, ch)
 		return reply{}, unsent, err
 	}
-	rep, err = cn.wait(ctx, id, ch)
+	rep, err = cn.wait(ctx, in, id, ch)
 	return rep, false, err
 }
 
@@ -335,9 +339,11 @@ func (cn *conn) leave(id uint64, ch chan reply) {
 }
 
 // write sends one request. A write interrupted half-way leaves the stream
-// unusable, so any write error fails the connection; the error returned is
-// the connection's first.
-func (cn *conn) write(ctx context.Context, body []byte) (unsent bool, err error) {
+// unusable, so a write error fails the connection and the error returned
+// is the connection's first; but a write that this call's own ended ctx
+// stopped before any byte left leaves the stream as it was, and only this
+// call fails, with ctx's error.
+func (cn *conn) write(ctx context.Context, in *interruption, body []byte) (unsent bool, err error) {
 	select {
 	case cn.wsem <- struct{}{}:
 	default:
@@ -351,64 +357,121 @@ func (cn *conn) write(ctx context.Context, body []byte) (unsent bool, err error)
 		_ = cn.nc.SetWriteDeadline(time.Time{})
 		cn.wdl = false
 	}
-	stop := cn.interrupt(ctx, &cn.wgen, false)
+	if !in.enter(false) {
+		<-cn.wsem
+		return true, ctx.Err() // ended before a byte was written
+	}
 	n, err := cn.nc.Write(body)
-	if stop != nil && stop() {
+	if in.exit(false) {
 		cn.wdl = true
 	}
 	<-cn.wsem
 	if err != nil {
+		if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return true, ctxErr
+			}
+		}
 		cn.fail(fmt.Errorf("%w: write: %w", ErrConnection, err))
 		return n == 0, cn.failure()
 	}
 	return false, nil
 }
 
-// interrupt arranges for ctx's end to set a past read (or write)
-// deadline, for as long as *gen is unchanged. The returned stop (nil when
-// ctx never ends) ends the arrangement and reports whether the deadline
-// may have been set.
-func (cn *conn) interrupt(ctx context.Context, gen *uint64, read bool) (stop func() bool) {
+// interruption makes the end of one call's ctx interrupt the write or
+// read the call is doing, by setting a past deadline on the socket, with
+// one context.AfterFunc for the whole call rather than one per write and
+// per read. The deadline lands only while the call holds the writer's or
+// the reader's role under the generation it took on entering (checked
+// under cn.dlMu), so it never lands on another call's write or read; one
+// that landed is flagged (wdl, rdl) for the next holder to clear.
+type interruption struct {
+	cn   *conn
+	stop func() bool
+	// Guarded by cn.dlMu:
+	fired      bool   // ctx ended: the AfterFunc ran
+	w, r       uint64 // the generation of the role held; 0 when not held
+	wset, rset bool   // the AfterFunc set a write (read) deadline
+}
+
+// arm returns the interruption of a call with ctx, nil when ctx never
+// ends. The call disarms it when it returns.
+func (cn *conn) arm(ctx context.Context) *interruption {
 	if ctx.Done() == nil {
 		return nil
 	}
-	set := cn.nc.SetWriteDeadline
-	if read {
-		set = cn.nc.SetReadDeadline
-	}
-	cn.dlMu.Lock()
-	*gen++
-	mine := *gen
-	cn.dlMu.Unlock()
-	cancel := context.AfterFunc(ctx, func() {
+	in := &interruption{cn: cn}
+	in.stop = context.AfterFunc(ctx, func() {
 		cn.dlMu.Lock()
-		if *gen == mine {
-			_ = set(time.Unix(1, 0))
+		defer cn.dlMu.Unlock()
+		in.fired = true
+		if in.w != 0 && in.w == cn.wgen {
+			_ = cn.nc.SetWriteDeadline(time.Unix(1, 0))
+			in.wset = true
 		}
-		cn.dlMu.Unlock()
+		if in.r != 0 && in.r == cn.rgen {
+			_ = cn.nc.SetReadDeadline(time.Unix(1, 0))
+			in.rset = true
+		}
 	})
-	return func() bool {
-		if cancel() {
-			return false
-		}
-		// The AfterFunc ran or is running: wait it out (dlMu) and retire
-		// its generation.
-		cn.dlMu.Lock()
-		*gen++
-		cn.dlMu.Unlock()
+	return in
+}
+
+// disarm ends the arrangement. The call holds no role by then, so an
+// AfterFunc still running finds no generation of its own and sets nothing.
+func (in *interruption) disarm() { in.stop() }
+
+// roleOf returns the generation counter of the writer's (or reader's)
+// role, the generation in holds of it, and its deadline flag.
+func (in *interruption) roleOf(read bool) (gen, held *uint64, set *bool) {
+	if read {
+		return &in.cn.rgen, &in.r, &in.rset
+	}
+	return &in.cn.wgen, &in.w, &in.wset
+}
+
+// enter starts a write (or read) under a new generation. It reports
+// false, starting nothing, when ctx already ended: the AfterFunc, having
+// run, would not interrupt it. A nil in (ctx never ends) always enters.
+func (in *interruption) enter(read bool) bool {
+	if in == nil {
 		return true
 	}
+	gen, held, _ := in.roleOf(read)
+	in.cn.dlMu.Lock()
+	defer in.cn.dlMu.Unlock()
+	if in.fired {
+		return false
+	}
+	*gen++
+	*held = *gen
+	return true
+}
+
+// exit retires the generation enter took, so that the AfterFunc can no
+// longer set a deadline for it, and reports whether it set one.
+func (in *interruption) exit(read bool) (deadlineSet bool) {
+	if in == nil {
+		return false
+	}
+	gen, held, set := in.roleOf(read)
+	in.cn.dlMu.Lock()
+	defer in.cn.dlMu.Unlock()
+	*gen++
+	*held = 0
+	deadlineSet, *set = *set, false
+	return deadlineSet
 }
 
 // wait returns the reply to id: read by this call if no other call is
 // reading, else handed over by the reader (or the reading itself).
-func (cn *conn) wait(ctx context.Context, id uint64, ch chan reply) (reply, error) {
+func (cn *conn) wait(ctx context.Context, in *interruption, id uint64, ch chan reply) (reply, error) {
 	cn.mu.Lock()
 	if _, waiting := cn.pending[id]; waiting && !cn.reading {
 		cn.reading = true
 		delete(cn.pending, id)
 		cn.mu.Unlock()
-		return cn.read(ctx, id, ch)
+		return cn.read(ctx, in, id, ch)
 	}
 	cn.mu.Unlock()
 	var m reply
@@ -424,7 +487,7 @@ func (cn *conn) wait(ctx context.Context, id uint64, ch chan reply) (reply, erro
 		}
 	}
 	if m.promote {
-		return cn.read(ctx, id, ch)
+		return cn.read(ctx, in, id, ch)
 	}
 	replyChans.Put(ch) // empty, and out of pending
 	if m.err != nil {
@@ -436,7 +499,7 @@ func (cn *conn) wait(ctx context.Context, id uint64, ch chan reply) (reply, erro
 // read holds the reader's role (and id is out of pending) until the reply
 // to id arrives, the connection fails or ctx ends; the replies it reads
 // for others go to them.
-func (cn *conn) read(ctx context.Context, id uint64, ch chan reply) (rep reply, err error) {
+func (cn *conn) read(ctx context.Context, in *interruption, id uint64, ch chan reply) (rep reply, err error) {
 	defer replyChans.Put(ch) // out of pending: nothing sends on it
 	if err := cn.failure(); err != nil {
 		cn.handOff()
@@ -446,9 +509,12 @@ func (cn *conn) read(ctx context.Context, id uint64, ch chan reply) (rep reply, 
 		_ = cn.nc.SetReadDeadline(time.Time{})
 		cn.rdl = false
 	}
-	stop := cn.interrupt(ctx, &cn.rgen, true)
+	if !in.enter(true) {
+		cn.handOff()
+		return reply{}, ctx.Err()
+	}
 	defer func() {
-		if stop != nil && stop() {
+		if in.exit(true) {
 			cn.rdl = true
 		}
 		cn.handOff()

@@ -32,7 +32,7 @@ func FuzzReplyStream(f *testing.F) {
 			_, _ = server.Write(data)
 			_ = server.Close()
 		}()
-		rep, err := cn.wait(context.Background(), 1, ch)
+		rep, err := cn.wait(context.Background(), nil, 1, ch)
 		cn.fail(ErrClosed)
 		if err == nil && rep.errCode == nil && rep.result == nil {
 			t.Fatalf("waiter got an empty reply from %q", data)

@@ -32,7 +32,7 @@ func TestReplyLimitIsExact(t *testing.T) {
 			_, _ = server.Write([]byte(reply(tc.size) + `{"jsonrpc":"2.0","id":2,"result":true}`))
 			_ = server.Close()
 		}()
-		_, err := cn.wait(context.Background(), 1, ch)
+		_, err := cn.wait(context.Background(), nil, 1, ch)
 		cn.fail(ErrClosed)
 		var tooLarge *bounded.TooLargeError
 		switch {
