@@ -186,7 +186,7 @@
 // by default). Workers only read the disk; their results are applied in
 // name order by the scan itself, so a report does not depend on the
 // number of workers. A cold scan of 100k replica directories, 1% of them
-// orphans, costs about half of Longhorn's own cycle on the same disk
+// orphans, costs about 0.6 of Longhorn's own cycle on the same disk
 // (BenchmarkColdScan100k).
 //
 // An unchanged rescan of a disk with 100k replica directories, 1% of them
