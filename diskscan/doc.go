@@ -62,7 +62,8 @@
 //     device and inode; a symbolic link can get a freed directory's inode).
 //   - Cancellation: the removal walk checks ctx between entries and stops,
 //     leaving the marked tombstone for FinishInterrupted; a scan checks it
-//     between unexpected entries.
+//     between unexpected entries (its workers stop taking entries, and it
+//     fails with ctx's error and no report).
 //   - Names: a directory whose tombstone or marker name would not fit in
 //     255 bytes is never reported as an orphan (skipped with the reason).
 //
@@ -178,6 +179,15 @@
 //     is new or its inode, mtime or ctime changed (the engine writes
 //     volume.meta.tmp and renames it, which changes the directory's
 //     mtime), or when it changed within RacyWindow of the last scan.
+//
+// A scan classifies the listed names against the expected set in chunks
+// spread over the processors, and validates the unexpected directories
+// with a bounded pool of workers (Options.ScanWorkers, DefaultScanWorkers
+// by default). Workers only read the disk; their results are applied in
+// name order by the scan itself, so a report does not depend on the
+// number of workers. A cold scan of 100k replica directories, 1% of them
+// orphans, costs about 0.6 of Longhorn's own cycle on the same disk
+// (BenchmarkColdScan100k).
 //
 // An unchanged rescan of a disk with 100k replica directories, 1% of them
 // orphans, costs an fstat, one lstat per orphan and at most a print of

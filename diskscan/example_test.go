@@ -29,6 +29,8 @@ func ExampleOrphans_Report() {
 	expected := diskscan.NewStaticExpected(diskscan.ReplicaRef{DiskID: "uuid-1", DataDirectoryName: "pvc-1-r-0a1b2c3d"})
 	orphans, _ := diskscan.NewOrphans(expected, diskscan.Options{
 		Disks: []diskscan.Disk{{NodeID: "node-1", Name: "disk-1", Path: path, UUID: "uuid-1"}},
+		// At most 4 unexpected directories validated at once (0: DefaultScanWorkers).
+		ScanWorkers: 4,
 	})
 	report, _ := orphans.Report(context.Background())
 	for _, d := range report.Disks {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"syscall"
+	"unsafe"
 )
 
 // listNames appends the entries of dir (opened by openListing inside rr),
@@ -77,7 +78,9 @@ func listNames(dir *os.File, rr *os.Root, hint int, names []string, types []fs.F
 			types = append(types, direntType(typ))
 		}
 	}
-	all := string(arena)
+	// The names share the arena's bytes, as strings.Builder's String
+	// does: nothing writes to arena after this line.
+	all := unsafe.String(unsafe.SliceData(arena), len(arena))
 	start := 0
 	for _, end := range ends {
 		names = append(names, all[start:end])

@@ -124,41 +124,54 @@ func (c *diskCache) classifiedBy(s NameSet, p setPrints) {
 // before was classified against, a directory at the same position under
 // the same name as last time keeps its verdict without a look-up: on a
 // large disk the look-ups would cost more than the listing.
-func (c *diskCache) relist(ctx context.Context, names []string, types []fs.FileMode, st dirStamp, trusted bool, set NameSet, sameSet bool) error {
+//
+// The names are classified in chunks by up to workers goroutines (see
+// inChunks); nothing here makes a system call.
+func (c *diskCache) relist(ctx context.Context, names []string, types []fs.FileMode, st dirStamp, trusted bool, set NameSet, sameSet bool, workers int) error {
 	flags := resize(c.spareFlags, len(names))
-	var static []orphan.Skipped
-	tombstones := 0
-	skip := func(name, reason string) {
-		static = append(static, orphan.Skipped{Name: name, Reason: reason})
+	type found struct {
+		static     []orphan.Skipped
+		tombstones int
 	}
-	for i, name := range names {
-		if i%4096 == 4095 {
-			if err := ctx.Err(); err != nil {
-				return err
+	parts := make([]found, chunksOf(len(names)))
+	err := inChunks(ctx, len(names), workers, func(chunk, lo, hi int) {
+		p := &parts[chunk]
+		skip := func(name, reason string) {
+			p.static = append(p.static, orphan.Skipped{Name: name, Reason: reason})
+		}
+		for i := lo; i < hi; i++ {
+			name, typ := names[i], types[i]
+			flags[i] = 0
+			switch {
+			case sameSet && typ.IsDir() && i < len(c.names) && c.flags[i]&entryOwned != 0 && c.names[i] == name:
+				flags[i] = entryValid | entryOwned
+			case isTombstone(name):
+				skip(name, "a purge in progress (caretaker tombstone; FinishInterrupted finishes it if its marker proves it is caretaker's)")
+				p.tombstones++
+			case isMarker(name):
+				skip(name, "a caretaker purge marker")
+				p.tombstones++
+			case typ&fs.ModeSymlink != 0:
+				skip(name, "a symbolic link: never followed")
+			case !typ.IsDir():
+				skip(name, "not a directory")
+			case !ValidDataName(name):
+				skip(name, "name does not end in -<8 letters or digits>")
+			case set.Has(name):
+				flags[i] = entryValid | entryOwned
+			default:
+				flags[i] = entryValid
 			}
 		}
-		typ := types[i]
-		flags[i] = 0
-		switch {
-		case sameSet && typ.IsDir() && i < len(c.names) && c.flags[i]&entryOwned != 0 && c.names[i] == name:
-			flags[i] = entryValid | entryOwned
-		case isTombstone(name):
-			skip(name, "a purge in progress (caretaker tombstone; FinishInterrupted finishes it if its marker proves it is caretaker's)")
-			tombstones++
-		case isMarker(name):
-			skip(name, "a caretaker purge marker")
-			tombstones++
-		case typ&fs.ModeSymlink != 0:
-			skip(name, "a symbolic link: never followed")
-		case !typ.IsDir():
-			skip(name, "not a directory")
-		case !ValidDataName(name):
-			skip(name, "name does not end in -<8 letters or digits>")
-		case set.Has(name):
-			flags[i] = entryValid | entryOwned
-		default:
-			flags[i] = entryValid
-		}
+	})
+	if err != nil {
+		return err
+	}
+	var static []orphan.Skipped
+	tombstones := 0
+	for _, p := range parts {
+		static = append(static, p.static...)
+		tombstones += p.tombstones
 	}
 	slices.SortFunc(static, func(a, b orphan.Skipped) int { return strings.Compare(a.Name, b.Name) })
 	clear(c.names) // drop the old names for the garbage collector
@@ -168,18 +181,23 @@ func (c *diskCache) relist(ctx context.Context, names []string, types []fs.FileM
 	return nil
 }
 
-// classify classifies the listing's valid directories against set.
-func (c *diskCache) classify(set NameSet) {
-	for i, f := range c.flags {
-		if f&entryValid == 0 {
-			continue
+// classify classifies the listing's valid directories against set, in
+// chunks by up to workers goroutines. Stopped by ctx, it leaves the
+// listing unclassified, so the next scan classifies it again.
+func (c *diskCache) classify(ctx context.Context, set NameSet, workers int) error {
+	c.classified = false
+	return inChunks(ctx, len(c.flags), workers, func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			if c.flags[i]&entryValid == 0 {
+				continue
+			}
+			if set.Has(c.names[i]) {
+				c.flags[i] = entryValid | entryOwned
+			} else {
+				c.flags[i] = entryValid
+			}
 		}
-		if set.Has(c.names[i]) {
-			c.flags[i] = entryValid | entryOwned
-		} else {
-			c.flags[i] = entryValid
-		}
-	}
+	})
 }
 
 // derive computes what the reports take from the classification.

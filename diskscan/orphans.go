@@ -75,6 +75,12 @@ type Options struct {
 	// replica is really orphaned. Set it only when the host has checked
 	// that view by other means.
 	AllowNoneExpected bool
+	// ScanWorkers is how many unexpected directories a scan validates at
+	// once (each costs an lstat and, when new or changed, a read of its
+	// volume.meta and a walk summing its size); 0 or less means
+	// DefaultScanWorkers, 1 validates them one after the other. The
+	// expected directories are never stat'ed or read, whatever this says.
+	ScanWorkers int
 	// ListOwned makes DiskReport.OwnedNames list the expected directories
 	// (off by default: on a disk of 100k replicas it costs a slice of 100k
 	// names per scan).

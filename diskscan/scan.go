@@ -173,13 +173,15 @@ func (o *Orphans) listDisk(ctx context.Context, rep *DiskReport, root *os.Root) 
 	switch {
 	case relist:
 		settled := stamp.mtime < o.racyAfter && stamp.ctime < o.racyAfter
-		if err := cache.relist(ctx, names, types, stamp, stamped && settled, expected, same); err != nil {
+		if err := cache.relist(ctx, names, types, stamp, stamped && settled, expected, same, o.scanWorkers()); err != nil {
 			return err
 		}
 		cache.classifiedBy(expected, prints)
 		cache.derive(o.opts.ListOwned)
 	case !same:
-		cache.classify(expected)
+		if err := cache.classify(ctx, expected, o.scanWorkers()); err != nil {
+			return err
+		}
 		cache.classifiedBy(expected, prints)
 		cache.derive(o.opts.ListOwned)
 	default:
@@ -198,24 +200,36 @@ func (o *Orphans) listDisk(ctx context.Context, rep *DiskReport, root *os.Root) 
 	skip := func(name, reason string) {
 		rep.Skipped = append(rep.Skipped, orphan.Skipped{Scope: d.Scope(), Name: name, Reason: reason})
 	}
-	seen := make(map[string]struct{}, len(cache.candidates))
+	todo := make([]string, 0, len(cache.candidates))
 	for _, i := range cache.candidates {
 		name := cache.names[i]
 		if !purgeable(name) {
 			skip(name, "name too long to purge safely: its tombstone would exceed 255 bytes")
 			continue
 		}
-		if err := ctx.Err(); err != nil {
-			return err // each unexpected entry costs I/O: stop promptly
-		}
-		ce, ok := o.validate(ctx, rr, cache, name)
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if !ok {
+		todo = append(todo, name)
+	}
+	// Each unexpected entry costs I/O: validated by a bounded pool of
+	// workers that stop when ctx is done, and then the scan fails with
+	// ctx's error, so a partial report is never returned.
+	vs := o.validateAll(ctx, rr, cache, todo)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	seen := make(map[string]struct{}, len(todo))
+	for k, name := range todo {
+		v := vs[k]
+		if !v.present {
 			continue // vanished since the listing
 		}
 		seen[name] = struct{}{}
+		switch v.cache {
+		case cacheStore:
+			cache.entries[name] = v.entry
+		case cacheDrop:
+			delete(cache.entries, name)
+		}
+		ce := v.entry
 		if ce.reason != "" {
 			skip(name, ce.reason)
 			continue
@@ -237,58 +251,6 @@ func (o *Orphans) listDisk(ctx context.Context, rep *DiskReport, root *os.Root) 
 	slices.SortFunc(rep.Orphans, func(a, b OrphanDir) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(rep.Skipped, func(a, b orphan.Skipped) int { return strings.Compare(a.Name, b.Name) })
 	return nil
-}
-
-// validate returns what is known of an unexpected directory, reading its
-// volume.meta only if the directory is new or changed. It returns false if
-// the directory is gone.
-func (o *Orphans) validate(ctx context.Context, rr *os.Root, cache *diskCache, name string) (*cachedEntry, bool) {
-	fi, err := rr.Lstat(name)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, false
-	}
-	if err != nil {
-		return &cachedEntry{reason: "cannot stat: " + errText(err)}, true
-	}
-	if !fi.IsDir() {
-		return &cachedEntry{reason: "not a directory"}, true
-	}
-	id, _ := identityOf(fi)
-	if ce := cache.entries[name]; ce != nil && ce.id == id {
-		return ce, true
-	}
-	ce := &cachedEntry{id: id}
-	o.metaReads.Add(1)
-	meta, err := readMeta(rr, name, o.opts.MaxMetaSize)
-	var pe *ParseError
-	switch {
-	case err == nil:
-		ce.meta = meta
-		ce.allocated = allocatedUnder(ctx, rr, name)
-	case errors.As(err, &pe):
-		ce.reason = "invalid " + MetaFile + ": " + pe.Reason
-		switch {
-		case errors.Is(err, ErrTooLarge):
-			ce.reason = MetaFile + " is too large (" + pe.Reason + ")"
-		case errors.Is(err, ErrNotRegular):
-			ce.reason = "not a replica: " + MetaFile + " is " + pe.Reason
-		}
-	case errors.Is(err, fs.ErrNotExist):
-		ce.reason = "no " + MetaFile
-	default:
-		// Not cached: an I/O or permission error may pass, and a chmod
-		// changes ctime anyway.
-		return &cachedEntry{reason: "cannot read " + MetaFile + ": " + errText(err)}, true
-	}
-	if ctx.Err() != nil {
-		return ce, true // a partial size is never cached; the scan fails anyway
-	}
-	if id.mtime < o.racyAfter && id.ctime < o.racyAfter {
-		cache.entries[name] = ce
-	} else {
-		delete(cache.entries, name)
-	}
-	return ce, true
 }
 
 // sameNameSet reports whether a and b are the same map, not just equal.
