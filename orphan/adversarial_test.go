@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -280,4 +282,45 @@ type checkingStore struct {
 func (s checkingStore) Create(ctx context.Context, r orphan.Record) (orphan.Record, error) {
 	s.check(r)
 	return s.Store.Create(ctx, r)
+}
+
+// TestSweeperRechecksTheRecordItMarkedForDeletion: recording an
+// auto-deletion is a write, and what the Store answers is the record as
+// stored. A Store that lets another writer's change through (a forget
+// marking DataCleanable=False between its re-read and its write, as
+// examples/controller-runtime's Store did before its delete carried a
+// ResourceVersion precondition) answers a record that is no longer
+// cleanable: the Sweeper must not purge on it.
+func TestSweeperRechecksTheRecordItMarkedForDeletion(t *testing.T) {
+	h := newSweepHarness()
+	rec := cleanRecord("n1", "disk-1", "pvc-a")
+	h.seed(t, rec)
+	cur, err := h.store.Get(context.Background(), rec.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := racingStore{Store: h.store}
+	s := newSweeper(store, h.judge, h.deleter, h.clock)
+	c := orphan.Candidate{Item: rec.Item(), Verdict: orphan.Orphan("x")}
+	res, _ := s.Sync(context.Background(), orphan.Plan{Purge: []orphan.Purge{{Record: cur, Candidate: c, Auto: true}}})
+	if d := h.deleter.Deleted(); len(d) != 0 {
+		t.Fatalf("purged %v though the record the Store answered says DataCleanable=False", d)
+	}
+	if len(res.Refused) != 1 {
+		t.Fatalf("refused = %v, want the purge refused", res.Refused)
+	}
+}
+
+// racingStore lets a forget's DataCleanable=False land during every
+// Update that requests a deletion, and stores the request over it.
+type racingStore struct{ orphan.Store }
+
+func (s racingStore) Update(ctx context.Context, r orphan.Record) (orphan.Record, error) {
+	if r.DeletionRequested {
+		r = r.Clone()
+		r.ResourceVersion = ""
+		r.Conditions = []metav1.Condition{{Type: orphan.ConditionDataCleanable, Status: metav1.ConditionFalse,
+			Reason: string(orphan.ReasonGone), Message: "forgotten meanwhile"}}
+	}
+	return s.Store.Update(ctx, r)
 }
