@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
 
 // stormServer answers every request with its own params as the result,
@@ -120,10 +121,12 @@ func TestCancellationStormDeliversEveryReplyToItsOwnCaller(t *testing.T) {
 		name      string
 		dropEvery int
 		garbage   bool
+		closeMid  bool // Close the client while the calls run
 	}{
-		{"replies", 0, false},
-		{"drops", 97, false},
-		{"garbage", 89, true},
+		{"replies", 0, false, false},
+		{"drops", 97, false, false},
+		{"garbage", 89, true, false},
+		{"closed", 0, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			noGoroutineLeak(t)
@@ -182,6 +185,8 @@ func TestCancellationStormDeliversEveryReplyToItsOwnCaller(t *testing.T) {
 							cancelled.Add(1)
 						case errors.Is(err, spdk.ErrConnection) || errors.As(err, &pe):
 							connFailed.Add(1)
+						case tc.closeMid && errors.Is(err, spdk.ErrClosed):
+							connFailed.Add(1)
 						default:
 							wrong <- fmt.Sprintf("%s: unexpected error %v (ctx: %v)", tag, err, ctxErr)
 						}
@@ -189,6 +194,14 @@ func TestCancellationStormDeliversEveryReplyToItsOwnCaller(t *testing.T) {
 							wrong <- fmt.Sprintf("%s returned %v after its context ended (took %v)", tag, time.Since(deadline), took)
 						}
 					}
+				}()
+			}
+			if tc.closeMid {
+				go func() {
+					for srv.served.Load() < callers*calls/4 {
+						time.Sleep(time.Millisecond)
+					}
+					c.Close() // while calls write, read and wait
 				}()
 			}
 			done := make(chan struct{})
@@ -207,10 +220,34 @@ func TestCancellationStormDeliversEveryReplyToItsOwnCaller(t *testing.T) {
 			if ok.Load() == 0 {
 				t.Error("no call succeeded: the storm tested nothing")
 			}
-			if tc.dropEvery > 0 && connFailed.Load() == 0 {
+			if (tc.dropEvery > 0 || tc.closeMid) && connFailed.Load() == 0 {
 				t.Error("no call saw the connection fail: the faults never landed")
 			}
 			c.Close()
 		})
+	}
+}
+
+// TestRequestReadBySPDKIsNeverSentAgain: a connection that SPDK drops
+// after reading a request (it may have done the work: a delete) fails the
+// call; the call is never resent on a new connection, which could delete
+// a second time something created meanwhile under the same name.
+func TestRequestReadBySPDKIsNeverSentAgain(t *testing.T) {
+	for _, action := range []spdktest.FaultAction{spdktest.Drop, spdktest.Truncate, spdktest.Garbage} {
+		srv := startServer(t)
+		c := newClient(t, srv, spdk.ClientOptions{})
+		ctx := context.Background()
+		if _, err := spdk.BdevLvolGetLvstores(ctx, c); err != nil { // a live connection first
+			t.Fatal(err)
+		}
+		srv.Inject(spdktest.Fault{Method: "bdev_raid_get_bdevs", Action: action})
+		if _, err := spdk.BdevRaidGetBdevs(ctx, c, ""); err == nil {
+			t.Fatalf("fault %d: the call succeeded", action)
+		}
+		if n := srv.CallCount("bdev_raid_get_bdevs"); n != 1 {
+			t.Fatalf("fault %d: SPDK saw the request %d times, want once", action, n)
+		}
+		c.Close()
+		srv.Close()
 	}
 }
