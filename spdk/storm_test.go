@@ -27,6 +27,7 @@ type stormServer struct {
 	dropEvery int
 	garbage   bool
 	served    atomic.Int64
+	accepted  atomic.Int64
 	wg        sync.WaitGroup
 }
 
@@ -45,6 +46,7 @@ func startStormServer(t *testing.T, dropEvery int, garbage bool) *stormServer {
 			if err != nil {
 				return
 			}
+			s.accepted.Add(1)
 			s.wg.Add(1)
 			go func() { defer s.wg.Done(); s.serve(nc) }()
 		}
@@ -219,6 +221,13 @@ func TestCancellationStormDeliversEveryReplyToItsOwnCaller(t *testing.T) {
 				ok.Load(), cancelled.Load(), connFailed.Load(), srv.served.Load())
 			if ok.Load() == 0 {
 				t.Error("no call succeeded: the storm tested nothing")
+			}
+			if n := srv.accepted.Load(); tc.dropEvery == 0 && n != 1 {
+				// Without faults one connection serves every call: a second
+				// means a cancelled call's deadline landed on another call's
+				// write or read and failed the connection (the resend of an
+				// unsent request would hide it from the callers).
+				t.Errorf("the client dialled %d connections, want 1", n)
 			}
 			if (tc.dropEvery > 0 || tc.closeMid) && connFailed.Load() == 0 {
 				t.Error("no call saw the connection fail: the faults never landed")
