@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -323,4 +325,53 @@ func (s racingStore) Update(ctx context.Context, r orphan.Record) (orphan.Record
 			Reason: string(orphan.ReasonGone), Message: "forgotten meanwhile"}}
 	}
 	return s.Store.Update(ctx, r)
+}
+
+// TestSyncNeverDeletesOneRecordTwiceAtOnce: Decide plans a purge per
+// record, so an input with one record listed three times (a Store.List
+// that repeats it, a host that concatenates two lists) plans three purges
+// of one name. The Deleter's contract is that the Sweeper never calls it
+// twice at once for one record; the Sweeper purges each name once.
+func TestSyncNeverDeletesOneRecordTwiceAtOnce(t *testing.T) {
+	d := orphan.Scope{NodeID: "n1", Disk: "disk-1"}
+	h := newSweepHarness()
+	rec := requestedClean(cleanRecord("n1", "disk-1", "pvc-a"))
+	h.seed(t, rec)
+	p := orphan.Decide(orphan.Input{Now: testEpoch, Scopes: ready(d), Records: []orphan.Record{rec, rec, rec},
+		Candidates: []orphan.Candidate{{Item: rec.Item(), Verdict: orphan.Orphan("x")}}})
+	if len(p.Purge) < 2 {
+		t.Skipf("Decide planned %d purges for the repeated record: nothing to check here", len(p.Purge))
+	}
+	// Each Delete waits until every purge of the plan has re-read its
+	// record (or a short while, when fewer come), so that purges of one
+	// name, if several run, are all under way at once.
+	store := &gettingStore{Store: h.store}
+	var mu sync.Mutex
+	calls := 0
+	h.deleter.Hook = func(ctx context.Context, r orphan.Record) {
+		mu.Lock()
+		calls++
+		mu.Unlock()
+		for start := time.Now(); store.gets.Load() < int64(len(p.Purge)) && time.Since(start) < 300*time.Millisecond; {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	s := newSweeper(store, h.judge, h.deleter, h.clock)
+	if _, err := s.Sync(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 {
+		t.Fatalf("Deleter called %d times for one record, want once", calls)
+	}
+}
+
+// gettingStore counts Gets.
+type gettingStore struct {
+	orphan.Store
+	gets atomic.Int64
+}
+
+func (s *gettingStore) Get(ctx context.Context, name string) (orphan.Record, error) {
+	s.gets.Add(1)
+	return s.Store.Get(ctx, name)
 }

@@ -231,7 +231,16 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 			return nil
 		})
 	}
+	purging := make(map[string]bool, len(plan.Purge))
 	for _, p := range plan.Purge {
+		// One name purged twice at once would break the Deleter's contract
+		// (never twice at once for one record): a plan of duplicate
+		// records (a Store.List that repeats one, a host that concatenates
+		// two lists) has two purges of one name. The first does the work.
+		if purging[p.Record.Name] {
+			continue
+		}
+		purging[p.Record.Name] = true
 		g.Go(func() error {
 			started := s.clock.Now()
 			refusal, err := s.purge(ctx, p)
