@@ -56,6 +56,10 @@ func TestDecideForgedHexNamesSharingTheTablesLeadNeverPurge(t *testing.T) {
 			in.Records = append(in.Records, upper)
 		}
 	}
+	// The all-zero sum is what an empty slot of the table holds.
+	zero := requestedClean(mustRecord(t, in.Candidates[0].Item))
+	zero.Name = orphan.NamePrefix + strings.Repeat("0", 64)
+	in.Records = append(in.Records, zero)
 	p := orphan.Decide(in)
 	if len(p.Purge) != 0 {
 		t.Fatalf("%d purges of forged names, e.g. %s", len(p.Purge), p.Purge[0].Record.Name)
