@@ -189,6 +189,8 @@ type Rejected struct {
 //     requeues at once, so the next cycle purges (Longhorn's rule: data is
 //     purged only while DataCleanable is True);
 //     - the Guard refuses the scope: keep, with a Refusal;
+//     - the candidate of its name was observed in another scope (its
+//     own scope's scan did not see its item): forget (ReasonGone);
 //     - otherwise: purge;
 //     and otherwise keep.
 //
@@ -277,6 +279,14 @@ func Decide(in Input) Plan {
 			plan.keep(r, f.rs.hit, "purge due once DataCleanable=True is recorded")
 		case f.rs.hit.rule != "":
 			plan.refuse(r, f.rs.hit)
+		case !sameScope(cands.named[ci].scope, scope):
+			// The name's observation lies in another scope (an instance
+			// seen on another node: the node is not in Longhorn's formula;
+			// node and disk names that dash-join alike). It vouches for
+			// nothing in this record's scope, whose scan did not see the
+			// record's item. Checked here, where the candidate is read
+			// anyway, because only a purge acts on the observation.
+			plan.forget(r, ReasonGone, "no longer seen in "+scope.String()+"; its name was seen in "+cands.named[ci].scope.String())
 		default:
 			plan.Purge = append(plan.Purge, Purge{Record: r, Candidate: cands.named[ci].Candidate, Auto: !r.DeletionRequested})
 			if !r.DeletionRequested {

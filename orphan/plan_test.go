@@ -590,6 +590,10 @@ func referenceDecide(in orphan.Input) referencePlan {
 			out.refused[r.Name] = guardRule(r.Scope())
 			mark(r, guardRule(r.Scope()))
 		default:
+			if l, _ := last(r.Name); l.Item.Scope() != r.Scope() {
+				out.actions[r.Name] = "forget:Gone" // an observation of another scope purges nothing here
+				continue
+			}
 			purges = append(purges, r)
 		}
 	}

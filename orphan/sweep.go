@@ -142,7 +142,9 @@ func (e *RecordError) Unwrap() error { return e.Err }
 // deletion request withdrawn, or not marked DataCleanable=True: refused),
 // re-judges its item with the Judge (anything but orphan: refused),
 // records an auto-deletion as a deletion request in the Store so that a
-// crash leaves the intent behind, and only then calls the Deleter, whose
+// crash leaves the intent behind (the record the Store answers must still
+// be cleanable and requested, or the purge is refused), and only then
+// calls the Deleter, whose
 // own re-checks follow. The record is deleted only after its data is.
 // Planned conditions are written on a fresh read of each record, so a
 // deletion request made meanwhile is never overwritten. The plan's
@@ -229,7 +231,16 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 			return nil
 		})
 	}
+	purging := make(map[string]bool, len(plan.Purge))
 	for _, p := range plan.Purge {
+		// One name purged twice at once would break the Deleter's contract
+		// (never twice at once for one record): a plan of duplicate
+		// records (a Store.List that repeats one, a host that concatenates
+		// two lists) has two purges of one name. The first does the work.
+		if purging[p.Record.Name] {
+			continue
+		}
+		purging[p.Record.Name] = true
 		g.Go(func() error {
 			started := s.clock.Now()
 			refusal, err := s.purge(ctx, p)
@@ -430,6 +441,12 @@ func (s *Sweeper) purge(ctx context.Context, p Purge) (refusal string, err error
 				return refusalGone, nil
 			}
 			return "", fmt.Errorf("recording the auto-deletion: %w", err)
+		}
+		// What the Store answers is the record as stored: a Store that let
+		// another writer's change through (a forget's DataCleanable=False)
+		// must not have the purge go on over it.
+		if !cur.Cleanable() || !cur.DeletionRequested {
+			return "the record changed while its auto-deletion was recorded", nil
 		}
 	}
 	if err := s.adapter.Delete(ctx, cur); err != nil {

@@ -172,7 +172,11 @@ func (s *Store) Update(ctx context.Context, r orphan.Record) (orphan.Record, err
 }
 
 // requestDeletion makes sure the object carries the finalizer, then
-// deletes it (this very object: UID precondition).
+// deletes it: this very object in this very version (UID and
+// ResourceVersion preconditions). Without the version, a change another
+// writer made after Update's re-read (a forget marking it
+// DataCleanable=False) would be deleted over, and the Sweeper would purge
+// on a deletion request recorded against a record it never saw.
 func (s *Store) requestDeletion(ctx context.Context, o *Orphan) error {
 	if !slices.Contains(o.Finalizers, crstore.Finalizer) {
 		o.Finalizers = append(o.Finalizers, crstore.Finalizer)
@@ -180,7 +184,7 @@ func (s *Store) requestDeletion(ctx context.Context, o *Orphan) error {
 			return err
 		}
 	}
-	return s.c.Delete(ctx, o, client.Preconditions{UID: &o.UID})
+	return s.c.Delete(ctx, o, client.Preconditions{UID: &o.UID, ResourceVersion: &o.ResourceVersion})
 }
 
 // Delete implements orphan.Store: it removes the finalizer, then deletes
