@@ -200,7 +200,12 @@ func (s *Store) Update(ctx context.Context, r orphan.Record) (orphan.Record, err
 }
 
 // requestDeletion makes sure the object carries the finalizer, then
-// deletes it, so that it stays with a deletion timestamp until Delete.
+// deletes it, so that it stays with a deletion timestamp until Delete. The
+// delete is of this very object in this very version (UID and
+// ResourceVersion preconditions): without the version, a change another
+// writer made after Update's re-read (a forget marking it
+// DataCleanable=False) would be deleted over, and a deletion request
+// would be recorded against a record the Sweeper never saw.
 func (s *Store) requestDeletion(ctx context.Context, u *unstructured.Unstructured) error {
 	if !slices.Contains(u.GetFinalizers(), Finalizer) {
 		u = u.DeepCopy()
@@ -210,8 +215,8 @@ func (s *Store) requestDeletion(ctx context.Context, u *unstructured.Unstructure
 			return err
 		}
 	}
-	uid := u.GetUID()
-	return s.ri.Delete(ctx, u.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	uid, rv := u.GetUID(), u.GetResourceVersion()
+	return s.ri.Delete(ctx, u.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
 }
 
 // Delete implements orphan.Store: it removes the Finalizer, then deletes
