@@ -113,10 +113,18 @@ type Forget struct {
 	Conditions []metav1.Condition
 }
 
-// Purge is a record whose data is to be deleted.
+// Purge is a record whose data is to be deleted. What to delete is the
+// Record's (its parameters name the data); a host that applies plans
+// itself must delete by the Record, as the Sweeper does, never by the
+// Candidate.
 type Purge struct {
 	Record Record
-	// Candidate is this cycle's observation of the data.
+	// Candidate is this cycle's observation that made the purge due: an
+	// item of the record's name and scope. It is not always the record's
+	// own data: Longhorn's names join fields with dashes, so two items
+	// can share a name (disk "a-b" with data "c", and disk "a" with data
+	// "b-c"), and duplicates merge into one candidate. Use it for logging
+	// and metrics, not to choose what to delete.
 	Candidate Candidate
 	// Auto is true when the policy asked for the deletion, false when the
 	// record's deletion was requested.
