@@ -118,6 +118,20 @@ func (l rootLister) sweep(ctx context.Context, a string, unlink func(ck []byte) 
 			if !ok || !e.Type().IsRegular() || !unlink(ck) || ctx.Err() != nil {
 				continue
 			}
+			// Re-checked at the moment of the removal: what replaced the
+			// block file since the listing (a FIFO, a symlink, a
+			// directory, which Remove would take if empty) stays.
+			fi, err := bucket.Lstat(b + "/" + e.Name())
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				removed++ // already gone
+				continue
+			case err != nil:
+				failed = append(failed, string(ck))
+				continue
+			case !fi.Mode().IsRegular():
+				continue
+			}
 			if err := bucket.Remove(b + "/" + e.Name()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				failed = append(failed, string(ck))
 				continue
