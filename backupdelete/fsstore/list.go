@@ -104,6 +104,9 @@ func (l rootLister) sweep(ctx context.Context, a string, unlink func(ck []byte) 
 		return 0, nil, err
 	}
 	for _, b := range l2 {
+		if err := ctx.Err(); err != nil {
+			return removed, failed, err
+		}
 		f, err := openDirFile(bucket, b)
 		if err != nil {
 			return removed, failed, err
@@ -114,6 +117,9 @@ func (l rootLister) sweep(ctx context.Context, a string, unlink func(ck []byte) 
 			return removed, failed, err
 		}
 		for _, e := range entries {
+			if err := ctx.Err(); err != nil {
+				return removed, failed, err
+			}
 			ck, ok := blockFileIn([]byte(e.Name()), a, b)
 			if !ok || !e.Type().IsRegular() || !unlink(ck) || ctx.Err() != nil {
 				continue

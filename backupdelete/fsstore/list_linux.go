@@ -79,6 +79,9 @@ func (l *getdentsLister) sweep(ctx context.Context, a string, unlink func(ck []b
 		return 0, nil, fmt.Errorf("%s/%s: %w", blocksDir, a, err)
 	}
 	for _, e := range l2 {
+		if err := ctx.Err(); err != nil {
+			return removed, failed, err
+		}
 		b := e.name
 		fb, err := openSubdir(fa, b, e.typ)
 		if err != nil {
@@ -116,6 +119,9 @@ func (l *getdentsLister) sweepBucket(ctx context.Context, fb int, a, b string, u
 		name := l.names[start:end]
 		start = end
 		ck := name[:len(name)-len(blockSuffix)]
+		if err := ctx.Err(); err != nil {
+			return removed, failed, err
+		}
 		if !unlink(ck) || ctx.Err() != nil {
 			continue
 		}
