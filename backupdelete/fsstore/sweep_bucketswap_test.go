@@ -25,7 +25,7 @@ func TestSweepNeverEntersABucketReplacedByASymlinkMidSweep(t *testing.T) {
 			// other: same first-level bucket, another second-level one.
 			var other string
 			for i := 0; ; i++ {
-				c := checksum(string(rune('a' + i%26)) + string(rune(i)))
+				c := checksum(string(rune('a'+i%26)) + string(rune(i)))
 				if c[0:2] == first[0:2] && c[2:4] != first[2:4] {
 					other = c
 					break
