@@ -92,7 +92,7 @@ func TestScanCancelledAtEveryCheckLeavesACacheThatTellsTheTruth(t *testing.T) {
 				before, after := sets[n%2], sets[(n+1)%2]
 				exp.Replace(after)
 				if n%2 == 0 {
-					name := fmt.Sprintf("pvc-new%d-%05d-r-%08d", workers, n, n)
+					name := fmt.Sprintf("new%d-%05d", workers, n)
 					must(t, os.Mkdir(filepath.Join(rd, name), 0o755))
 				}
 				ctx := newCancelAtCheck(n)
@@ -105,8 +105,10 @@ func TestScanCancelledAtEveryCheckLeavesACacheThatTellsTheTruth(t *testing.T) {
 					return // cancelled at every check
 				}
 				// Changed again, so the next scan lists afresh and may
-				// reuse the verdicts of the last classification.
-				must(t, os.Mkdir(filepath.Join(rd, fmt.Sprintf("pvc-re%d-%05d-r-%08d", workers, n, n)), 0o755))
+				// reuse the verdicts of the last classification. The new
+				// entries are no data names: skipped without validation,
+				// they add no look at the context, so the loop ends.
+				must(t, os.Mkdir(filepath.Join(rd, fmt.Sprintf("re%d-%05d", workers, n)), 0o755))
 				exp.Replace(before)
 				check(fmt.Sprintf("cancelled at check %d, then the set before", n))
 				exp.Replace(after)
