@@ -151,7 +151,10 @@
 // regular files at block names (the directory entry's type, or Lstat when
 // the filesystem gives none); it lists a bucket whole, then unlinks its
 // unreferenced blocks through the descriptor it listed it with, the
-// decision having been made before the listing began. (A targeted
+// decision having been made before the listing began; just before each
+// unlink the name is looked at again (O_PATH, no symlink followed), and
+// what replaced the block file meanwhile (a FIFO, a symlink, a directory)
+// stays. (A targeted
 // collection unlinks its candidates by name without a type check:
 // unlinking opens nothing, and the name is in the block namespace.)
 //

@@ -104,6 +104,9 @@ func (l rootLister) sweep(ctx context.Context, a string, unlink func(ck []byte) 
 		return 0, nil, err
 	}
 	for _, b := range l2 {
+		if err := ctx.Err(); err != nil {
+			return removed, failed, err
+		}
 		f, err := openDirFile(bucket, b)
 		if err != nil {
 			return removed, failed, err
@@ -114,8 +117,25 @@ func (l rootLister) sweep(ctx context.Context, a string, unlink func(ck []byte) 
 			return removed, failed, err
 		}
 		for _, e := range entries {
+			if err := ctx.Err(); err != nil {
+				return removed, failed, err
+			}
 			ck, ok := blockFileIn([]byte(e.Name()), a, b)
 			if !ok || !e.Type().IsRegular() || !unlink(ck) || ctx.Err() != nil {
+				continue
+			}
+			// Re-checked at the moment of the removal: what replaced the
+			// block file since the listing (a FIFO, a symlink, a
+			// directory, which Remove would take if empty) stays.
+			fi, err := bucket.Lstat(b + "/" + e.Name())
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				removed++ // already gone
+				continue
+			case err != nil:
+				failed = append(failed, string(ck))
+				continue
+			case !fi.Mode().IsRegular():
 				continue
 			}
 			if err := bucket.Remove(b + "/" + e.Name()); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -79,6 +79,9 @@ func (l *getdentsLister) sweep(ctx context.Context, a string, unlink func(ck []b
 		return 0, nil, fmt.Errorf("%s/%s: %w", blocksDir, a, err)
 	}
 	for _, e := range l2 {
+		if err := ctx.Err(); err != nil {
+			return removed, failed, err
+		}
 		b := e.name
 		fb, err := openSubdir(fa, b, e.typ)
 		if err != nil {
@@ -116,10 +119,27 @@ func (l *getdentsLister) sweepBucket(ctx context.Context, fb int, a, b string, u
 		name := l.names[start:end]
 		start = end
 		ck := name[:len(name)-len(blockSuffix)]
+		if err := ctx.Err(); err != nil {
+			return removed, failed, err
+		}
 		if !unlink(ck) || ctx.Err() != nil {
 			continue
 		}
-		// unlinkat without AT_REMOVEDIR never removes a directory.
+		// Re-checked at the moment of the unlink: the name may have been
+		// replaced since the listing (while unlink decided) by something
+		// that is no block file, which stays. unlinkat without AT_REMOVEDIR
+		// never removes a directory.
+		regular, err := regularAt(fb, string(name))
+		switch {
+		case err == syscall.ENOENT:
+			removed++ // already gone
+			continue
+		case err != nil:
+			failed = append(failed, string(ck))
+			continue
+		case !regular:
+			continue
+		}
 		if err := unlinkat(fb, string(name), 0); err != nil && err != syscall.ENOENT {
 			failed = append(failed, string(ck))
 			continue
@@ -127,6 +147,33 @@ func (l *getdentsLister) sweepBucket(ctx context.Context, fb int, a, b string, u
 		removed++
 	}
 	return removed, failed, nil
+}
+
+// oPath is Linux's O_PATH (the same on every architecture Go supports):
+// the descriptor only names the file, which is not opened for I/O.
+const oPath = 0x200000
+
+// regularAt reports whether dirfd/name is a regular file now. It opens
+// name O_PATH|O_NOFOLLOW, which opens nothing for I/O (a FIFO never
+// blocks, a device is never opened, a symlink is looked at itself), and
+// fstats that descriptor. An error is the open's or the fstat's errno.
+func regularAt(dirfd int, name string) (bool, error) {
+	for {
+		fd, err := syscall.Openat(dirfd, name, oPath|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		var st syscall.Stat_t
+		err = syscall.Fstat(fd, &st)
+		syscall.Close(fd)
+		if err != nil {
+			return false, err
+		}
+		return st.Mode&syscall.S_IFMT == syscall.S_IFREG, nil
+	}
 }
 
 // regular says whether blocks/<a>/<b>/<name>, typed typ with inode ino by

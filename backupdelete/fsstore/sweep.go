@@ -31,7 +31,8 @@ import (
 //
 // A listing error stops the sweep with an error; what was unlinked before
 // it stays unlinked (each unlink was decided independently of the
-// listing) and is counted in removed.
+// listing) and is counted in removed. So does the end of ctx: no bucket
+// more is listed, nothing more is unlinked, and the error is ctx's.
 func sweepBlocks(ctx context.Context, vol *os.Root, unlink func(ck []byte) bool) (removed int, failed []string, err error) {
 	return sweepBlocksWith(ctx, vol, newBucketLister, unlink)
 }
@@ -65,6 +66,12 @@ func sweepBlocksWith(ctx context.Context, vol *os.Root, newLister func(vol *os.R
 			for i := range work {
 				if err != nil {
 					errs[i] = err
+					continue
+				}
+				// Once ctx ends no bucket more is listed: the sweep
+				// stops, incomplete, with ctx's error.
+				if cerr := ctx.Err(); cerr != nil {
+					errs[i] = cerr
 					continue
 				}
 				gn, gbad, gerr := lister.sweep(ctx, l1[i], unlink)
