@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -224,22 +223,8 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 	return fmt.Errorf("orphanctrl: delete %s: %w: still changing after %d attempts", name, orphan.ErrConflict, maxAttempts)
 }
 
-// wrap maps API errors to the orphan package's sentinels, keeping the API
-// error in the chain.
-func wrap(op, name string, err error) error {
-	var sentinel error
-	switch {
-	case apierrors.IsNotFound(err):
-		sentinel = orphan.ErrNotFound
-	case apierrors.IsAlreadyExists(err):
-		sentinel = orphan.ErrAlreadyExists
-	case apierrors.IsConflict(err):
-		sentinel = orphan.ErrConflict
-	default:
-		return fmt.Errorf("orphanctrl: %s %s: %w", op, name, err)
-	}
-	return fmt.Errorf("orphanctrl: %s %s: %w: %w", op, name, sentinel, err)
-}
+// wrap maps API errors to the orphan package's sentinels.
+func wrap(op, name string, err error) error { return crstore.WrapAPIError("orphanctrl", op, name, err) }
 
 // recordOf reads an Orphan object.
 func recordOf(o *Orphan) orphan.Record {
@@ -254,30 +239,12 @@ func recordOf(o *Orphan) orphan.Record {
 		DeletionRequested: o.DeletionTimestamp != nil,
 		ResourceVersion:   o.ResourceVersion,
 	}
-	for _, c := range o.Status.Conditions {
-		mc := metav1.Condition{Type: c.Type, Status: metav1.ConditionStatus(c.Status), Reason: c.Reason, Message: c.Message}
-		if t, err := time.Parse(time.RFC3339, c.LastTransitionTime); err == nil {
-			mc.LastTransitionTime = metav1.NewTime(t)
-		}
-		r.Conditions = append(r.Conditions, mc)
-	}
+	r.Conditions = crstore.MetaConditions(o.Status.Conditions)
 	return r
 }
 
 // conditionsOf converts conditions to Longhorn's type, keeping the probe
 // times o has for conditions of the same type.
 func conditionsOf(o *Orphan, cs []metav1.Condition) []crstore.Condition {
-	probe := map[string]string{}
-	for _, c := range o.Status.Conditions {
-		probe[c.Type] = c.LastProbeTime
-	}
-	out := make([]crstore.Condition, 0, len(cs))
-	for _, c := range cs {
-		lc := crstore.Condition{Type: c.Type, Status: string(c.Status), Reason: c.Reason, Message: c.Message, LastProbeTime: probe[c.Type]}
-		if !c.LastTransitionTime.IsZero() {
-			lc.LastTransitionTime = c.LastTransitionTime.UTC().Format(time.RFC3339)
-		}
-		out = append(out, lc)
-	}
-	return out
+	return crstore.LonghornConditions(o.Status.Conditions, cs)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -259,22 +258,8 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 	return fmt.Errorf("crstore: delete %s: %w: still changing after %d attempts", name, orphan.ErrConflict, maxAttempts)
 }
 
-// wrap maps API errors to the orphan package's sentinels, keeping the API
-// error in the chain.
-func (s *Store) wrap(op, name string, err error) error {
-	var sentinel error
-	switch {
-	case apierrors.IsNotFound(err):
-		sentinel = orphan.ErrNotFound
-	case apierrors.IsAlreadyExists(err):
-		sentinel = orphan.ErrAlreadyExists
-	case apierrors.IsConflict(err):
-		sentinel = orphan.ErrConflict
-	default:
-		return fmt.Errorf("crstore: %s %s: %w", op, name, err)
-	}
-	return fmt.Errorf("crstore: %s %s: %w: %w", op, name, sentinel, err)
-}
+// wrap maps API errors to the orphan package's sentinels.
+func (s *Store) wrap(op, name string, err error) error { return WrapAPIError("crstore", op, name, err) }
 
 // ErrMalformed is wrapped by errors about objects that do not have the
 // Orphan schema.
@@ -328,18 +313,7 @@ func recordOf(u *unstructured.Unstructured) (orphan.Record, error) {
 		DeletionRequested: u.GetDeletionTimestamp() != nil,
 		ResourceVersion:   u.GetResourceVersion(),
 	}
-	for _, c := range readConditions(u) {
-		mc := metav1.Condition{
-			Type:    c.Type,
-			Status:  metav1.ConditionStatus(c.Status),
-			Reason:  c.Reason,
-			Message: c.Message,
-		}
-		if t, err := time.Parse(time.RFC3339, c.LastTransitionTime); err == nil {
-			mc.LastTransitionTime = metav1.NewTime(t)
-		}
-		r.Conditions = append(r.Conditions, mc)
-	}
+	r.Conditions = MetaConditions(readConditions(u))
 	return r, nil
 }
 
@@ -363,23 +337,13 @@ func readConditions(u *unstructured.Unstructured) []Condition {
 }
 
 // conditionsOf converts conditions to Longhorn's type, keeping the probe
-// times the object has for conditions of the same type.
+// times the object (if any) has for conditions of the same type.
 func conditionsOf(u *unstructured.Unstructured, cs []metav1.Condition) []Condition {
-	probe := map[string]string{}
+	var old []Condition
 	if u != nil {
-		for _, c := range readConditions(u) {
-			probe[c.Type] = c.LastProbeTime
-		}
+		old = readConditions(u)
 	}
-	out := make([]Condition, 0, len(cs))
-	for _, c := range cs {
-		lc := Condition{Type: c.Type, Status: string(c.Status), Reason: c.Reason, Message: c.Message, LastProbeTime: probe[c.Type]}
-		if !c.LastTransitionTime.IsZero() {
-			lc.LastTransitionTime = c.LastTransitionTime.UTC().Format(time.RFC3339)
-		}
-		out = append(out, lc)
-	}
-	return out
+	return LonghornConditions(old, cs)
 }
 
 // setStatus writes conditions (and ownerID, if not empty) into u.
