@@ -9,6 +9,8 @@ import (
 	"math"
 	"net"
 	"os"
+	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -89,11 +91,14 @@ func (c *Client) Close() error {
 // Call implements Caller.
 //
 // The request is encoded by hand around json.Marshal(params) and written
-// by this call. Then, if no other call is reading the connection, this
-// call reads it, handing the replies it finds for others to them, until
-// its own arrives; else it waits to be handed its reply or the reading.
-// A single caller thus does what a raw client does: write, read. The
-// result is decoded without reflection when decodeFast can.
+// by this call, or, when another call is writing, queued for that call to
+// write with its own in one write (calls arriving together cost SPDK and
+// the kernel one write, not one each). Then, if no other call is reading
+// the connection, this call reads it, handing the replies it finds for
+// others to them, until its own arrives; else it waits to be handed its
+// reply or the reading. A single caller thus does what a raw client does:
+// write, read. The result is decoded without reflection when decodeFast
+// can.
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -247,7 +252,17 @@ type rpcErrorBody struct {
 type conn struct {
 	nc net.Conn
 
-	wsem chan struct{} // one request on the wire at a time; ctx-aware
+	// The writer's role: one call at a time writes, and it writes, in
+	// one write, its own request and every request queued while the
+	// previous write was under way (write coalescing), then hands the
+	// role to the first call that queued after that, or frees it.
+	wmu     sync.Mutex     // guards writing, wq, werr and every queued write's fields
+	writing bool           // a call holds the writer's role
+	wq      []*queuedWrite // requests waiting for the role, in arrival order
+	werr    error          // the connection's failure, once a writer saw it
+	calls   atomic.Int64   // calls in roundTrip
+	batch   []byte         // the writer's buffer for a coalesced write
+	taken   []*queuedWrite // the queued writes in the batch under way
 
 	mu      sync.Mutex // guards pending, err, reading
 	pending map[uint64]chan reply
@@ -275,7 +290,6 @@ type conn struct {
 func newConn(nc net.Conn, maxSize int64) *conn {
 	return &conn{
 		nc:      nc,
-		wsem:    make(chan struct{}, 1),
 		pending: make(map[uint64]chan reply),
 		fr:      newFramer(nc, maxSize),
 		broken:  make(chan struct{}),
@@ -292,6 +306,8 @@ var replyChans = sync.Pool{New: func() any { return make(chan reply, 1) }}
 // reply. unsent reports that the write failed before any byte left. It
 // keeps no reference to body once it returns.
 func (cn *conn) roundTrip(ctx context.Context, id uint64, body []byte) (rep reply, unsent bool, err error) {
+	cn.calls.Add(1)
+	defer cn.calls.Add(-1)
 	ch, err := cn.register(id)
 	if err != nil {
 		return reply{}, false, err
@@ -343,40 +359,215 @@ func (cn *conn) leave(id uint64, ch chan reply) {
 // is the connection's first; but a write that this call's own ended ctx
 // stopped before any byte left leaves the stream as it was, and only this
 // call fails, with ctx's error.
+//
+// One call at a time holds the writer's role. A call that finds it taken
+// queues its request and waits: the holder writes it with its own in one
+// write, or hands it the role. Either way it learns the outcome of its
+// own request: written, or unsent (not one byte of it left), or an error.
+// A request is written at most once, and never after its call stopped
+// waiting for it while it was still queued.
 func (cn *conn) write(ctx context.Context, in *interruption, body []byte) (unsent bool, err error) {
-	select {
-	case cn.wsem <- struct{}{}:
-	default:
+	cn.wmu.Lock()
+	if cn.werr != nil {
+		err := cn.werr
+		cn.wmu.Unlock()
+		return true, err
+	}
+	if !cn.writing {
+		cn.writing = true
+		cn.wmu.Unlock()
+		return cn.writeBatch(ctx, in, body)
+	}
+	qw := queuedWrites.Get().(*queuedWrite)
+	qw.body = body
+	cn.wq = append(cn.wq, qw)
+	cn.wmu.Unlock()
+
+	var o writeOutcome
+	if done := ctx.Done(); done == nil {
+		o = <-qw.done
+	} else {
 		select {
-		case cn.wsem <- struct{}{}:
-		case <-ctx.Done():
-			return true, ctx.Err()
+		case o = <-qw.done:
+		case <-done:
+			var decided bool
+			if o, decided = cn.withdraw(qw); !decided {
+				// In a write under way: it may reach SPDK or not; the call
+				// ends now and the writer forgets qw.
+				return false, ctx.Err()
+			}
+			if o.role {
+				// Handed the role as ctx ended: pass it on unwritten.
+				cn.wmu.Lock()
+				cn.passWriteLocked()
+				cn.wmu.Unlock()
+				o = writeOutcome{unsent: true}
+			}
+			qw.recycle()
+			return o.unsent, ctx.Err()
 		}
 	}
+	qw.recycle()
+	if o.role {
+		return cn.writeBatch(ctx, in, body)
+	}
+	return o.unsent, o.err
+}
+
+// withdraw takes qw back after its call's ctx ended. decided is false when
+// qw is in a write under way (it is then marked abandoned); else o is the
+// message qw got: the role, or its write's outcome, or, still queued and
+// now removed, unsent.
+func (cn *conn) withdraw(qw *queuedWrite) (o writeOutcome, decided bool) {
+	cn.wmu.Lock()
+	defer cn.wmu.Unlock()
+	if i := slices.Index(cn.wq, qw); i >= 0 {
+		cn.wq = slices.Delete(cn.wq, i, i+1)
+		return writeOutcome{unsent: true}, true
+	}
+	select {
+	case o = <-qw.done:
+		return o, true
+	default:
+		qw.abandoned = true
+		return writeOutcome{}, false
+	}
+}
+
+// writeBatch writes body, and the requests queued meanwhile, as the holder
+// of the writer's role, and passes the role on.
+func (cn *conn) writeBatch(ctx context.Context, in *interruption, body []byte) (unsent bool, err error) {
 	if cn.wdl {
 		_ = cn.nc.SetWriteDeadline(time.Time{})
 		cn.wdl = false
 	}
 	if !in.enter(false) {
-		<-cn.wsem
+		cn.wmu.Lock()
+		cn.passWriteLocked()
+		cn.wmu.Unlock()
 		return true, ctx.Err() // ended before a byte was written
 	}
-	n, err := cn.nc.Write(body)
+	if cn.calls.Load() > 1 {
+		// Other calls are under way, and those just handed their replies
+		// are about to write: let them queue, to go out in this write.
+		runtime.Gosched()
+	}
+	// Take what queued while this call waited: the requests are copied, so
+	// a call that stops waiting for its taken request may reuse its buffer.
+	cn.wmu.Lock()
+	out := body
+	if len(cn.wq) > 0 {
+		b := append(cn.batch[:0], body...)
+		for _, qw := range cn.wq {
+			qw.start = len(b)
+			b = append(b, qw.body...)
+			qw.body = nil
+			cn.taken = append(cn.taken, qw)
+		}
+		clear(cn.wq)
+		cn.wq = cn.wq[:0]
+		cn.batch, out = b, b
+	}
+	cn.wmu.Unlock()
+
+	n, err := cn.nc.Write(out)
 	if in.exit(false) {
 		cn.wdl = true
 	}
-	<-cn.wsem
-	if err != nil {
-		if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
-			if ctxErr := ctx.Err(); ctxErr != nil {
-				return true, ctxErr
+	if cap(cn.batch) > 64<<10 {
+		cn.batch = nil // a huge batch's buffer is not worth keeping
+	}
+	if err != nil && n == 0 && errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
+		// This call's ctx stopped the write before any byte left: the
+		// stream is as it was. The others' requests go back to the head of
+		// the queue, in order, unless their calls stopped waiting; the role
+		// passes on.
+		cn.wmu.Lock()
+		back := make([]*queuedWrite, 0, len(cn.taken)+len(cn.wq))
+		for i, qw := range cn.taken {
+			end := len(out)
+			if i+1 < len(cn.taken) {
+				end = cn.taken[i+1].start
+			}
+			if !qw.abandoned {
+				qw.body = out[qw.start:end]
+				back = append(back, qw)
 			}
 		}
-		cn.fail(fmt.Errorf("%w: write: %w", ErrConnection, err))
-		return n == 0, cn.failure()
+		// The bodies now point into the batch buffer: it is theirs.
+		cn.batch, cn.taken = nil, nil
+		cn.wq = append(back, cn.wq...)
+		cn.passWriteLocked()
+		cn.wmu.Unlock()
+		return true, ctx.Err()
 	}
-	return false, nil
+	if err != nil {
+		cn.fail(fmt.Errorf("%w: write: %w", ErrConnection, err))
+		err = cn.failure()
+	}
+	cn.wmu.Lock()
+	for i, qw := range cn.taken {
+		if !qw.abandoned {
+			qw.done <- writeOutcome{unsent: err != nil && qw.start >= n, err: err}
+		}
+		cn.taken[i] = nil
+	}
+	cn.taken = cn.taken[:0]
+	if err != nil {
+		// Nothing more goes out on this connection: every queued request
+		// is unsent, and so is any that comes.
+		cn.werr = err
+		for _, qw := range cn.wq {
+			qw.done <- writeOutcome{unsent: true, err: err}
+		}
+		clear(cn.wq)
+		cn.wq = cn.wq[:0]
+	}
+	cn.passWriteLocked()
+	cn.wmu.Unlock()
+	return err != nil && n == 0, err
 }
+
+// passWriteLocked hands the writer's role to the first queued request's
+// call, or frees it. cn.wmu is held.
+func (cn *conn) passWriteLocked() {
+	if len(cn.wq) == 0 {
+		cn.writing = false
+		return
+	}
+	qw := cn.wq[0]
+	// Shifted down, not resliced: the queue keeps its array.
+	n := copy(cn.wq, cn.wq[1:])
+	cn.wq[n] = nil
+	cn.wq = cn.wq[:n]
+	qw.done <- writeOutcome{role: true}
+}
+
+// queuedWrite is a request waiting for the writer's role. Its fields are
+// guarded by cn.wmu.
+type queuedWrite struct {
+	body      []byte            // the request; nil once copied into a batch
+	start     int               // where it begins in the batch under way
+	abandoned bool              // its call stopped waiting while it was in a write
+	done      chan writeOutcome // the one message it gets: cap 1, never blocks
+}
+
+// recycle returns qw, which got its message and is in no queue, to the
+// pool.
+func (qw *queuedWrite) recycle() {
+	qw.body, qw.start, qw.abandoned = nil, 0, false
+	queuedWrites.Put(qw)
+}
+
+// writeOutcome is the message a queued write gets: the role (role), or the
+// outcome of the write that carried its request.
+type writeOutcome struct {
+	role   bool
+	unsent bool
+	err    error
+}
+
+var queuedWrites = sync.Pool{New: func() any { return &queuedWrite{done: make(chan writeOutcome, 1)} }}
 
 // interruption makes the end of one call's ctx interrupt the write or
 // read the call is doing, by setting a past deadline on the socket, with

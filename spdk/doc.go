@@ -184,9 +184,10 @@
 // # Concurrency
 //
 // Client and Orphans are safe for concurrent use. A Client
-// holds one connection while connected and starts no goroutine: the calls
-// write their own requests and, one at a time, read the replies for all of
-// them. Close fails the calls in flight. No call outlives its context: a
+// holds one connection while connected and starts no goroutine: the calls,
+// one at a time, write their requests (the one writing takes along, in
+// the same write, those queued meanwhile) and, one at a time, read the
+// replies for all of them. Close fails the calls in flight. No call outlives its context: a
 // cancelled call returns at once (a call that was reading hands the
 // reading to another) and its late reply is dropped. Classify and PurgeOrder are pure. spdk keeps no time
 // of its own: every wait is bounded by the caller's context.
