@@ -1,0 +1,247 @@
+package spdk
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// The tests of write coalescing: while one call holds the writer's role,
+// others queue and go out with its next write. They drive conn's writer
+// directly over a net.Pipe, whose writes block until the other end reads,
+// so a write nobody reads stays under way as long as a test needs.
+
+// writeResult is what one write returned.
+type writeResult struct {
+	unsent bool
+	err    error
+}
+
+// goWrite starts cn.write(ctx, in, body) and returns where its result
+// arrives.
+func goWrite(cn *conn, ctx context.Context, in *interruption, body []byte) <-chan writeResult {
+	res := make(chan writeResult, 1)
+	go func() {
+		unsent, err := cn.write(ctx, in, body)
+		res <- writeResult{unsent, err}
+	}()
+	return res
+}
+
+// waitUntil polls cond under cn.wmu until it holds.
+func waitUntil(t *testing.T, cn *conn, what string, cond func() bool) {
+	t.Helper()
+	for start := time.Now(); ; runtime.Gosched() {
+		cn.wmu.Lock()
+		ok := cond()
+		cn.wmu.Unlock()
+		if ok {
+			return
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+	}
+}
+
+// holdWriterRole makes the test the holder of cn's writer role, so that
+// the writes it starts queue, in order.
+func holdWriterRole(t *testing.T, cn *conn) {
+	t.Helper()
+	cn.wmu.Lock()
+	defer cn.wmu.Unlock()
+	if cn.writing {
+		t.Fatal("the writer's role is taken")
+	}
+	cn.writing = true
+}
+
+// queue starts a write of body, which must queue, and waits until it has.
+func queue(t *testing.T, cn *conn, ctx context.Context, body []byte) <-chan writeResult {
+	t.Helper()
+	cn.wmu.Lock()
+	n := len(cn.wq)
+	cn.wmu.Unlock()
+	res := goWrite(cn, ctx, nil, body)
+	waitUntil(t, cn, "the write queued", func() bool { return len(cn.wq) == n+1 })
+	return res
+}
+
+func result(t *testing.T, res <-chan writeResult) writeResult {
+	t.Helper()
+	select {
+	case r := <-res:
+		return r
+	case <-time.After(5 * time.Second):
+		t.Fatal("a write did not return")
+		return writeResult{}
+	}
+}
+
+// readOne returns what one Read of the peer gets: with net.Pipe, the bytes
+// of one write at most.
+func readOne(t *testing.T, server net.Conn) []byte {
+	t.Helper()
+	b := make([]byte, 4096)
+	_ = server.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err := server.Read(b)
+	if err != nil {
+		t.Fatalf("peer read: %v", err)
+	}
+	return b[:n]
+}
+
+// Requests queued while a write is under way go out in the holder's next
+// write, in the order they queued, and each call learns it was sent.
+func TestQueuedRequestsGoOutInOneWrite(t *testing.T) {
+	cn, server := pipeConn(t)
+	holdWriterRole(t, cn)
+	b1 := queue(t, cn, context.Background(), []byte(`{"id":2}`))
+	b2 := queue(t, cn, context.Background(), []byte(`{"id":3}`))
+	own := make(chan writeResult, 1)
+	go func() {
+		unsent, err := cn.writeBatch(context.Background(), nil, []byte(`{"id":1}`))
+		own <- writeResult{unsent, err}
+	}()
+	if got, want := readOne(t, server), `{"id":1}{"id":2}{"id":3}`; string(got) != want {
+		t.Fatalf("one write carried %q, want %q", got, want)
+	}
+	for i, res := range []<-chan writeResult{own, b1, b2} {
+		if r := result(t, res); r.err != nil || r.unsent {
+			t.Errorf("write %d = %+v, want sent", i+1, r)
+		}
+	}
+	cn.wmu.Lock()
+	defer cn.wmu.Unlock()
+	if cn.writing || len(cn.wq) != 0 {
+		t.Fatalf("after the batch: writing %v, %d queued; want the role free", cn.writing, len(cn.wq))
+	}
+}
+
+// A call whose context ends while its request waits in the queue returns
+// at once, its request unsent; it never goes out, not even with a later
+// write.
+func TestQueuedRequestCancelledIsNeverSent(t *testing.T) {
+	cn, server := pipeConn(t)
+	first := []byte(`{"id":1}`)
+	a := goWrite(cn, context.Background(), nil, first)
+	// One byte read proves the first write under way (its batch taken);
+	// the rest stays blocked.
+	if _, err := io.ReadFull(server, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b := queue(t, cn, ctx, []byte(`{"id":2,"cancelled":true}`))
+	cancel()
+	if r := result(t, b); !r.unsent || !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("cancelled queued write = %+v, want unsent, Canceled", r)
+	}
+	if got := readOne(t, server); !bytes.Equal(got, first[1:]) {
+		t.Fatalf("the peer read %q, want the rest of the first request", got)
+	}
+	if r := result(t, a); r.err != nil {
+		t.Fatal(r.err)
+	}
+	third := []byte(`{"id":3}`)
+	c := goWrite(cn, context.Background(), nil, third)
+	if got := readOne(t, server); !bytes.Equal(got, third) {
+		t.Fatalf("the peer read %q, want %q: the cancelled request went out", got, third)
+	}
+	if r := result(t, c); r.err != nil {
+		t.Fatal(r.err)
+	}
+}
+
+// When the holder's own context stops its write before any byte left,
+// the stream is intact: the holder fails alone, and the requests it had
+// taken go back to the queue and out with the next holder, exactly once;
+// one whose call stopped waiting meanwhile never goes out.
+func TestWriterCancelledBeforeAnyByteRequeuesTheOthers(t *testing.T) {
+	cn, server := pipeConn(t)
+	holdWriterRole(t, cn)
+	b := queue(t, cn, context.Background(), []byte(`{"id":2}`))
+	abandonCtx, abandon := context.WithCancel(context.Background())
+	c := queue(t, cn, abandonCtx, []byte(`{"id":3,"abandoned":true}`))
+	d := queue(t, cn, context.Background(), []byte(`{"id":4}`))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	in := cn.arm(ctx)
+	defer in.disarm()
+	own := make(chan writeResult, 1)
+	go func() {
+		unsent, err := cn.writeBatch(ctx, in, []byte(`{"id":1,"cancelled":true}`))
+		own <- writeResult{unsent, err}
+	}()
+	waitUntil(t, cn, "the holder took the queue", func() bool { return len(cn.taken) == 3 })
+	abandon() // call 3 stops waiting while its request is in the write
+	if r := result(t, c); r.unsent || !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("call stopped during the write = %+v, want Canceled, not unsent (it may be sent)", r)
+	}
+	cancel() // the holder's write is blocked before its first byte
+	if r := result(t, own); !r.unsent || !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("holder = %+v, want unsent, Canceled", r)
+	}
+	if err := cn.failure(); err != nil {
+		t.Fatalf("a write stopped before any byte left failed the connection: %v", err)
+	}
+	if got, want := readOne(t, server), `{"id":2}{"id":4}`; string(got) != want {
+		t.Fatalf("the next write carried %q, want %q", got, want)
+	}
+	for i, res := range []<-chan writeResult{b, d} {
+		if r := result(t, res); r.err != nil || r.unsent {
+			t.Errorf("requeued write %d = %+v, want sent", i, r)
+		}
+	}
+	// Nothing else was written: the next write is the peer's next read.
+	next := []byte(`{"id":5}`)
+	e := goWrite(cn, context.Background(), nil, next)
+	if got := readOne(t, server); !bytes.Equal(got, next) {
+		t.Fatalf("the peer read %q, want %q", got, next)
+	}
+	if r := result(t, e); r.err != nil {
+		t.Fatal(r.err)
+	}
+}
+
+// A write that breaks off part-way fails the connection. Of the requests
+// it carried, those of which not one byte left are unsent (the call may
+// send them again on a new connection); the others are not, even the one
+// cut in the middle; and every request still queued is unsent.
+func TestBrokenBatchReportsWhichRequestsNeverLeft(t *testing.T) {
+	cn, server := pipeConn(t)
+	holdWriterRole(t, cn)
+	first, second, third := []byte(`{"id":1}`), []byte(`{"id":2}`), []byte(`{"id":3}`)
+	b := queue(t, cn, context.Background(), second)
+	c := queue(t, cn, context.Background(), third)
+	own := make(chan writeResult, 1)
+	go func() {
+		unsent, err := cn.writeBatch(context.Background(), nil, first)
+		own <- writeResult{unsent, err}
+	}()
+	waitUntil(t, cn, "the holder took the queue", func() bool { return len(cn.taken) == 2 })
+	d := queue(t, cn, context.Background(), []byte(`{"id":4}`))
+	// The peer reads the first request and two bytes of the second, then
+	// hangs up.
+	if _, err := io.ReadFull(server, make([]byte, len(first)+2)); err != nil {
+		t.Fatal(err)
+	}
+	server.Close()
+	for _, tc := range []struct {
+		name   string
+		res    <-chan writeResult
+		unsent bool
+	}{{"whole", own, false}, {"cut", b, false}, {"never left", c, true}, {"queued", d, true}} {
+		r := result(t, tc.res)
+		if r.unsent != tc.unsent || !errors.Is(r.err, ErrConnection) {
+			t.Errorf("%s request: %+v, want unsent=%v and a connection error", tc.name, r, tc.unsent)
+		}
+	}
+	if r := result(t, goWrite(cn, context.Background(), nil, []byte(`{}`))); !r.unsent || !errors.Is(r.err, ErrConnection) {
+		t.Errorf("write after the failure = %+v, want unsent and the connection's error", r)
+	}
+}
