@@ -265,7 +265,7 @@ type conn struct {
 	taken   []*queuedWrite // the queued writes in the batch under way
 
 	mu      sync.Mutex // guards pending, err, reading
-	pending map[uint64]chan reply
+	pending map[uint64]waiter
 	err     error
 	// reading is true while a call holds the reader's role: it alone uses
 	// fr, delivers the replies it reads to the calls in pending, and when
@@ -290,7 +290,7 @@ type conn struct {
 func newConn(nc net.Conn, maxSize int64) *conn {
 	return &conn{
 		nc:      nc,
-		pending: make(map[uint64]chan reply),
+		pending: make(map[uint64]waiter),
 		fr:      newFramer(nc, maxSize),
 		broken:  make(chan struct{}),
 	}
@@ -316,7 +316,7 @@ func (cn *conn) roundTrip(ctx context.Context, id uint64, body []byte) (rep repl
 	if in != nil {
 		defer in.disarm()
 	}
-	if unsent, err := cn.write(ctx, in, body); err != nil {
+	if unsent, err := cn.write(ctx, in, id, body); err != nil {
 		cn.leave(id, ch)
 		return reply{}, unsent, err
 	}
@@ -324,8 +324,27 @@ func (cn *conn) roundTrip(ctx context.Context, id uint64, body []byte) (rep repl
 	return rep, false, err
 }
 
-// register adds a waiter for id; its reply cannot arrive before its
-// request is written, so it is in pending first.
+// waiter is a call in pending: where its reply goes, and how far its
+// request got. A reply is matched only to a request written whole: one
+// for a request not yet in a write is a *ProtocolError, and one that
+// arrives while the write carrying its request is under way (the write
+// may be over and the writer not yet told) waits in early until the
+// writer knows the request went out whole.
+type waiter struct {
+	ch    chan reply
+	state uint8
+	early *reply // a reply that came while state was reqWriting
+}
+
+// How far a call's request got.
+const (
+	reqUnsent  = iota // registered; in no write yet
+	reqWriting        // in a write under way
+	reqWritten        // written whole
+)
+
+// register adds a waiter for id before its request is written, so that
+// no reply can come before it is in pending.
 func (cn *conn) register(id uint64) (chan reply, error) {
 	ch := replyChans.Get().(chan reply)
 	cn.mu.Lock()
@@ -334,8 +353,43 @@ func (cn *conn) register(id uint64) (chan reply, error) {
 		replyChans.Put(ch)
 		return nil, cn.err
 	}
-	cn.pending[id] = ch
+	cn.pending[id] = waiter{ch: ch}
 	return ch, nil
+}
+
+// markLocked moves the requests of ids, those still waited for, to state;
+// cn.mu is held. Moved to reqWritten, a request's early reply goes to its
+// call. Moved back to reqUnsent (its write stopped before any byte left),
+// a request with an early reply was answered before SPDK could have read
+// it: that is a *ProtocolError, returned for the caller to fail the
+// connection with.
+func (cn *conn) markLocked(state uint8, own uint64, taken []*queuedWrite) error {
+	var err error
+	mark := func(id uint64) {
+		w, ok := cn.pending[id]
+		if !ok {
+			return
+		}
+		if w.early != nil {
+			switch state {
+			case reqWritten:
+				delete(cn.pending, id)
+				w.ch <- *w.early
+				return
+			case reqUnsent:
+				err = &ProtocolError{Err: fmt.Errorf("reply to request %d before it was sent", id)}
+			}
+		}
+		w.state = state
+		cn.pending[id] = w
+	}
+	mark(own)
+	for _, qw := range taken {
+		if !qw.abandoned {
+			mark(qw.id)
+		}
+	}
+	return err
 }
 
 // leave withdraws the waiter for id, passes on the reading if it was
@@ -366,7 +420,7 @@ func (cn *conn) leave(id uint64, ch chan reply) {
 // own request: written, or unsent (not one byte of it left), or an error.
 // A request is written at most once, and never after its call stopped
 // waiting for it while it was still queued.
-func (cn *conn) write(ctx context.Context, in *interruption, body []byte) (unsent bool, err error) {
+func (cn *conn) write(ctx context.Context, in *interruption, id uint64, body []byte) (unsent bool, err error) {
 	cn.wmu.Lock()
 	if cn.werr != nil {
 		err := cn.werr
@@ -376,10 +430,10 @@ func (cn *conn) write(ctx context.Context, in *interruption, body []byte) (unsen
 	if !cn.writing {
 		cn.writing = true
 		cn.wmu.Unlock()
-		return cn.writeBatch(ctx, in, body)
+		return cn.writeBatch(ctx, in, id, body)
 	}
 	qw := queuedWrites.Get().(*queuedWrite)
-	qw.body = body
+	qw.id, qw.body = id, body
 	cn.wq = append(cn.wq, qw)
 	cn.wmu.Unlock()
 
@@ -409,7 +463,7 @@ func (cn *conn) write(ctx context.Context, in *interruption, body []byte) (unsen
 	}
 	qw.recycle()
 	if o.role {
-		return cn.writeBatch(ctx, in, body)
+		return cn.writeBatch(ctx, in, id, body)
 	}
 	return o.unsent, o.err
 }
@@ -436,7 +490,7 @@ func (cn *conn) withdraw(qw *queuedWrite) (o writeOutcome, decided bool) {
 
 // writeBatch writes body, and the requests queued meanwhile, as the holder
 // of the writer's role, and passes the role on.
-func (cn *conn) writeBatch(ctx context.Context, in *interruption, body []byte) (unsent bool, err error) {
+func (cn *conn) writeBatch(ctx context.Context, in *interruption, id uint64, body []byte) (unsent bool, err error) {
 	if cn.wdl {
 		_ = cn.nc.SetWriteDeadline(time.Time{})
 		cn.wdl = false
@@ -468,6 +522,9 @@ func (cn *conn) writeBatch(ctx context.Context, in *interruption, body []byte) (
 		cn.wq = cn.wq[:0]
 		cn.batch, out = b, b
 	}
+	cn.mu.Lock()
+	_ = cn.markLocked(reqWriting, id, cn.taken)
+	cn.mu.Unlock()
 	cn.wmu.Unlock()
 
 	n, err := cn.nc.Write(out)
@@ -494,11 +551,17 @@ func (cn *conn) writeBatch(ctx context.Context, in *interruption, body []byte) (
 				back = append(back, qw)
 			}
 		}
+		cn.mu.Lock()
+		perr := cn.markLocked(reqUnsent, id, cn.taken)
+		cn.mu.Unlock()
 		// The bodies now point into the batch buffer: it is theirs.
 		cn.batch, cn.taken = nil, nil
 		cn.wq = append(back, cn.wq...)
 		cn.passWriteLocked()
 		cn.wmu.Unlock()
+		if perr != nil {
+			cn.fail(perr)
+		}
 		return true, ctx.Err()
 	}
 	if err != nil {
@@ -506,6 +569,11 @@ func (cn *conn) writeBatch(ctx context.Context, in *interruption, body []byte) (
 		err = cn.failure()
 	}
 	cn.wmu.Lock()
+	if err == nil {
+		cn.mu.Lock()
+		_ = cn.markLocked(reqWritten, id, cn.taken)
+		cn.mu.Unlock()
+	}
 	for i, qw := range cn.taken {
 		if !qw.abandoned {
 			qw.done <- writeOutcome{unsent: err != nil && qw.start >= n, err: err}
@@ -546,6 +614,7 @@ func (cn *conn) passWriteLocked() {
 // queuedWrite is a request waiting for the writer's role. Its fields are
 // guarded by cn.wmu.
 type queuedWrite struct {
+	id        uint64            // the request's id
 	body      []byte            // the request; nil once copied into a batch
 	start     int               // where it begins in the batch under way
 	abandoned bool              // its call stopped waiting while it was in a write
@@ -555,7 +624,7 @@ type queuedWrite struct {
 // recycle returns qw, which got its message and is in no queue, to the
 // pool.
 func (qw *queuedWrite) recycle() {
-	qw.body, qw.start, qw.abandoned = nil, 0, false
+	qw.id, qw.body, qw.start, qw.abandoned = 0, nil, 0, false
 	queuedWrites.Put(qw)
 }
 
@@ -733,7 +802,10 @@ func (cn *conn) read(ctx context.Context, in *interruption, id uint64, ch chan r
 			return reply{}, cn.failure()
 		}
 		if rid != id {
-			cn.deliver(rid, rep)
+			if err := cn.deliver(rid, rep); err != nil {
+				cn.fail(err)
+				return reply{}, cn.failure()
+			}
 			continue
 		}
 		rep.result = bytes.Clone(rep.result) // raw lives in the framer's buffer
@@ -748,7 +820,10 @@ func (cn *conn) read(ctx context.Context, in *interruption, id uint64, ch chan r
 				cn.fail(err)
 				break
 			}
-			cn.deliver(rid, other)
+			if err := cn.deliver(rid, other); err != nil {
+				cn.fail(err)
+				break
+			}
 		}
 		return rep, nil
 	}
@@ -758,10 +833,15 @@ func (cn *conn) read(ctx context.Context, in *interruption, id uint64, ch chan r
 func (cn *conn) handOff() {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
-	for id, ch := range cn.pending {
-		delete(cn.pending, id)
-		ch <- reply{promote: true}
-		return
+	for id, w := range cn.pending {
+		// Only a call whose request went out whole can read: the others
+		// are still writing, and each becomes the reader if none is when
+		// it comes to wait.
+		if w.state == reqWritten && w.early == nil {
+			delete(cn.pending, id)
+			w.ch <- reply{promote: true}
+			return
+		}
 	}
 	cn.reading = false
 }
@@ -782,8 +862,8 @@ func (cn *conn) fail(err error) {
 		// broken closes before any waiter hears of the failure, so a call
 		// made after it dials a new connection instead of finding this one.
 		close(cn.broken)
-		for _, ch := range cn.pending {
-			ch <- reply{err: err}
+		for _, w := range cn.pending {
+			w.ch <- reply{err: err}
 		}
 		cn.pending = nil
 		cn.mu.Unlock()
@@ -792,15 +872,31 @@ func (cn *conn) fail(err error) {
 }
 
 // deliver hands rep to the call waiting for id. A reply nobody waits for
-// (its call was cancelled) is dropped.
-func (cn *conn) deliver(id uint64, rep reply) {
+// (its call was cancelled) is dropped. A reply to a request not written
+// whole yet waits for the writer (see waiter), or, if the request is in no
+// write, or already has a reply waiting, is a *ProtocolError: the caller
+// fails the connection with it.
+func (cn *conn) deliver(id uint64, rep reply) error {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
-	if ch, ok := cn.pending[id]; ok {
-		delete(cn.pending, id)
-		rep.result = bytes.Clone(rep.result) // raw lives in the framer's buffer
-		ch <- rep
+	w, ok := cn.pending[id]
+	if !ok {
+		return nil
 	}
+	rep.result = bytes.Clone(rep.result) // raw lives in the framer's buffer
+	switch {
+	case w.state == reqWritten:
+		delete(cn.pending, id)
+		w.ch <- rep
+	case w.state == reqWriting && w.early == nil:
+		w.early = &rep
+		cn.pending[id] = w
+	case w.state == reqWriting:
+		return &ProtocolError{Err: fmt.Errorf("two replies to request %d", id)}
+	default:
+		return &ProtocolError{Err: fmt.Errorf("reply to request %d before it was sent", id)}
+	}
+	return nil
 }
 
 // parseReply reads the envelope of one reply, a JSON object the framer

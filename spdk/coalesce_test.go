@@ -22,12 +22,12 @@ type writeResult struct {
 	err    error
 }
 
-// goWrite starts cn.write(ctx, in, body) and returns where its result
-// arrives.
+// goWrite starts cn.write(ctx, in, 0, body), a request no call waits
+// on, and returns where its result arrives.
 func goWrite(cn *conn, ctx context.Context, in *interruption, body []byte) <-chan writeResult {
 	res := make(chan writeResult, 1)
 	go func() {
-		unsent, err := cn.write(ctx, in, body)
+		unsent, err := cn.write(ctx, in, 0, body)
 		res <- writeResult{unsent, err}
 	}()
 	return res
@@ -105,7 +105,7 @@ func TestQueuedRequestsGoOutInOneWrite(t *testing.T) {
 	b2 := queue(t, cn, context.Background(), []byte(`{"id":3}`))
 	own := make(chan writeResult, 1)
 	go func() {
-		unsent, err := cn.writeBatch(context.Background(), nil, []byte(`{"id":1}`))
+		unsent, err := cn.writeBatch(context.Background(), nil, 0, []byte(`{"id":1}`))
 		own <- writeResult{unsent, err}
 	}()
 	if got, want := readOne(t, server), `{"id":1}{"id":2}{"id":3}`; string(got) != want {
@@ -174,7 +174,7 @@ func TestWriterCancelledBeforeAnyByteRequeuesTheOthers(t *testing.T) {
 	defer in.disarm()
 	own := make(chan writeResult, 1)
 	go func() {
-		unsent, err := cn.writeBatch(ctx, in, []byte(`{"id":1,"cancelled":true}`))
+		unsent, err := cn.writeBatch(ctx, in, 0, []byte(`{"id":1,"cancelled":true}`))
 		own <- writeResult{unsent, err}
 	}()
 	waitUntil(t, cn, "the holder took the queue", func() bool { return len(cn.taken) == 3 })
@@ -220,7 +220,7 @@ func TestBrokenBatchReportsWhichRequestsNeverLeft(t *testing.T) {
 	c := queue(t, cn, context.Background(), third)
 	own := make(chan writeResult, 1)
 	go func() {
-		unsent, err := cn.writeBatch(context.Background(), nil, first)
+		unsent, err := cn.writeBatch(context.Background(), nil, 0, first)
 		own <- writeResult{unsent, err}
 	}()
 	waitUntil(t, cn, "the holder took the queue", func() bool { return len(cn.taken) == 2 })
@@ -243,5 +243,139 @@ func TestBrokenBatchReportsWhichRequestsNeverLeft(t *testing.T) {
 	}
 	if r := result(t, goWrite(cn, context.Background(), nil, []byte(`{}`))); !r.unsent || !errors.Is(r.err, ErrConnection) {
 		t.Errorf("write after the failure = %+v, want unsent and the connection's error", r)
+	}
+}
+
+// The tests of matching replies only to requests written whole.
+
+// readerFor starts call 1 reading the connection (its request written)
+// and returns where its outcome arrives.
+func readerFor(cn *conn) <-chan error {
+	ch := waitFor(cn, 1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := cn.wait(context.Background(), nil, 1, ch)
+		done <- err
+	}()
+	return done
+}
+
+// outcome waits for what a reader started by readerFor returned.
+func outcome(t *testing.T, reader <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-reader:
+		return err
+	case <-time.After(5 * time.Second):
+		t.Fatal("the reader did not return")
+		return nil
+	}
+}
+
+// A reply to a request registered but in no write yet cannot come from
+// SPDK: the stream is out of step, and the connection fails with a
+// *ProtocolError instead of handing the call a reply to nothing it sent.
+func TestReplyBeforeRequestSentFailsConnection(t *testing.T) {
+	cn, server := pipeConn(t)
+	ch7, err := cn.register(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := readerFor(cn)
+	go func() { _, _ = server.Write([]byte(`{"jsonrpc":"2.0","id":7,"result":true}`)) }()
+	var pe *ProtocolError
+	if err := outcome(t, reader); !errors.As(err, &pe) || !errors.Is(err, ErrConnection) {
+		t.Fatalf("reader: %v, want a *ProtocolError", err)
+	}
+	select {
+	case m := <-ch7:
+		if m.err == nil || m.result != nil {
+			t.Fatalf("call 7 got %+v, want the connection's failure", m)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("call 7 heard nothing")
+	}
+}
+
+// A reply that arrives while the write carrying its request is under way
+// waits until that write went out whole, and only then reaches its call.
+func TestReplyDuringItsWriteWaitsForTheWrite(t *testing.T) {
+	cn, server := pipeConn(t)
+	ch7, err := cn.register(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"id":7}`)
+	w := make(chan writeResult, 1)
+	go func() {
+		unsent, err := cn.write(context.Background(), nil, 7, body)
+		w <- writeResult{unsent, err}
+	}()
+	if _, err := io.ReadFull(server, make([]byte, 1)); err != nil { // the write is under way
+		t.Fatal(err)
+	}
+	reader := readerFor(cn)
+	go func() {
+		_, _ = server.Write([]byte(`{"jsonrpc":"2.0","id":7,"result":"seven"}{"jsonrpc":"2.0","id":1,"result":true}`))
+	}()
+	if err := outcome(t, reader); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-ch7:
+		t.Fatalf("call 7 got %+v while its request was still being written", m)
+	default:
+	}
+	if _, err := io.ReadFull(server, make([]byte, len(body)-1)); err != nil { // the rest of it
+		t.Fatal(err)
+	}
+	if r := result(t, w); r.err != nil {
+		t.Fatal(r.err)
+	}
+	select {
+	case m := <-ch7:
+		if m.err != nil || string(m.result) != `"seven"` {
+			t.Fatalf("call 7 got %+v, want its reply", m)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the reply that came during the write never reached its call")
+	}
+}
+
+// A reply that came during a write which then stopped before any byte
+// left answered a request SPDK never saw: the connection fails with a
+// *ProtocolError.
+func TestReplyToWriteThatNeverLeftFailsConnection(t *testing.T) {
+	cn, server := pipeConn(t)
+	if _, err := cn.register(7); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	in := cn.arm(ctx)
+	defer in.disarm()
+	w := make(chan writeResult, 1)
+	go func() {
+		unsent, err := cn.write(ctx, in, 7, []byte(`{"id":7}`)) // nobody reads it
+		w <- writeResult{unsent, err}
+	}()
+	waitUntil(t, cn, "the write is under way", func() bool {
+		cn.mu.Lock()
+		defer cn.mu.Unlock()
+		return cn.pending[7].state == reqWriting
+	})
+	reader := readerFor(cn)
+	go func() {
+		_, _ = server.Write([]byte(`{"jsonrpc":"2.0","id":7,"result":true}{"jsonrpc":"2.0","id":1,"result":true}`))
+	}()
+	if err := outcome(t, reader); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if r := result(t, w); !r.unsent || !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("write = %+v, want unsent, Canceled", r)
+	}
+	var pe *ProtocolError
+	if err := cn.failure(); !errors.As(err, &pe) {
+		t.Fatalf("connection: %v, want failed with a *ProtocolError", err)
 	}
 }

@@ -152,8 +152,10 @@
 // SPDK's code and message when SPDK answered with an error (errors.Is(err,
 // ErrNotFound) for -19, ENODEV); an error matching ErrConnection when
 // the connection failed (dial, write, a dropped connection, or an
-// unreadable reply: a *ProtocolError for garbage or a truncated value,
-// ErrTooLarge, wrapping a *bounded.TooLargeError, for a reply over
+// unreadable reply: a *ProtocolError for garbage or a truncated value, or
+// for a reply to a request that had not gone out whole (a reply is
+// matched only to a request written whole; one arriving while its
+// request's write is under way waits for that write), ErrTooLarge, wrapping a *bounded.TooLargeError, for a reply over
 // ClientOptions.MaxReplySize). Connection errors fail every call in
 // flight on that connection and are retryable: the next call dials again.
 // Only a request whose write failed before a byte left (SPDK dropped the
