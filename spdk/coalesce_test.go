@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -378,4 +381,114 @@ func TestReplyToWriteThatNeverLeftFailsConnection(t *testing.T) {
 	if err := cn.failure(); !errors.As(err, &pe) {
 		t.Fatalf("connection: %v, want failed with a *ProtocolError", err)
 	}
+}
+
+// FuzzCoalescedWrites runs concurrent writes, some cancelled at points
+// the input picks, over one connection, and holds the stream the peer
+// read to what one write per request would have sent: whole requests
+// back to back, each at most once, none that its call was told is unsent,
+// every one its call was told is sent, and a cut request only at the very
+// end of a stream that broke.
+func FuzzCoalescedWrites(f *testing.F) {
+	f.Add([]byte{3, 0, 0, 0})
+	f.Add([]byte{8, 1, 0, 2, 0, 3, 0, 4, 0})
+	f.Add([]byte{16, 5, 0, 0, 7, 0, 1, 1, 1, 0, 9, 9, 2, 0, 0, 0, 3})
+	f.Fuzz(func(t *testing.T, plan []byte) {
+		if len(plan) == 0 {
+			return
+		}
+		// The first byte picks the callers and how slowly the peer reads:
+		// a slow peer keeps writes under way while calls are cancelled.
+		callers := 1 + int(plan[0])%16
+		chunk := 4 + 8*int(plan[0]/16)
+		plan = plan[1:]
+		client, server := net.Pipe()
+		cn := newConn(client, 1<<20)
+		defer cn.fail(ErrClosed)
+		read := make(chan []byte, 1)
+		go func() {
+			var all []byte
+			b := make([]byte, chunk)
+			for {
+				n, err := server.Read(b)
+				all = append(all, b[:n]...)
+				if err != nil {
+					read <- all
+					return
+				}
+				runtime.Gosched()
+			}
+		}()
+		bodies := make([][]byte, callers)
+		results := make([]writeResult, callers)
+		var wg sync.WaitGroup
+		for i := range callers {
+			// Each caller's byte: 0 never cancels; else it cancels after
+			// that many yields. Its length varies with i.
+			var yields int
+			if i < len(plan) {
+				yields = int(plan[i])
+			}
+			bodies[i] = []byte(fmt.Sprintf(`{"id":%d,"p":"%s"}`, i, strings.Repeat("x", i*7%23)))
+			ctx, cancel := context.WithCancel(context.Background())
+			in := cn.arm(ctx)
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				for range yields {
+					runtime.Gosched()
+				}
+				if yields > 0 {
+					cancel()
+				}
+			}()
+			go func() {
+				defer wg.Done()
+				defer cancel()
+				if in != nil {
+					defer in.disarm()
+				}
+				unsent, err := cn.write(ctx, in, 0, bodies[i])
+				results[i] = writeResult{unsent, err}
+			}()
+		}
+		wg.Wait()
+		_ = client.Close()
+		stream := <-read
+		seen := make([]int, callers)
+		broken := cn.failure() != nil
+		for len(stream) > 0 {
+			end := bytes.IndexByte(stream, '}')
+			if end < 0 && broken {
+				break // the write that broke the stream cut its last request
+			}
+			var i int
+			if end < 0 || !bytes.HasPrefix(stream, []byte(`{"id":`)) {
+				t.Fatalf("the stream holds %q, not whole requests", stream)
+			}
+			if _, err := fmt.Sscanf(string(stream[len(`{"id":`):end]), "%d", &i); err != nil || i < 0 || i >= callers {
+				t.Fatalf("the stream holds %q", stream[:end+1])
+			}
+			if !bytes.HasPrefix(bodies[i], stream[:end+1]) {
+				t.Fatalf("request %d went out as %q", i, stream[:end+1])
+			}
+			if end+1 < len(bodies[i]) {
+				t.Fatalf("request %d cut: %q", i, stream)
+			}
+			seen[i]++
+			stream = stream[end+1:]
+		}
+		for i, r := range results {
+			switch {
+			case seen[i] > 1:
+				t.Errorf("request %d went out %d times", i, seen[i])
+			case r.unsent && seen[i] > 0:
+				t.Errorf("request %d went out, but its call was told it was unsent: %v", i, r.err)
+			case r.err == nil && seen[i] == 0:
+				t.Errorf("request %d never went out, but its call was told it was sent", i)
+			case r.err != nil && !errors.Is(r.err, context.Canceled) && !broken:
+				t.Errorf("request %d: %v on a connection that works", i, r.err)
+			}
+		}
+	})
 }
