@@ -135,7 +135,10 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 		putRequestBuffer(bp, body)
 		return fmt.Errorf("spdk: %s: %w", method, err)
 	}
-	putRequestBuffer(bp, *bp)
+	// The result was copied into the request's buffer (see register),
+	// which goes back to the pool once the result is decoded: the
+	// decoders copy what they keep.
+	defer putRequestBuffer(bp, rep.result)
 	if rep.errCode != nil {
 		return &RPCError{Method: method, Code: rep.errCode.Code, Message: rep.errCode.Message}
 	}
@@ -239,7 +242,7 @@ type reply struct {
 	result  []byte        // the raw result (at least "null") when errCode is nil
 	errCode *rpcErrorBody // SPDK's error object, when it sent one
 	err     error         // set instead of the fields when the connection failed
-	promote bool          // instead of a reply: the receiver now reads the connection
+	promote bool          // instead of a reply: the receiver now reads the connection (result is then its waiter's buf)
 }
 
 type rpcErrorBody struct {
@@ -304,11 +307,12 @@ var replyChans = sync.Pool{New: func() any { return make(chan reply, 1) }}
 
 // roundTrip registers a waiter for id, writes body and waits for the
 // reply. unsent reports that the write failed before any byte left. It
-// keeps no reference to body once it returns.
+// keeps no reference to body once it returns, but the reply's result is
+// copied into body's array (grown if need be) once body is written.
 func (cn *conn) roundTrip(ctx context.Context, id uint64, body []byte) (rep reply, unsent bool, err error) {
 	cn.calls.Add(1)
 	defer cn.calls.Add(-1)
-	ch, err := cn.register(id)
+	ch, err := cn.register(id, body[:0])
 	if err != nil {
 		return reply{}, false, err
 	}
@@ -334,6 +338,12 @@ type waiter struct {
 	ch    chan reply
 	state uint8
 	early *reply // a reply that came while state was reqWriting
+	// buf is where the reply's result is copied out of the framer's
+	// buffer: the array of the call's request, free once it is written
+	// (a queued request was copied into the batch; the writer's own is
+	// free once its write returned). An early reply, which comes while
+	// the request may still be written from buf, is cloned instead.
+	buf []byte
 }
 
 // How far a call's request got.
@@ -344,8 +354,9 @@ const (
 )
 
 // register adds a waiter for id before its request is written, so that
-// no reply can come before it is in pending.
-func (cn *conn) register(id uint64) (chan reply, error) {
+// no reply can come before it is in pending. Its result will be copied
+// into buf (see waiter).
+func (cn *conn) register(id uint64, buf []byte) (chan reply, error) {
 	ch := replyChans.Get().(chan reply)
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
@@ -353,7 +364,7 @@ func (cn *conn) register(id uint64) (chan reply, error) {
 		replyChans.Put(ch)
 		return nil, cn.err
 	}
-	cn.pending[id] = waiter{ch: ch}
+	cn.pending[id] = waiter{ch: ch, buf: buf}
 	return ch, nil
 }
 
@@ -727,11 +738,11 @@ func (in *interruption) exit(read bool) (deadlineSet bool) {
 // reading, else handed over by the reader (or the reading itself).
 func (cn *conn) wait(ctx context.Context, in *interruption, id uint64, ch chan reply) (reply, error) {
 	cn.mu.Lock()
-	if _, waiting := cn.pending[id]; waiting && !cn.reading {
+	if w, waiting := cn.pending[id]; waiting && !cn.reading {
 		cn.reading = true
 		delete(cn.pending, id)
 		cn.mu.Unlock()
-		return cn.read(ctx, in, id, ch)
+		return cn.read(ctx, in, id, ch, w.buf)
 	}
 	cn.mu.Unlock()
 	var m reply
@@ -747,7 +758,7 @@ func (cn *conn) wait(ctx context.Context, in *interruption, id uint64, ch chan r
 		}
 	}
 	if m.promote {
-		return cn.read(ctx, in, id, ch)
+		return cn.read(ctx, in, id, ch, m.result)
 	}
 	replyChans.Put(ch) // empty, and out of pending
 	if m.err != nil {
@@ -759,7 +770,7 @@ func (cn *conn) wait(ctx context.Context, in *interruption, id uint64, ch chan r
 // read holds the reader's role (and id is out of pending) until the reply
 // to id arrives, the connection fails or ctx ends; the replies it reads
 // for others go to them.
-func (cn *conn) read(ctx context.Context, in *interruption, id uint64, ch chan reply) (rep reply, err error) {
+func (cn *conn) read(ctx context.Context, in *interruption, id uint64, ch chan reply, buf []byte) (rep reply, err error) {
 	defer replyChans.Put(ch) // out of pending: nothing sends on it
 	if err := cn.failure(); err != nil {
 		cn.handOff()
@@ -808,7 +819,7 @@ func (cn *conn) read(ctx context.Context, in *interruption, id uint64, ch chan r
 			}
 			continue
 		}
-		rep.result = bytes.Clone(rep.result) // raw lives in the framer's buffer
+		rep.result = append(buf, rep.result...) // raw lives in the framer's buffer
 		// Replies already buffered go out before the role does.
 		for {
 			raw, err := cn.fr.next(false)
@@ -839,7 +850,7 @@ func (cn *conn) handOff() {
 		// it comes to wait.
 		if w.state == reqWritten && w.early == nil {
 			delete(cn.pending, id)
-			w.ch <- reply{promote: true}
+			w.ch <- reply{promote: true, result: w.buf}
 			return
 		}
 	}
@@ -883,12 +894,14 @@ func (cn *conn) deliver(id uint64, rep reply) error {
 	if !ok {
 		return nil
 	}
-	rep.result = bytes.Clone(rep.result) // raw lives in the framer's buffer
+	// raw lives in the framer's buffer: the result is copied out.
 	switch {
 	case w.state == reqWritten:
 		delete(cn.pending, id)
+		rep.result = append(w.buf, rep.result...)
 		w.ch <- rep
 	case w.state == reqWriting && w.early == nil:
+		rep.result = bytes.Clone(rep.result) // buf may be under a write
 		w.early = &rep
 		cn.pending[id] = w
 	case w.state == reqWriting:

@@ -280,7 +280,7 @@ func outcome(t *testing.T, reader <-chan error) error {
 // *ProtocolError instead of handing the call a reply to nothing it sent.
 func TestReplyBeforeRequestSentFailsConnection(t *testing.T) {
 	cn, server := pipeConn(t)
-	ch7, err := cn.register(7)
+	ch7, err := cn.register(7, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestReplyBeforeRequestSentFailsConnection(t *testing.T) {
 // waits until that write went out whole, and only then reaches its call.
 func TestReplyDuringItsWriteWaitsForTheWrite(t *testing.T) {
 	cn, server := pipeConn(t)
-	ch7, err := cn.register(7)
+	ch7, err := cn.register(7, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +350,7 @@ func TestReplyDuringItsWriteWaitsForTheWrite(t *testing.T) {
 // *ProtocolError.
 func TestReplyToWriteThatNeverLeftFailsConnection(t *testing.T) {
 	cn, server := pipeConn(t)
-	if _, err := cn.register(7); err != nil {
+	if _, err := cn.register(7, nil); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
