@@ -259,13 +259,15 @@ type conn struct {
 	// one write, its own request and every request queued while the
 	// previous write was under way (write coalescing), then hands the
 	// role to the first call that queued after that, or frees it.
-	wmu     sync.Mutex     // guards writing, wq, werr and every queued write's fields
+	wmu     sync.Mutex     // guards writing, wq, werr, taken and every queued write's fields
 	writing bool           // a call holds the writer's role
 	wq      []*queuedWrite // requests waiting for the role, in arrival order
 	werr    error          // the connection's failure, once a writer saw it
-	calls   atomic.Int64   // calls in roundTrip
-	batch   []byte         // the writer's buffer for a coalesced write
 	taken   []*queuedWrite // the queued writes in the batch under way
+	batch   []byte         // the buffer of a coalesced write; the role's holder's alone
+	// calls counts the calls in roundTrip: with others under way, the
+	// writer yields once before it takes the queue.
+	calls atomic.Int64
 
 	mu      sync.Mutex // guards pending, err, reading
 	pending map[uint64]waiter
