@@ -33,7 +33,11 @@ import (
 // floor-calls/s of the floor, x-floor-rtt (median round trip over the
 // floor's; the target for one caller is ≤ 1.5) and x-floor-rate (calls/s
 // over the floor's; the target for 16 callers is ≥ 0.9). ns/op and
-// allocs/op are the client's alone.
+// allocs/op are the client's alone. cpu-ns/call and floor-cpu-ns/call are
+// the CPU time the whole process (callers and server) spent per call,
+// and x-floor-cpu their ratio: a second yardstick beside the rates, which
+// on a shared machine swing with what else runs, while CPU per call shows
+// what a quiet machine, where 16 callers are bound by CPU, would see.
 func BenchmarkRoundTrip(b *testing.B) {
 	for _, bc := range []struct {
 		callers     int
@@ -87,6 +91,9 @@ func BenchmarkRoundTrip(b *testing.B) {
 			b.ReportMetric(floor.rate(), "floor-calls/s")
 			b.ReportMetric(float64(cm)/float64(fm), "x-floor-rtt")
 			b.ReportMetric(client.rate()/floor.rate(), "x-floor-rate")
+			b.ReportMetric(client.cpuPerCall(), "cpu-ns/call")
+			b.ReportMetric(floor.cpuPerCall(), "floor-cpu-ns/call")
+			b.ReportMetric(client.cpuPerCall()/floor.cpuPerCall(), "x-floor-cpu")
 		})
 	}
 }
@@ -96,12 +103,14 @@ func BenchmarkRoundTrip(b *testing.B) {
 type roundTrips struct {
 	lat     []time.Duration
 	elapsed time.Duration
+	cpu     time.Duration // user and system CPU time of the process
 }
 
 // run makes n calls from callers goroutines, call(g) being goroutine g's.
 func (r *roundTrips) run(b *testing.B, callers, n int, call func(g int) error) {
 	lat := make([][]time.Duration, callers)
 	var wg sync.WaitGroup
+	cpu0 := processCPU(b)
 	start := time.Now()
 	for g := range callers {
 		m := n / callers
@@ -124,6 +133,7 @@ func (r *roundTrips) run(b *testing.B, callers, n int, call func(g int) error) {
 	}
 	wg.Wait()
 	r.elapsed += time.Since(start)
+	r.cpu += processCPU(b) - cpu0
 	for _, l := range lat {
 		r.lat = append(r.lat, l...)
 	}
@@ -139,6 +149,13 @@ func (r *roundTrips) median() time.Duration {
 
 func (r *roundTrips) rate() float64 {
 	return float64(len(r.lat)) / r.elapsed.Seconds()
+}
+
+// cpuPerCall is the CPU time the process (client or raw callers, and the
+// server) spent per call, in ns: unlike the rates, it hardly depends on
+// what else the machine runs, so it shows what a quiet machine would.
+func (r *roundTrips) cpuPerCall() float64 {
+	return float64(r.cpu.Nanoseconds()) / float64(len(r.lat))
 }
 
 // bigNode fills a server with 1k RAID bdevs and 10k lvols: 2.5k replicas,

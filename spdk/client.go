@@ -9,6 +9,8 @@ import (
 	"math"
 	"net"
 	"os"
+	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -89,11 +91,14 @@ func (c *Client) Close() error {
 // Call implements Caller.
 //
 // The request is encoded by hand around json.Marshal(params) and written
-// by this call. Then, if no other call is reading the connection, this
-// call reads it, handing the replies it finds for others to them, until
-// its own arrives; else it waits to be handed its reply or the reading.
-// A single caller thus does what a raw client does: write, read. The
-// result is decoded without reflection when decodeFast can.
+// by this call, or, when another call is writing, queued for that call to
+// write with its own in one write (calls arriving together cost SPDK and
+// the kernel one write, not one each). Then, if no other call is reading
+// the connection, this call reads it, handing the replies it finds for
+// others to them, until its own arrives; else it waits to be handed its
+// reply or the reading. A single caller thus does what a raw client does:
+// write, read. The result is decoded without reflection when decodeFast
+// can.
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -130,7 +135,10 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 		putRequestBuffer(bp, body)
 		return fmt.Errorf("spdk: %s: %w", method, err)
 	}
-	putRequestBuffer(bp, *bp)
+	// The result was copied into the request's buffer (see register),
+	// which goes back to the pool once the result is decoded: the
+	// decoders copy what they keep.
+	defer putRequestBuffer(bp, rep.result)
 	if rep.errCode != nil {
 		return &RPCError{Method: method, Code: rep.errCode.Code, Message: rep.errCode.Message}
 	}
@@ -234,7 +242,7 @@ type reply struct {
 	result  []byte        // the raw result (at least "null") when errCode is nil
 	errCode *rpcErrorBody // SPDK's error object, when it sent one
 	err     error         // set instead of the fields when the connection failed
-	promote bool          // instead of a reply: the receiver now reads the connection
+	promote bool          // instead of a reply: the receiver now reads the connection (result is then its waiter's buf)
 }
 
 type rpcErrorBody struct {
@@ -247,10 +255,22 @@ type rpcErrorBody struct {
 type conn struct {
 	nc net.Conn
 
-	wsem chan struct{} // one request on the wire at a time; ctx-aware
+	// The writer's role: one call at a time writes, and it writes, in
+	// one write, its own request and every request queued while the
+	// previous write was under way (write coalescing), then hands the
+	// role to the first call that queued after that, or frees it.
+	wmu     sync.Mutex     // guards writing, wq, werr, taken and every queued write's fields
+	writing bool           // a call holds the writer's role
+	wq      []*queuedWrite // requests waiting for the role, in arrival order
+	werr    error          // the connection's failure, once a writer saw it
+	taken   []*queuedWrite // the queued writes in the batch under way
+	batch   []byte         // the buffer of a coalesced write; the role's holder's alone
+	// calls counts the calls in roundTrip: with others under way, the
+	// writer yields once before it takes the queue.
+	calls atomic.Int64
 
 	mu      sync.Mutex // guards pending, err, reading
-	pending map[uint64]chan reply
+	pending map[uint64]waiter
 	err     error
 	// reading is true while a call holds the reader's role: it alone uses
 	// fr, delivers the replies it reads to the calls in pending, and when
@@ -275,8 +295,7 @@ type conn struct {
 func newConn(nc net.Conn, maxSize int64) *conn {
 	return &conn{
 		nc:      nc,
-		wsem:    make(chan struct{}, 1),
-		pending: make(map[uint64]chan reply),
+		pending: make(map[uint64]waiter),
 		fr:      newFramer(nc, maxSize),
 		broken:  make(chan struct{}),
 	}
@@ -290,9 +309,12 @@ var replyChans = sync.Pool{New: func() any { return make(chan reply, 1) }}
 
 // roundTrip registers a waiter for id, writes body and waits for the
 // reply. unsent reports that the write failed before any byte left. It
-// keeps no reference to body once it returns.
+// keeps no reference to body once it returns, but the reply's result is
+// copied into body's array (grown if need be) once body is written.
 func (cn *conn) roundTrip(ctx context.Context, id uint64, body []byte) (rep reply, unsent bool, err error) {
-	ch, err := cn.register(id)
+	cn.calls.Add(1)
+	defer cn.calls.Add(-1)
+	ch, err := cn.register(id, body[:0])
 	if err != nil {
 		return reply{}, false, err
 	}
@@ -300,7 +322,7 @@ func (cn *conn) roundTrip(ctx context.Context, id uint64, body []byte) (rep repl
 	if in != nil {
 		defer in.disarm()
 	}
-	if unsent, err := cn.write(ctx, in, body); err != nil {
+	if unsent, err := cn.write(ctx, in, id, body); err != nil {
 		cn.leave(id, ch)
 		return reply{}, unsent, err
 	}
@@ -308,9 +330,35 @@ func (cn *conn) roundTrip(ctx context.Context, id uint64, body []byte) (rep repl
 	return rep, false, err
 }
 
-// register adds a waiter for id; its reply cannot arrive before its
-// request is written, so it is in pending first.
-func (cn *conn) register(id uint64) (chan reply, error) {
+// waiter is a call in pending: where its reply goes, and how far its
+// request got. A reply is matched only to a request written whole: one
+// for a request not yet in a write is a *ProtocolError, and one that
+// arrives while the write carrying its request is under way (the write
+// may be over and the writer not yet told) waits in early until the
+// writer knows the request went out whole.
+type waiter struct {
+	ch    chan reply
+	state uint8
+	early *reply // a reply that came while state was reqWriting
+	// buf is where the reply's result is copied out of the framer's
+	// buffer: the array of the call's request, free once it is written
+	// (a queued request was copied into the batch; the writer's own is
+	// free once its write returned). An early reply, which comes while
+	// the request may still be written from buf, is cloned instead.
+	buf []byte
+}
+
+// How far a call's request got.
+const (
+	reqUnsent  = iota // registered; in no write yet
+	reqWriting        // in a write under way
+	reqWritten        // written whole
+)
+
+// register adds a waiter for id before its request is written, so that
+// no reply can come before it is in pending. Its result will be copied
+// into buf (see waiter).
+func (cn *conn) register(id uint64, buf []byte) (chan reply, error) {
 	ch := replyChans.Get().(chan reply)
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
@@ -318,8 +366,43 @@ func (cn *conn) register(id uint64) (chan reply, error) {
 		replyChans.Put(ch)
 		return nil, cn.err
 	}
-	cn.pending[id] = ch
+	cn.pending[id] = waiter{ch: ch, buf: buf}
 	return ch, nil
+}
+
+// markLocked moves the requests of ids, those still waited for, to state;
+// cn.mu is held. Moved to reqWritten, a request's early reply goes to its
+// call. Moved back to reqUnsent (its write stopped before any byte left),
+// a request with an early reply was answered before SPDK could have read
+// it: that is a *ProtocolError, returned for the caller to fail the
+// connection with.
+func (cn *conn) markLocked(state uint8, own uint64, taken []*queuedWrite) error {
+	var err error
+	mark := func(id uint64) {
+		w, ok := cn.pending[id]
+		if !ok {
+			return
+		}
+		if w.early != nil {
+			switch state {
+			case reqWritten:
+				delete(cn.pending, id)
+				w.ch <- *w.early
+				return
+			case reqUnsent:
+				err = &ProtocolError{Err: fmt.Errorf("reply to request %d before it was sent", id)}
+			}
+		}
+		w.state = state
+		cn.pending[id] = w
+	}
+	mark(own)
+	for _, qw := range taken {
+		if !qw.abandoned {
+			mark(qw.id)
+		}
+	}
+	return err
 }
 
 // leave withdraws the waiter for id, passes on the reading if it was
@@ -343,40 +426,230 @@ func (cn *conn) leave(id uint64, ch chan reply) {
 // is the connection's first; but a write that this call's own ended ctx
 // stopped before any byte left leaves the stream as it was, and only this
 // call fails, with ctx's error.
-func (cn *conn) write(ctx context.Context, in *interruption, body []byte) (unsent bool, err error) {
-	select {
-	case cn.wsem <- struct{}{}:
-	default:
+//
+// One call at a time holds the writer's role. A call that finds it taken
+// queues its request and waits: the holder writes it with its own in one
+// write, or hands it the role. Either way it learns the outcome of its
+// own request: written, or unsent (not one byte of it left), or an error.
+// A request is written at most once, and never after its call stopped
+// waiting for it while it was still queued.
+func (cn *conn) write(ctx context.Context, in *interruption, id uint64, body []byte) (unsent bool, err error) {
+	cn.wmu.Lock()
+	if cn.werr != nil {
+		err := cn.werr
+		cn.wmu.Unlock()
+		return true, err
+	}
+	if !cn.writing {
+		cn.writing = true
+		cn.wmu.Unlock()
+		return cn.writeBatch(ctx, in, id, body)
+	}
+	qw := queuedWrites.Get().(*queuedWrite)
+	qw.id, qw.body = id, body
+	cn.wq = append(cn.wq, qw)
+	cn.wmu.Unlock()
+
+	var o writeOutcome
+	if done := ctx.Done(); done == nil {
+		o = <-qw.done
+	} else {
 		select {
-		case cn.wsem <- struct{}{}:
-		case <-ctx.Done():
-			return true, ctx.Err()
+		case o = <-qw.done:
+		case <-done:
+			var decided bool
+			if o, decided = cn.withdraw(qw); !decided {
+				// In a write under way: it may reach SPDK or not; the call
+				// ends now and the writer forgets qw.
+				return false, ctx.Err()
+			}
+			if o.role {
+				// Handed the role as ctx ended: pass it on unwritten.
+				cn.wmu.Lock()
+				cn.passWriteLocked()
+				cn.wmu.Unlock()
+				o = writeOutcome{unsent: true}
+			}
+			qw.recycle()
+			return o.unsent, ctx.Err()
 		}
 	}
+	qw.recycle()
+	if o.role {
+		return cn.writeBatch(ctx, in, id, body)
+	}
+	return o.unsent, o.err
+}
+
+// withdraw takes qw back after its call's ctx ended. decided is false when
+// qw is in a write under way (it is then marked abandoned); else o is the
+// message qw got: the role, or its write's outcome, or, still queued and
+// now removed, unsent.
+func (cn *conn) withdraw(qw *queuedWrite) (o writeOutcome, decided bool) {
+	cn.wmu.Lock()
+	defer cn.wmu.Unlock()
+	if i := slices.Index(cn.wq, qw); i >= 0 {
+		cn.wq = slices.Delete(cn.wq, i, i+1)
+		return writeOutcome{unsent: true}, true
+	}
+	select {
+	case o = <-qw.done:
+		return o, true
+	default:
+		qw.abandoned = true
+		return writeOutcome{}, false
+	}
+}
+
+// writeBatch writes body, and the requests queued meanwhile, as the holder
+// of the writer's role, and passes the role on.
+func (cn *conn) writeBatch(ctx context.Context, in *interruption, id uint64, body []byte) (unsent bool, err error) {
 	if cn.wdl {
 		_ = cn.nc.SetWriteDeadline(time.Time{})
 		cn.wdl = false
 	}
 	if !in.enter(false) {
-		<-cn.wsem
+		cn.wmu.Lock()
+		cn.passWriteLocked()
+		cn.wmu.Unlock()
 		return true, ctx.Err() // ended before a byte was written
 	}
-	n, err := cn.nc.Write(body)
+	if cn.calls.Load() > 1 {
+		// Other calls are under way, and those just handed their replies
+		// are about to write: let them queue, to go out in this write.
+		runtime.Gosched()
+	}
+	// Take what queued while this call waited: the requests are copied, so
+	// a call that stops waiting for its taken request may reuse its buffer.
+	cn.wmu.Lock()
+	out := body
+	if len(cn.wq) > 0 {
+		b := append(cn.batch[:0], body...)
+		for _, qw := range cn.wq {
+			qw.start = len(b)
+			b = append(b, qw.body...)
+			qw.body = nil
+			cn.taken = append(cn.taken, qw)
+		}
+		clear(cn.wq)
+		cn.wq = cn.wq[:0]
+		cn.batch, out = b, b
+	}
+	cn.mu.Lock()
+	_ = cn.markLocked(reqWriting, id, cn.taken)
+	cn.mu.Unlock()
+	cn.wmu.Unlock()
+
+	n, err := cn.nc.Write(out)
 	if in.exit(false) {
 		cn.wdl = true
 	}
-	<-cn.wsem
-	if err != nil {
-		if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
-			if ctxErr := ctx.Err(); ctxErr != nil {
-				return true, ctxErr
+	if cap(cn.batch) > 64<<10 {
+		cn.batch = nil // a huge batch's buffer is not worth keeping
+	}
+	if err != nil && n == 0 && errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
+		// This call's ctx stopped the write before any byte left: the
+		// stream is as it was. The others' requests go back to the head of
+		// the queue, in order, unless their calls stopped waiting; the role
+		// passes on.
+		cn.wmu.Lock()
+		back := make([]*queuedWrite, 0, len(cn.taken)+len(cn.wq))
+		for i, qw := range cn.taken {
+			end := len(out)
+			if i+1 < len(cn.taken) {
+				end = cn.taken[i+1].start
+			}
+			if !qw.abandoned {
+				qw.body = out[qw.start:end]
+				back = append(back, qw)
 			}
 		}
-		cn.fail(fmt.Errorf("%w: write: %w", ErrConnection, err))
-		return n == 0, cn.failure()
+		cn.mu.Lock()
+		perr := cn.markLocked(reqUnsent, id, cn.taken)
+		cn.mu.Unlock()
+		// The bodies now point into the batch buffer: it is theirs.
+		cn.batch, cn.taken = nil, nil
+		cn.wq = append(back, cn.wq...)
+		cn.passWriteLocked()
+		cn.wmu.Unlock()
+		if perr != nil {
+			cn.fail(perr)
+		}
+		return true, ctx.Err()
 	}
-	return false, nil
+	if err != nil {
+		cn.fail(fmt.Errorf("%w: write: %w", ErrConnection, err))
+		err = cn.failure()
+	}
+	cn.wmu.Lock()
+	if err == nil {
+		cn.mu.Lock()
+		_ = cn.markLocked(reqWritten, id, cn.taken)
+		cn.mu.Unlock()
+	}
+	for i, qw := range cn.taken {
+		if !qw.abandoned {
+			qw.done <- writeOutcome{unsent: err != nil && qw.start >= n, err: err}
+		}
+		cn.taken[i] = nil
+	}
+	cn.taken = cn.taken[:0]
+	if err != nil {
+		// Nothing more goes out on this connection: every queued request
+		// is unsent, and so is any that comes.
+		cn.werr = err
+		for _, qw := range cn.wq {
+			qw.done <- writeOutcome{unsent: true, err: err}
+		}
+		clear(cn.wq)
+		cn.wq = cn.wq[:0]
+	}
+	cn.passWriteLocked()
+	cn.wmu.Unlock()
+	return err != nil && n == 0, err
 }
+
+// passWriteLocked hands the writer's role to the first queued request's
+// call, or frees it. cn.wmu is held.
+func (cn *conn) passWriteLocked() {
+	if len(cn.wq) == 0 {
+		cn.writing = false
+		return
+	}
+	qw := cn.wq[0]
+	// Shifted down, not resliced: the queue keeps its array.
+	n := copy(cn.wq, cn.wq[1:])
+	cn.wq[n] = nil
+	cn.wq = cn.wq[:n]
+	qw.done <- writeOutcome{role: true}
+}
+
+// queuedWrite is a request waiting for the writer's role. Its fields are
+// guarded by cn.wmu.
+type queuedWrite struct {
+	id        uint64            // the request's id
+	body      []byte            // the request; nil once copied into a batch
+	start     int               // where it begins in the batch under way
+	abandoned bool              // its call stopped waiting while it was in a write
+	done      chan writeOutcome // the one message it gets: cap 1, never blocks
+}
+
+// recycle returns qw, which got its message and is in no queue, to the
+// pool.
+func (qw *queuedWrite) recycle() {
+	qw.id, qw.body, qw.start, qw.abandoned = 0, nil, 0, false
+	queuedWrites.Put(qw)
+}
+
+// writeOutcome is the message a queued write gets: the role (role), or the
+// outcome of the write that carried its request.
+type writeOutcome struct {
+	role   bool
+	unsent bool
+	err    error
+}
+
+var queuedWrites = sync.Pool{New: func() any { return &queuedWrite{done: make(chan writeOutcome, 1)} }}
 
 // interruption makes the end of one call's ctx interrupt the write or
 // read the call is doing, by setting a past deadline on the socket, with
@@ -467,11 +740,11 @@ func (in *interruption) exit(read bool) (deadlineSet bool) {
 // reading, else handed over by the reader (or the reading itself).
 func (cn *conn) wait(ctx context.Context, in *interruption, id uint64, ch chan reply) (reply, error) {
 	cn.mu.Lock()
-	if _, waiting := cn.pending[id]; waiting && !cn.reading {
+	if w, waiting := cn.pending[id]; waiting && !cn.reading {
 		cn.reading = true
 		delete(cn.pending, id)
 		cn.mu.Unlock()
-		return cn.read(ctx, in, id, ch)
+		return cn.read(ctx, in, id, ch, w.buf)
 	}
 	cn.mu.Unlock()
 	var m reply
@@ -487,7 +760,7 @@ func (cn *conn) wait(ctx context.Context, in *interruption, id uint64, ch chan r
 		}
 	}
 	if m.promote {
-		return cn.read(ctx, in, id, ch)
+		return cn.read(ctx, in, id, ch, m.result)
 	}
 	replyChans.Put(ch) // empty, and out of pending
 	if m.err != nil {
@@ -499,7 +772,7 @@ func (cn *conn) wait(ctx context.Context, in *interruption, id uint64, ch chan r
 // read holds the reader's role (and id is out of pending) until the reply
 // to id arrives, the connection fails or ctx ends; the replies it reads
 // for others go to them.
-func (cn *conn) read(ctx context.Context, in *interruption, id uint64, ch chan reply) (rep reply, err error) {
+func (cn *conn) read(ctx context.Context, in *interruption, id uint64, ch chan reply, buf []byte) (rep reply, err error) {
 	defer replyChans.Put(ch) // out of pending: nothing sends on it
 	if err := cn.failure(); err != nil {
 		cn.handOff()
@@ -542,10 +815,13 @@ func (cn *conn) read(ctx context.Context, in *interruption, id uint64, ch chan r
 			return reply{}, cn.failure()
 		}
 		if rid != id {
-			cn.deliver(rid, rep)
+			if err := cn.deliver(rid, rep); err != nil {
+				cn.fail(err)
+				return reply{}, cn.failure()
+			}
 			continue
 		}
-		rep.result = bytes.Clone(rep.result) // raw lives in the framer's buffer
+		rep.result = append(buf, rep.result...) // raw lives in the framer's buffer
 		// Replies already buffered go out before the role does.
 		for {
 			raw, err := cn.fr.next(false)
@@ -557,7 +833,10 @@ func (cn *conn) read(ctx context.Context, in *interruption, id uint64, ch chan r
 				cn.fail(err)
 				break
 			}
-			cn.deliver(rid, other)
+			if err := cn.deliver(rid, other); err != nil {
+				cn.fail(err)
+				break
+			}
 		}
 		return rep, nil
 	}
@@ -567,10 +846,15 @@ func (cn *conn) read(ctx context.Context, in *interruption, id uint64, ch chan r
 func (cn *conn) handOff() {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
-	for id, ch := range cn.pending {
-		delete(cn.pending, id)
-		ch <- reply{promote: true}
-		return
+	for id, w := range cn.pending {
+		// Only a call whose request went out whole can read: the others
+		// are still writing, and each becomes the reader if none is when
+		// it comes to wait.
+		if w.state == reqWritten && w.early == nil {
+			delete(cn.pending, id)
+			w.ch <- reply{promote: true, result: w.buf}
+			return
+		}
 	}
 	cn.reading = false
 }
@@ -591,8 +875,8 @@ func (cn *conn) fail(err error) {
 		// broken closes before any waiter hears of the failure, so a call
 		// made after it dials a new connection instead of finding this one.
 		close(cn.broken)
-		for _, ch := range cn.pending {
-			ch <- reply{err: err}
+		for _, w := range cn.pending {
+			w.ch <- reply{err: err}
 		}
 		cn.pending = nil
 		cn.mu.Unlock()
@@ -601,15 +885,33 @@ func (cn *conn) fail(err error) {
 }
 
 // deliver hands rep to the call waiting for id. A reply nobody waits for
-// (its call was cancelled) is dropped.
-func (cn *conn) deliver(id uint64, rep reply) {
+// (its call was cancelled) is dropped. A reply to a request not written
+// whole yet waits for the writer (see waiter), or, if the request is in no
+// write, or already has a reply waiting, is a *ProtocolError: the caller
+// fails the connection with it.
+func (cn *conn) deliver(id uint64, rep reply) error {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
-	if ch, ok := cn.pending[id]; ok {
-		delete(cn.pending, id)
-		rep.result = bytes.Clone(rep.result) // raw lives in the framer's buffer
-		ch <- rep
+	w, ok := cn.pending[id]
+	if !ok {
+		return nil
 	}
+	// raw lives in the framer's buffer: the result is copied out.
+	switch {
+	case w.state == reqWritten:
+		delete(cn.pending, id)
+		rep.result = append(w.buf, rep.result...)
+		w.ch <- rep
+	case w.state == reqWriting && w.early == nil:
+		rep.result = bytes.Clone(rep.result) // buf may be under a write
+		w.early = &rep
+		cn.pending[id] = w
+	case w.state == reqWriting:
+		return &ProtocolError{Err: fmt.Errorf("two replies to request %d", id)}
+	default:
+		return &ProtocolError{Err: fmt.Errorf("reply to request %d before it was sent", id)}
+	}
+	return nil
 }
 
 // parseReply reads the envelope of one reply, a JSON object the framer

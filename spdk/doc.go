@@ -152,8 +152,10 @@
 // SPDK's code and message when SPDK answered with an error (errors.Is(err,
 // ErrNotFound) for -19, ENODEV); an error matching ErrConnection when
 // the connection failed (dial, write, a dropped connection, or an
-// unreadable reply: a *ProtocolError for garbage or a truncated value,
-// ErrTooLarge, wrapping a *bounded.TooLargeError, for a reply over
+// unreadable reply: a *ProtocolError for garbage or a truncated value, or
+// for a reply to a request that had not gone out whole (a reply is
+// matched only to a request written whole; one arriving while its
+// request's write is under way waits for that write), ErrTooLarge, wrapping a *bounded.TooLargeError, for a reply over
 // ClientOptions.MaxReplySize). Connection errors fail every call in
 // flight on that connection and are retryable: the next call dials again.
 // Only a request whose write failed before a byte left (SPDK dropped the
@@ -184,9 +186,10 @@
 // # Concurrency
 //
 // Client and Orphans are safe for concurrent use. A Client
-// holds one connection while connected and starts no goroutine: the calls
-// write their own requests and, one at a time, read the replies for all of
-// them. Close fails the calls in flight. No call outlives its context: a
+// holds one connection while connected and starts no goroutine: the calls,
+// one at a time, write their requests (the one writing takes along, in
+// the same write, those queued meanwhile) and, one at a time, read the
+// replies for all of them. Close fails the calls in flight. No call outlives its context: a
 // cancelled call returns at once (a call that was reading hands the
 // reading to another) and its late reply is dropped. Classify and PurgeOrder are pure. spdk keeps no time
 // of its own: every wait is bounded by the caller's context.

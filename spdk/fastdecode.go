@@ -2,6 +2,7 @@ package spdk
 
 import (
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -54,13 +55,20 @@ func decodeList[T any](b []byte, out *[]T, fields []field[T]) bool {
 	if *out != nil {
 		return false // json.Unmarshal reuses what out holds
 	}
-	d := fastDecoder{b: b}
-	if !decodeArray(&d, out, fields) {
+	// The field decoders are called through func values, so d escapes:
+	// a recycled one saves an allocation per call.
+	d := fastDecoders.Get().(*fastDecoder)
+	d.b, d.i = b, 0
+	ok := decodeArray(d, out, fields)
+	d.b = nil
+	fastDecoders.Put(d)
+	if !ok {
 		*out = nil
-		return false
 	}
-	return true
+	return ok
 }
+
+var fastDecoders = sync.Pool{New: func() any { return new(fastDecoder) }}
 
 func (d *fastDecoder) space() {
 	for d.i < len(d.b) && isSpace(d.b[d.i]) {

@@ -43,11 +43,12 @@ func FuzzReplyStream(f *testing.F) {
 	})
 }
 
-// waitFor registers a waiter for id, as a call does before it writes.
+// waitFor registers a waiter for id, as a call does before it writes,
+// and marks its request written, as the writer does after.
 func waitFor(cn *conn, id uint64) chan reply {
 	ch := make(chan reply, 1)
 	cn.mu.Lock()
-	cn.pending[id] = ch
+	cn.pending[id] = waiter{ch: ch, state: reqWritten}
 	cn.mu.Unlock()
 	return ch
 }

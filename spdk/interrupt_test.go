@@ -64,7 +64,7 @@ func TestBlockedWriteCancelledLeavesConnectionUsable(t *testing.T) {
 	var unsent bool
 	go func() {
 		var err error
-		unsent, err = cn.write(ctx, in, []byte(`{"first":1}`)) // nobody reads: it blocks
+		unsent, err = cn.write(ctx, in, 0, []byte(`{"first":1}`)) // nobody reads: it blocks
 		done <- err
 	}()
 	// Cancel once the write holds the role (its generation taken).
@@ -93,7 +93,7 @@ func TestBlockedWriteCancelledLeavesConnectionUsable(t *testing.T) {
 	}
 	second := []byte(`{"second":2}`)
 	got := readN(server, len(second))
-	if unsent, err := cn.write(context.Background(), nil, second); err != nil {
+	if unsent, err := cn.write(context.Background(), nil, 0, second); err != nil {
 		t.Fatalf("the next write: %v (unsent %v): the cancelled call's deadline lingered", err, unsent)
 	}
 	if b := <-got; !bytes.Equal(b, second) {
@@ -122,7 +122,7 @@ func TestDeadlineOfRetiredGenerationNeverLands(t *testing.T) {
 		}
 		body := []byte(`{"later":1}`)
 		got := readN(server, len(body))
-		if _, err := cn.write(context.Background(), nil, body); err != nil {
+		if _, err := cn.write(context.Background(), nil, 0, body); err != nil {
 			t.Fatalf("read=%v: a later write failed: %v", read, err)
 		}
 		<-got
@@ -156,7 +156,7 @@ func TestDeadlineSetInRoleIsClearedForTheNext(t *testing.T) {
 	cn.wdl = true // as write does with exit's report
 	body := []byte(`{"next":1}`)
 	got := readN(server, len(body))
-	if _, err := cn.write(context.Background(), nil, body); err != nil {
+	if _, err := cn.write(context.Background(), nil, 0, body); err != nil {
 		t.Fatalf("the next holder's write: %v", err)
 	}
 	<-got
@@ -174,7 +174,7 @@ func TestEndedContextDoesNotEnter(t *testing.T) {
 	if in.enter(false) || in.enter(true) {
 		t.Fatal("entered a role after the context ended")
 	}
-	if unsent, err := cn.write(ctx, in, []byte(`{}`)); !unsent || !errors.Is(err, context.Canceled) {
+	if unsent, err := cn.write(ctx, in, 0, []byte(`{}`)); !unsent || !errors.Is(err, context.Canceled) {
 		t.Fatalf("write = %v, %v; want unsent, Canceled", unsent, err)
 	}
 	if err := cn.failure(); err != nil {
