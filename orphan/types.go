@@ -129,7 +129,12 @@ const nameLen = len(NamePrefix) + 2*sha256.Size
 // nameSum is Name without spelling it: the planner compares and sorts
 // sums, and spells only the names of the records it creates.
 func (it Item) nameSum() (nameSum, error) {
-	s := specOf(it.Kind)
+	return it.nameSumOf(specOf(it.Kind))
+}
+
+// nameSumOf is nameSum with the item's spec already found (nil: the kind
+// is unknown).
+func (it *Item) nameSumOf(s *KindSpec) (nameSum, error) {
 	if s == nil {
 		return nameSum{}, fmt.Errorf("%w: unknown kind %q", ErrInvalidItem, it.Kind)
 	}
