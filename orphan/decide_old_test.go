@@ -126,10 +126,10 @@ func decideOld(in Input) Plan {
 // recordFacts is what a record's plan depends on besides the record.
 type recordFactsOld struct {
 	rs         *resolvedScopeOld // its scope resolved; nil outside the input's authority
-	ci         int32          // its candidate's index in named, if seen
-	seen       bool           // a candidate of its name takes part
-	orphan     bool           // that candidate's merged verdict is OutcomeOrphan
-	consistent bool           // its name is the one its fields give; computed only in a Ready scope
+	ci         int32             // its candidate's index in named, if seen
+	seen       bool              // a candidate of its name takes part
+	orphan     bool              // that candidate's merged verdict is OutcomeOrphan
+	consistent bool              // its name is the one its fields give; computed only in a Ready scope
 }
 
 // recordFactsOf resolves each record's scope, finds its candidate (and
@@ -220,7 +220,7 @@ func spellNamesOld(idx []int32, named []namedCandidateOld) string {
 func sortBySumOld(idx []int32, named []namedCandidateOld) {
 	type key struct {
 		leadOld uint64
-		i    int32
+		i       int32
 	}
 	keys := make([]key, len(idx))
 	for j, i := range idx {
@@ -586,6 +586,7 @@ func namePrefixOld(name string) uint64 {
 	}
 	return p
 }
+
 type candidatesOld struct {
 	named    []namedCandidateOld
 	byName   sumTableOld // name → index in named, and whether it is an orphan
@@ -604,7 +605,7 @@ type namedCandidateOld struct {
 // which stays in the cache while a planner marks them at random.
 type bitsetOld []uint64
 
-func newBitsetOld(n int) bitsetOld         { return make(bitsetOld, (n+63)/64) }
+func newBitsetOld(n int) bitsetOld      { return make(bitsetOld, (n+63)/64) }
 func (b bitsetOld) add(i int)           { b[i/64] |= 1 << (i % 64) }
 func (b bitsetOld) contains(i int) bool { return b[i/64]&(1<<(i%64)) != 0 }
 
@@ -877,6 +878,7 @@ func (t *sumTableOld) makeRoom() {
 		}
 	}
 }
+
 // applyShareRule refuses the automatic purges of scopes where the purges
 // due this cycle are at least MinItems and more than MaxAutoShare of the
 // scope's valid items. auto indexes plan.Purge.
