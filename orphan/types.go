@@ -135,19 +135,44 @@ func (it Item) nameSum() (nameSum, error) {
 // nameSumOf is nameSum with the item's spec already found (nil: the kind
 // is unknown).
 func (it *Item) nameSumOf(s *KindSpec) (nameSum, error) {
-	if s == nil {
-		return nameSum{}, fmt.Errorf("%w: unknown kind %q", ErrInvalidItem, it.Kind)
+	var stack [512]byte
+	key, err := it.appendNameKey(stack[:0], s)
+	if err != nil {
+		return nameSum{}, err
 	}
-	var stack [8]string
-	fields := stack[:0]
-	for _, f := range s.NameFields {
+	return sha256.Sum256(key), nil
+}
+
+// appendNameKey appends to buf the string whose SHA-256 the item's name
+// spells: the spec's NameFields joined by "-" and trimmed of surrounding
+// white space, as Longhorn does. Trimming the joined string equals
+// trimming the front of the first field and the back of the last one,
+// because the fields are non-empty and joined by '-', which is not white
+// space; that lets the planner name a million items without building a
+// string. The name is a function of this key alone, which is what a
+// Planner remembers names by. It fails like Name.
+func (it *Item) appendNameKey(buf []byte, s *KindSpec) ([]byte, error) {
+	if s == nil {
+		return buf, fmt.Errorf("%w: unknown kind %q", ErrInvalidItem, it.Kind)
+	}
+	last := len(s.NameFields) - 1
+	for i, f := range s.NameFields {
 		v := it.field(f)
 		if v == "" {
-			return nameSum{}, fmt.Errorf("%w: %s item has no %s", ErrInvalidItem, it.Kind, f)
+			return buf, fmt.Errorf("%w: %s item has no %s", ErrInvalidItem, it.Kind, f)
 		}
-		fields = append(fields, v)
+		if i == 0 {
+			v = strings.TrimLeftFunc(v, unicode.IsSpace)
+		}
+		if i == last {
+			v = strings.TrimRightFunc(v, unicode.IsSpace)
+		}
+		if i > 0 {
+			buf = append(buf, '-')
+		}
+		buf = append(buf, v...)
 	}
-	return checksum(fields), nil
+	return buf, nil
 }
 
 // name spells the record name: NamePrefix and the sum in lower-case hex.
@@ -198,29 +223,6 @@ var unhex = func() (t [256]byte) {
 	}
 	return t
 }()
-
-// checksum hashes the fields joined by "-" and trimmed of surrounding
-// white space, as Longhorn does. Trimming the joined string equals trimming
-// the front of the first field and the back of the last one, because the
-// fields are non-empty and joined by '-', which is not white space; that
-// lets the planner name a million items without building the string.
-func checksum(fields []string) nameSum {
-	var stack [512]byte
-	buf := stack[:0]
-	for i, f := range fields {
-		if i == 0 {
-			f = strings.TrimLeftFunc(f, unicode.IsSpace)
-		}
-		if i == len(fields)-1 {
-			f = strings.TrimRightFunc(f, unicode.IsSpace)
-		}
-		if i > 0 {
-			buf = append(buf, '-')
-		}
-		buf = append(buf, f...)
-	}
-	return sha256.Sum256(buf)
-}
 
 // Labels returns the labels Longhorn puts on the item's record: the fixed
 // ones, the node, and the kind's LabelParams.
