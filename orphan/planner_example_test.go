@@ -21,7 +21,7 @@ func ExamplePlanner() {
 	}
 	in := orphan.Input{
 		Scopes: map[orphan.Scope]orphan.ScopeStatus{
-			{NodeID: "node-1"}:                  {Health: orphan.HealthReady},
+			{NodeID: "node-1"}:                 {Health: orphan.HealthReady},
 			{NodeID: "node-1", Disk: "disk-1"}: {Health: orphan.HealthReady},
 		},
 		Candidates: []orphan.Candidate{
