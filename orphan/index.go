@@ -143,37 +143,10 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan, sums *sumSource)
 			plan.Rejected = append(plan.Rejected, Rejected{Item: c.Item, Err: err})
 			continue
 		}
-		out.byName.makeRoom(out.named)
-		j, dup := out.byName.find(&sum, out.named)
-		if !dup {
-			out.byName.set(j, &sum, len(out.named))
-			out.named = append(out.named, namedCandidate{sum: sum, last: int32(ci), scope: sid, orphan: orphan})
-			continue
-		}
-		i := out.byName.slots[j].index()
-		nc := &out.named[i]
-		prevKind, prevOutcome := cs[nc.last].Item.Kind, out.verdict(i).Outcome
-		merged := true
-		var v Verdict
-		switch {
-		case prevKind != c.Item.Kind:
-			// Engine and replica instances share Longhorn's name formula:
-			// one name seen as two kinds is no item anyone can vouch for.
-			v = Undecided("one name observed as two kinds: " + string(prevKind) + " and " + string(c.Item.Kind))
-		case prevOutcome != c.Verdict.Outcome:
-			v = Undecided("conflicting verdicts for one item: " + prevOutcome.String() + " and " + c.Verdict.Outcome.String())
-		default:
-			v, merged = c.Verdict, false
-		}
-		*nc = namedCandidate{sum: sum, last: int32(ci), scope: sid, orphan: v.Outcome == OutcomeOrphan, merged: merged}
-		if merged {
-			if out.merged == nil {
-				out.merged = map[int32]Verdict{}
-			}
-			out.merged[int32(i)] = v
-		}
+		out.named = append(out.named, namedCandidate{sum: sum, last: int32(ci), scope: sid, orphan: orphan})
 	}
 	sums.endCandidates()
+	out.merge()
 	out.recorded = newBitset(len(out.named))
 	for _, nc := range out.named {
 		if nc.orphan {
@@ -189,6 +162,50 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan, sums *sumSource)
 		}
 	}
 	return out
+}
+
+// merge merges the observations of each name in named (one entry per
+// observation, in input order) into the first one's entry, keeping the
+// last observation, and fills byName. It is a loop of its own, apart
+// from the naming, so that the table's cache misses, one per name in a
+// large input, are independent and overlap.
+func (cd *candidates) merge() {
+	w := 0
+	for r := range cd.named {
+		e := cd.named[r]
+		cd.byName.makeRoom(cd.named[:w])
+		j, dup := cd.byName.find(&e.sum, cd.named[:w])
+		if !dup {
+			cd.byName.set(j, &e.sum, w)
+			cd.named[w] = e
+			w++
+			continue
+		}
+		i := cd.byName.slots[j].index()
+		nc := &cd.named[i]
+		c := &cd.cs[e.last]
+		prevKind, prevOutcome := cd.cs[nc.last].Item.Kind, cd.verdict(i).Outcome
+		merged := true
+		var v Verdict
+		switch {
+		case prevKind != c.Item.Kind:
+			// Engine and replica instances share Longhorn's name formula:
+			// one name seen as two kinds is no item anyone can vouch for.
+			v = Undecided("one name observed as two kinds: " + string(prevKind) + " and " + string(c.Item.Kind))
+		case prevOutcome != c.Verdict.Outcome:
+			v = Undecided("conflicting verdicts for one item: " + prevOutcome.String() + " and " + c.Verdict.Outcome.String())
+		default:
+			v, merged = c.Verdict, false
+		}
+		*nc = namedCandidate{sum: e.sum, last: e.last, scope: e.scope, orphan: v.Outcome == OutcomeOrphan, merged: merged}
+		if merged {
+			if cd.merged == nil {
+				cd.merged = map[int32]Verdict{}
+			}
+			cd.merged[int32(i)] = v
+		}
+	}
+	cd.named = cd.named[:w]
 }
 
 // scopeIDs numbers scopes in the order they are first seen. A node has

@@ -334,8 +334,11 @@ type recordFacts struct {
 // would.
 func recordFactsOf(recs []Record, cands *candidates, scopes *scopeResolver, sums *sumSource) []recordFacts {
 	facts := make([]recordFacts, len(recs))
+	// The names are parsed and checked first, and looked up in a loop of
+	// their own, so that the table's cache misses overlap.
+	parsed := make([]nameSum, len(recs))
+	canon := newBitset(len(recs))
 	sums.startRecords()
-	defer sums.endRecords()
 	for i := range recs {
 		r := &recs[i]
 		rs := scopes.resolve(r.Scope())
@@ -345,16 +348,26 @@ func recordFactsOf(recs []Record, cands *candidates, scopes *scopeResolver, sums
 		f := &facts[i]
 		f.rs = rs
 		sum, canonical := parseName(r.Name) // a name of another form is no candidate's, and not its fields'
-		if canonical {
-			if j, ok := cands.byName.find(&sum, cands.named); ok {
-				i := cands.byName.slots[j].index()
-				f.ci, f.seen, f.orphan = int32(i), true, cands.named[i].orphan
-				cands.recorded.add(i)
-			}
+		if !canonical {
+			continue
 		}
-		if rs.st.Health == HealthReady && canonical {
+		parsed[i] = sum
+		canon.add(i)
+		if rs.st.Health == HealthReady {
 			own, err := sums.record(r)
 			f.consistent = err == nil && own == sum
+		}
+	}
+	sums.endRecords()
+	for i := range recs {
+		if !canon.contains(i) {
+			continue
+		}
+		if j, ok := cands.byName.find(&parsed[i], cands.named); ok {
+			f := &facts[i]
+			k := cands.byName.slots[j].index()
+			f.ci, f.seen, f.orphan = int32(k), true, cands.named[k].orphan
+			cands.recorded.add(k)
 		}
 	}
 	return facts
