@@ -424,20 +424,11 @@ func spellNames(idx []int32, named []namedCandidate) string {
 // sortBySum orders indexes of named by their names: the sums' bytes
 // compare as their lower-case hex spellings do.
 func sortBySum(idx []int32, named []namedCandidate) {
-	type key struct {
-		lead uint64
-		i    int32
-	}
-	keys := make([]key, len(idx))
+	keys := make([]sortKey, len(idx))
 	for j, i := range idx {
-		keys[j] = key{lead(&named[i].sum), i}
+		keys[j] = sortKey{lead(&named[i].sum), i}
 	}
-	slices.SortFunc(keys, func(a, b key) int {
-		if c := cmp.Compare(a.lead, b.lead); c != 0 {
-			return c
-		}
-		return bytes.Compare(named[a.i].sum[:], named[b.i].sum[:])
-	})
+	sortKeys(keys, func(a, b int32) int { return bytes.Compare(named[a].sum[:], named[b].sum[:]) })
 	for j, k := range keys {
 		idx[j] = k.i
 	}
@@ -779,31 +770,23 @@ func sortBy[T any](s []T, name func(T) string) {
 // (of other names, their own first eight), compared as a number, and the
 // whole names only where those tie. Ties of whole names keep input order.
 func sortedIndexes(n int, name func(int) string) []int {
-	type key struct {
-		prefix uint64
-		i      int32
-		class  int8
-	}
-	keys := make([]key, n)
-	for i := range keys {
+	var classes [3][]sortKey // names before the NamePrefix range, in it, after it
+	classes[1] = make([]sortKey, 0, n)
+	for i := range n {
 		class, p := namePrefix(name(i))
-		keys[i] = key{p, int32(i), class}
+		classes[class+1] = append(classes[class+1], sortKey{p, int32(i)})
 	}
-	slices.SortFunc(keys, func(a, b key) int {
-		if c := cmp.Compare(a.class, b.class); c != 0 {
-			return c
+	idx := make([]int, 0, n)
+	for _, keys := range classes {
+		sortKeys(keys, func(a, b int32) int {
+			if c := cmp.Compare(name(int(a)), name(int(b))); c != 0 {
+				return c
+			}
+			return cmp.Compare(a, b)
+		})
+		for _, k := range keys {
+			idx = append(idx, int(k.i))
 		}
-		if c := cmp.Compare(a.prefix, b.prefix); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(name(int(a.i)), name(int(b.i))); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.i, b.i)
-	})
-	idx := make([]int, n)
-	for j, k := range keys {
-		idx[j] = int(k.i)
 	}
 	return idx
 }
