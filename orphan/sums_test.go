@@ -1,6 +1,7 @@
 package orphan
 
 import (
+	"encoding/hex"
 	"strings"
 	"testing"
 )
@@ -64,5 +65,23 @@ func TestSumTableConfirmsWholeSums(t *testing.T) {
 	other[15] = 1
 	if _, ok := tab.find(&other, named); ok {
 		t.Fatalf("a sum never set was found")
+	}
+}
+
+// TestAppendNameIsHexEncoding: the table spelling is encoding/hex's, for
+// every byte value in every position, after any prefix.
+func TestAppendNameIsHexEncoding(t *testing.T) {
+	for v := range 256 {
+		var sum nameSum
+		for i := range sum {
+			sum[i] = byte(v + 7*i)
+		}
+		want := NamePrefix + hex.EncodeToString(sum[:])
+		if got := sum.name(); got != want {
+			t.Fatalf("name = %s, want %s", got, want)
+		}
+		if got := string(sum.appendName([]byte("x"))); got != "x"+want {
+			t.Fatalf("appendName after a prefix = %s", got)
+		}
 	}
 }
