@@ -2,6 +2,7 @@ package orphan
 
 import (
 	"fmt"
+	"hash/maphash"
 	"testing"
 )
 
@@ -90,5 +91,33 @@ func TestSumMemoSteadyStateHitsAndWholeKeys(t *testing.T) {
 	memoCycle(t, &m, small)
 	if m.prev.len() != len(small) {
 		t.Fatalf("memo holds %d entries after a cycle of %d", m.prev.len(), len(small))
+	}
+}
+
+// TestSumMemoIndexConfirmsWholeKeys: an index entry for a key's hash that
+// points at another key's entry (a maphash collision, forced here) is no
+// hit: the index only finds candidates, the whole key decides.
+func TestSumMemoIndexConfirmsWholeKeys(t *testing.T) {
+	var items []Item
+	for i := range 2 * memoIndexMin {
+		items = append(items, memoItem(i, "uuid-a"))
+	}
+	var m sumMemo
+	memoCycle(t, &m, items)
+	m.start()
+	m.buildIndex()
+	stranger := memoItem(10_000, "uuid-a")
+	key, err := stranger.appendNameKey(nil, specOf(stranger.Kind))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.index[maphash.Bytes(m.hashSeed, key)] = 5 // collides with entry 5
+	m.pos = len(items)                          // past the lookahead: only the index can find it
+	if sum, ok := m.find(key); ok {
+		t.Fatalf("a key never seen was found through a colliding hash: %x", sum)
+	}
+	m.pos = len(items)
+	if _, ok := m.find(m.prev.key(7)); !ok {
+		t.Fatalf("an entry of the last cycle was not found through the index")
 	}
 }
