@@ -80,7 +80,7 @@ func (b bitset) contains(i int) bool { return b[i/64]&(1<<(i%64)) != 0 }
 // orphans' maps (few, usually; none when every candidate is an orphan),
 // the second reads each map once, for both the match key and the scope.
 // Names are kept as sums (see sumTable) and spelled only for new records.
-func indexCandidates(cs []Candidate, recs []Record, plan *Plan, sums *sumSource) candidates {
+func indexCandidates(cs []Candidate, recs []Record, plan *Plan, sums *sumSource, sc *scratch) candidates {
 	// Orphans are always named; match keys are needed only to name the
 	// other candidates, so a set made only of orphans builds none.
 	others := 0
@@ -117,8 +117,8 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan, sums *sumSource)
 	filter := newKeyFilter(needed)
 	var ids scopeIDs
 	var tally []scopeCount // by scope id
-	room := min(len(needed)+len(cs)-others, len(cs))
-	out := candidates{cs: cs, byName: newSumTable(room), named: make([]namedCandidate, 0, room)}
+	n := min(len(needed)+len(cs)-others, len(cs))
+	out := candidates{cs: cs, byName: newSumTable(n, &sc.slots), named: room(&sc.named, n)}
 	sums.startCandidates()
 	for ci := range cs {
 		c := &cs[ci]
@@ -328,12 +328,12 @@ type sumSlot struct {
 
 func (sl *sumSlot) index() int { return int(sl.i) - 1 }
 
-func newSumTable(room int) sumTable {
+func newSumTable(n int, buf *[]sumSlot) sumTable {
 	size := 16
-	for size < 2*room {
+	for size < 2*n {
 		size <<= 1
 	}
-	return sumTable{slots: make([]sumSlot, size)}
+	return sumTable{slots: take(buf, size)}
 }
 
 func lead(sum *nameSum) uint64 { return binary.BigEndian.Uint64(sum[:8]) }

@@ -211,13 +211,14 @@ type Rejected struct {
 // different verdicts count as undecided. Nothing is ever purged that was
 // not judged an orphan in this very input.
 func Decide(in Input) Plan {
-	return decide(in, &sumSource{})
+	return decide(in, &sumSource{}, &scratch{})
 }
 
-// decide is Decide with the record names' sums taken from sums.
-func decide(in Input, sums *sumSource) Plan {
+// decide is Decide with the record names' sums taken from sums, and its
+// working arrays from sc.
+func decide(in Input, sums *sumSource, sc *scratch) Plan {
 	var plan Plan
-	cands := indexCandidates(in.Candidates, in.Records, &plan, sums)
+	cands := indexCandidates(in.Candidates, in.Records, &plan, sums, sc)
 	guard := newGuardState(in, cands.counts)
 	scopes := scopeResolver{scopes: in.Scopes, guard: guard}
 	// Most records are kept, and most kept ones need a condition at most
@@ -229,8 +230,8 @@ func decide(in Input, sums *sumSource) Plan {
 	// order, which is the order the records lie in memory; then records
 	// are planned in name order, so the plan's lists come out sorted and
 	// large ones never have to move their entries.
-	facts := recordFactsOf(in.Records, &cands, &scopes, sums)
-	order := sortedIndexes(len(in.Records), func(i int) string { return in.Records[i].Name })
+	facts := recordFactsOf(in.Records, &cands, &scopes, sums, sc)
+	order := sortedIndexes(len(in.Records), func(i int) string { return in.Records[i].Name }, sc)
 	var dueAuto []int // indexes in plan.Purge of auto purges, for the guard's share rule
 	for _, i := range order {
 		f := facts[i]
@@ -308,7 +309,7 @@ func decide(in Input, sums *sumSource) Plan {
 		}
 	}
 	resort := plan.applyShareRule(guard, dueAuto)
-	plan.create(in, &cands, &scopes)
+	plan.create(in, &cands, &scopes, sc)
 	plan.sort(resort)
 	return plan
 }
@@ -332,11 +333,11 @@ type recordFacts struct {
 // (tampered, or written by hand) from the record of the candidate it
 // names, and the hash costs less than reaching the candidate's fields
 // would.
-func recordFactsOf(recs []Record, cands *candidates, scopes *scopeResolver, sums *sumSource) []recordFacts {
-	facts := make([]recordFacts, len(recs))
+func recordFactsOf(recs []Record, cands *candidates, scopes *scopeResolver, sums *sumSource, sc *scratch) []recordFacts {
+	facts := take(&sc.facts, len(recs))
 	// The names are parsed and checked first, and looked up in a loop of
 	// their own, so that the table's cache misses overlap.
-	parsed := make([]nameSum, len(recs))
+	parsed := take(&sc.parsed, len(recs))
 	canon := newBitset(len(recs))
 	sums.startRecords()
 	for i := range recs {
@@ -377,14 +378,14 @@ func recordFactsOf(recs []Record, cands *candidates, scopes *scopeResolver, sums
 // no record in the input's authority names. The names are spelled, in
 // name order, into strings of namesPerBlock names, and each record's is a
 // piece of one.
-func (p *Plan) create(in Input, cands *candidates, scopes *scopeResolver) {
-	var creates []int32
+func (p *Plan) create(in Input, cands *candidates, scopes *scopeResolver, sc *scratch) {
+	creates := room(&sc.creates, len(cands.named))
 	for i := range cands.named {
 		if nc := &cands.named[i]; nc.orphan && !cands.recorded.contains(i) && scopes.resolveID(nc.scope, cands.scopes).isReady() {
 			creates = append(creates, int32(i))
 		}
 	}
-	sortBySum(creates, cands.named)
+	sortBySum(creates, cands.named, sc)
 	p.Create = make([]Record, 0, len(creates))
 	var labels labelCache
 	var spelled string // the names of this block of namesPerBlock records
@@ -423,12 +424,12 @@ func spellNames(idx []int32, named []namedCandidate) string {
 
 // sortBySum orders indexes of named by their names: the sums' bytes
 // compare as their lower-case hex spellings do.
-func sortBySum(idx []int32, named []namedCandidate) {
-	keys := make([]sortKey, len(idx))
+func sortBySum(idx []int32, named []namedCandidate, sc *scratch) {
+	keys := take(&sc.keys, len(idx))
 	for j, i := range idx {
 		keys[j] = sortKey{lead(&named[i].sum), i}
 	}
-	sortKeys(keys, func(a, b int32) int { return bytes.Compare(named[a].sum[:], named[b].sum[:]) })
+	sortKeys(keys, &sc.tmp, func(a, b int32) int { return bytes.Compare(named[a].sum[:], named[b].sum[:]) })
 	for j, k := range keys {
 		idx[j] = k.i
 	}
@@ -769,16 +770,16 @@ func sortBy[T any](s []T, name func(T) string) {
 // then the eight bytes of each name after the common "orphan-" prefix
 // (of other names, their own first eight), compared as a number, and the
 // whole names only where those tie. Ties of whole names keep input order.
-func sortedIndexes(n int, name func(int) string) []int {
+func sortedIndexes(n int, name func(int) string, sc *scratch) []int {
 	var classes [3][]sortKey // names before the NamePrefix range, in it, after it
-	classes[1] = make([]sortKey, 0, n)
+	classes[1] = room(&sc.keys, n)
 	for i := range n {
 		class, p := namePrefix(name(i))
 		classes[class+1] = append(classes[class+1], sortKey{p, int32(i)})
 	}
-	idx := make([]int, 0, n)
+	idx := room(&sc.order, n)
 	for _, keys := range classes {
-		sortKeys(keys, func(a, b int32) int {
+		sortKeys(keys, &sc.tmp, func(a, b int32) int {
 			if c := cmp.Compare(name(int(a)), name(int(b))); c != 0 {
 				return c
 			}

@@ -27,11 +27,12 @@ package orphan
 type Planner struct {
 	cands sumMemo // the candidates' names, as decide asks for them
 	recs  sumMemo // the names records' own fields give
+	sc    scratch // working arrays, lent to each cycle
 }
 
 // Decide makes the plan for one cycle, exactly as the function Decide
 // does; see it for the rules. The input is not modified, and nothing of
 // it is retained but the name keys the Planner copies.
 func (p *Planner) Decide(in Input) Plan {
-	return decide(in, &sumSource{memo: p})
+	return decide(in, &sumSource{memo: p}, &p.sc)
 }

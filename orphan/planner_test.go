@@ -17,10 +17,19 @@ import (
 func checkPlannerSequence(t *testing.T, what string, seq []orphan.Input) {
 	t.Helper()
 	var p orphan.Planner
+	var gots, wants []orphan.Plan
 	for i, in := range seq {
 		got, want := p.Decide(in), orphan.Decide(in)
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s, cycle %d: Planner and Decide differ\n got  %+v\n want %+v\ninput %+v", what, i, got, want, in)
+		}
+		gots, wants = append(gots, got), append(wants, want)
+	}
+	// The Planner reuses its memory from cycle to cycle: no plan it
+	// returned may change when it plans the next.
+	for i := range gots {
+		if !reflect.DeepEqual(gots[i], wants[i]) {
+			t.Fatalf("%s: the plan of cycle %d changed after later cycles", what, i)
 		}
 	}
 }

@@ -23,7 +23,9 @@ const radixMin = 512
 // stable, so the result is ordered by the whole k; then each run of equal
 // k is ordered by tie. Its cost does not depend on the keys' values, which
 // a host's record names choose.
-func sortKeys(keys []sortKey, tie func(a, b int32) int) {
+//
+// tmp is where the second array is kept between calls.
+func sortKeys(keys []sortKey, tmp *[]sortKey, tie func(a, b int32) int) {
 	if len(keys) < radixMin {
 		slices.SortStableFunc(keys, func(a, b sortKey) int {
 			if c := cmp.Compare(a.k, b.k); c != 0 {
@@ -39,7 +41,7 @@ func sortKeys(keys []sortKey, tie func(a, b int32) int) {
 			counts[d][byte(e.k>>(8*d))]++
 		}
 	}
-	src, dst := keys, make([]sortKey, len(keys))
+	src, dst := keys, take(tmp, len(keys))
 	for d := range 8 {
 		c := &counts[d]
 		if c[byte(src[0].k>>(8*d))] == len(src) {

@@ -39,11 +39,15 @@ func randomKeys(rng *rand.Rand, n int) []sortKey {
 	return keys
 }
 
+// sharedTmp is one second array for every sort of a test, as a Planner
+// keeps one across cycles of different sizes.
+var sharedTmp []sortKey
+
 func checkSortKeys(t *testing.T, keys []sortKey, tieBy []int) {
 	t.Helper()
 	tie := func(a, b int32) int { return cmp.Compare(tieBy[a], tieBy[b]) }
 	got, want := slices.Clone(keys), slices.Clone(keys)
-	sortKeys(got, tie)
+	sortKeys(got, &sharedTmp, tie)
 	referenceSortKeys(want, tie)
 	if !slices.Equal(got, want) {
 		t.Fatalf("sortKeys of %d keys differs from the reference", len(keys))
@@ -109,7 +113,7 @@ func TestSortedIndexesIsStringOrder(t *testing.T) {
 				names[i] = fmt.Sprintf("orphan-%016x%048x", rng.Uint64()&0xffffffff0000000f, i)
 			}
 		}
-		got := sortedIndexes(n, func(i int) string { return names[i] })
+		got := sortedIndexes(n, func(i int) string { return names[i] }, &scratch{})
 		want := make([]int, n)
 		for i := range want {
 			want[i] = i

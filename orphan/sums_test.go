@@ -40,7 +40,7 @@ func TestParseNameIsTheInverseOfSpelling(t *testing.T) {
 // table is addressed and tagged by are still different names, also across
 // growth.
 func TestSumTableConfirmsWholeSums(t *testing.T) {
-	tab := newSumTable(0)
+	tab := newSumTable(0, new([]sumSlot))
 	var named []namedCandidate
 	for i := range 100 {
 		var s nameSum
