@@ -123,12 +123,12 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan, sums *sumSource,
 	for ci := range cs {
 		c := &cs[ci]
 		spec := lk.spec(c.Item.Kind)
-		k, scope := lk.keyAndScope(spec, c.Item)
+		orphan := c.Verdict.Outcome == OutcomeOrphan
+		k, scope := lk.keyAndScope(spec, &c.Item, !orphan) // an orphan is named whatever its key
 		sid := ids.of(scope)
 		if int(sid) == len(tally) {
 			tally = append(tally, scopeCount{})
 		}
-		orphan := c.Verdict.Outcome == OutcomeOrphan
 		if !orphan {
 			tally[sid].valid++
 			if !filter.mayHave(k.primary) {
@@ -138,7 +138,7 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan, sums *sumSource,
 				continue
 			}
 		}
-		sum, err := sums.candidate(spec, &c.Item)
+		sum, err := sums.candidate(spec, &c.Item, scope.Disk)
 		if err != nil {
 			plan.Rejected = append(plan.Rejected, Rejected{Item: c.Item, Err: err})
 			continue
@@ -295,15 +295,18 @@ func (l *kindLookup) keyOf(k Kind, params map[string]string) matchKey {
 	return matchKey{s.NameClass, strings.TrimSpace(params[s.MatchParam])}
 }
 
-// keyAndScope is keyOf and Item.Scope in one look at the item's
-// parameters.
-func (l *kindLookup) keyAndScope(s *KindSpec, it Item) (matchKey, Scope) {
+// keyAndScope is Item.Scope, and keyOf when withKey (a zero key
+// otherwise), in one look at the item's parameters.
+func (l *kindLookup) keyAndScope(s *KindSpec, it *Item, withKey bool) (matchKey, Scope) {
 	if s == nil {
 		return matchKey{class: "unknown:" + string(it.Kind)}, Scope{NodeID: it.NodeID}
 	}
 	scope := Scope{NodeID: it.NodeID}
 	if s.ScopeParam != "" {
 		scope.Disk = it.Parameters[s.ScopeParam]
+	}
+	if !withKey {
+		return matchKey{}, scope
 	}
 	return matchKey{s.NameClass, strings.TrimSpace(it.Parameters[s.MatchParam])}, scope
 }

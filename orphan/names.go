@@ -43,22 +43,23 @@ func (s *sumSource) endRecords() {
 }
 
 // candidate is the sum of it, whose kind's spec is spec (nil for a kind
-// the table does not hold).
-func (s *sumSource) candidate(spec *KindSpec, it *Item) (nameSum, error) {
+// the table does not hold) and whose scope's disk is disk.
+func (s *sumSource) candidate(spec *KindSpec, it *Item, disk string) (nameSum, error) {
 	if s.memo == nil {
-		return it.nameSumOf(spec)
+		return it.nameSumOf(spec, disk)
 	}
-	return s.memo.cands.sum(spec, it)
+	return s.memo.cands.sum(spec, it, disk)
 }
 
 // record is the sum r's own fields give: never the sum its name spells,
 // which is what this sum is checked against.
-func (s *sumSource) record(r *Record) (nameSum, error) {
+// disk is its scope's.
+func (s *sumSource) record(r *Record, disk string) (nameSum, error) {
 	it := r.Item()
 	if s.memo == nil {
-		return it.nameSumOf(specOf(it.Kind))
+		return it.nameSumOf(specOf(it.Kind), disk)
 	}
-	return s.memo.recs.sum(specOf(it.Kind), &it)
+	return s.memo.recs.sum(specOf(it.Kind), &it, disk)
 }
 
 // sumMemo remembers the name sums of one stream of items (a Planner's
@@ -156,8 +157,8 @@ func (m *sumMemo) end() {
 }
 
 // sum is it's name sum, from the memo if it holds its key.
-func (m *sumMemo) sum(spec *KindSpec, it *Item) (nameSum, error) {
-	key, err := it.appendNameKey(m.buf[:0], spec)
+func (m *sumMemo) sum(spec *KindSpec, it *Item, disk string) (nameSum, error) {
+	key, err := it.appendNameKeyIn(m.buf[:0], spec, disk)
 	m.buf = key[:0]
 	if err != nil {
 		return nameSum{}, err

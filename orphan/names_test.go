@@ -25,7 +25,7 @@ func memoCycle(t *testing.T, m *sumMemo, items []Item) (hits int) {
 		if string(key) == "" {
 			t.Fatal("empty key")
 		}
-		got, err := m.sum(spec, &items[i])
+		got, err := m.sum(spec, &items[i], "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -355,7 +355,7 @@ func recordFactsOf(recs []Record, cands *candidates, scopes *scopeResolver, sums
 		parsed[i] = sum
 		canon.add(i)
 		if rs.st.Health == HealthReady {
-			own, err := sums.record(r)
+			own, err := sums.record(r, rs.scope.Disk)
 			f.consistent = err == nil && own == sum
 		}
 	}

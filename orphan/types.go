@@ -130,14 +130,14 @@ const nameLen = len(NamePrefix) + 2*sha256.Size
 // nameSum is Name without spelling it: the planner compares and sorts
 // sums, and spells only the names of the records it creates.
 func (it Item) nameSum() (nameSum, error) {
-	return it.nameSumOf(specOf(it.Kind))
+	return it.nameSumOf(specOf(it.Kind), "")
 }
 
 // nameSumOf is nameSum with the item's spec already found (nil: the kind
 // is unknown).
-func (it *Item) nameSumOf(s *KindSpec) (nameSum, error) {
+func (it *Item) nameSumOf(s *KindSpec, disk string) (nameSum, error) {
 	var stack [512]byte
-	key, err := it.appendNameKey(stack[:0], s)
+	key, err := it.appendNameKeyIn(stack[:0], s, disk)
 	if err != nil {
 		return nameSum{}, err
 	}
@@ -153,12 +153,25 @@ func (it *Item) nameSumOf(s *KindSpec) (nameSum, error) {
 // string. The name is a function of this key alone, which is what a
 // Planner remembers names by. It fails like Name.
 func (it *Item) appendNameKey(buf []byte, s *KindSpec) ([]byte, error) {
+	return it.appendNameKeyIn(buf, s, "")
+}
+
+// appendNameKeyIn is appendNameKey for an item whose scope parameter
+// (ScopeParam: the disk) was read already, as disk: the planner reads it
+// for the scope, and each look-up in a Parameters map costs. An empty
+// disk is looked up again.
+func (it *Item) appendNameKeyIn(buf []byte, s *KindSpec, disk string) ([]byte, error) {
 	if s == nil {
 		return buf, fmt.Errorf("%w: unknown kind %q", ErrInvalidItem, it.Kind)
 	}
 	last := len(s.NameFields) - 1
 	for i, f := range s.NameFields {
-		v := it.field(f)
+		var v string
+		if disk != "" && f == s.ScopeParam {
+			v = disk
+		} else {
+			v = it.field(f)
+		}
 		if v == "" {
 			return buf, fmt.Errorf("%w: %s item has no %s", ErrInvalidItem, it.Kind, f)
 		}
