@@ -328,11 +328,13 @@ type recordFacts struct {
 // whatever its scope's health) and, in a Ready scope, checks its name,
 // which is all Decide reads of a record besides its own fields.
 //
-// A record's name is checked by hashing its own fields, every time:
-// nothing else tells a record whose name is not the one its fields give
+// A record's name is checked against its own fields, every time: nothing
+// else tells a record whose name is not the one its fields give
 // (tampered, or written by hand) from the record of the candidate it
 // names, and the hash costs less than reaching the candidate's fields
-// would.
+// would. The sum of its fields comes from sums: hashed, or, for a
+// Planner, remembered by the whole string that is hashed, never by the
+// record's name or any part of a hash.
 func recordFactsOf(recs []Record, cands *candidates, scopes *scopeResolver, sums *sumSource, sc *scratch) []recordFacts {
 	facts := take(&sc.facts, len(recs))
 	// The names are parsed and checked first, and looked up in a loop of
