@@ -15,7 +15,9 @@ package orphan
 // against its own fields every cycle.
 //
 // Only the previous cycle is remembered: names not asked for in a cycle are
-// dropped, so the memory is about twice one cycle's name keys and sums.
+// dropped, so the memory is about twice one cycle's name keys and sums,
+// plus working arrays for one cycle (given back when a cycle is much
+// smaller than the one they were sized for).
 // Items listed in a new order are still found (through an index built for
 // that cycle); items never seen before are hashed.
 //
@@ -36,5 +38,10 @@ type Planner struct {
 func (p *Planner) Decide(in Input) Plan {
 	plan := decide(in, &sumSource{memo: p}, &p.sc)
 	clear(p.sc.facts[:cap(p.sc.facts)]) // they point at this input's scopes, which are not the Planner's to keep
+	// Working arrays sized for a much larger input than this one's are
+	// given back, as the memo gives back its entries.
+	if cap(p.sc.named) > 4*max(len(in.Candidates), 1024) || cap(p.sc.facts) > 4*max(len(in.Records), 1024) {
+		p.sc = scratch{}
+	}
 	return plan
 }
