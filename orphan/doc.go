@@ -17,7 +17,10 @@
 // conditions to write on them, and when to look again: a host applies it
 // without knowing the policy behind it. Around it sit two thin drivers the host may use or not: a
 // Monitor that scans in the background so a slow disk never blocks the
-// host's reconcile, and a Sweeper that carries a plan out.
+// host's reconcile, and a Sweeper that carries a plan out. A driver that
+// plans the same node cycle after cycle may keep a Planner: its Decide
+// makes the very same plans, and remembers the names it computed, so a
+// steady state is planned without hashing them again.
 //
 // Records are byte-compatible with Longhorn's Orphan objects: the same
 // names (Item.Name), labels (Item.Labels), parameter keys (Param*),
@@ -194,7 +197,8 @@
 // # Concurrency
 //
 // Decide, JudgeAll, MergeScopes, Guard, Spec and the types are plain
-// values and functions. MemStore, Monitor's methods, Sweeper and the
+// values and functions. A Planner is a goroutine-free value for one
+// goroutine at a time. MemStore, Monitor's methods, Sweeper and the
 // adapters of Combine and NewAdapter (if their parts are) are safe for
 // concurrent use. Judges must be safe for concurrent use; Deleters are
 // called concurrently for different records and never twice at once for

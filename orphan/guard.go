@@ -168,10 +168,12 @@ func (h guardHit) String() string { return string(h.rule) + ": " + h.msg }
 
 // applyShareRule refuses the automatic purges of scopes where the purges
 // due this cycle are at least MinItems and more than MaxAutoShare of the
-// scope's valid items. auto indexes plan.Purge.
-func (p *Plan) applyShareRule(gs *guardState, auto []int) {
+// scope's valid items. auto indexes plan.Purge. It reports whether it
+// refused any, which appends to Keep, Conditions and Refused out of name
+// order.
+func (p *Plan) applyShareRule(gs *guardState, auto []int) bool {
 	if gs.g.AllowAnyShare || len(auto) == 0 {
-		return
+		return false
 	}
 	due := map[Scope]int{}
 	for _, pu := range p.Purge {
@@ -193,7 +195,7 @@ func (p *Plan) applyShareRule(gs *guardState, auto []int) {
 			n, valid, s, int(math.Round(100*gs.g.maxAutoShare())))})
 	}
 	if len(refused) == 0 {
-		return
+		return false
 	}
 	kept := p.Purge[:0:0]
 	for i, pu := range p.Purge {
@@ -202,4 +204,5 @@ func (p *Plan) applyShareRule(gs *guardState, auto []int) {
 		}
 	}
 	p.Purge = kept
+	return true
 }

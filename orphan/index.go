@@ -10,18 +10,44 @@ import (
 // that can matter, named and merged, in input order, and the guard's
 // counts of every scope.
 type candidates struct {
+	cs       []Candidate // the input's candidates, which named indexes
 	named    []namedCandidate
-	byName   sumTable // name → index in named, and whether it is an orphan
-	recorded bitset   // indexes in named that a record in the input's authority names
+	merged   map[int32]Verdict // by index in named: the verdicts of names whose observations disagreed
+	scopes   []Scope           // by scope id
+	byName   sumTable          // name → index in named
+	recorded bitset            // indexes in named that a record in the input's authority names
 	counts   scopeCounts
 }
 
-// namedCandidate is a candidate with its record name, as a sum, and scope.
+// namedCandidate is a candidate's record name, as a sum, and where to find
+// the rest. It holds no pointers and no copy of the Candidate: a million
+// of them are one flat array the garbage collector never scans, and the
+// candidate's own fields are read only where a plan entry needs them.
 type namedCandidate struct {
-	Candidate
-	sum   nameSum
-	scope Scope
+	sum    nameSum
+	last   int32 // index in cs of the observation kept (the last one of the name)
+	scope  int32 // the last observation's scope, as an index in candidates.scopes
+	orphan bool  // the merged verdict is OutcomeOrphan
+	merged bool  // the merged verdict is in candidates.merged, not cs[last]'s own
 }
+
+// verdict is the merged verdict of named[i].
+func (cd *candidates) verdict(i int) Verdict {
+	if nc := &cd.named[i]; nc.merged {
+		return cd.merged[int32(i)]
+	} else {
+		return cd.cs[nc.last].Verdict
+	}
+}
+
+// candidate is named[i] as a Candidate: the last observation of its name
+// with the merged verdict.
+func (cd *candidates) candidate(i int) Candidate {
+	return Candidate{Item: cd.cs[cd.named[i].last].Item, Verdict: cd.verdict(i)}
+}
+
+// scope is named[i]'s scope.
+func (cd *candidates) scope(i int) Scope { return cd.scopes[cd.named[i].scope] }
 
 // bitset is a set of small integers: a million of them fit in 128 KiB,
 // which stays in the cache while a planner marks them at random.
@@ -54,7 +80,7 @@ func (b bitset) contains(i int) bool { return b[i/64]&(1<<(i%64)) != 0 }
 // orphans' maps (few, usually; none when every candidate is an orphan),
 // the second reads each map once, for both the match key and the scope.
 // Names are kept as sums (see sumTable) and spelled only for new records.
-func indexCandidates(cs []Candidate, recs []Record, plan *Plan) candidates {
+func indexCandidates(cs []Candidate, recs []Record, plan *Plan, sums *sumSource, sc *scratch) candidates {
 	// Orphans are always named; match keys are needed only to name the
 	// other candidates, so a set made only of orphans builds none.
 	others := 0
@@ -89,15 +115,22 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan) candidates {
 	}
 
 	filter := newKeyFilter(needed)
-	tally := scopeTally{counts: scopeCounts{}}
-	room := min(len(needed)+len(cs)-others, len(cs))
-	out := candidates{byName: newSumTable(room), named: make([]namedCandidate, 0, room)}
-	for _, c := range cs {
+	var ids scopeIDs
+	var tally []scopeCount // by scope id
+	n := min(len(needed)+len(cs)-others, len(cs))
+	out := candidates{cs: cs, byName: newSumTable(n, &sc.slots), named: room(&sc.named, n)}
+	sums.startCandidates()
+	for ci := range cs {
+		c := &cs[ci]
 		spec := lk.spec(c.Item.Kind)
-		k, scope := lk.keyAndScope(spec, c.Item)
 		orphan := c.Verdict.Outcome == OutcomeOrphan
+		k, scope := lk.keyAndScope(spec, &c.Item, !orphan) // an orphan is named whatever its key
+		sid := ids.of(scope)
+		if int(sid) == len(tally) {
+			tally = append(tally, scopeCount{})
+		}
 		if !orphan {
-			tally.add(scope, 1, 0)
+			tally[sid].valid++
 			if !filter.mayHave(k.primary) {
 				continue
 			}
@@ -105,69 +138,109 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan) candidates {
 				continue
 			}
 		}
-		sum, err := c.Item.nameSum()
+		sum, err := sums.candidate(spec, &c.Item, scope.Disk)
 		if err != nil {
 			plan.Rejected = append(plan.Rejected, Rejected{Item: c.Item, Err: err})
 			continue
 		}
-		out.byName.makeRoom()
-		j, dup := out.byName.find(&sum)
-		if !dup {
-			out.byName.set(j, &sum, len(out.named), orphan)
-			out.named = append(out.named, namedCandidate{Candidate: c, sum: sum, scope: scope})
-			continue
-		}
-		i := out.byName.slots[j].index()
-		prev := out.named[i]
-		switch {
-		case prev.Item.Kind != c.Item.Kind:
-			// Engine and replica instances share Longhorn's name formula:
-			// one name seen as two kinds is no item anyone can vouch for.
-			c.Verdict = Undecided("one name observed as two kinds: " + string(prev.Item.Kind) + " and " + string(c.Item.Kind))
-		case prev.Verdict.Outcome != c.Verdict.Outcome:
-			c.Verdict = Undecided("conflicting verdicts for one item: " + prev.Verdict.Outcome.String() + " and " + c.Verdict.Outcome.String())
-		}
-		out.named[i] = namedCandidate{Candidate: c, sum: sum, scope: scope}
-		out.byName.slots[j].orphan = c.Verdict.Outcome == OutcomeOrphan
+		out.named = append(out.named, namedCandidate{sum: sum, last: int32(ci), scope: sid, orphan: orphan})
 	}
+	sums.endCandidates()
+	out.merge()
 	out.recorded = newBitset(len(out.named))
-	for _, c := range out.named {
-		if c.Verdict.Outcome == OutcomeOrphan {
-			tally.add(c.scope, 1, 1)
+	for _, nc := range out.named {
+		if nc.orphan {
+			tally[nc.scope].valid++
+			tally[nc.scope].orphans++
 		}
 	}
-	out.counts = tally.counts
+	out.scopes = ids.scopes
+	out.counts = make(scopeCounts, len(tally))
+	for sid, n := range tally {
+		if n != (scopeCount{}) { // as the guard has always seen it: only scopes something was counted in
+			out.counts[ids.scopes[sid]] = &n
+		}
+	}
 	return out
 }
 
-// scopeTally counts by scope. A node has few scopes (its disks), and
-// comparing two short strings is cheaper than hashing them, so the first
-// ones are found by a linear search; the map holds them all.
-type scopeTally struct {
-	recent []scopeEntry
-	counts scopeCounts
-}
-
-type scopeEntry struct {
-	scope Scope
-	count *scopeCount
-}
-
-const recentScopes = 32
-
-func (t *scopeTally) add(s Scope, valid, orphans int) {
-	for i := range t.recent {
-		if e := &t.recent[i]; sameScope(e.scope, s) {
-			e.count.valid += valid
-			e.count.orphans += orphans
-			return
+// merge merges the observations of each name in named (one entry per
+// observation, in input order) into the first one's entry, keeping the
+// last observation, and fills byName. It is a loop of its own, apart
+// from the naming, so that the table's cache misses, one per name in a
+// large input, are independent and overlap.
+func (cd *candidates) merge() {
+	w := 0
+	for r := range cd.named {
+		e := cd.named[r]
+		cd.byName.makeRoom(cd.named[:w])
+		j, dup := cd.byName.find(&e.sum, cd.named[:w])
+		if !dup {
+			cd.byName.set(j, &e.sum, w)
+			cd.named[w] = e
+			w++
+			continue
+		}
+		i := cd.byName.slots[j].index()
+		nc := &cd.named[i]
+		c := &cd.cs[e.last]
+		prevKind, prevOutcome := cd.cs[nc.last].Item.Kind, cd.verdict(i).Outcome
+		merged := true
+		var v Verdict
+		switch {
+		case prevKind != c.Item.Kind:
+			// Engine and replica instances share Longhorn's name formula:
+			// one name seen as two kinds is no item anyone can vouch for.
+			v = Undecided("one name observed as two kinds: " + string(prevKind) + " and " + string(c.Item.Kind))
+		case prevOutcome != c.Verdict.Outcome:
+			v = Undecided("conflicting verdicts for one item: " + prevOutcome.String() + " and " + c.Verdict.Outcome.String())
+		default:
+			v, merged = c.Verdict, false
+		}
+		*nc = namedCandidate{sum: e.sum, last: e.last, scope: e.scope, orphan: v.Outcome == OutcomeOrphan, merged: merged}
+		if merged {
+			if cd.merged == nil {
+				cd.merged = map[int32]Verdict{}
+			}
+			cd.merged[int32(i)] = v
 		}
 	}
-	t.counts.add(s, valid, orphans)
-	if len(t.recent) < recentScopes {
-		t.recent = append(t.recent, scopeEntry{s, t.counts[s]})
-	}
+	cd.named = cd.named[:w]
 }
+
+// scopeIDs numbers scopes in the order they are first seen. A node has
+// few scopes (its disks), and comparing two short strings is cheaper than
+// hashing them, so the first ones are found by a linear search; the map
+// holds them all.
+type scopeIDs struct {
+	scopes []Scope
+	recent []int32
+	all    map[Scope]int32
+}
+
+func (t *scopeIDs) of(s Scope) int32 {
+	for _, id := range t.recent {
+		if sameScope(t.scopes[id], s) {
+			return id
+		}
+	}
+	if id, ok := t.all[s]; ok {
+		return id
+	}
+	id := int32(len(t.scopes))
+	t.scopes = append(t.scopes, s)
+	if t.all == nil {
+		t.all = map[Scope]int32{}
+	}
+	t.all[s] = id
+	if len(t.recent) < recentScopes {
+		t.recent = append(t.recent, id)
+	}
+	return id
+}
+
+// recentScopes is how many scopes are found by a linear search.
+const recentScopes = 32
 
 // keyFilter is a Bloom filter over the needed match keys: most items of a
 // large input are owned and not needed, and two bits of a small bitset
@@ -222,9 +295,9 @@ func (l *kindLookup) keyOf(k Kind, params map[string]string) matchKey {
 	return matchKey{s.NameClass, strings.TrimSpace(params[s.MatchParam])}
 }
 
-// keyAndScope is keyOf and Item.Scope in one look at the item's
-// parameters.
-func (l *kindLookup) keyAndScope(s *KindSpec, it Item) (matchKey, Scope) {
+// keyAndScope is Item.Scope, and keyOf when withKey (a zero key
+// otherwise), in one look at the item's parameters.
+func (l *kindLookup) keyAndScope(s *KindSpec, it *Item, withKey bool) (matchKey, Scope) {
 	if s == nil {
 		return matchKey{class: "unknown:" + string(it.Kind)}, Scope{NodeID: it.NodeID}
 	}
@@ -232,62 +305,68 @@ func (l *kindLookup) keyAndScope(s *KindSpec, it Item) (matchKey, Scope) {
 	if s.ScopeParam != "" {
 		scope.Disk = it.Parameters[s.ScopeParam]
 	}
+	if !withKey {
+		return matchKey{}, scope
+	}
 	return matchKey{s.NameClass, strings.TrimSpace(it.Parameters[s.MatchParam])}, scope
 }
 
 // sumTable maps name sums to indexes in named, by open addressing on the
 // sum's first eight bytes: a SHA-256 is already uniformly spread, so
-// nothing is hashed again, and a million names cost one flat array
-// instead of a million strings in a map. A slot holds the whole sum, and
-// a hit is a whole sum equal: two names share a slot exactly when they
-// are equal, as in a map of names. Finding a record's candidate and
-// whether it is an orphan reads one slot, not the candidate.
+// nothing is hashed again. A slot is eight bytes (a tag, the sum's first
+// four bytes, and the index), so a million names cost a 16 MiB array
+// instead of a million strings in a map; the whole sum lives in named, and
+// a hit is a whole sum equal: two names share a slot exactly when they are
+// equal, as in a map of names. The tag spares reading named for most
+// slots that hold another name.
 type sumTable struct {
 	slots []sumSlot
 	n     int
 }
 
 type sumSlot struct {
-	sum    nameSum
-	i      int32 // index in named + 1; zero is an empty slot
-	orphan bool  // the merged verdict of the name is OutcomeOrphan
+	tag uint32 // the sum's first four bytes
+	i   int32  // index in named + 1; zero is an empty slot
 }
 
 func (sl *sumSlot) index() int { return int(sl.i) - 1 }
 
-func newSumTable(room int) sumTable {
+func newSumTable(n int, buf *[]sumSlot) sumTable {
 	size := 16
-	for size < 2*room {
+	for size < 2*n {
 		size <<= 1
 	}
-	return sumTable{slots: make([]sumSlot, size)}
+	return sumTable{slots: take(buf, size)}
 }
 
 func lead(sum *nameSum) uint64 { return binary.BigEndian.Uint64(sum[:8]) }
 
 // find returns the slot holding sum, or the empty slot where it belongs.
-func (t *sumTable) find(sum *nameSum) (int, bool) {
+func (t *sumTable) find(sum *nameSum, named []namedCandidate) (int, bool) {
 	mask := uint64(len(t.slots) - 1)
-	for j := lead(sum) & mask; ; j = (j + 1) & mask {
+	l := lead(sum)
+	tag := uint32(l >> 32)
+	for j := l & mask; ; j = (j + 1) & mask {
 		sl := &t.slots[j]
 		if sl.i == 0 {
 			return int(j), false
 		}
-		if sl.sum == *sum {
+		if sl.tag == tag && named[sl.i-1].sum == *sum {
 			return int(j), true
 		}
 	}
 }
 
-// set fills the empty slot j that find returned for sum.
-func (t *sumTable) set(j int, sum *nameSum, i int, orphan bool) {
-	t.slots[j] = sumSlot{sum: *sum, i: int32(i + 1), orphan: orphan}
+// set fills the empty slot j that find returned for sum, which is
+// named[i].sum.
+func (t *sumTable) set(j int, sum *nameSum, i int) {
+	t.slots[j] = sumSlot{tag: uint32(lead(sum) >> 32), i: int32(i + 1)}
 	t.n++
 }
 
 // makeRoom grows the table, if needed, so that one more sum can be set;
 // call it before the find whose slot is set.
-func (t *sumTable) makeRoom() {
+func (t *sumTable) makeRoom(named []namedCandidate) {
 	if 2*(t.n+1) <= len(t.slots) {
 		return
 	}
@@ -295,7 +374,7 @@ func (t *sumTable) makeRoom() {
 	t.slots = make([]sumSlot, 2*len(old))
 	for k := range old {
 		if old[k].i != 0 {
-			j, _ := t.find(&old[k].sum)
+			j, _ := t.find(&named[old[k].i-1].sum, named)
 			t.slots[j] = old[k]
 		}
 	}

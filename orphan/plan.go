@@ -211,8 +211,14 @@ type Rejected struct {
 // different verdicts count as undecided. Nothing is ever purged that was
 // not judged an orphan in this very input.
 func Decide(in Input) Plan {
+	return decide(in, &sumSource{}, &scratch{})
+}
+
+// decide is Decide with the record names' sums taken from sums, and its
+// working arrays from sc.
+func decide(in Input, sums *sumSource, sc *scratch) Plan {
 	var plan Plan
-	cands := indexCandidates(in.Candidates, in.Records, &plan)
+	cands := indexCandidates(in.Candidates, in.Records, &plan, sums, sc)
 	guard := newGuardState(in, cands.counts)
 	scopes := scopeResolver{scopes: in.Scopes, guard: guard}
 	// Most records are kept, and most kept ones need a condition at most
@@ -224,8 +230,8 @@ func Decide(in Input) Plan {
 	// order, which is the order the records lie in memory; then records
 	// are planned in name order, so the plan's lists come out sorted and
 	// large ones never have to move their entries.
-	facts := recordFactsOf(in.Records, &cands, &scopes)
-	order := sortedIndexes(len(in.Records), func(i int) string { return in.Records[i].Name })
+	facts := recordFactsOf(in.Records, &cands, &scopes, sums, sc)
+	order := sortedIndexes(len(in.Records), func(i int) string { return in.Records[i].Name }, sc)
 	var dueAuto []int // indexes in plan.Purge of auto purges, for the guard's share rule
 	for _, i := range order {
 		f := facts[i]
@@ -249,9 +255,9 @@ func Decide(in Input) Plan {
 			plan.Keep = append(plan.Keep, Keep{Record: r, Reason: "scope " + scope.String() + " was not scanned completely: " + st.Message})
 			continue
 		}
-		var c namedCandidate
+		var v Verdict
 		if seen && !f.orphan {
-			c = cands.named[ci] // for its verdict; an orphan's is known
+			v = cands.verdict(ci) // an orphan's is known
 		}
 		if !f.consistent {
 			plan.forget(r, ReasonMismatch, "the record's name does not match its parameters")
@@ -261,11 +267,11 @@ func Decide(in Input) Plan {
 		case !seen:
 			plan.forget(r, ReasonGone, "no longer seen in "+scope.String())
 			continue
-		case !f.orphan && c.Verdict.Outcome == OutcomeOwned:
-			plan.forget(r, ReasonOwned, c.Verdict.Reason)
+		case !f.orphan && v.Outcome == OutcomeOwned:
+			plan.forget(r, ReasonOwned, v.Reason)
 			continue
 		case !f.orphan:
-			plan.keep(r, f.rs.hit, "undecided: "+c.Verdict.Reason)
+			plan.keep(r, f.rs.hit, "undecided: "+v.Reason)
 			continue
 		}
 		due, auto := in.Policy.DueAt(r)
@@ -287,24 +293,24 @@ func Decide(in Input) Plan {
 			plan.keep(r, f.rs.hit, "purge due once DataCleanable=True is recorded")
 		case f.rs.hit.rule != "":
 			plan.refuse(r, f.rs.hit)
-		case !sameScope(cands.named[ci].scope, scope):
+		case !sameScope(cands.scope(ci), scope):
 			// The name's observation lies in another scope (an instance
 			// seen on another node: the node is not in Longhorn's formula;
 			// node and disk names that dash-join alike). It vouches for
 			// nothing in this record's scope, whose scan did not see the
 			// record's item. Checked here, where the candidate is read
 			// anyway, because only a purge acts on the observation.
-			plan.forget(r, ReasonGone, "no longer seen in "+scope.String()+"; its name was seen in "+cands.named[ci].scope.String())
+			plan.forget(r, ReasonGone, "no longer seen in "+scope.String()+"; its name was seen in "+cands.scope(ci).String())
 		default:
-			plan.Purge = append(plan.Purge, Purge{Record: r, Candidate: cands.named[ci].Candidate, Auto: !r.DeletionRequested})
+			plan.Purge = append(plan.Purge, Purge{Record: r, Candidate: cands.candidate(ci), Auto: !r.DeletionRequested})
 			if !r.DeletionRequested {
 				dueAuto = append(dueAuto, len(plan.Purge)-1)
 			}
 		}
 	}
-	plan.applyShareRule(guard, dueAuto)
-	plan.create(in, &cands, &scopes)
-	plan.sort()
+	resort := plan.applyShareRule(guard, dueAuto)
+	plan.create(in, &cands, &scopes, sc)
+	plan.sort(resort)
 	return plan
 }
 
@@ -322,13 +328,20 @@ type recordFacts struct {
 // whatever its scope's health) and, in a Ready scope, checks its name,
 // which is all Decide reads of a record besides its own fields.
 //
-// A record's name is checked by hashing its own fields, every time:
-// nothing else tells a record whose name is not the one its fields give
+// A record's name is checked against its own fields, every time: nothing
+// else tells a record whose name is not the one its fields give
 // (tampered, or written by hand) from the record of the candidate it
 // names, and the hash costs less than reaching the candidate's fields
-// would.
-func recordFactsOf(recs []Record, cands *candidates, scopes *scopeResolver) []recordFacts {
-	facts := make([]recordFacts, len(recs))
+// would. The sum of its fields comes from sums: hashed, or, for a
+// Planner, remembered by the whole string that is hashed, never by the
+// record's name or any part of a hash.
+func recordFactsOf(recs []Record, cands *candidates, scopes *scopeResolver, sums *sumSource, sc *scratch) []recordFacts {
+	facts := take(&sc.facts, len(recs))
+	// The names are parsed and checked first, and looked up in a loop of
+	// their own, so that the table's cache misses overlap.
+	parsed := take(&sc.parsed, len(recs))
+	canon := newBitset(len(recs))
+	sums.startRecords()
 	for i := range recs {
 		r := &recs[i]
 		rs := scopes.resolve(r.Scope())
@@ -338,16 +351,26 @@ func recordFactsOf(recs []Record, cands *candidates, scopes *scopeResolver) []re
 		f := &facts[i]
 		f.rs = rs
 		sum, canonical := parseName(r.Name) // a name of another form is no candidate's, and not its fields'
-		if canonical {
-			if j, ok := cands.byName.find(&sum); ok {
-				sl := &cands.byName.slots[j]
-				f.ci, f.seen, f.orphan = int32(sl.index()), true, sl.orphan
-				cands.recorded.add(sl.index())
-			}
+		if !canonical {
+			continue
 		}
-		if rs.st.Health == HealthReady && canonical {
-			own, err := r.Item().nameSum()
+		parsed[i] = sum
+		canon.add(i)
+		if rs.st.Health == HealthReady {
+			own, err := sums.record(r, rs.scope.Disk)
 			f.consistent = err == nil && own == sum
+		}
+	}
+	sums.endRecords()
+	for i := range recs {
+		if !canon.contains(i) {
+			continue
+		}
+		if j, ok := cands.byName.find(&parsed[i], cands.named); ok {
+			f := &facts[i]
+			k := cands.byName.slots[j].index()
+			f.ci, f.seen, f.orphan = int32(k), true, cands.named[k].orphan
+			cands.recorded.add(k)
 		}
 	}
 	return facts
@@ -357,26 +380,27 @@ func recordFactsOf(recs []Record, cands *candidates, scopes *scopeResolver) []re
 // no record in the input's authority names. The names are spelled, in
 // name order, into strings of namesPerBlock names, and each record's is a
 // piece of one.
-func (p *Plan) create(in Input, cands *candidates, scopes *scopeResolver) {
-	var creates []int32
-	for i, c := range cands.named {
-		if c.Verdict.Outcome == OutcomeOrphan && !cands.recorded.contains(i) && scopes.resolve(c.scope).isReady() {
+func (p *Plan) create(in Input, cands *candidates, scopes *scopeResolver, sc *scratch) {
+	creates := room(&sc.creates, len(cands.named))
+	for i := range cands.named {
+		if nc := &cands.named[i]; nc.orphan && !cands.recorded.contains(i) && scopes.resolveID(nc.scope, cands.scopes).isReady() {
 			creates = append(creates, int32(i))
 		}
 	}
-	sortBySum(creates, cands.named)
+	sortBySum(creates, cands.named, sc)
 	p.Create = make([]Record, 0, len(creates))
 	var labels labelCache
 	var spelled string // the names of this block of namesPerBlock records
 	for j, i := range creates {
-		c := &cands.named[i]
+		nc := &cands.named[i]
+		c := &cands.cs[nc.last]
 		if j%namesPerBlock == 0 {
 			spelled = spellNames(creates[j:min(j+namesPerBlock, len(creates))], cands.named)
 		}
 		k := j % namesPerBlock
 		rec := Record{Name: spelled[k*nameLen : (k+1)*nameLen], Kind: c.Item.Kind, NodeID: c.Item.NodeID, DataEngine: c.Item.DataEngine,
 			Parameters: c.Item.Parameters, Labels: labels.of(c.Item), CreatedAt: in.Now}
-		rec.Conditions = p.newConditions(rec, scopes.resolve(c.scope).hit)
+		rec.Conditions = p.newConditions(rec, scopes.resolveID(nc.scope, cands.scopes).hit)
 		p.Create = append(p.Create, rec)
 		if due, auto := in.Policy.DueAt(rec); auto {
 			p.requeue(due)
@@ -402,21 +426,12 @@ func spellNames(idx []int32, named []namedCandidate) string {
 
 // sortBySum orders indexes of named by their names: the sums' bytes
 // compare as their lower-case hex spellings do.
-func sortBySum(idx []int32, named []namedCandidate) {
-	type key struct {
-		lead uint64
-		i    int32
-	}
-	keys := make([]key, len(idx))
+func sortBySum(idx []int32, named []namedCandidate, sc *scratch) {
+	keys := take(&sc.keys, len(idx))
 	for j, i := range idx {
-		keys[j] = key{lead(&named[i].sum), i}
+		keys[j] = sortKey{lead(&named[i].sum), i}
 	}
-	slices.SortFunc(keys, func(a, b key) int {
-		if c := cmp.Compare(a.lead, b.lead); c != 0 {
-			return c
-		}
-		return bytes.Compare(named[a.i].sum[:], named[b.i].sum[:])
-	})
+	sortKeys(keys, &sc.tmp, func(a, b int32) int { return bytes.Compare(named[a].sum[:], named[b].sum[:]) })
 	for j, k := range keys {
 		idx[j] = k.i
 	}
@@ -431,6 +446,7 @@ type scopeResolver struct {
 	guard  *guardState
 	recent []*resolvedScope
 	all    map[Scope]*resolvedScope
+	byID   []*resolvedScope // by the candidates' scope ids
 }
 
 type resolvedScope struct {
@@ -460,6 +476,19 @@ func (sr *scopeResolver) resolve(s Scope) *resolvedScope {
 	if len(sr.recent) < recentScopes {
 		sr.recent = append(sr.recent, e)
 	}
+	return e
+}
+
+// resolveID is resolve of scopes[id].
+func (sr *scopeResolver) resolveID(id int32, scopes []Scope) *resolvedScope {
+	if sr.byID == nil {
+		sr.byID = make([]*resolvedScope, len(scopes))
+	}
+	if e := sr.byID[id]; e != nil {
+		return e
+	}
+	e := sr.resolve(scopes[id])
+	sr.byID[id] = e
 	return e
 }
 
@@ -497,14 +526,11 @@ func (p *Plan) forget(r Record, reason ForgetReason, msg string) {
 // setConditions would plan for it (and, like them, shared between records
 // that need the same).
 func (p *Plan) newConditions(r Record, hit guardHit) []metav1.Condition {
-	n := len(p.Conditions)
-	p.setConditions(r, hit)
-	if len(p.Conditions) == n {
+	k := conditionsNeeded(r, hit)
+	if k.set == 0 {
 		return nil
 	}
-	cs := p.Conditions[n].Conditions
-	p.Conditions = p.Conditions[:n]
-	return cs
+	return p.conds.of(k)
 }
 
 // labelCache shares one labels map between the new records whose labels
@@ -557,6 +583,16 @@ func (lc *labelCache) of(it Item) map[string]string {
 // record's item was seen, or it would have been forgotten); and
 // PurgeGuarded as the guard's hit says (zero: not guarded).
 func (p *Plan) setConditions(r Record, hit guardHit) {
+	if k := conditionsNeeded(r, hit); k.set != 0 {
+		p.Conditions = append(p.Conditions, SetConditions{Record: r, Conditions: p.conds.of(k)})
+	}
+}
+
+// conditionsNeeded is the key of the conditions setConditions plans; a
+// zero set when there are none. New records take it without a
+// SetConditions entry, so Plan.Conditions never grows past its room for
+// the kept records.
+func conditionsNeeded(r Record, hit guardHit) condKey {
 	var k condKey
 	if !r.Cleanable() {
 		k.set |= setCleanable
@@ -577,10 +613,7 @@ func (p *Plan) setConditions(r Record, hit guardHit) {
 	case meta.IsStatusConditionTrue(r.Conditions, ConditionPurgeGuarded):
 		k.set |= setGuardClear
 	}
-	if k.set == 0 {
-		return
-	}
-	p.Conditions = append(p.Conditions, SetConditions{Record: r, Conditions: p.conds.of(k)})
+	return k
 }
 
 // condLists shares one slice of conditions between the records that need
@@ -709,10 +742,15 @@ func (p *Plan) requeue(at time.Time) {
 	}
 }
 
-// sort puts every list in name order; Decide builds them nearly sorted,
-// so each is checked first.
-func (p *Plan) sort() {
+// sort puts every list in name order. Decide builds them sorted (records
+// are planned in name order, new records are sorted by name) except when
+// the guard's share rule refused purges after the fact (resort): then
+// each list is checked, and sorted if it is not.
+func (p *Plan) sort(resort bool) {
 	p.conds = condLists{}
+	if !resort {
+		return
+	}
 	sortBy(p.Create, func(r Record) string { return r.Name })
 	sortBy(p.Forget, func(f Forget) string { return f.Record.Name })
 	sortBy(p.Purge, func(pu Purge) string { return pu.Record.Name })
@@ -728,48 +766,55 @@ func sortBy[T any](s []T, name func(T) string) {
 	}
 }
 
-// sortedIndexes returns 0..n-1 ordered by name(i). It sorts small keys
-// instead of whole records: the eight bytes of each name after the
-// common "orphan-" prefix, compared as a number, and the whole names only
-// where those tie.
-func sortedIndexes(n int, name func(int) string) []int {
-	type key struct {
-		prefix uint64
-		i      int
+// sortedIndexes returns 0..n-1 ordered by name(i), exactly as comparing
+// the strings does (Plan.sort relies on it). It sorts small keys instead
+// of whole records: which side of the NamePrefix range a name lies on,
+// then the eight bytes of each name after the common "orphan-" prefix
+// (of other names, their own first eight), compared as a number, and the
+// whole names only where those tie. Ties of whole names keep input order.
+func sortedIndexes(n int, name func(int) string, sc *scratch) []int {
+	var classes [3][]sortKey // names before the NamePrefix range, in it, after it
+	classes[1] = room(&sc.keys, n)
+	for i := range n {
+		class, p := namePrefix(name(i))
+		classes[class+1] = append(classes[class+1], sortKey{p, int32(i)})
 	}
-	keys := make([]key, n)
-	for i := range keys {
-		keys[i] = key{namePrefix(name(i)), i}
-	}
-	slices.SortFunc(keys, func(a, b key) int {
-		if c := cmp.Compare(a.prefix, b.prefix); c != 0 {
-			return c
+	idx := room(&sc.order, n)
+	for _, keys := range classes {
+		sortKeys(keys, &sc.tmp, func(a, b int32) int {
+			if c := cmp.Compare(name(int(a)), name(int(b))); c != 0 {
+				return c
+			}
+			return cmp.Compare(a, b)
+		})
+		for _, k := range keys {
+			idx = append(idx, int(k.i))
 		}
-		return cmp.Compare(name(a.i), name(b.i))
-	})
-	idx := make([]int, n)
-	for j, k := range keys {
-		idx[j] = k.i
 	}
 	return idx
 }
 
 // namePrefix packs the eight bytes of name after NamePrefix (fewer,
 // zero-padded, when it is shorter) big-endian, so that comparing prefixes
-// orders names as comparing the strings does, apart from ties.
-func namePrefix(name string) uint64 {
-	rest := strings.TrimPrefix(name, NamePrefix)
-	if len(rest) == len(name) {
-		rest = name // not an orphan name: order by its own first bytes
+// orders names as comparing the strings does, apart from ties. Names
+// without NamePrefix are packed from their first byte, and class tells
+// the three ranges apart: names before every NamePrefix name (-1), the
+// NamePrefix names (0), and names after them (1).
+func namePrefix(name string) (class int8, p uint64) {
+	rest, ok := strings.CutPrefix(name, NamePrefix)
+	if !ok {
+		rest, class = name, 1
+		if name < NamePrefix {
+			class = -1
+		}
 	}
-	var p uint64
 	for i := range 8 {
 		p <<= 8
 		if i < len(rest) {
 			p |= uint64(rest[i])
 		}
 	}
-	return p
+	return class, p
 }
 
 // Empty reports whether the plan changes nothing.

@@ -1,6 +1,7 @@
 package orphan
 
 import (
+	"encoding/hex"
 	"strings"
 	"testing"
 )
@@ -36,34 +37,51 @@ func TestParseNameIsTheInverseOfSpelling(t *testing.T) {
 }
 
 // TestSumTableConfirmsWholeSums: sums that share the eight bytes the
-// table is addressed by are still different names, also across growth.
+// table is addressed and tagged by are still different names, also across
+// growth.
 func TestSumTableConfirmsWholeSums(t *testing.T) {
-	tab := newSumTable(0)
-	var sums []nameSum
+	tab := newSumTable(0, new([]sumSlot))
+	var named []namedCandidate
 	for i := range 100 {
 		var s nameSum
 		s[0] = 0xab     // every sum shares its leading bytes...
 		s[31] = byte(i) // ...and differs only at the end
 		s[30] = byte(i % 3)
-		sums = append(sums, s)
-	}
-	for i := range sums {
-		tab.makeRoom()
-		j, ok := tab.find(&sums[i])
+		tab.makeRoom(named)
+		j, ok := tab.find(&s, named)
 		if ok {
 			t.Fatalf("sum %d found before it was set", i)
 		}
-		tab.set(j, &sums[i], i, i%2 == 0)
+		named = append(named, namedCandidate{sum: s})
+		tab.set(j, &s, i)
 	}
-	for i := range sums {
-		j, ok := tab.find(&sums[i])
-		if !ok || tab.slots[j].index() != i || tab.slots[j].orphan != (i%2 == 0) {
+	for i := range named {
+		j, ok := tab.find(&named[i].sum, named)
+		if !ok || tab.slots[j].index() != i {
 			t.Fatalf("sum %d: slot %+v, found %v", i, tab.slots[j], ok)
 		}
 	}
-	other := sums[0]
+	other := named[0].sum
 	other[15] = 1
-	if _, ok := tab.find(&other); ok {
+	if _, ok := tab.find(&other, named); ok {
 		t.Fatalf("a sum never set was found")
+	}
+}
+
+// TestAppendNameIsHexEncoding: the table spelling is encoding/hex's, for
+// every byte value in every position, after any prefix.
+func TestAppendNameIsHexEncoding(t *testing.T) {
+	for v := range 256 {
+		var sum nameSum
+		for i := range sum {
+			sum[i] = byte(v + 7*i)
+		}
+		want := NamePrefix + hex.EncodeToString(sum[:])
+		if got := sum.name(); got != want {
+			t.Fatalf("name = %s, want %s", got, want)
+		}
+		if got := string(sum.appendName([]byte("x"))); got != "x"+want {
+			t.Fatalf("appendName after a prefix = %s", got)
+		}
 	}
 }

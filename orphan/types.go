@@ -2,9 +2,10 @@ package orphan
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
+	"encoding/binary"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -129,20 +130,63 @@ const nameLen = len(NamePrefix) + 2*sha256.Size
 // nameSum is Name without spelling it: the planner compares and sorts
 // sums, and spells only the names of the records it creates.
 func (it Item) nameSum() (nameSum, error) {
-	s := specOf(it.Kind)
+	return it.nameSumOf(specOf(it.Kind), "")
+}
+
+// nameSumOf is nameSum with the item's spec already found (nil: the kind
+// is unknown).
+func (it *Item) nameSumOf(s *KindSpec, disk string) (nameSum, error) {
+	var stack [512]byte
+	key, err := it.appendNameKeyIn(stack[:0], s, disk)
+	if err != nil {
+		return nameSum{}, err
+	}
+	return sha256.Sum256(key), nil
+}
+
+// appendNameKey appends to buf the string whose SHA-256 the item's name
+// spells: the spec's NameFields joined by "-" and trimmed of surrounding
+// white space, as Longhorn does. Trimming the joined string equals
+// trimming the front of the first field and the back of the last one,
+// because the fields are non-empty and joined by '-', which is not white
+// space; that lets the planner name a million items without building a
+// string. The name is a function of this key alone, which is what a
+// Planner remembers names by. It fails like Name.
+func (it *Item) appendNameKey(buf []byte, s *KindSpec) ([]byte, error) {
+	return it.appendNameKeyIn(buf, s, "")
+}
+
+// appendNameKeyIn is appendNameKey for an item whose scope parameter
+// (ScopeParam: the disk) was read already, as disk: the planner reads it
+// for the scope, and each look-up in a Parameters map costs. An empty
+// disk is looked up again.
+func (it *Item) appendNameKeyIn(buf []byte, s *KindSpec, disk string) ([]byte, error) {
 	if s == nil {
-		return nameSum{}, fmt.Errorf("%w: unknown kind %q", ErrInvalidItem, it.Kind)
+		return buf, fmt.Errorf("%w: unknown kind %q", ErrInvalidItem, it.Kind)
 	}
-	var stack [8]string
-	fields := stack[:0]
-	for _, f := range s.NameFields {
-		v := it.field(f)
-		if v == "" {
-			return nameSum{}, fmt.Errorf("%w: %s item has no %s", ErrInvalidItem, it.Kind, f)
+	last := len(s.NameFields) - 1
+	for i, f := range s.NameFields {
+		var v string
+		if disk != "" && f == s.ScopeParam {
+			v = disk
+		} else {
+			v = it.field(f)
 		}
-		fields = append(fields, v)
+		if v == "" {
+			return buf, fmt.Errorf("%w: %s item has no %s", ErrInvalidItem, it.Kind, f)
+		}
+		if i == 0 {
+			v = strings.TrimLeftFunc(v, unicode.IsSpace)
+		}
+		if i == last {
+			v = strings.TrimRightFunc(v, unicode.IsSpace)
+		}
+		if i > 0 {
+			buf = append(buf, '-')
+		}
+		buf = append(buf, v...)
 	}
-	return checksum(fields), nil
+	return buf, nil
 }
 
 // name spells the record name: NamePrefix and the sum in lower-case hex.
@@ -152,10 +196,29 @@ func (sum *nameSum) name() string {
 	return string(out[:])
 }
 
+// appendName appends the record name. A new record's name is spelled a
+// byte pair at a time from a table: encoding/hex goes a nibble at a time,
+// and spelling half a million names was a tenth of planning them.
 func (sum *nameSum) appendName(b []byte) []byte {
 	b = append(b, NamePrefix...)
-	return hex.AppendEncode(b, sum[:])
+	n := len(b)
+	b = slices.Grow(b, 2*len(sum))[:n+2*len(sum)]
+	out := b[n:]
+	for i, v := range sum {
+		binary.LittleEndian.PutUint16(out[2*i:], hexPairs[v])
+	}
+	return b
 }
+
+// hexPairs is each byte's two lower-case hex digits, first digit in the
+// low byte.
+var hexPairs = func() (t [256]uint16) {
+	const digits = "0123456789abcdef"
+	for v := range t {
+		t[v] = uint16(digits[v>>4]) | uint16(digits[v&0xf])<<8
+	}
+	return t
+}()
 
 // parseName returns the sum a record name spells, and false when the
 // name is not NamePrefix followed by 64 lower-case hex digits, the only
@@ -193,29 +256,6 @@ var unhex = func() (t [256]byte) {
 	}
 	return t
 }()
-
-// checksum hashes the fields joined by "-" and trimmed of surrounding
-// white space, as Longhorn does. Trimming the joined string equals trimming
-// the front of the first field and the back of the last one, because the
-// fields are non-empty and joined by '-', which is not white space; that
-// lets the planner name a million items without building the string.
-func checksum(fields []string) nameSum {
-	var stack [512]byte
-	buf := stack[:0]
-	for i, f := range fields {
-		if i == 0 {
-			f = strings.TrimLeftFunc(f, unicode.IsSpace)
-		}
-		if i == len(fields)-1 {
-			f = strings.TrimRightFunc(f, unicode.IsSpace)
-		}
-		if i > 0 {
-			buf = append(buf, '-')
-		}
-		buf = append(buf, f...)
-	}
-	return sha256.Sum256(buf)
-}
 
 // Labels returns the labels Longhorn puts on the item's record: the fixed
 // ones, the node, and the kind's LabelParams.
