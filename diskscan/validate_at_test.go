@@ -31,20 +31,30 @@ func TestValidateAtMatchesRoot(t *testing.T) {
 	meta := func(name string) string { return filepath.Join(rd, name, MetaFile) }
 	write := func(p, s string) { must(t, os.WriteFile(p, []byte(s), 0o644)) }
 	shapes := map[string]func(name string){
-		"plain":     func(string) {},
-		"noimage":   nil,
-		"nometa":    func(name string) { must(t, os.Remove(meta(name))) },
-		"corrupt":   func(name string) { write(meta(name), `{"Size":1`) },
-		"nullkey":   func(name string) { write(meta(name), strings.Replace(string(disktest.Meta(1)), `"Head":"volume-head-000.img"`, `"Head":null`, 1)) },
-		"empty":     func(name string) { write(meta(name), "") },
-		"toolarge":  func(name string) { write(meta(name), string(disktest.Meta(1))+strings.Repeat(" ", 300)) },
-		"atlimit":   func(name string) { write(meta(name), string(disktest.Meta(1))+strings.Repeat(" ", 256-len(disktest.Meta(1)))) },
-		"metadir":   func(name string) { must(t, os.Remove(meta(name))); must(t, os.Mkdir(meta(name), 0o755)) },
-		"metafifo":  func(name string) { mkfifo(t, meta(name)) },
-		"metasock":  func(name string) { mknod(t, meta(name), syscall.S_IFSOCK, 0) },
-		"metachr":   func(name string) { mknod(t, meta(name), syscall.S_IFCHR, 1<<8|5) },
-		"metalink":  func(name string) { must(t, os.Remove(meta(name))); must(t, os.Symlink(meta("pvc-plain-r-00000000"), meta(name))) },
-		"entryfile": func(name string) { must(t, os.RemoveAll(filepath.Join(rd, name))); write(filepath.Join(rd, name), "{}") },
+		"plain":   func(string) {},
+		"noimage": nil,
+		"nometa":  func(name string) { must(t, os.Remove(meta(name))) },
+		"corrupt": func(name string) { write(meta(name), `{"Size":1`) },
+		"nullkey": func(name string) {
+			write(meta(name), strings.Replace(string(disktest.Meta(1)), `"Head":"volume-head-000.img"`, `"Head":null`, 1))
+		},
+		"empty":    func(name string) { write(meta(name), "") },
+		"toolarge": func(name string) { write(meta(name), string(disktest.Meta(1))+strings.Repeat(" ", 300)) },
+		"atlimit": func(name string) {
+			write(meta(name), string(disktest.Meta(1))+strings.Repeat(" ", 256-len(disktest.Meta(1))))
+		},
+		"metadir":  func(name string) { must(t, os.Remove(meta(name))); must(t, os.Mkdir(meta(name), 0o755)) },
+		"metafifo": func(name string) { mkfifo(t, meta(name)) },
+		"metasock": func(name string) { mknod(t, meta(name), syscall.S_IFSOCK, 0) },
+		"metachr":  func(name string) { mknod(t, meta(name), syscall.S_IFCHR, 1<<8|5) },
+		"metalink": func(name string) {
+			must(t, os.Remove(meta(name)))
+			must(t, os.Symlink(meta("pvc-plain-r-00000000"), meta(name)))
+		},
+		"entryfile": func(name string) {
+			must(t, os.RemoveAll(filepath.Join(rd, name)))
+			write(filepath.Join(rd, name), "{}")
+		},
 		"entryfifo": func(name string) { must(t, os.RemoveAll(filepath.Join(rd, name))); mkfifo(t, filepath.Join(rd, name)) },
 		"entrylink": func(name string) {
 			must(t, os.RemoveAll(filepath.Join(rd, name)))
