@@ -152,3 +152,35 @@ func FuzzParseVolumeMetaMatchesReference(f *testing.F) {
 		checkMetaAgainstRef(t, data)
 	})
 }
+
+// validDataNameRef is ValidDataName as it was before its one-pass
+// rewrite: the reference it is compared with.
+func validDataNameRef(name string) bool {
+	if SafeName(name) != nil || len(name) < suffixLen+2 {
+		return false
+	}
+	if name[len(name)-suffixLen-1] != '-' {
+		return false
+	}
+	for i := len(name) - suffixLen; i < len(name); i++ {
+		if !isAlnum(name[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// FuzzValidDataNameMatchesReference compares ValidDataName with the
+// reference on any name.
+func FuzzValidDataNameMatchesReference(f *testing.F) {
+	for _, s := range []string{"", ".", "..", "-12345678", "a-12345678", "a/b-12345678", "a\x00-12345678",
+		"a-1234567/", "a-1234567\x00", "pvc-000001-r-0a1b2c3d", "pvc-r-0a1b2c3", "pvc-r-0a1b2c3d.del", strings.Repeat("a", 246) + "-12345678",
+		strings.Repeat("a", 247) + "-12345678", "ä-12345678", "a-1234567ä"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if got, want := ValidDataName(name), validDataNameRef(name); got != want {
+			t.Fatalf("ValidDataName(%q) = %v, the reference says %v", name, got, want)
+		}
+	})
+}
