@@ -52,6 +52,9 @@ import (
 type validateBufs struct {
 	meta  []byte // volume.meta's bytes
 	dents []byte // getdents64 records
+	// metaStat is the fstat of the volume.meta just read (zero if none):
+	// the walk counts that inode's blocks from it instead of an lstat.
+	metaStat syscall.Stat_t
 }
 
 // validationFd returns a duplicate of dir's descriptor for validateAt,
@@ -159,6 +162,7 @@ func (o *Orphans) validateAt(ctx context.Context, rr *os.Root, dirfd int, b *val
 		return validation{present: true, entry: prev}, true
 	}
 	o.metaReads.Add(1)
+	b.metaStat = syscall.Stat_t{}
 	meta, err := b.readMeta(fd, orDefault(o.opts.MaxMetaSize, DefaultMaxMetaSize))
 	return o.validated(ctx, id, meta, err, func() int64 { return b.allocatedIn(ctx, rr, fd, name, 0) }), true
 }
@@ -191,6 +195,7 @@ func (b *validateBufs) readMeta(dirfd int, limit int64) (VolumeMeta, error) {
 	if statType(after.Mode) != 0 || after.Dev != before.Dev || after.Ino != before.Ino {
 		return VolumeMeta{}, swapped()
 	}
+	b.metaStat = after
 	// Read to the end, at most limit+1 bytes: one more than the limit
 	// tells the file is too large, as bounded.ReadAll does.
 	data := b.meta[:0]
@@ -215,6 +220,13 @@ func (b *validateBufs) readMeta(dirfd int, limit int64) (VolumeMeta, error) {
 			break
 		}
 		data = data[:len(data)+n]
+		if int64(len(data)) == after.Size && len(data) < cap(data) {
+			// All the bytes the open file held: the read that would
+			// return 0 is saved. (The engine replaces volume.meta by a
+			// rename, never in place; a file growing meanwhile is a race
+			// that reading to the end would lose just the same.)
+			break
+		}
 	}
 	b.meta = data[:0]
 	if int64(len(data)) > limit {
@@ -281,6 +293,11 @@ func (b *validateBufs) allocatedIn(ctx context.Context, rr *os.Root, dirfd int, 
 			case syscall.DT_DIR:
 				subs = append(subs, string(raw))
 			case syscall.DT_REG, syscall.DT_UNKNOWN:
+				ino := binary.NativeEndian.Uint64(b.dents[off-reclen:])
+				if depth == 0 && ino != 0 && ino == b.metaStat.Ino && string(raw) == MetaFile {
+					total += b.metaStat.Blocks * 512 // the volume.meta just read and fstat'ed
+					continue
+				}
 				if fstatat(dirfd, string(raw), &st, atSymlinkNofollow) != nil {
 					continue
 				}
