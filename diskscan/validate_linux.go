@@ -141,6 +141,21 @@ func (o *Orphans) validateAt(ctx context.Context, rr *os.Root, dirfd int, b *val
 	if name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') {
 		return validation{}, false // never one component: not ours to open
 	}
+	if prev != nil {
+		// A rescan: one lstat tells whether the cached validation stands,
+		// as on the root path; only a changed directory is opened.
+		var st syscall.Stat_t
+		switch err := fstatat(dirfd, name, &st, atSymlinkNofollow); {
+		case err == syscall.ENOENT:
+			return validation{}, true // vanished since the listing
+		case err != nil:
+			return validation{}, false
+		case statType(st.Mode) != fs.ModeDir:
+			return validation{present: true, entry: &cachedEntry{reason: "not a directory"}}, true
+		case statIdentity(&st) == prev.id:
+			return validation{present: true, entry: prev}, true
+		}
+	}
 	fd, err := openat(dirfd, name, openDirFlags)
 	switch err {
 	case nil:
