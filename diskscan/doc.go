@@ -35,8 +35,10 @@
 //     evidence (ScopeStatus.NoneExpected, OwnedUnlisted) for the orphan
 //     core's mass-deletion guard.
 //   - Confinement: everything happens inside <disk>/replicas through an
-//     os.Root; symbolic links are never followed (a link is removed as an
-//     entry inside a tombstone, never entered).
+//     os.Root, or (a scan's validations, on Linux) through a descriptor of
+//     <disk>/replicas opened by it, relative to which only single names
+//     are opened with O_NOFOLLOW; symbolic links are never followed (a
+//     link is removed as an entry inside a tombstone, never entered).
 //   - Mount boundary: a mount point at or below an orphan directory (a
 //     tmpfs, another disk, or a bind mount of the same filesystem) stops
 //     the purge with ErrMountPoint before the rename, and again while
@@ -175,7 +177,9 @@
 //     of looking every name up). A changed set re-classifies the listing
 //     without listing the disk again.
 //   - Expected directories are never stat'ed or read. Every unexpected
-//     directory is lstat'ed on every scan; its volume.meta is read when it
+//     directory is lstat'ed (on Linux: opened O_NOFOLLOW|O_DIRECTORY and
+//     fstat'ed, and its volume.meta and size read inside that very
+//     directory) on every scan; its volume.meta is read when it
 //     is new or its inode, mtime or ctime changed (the engine writes
 //     volume.meta.tmp and renames it, which changes the directory's
 //     mtime), or when it changed within RacyWindow of the last scan.

@@ -10,8 +10,10 @@ import (
 )
 
 // Every file diskscan reads is opened as a regular file only, and every
-// directory it lists or walks is reached through an os.Root, so that
-// nothing on a disk can block a scan or lead it outside the disk.
+// directory it lists or walks is reached through an os.Root (or, for a
+// scan's validations on Linux, opened by single names without following
+// links relative to a descriptor of <disk>/replicas: see validateAt), so
+// that nothing on a disk can block a scan or lead it outside the disk.
 
 // openListing opens the directory rr holds for listDir, and returns its
 // stamp (fstat'ed before any entry is read, so a change made during the

@@ -145,10 +145,11 @@ func (c *diskCache) relist(ctx context.Context, names []string, types []fs.FileM
 			switch {
 			case sameSet && typ.IsDir() && i < len(c.names) && c.flags[i]&entryOwned != 0 && c.names[i] == name:
 				flags[i] = entryValid | entryOwned
-			case isTombstone(name):
+			// Tombstones and markers are hidden: most names skip both checks.
+			case hidden(name) && isTombstone(name):
 				skip(name, "a purge in progress (caretaker tombstone; FinishInterrupted finishes it if its marker proves it is caretaker's)")
 				p.tombstones++
-			case isMarker(name):
+			case hidden(name) && isMarker(name):
 				skip(name, "a caretaker purge marker")
 				p.tombstones++
 			case typ&fs.ModeSymlink != 0:
@@ -180,6 +181,10 @@ func (c *diskCache) relist(ctx context.Context, names []string, types []fs.FileM
 	c.stamp, c.trusted = st, trusted
 	return nil
 }
+
+// hidden reports whether name starts with a dot, as every tombstone and
+// marker does.
+func hidden(name string) bool { return len(name) > 0 && name[0] == '.' }
 
 // classify classifies the listing's valid directories against set, in
 // chunks by up to workers goroutines. Stopped by ctx, it leaves the

@@ -38,6 +38,18 @@ var metaKeys = [...]string{"Size", "Head", "Dirty", "Rebuilding", "Error", "Pare
 // non-negative Size and SectorSize; other keys are ignored, so newer
 // engines' files still parse. Errors are *ParseError wrapping ErrCorrupt.
 func ParseVolumeMeta(data []byte) (VolumeMeta, error) {
+	// Nearly every file is the engine's own, which parseMetaFast reads in
+	// one pass; it declines anything it is not sure encoding/json would
+	// read exactly so, and then the general parse decides.
+	if m, ok := parseMetaFast(data); ok {
+		return m, nil
+	}
+	return parseVolumeMetaJSON(data)
+}
+
+// parseVolumeMetaJSON is ParseVolumeMeta through encoding/json: it
+// decides every input parseMetaFast declines, with its error.
+func parseVolumeMetaJSON(data []byte) (VolumeMeta, error) {
 	var raw map[string]json.RawMessage
 	if err := strictUnmarshal(data, &raw); err != nil {
 		return VolumeMeta{}, corrupt(MetaFile, "not a JSON object: %v", err)

@@ -48,10 +48,10 @@ const (
 // or digits at the end. A name that is unsafe as a path component is never
 // valid.
 func ValidDataName(name string) bool {
-	if SafeName(name) != nil || len(name) < suffixLen+2 {
-		return false
-	}
-	if name[len(name)-suffixLen-1] != '-' {
+	// SafeName's rules in one pass, as a scan checks every name listed:
+	// "", "." and ".." are shorter than any valid name, and the suffix is
+	// letters and digits, so only the volume part may hold a slash or NUL.
+	if len(name) < suffixLen+2 || len(name) > nameMax || name[len(name)-suffixLen-1] != '-' {
 		return false
 	}
 	for i := len(name) - suffixLen; i < len(name); i++ {
@@ -59,7 +59,8 @@ func ValidDataName(name string) bool {
 			return false
 		}
 	}
-	return true
+	volume := name[:len(name)-suffixLen-1]
+	return strings.IndexByte(volume, '/') < 0 && strings.IndexByte(volume, 0) < 0
 }
 
 // SafeName returns an error wrapping ErrUnsafePath if name cannot be used

@@ -155,6 +155,10 @@ func (o *Orphans) listDisk(ctx context.Context, rep *DiskReport, root *os.Root) 
 		o.listings.Add(1)
 		names, types, err = listNames(dir, rr, entriesHint(stamp), cache.spareNames[:0], cache.spareTypes[:0])
 	}
+	// The validations below open each unexpected directory relative to
+	// this very directory (see validateAt); -1 where that is not done.
+	dirfd := validationFd(dir)
+	defer closeValidationFd(dirfd)
 	dir.Close()
 	if err != nil {
 		return unknown("list %s: %v", ReplicasDir, err)
@@ -212,7 +216,7 @@ func (o *Orphans) listDisk(ctx context.Context, rep *DiskReport, root *os.Root) 
 	// Each unexpected entry costs I/O: validated by a bounded pool of
 	// workers that stop when ctx is done, and then the scan fails with
 	// ctx's error, so a partial report is never returned.
-	vs := o.validateAll(ctx, rr, cache, todo)
+	vs := o.validateAll(ctx, rr, dirfd, cache, todo)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
