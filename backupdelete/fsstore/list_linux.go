@@ -38,7 +38,8 @@ type getdentsLister struct {
 	blocksFD int
 	buf      []byte
 	// One second-level bucket's block files, read whole before any is
-	// unlinked: names packed in names, entry i ending at ends[i].
+	// unlinked: names packed in names, each NUL-terminated (ready for a
+	// system call), entry i's NUL at ends[i]-1.
 	names []byte
 	ends  []int
 }
@@ -108,6 +109,7 @@ func (l *getdentsLister) sweepBucket(ctx context.Context, fb int, a, b string, u
 	err = l.readdir(fb, func(name []byte, typ uint8, ino uint64) {
 		if _, ok := blockFileIn(name, a, b); ok && l.regular(a, b, name, typ, ino) {
 			l.names = append(l.names, name...)
+			l.names = append(l.names, 0)
 			l.ends = append(l.ends, len(l.names))
 		}
 	})
@@ -116,7 +118,7 @@ func (l *getdentsLister) sweepBucket(ctx context.Context, fb int, a, b string, u
 	}
 	start := 0
 	for _, end := range l.ends {
-		name := l.names[start:end]
+		name, cname := l.names[start:end-1], &l.names[start]
 		start = end
 		ck := name[:len(name)-len(blockSuffix)]
 		if err := ctx.Err(); err != nil {
@@ -129,7 +131,7 @@ func (l *getdentsLister) sweepBucket(ctx context.Context, fb int, a, b string, u
 		// replaced since the listing (while unlink decided) by something
 		// that is no block file, which stays. unlinkat without AT_REMOVEDIR
 		// never removes a directory.
-		regular, err := regularAt(fb, string(name))
+		regular, err := regularAt(fb, cname)
 		switch {
 		case err == syscall.ENOENT:
 			removed++ // already gone
@@ -140,7 +142,7 @@ func (l *getdentsLister) sweepBucket(ctx context.Context, fb int, a, b string, u
 		case !regular:
 			continue
 		}
-		if err := unlinkat(fb, string(name), 0); err != nil && err != syscall.ENOENT {
+		if err := unlinkatPtr(fb, cname, 0); err != nil && err != syscall.ENOENT {
 			failed = append(failed, string(ck))
 			continue
 		}
@@ -153,27 +155,15 @@ func (l *getdentsLister) sweepBucket(ctx context.Context, fb int, a, b string, u
 // the descriptor only names the file, which is not opened for I/O.
 const oPath = 0x200000
 
-// regularAt reports whether dirfd/name is a regular file now. It opens
-// name O_PATH|O_NOFOLLOW, which opens nothing for I/O (a FIFO never
-// blocks, a device is never opened, a symlink is looked at itself), and
-// fstats that descriptor. An error is the open's or the fstat's errno.
-func regularAt(dirfd int, name string) (bool, error) {
-	for {
-		fd, err := syscall.Openat(dirfd, name, oPath|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return false, err
-		}
-		var st syscall.Stat_t
-		err = syscall.Fstat(fd, &st)
-		syscall.Close(fd)
-		if err != nil {
-			return false, err
-		}
-		return st.Mode&syscall.S_IFMT == syscall.S_IFREG, nil
+// regularAt reports whether dirfd/name (NUL-terminated) is a regular file
+// now, looking at name itself (lstatAt: no symlink followed, nothing
+// opened, so a FIFO never blocks). An error is the lookup's errno.
+func regularAt(dirfd int, name *byte) (bool, error) {
+	var st syscall.Stat_t
+	if err := lstatAt(dirfd, name, &st); err != nil {
+		return false, err
 	}
+	return st.Mode&syscall.S_IFMT == syscall.S_IFREG, nil
 }
 
 // regular says whether blocks/<a>/<b>/<name>, typed typ with inode ino by

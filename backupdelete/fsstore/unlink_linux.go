@@ -102,6 +102,11 @@ func unlinkat(dirfd int, name string, flags int) error {
 	if err != nil {
 		return err
 	}
+	return unlinkatPtr(dirfd, p, flags)
+}
+
+// unlinkatPtr is unlinkat with a NUL-terminated name.
+func unlinkatPtr(dirfd int, p *byte, flags int) error {
 	for {
 		_, _, e := syscall.Syscall(syscall.SYS_UNLINKAT, uintptr(dirfd), uintptr(unsafe.Pointer(p)), uintptr(flags))
 		if e == syscall.EINTR {
