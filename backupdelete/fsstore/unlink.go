@@ -70,7 +70,9 @@ type groupRemover func(ctx context.Context, group []string) (removed int, failed
 
 // rootGroupRemover opens the bucket as an os.Root, so an unlink walks one
 // directory level instead of three while still never following a
-// symlink out of it.
+// symlink out of it. Like the Linux remover, it unlinks only a regular
+// file, looked at (Lstat, no symlink followed) just before: anything else
+// at a candidate's name stays, counted neither removed nor failed.
 func rootGroupRemover(vol *os.Root) groupRemover {
 	return func(ctx context.Context, group []string) (n int, bad []string) {
 		bucket, err := openDir(vol, blocksDir+"/"+group[0][0:2])
@@ -85,7 +87,19 @@ func rootGroupRemover(vol *os.Root) groupRemover {
 			if ctx.Err() != nil {
 				break
 			}
-			if err := bucket.Remove(ck[2:4] + "/" + ck + blockSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			name := ck[2:4] + "/" + ck + blockSuffix
+			fi, err := bucket.Lstat(name)
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				n++ // already gone
+				continue
+			case err != nil:
+				bad = append(bad, ck)
+				continue
+			case !fi.Mode().IsRegular():
+				continue // no block file: it stays
+			}
+			if err := bucket.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				bad = append(bad, ck)
 				continue
 			}
