@@ -2,6 +2,7 @@ package fsstore
 
 import (
 	"hash/maphash"
+	"strings"
 	"sync/atomic"
 )
 
@@ -28,16 +29,17 @@ func newCandidateIndex(candidates [][]byte) *candidateIndex {
 	for _, ck := range candidates {
 		n += len(ck)
 	}
-	buf := make([]byte, 0, n)
+	var sb strings.Builder // String() hands over its buffer: no second copy
+	sb.Grow(n)
 	for _, ck := range candidates {
-		buf = append(buf, ck...)
+		sb.Write(ck)
 	}
-	all := string(buf)
+	all := sb.String()
 	size := 1
 	for size < 2*len(candidates) { // at most half full
 		size <<= 1
 	}
-	x := &candidateIndex{seed: maphash.MakeSeed(), slots: make([]uint64, size)}
+	x := &candidateIndex{seed: maphash.MakeSeed(), slots: make([]uint64, size), cks: make([]string, 0, len(candidates))}
 	off := 0
 	for _, ck := range candidates {
 		key := all[off : off+len(ck)]
