@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"syscall"
+	"unsafe"
 )
 
 // getdentsLister sweeps first-level buckets with openat, getdents64 (in
@@ -74,7 +76,7 @@ func (l *getdentsLister) sweep(ctx context.Context, a string, unlink func(ck []b
 	var l2 []subdir
 	if err := l.readdir(fa, func(name []byte, typ uint8, _ uint64) {
 		if (typ == syscall.DT_DIR || typ == syscall.DT_UNKNOWN) && bucketName(string(name)) {
-			l2 = append(l2, subdir{string(name), typ})
+			l2 = append(l2, subdir{bucketNames[shardOf(name)], typ})
 		}
 	}); err != nil {
 		return 0, nil, fmt.Errorf("%s/%s: %w", blocksDir, a, err)
@@ -190,18 +192,48 @@ func (l *getdentsLister) regular(a, b string, name []byte, typ uint8, ino uint64
 // an entry getdents did not type, "not a directory" (or gone) is -1 and
 // no error.
 func openSubdir(parent int, name string, typ uint8) (int, error) {
-	for {
-		fd, err := syscall.Openat(parent, name, subdirFlags, 0)
-		switch {
-		case err == syscall.EINTR:
-			continue
-		case err != nil && typ == syscall.DT_UNKNOWN &&
-			(err == syscall.ENOTDIR || err == syscall.ELOOP || err == syscall.ENOENT):
-			return -1, nil
-		case err != nil:
-			return -1, err
+	fd, err := openat(parent, name, subdirFlags)
+	if err != nil && typ == syscall.DT_UNKNOWN &&
+		(err == syscall.ENOTDIR || err == syscall.ELOOP || err == syscall.ENOENT) {
+		return -1, nil
+	}
+	return fd, err
+}
+
+// bucketNames are the 256 bucket names, "00" to "ff", by value: a full
+// listing names 65,536 buckets, and these cost no allocation each.
+var bucketNames = func() (t [256]string) {
+	for i := range t {
+		t[i] = string([]byte{lowerHexDigits[i>>4], lowerHexDigits[i&15]})
+	}
+	return t
+}()
+
+const lowerHexDigits = "0123456789abcdef"
+
+// openat is syscall.Openat (retried on EINTR) without its allocation for
+// a short name (a bucket's), which it NUL-terminates on the stack.
+func openat(dirfd int, name string, flags int) (int, error) {
+	var buf [8]byte
+	if len(name) >= len(buf) || strings.IndexByte(name, 0) >= 0 {
+		for {
+			fd, err := syscall.Openat(dirfd, name, flags, 0)
+			if err != syscall.EINTR {
+				return fd, err
+			}
 		}
-		return fd, nil
+	}
+	copy(buf[:], name)
+	for {
+		r, _, e := syscall.Syscall6(syscall.SYS_OPENAT, uintptr(dirfd), uintptr(unsafe.Pointer(&buf[0])), uintptr(flags), 0, 0, 0)
+		switch e {
+		case syscall.EINTR:
+			continue
+		case 0:
+			return int(r), nil
+		default:
+			return -1, e
+		}
 	}
 }
 

@@ -113,13 +113,7 @@ func unlinkRegularAt(dirfd int, name *byte) (gone bool, err error) {
 // symlink: a symlink, FIFO or file there is ENOTDIR, and nothing is
 // opened for I/O.
 func openPathDir(parent int, name string) (int, error) {
-	for {
-		fd, err := syscall.Openat(parent, name, oPath|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-		if err == syscall.EINTR {
-			continue
-		}
-		return fd, err
-	}
+	return openat(parent, name, oPath|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC)
 }
 
 // unlinkatPtr is unlinkat(2) with a NUL-terminated name.
