@@ -14,7 +14,9 @@ import (
 const removeWorkers = 8
 
 // removeBlocks unlinks block files; one already gone counts as removed.
-// The files are grouped by first-level bucket, and each bucket directory
+// Only a regular file at a block's name is a block file: it is looked at
+// just before its unlink, and anything else there stays, counted neither
+// removed nor failed. The files are grouped by first-level bucket, and each bucket directory
 // is opened once (see newGroupRemover). Once ctx ends nothing more is
 // unlinked (the lock may no longer be refreshed), and the blocks left
 // count as neither removed nor failed.
@@ -64,8 +66,9 @@ func removeBlocks(ctx context.Context, vol *os.Root, cks []string) (removed int,
 
 // groupRemover unlinks the block files of one first-level bucket (every
 // checksum in group has the same first two digits) and returns how many
-// are gone and which could not be removed. It stops when ctx ends; the
-// blocks left then count as neither.
+// are gone and which could not be removed; what is at a block's name but
+// is no regular file stays and counts as neither. It stops when ctx ends;
+// the blocks left then count as neither.
 type groupRemover func(ctx context.Context, group []string) (removed int, failed []string)
 
 // rootGroupRemover opens the bucket as an os.Root, so an unlink walks one
