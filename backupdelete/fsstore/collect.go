@@ -190,7 +190,7 @@ func (c *collection) scan() error {
 	c.names = names
 	var add func([][]byte)
 	oldCount, haveOld := blockCountOf(c.volRaw)
-	if c.candidates != nil && haveOld {
+	if c.candidates != nil && haveOld && len(c.candidates) <= maxIndexed {
 		c.idx = newCandidateIndex(c.candidates)
 		add = c.idx.mark
 	} else {
@@ -249,11 +249,11 @@ func (c *collection) unlink() error {
 	case c.idx != nil:
 		// Unmarked by the scan, and absent from the recount if there
 		// was one.
-		for i, ck := range c.idx.cks {
-			if !c.idx.marks[i].Load() && (c.referenced == nil || !c.referenced.has([]byte(ck))) {
+		c.idx.each(func(ck string, marked bool) {
+			if !marked && (c.referenced == nil || !c.referenced.has([]byte(ck))) {
 				unref = append(unref, ck)
 			}
-		}
+		})
 	case c.candidates == nil:
 		// Every block file is a candidate: list them and unlink the
 		// unreferenced ones in one pass (the referenced set is complete
