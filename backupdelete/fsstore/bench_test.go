@@ -87,6 +87,18 @@ func benchVolume(b *testing.B, mount string, backups, blocks int, onlyFreed bool
 // collector pays). It reports both times, their ratio ("ratio", the
 // issue's yardstick: targeted <= 1.2, full-listing <= 3) and bytes/op.
 //
+// The floor unlinks one file after another (os.Remove), while the
+// collector unlinks with removeWorkers goroutines; so that the reader
+// sees both honestly, the same iteration also unlinks the floor's files
+// with removeWorkers goroutines (os.Remove each), and reports that time
+// ("par-unlink-ms/op") and the collection's ratio to it ("ratio-par").
+// In full-listing mode it also times a bare listing of the store's every
+// bucket with as many goroutines (Linux: openat, getdents64 to the end,
+// close; no name checked, nothing unlinked; "list-floor-ms/op") and the
+// collection's ratio to that listing plus the parallel unlinks
+// ("ratio-list+par"): how far the sweep is from what listing and
+// unlinking alone cost on this machine.
+//
 //   - targeted: the steady state, after the Store has swept the volume
 //     once: the deleted backup's blocks are the candidates.
 //
@@ -130,9 +142,20 @@ func BenchmarkBlockCollection(b *testing.B) {
 		// Both measurements start with nothing to write back.
 		syncFS()
 	}
+	// restoreFloor puts the floor's files back between its two
+	// measurements.
+	restoreFloor := func() {
+		for _, p := range freed {
+			if err := os.WriteFile(p, nil, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+		syncFS()
+	}
 	for _, mode := range []string{"targeted", "full-listing"} {
 		b.Run(mode, func(b *testing.B) {
-			var collect, unlink time.Duration
+			var collect, unlink, parUnlink, list time.Duration
+			listed := false
 			for range b.N {
 				b.StopTimer()
 				restore()
@@ -150,6 +173,17 @@ func BenchmarkBlockCollection(b *testing.B) {
 				}
 				unlink += time.Since(t0)
 
+				restoreFloor()
+				t0 = time.Now()
+				parallelN(b, removeWorkers, freed, os.Remove)
+				parUnlink += time.Since(t0)
+
+				if mode != "targeted" {
+					var d time.Duration
+					d, listed = listingFloor(b, dir, removeWorkers)
+					list += d
+				}
+
 				b.StartTimer()
 				t0 = time.Now()
 				c, err := s.DeleteBackupReport(context.Background(), benchRef("vol-bench", "backup-0"))
@@ -163,6 +197,12 @@ func BenchmarkBlockCollection(b *testing.B) {
 			b.ReportMetric(float64(collect.Milliseconds())/float64(b.N), "collect-ms/op")
 			b.ReportMetric(float64(unlink.Milliseconds())/float64(b.N), "unlink-only-ms/op")
 			b.ReportMetric(float64(collect)/float64(unlink), "ratio")
+			b.ReportMetric(float64(parUnlink.Milliseconds())/float64(b.N), "par-unlink-ms/op")
+			b.ReportMetric(float64(collect)/float64(parUnlink), "ratio-par")
+			if listed {
+				b.ReportMetric(float64(list.Milliseconds())/float64(b.N), "list-floor-ms/op")
+				b.ReportMetric(float64(collect)/float64(list+parUnlink), "ratio-list+par")
+			}
 		})
 	}
 }
@@ -170,9 +210,15 @@ func BenchmarkBlockCollection(b *testing.B) {
 // parallel runs f on every item with a few workers.
 func parallel(b *testing.B, items []string, f func(string) error) {
 	b.Helper()
+	parallelN(b, 8, items, f)
+}
+
+// parallelN runs f on every item with n workers.
+func parallelN(b *testing.B, n int, items []string, f func(string) error) {
+	b.Helper()
 	work := make(chan string)
-	errs := make(chan error, 8)
-	for range 8 {
+	errs := make(chan error, n)
+	for range n {
 		go func() {
 			var first error
 			for p := range work {
@@ -187,7 +233,7 @@ func parallel(b *testing.B, items []string, f func(string) error) {
 		work <- p
 	}
 	close(work)
-	for range 8 {
+	for range n {
 		if err := <-errs; err != nil {
 			b.Fatal(err)
 		}

@@ -75,6 +75,9 @@ type collection struct {
 	// full one (or a recount) builds the set of every referenced block.
 	idx        *candidateIndex
 	referenced *blockSet
+	// bufs hold the deleted cfg's bytes and checksums (candidates alias
+	// them); back to the pool when the collection ends.
+	bufs *scanBuffers
 }
 
 // collect runs the steps under the lock.
@@ -83,6 +86,11 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 	targeted := !s.opts.FullCollection && s.swept[ref.Volume]
 	s.mu.Unlock()
 	c := &collection{s: s, ctx: ctx, vol: vol, ref: ref, requireComplete: requireComplete, targeted: targeted}
+	defer func() {
+		if c.bufs != nil {
+			putScanBuffers(c.bufs)
+		}
+	}()
 	var err error
 	for _, step := range collectionSteps {
 		if err = step.run(c); err != nil {
@@ -99,18 +107,28 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 // readDeleted reads the deleted backup's cfg: with requireComplete, a cfg
 // in progress or unreadable stops the deletion before anything is
 // removed. Otherwise Longhorn goes on when the cfg cannot be read: the
-// cfg still goes, and the blocks are found by listing.
+// cfg still goes, and the blocks are found by listing. The cfg is read
+// into pooled buffers (as the remaining backups' are: see scanBuffers),
+// which the candidates alias until the collection ends.
 func (c *collection) readDeleted() error {
 	if !c.requireComplete && !c.targeted {
 		return nil // nothing here needs it: every block file is a candidate
 	}
 	cfg := backupCfgPath(c.ref.Name)
-	data, _, readErr := readBounded(c.vol, cfg, c.s.opts.MaxConfigBytes)
-	if c.requireComplete && !errors.Is(readErr, fs.ErrNotExist) {
-		if readErr != nil {
+	c.bufs = getScanBuffers()
+	data, _, readErr := readBoundedInto(c.vol, cfg, c.s.opts.MaxConfigBytes, c.bufs.data)
+	if readErr != nil {
+		if c.requireComplete && !errors.Is(readErr, fs.ErrNotExist) {
 			return fmt.Errorf("read %s: %w", cfg, readErr)
 		}
-		refs, err := scanBackup(data)
+		return nil
+	}
+	c.bufs.data = data
+	refs, err := scanBackupInto(data, c.bufs.cks)
+	if err == nil {
+		c.bufs.cks = refs.checksums
+	}
+	if c.requireComplete {
 		if err != nil {
 			return err
 		}
@@ -118,12 +136,10 @@ func (c *collection) readDeleted() error {
 			return fmt.Errorf("%w: %s has an empty CreatedTime", backupdelete.ErrInProgress, cfg)
 		}
 	}
-	if readErr == nil && c.targeted {
-		if refs, err := scanBackup(data); err == nil {
-			c.candidates = refs.checksums
-			if c.candidates == nil {
-				c.candidates = [][]byte{}
-			}
+	if err == nil && c.targeted {
+		c.candidates = refs.checksums
+		if c.candidates == nil {
+			c.candidates = [][]byte{}
 		}
 	}
 	return nil
@@ -174,7 +190,7 @@ func (c *collection) scan() error {
 	c.names = names
 	var add func([][]byte)
 	oldCount, haveOld := blockCountOf(c.volRaw)
-	if c.candidates != nil && haveOld {
+	if c.candidates != nil && haveOld && len(c.candidates) <= maxIndexed {
 		c.idx = newCandidateIndex(c.candidates)
 		add = c.idx.mark
 	} else {
@@ -233,11 +249,11 @@ func (c *collection) unlink() error {
 	case c.idx != nil:
 		// Unmarked by the scan, and absent from the recount if there
 		// was one.
-		for i, ck := range c.idx.cks {
-			if !c.idx.marks[i].Load() && (c.referenced == nil || !c.referenced.has([]byte(ck))) {
+		c.idx.each(func(ck string, marked bool) {
+			if !marked && (c.referenced == nil || !c.referenced.has([]byte(ck))) {
 				unref = append(unref, ck)
 			}
-		}
+		})
 	case c.candidates == nil:
 		// Every block file is a candidate: list them and unlink the
 		// unreferenced ones in one pass (the referenced set is complete

@@ -152,11 +152,13 @@
 // the filesystem gives none); it lists a bucket whole, then unlinks its
 // unreferenced blocks through the descriptor it listed it with, the
 // decision having been made before the listing began; just before each
-// unlink the name is looked at again (O_PATH, no symlink followed), and
-// what replaced the block file meanwhile (a FIFO, a symlink, a directory)
-// stays. (A targeted
-// collection unlinks its candidates by name without a type check:
-// unlinking opens nothing, and the name is in the block namespace.)
+// unlink the name is looked at again (fstatat with AT_SYMLINK_NOFOLLOW:
+// nothing opened, no symlink followed), and what replaced the block file
+// meanwhile (a FIFO, a symlink, a directory) stays. A targeted collection
+// unlinks its candidates by name with the same check just before each
+// unlink, through the descriptor of the bucket it unlinks from: only a
+// regular file goes; a FIFO, symlink or directory (empty or not) at a
+// candidate's name stays, counted neither removed nor failed.
 //
 // # Host duties
 //

@@ -2,89 +2,148 @@ package fsstore
 
 import (
 	"hash/maphash"
+	"strings"
 	"sync/atomic"
 )
 
 // candidateIndex is a targeted collection's distinct candidates, with a
 // mark per candidate that the scanners set when a remaining backup
-// references it. It is read-only while they run, so marking takes no lock
-// and allocates nothing. Every block of every remaining backup is looked
-// up in it, so it is a flat open-addressing table rather than a map: one
-// word per slot holds a hash tag and the candidate's index, and most
-// lookups touch that word and nothing else.
+// references it. Its layout is fixed while they run, so marking takes no
+// lock and allocates nothing. Every block of every remaining backup is
+// looked up in it (450k lookups for 10 backups of 50k blocks, most of
+// them hits), so it is laid out for few cache misses per lookup: a flat
+// open-addressing table of one word per slot, holding a hash tag, the
+// mark and the candidate's index; and the distinct candidates packed one
+// after another in one string, at a fixed stride when they all have the
+// same length (Longhorn's are all 64 digits), so a hit touches the slot
+// and the candidate's bytes and nothing else.
 type candidateIndex struct {
 	seed  maphash.Seed
-	slots []uint64 // 0 (empty), or the hash's high 32 bits | index+1
-	cks   []string
-	marks []atomic.Bool
+	slots []atomic.Uint64 // 0 (empty), or the hash's high 32 bits | mark | index+1
+	all   string          // the distinct candidates, in index order
+	// width is every candidate's length, or 0 when they differ: then
+	// candidate i ends at ends[i].
+	width int
+	ends  []int
+	n     int
 }
 
-const tagMask = uint64(0xffffffff_00000000)
+const (
+	tagMask = uint64(0xffffffff_00000000)
+	// markBit is set in a candidate's slot once a scanner found it.
+	markBit = uint64(1) << 31
+	idxMask = markBit - 1
+	// maxIndexed: an index+1 must fit below markBit. A larger candidate
+	// list (a cfg of tens of GB) is collected through the referenced set.
+	maxIndexed = int(idxMask) - 1
+)
 
+// newCandidateIndex indexes the candidates (at most maxIndexed of them).
 func newCandidateIndex(candidates [][]byte) *candidateIndex {
-	// The candidates are kept as substrings of one copy of them all: one
-	// allocation instead of one per candidate.
-	n := 0
-	for _, ck := range candidates {
-		n += len(ck)
-	}
-	buf := make([]byte, 0, n)
-	for _, ck := range candidates {
-		buf = append(buf, ck...)
-	}
-	all := string(buf)
 	size := 1
 	for size < 2*len(candidates) { // at most half full
 		size <<= 1
 	}
-	x := &candidateIndex{seed: maphash.MakeSeed(), slots: make([]uint64, size)}
-	off := 0
-	for _, ck := range candidates {
-		key := all[off : off+len(ck)]
-		off += len(ck)
-		if i, slot, h := x.find(ck); i < 0 {
-			x.slots[slot] = h&tagMask | uint64(len(x.cks)+1)
-			x.cks = append(x.cks, key)
+	x := &candidateIndex{seed: maphash.MakeSeed(), slots: make([]atomic.Uint64, size)}
+	// First the distinct candidates, found with a scratch table of
+	// positions in candidates (no copy yet), then one copy of them.
+	first := make([]int32, 0, len(candidates))
+	width, total := -1, 0
+	for i, ck := range candidates {
+		h := maphash.Bytes(x.seed, ck)
+		mask := len(x.slots) - 1
+		slot := int(h) & mask
+		dup := false
+		for ; ; slot = (slot + 1) & mask {
+			e := x.slots[slot].Load()
+			if e == 0 {
+				break
+			}
+			if e&tagMask == h&tagMask && string(candidates[first[int(e&idxMask)-1]]) == string(ck) {
+				dup = true
+				break
+			}
+		}
+		if dup {
+			continue
+		}
+		first = append(first, int32(i))
+		x.slots[slot].Store(h&tagMask | uint64(len(first)))
+		total += len(ck)
+		switch {
+		case width == -1:
+			width = len(ck)
+		case width != len(ck):
+			width = 0
 		}
 	}
-	x.marks = make([]atomic.Bool, len(x.cks))
+	var sb strings.Builder // String() hands over its buffer: no second copy
+	sb.Grow(total)
+	if width <= 0 {
+		x.ends = make([]int, 0, len(first))
+	}
+	for _, i := range first {
+		sb.Write(candidates[i])
+		if width <= 0 {
+			x.ends = append(x.ends, sb.Len())
+		}
+	}
+	x.all, x.width, x.n = sb.String(), max(width, 0), len(first)
 	return x
 }
 
-// find returns ck's index in cks, or -1 and the empty slot where it
-// belongs; h is ck's hash.
-func (x *candidateIndex) find(ck []byte) (i, slot int, h uint64) {
-	h = maphash.Bytes(x.seed, ck)
+// key is candidate i.
+func (x *candidateIndex) key(i int) string {
+	if x.width > 0 {
+		return x.all[i*x.width : (i+1)*x.width]
+	}
+	start := 0
+	if i > 0 {
+		start = x.ends[i-1]
+	}
+	return x.all[start:x.ends[i]]
+}
+
+// mark marks the candidates among cks; safe for concurrent use.
+func (x *candidateIndex) mark(cks [][]byte) {
+	if x.n == 0 {
+		return
+	}
 	mask := len(x.slots) - 1
-	for slot = int(h) & mask; ; slot = (slot + 1) & mask {
-		e := x.slots[slot]
-		if e == 0 {
-			return -1, slot, h
-		}
-		if e&tagMask == h&tagMask {
-			if i := int(e&^tagMask) - 1; x.cks[i] == string(ck) {
-				return i, slot, h
+	for _, ck := range cks {
+		h := maphash.Bytes(x.seed, ck)
+		for slot := int(h) & mask; ; slot = (slot + 1) & mask {
+			e := x.slots[slot].Load()
+			if e == 0 {
+				break
+			}
+			if e&tagMask == h&tagMask && x.key(int(e&idxMask)-1) == string(ck) {
+				if e&markBit == 0 {
+					x.slots[slot].Or(markBit)
+				}
+				break
 			}
 		}
 	}
 }
 
-// mark marks the candidates among cks; safe for concurrent use.
-func (x *candidateIndex) mark(cks [][]byte) {
-	for _, ck := range cks {
-		if i, _, _ := x.find(ck); i >= 0 && !x.marks[i].Load() {
-			x.marks[i].Store(true)
+// each calls f with every distinct candidate and whether it is marked,
+// after the scan.
+func (x *candidateIndex) each(f func(ck string, marked bool)) {
+	for i := range x.slots {
+		if e := x.slots[i].Load(); e != 0 {
+			f(x.key(int(e&idxMask)-1), e&markBit != 0)
 		}
 	}
 }
 
 // marked and unmarked count the distinct candidates, after the scan.
-func (x *candidateIndex) marked() int { return len(x.cks) - x.unmarked() }
+func (x *candidateIndex) marked() int { return x.n - x.unmarked() }
 
 func (x *candidateIndex) unmarked() int {
 	n := 0
-	for i := range x.marks {
-		if !x.marks[i].Load() {
+	for i := range x.slots {
+		if e := x.slots[i].Load(); e != 0 && e&markBit == 0 {
 			n++
 		}
 	}

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"syscall"
+	"unsafe"
 )
 
 // getdentsLister sweeps first-level buckets with openat, getdents64 (in
@@ -38,7 +40,8 @@ type getdentsLister struct {
 	blocksFD int
 	buf      []byte
 	// One second-level bucket's block files, read whole before any is
-	// unlinked: names packed in names, entry i ending at ends[i].
+	// unlinked: names packed in names, each NUL-terminated (ready for a
+	// system call), entry i's NUL at ends[i]-1.
 	names []byte
 	ends  []int
 }
@@ -73,7 +76,7 @@ func (l *getdentsLister) sweep(ctx context.Context, a string, unlink func(ck []b
 	var l2 []subdir
 	if err := l.readdir(fa, func(name []byte, typ uint8, _ uint64) {
 		if (typ == syscall.DT_DIR || typ == syscall.DT_UNKNOWN) && bucketName(string(name)) {
-			l2 = append(l2, subdir{string(name), typ})
+			l2 = append(l2, subdir{bucketNames[shardOf(name)], typ})
 		}
 	}); err != nil {
 		return 0, nil, fmt.Errorf("%s/%s: %w", blocksDir, a, err)
@@ -108,6 +111,7 @@ func (l *getdentsLister) sweepBucket(ctx context.Context, fb int, a, b string, u
 	err = l.readdir(fb, func(name []byte, typ uint8, ino uint64) {
 		if _, ok := blockFileIn(name, a, b); ok && l.regular(a, b, name, typ, ino) {
 			l.names = append(l.names, name...)
+			l.names = append(l.names, 0)
 			l.ends = append(l.ends, len(l.names))
 		}
 	})
@@ -116,7 +120,7 @@ func (l *getdentsLister) sweepBucket(ctx context.Context, fb int, a, b string, u
 	}
 	start := 0
 	for _, end := range l.ends {
-		name := l.names[start:end]
+		name, cname := l.names[start:end-1], &l.names[start]
 		start = end
 		ck := name[:len(name)-len(blockSuffix)]
 		if err := ctx.Err(); err != nil {
@@ -129,7 +133,7 @@ func (l *getdentsLister) sweepBucket(ctx context.Context, fb int, a, b string, u
 		// replaced since the listing (while unlink decided) by something
 		// that is no block file, which stays. unlinkat without AT_REMOVEDIR
 		// never removes a directory.
-		regular, err := regularAt(fb, string(name))
+		regular, err := regularAt(fb, cname)
 		switch {
 		case err == syscall.ENOENT:
 			removed++ // already gone
@@ -140,7 +144,7 @@ func (l *getdentsLister) sweepBucket(ctx context.Context, fb int, a, b string, u
 		case !regular:
 			continue
 		}
-		if err := unlinkat(fb, string(name), 0); err != nil && err != syscall.ENOENT {
+		if err := unlinkatPtr(fb, cname, 0); err != nil && err != syscall.ENOENT {
 			failed = append(failed, string(ck))
 			continue
 		}
@@ -153,27 +157,15 @@ func (l *getdentsLister) sweepBucket(ctx context.Context, fb int, a, b string, u
 // the descriptor only names the file, which is not opened for I/O.
 const oPath = 0x200000
 
-// regularAt reports whether dirfd/name is a regular file now. It opens
-// name O_PATH|O_NOFOLLOW, which opens nothing for I/O (a FIFO never
-// blocks, a device is never opened, a symlink is looked at itself), and
-// fstats that descriptor. An error is the open's or the fstat's errno.
-func regularAt(dirfd int, name string) (bool, error) {
-	for {
-		fd, err := syscall.Openat(dirfd, name, oPath|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return false, err
-		}
-		var st syscall.Stat_t
-		err = syscall.Fstat(fd, &st)
-		syscall.Close(fd)
-		if err != nil {
-			return false, err
-		}
-		return st.Mode&syscall.S_IFMT == syscall.S_IFREG, nil
+// regularAt reports whether dirfd/name (NUL-terminated) is a regular file
+// now, looking at name itself (lstatAt: no symlink followed, nothing
+// opened, so a FIFO never blocks). An error is the lookup's errno.
+func regularAt(dirfd int, name *byte) (bool, error) {
+	var st syscall.Stat_t
+	if err := lstatAt(dirfd, name, &st); err != nil {
+		return false, err
 	}
+	return st.Mode&syscall.S_IFMT == syscall.S_IFREG, nil
 }
 
 // regular says whether blocks/<a>/<b>/<name>, typed typ with inode ino by
@@ -200,18 +192,48 @@ func (l *getdentsLister) regular(a, b string, name []byte, typ uint8, ino uint64
 // an entry getdents did not type, "not a directory" (or gone) is -1 and
 // no error.
 func openSubdir(parent int, name string, typ uint8) (int, error) {
-	for {
-		fd, err := syscall.Openat(parent, name, subdirFlags, 0)
-		switch {
-		case err == syscall.EINTR:
-			continue
-		case err != nil && typ == syscall.DT_UNKNOWN &&
-			(err == syscall.ENOTDIR || err == syscall.ELOOP || err == syscall.ENOENT):
-			return -1, nil
-		case err != nil:
-			return -1, err
+	fd, err := openat(parent, name, subdirFlags)
+	if err != nil && typ == syscall.DT_UNKNOWN &&
+		(err == syscall.ENOTDIR || err == syscall.ELOOP || err == syscall.ENOENT) {
+		return -1, nil
+	}
+	return fd, err
+}
+
+// bucketNames are the 256 bucket names, "00" to "ff", by value: a full
+// listing names 65,536 buckets, and these cost no allocation each.
+var bucketNames = func() (t [256]string) {
+	for i := range t {
+		t[i] = string([]byte{lowerHexDigits[i>>4], lowerHexDigits[i&15]})
+	}
+	return t
+}()
+
+const lowerHexDigits = "0123456789abcdef"
+
+// openat is syscall.Openat (retried on EINTR) without its allocation for
+// a short name (a bucket's), which it NUL-terminates on the stack.
+func openat(dirfd int, name string, flags int) (int, error) {
+	var buf [8]byte
+	if len(name) >= len(buf) || strings.IndexByte(name, 0) >= 0 {
+		for {
+			fd, err := syscall.Openat(dirfd, name, flags, 0)
+			if err != syscall.EINTR {
+				return fd, err
+			}
 		}
-		return fd, nil
+	}
+	copy(buf[:], name)
+	for {
+		r, _, e := syscall.Syscall6(syscall.SYS_OPENAT, uintptr(dirfd), uintptr(unsafe.Pointer(&buf[0])), uintptr(flags), 0, 0, 0)
+		switch e {
+		case syscall.EINTR:
+			continue
+		case 0:
+			return int(r), nil
+		default:
+			return -1, e
+		}
 	}
 }
 

@@ -152,3 +152,55 @@ func TestUntypedEntryIsABlockFileOnlyIfRegular(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenatShortAndLongNames checks the allocation-free openat against
+// syscall.Openat's behaviour: a bucket-length name and a long one open
+// the same directory, a name with a NUL is refused, a symlink is refused
+// with O_NOFOLLOW, and bucketNames are the 256 bucket names in order.
+func TestOpenatShortAndLongNames(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"ab", "a-longer-name"} {
+		if err := os.Mkdir(filepath.Join(dir, n), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("ab", filepath.Join(dir, "cd")); err != nil {
+		t.Fatal(err)
+	}
+	parent, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(parent)
+	for _, n := range []string{"ab", "a-longer-name"} {
+		fd, err := openat(parent, n, subdirFlags)
+		if err != nil {
+			t.Fatalf("%s: %v", n, err)
+		}
+		var got, want syscall.Stat_t
+		if err := syscall.Fstat(fd, &got); err != nil {
+			t.Fatal(err)
+		}
+		syscall.Close(fd)
+		if err := syscall.Lstat(filepath.Join(dir, n), &want); err != nil {
+			t.Fatal(err)
+		}
+		if got.Ino != want.Ino {
+			t.Fatalf("%s: opened inode %d, want %d", n, got.Ino, want.Ino)
+		}
+	}
+	for _, n := range []string{"a\x00b", "ab\x00", "cd", "zz"} {
+		if fd, err := openat(parent, n, subdirFlags); err == nil {
+			syscall.Close(fd)
+			t.Fatalf("%q opened", n)
+		}
+	}
+	if _, err := openat(parent, "cd", oPath|syscall.O_DIRECTORY|syscall.O_NOFOLLOW); err != syscall.ENOTDIR {
+		t.Fatalf("O_PATH open of a symlinked bucket: %v, want ENOTDIR", err)
+	}
+	for i, n := range bucketNames {
+		if !bucketName(n) || shardOf([]byte(n)) != i {
+			t.Fatalf("bucketNames[%d] = %q", i, n)
+		}
+	}
+}

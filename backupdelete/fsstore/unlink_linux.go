@@ -11,18 +11,26 @@ import (
 	"unsafe"
 )
 
-// newGroupRemover on Linux unlinks with openat and unlinkat relative to
-// the blocks directory's descriptor: os.Root's path splitting and
-// bookkeeping cost about as much per block as the unlink of a small file.
-// It is as strict as the os.Root path and stricter in one way: each
+// newGroupRemover on Linux unlinks with openat, fstatat and unlinkat
+// relative to the blocks directory's descriptor: os.Root's path splitting
+// and bookkeeping cost about as much per block as the unlink of a small
+// file. It is as strict as the os.Root path and stricter in one way: each
 // bucket level is opened one component at a time with
 // O_DIRECTORY|O_NOFOLLOW, so a symlinked bucket is never followed, even
 // one leading inside its first-level bucket (os.Root follows that; a full
-// listing never enters one either, so now both agree). A failure to open
-// a bucket fails its blocks, except that a bucket that is gone means its
-// blocks are gone. The final unlink is Go's os.Remove (unlinkat, then
-// unlinkat AT_REMOVEDIR for an empty directory, the error chosen the same
-// way), so that what is removed is exactly what the os.Root path removed.
+// listing never enters one either, so now both agree). A second-level
+// bucket is opened O_PATH: it is only ever a directory descriptor for the
+// *at calls, and such an open skips what opening a directory for reading
+// costs (a symlink there is refused just the same: ENOTDIR). A failure to
+// open a bucket fails its blocks, except that a bucket that is gone means
+// its blocks are gone.
+//
+// Just before each unlink the name is looked at (fstatat, no symlink
+// followed, nothing opened) through the very descriptor the unlink uses:
+// only a regular file is unlinked, as in a full collection's sweep.
+// Whatever else is at a candidate's name (a FIFO, a symlink, a directory,
+// empty or not) is no block file and stays, counted neither removed nor
+// failed; unlinkat without AT_REMOVEDIR never removes a directory.
 func newGroupRemover(vol *os.Root) (groupRemover, func(), error) {
 	blocks, err := openDirFile(vol, blocksDir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -43,7 +51,7 @@ func newGroupRemover(vol *os.Root) (groupRemover, func(), error) {
 		return nil, nil, err
 	}
 	remove := func(ctx context.Context, group []string) (n int, bad []string) {
-		fa, err := openSubdir(blocksFD, group[0][0:2], syscall.DT_DIR)
+		fa, err := openPathDir(blocksFD, group[0][0:2])
 		if err == syscall.ENOENT {
 			return len(group), nil // the whole bucket is gone
 		}
@@ -51,11 +59,12 @@ func newGroupRemover(vol *os.Root) (groupRemover, func(), error) {
 			return 0, group
 		}
 		defer syscall.Close(fa)
+		var name []byte // <ck>.blk, NUL-terminated
 		for _, ck := range group {
 			if ctx.Err() != nil {
 				break
 			}
-			fb, err := openSubdir(fa, ck[2:4], syscall.DT_DIR)
+			fb, err := openPathDir(fa, ck[2:4])
 			if err == syscall.ENOENT {
 				n++ // its bucket is gone
 				continue
@@ -64,13 +73,15 @@ func newGroupRemover(vol *os.Root) (groupRemover, func(), error) {
 				bad = append(bad, ck)
 				continue
 			}
-			err = removeAt(fb, ck+blockSuffix)
+			name = append(append(append(name[:0], ck...), blockSuffix...), 0)
+			gone, err := unlinkRegularAt(fb, &name[0])
 			syscall.Close(fb)
-			if err != nil && err != syscall.ENOENT {
+			switch {
+			case err != nil:
 				bad = append(bad, ck)
-				continue
+			case gone:
+				n++
 			}
-			n++
 		}
 		return n, bad
 	}
@@ -78,30 +89,35 @@ func newGroupRemover(vol *os.Root) (groupRemover, func(), error) {
 	return remove, func() { blocks.Close() }, nil
 }
 
-// removeAt is os.Remove relative to a directory descriptor (Go's
-// os.removeat): unlink a file, or else remove an empty directory.
-func removeAt(dirfd int, name string) error {
-	e := unlinkat(dirfd, name, 0)
-	if e == nil {
-		return nil
+// unlinkRegularAt unlinks dirfd/name (NUL-terminated) if it is a regular
+// file when looked at just before: gone says it is gone now (unlinked, or
+// already absent); false and no error means something else is there and
+// stays.
+func unlinkRegularAt(dirfd int, name *byte) (gone bool, err error) {
+	regular, err := regularAt(dirfd, name)
+	switch {
+	case err == syscall.ENOENT:
+		return true, nil
+	case err != nil:
+		return false, err
+	case !regular:
+		return false, nil
 	}
-	e1 := unlinkat(dirfd, name, atRemoveDir)
-	if e1 == nil {
-		return nil
+	if err := unlinkatPtr(dirfd, name, 0); err != nil && err != syscall.ENOENT {
+		return false, err
 	}
-	if e1 != syscall.ENOTDIR {
-		return e1
-	}
-	return e
+	return true, nil
 }
 
-const atRemoveDir = 0x200 // AT_REMOVEDIR
+// openPathDir opens parent/name O_PATH as a directory, following no
+// symlink: a symlink, FIFO or file there is ENOTDIR, and nothing is
+// opened for I/O.
+func openPathDir(parent int, name string) (int, error) {
+	return openat(parent, name, oPath|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC)
+}
 
-func unlinkat(dirfd int, name string, flags int) error {
-	p, err := syscall.BytePtrFromString(name)
-	if err != nil {
-		return err
-	}
+// unlinkatPtr is unlinkat(2) with a NUL-terminated name.
+func unlinkatPtr(dirfd int, p *byte, flags int) error {
 	for {
 		_, _, e := syscall.Syscall(syscall.SYS_UNLINKAT, uintptr(dirfd), uintptr(unsafe.Pointer(p)), uintptr(flags))
 		if e == syscall.EINTR {
