@@ -38,28 +38,9 @@ func planInputWithOrphans(n, every int) orphan.Input {
 // reading each item's match key and disk from its Parameters, which is a
 // cache miss per item on a large input; the ratio is x-touch.
 func BenchmarkDecide(b *testing.B) {
-	for _, mix := range []struct {
-		name  string
-		every int
-	}{{"orphans=1%", 100}, {"orphans=100%", 1}} {
-		for _, n := range []int{100_000, 1_000_000} {
-			in := planInputWithOrphans(n, mix.every)
-			b.Run(fmt.Sprintf("%s/items=%d", mix.name, n), func(b *testing.B) {
-				floor := touchFloor(in.Candidates)
-				b.ReportAllocs()
-				b.ResetTimer()
-				for b.Loop() {
-					orphan.Decide(in)
-				}
-				perOp := b.Elapsed().Seconds() / float64(b.N)
-				b.ReportMetric(float64(n)/perOp, "items/s")
-				b.ReportMetric(perOp/floor, "x-touch")
-				b.StopTimer()
-				b.ReportMetric(float64(n)/(floor+nameFloor(in.Candidates)), "floor-items/s")
-				b.ReportMetric(float64(n)/(floor+fieldsFloor(in.Candidates)), "fields-floor-items/s")
-			})
-		}
-	}
+	benchmarkPlanning(b, func(in orphan.Input) func() {
+		return func() { orphan.Decide(in) }
+	})
 }
 
 // BenchmarkPlannerDecide is BenchmarkDecide for a Planner in its steady
@@ -70,6 +51,17 @@ func BenchmarkDecide(b *testing.B) {
 // name fields, without hashing, the least a planner that remembers names
 // by their whole fields must read.
 func BenchmarkPlannerDecide(b *testing.B) {
+	benchmarkPlanning(b, func(in orphan.Input) func() {
+		var p orphan.Planner
+		p.Decide(in) // the previous cycles: the memo's buffers
+		p.Decide(in) // are both in use from the third on
+		return func() { p.Decide(in) }
+	})
+}
+
+// benchmarkPlanning times the plan that prepare returns for each mix and
+// size, with the yardsticks measured in the same run.
+func benchmarkPlanning(b *testing.B, prepare func(orphan.Input) func()) {
 	for _, mix := range []struct {
 		name  string
 		every int
@@ -78,13 +70,11 @@ func BenchmarkPlannerDecide(b *testing.B) {
 			in := planInputWithOrphans(n, mix.every)
 			b.Run(fmt.Sprintf("%s/items=%d", mix.name, n), func(b *testing.B) {
 				floor := touchFloor(in.Candidates)
-				var p orphan.Planner
-				p.Decide(in) // the previous cycles: the memo's buffers
-				p.Decide(in) // are both in use from the third on
+				plan := prepare(in)
 				b.ReportAllocs()
 				b.ResetTimer()
 				for b.Loop() {
-					p.Decide(in)
+					plan()
 				}
 				perOp := b.Elapsed().Seconds() / float64(b.N)
 				b.ReportMetric(float64(n)/perOp, "items/s")
