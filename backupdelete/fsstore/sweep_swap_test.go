@@ -22,7 +22,6 @@ import (
 // wrong type is removed). A block file still regular goes, a block file
 // already gone counts as removed, and a hard link's other name is kept.
 func TestSweepLeavesWhatReplacedABlockFileAfterTheListing(t *testing.T) {
-	kinds := []string{"fifo", "symlink", "empty dir", "dir"}
 	for _, lister := range []string{"platform", "os.Root"} {
 		t.Run(lister, func(t *testing.T) {
 			mount := t.TempDir()
@@ -37,7 +36,7 @@ func TestSweepLeavesWhatReplacedABlockFileAfterTheListing(t *testing.T) {
 			// hardlinked is an unreferenced name hard-linked to keep's file.
 			hardlinked := sameBucket(keep, "hardlinked")
 			swapped := map[string]string{}
-			for _, k := range kinds {
+			for _, k := range nonBlockKinds {
 				ck := sameBucket(keep, k)
 				swapped[ck] = k
 				v.block(ck)
@@ -75,17 +74,7 @@ func TestSweepLeavesWhatReplacedABlockFileAfterTheListing(t *testing.T) {
 					if err := os.Remove(p); err != nil {
 						t.Error(err)
 					}
-					switch k {
-					case "fifo":
-						err = syscall.Mkfifo(p, 0o644)
-					case "symlink":
-						err = os.Symlink(outside, p)
-					case "empty dir":
-						err = os.Mkdir(p, 0o755)
-					case "dir":
-						err = os.MkdirAll(filepath.Join(p, "x"), 0o755)
-					}
-					if err != nil {
+					if err := putNonBlock(p, k, outside); err != nil {
 						t.Error(err)
 					}
 				}

@@ -4,6 +4,7 @@ package fsstore
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -21,7 +22,6 @@ import (
 // the one block file still regular goes. Both removers are held to it:
 // the platform's through a whole deletion, os.Root's directly.
 func TestTargetedCollectionUnlinksOnlyRegularFiles(t *testing.T) {
-	kinds := []string{"fifo", "symlink", "empty dir", "dir"}
 	setup := func(t *testing.T) (string, *lhVolume, map[string]string, string, string) {
 		mount, v := threeBackups(t)
 		outside := filepath.Join(t.TempDir(), "outside.blk")
@@ -31,7 +31,7 @@ func TestTargetedCollectionUnlinksOnlyRegularFiles(t *testing.T) {
 		plain := checksum("plain")
 		blocks := []string{ckS, plain}
 		swapped := map[string]string{}
-		for _, k := range kinds {
+		for _, k := range nonBlockKinds {
 			ck := checksum("where a block was: " + k)
 			swapped[ck] = k
 			blocks = append(blocks, ck)
@@ -45,17 +45,7 @@ func TestTargetedCollectionUnlinksOnlyRegularFiles(t *testing.T) {
 			if err := os.Remove(p); err != nil {
 				t.Fatal(err)
 			}
-			var err error
-			switch k {
-			case "fifo":
-				err = syscall.Mkfifo(p, 0o644)
-			case "symlink":
-				err = os.Symlink(outside, p)
-			case "empty dir":
-				err = os.Mkdir(p, 0o755)
-			case "dir":
-				err = os.MkdirAll(filepath.Join(p, "x"), 0o755)
-			}
+			err := putNonBlock(p, k, outside)
 			if err != nil {
 				t.Skip(err)
 			}
@@ -130,4 +120,25 @@ func keys(m map[string]string) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// nonBlockKinds are the entries that are no block file, which a test puts
+// where a block file was: see putNonBlock.
+var nonBlockKinds = []string{"fifo", "symlink", "empty dir", "dir"}
+
+// putNonBlock makes at p (now free) an entry of kind, one of
+// nonBlockKinds: a FIFO, a symlink to outside, an empty directory or a
+// directory with content.
+func putNonBlock(p, kind, outside string) error {
+	switch kind {
+	case "fifo":
+		return syscall.Mkfifo(p, 0o644)
+	case "symlink":
+		return os.Symlink(outside, p)
+	case "empty dir":
+		return os.Mkdir(p, 0o755)
+	case "dir":
+		return os.MkdirAll(filepath.Join(p, "x"), 0o755)
+	}
+	return fmt.Errorf("no such kind of entry: %q", kind)
 }
