@@ -91,10 +91,7 @@ func benchmarkPlanning(b *testing.B, prepare func(orphan.Input) func()) {
 // node and the four parameters of Longhorn's formula) without hashing
 // them, and returns seconds per pass (the best of three).
 func fieldsFloor(cs []orphan.Candidate) float64 {
-	best := 0.0
-	for range 3 {
-		start := time.Now()
-		n := 0
+	return bestOfThree(func() (n int) {
 		for _, c := range cs {
 			if c.Verdict.Outcome == orphan.OutcomeOrphan {
 				p := c.Item.Parameters
@@ -102,30 +99,19 @@ func fieldsFloor(cs []orphan.Candidate) float64 {
 					len(p[orphan.ParamDiskUUID]) + len(p[orphan.ParamDataName])
 			}
 		}
-		sink += n
-		if d := time.Since(start).Seconds(); best == 0 || d < best {
-			best = d
-		}
-	}
-	return best
+		return n
+	})
 }
 
 // touchFloor times reading every item's data name and disk, the least a
 // planner must look at, and returns seconds per pass (the best of three).
 func touchFloor(cs []orphan.Candidate) float64 {
-	best := 0.0
-	for range 3 {
-		start := time.Now()
-		n := 0
+	return bestOfThree(func() (n int) {
 		for _, c := range cs {
 			n += len(c.Item.Parameters[orphan.ParamDataName]) + len(c.Item.Parameters[orphan.ParamDiskName])
 		}
-		sink += n
-		if d := time.Since(start).Seconds(); best == 0 || d < best {
-			best = d
-		}
-	}
-	return best
+		return n
+	})
 }
 
 // nameFloor times naming every orphan candidate (Item.Name: SHA-256 over
@@ -134,17 +120,24 @@ func touchFloor(cs []orphan.Candidate) float64 {
 // With touchFloor it bounds Decide's speed from above: a goroutine-free
 // planner (DESIGN principle 1) cannot beat floor-items/s.
 func nameFloor(cs []orphan.Candidate) float64 {
-	best := 0.0
-	for range 3 {
-		start := time.Now()
-		n := 0
+	return bestOfThree(func() (n int) {
 		for _, c := range cs {
 			if c.Verdict.Outcome == orphan.OutcomeOrphan {
 				name, _ := c.Item.Name()
 				n += len(name)
 			}
 		}
-		sink += n
+		return n
+	})
+}
+
+// bestOfThree times pass three times and returns the fastest, in seconds.
+// What pass returns is kept in sink, so the compiler cannot drop the work.
+func bestOfThree(pass func() int) float64 {
+	best := 0.0
+	for range 3 {
+		start := time.Now()
+		sink += pass()
 		if d := time.Since(start).Seconds(); best == 0 || d < best {
 			best = d
 		}
