@@ -86,6 +86,31 @@ type Item struct {
 	NodeID     string
 	DataEngine DataEngine
 	Parameters map[string]string
+
+	// Copy is what an inspection of the item's data found about it as a
+	// copy of a volume (replica data: the volume it belongs to and whether
+	// its data could be recovered from it); nil when nobody inspected it.
+	// It never changes the item's record name.
+	Copy *Copy
+}
+
+// Copy is what an inspection of an orphan's data found about it as a copy
+// of a volume's data. The last-copy guard reads it; see Input.Volumes.
+type Copy struct {
+	// Volume is the volume the data belongs to.
+	Volume string
+	// Recoverable says the volume's data can be read back from this copy
+	// (for a Longhorn v1 replica directory: its layer chain is whole and it
+	// was not rebuilding).
+	Recoverable bool
+	// Reasons say why the copy is not recoverable; empty when it is.
+	Reasons []string
+	// Revision is the copy's revision counter, 0 when it has none.
+	Revision int64
+	// Rank is the copy's place among the copies of its volume that the
+	// inspector saw, 1 for the best recoverable one; 0 when not ranked or
+	// not recoverable.
+	Rank int
 }
 
 // Param returns the parameter key, or "" if it is not set.
