@@ -239,7 +239,7 @@ func (s *inspector) run() error {
 		if !classified(err) {
 			return err
 		}
-		in.reason(ReasonVolumeMeta, VolumeMetaFile, "%v", err)
+		in.reason(ReasonVolumeMeta, VolumeMetaFile, "%s", describe(err))
 	default:
 		in.MetaModTime = info.ModTime()
 		m, err := ParseVolumeMeta(data)
@@ -331,9 +331,9 @@ func (s *inspector) chain() error {
 			case errors.Is(err, fs.ErrNotExist):
 				in.reason(ReasonBrokenChain, metaName, "missing: the chain cannot be followed past %s", cur)
 			case errors.Is(err, safefile.ErrNotRegular):
-				in.reason(ReasonNotRegular, metaName, "%v", err)
+				in.reason(ReasonNotRegular, metaName, "%s", describe(err))
 			case errors.Is(err, bounded.ErrTooLarge):
-				in.reason(ReasonLayerMeta, metaName, "%v", err)
+				in.reason(ReasonLayerMeta, metaName, "%s", describe(err))
 			default:
 				return err
 			}
@@ -435,7 +435,7 @@ func (s *inspector) backing() {
 	}
 	f, fi, err := safefile.OpenRegular(root, rel)
 	if err != nil {
-		in.reason(ReasonMissingBackingImage, "", "%s: %v", b.Path, err)
+		in.reason(ReasonMissingBackingImage, "", "%s: %s", b.Path, describe(err))
 		return
 	}
 	defer f.Close()
@@ -461,7 +461,7 @@ func (s *inspector) revision() error {
 		if !classified(err) {
 			return err
 		}
-		s.in.note("revision.counter not used: %v", err)
+		s.in.note("revision.counter not used: %s", describe(err))
 		return nil
 	}
 	n, err := ParseRevisionCounter(data)
@@ -531,6 +531,23 @@ func detail(err error) string {
 	var me *MetaError
 	if errors.As(err, &me) {
 		return me.Detail
+	}
+	return err.Error()
+}
+
+// describe says what was wrong with a file without repeating its name.
+func describe(err error) string {
+	var te *safefile.TypeError
+	var tl *bounded.TooLargeError
+	switch {
+	case errors.As(err, &te) && te.Swapped:
+		return "replaced by another file while being opened"
+	case errors.As(err, &te):
+		return safefile.Describe(te.Mode) + ", not a regular file"
+	case errors.As(err, &tl):
+		return fmt.Sprintf("larger than %d bytes", tl.Limit)
+	case errors.Is(err, fs.ErrNotExist):
+		return "missing"
 	}
 	return err.Error()
 }

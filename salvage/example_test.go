@@ -1,0 +1,54 @@
+package salvage_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+
+	"github.com/caretaker-storage/caretaker/salvage"
+	"github.com/caretaker-storage/caretaker/salvage/salvagetest"
+)
+
+// Inspect two leftover copies of a faulted volume and pick the one to
+// export.
+func ExampleRank() {
+	disk, err := os.MkdirTemp("", "disk")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(disk)
+	replicas := filepath.Join(disk, "replicas")
+	if err := os.Mkdir(replicas, 0o700); err != nil {
+		log.Fatal(err)
+	}
+	good := salvagetest.Replica{Size: 1 << 20, Counter: true, Revision: 1500,
+		Head: salvagetest.Layer{Writes: []salvagetest.Write{salvagetest.Block(0, 'x')}}}
+	stale := good
+	stale.Revision = 1200
+	rebuilding := good
+	rebuilding.Revision, rebuilding.Rebuilding = 9000, true
+	for name, r := range map[string]salvagetest.Replica{"pvc-1-0a1b2c3d": stale, "pvc-1-4e5f6a7b": good, "pvc-1-8c9d0e1f": rebuilding} {
+		if err := salvagetest.WriteReplica(filepath.Join(replicas, name), r); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	var cands []*salvage.Inspection
+	for _, name := range []string{"pvc-1-0a1b2c3d", "pvc-1-4e5f6a7b", "pvc-1-8c9d0e1f"} {
+		in, err := salvage.Inspect(context.Background(), filepath.Join(replicas, name), salvage.Options{})
+		if err != nil {
+			log.Fatal(err)
+		}
+		cands = append(cands, in)
+	}
+	for i, rk := range salvage.Rank(cands) {
+		in := cands[i]
+		fmt.Printf("%s revision %d rank %d %v\n", filepath.Base(in.Dir), in.Revision, rk.Rank, in.ReasonStrings())
+	}
+	// Output:
+	// pvc-1-0a1b2c3d revision 1200 rank 2 []
+	// pvc-1-4e5f6a7b revision 1500 rank 1 []
+	// pvc-1-8c9d0e1f revision 9000 rank 0 [rebuilding: volume.meta: a rebuild into this replica did not finish]
+}
