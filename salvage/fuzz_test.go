@@ -74,15 +74,15 @@ func TestParseRevisionCounterRoundTrip(t *testing.T) {
 
 func TestParseVolumeMetaForms(t *testing.T) {
 	cases := map[string]string{
-		`{"Size":1,"Head":"h.img","Dirty":true,"Rebuilding":false,"Parent":"","SectorSize":512}`:                                                                                  "",
-		`{"Size":1,"Head":"h.img","Dirty":true,"Rebuilding":false,"Parent":"","SectorSize":512,"BackingFileName":"b"}`:                                                             "",
-		`{"Size":1,"Head":"h.img","Dirty":true,"Rebuilding":false,"Parent":"","SectorSize":512}` + "\n" + `{}`:                                                                     "after",
-		`{"Size":1,"Head":"h.img","Dirty":true,"Rebuilding":false,"Parent":""}`:                                                                                                    "SectorSize",
-		`{"Size":0,"Head":"h.img","Dirty":true,"Rebuilding":false,"Parent":"","SectorSize":512}`:                                                                                  "Size 0",
-		`{"Size":1,"Head":"h.img","Dirty":"yes","Rebuilding":false,"Parent":"","SectorSize":512}`:                                                                                 "Dirty",
-		`{"Size":1,"Head":"h.img","Dirty":true,"Rebuilding":false,"Parent":"","SectorSize":512,"BackingFileName":"a","BackingFilePath":"b","Error":""}`:                            "both",
-		`{"Size":1,"Head":null,"Dirty":true,"Rebuilding":false,"Parent":"","SectorSize":512}`:                                                                                     "null",
-		`{"Size":1,"Head":"h.img","Head":"g.img","Dirty":true,"Rebuilding":false,"Parent":"","SectorSize":512}`:                                                                   "duplicate",
+		`{"Size":1,"Head":"h.img","Dirty":true,"Rebuilding":false,"Parent":"","SectorSize":512}`:                                                        "",
+		`{"Size":1,"Head":"h.img","Dirty":true,"Rebuilding":false,"Parent":"","SectorSize":512,"BackingFileName":"b"}`:                                  "",
+		`{"Size":1,"Head":"h.img","Dirty":true,"Rebuilding":false,"Parent":"","SectorSize":512}` + "\n" + `{}`:                                          "after",
+		`{"Size":1,"Head":"h.img","Dirty":true,"Rebuilding":false,"Parent":""}`:                                                                         "SectorSize",
+		`{"Size":0,"Head":"h.img","Dirty":true,"Rebuilding":false,"Parent":"","SectorSize":512}`:                                                        "Size 0",
+		`{"Size":1,"Head":"h.img","Dirty":"yes","Rebuilding":false,"Parent":"","SectorSize":512}`:                                                       "Dirty",
+		`{"Size":1,"Head":"h.img","Dirty":true,"Rebuilding":false,"Parent":"","SectorSize":512,"BackingFileName":"a","BackingFilePath":"b","Error":""}`: "both",
+		`{"Size":1,"Head":null,"Dirty":true,"Rebuilding":false,"Parent":"","SectorSize":512}`:                                                           "null",
+		`{"Size":1,"Head":"h.img","Head":"g.img","Dirty":true,"Rebuilding":false,"Parent":"","SectorSize":512}`:                                         "duplicate",
 		`[1]`: "object",
 	}
 	for in, want := range cases {

@@ -260,3 +260,25 @@ func WriteBackingImage(disk, dirName string, size int64, writes []Write) (string
 	}
 	return "/host" + filepath.ToSlash(abs) + "/backing-images/" + dirName + "/backing", nil
 }
+
+// Image returns the volume's image as the engine reads r, computed the
+// naive way: a zero buffer of Size bytes with every layer's writes laid
+// over it from the oldest snapshot to the head, each cut at the layer's
+// size. It holds the whole image in memory: for small test volumes. It
+// ignores a backing image.
+func (r Replica) Image() []byte {
+	img := make([]byte, r.Size)
+	for _, l := range append(append([]Layer(nil), r.Snapshots...), r.Head) {
+		size := l.Size
+		if size == 0 || size > r.Size {
+			size = min(r.Size, max(size, r.Size))
+		}
+		for _, w := range l.Writes {
+			if w.Off >= size {
+				continue
+			}
+			copy(img[w.Off:size], w.Data)
+		}
+	}
+	return img
+}
