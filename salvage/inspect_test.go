@@ -242,6 +242,27 @@ func TestInspectDamaged(t *testing.T) {
 			r.BackingFilePath = p
 			rewriteVolumeMeta(t, dir, r)
 		}, salvage.Options{}, salvage.ReasonMissingBackingImage},
+		{"backing image fifo", func(t *testing.T, disk, dir string, r salvagetest.Replica) {
+			p, err := salvagetest.WriteBackingImage(disk, "img-0a1b2c3d", 4*mib, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			putNonRegular(t, filepath.Join(disk, "backing-images", "img-0a1b2c3d", "backing"), "fifo")
+			r.BackingFilePath = p
+			rewriteVolumeMeta(t, dir, r)
+		}, salvage.Options{}, salvage.ReasonMissingBackingImage},
+		{"backing image directory is a link", func(t *testing.T, disk, dir string, r salvagetest.Replica) {
+			other := filepath.Join(filepath.Dir(disk), "elsewhere")
+			p, err := salvagetest.WriteBackingImage(other, "img-0a1b2c3d", 4*mib, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(filepath.Join(other, "backing-images"), filepath.Join(disk, "backing-images")); err != nil {
+				t.Fatal(err)
+			}
+			r.BackingFilePath = strings.Replace(p, other, disk, 1)
+			rewriteVolumeMeta(t, dir, r)
+		}, salvage.Options{}, salvage.ReasonMissingBackingImage},
 		{"backing image qcow2", func(t *testing.T, disk, dir string, r salvagetest.Replica) {
 			p, err := salvagetest.WriteBackingImage(disk, "img-0a1b2c3d", 4*mib, []salvagetest.Write{{Off: 0, Data: []byte("QFI\xfb\x00\x00\x00\x03")}})
 			if err != nil {
@@ -341,6 +362,22 @@ func TestInspectOffChainAndCounterNotes(t *testing.T) {
 	in := inspect(t, dir, salvage.Options{})
 	if !in.Recoverable || !slices.Equal(in.OffChain, []string{"volume-snap-old.img"}) || in.HasRevision {
 		t.Fatalf("recoverable=%v offchain %v revision %v notes %v", in.Recoverable, in.OffChain, in.HasRevision, in.Notes)
+	}
+}
+
+// A FIFO, a link or a device as revision.counter is not read: the copy
+// stays recoverable, ranked without a counter.
+func TestInspectCounterNotRegular(t *testing.T) {
+	for _, kind := range []string{"fifo", "symlink", "device"} {
+		t.Run(kind, func(t *testing.T) {
+			disk := newDisk(t)
+			dir := write(t, disk, "pvc-1-0a1b2c3d", threeLayers())
+			putNonRegular(t, filepath.Join(dir, "revision.counter"), kind)
+			in := inspect(t, dir, salvage.Options{})
+			if !in.Recoverable || in.HasRevision || !slices.ContainsFunc(in.Notes, func(n string) bool { return strings.Contains(n, "not a regular file") }) {
+				t.Fatalf("recoverable=%v counter=%v notes %v", in.Recoverable, in.HasRevision, in.Notes)
+			}
+		})
 	}
 }
 

@@ -244,4 +244,13 @@ func TestExportWritesTheImage(t *testing.T) {
 	if code := run(context.Background(), []string{"-export", filepath.Join(disk, "replicas", "pvc-demo-1a2b3c4d"), "-o", img, "-overwrite"}, &out, &errOut); code != exitOK {
 		t.Errorf("-overwrite exited %d: %s", code, errOut.String())
 	}
+	// The interrupted rebuild, forced: written, with a warning.
+	forced := filepath.Join(base, "forced.img")
+	errOut.Reset()
+	if code := run(context.Background(), []string{"-export", filepath.Join(demo, "disk-b", "replicas", "pvc-demo-9c0d1e2f"), "-o", forced, "-force"}, &out, &errOut); code != exitOK || !strings.Contains(errOut.String(), "warning") {
+		t.Fatalf("forced export exited %d: %s", code, errOut.String())
+	}
+	if data, err := os.ReadFile(forced); err != nil || !bytes.Equal(data, demoCopies()[2].replica.Image()) {
+		t.Errorf("the forced image differs from its layers' (%v)", err)
+	}
 }
