@@ -52,3 +52,36 @@ func ExampleRank() {
 	// pvc-1-4e5f6a7b revision 1500 rank 1 []
 	// pvc-1-8c9d0e1f revision 9000 rank 0 [rebuilding: volume.meta: a rebuild into this replica did not finish]
 }
+
+// Inspect a copy whose newest snapshot image is gone: the engine would
+// create it empty and read older data through it; Inspect says why the
+// copy cannot be trusted.
+func ExampleInspect() {
+	dir, err := os.MkdirTemp("", "replicas")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	r := salvagetest.Replica{Size: 1 << 20, Snapshots: []salvagetest.Layer{{}, {Name: "volume-snap-nightly.img"}}}
+	replica := filepath.Join(dir, "pvc-1-0a1b2c3d")
+	if err := salvagetest.WriteReplica(replica, r); err != nil {
+		log.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(replica, "volume-snap-nightly.img")); err != nil {
+		log.Fatal(err)
+	}
+
+	in, err := salvage.Inspect(context.Background(), replica, salvage.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(in.Volume, in.Meta.Format, in.Recoverable)
+	fmt.Println(in.Chain().Layers)
+	for _, r := range in.Reasons {
+		fmt.Println(r.Kind, r.File)
+	}
+	// Output:
+	// pvc-1 v1.1.1-v1.11 false
+	// [volume-head-002.img volume-snap-nightly.img volume-snap-0.img]
+	// missing-layer volume-snap-nightly.img
+}
