@@ -516,6 +516,25 @@ func (s *inspector) offChain() error {
 	if len(s.in.OffChain) > 0 {
 		s.in.note("%d snapshot(s) outside the head's chain, never read: %s", len(s.in.OffChain), strings.Join(s.in.OffChain, ", "))
 	}
+	// The engine's open reads every .meta of the directory and fails on
+	// one that does not parse (readMetadata), in the chain or not. Such a
+	// file outside the chain does not change the data, so it is a note:
+	// the engine itself could not open this copy as it is.
+	for _, img := range s.in.OffChain {
+		if err := s.ctx.Err(); err != nil {
+			return err
+		}
+		name := img + layerMetaSuffix
+		data, _, err := s.readMeta(name)
+		if err == nil {
+			_, err = ParseLayerMeta(name, data)
+		} else if !classified(err) {
+			return err
+		}
+		if err != nil {
+			s.in.note("%s (outside the chain): %s; the engine's own open would fail on it", name, describe(err))
+		}
+	}
 	return nil
 }
 
@@ -532,7 +551,7 @@ func detail(err error) string {
 	if errors.As(err, &me) {
 		return me.Detail
 	}
-	return err.Error()
+	return detail(err)
 }
 
 // describe says what was wrong with a file without repeating its name.
@@ -549,5 +568,5 @@ func describe(err error) string {
 	case errors.Is(err, fs.ErrNotExist):
 		return "missing"
 	}
-	return err.Error()
+	return detail(err)
 }

@@ -359,8 +359,13 @@ func TestInspectOffChainAndCounterNotes(t *testing.T) {
 		t.Fatal(err)
 	}
 	overwrite(t, dir, "revision.counter", []byte("not a number"))
+	if err := salvagetest.WriteFile(dir, "volume-snap-bad.img.meta", []byte("{")); err != nil {
+		t.Fatal(err)
+	}
 	in := inspect(t, dir, salvage.Options{})
-	if !in.Recoverable || !slices.Equal(in.OffChain, []string{"volume-snap-old.img"}) || in.HasRevision {
+	notes := strings.Join(in.Notes, "\n")
+	if !in.Recoverable || !slices.Equal(in.OffChain, []string{"volume-snap-bad.img", "volume-snap-old.img"}) || in.HasRevision ||
+		!strings.Contains(notes, "volume-snap-bad.img.meta (outside the chain)") || strings.Contains(notes, "volume-snap-old.img.meta (outside") {
 		t.Fatalf("recoverable=%v offchain %v revision %v notes %v", in.Recoverable, in.OffChain, in.HasRevision, in.Notes)
 	}
 }

@@ -175,6 +175,9 @@ func list(ctx context.Context, disks paths, volume string, asJSON bool, stdout, 
 	var diskOf []string
 	for _, disk := range disks {
 		dir := filepath.Join(disk, "replicas")
+		if fi, err := os.Lstat(dir); err == nil && !fi.IsDir() {
+			return refusef("%s is not a directory (%s): it is never followed", dir, fi.Mode().Type())
+		}
 		ents, err := os.ReadDir(dir)
 		if err != nil {
 			return fmt.Errorf("-disk %s: %w", disk, err)
@@ -437,13 +440,7 @@ type progress struct {
 
 func newProgress(w io.Writer) *progress {
 	f, ok := w.(*os.File)
-	on := false
-	if ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			on = true
-		}
-	}
-	return &progress{w: w, on: on, last: -1}
+	return &progress{w: w, on: ok && isTerminal(f), last: -1}
 }
 
 func (p *progress) update(done, total int64) {

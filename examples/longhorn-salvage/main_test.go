@@ -102,6 +102,12 @@ func TestCommandLine(t *testing.T) {
 	if err := os.WriteFile(existing, []byte("keep me"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.MkdirAll(filepath.Join(base, "linked"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(diskA, "replicas"), filepath.Join(base, "linked", "replicas")); err != nil {
+		t.Fatal(err)
+	}
 	img := filepath.Join(base, "pvc-demo.img")
 	before := map[string]map[string]string{diskA: state(t, diskA), diskB: state(t, diskB)}
 
@@ -185,6 +191,7 @@ func TestCommandLine(t *testing.T) {
 			}},
 		{Name: "export dry run", Args: []string{"-export", newest, "-o", img, "-dry-run"}, Code: exitDryRun,
 			Stdout: []string{"would write 67108864 bytes"}, Check: noFile(img)},
+		{Name: "replicas is a link", Args: []string{"-disk", filepath.Join(base, "linked")}, Code: exitRefused, Stderr: []string{"never followed"}},
 		{Name: "prepare into a non-empty dir", Args: []string{"-prepare", demo}, Code: exitFailed, Stderr: []string{"not empty"}},
 	}
 	clitest.Run(t, func(args []string, stdout, stderr *bytes.Buffer) int {
@@ -217,6 +224,9 @@ func TestExportWritesTheImage(t *testing.T) {
 	}
 	if code != 0 {
 		t.Fatalf("export exited %d: %s", code, errOut.String())
+	}
+	if strings.ContainsAny(errOut.String(), "\r#") {
+		t.Errorf("a progress bar on a non-terminal: %q", errOut.String())
 	}
 	data, err := os.ReadFile(img)
 	if err != nil {
