@@ -28,6 +28,9 @@ const (
 	DefaultMaxChainLength = 250
 	// DefaultMaxEntries bounds the directory entries listed.
 	DefaultMaxEntries = 1 << 16
+	// maxOffChainChecked bounds the .meta files outside the chain that
+	// are read, each within MaxMetaSize.
+	maxOffChainChecked = 256
 )
 
 // Options tunes Inspect. The zero value means the defaults.
@@ -171,7 +174,8 @@ func Inspect(ctx context.Context, replicaDir string, opts Options) (*Inspection,
 	}
 	in := &Inspection{Dir: replicaDir, Volume: VolumeOf(filepath.Base(filepath.Clean(replicaDir)))}
 	defer func() { in.Recoverable = len(in.Reasons) == 0 }()
-	root, err := openDir(replicaDir)
+	// Cleaned first: a trailing slash would make lstat follow a link.
+	root, err := openDir(filepath.Clean(replicaDir))
 	if err != nil {
 		var te *safefile.TypeError
 		if errors.As(err, &te) {
@@ -520,9 +524,13 @@ func (s *inspector) offChain() error {
 	// one that does not parse (readMetadata), in the chain or not. Such a
 	// file outside the chain does not change the data, so it is a note:
 	// the engine itself could not open this copy as it is.
-	for _, img := range s.in.OffChain {
+	for i, img := range s.in.OffChain {
 		if err := s.ctx.Err(); err != nil {
 			return err
+		}
+		if i == maxOffChainChecked {
+			s.in.note("only the first %d .meta files outside the chain were checked", maxOffChainChecked)
+			break
 		}
 		name := img + layerMetaSuffix
 		data, _, err := s.readMeta(name)

@@ -315,9 +315,11 @@ func TestInspectReplicaDirIsASymlink(t *testing.T) {
 	if err := os.Symlink(dir, link); err != nil {
 		t.Fatal(err)
 	}
-	in := inspect(t, link, salvage.Options{})
-	if in.Recoverable || !in.Has(salvage.ReasonNotDirectory) || len(in.Layers) != 0 {
-		t.Fatalf("a link to a replica was followed: %+v", in)
+	for _, p := range []string{link, link + "/", link + "/."} {
+		in := inspect(t, p, salvage.Options{})
+		if in.Recoverable || !in.Has(salvage.ReasonNotDirectory) || len(in.Layers) != 0 {
+			t.Fatalf("%s: a link to a replica was followed: %+v", p, in)
+		}
 	}
 	if _, err := salvage.Inspect(context.Background(), filepath.Join(disk, "replicas", "none-00000000"), salvage.Options{}); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("missing directory: %v", err)
