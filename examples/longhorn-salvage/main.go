@@ -21,7 +21,8 @@
 // unless -overwrite. -dry-run says what it would write (exit 3).
 //
 // -prepare writes a walkthrough's disks: a volume with three leftover
-// copies on two disks, in the engine's real format with sparse files.
+// copies on two disks, in the engine's real format with sparse files
+// (holding an ext4 filesystem when mkfs.ext4 is installed).
 //
 // Exit codes: 0 done, 1 failed, 2 bad usage, 3 dry run that would act,
 // 4 refused by a safety rule.
@@ -103,7 +104,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		switch {
 		case *prepare != "":
-			err = prepareDemo(*prepare, stdout)
+			err = prepareDemo(ctx, *prepare, stdout)
 		case *export != "":
 			var code int
 			code, err = exportImage(ctx, *export, *out, disks, exportFlags{force: *force, overwrite: *overwrite, dryRun: *dryRun}, stdout, stderr)

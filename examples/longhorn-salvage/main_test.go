@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -211,8 +212,9 @@ func TestExportWritesTheImage(t *testing.T) {
 	base := t.TempDir()
 	demo := filepath.Join(base, "demo")
 	var out, errOut bytes.Buffer
-	if code := run(context.Background(), []string{"-prepare", demo}, &out, &errOut); code != 0 {
-		t.Fatalf("-prepare exited %d: %s", code, errOut.String())
+	copies, withFS, err := writeDemo(context.Background(), demo)
+	if err != nil {
+		t.Fatal(err)
 	}
 	disk := filepath.Join(demo, "disk-a")
 	before := state(t, disk)
@@ -232,7 +234,7 @@ func TestExportWritesTheImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := demoCopies()[0].replica.Image()
+	want := copies[0].replica.Image()
 	if !bytes.Equal(data, want) {
 		t.Fatalf("the image differs from the layers' (%d bytes, want %d)", len(data), len(want))
 	}
@@ -247,6 +249,14 @@ func TestExportWritesTheImage(t *testing.T) {
 	if !sameState(before, state(t, disk)) {
 		t.Error("the export changed the disk")
 	}
+	if !bytes.HasPrefix(data, []byte("LONGHORN SALVAGE DEMO: newest copy")) {
+		t.Errorf("the image starts with %q", data[:64])
+	}
+	if fsck, err := exec.LookPath("fsck.ext4"); err == nil && withFS {
+		if out, err := exec.Command(fsck, "-n", "-f", img).CombinedOutput(); err != nil {
+			t.Errorf("fsck.ext4 -n: %v\n%s", err, out)
+		}
+	}
 	// Again without -overwrite: refused, the image kept.
 	if code := run(context.Background(), []string{"-export", filepath.Join(disk, "replicas", "pvc-demo-1a2b3c4d"), "-o", img}, &out, &errOut); code != exitRefused {
 		t.Errorf("second export exited %d", code)
@@ -260,7 +270,7 @@ func TestExportWritesTheImage(t *testing.T) {
 	if code := run(context.Background(), []string{"-export", filepath.Join(demo, "disk-b", "replicas", "pvc-demo-9c0d1e2f"), "-o", forced, "-force"}, &out, &errOut); code != exitOK || !strings.Contains(errOut.String(), "warning") {
 		t.Fatalf("forced export exited %d: %s", code, errOut.String())
 	}
-	if data, err := os.ReadFile(forced); err != nil || !bytes.Equal(data, demoCopies()[2].replica.Image()) {
+	if data, err := os.ReadFile(forced); err != nil || !bytes.Equal(data, copies[2].replica.Image()) {
 		t.Errorf("the forced image differs from its layers' (%v)", err)
 	}
 }
