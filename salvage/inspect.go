@@ -578,3 +578,27 @@ func describe(err error) string {
 	}
 	return detail(err)
 }
+
+// ReuseHint is what a host needs to re-adopt a recoverable copy as a
+// failed replica of its volume instead of rebuilding one from scratch
+// (longhorn/longhorn#10726). caretaker itself never re-adopts a copy.
+type ReuseHint struct {
+	DataDirectoryName string // the directory's name under <disk>/replicas (replica spec.dataDirectoryName)
+	DiskPath          string // the disk holding it: the parent of replicas/
+	Head              string // the head image's name
+	Size              int64  // the volume's size the copy holds
+	Revision          int64  // the revision counter, when HasRevision
+	HasRevision       bool
+}
+
+// ReuseHint returns the hint for a recoverable copy under
+// <disk>/replicas; false for a copy that is not recoverable or not there.
+func (in *Inspection) ReuseHint() (ReuseHint, bool) {
+	dir := filepath.Clean(in.Dir)
+	parent := filepath.Dir(dir)
+	if !in.Recoverable || filepath.Base(parent) != "replicas" {
+		return ReuseHint{}, false
+	}
+	return ReuseHint{DataDirectoryName: filepath.Base(dir), DiskPath: filepath.Dir(parent), Head: in.Meta.Head,
+		Size: in.Meta.Size, Revision: in.Revision, HasRevision: in.HasRevision}, true
+}

@@ -422,3 +422,19 @@ func rewriteVolumeMeta(t *testing.T, dir string, r salvagetest.Replica) {
 	names := r.LayerNames()
 	overwrite(t, dir, "volume.meta", salvagetest.VolumeMeta(r, names[1]))
 }
+
+func TestReuseHint(t *testing.T) {
+	disk := newDisk(t)
+	r := threeLayers()
+	in := inspect(t, write(t, disk, "pvc-1-0a1b2c3d", r), salvage.Options{})
+	h, ok := in.ReuseHint()
+	want := salvage.ReuseHint{DataDirectoryName: "pvc-1-0a1b2c3d", DiskPath: disk, Head: r.HeadName(), Size: r.Size, Revision: 42, HasRevision: true}
+	if !ok || h != want {
+		t.Fatalf("hint %+v %v, want %+v", h, ok, want)
+	}
+	r.Rebuilding = true
+	in = inspect(t, write(t, disk, "pvc-1-4e5f6a7b", r), salvage.Options{})
+	if _, ok := in.ReuseHint(); ok {
+		t.Fatal("a hint for a copy that is not recoverable")
+	}
+}
