@@ -3,4 +3,84 @@
 // be recovered from it, which of a volume's leftover copies is the best,
 // and rebuilds the volume's raw image from it exactly as the engine reads
 // it.
+//
+// It answers the question a user with a faulted volume and no backup asks
+// (longhorn/longhorn#7482, #7735, #9972): which of the replica directories
+// left on my disks still holds my data, and which is the freshest?
+//
+// # Use
+//
+//  1. Inspect each candidate directory (<disk>/replicas/<volume>-<8>) on
+//     every disk of every node: Inspect returns an Inspection with the
+//     chain, the layers, the revision counter, the flags, and a verdict
+//     (Recoverable, or not with every Reason).
+//  2. Rank the inspections of a volume (Rank groups them by volume): 1 is
+//     the best recoverable copy, 0 a copy that is not recoverable.
+//  3. Export the best copy with Recover, which inspects again at the
+//     moment it acts, refuses a copy that is not recoverable (unless
+//     forced), and writes the image through ExportChain.
+//
+// For the orphan core, CopyInventory (or WithCopies around diskscan's
+// adapter) fills each orphaned replica directory's orphan.Item.Copy, so
+// the records say whether an orphan is a recoverable copy of its volume.
+// The command examples/longhorn-salvage does all of this for a person.
+//
+// # The format, and where caretaker refuses what the engine does
+//
+// A replica directory holds volume.meta (JSON; the keys changed across
+// releases: v0.1.0 Size, Head, Dirty, Rebuilding, Parent, SectorSize;
+// BackingFileName from v0.2.0; Error in v1.1.0; BackingFilePath from
+// v1.1.1; Encrypted from v1.12), one image per layer (volume-head-NNN.img,
+// volume-snap-<name>.img, sparse) with a JSON <image>.meta naming its
+// Parent, and revision.counter when the counter is enabled
+// (longhorn-engine pkg/replica/replica.go, types Info and disk;
+// revision_counter.go). The engine's read-only open (NewReadOnly) is not
+// safe on a damaged directory, so Inspect refuses instead where it:
+//
+//   - creates a missing layer image empty and reads older data through it
+//     (openFile with create-on-failure): ReasonMissingLayer;
+//   - loops forever on a Parent cycle (Chain has no cycle check):
+//     ReasonCyclicChain;
+//   - follows a symbolic link in place of a layer: ReasonNotRegular;
+//   - reads older data past the end of a head shorter than the volume:
+//     ReasonShortHead;
+//   - ignores Rebuilding (a crashed rebuild leaves snapshots missing or
+//     half-copied under their final names, pkg/sync/sync.go):
+//     ReasonRebuilding.
+//
+// Deviations, each the safer choice: a copy whose revision.counter does
+// not parse stays recoverable (the data does not depend on it; the engine
+// would fail a counter-enabled open) and is ranked without a counter; an
+// encrypted copy (v1.12+) is recoverable and its export is the LUKS2
+// ciphertext (Inspection.Encrypted); the backing image is looked for
+// under the copy's own disk, since volume.meta records the
+// instance-manager container's /host/... path; off-chain snapshots and
+// unparsable .meta files outside the chain, which make the engine's open
+// fail (readMetadata), are noted, not reasons. A revision.counter left
+// from before the counter was disabled (the engine then neither updates
+// nor reads it) cannot be told from a live one; when every copy of a
+// volume has one, Rank trusts it.
+//
+// # Safety
+//
+// Inspect never writes, never follows a symbolic link (the replica
+// directory itself included: it is lstat'ed, then opened as an os.Root
+// and checked to be the same directory), never opens a layer image (it is
+// lstat'ed), and opens meta files only after lstat says they are regular
+// files, non-blocking, checking the open file is the one lstat saw: a
+// FIFO, socket or device is never opened. Every meta file is read with a
+// bound (Options.MaxMetaSize). ctx is checked between files.
+//
+// # Errors
+//
+// What is wrong inside a directory is a Reason, not an error. Inspect
+// returns ctx's error, or one reaching the directory itself (a missing
+// directory wraps fs.ErrNotExist). Parse errors are *MetaError wrapping
+// ErrCorrupt; Recover's refusal is a *NotRecoverableError wrapping
+// ErrNotRecoverable.
+//
+// # Concurrency
+//
+// Inspect, Rank and Recover keep no state: call them from any number of
+// goroutines. An Inspection is not modified after Inspect returns.
 package salvage

@@ -1,0 +1,276 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/caretaker-storage/caretaker/examples/internal/cli/clitest"
+)
+
+// state records every entry under root (mode, size, mtime, content hash),
+// without following links.
+func state(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		s := fmt.Sprintf("%v %d %d", fi.Mode(), fi.Size(), fi.ModTime().UnixNano())
+		if fi.Mode().IsRegular() {
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			h := sha256.New()
+			_, err = io.Copy(h, f)
+			f.Close()
+			if err != nil {
+				return err
+			}
+			s += fmt.Sprintf(" %x", h.Sum(nil))
+		}
+		out[p] = s
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func sameState(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// listed is what the JSON contract promises per directory.
+type listed struct {
+	Dir         string   `json:"dir"`
+	Volume      string   `json:"volume"`
+	Recoverable bool     `json:"recoverable"`
+	Rank        int      `json:"rank"`
+	Reasons     []string `json:"reasons"`
+}
+
+func TestCommandLine(t *testing.T) {
+	base := t.TempDir()
+	demo := filepath.Join(base, "demo")
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"-prepare", demo}, &out, &out); code != 0 {
+		t.Fatalf("-prepare exited %d: %s", code, out.String())
+	}
+	diskA, diskB := filepath.Join(demo, "disk-a"), filepath.Join(demo, "disk-b")
+	newest := filepath.Join(diskA, "replicas", "pvc-demo-1a2b3c4d")
+	stale := filepath.Join(diskB, "replicas", "pvc-demo-5e6f7a8b")
+	rebuilding := filepath.Join(diskB, "replicas", "pvc-demo-9c0d1e2f")
+	// Things the listing must cope with: a damaged copy of another
+	// volume, a symbolic link and a FIFO in replicas/.
+	other := filepath.Join(diskA, "replicas", "pvc-other-0f0e0d0c")
+	if err := os.MkdirAll(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(newest, filepath.Join(diskA, "replicas", "pvc-demo-77777777")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(diskB, "replicas", "pvc-demo-88888888"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	existing := filepath.Join(base, "existing.img")
+	if err := os.WriteFile(existing, []byte("keep me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(base, "linked"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(diskA, "replicas"), filepath.Join(base, "linked", "replicas")); err != nil {
+		t.Fatal(err)
+	}
+	img := filepath.Join(base, "pvc-demo.img")
+	before := map[string]map[string]string{diskA: state(t, diskA), diskB: state(t, diskB)}
+
+	decode := func(t *testing.T, stdout string) []listed {
+		t.Helper()
+		var got []listed
+		if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+			t.Fatalf("not a JSON array: %v\n%s", err, stdout)
+		}
+		return got
+	}
+	noFile := func(p string) func(t *testing.T, _, _ string) {
+		return func(t *testing.T, _, _ string) {
+			if _, err := os.Lstat(p); err == nil {
+				t.Errorf("%s was written", p)
+			}
+			if m, _ := filepath.Glob(filepath.Join(filepath.Dir(p), "."+filepath.Base(p)+".partial-*")); len(m) > 0 {
+				t.Errorf("partial files left: %v", m)
+			}
+		}
+	}
+	cases := []clitest.Case{
+		{Name: "no mode", Args: nil, Code: exitUsage, Stderr: []string{"one of -disk, -export or -prepare"}},
+		{Name: "two modes", Args: []string{"-prepare", base, "-export", newest, "-o", img}, Code: exitUsage},
+		{Name: "export without -o", Args: []string{"-export", newest}, Code: exitUsage, Stderr: []string{"-o FILE"}},
+		{Name: "-force without -export", Args: []string{"-disk", diskA, "-force"}, Code: exitUsage},
+		{Name: "stray argument", Args: []string{"-disk", diskA, "extra"}, Code: exitUsage},
+		{Name: "missing disk", Args: []string{"-disk", filepath.Join(base, "nope")}, Code: exitFailed},
+		{Name: "json", Args: []string{"-json", "-disk", diskA, "-disk", diskB}, Code: exitOK,
+			Stderr: []string{"skipped " + filepath.Join(diskA, "replicas", "pvc-demo-77777777"), "skipped " + filepath.Join(diskB, "replicas", "pvc-demo-88888888")},
+			Check: func(t *testing.T, stdout, _ string) {
+				got := decode(t, stdout)
+				want := map[string]listed{
+					newest:     {Volume: "pvc-demo", Recoverable: true, Rank: 1},
+					stale:      {Volume: "pvc-demo", Recoverable: true, Rank: 2},
+					rebuilding: {Volume: "pvc-demo", Recoverable: false, Rank: 0},
+					other:      {Volume: "pvc-other", Recoverable: false, Rank: 0},
+				}
+				if len(got) != len(want) {
+					t.Fatalf("%d entries, want %d: %+v", len(got), len(want), got)
+				}
+				for _, g := range got {
+					w, ok := want[g.Dir]
+					if !ok || g.Volume != w.Volume || g.Recoverable != w.Recoverable || g.Rank != w.Rank {
+						t.Errorf("%+v, want %+v", g, w)
+					}
+					if g.Reasons == nil || g.Recoverable == (len(g.Reasons) > 0) {
+						t.Errorf("%s: recoverable %v with reasons %q", g.Dir, g.Recoverable, g.Reasons)
+					}
+				}
+			}},
+		{Name: "json one volume", Args: []string{"-json", "-volume", "pvc-other", "-disk", diskA, "-disk", diskB}, Code: exitOK,
+			Check: func(t *testing.T, stdout, _ string) {
+				if got := decode(t, stdout); len(got) != 1 || got[0].Dir != other || !strings.Contains(strings.Join(got[0].Reasons, ""), "volume-meta") {
+					t.Errorf("%+v", got)
+				}
+			}},
+		{Name: "json nothing", Args: []string{"-json", "-volume", "pvc-none", "-disk", diskA}, Code: exitOK, Stdout: []string{"[]"}},
+		{Name: "table", Args: []string{"-disk", diskA, "-disk", diskB}, Code: exitOK,
+			Stdout: []string{"VOLUME", "RANK", newest, rebuilding + ": rebuilding"},
+			Check: func(t *testing.T, stdout, _ string) {
+				for _, line := range strings.Split(stdout, "\n") {
+					if f := strings.Fields(line); len(f) > 3 && f[len(f)-1] == newest && (f[1] != "1" || f[2] != "yes") {
+						t.Errorf("the newest copy's line: %q", line)
+					}
+				}
+			}},
+		{Name: "export unrecoverable", Args: []string{"-export", rebuilding, "-o", img}, Code: exitRefused,
+			Stderr: []string{"not recoverable: rebuilding", "-force"}, Check: noFile(img)},
+		{Name: "export a link to a replica", Args: []string{"-export", filepath.Join(diskA, "replicas", "pvc-demo-77777777"), "-o", img}, Code: exitRefused,
+			Stderr: []string{"not-a-directory"}, Check: noFile(img)},
+		{Name: "export inside the disk", Args: []string{"-export", newest, "-o", filepath.Join(diskA, "out.img")}, Code: exitRefused,
+			Stderr: []string{"inside"}, Check: noFile(filepath.Join(diskA, "out.img"))},
+		{Name: "export inside another disk", Args: []string{"-export", newest, "-disk", diskB, "-o", filepath.Join(diskB, "out.img")}, Code: exitRefused,
+			Check: noFile(filepath.Join(diskB, "out.img"))},
+		{Name: "export over a file", Args: []string{"-export", newest, "-o", existing}, Code: exitRefused, Stderr: []string{"-overwrite"},
+			Check: func(t *testing.T, _, _ string) {
+				if b, _ := os.ReadFile(existing); string(b) != "keep me" {
+					t.Errorf("overwritten: %q", b)
+				}
+			}},
+		{Name: "export dry run", Args: []string{"-export", newest, "-o", img, "-dry-run"}, Code: exitDryRun,
+			Stdout: []string{"would write 67108864 bytes"}, Check: noFile(img)},
+		{Name: "replicas is a link", Args: []string{"-disk", filepath.Join(base, "linked")}, Code: exitRefused, Stderr: []string{"never followed"}},
+		{Name: "prepare into a non-empty dir", Args: []string{"-prepare", demo}, Code: exitFailed, Stderr: []string{"not empty"}},
+	}
+	clitest.Run(t, func(args []string, stdout, stderr *bytes.Buffer) int {
+		return run(context.Background(), args, stdout, stderr)
+	}, cases)
+
+	for d, b := range before {
+		if !sameState(b, state(t, d)) {
+			t.Errorf("the tool changed %s", d)
+		}
+	}
+}
+
+// TestExportWritesTheImage exports the best copy and compares it with
+// the naive image of the walkthrough's layers.
+func TestExportWritesTheImage(t *testing.T) {
+	base := t.TempDir()
+	demo := filepath.Join(base, "demo")
+	var out, errOut bytes.Buffer
+	copies, withFS, err := writeDemo(context.Background(), demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk := filepath.Join(demo, "disk-a")
+	before := state(t, disk)
+	img := filepath.Join(base, "pvc-demo.img")
+	out.Reset()
+	code := run(context.Background(), []string{"-export", filepath.Join(disk, "replicas", "pvc-demo-1a2b3c4d"), "-o", img}, &out, &errOut)
+	if code != 0 && strings.Contains(errOut.String(), "export not merged yet") {
+		t.Skip("salvage.ExportChain is not merged into this branch yet")
+	}
+	if code != 0 {
+		t.Fatalf("export exited %d: %s", code, errOut.String())
+	}
+	if strings.ContainsAny(errOut.String(), "\r#") {
+		t.Errorf("a progress bar on a non-terminal: %q", errOut.String())
+	}
+	data, err := os.ReadFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := copies[0].replica.Image()
+	if !bytes.Equal(data, want) {
+		t.Fatalf("the image differs from the layers' (%d bytes, want %d)", len(data), len(want))
+	}
+	sum := sha256.Sum256(want)
+	if line := strings.TrimSpace(out.String()); line != hex.EncodeToString(sum[:])+"  "+img {
+		t.Errorf("printed %q", line)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(img, &st); err != nil || st.Blocks*512 >= int64(len(want))/2 {
+		t.Errorf("the image is not sparse: %d blocks, %v", st.Blocks, err)
+	}
+	if !sameState(before, state(t, disk)) {
+		t.Error("the export changed the disk")
+	}
+	if !bytes.HasPrefix(data, []byte("LONGHORN SALVAGE DEMO: newest copy")) {
+		t.Errorf("the image starts with %q", data[:64])
+	}
+	if fsck, err := exec.LookPath("fsck.ext4"); err == nil && withFS {
+		if out, err := exec.Command(fsck, "-n", "-f", img).CombinedOutput(); err != nil {
+			t.Errorf("fsck.ext4 -n: %v\n%s", err, out)
+		}
+	}
+	// Again without -overwrite: refused, the image kept.
+	if code := run(context.Background(), []string{"-export", filepath.Join(disk, "replicas", "pvc-demo-1a2b3c4d"), "-o", img}, &out, &errOut); code != exitRefused {
+		t.Errorf("second export exited %d", code)
+	}
+	if code := run(context.Background(), []string{"-export", filepath.Join(disk, "replicas", "pvc-demo-1a2b3c4d"), "-o", img, "-overwrite"}, &out, &errOut); code != exitOK {
+		t.Errorf("-overwrite exited %d: %s", code, errOut.String())
+	}
+	// The interrupted rebuild, forced: written, with a warning.
+	forced := filepath.Join(base, "forced.img")
+	errOut.Reset()
+	if code := run(context.Background(), []string{"-export", filepath.Join(demo, "disk-b", "replicas", "pvc-demo-9c0d1e2f"), "-o", forced, "-force"}, &out, &errOut); code != exitOK || !strings.Contains(errOut.String(), "warning") {
+		t.Fatalf("forced export exited %d: %s", code, errOut.String())
+	}
+	if data, err := os.ReadFile(forced); err != nil || !bytes.Equal(data, copies[2].replica.Image()) {
+		t.Errorf("the forced image differs from its layers' (%v)", err)
+	}
+}

@@ -1,0 +1,76 @@
+package salvage
+
+// ReasonKind classifies why a replica directory is not recoverable.
+type ReasonKind string
+
+// The reasons a replica directory is not recoverable. Each is a case where
+// reading it back would give wrong data, or where longhorn-engine's own
+// read-only open (pkg/replica/replica.go NewReadOnly) would do something
+// unsafe; caretaker refuses instead.
+const (
+	// ReasonNotDirectory: the replica path is a symbolic link, a file or
+	// another non-directory. It is never followed.
+	ReasonNotDirectory ReasonKind = "not-a-directory"
+	// ReasonVolumeMeta: volume.meta is missing, empty, oversized, not a
+	// regular file, or not what any release writes.
+	ReasonVolumeMeta ReasonKind = "volume-meta"
+	// ReasonErrorState: volume.meta records an error (Error is set when the
+	// replica failed to stat its own files).
+	ReasonErrorState ReasonKind = "error-state"
+	// ReasonRebuilding: volume.meta says Rebuilding: a rebuild into this
+	// replica did not finish, so its snapshots may be missing or partly
+	// copied (longhorn-engine pkg/sync/sync.go copies them under their
+	// final names). The engine's read-only open does not check the flag.
+	ReasonRebuilding ReasonKind = "rebuilding"
+	// ReasonBrokenChain: a layer of the chain has no .meta. The engine
+	// fails the open ("failed to find metadata for ...").
+	ReasonBrokenChain ReasonKind = "broken-chain"
+	// ReasonLayerMeta: a chain layer's .meta is oversized, not a regular
+	// file, or does not parse.
+	ReasonLayerMeta ReasonKind = "layer-meta"
+	// ReasonCyclicChain: following Parent comes back to a layer already in
+	// the chain. The engine's Chain() has no cycle check and loops,
+	// growing memory, until it dies.
+	ReasonCyclicChain ReasonKind = "cyclic-chain"
+	// ReasonChainTooLong: the chain is longer than the engine accepts (250
+	// layers, types.MaximumTotalSnapshotCount, checked in openLiveChain).
+	ReasonChainTooLong ReasonKind = "chain-too-long"
+	// ReasonMissingLayer: a chain layer's .meta exists but its image file
+	// does not. The engine's open creates it empty (openFile with
+	// create-on-failure, also read-only) and reads older data through it.
+	ReasonMissingLayer ReasonKind = "missing-layer"
+	// ReasonNotRegular: a symbolic link, FIFO, socket, device or directory
+	// where a layer image (or its .meta) should be. The engine follows
+	// links; caretaker never opens it.
+	ReasonNotRegular ReasonKind = "not-regular-file"
+	// ReasonShortHead: the head image is shorter than the volume. The
+	// engine reads lower layers past its end, so the blocks there would be
+	// older data, silently.
+	ReasonShortHead ReasonKind = "short-head"
+	// ReasonMissingBackingImage: volume.meta names a backing image that is
+	// not found as a regular file under the replica's own disk. Without it
+	// the engine reads zeros where the base image had data.
+	ReasonMissingBackingImage ReasonKind = "missing-backing-image"
+	// ReasonBackingImageFormat: the backing image is qcow2; only raw
+	// backing images are read.
+	ReasonBackingImageFormat ReasonKind = "backing-image-format"
+)
+
+// Reason is one reason a replica directory is not recoverable.
+type Reason struct {
+	Kind   ReasonKind
+	File   string // the file it is about, relative to the replica directory ("" for the directory)
+	Detail string // what was found, for people
+}
+
+// String returns "kind: file: detail", leaving out what is empty.
+func (r Reason) String() string {
+	s := string(r.Kind)
+	if r.File != "" {
+		s += ": " + r.File
+	}
+	if r.Detail != "" {
+		s += ": " + r.Detail
+	}
+	return s
+}
