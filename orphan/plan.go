@@ -221,10 +221,14 @@ type Rejected struct {
 //     - not marked DataCleanable=True yet: keep; this plan marks it and
 //     requeues at once, so the next cycle purges (Longhorn's rule: data is
 //     purged only while DataCleanable is True);
-//     - the Guard refuses the scope: keep, with a Refusal;
+//     - the Guard refuses its group (kind and data engine) of its scope:
+//     keep, with a Refusal;
 //     - the candidate of its name was observed in another scope (its
 //     own scope's scan did not see its item): forget (ReasonGone);
-//     - otherwise: purge;
+//     - the last-copy guard refuses it (see VolumeState): keep, with a
+//     Refusal;
+//     - otherwise: purge, unless it is automatic and the Guard's AutoShare
+//     or Budget rule refuses it (keep, with a Refusal);
 //     and otherwise keep.
 //
 // Every record kept in a Ready scope that is not marked DataCleanable=True
