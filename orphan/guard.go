@@ -60,7 +60,8 @@ type Guard struct {
 	// AllowAnyShare turns the AutoShare rule off.
 	AllowAnyShare bool
 	// MinItems is the fewest orphans that WholeScope and AutoShare treat as
-	// a mass deletion. Zero means DefaultGuardMinItems.
+	// a mass deletion; Budget always allows MinItems-1 automatic purges a
+	// window. Zero means DefaultGuardMinItems.
 	MinItems int
 	// MaxAutoShare is the share of a group's valid items that automatic
 	// deletion may purge in one cycle, and in one BudgetWindow, in (0, 1).
