@@ -94,7 +94,10 @@ type EngineScoped interface {
 // one node (disks, SPDK runtime and backups):
 //
 //   - Scan scans each adapter in turn and merges the snapshots (items and
-//     skips appended, scopes merged with MergeScopes). If any scan fails,
+//     skips appended, scopes merged with MergeScopes, each adapter's
+//     guard evidence first moved by AttributeEvidence into the groups of
+//     its own kinds and data engines, so that one adapter's owned items
+//     never vouch for another's orphans). If any scan fails,
 //     the combined scan fails: a snapshot missing one adapter's scopes
 //     would make that adapter's records look outside the scan.
 //   - Judge and Delete go to the adapter serving the item's or record's
@@ -189,7 +192,11 @@ func (c *combined) Scan(ctx context.Context) (Snapshot, error) {
 		}
 		out.Items = append(out.Items, snap.Items...)
 		out.Skipped = append(out.Skipped, snap.Skipped...)
-		scopes = append(scopes, snap.Scopes)
+		var engines []DataEngine
+		if e, ok := a.(EngineScoped); ok {
+			engines = e.DataEngines()
+		}
+		scopes = append(scopes, AttributeEvidence(snap.Scopes, a.Kinds(), engines))
 	}
 	out.Scopes = MergeScopes(scopes...)
 	return out, nil

@@ -26,8 +26,14 @@ func JudgeAll(ctx context.Context, j Judge, items []Item) ([]Candidate, error) {
 // scope present in several, the graver health wins: any health that
 // forgets beats Unknown, which beats Ready; between two that forget, the
 // later source wins. The guard's evidence is kept from every source:
-// NoneExpected if any source says so, the largest OwnedUnlisted. The
-// inputs are not modified.
+// NoneExpected if any source says so, the largest OwnedUnlisted, and so
+// for each group in ScopeStatus.Groups. The inputs are not modified.
+//
+// MergeScopes cannot tell which items a status's own OwnedUnlisted and
+// NoneExpected speak for: two Inventories reporting them for one scope
+// (a node) vouch for each other's items. Combine moves each adapter's
+// into ScopeStatus.Groups first; a host merging snapshots of several
+// adapters itself does the same with AttributeEvidence.
 func MergeScopes(sources ...map[Scope]ScopeStatus) map[Scope]ScopeStatus {
 	out := map[Scope]ScopeStatus{}
 	for _, src := range sources {
@@ -41,8 +47,56 @@ func MergeScopes(sources ...map[Scope]ScopeStatus) map[Scope]ScopeStatus {
 					st.Health, st.Message = cur.Health, cur.Message
 				}
 			}
+			st.Groups = mergeGroups(cur.Groups, st.Groups)
 			out[s] = st
 		}
+	}
+	return out
+}
+
+// mergeGroups merges two scopes' evidence by group into a new map; nil
+// when both are empty.
+func mergeGroups(a, b map[Group]Evidence) map[Group]Evidence {
+	if len(a) == 0 && len(b) == 0 {
+		return nil
+	}
+	out := make(map[Group]Evidence, len(a)+len(b))
+	for g, e := range a {
+		out[g] = e
+	}
+	for g, e := range b {
+		out[g] = out[g].merge(e)
+	}
+	return out
+}
+
+// AttributeEvidence returns scopes with each status's own OwnedUnlisted
+// and NoneExpected moved into its Groups, for each of kinds of each of
+// engines (nil: every data engine), so that merged with another
+// Inventory's scopes they speak only for the items of the adapter that
+// reported them. Combine calls it on each adapter's snapshot. The input
+// is not modified.
+func AttributeEvidence(scopes map[Scope]ScopeStatus, kinds []Kind, engines []DataEngine) map[Scope]ScopeStatus {
+	if engines == nil {
+		engines = []DataEngine{""}
+	}
+	out := make(map[Scope]ScopeStatus, len(scopes))
+	for s, st := range scopes {
+		if st.OwnedUnlisted != 0 || st.NoneExpected {
+			ev := Evidence{OwnedUnlisted: st.OwnedUnlisted, NoneExpected: st.NoneExpected}
+			groups := mergeGroups(st.Groups, nil)
+			if groups == nil {
+				groups = map[Group]Evidence{}
+			}
+			for _, k := range kinds {
+				for _, e := range engines {
+					g := Group{Kind: k, DataEngine: e}
+					groups[g] = groups[g].merge(ev)
+				}
+			}
+			st.OwnedUnlisted, st.NoneExpected, st.Groups = 0, false, groups
+		}
+		out[s] = st
 	}
 	return out
 }
@@ -74,8 +128,16 @@ type Cycle struct {
 	Scopes map[Scope]ScopeStatus
 	// Policy is the auto-deletion policy.
 	Policy Policy
-	// Guard is the mass-deletion guard; the zero value is on.
+	// Guard is the mass-deletion guard; the zero value is on. Its Budget
+	// rule counts automatic purges across Runs: the Sweeper carries the
+	// ledger (see LedgerStore).
 	Guard Guard
+	// Volumes, VolumesComplete and LastCopyOverride are the last-copy
+	// guard's input (see VolumeState and Input): without them, no
+	// automatic purge of replica data goes on.
+	Volumes          map[string]VolumeState
+	VolumesComplete  bool
+	LastCopyOverride map[string]bool
 	// ObservedAt is when the snapshot's scan started (Observation.StartedAt),
 	// by the Sweeper's clock. A snapshot taken before a purge still shows
 	// the purged data; with ObservedAt set, Run creates no record for data
@@ -84,8 +146,9 @@ type Cycle struct {
 }
 
 // Run judges snap's items with the Sweeper's Adapter, lists the records
-// c.Selector picks from its Store, decides with the merged scopes, and
-// syncs the plan. It returns the plan it carried out and the sync's
+// c.Selector picks from its Store, decides with the merged scopes and the
+// ledger of automatic purges the Sweeper carries (saved first in a
+// LedgerStore), and syncs the plan. It returns the plan it carried out and the sync's
 // result. A failure before the sync (judging, listing) changes nothing.
 func (s *Sweeper) Run(ctx context.Context, snap Snapshot, c Cycle) (Plan, Result, error) {
 	cands, err := JudgeAll(ctx, s.adapter, snap.Items)
@@ -96,14 +159,29 @@ func (s *Sweeper) Run(ctx context.Context, snap Snapshot, c Cycle) (Plan, Result
 	if err != nil {
 		return Plan{}, Result{}, fmt.Errorf("orphan: listing records: %w", err)
 	}
+	s.ledgerMu.Lock()
+	ledger, err := s.autoPurges(ctx)
+	if err != nil {
+		s.ledgerMu.Unlock()
+		return Plan{}, Result{}, err
+	}
 	plan := Decide(Input{
-		Now:        s.clock.Now(),
-		Scopes:     hostNodeHealth(MergeScopes(snap.Scopes, c.Scopes), c.Scopes),
-		Candidates: cands,
-		Records:    recs,
-		Policy:     c.Policy,
-		Guard:      c.Guard,
+		Now:              s.clock.Now(),
+		Scopes:           hostNodeHealth(MergeScopes(snap.Scopes, c.Scopes), c.Scopes),
+		Candidates:       cands,
+		Records:          recs,
+		Policy:           c.Policy,
+		Guard:            c.Guard,
+		AutoPurges:       ledger,
+		Volumes:          c.Volumes,
+		VolumesComplete:  c.VolumesComplete,
+		LastCopyOverride: c.LastCopyOverride,
 	})
+	err = s.keepAutoPurges(ctx, plan.AutoPurges)
+	s.ledgerMu.Unlock()
+	if err != nil {
+		return Plan{}, Result{}, err
+	}
 	plan.Create = s.dropPurgedSince(c.ObservedAt, plan.Create)
 	res, err := s.Sync(ctx, plan)
 	return plan, res, err

@@ -9,9 +9,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/binary"
-	"fmt"
 	"hash/maphash"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -64,6 +62,7 @@ func decideOld(in Input) Plan {
 			plan.Keep = append(plan.Keep, Keep{Record: r, Reason: "scope " + scope.String() + " was not scanned completely: " + st.Message})
 			continue
 		}
+		hit := scopes.hitOf(f.rs, r.Kind, r.DataEngine)
 		var c namedCandidateOld
 		if seen && !f.orphan {
 			c = cands.named[ci] // for its verdict; an orphan's is known
@@ -80,7 +79,7 @@ func decideOld(in Input) Plan {
 			plan.forgetOld(r, ReasonOwned, c.Verdict.Reason)
 			continue
 		case !f.orphan:
-			plan.keepOld(r, f.rs.hit, "undecided: "+c.Verdict.Reason)
+			plan.keepOld(r, hit, "undecided: "+c.Verdict.Reason)
 			continue
 		}
 		due, auto := in.Policy.DueAt(r)
@@ -88,9 +87,9 @@ func decideOld(in Input) Plan {
 		switch {
 		case !isDue && auto:
 			plan.requeueOld(due)
-			plan.keepOld(r, f.rs.hit, "auto-deletion due at "+due.UTC().Format(time.RFC3339))
+			plan.keepOld(r, hit, "auto-deletion due at "+due.UTC().Format(time.RFC3339))
 		case !isDue:
-			plan.keepOld(r, f.rs.hit, "orphan; waiting for a deletion request")
+			plan.keepOld(r, hit, "orphan; waiting for a deletion request")
 		case r.NotCleanable():
 			what := "auto-deletion due"
 			if r.DeletionRequested {
@@ -99,9 +98,9 @@ func decideOld(in Input) Plan {
 			plan.forgetOld(r, ReasonNotCleanable, what+", but the record says its data is not cleanable")
 		case !r.Cleanable():
 			plan.requeueOld(in.Now)
-			plan.keepOld(r, f.rs.hit, "purge due once DataCleanable=True is recorded")
-		case f.rs.hit.rule != "":
-			plan.refuseOld(r, f.rs.hit)
+			plan.keepOld(r, hit, "purge due once DataCleanable=True is recorded")
+		case hit.rule != "":
+			plan.refuseOld(r, hit)
 		case !sameScopeOld(cands.named[ci].scope, scope):
 			// The name's observation lies in another scope (an instance
 			// seen on another node: the node is not in Longhorn's formula;
@@ -111,13 +110,17 @@ func decideOld(in Input) Plan {
 			// anyway, because only a purge acts on the observation.
 			plan.forgetOld(r, ReasonGone, "no longer seen in "+scope.String()+"; its name was seen in "+cands.named[ci].scope.String())
 		default:
+			if lc := lastCopyHit(&in, &r, &cands.named[ci].Item); lc.rule != "" {
+				plan.refuseOld(r, lc)
+				continue
+			}
 			plan.Purge = append(plan.Purge, Purge{Record: r, Candidate: cands.named[ci].Candidate, Auto: !r.DeletionRequested})
 			if !r.DeletionRequested {
 				dueAuto = append(dueAuto, len(plan.Purge)-1)
 			}
 		}
 	}
-	plan.applyShareRuleOld(guard, dueAuto)
+	plan.applyAutoRulesOld(guard, dueAuto, in)
 	plan.createOld(in, &cands, &scopes)
 	plan.sortOld()
 	return plan.Plan
@@ -191,7 +194,7 @@ func (p *planOld) createOld(in Input, cands *candidatesOld, scopes *scopeResolve
 		k := j % namesPerBlockOld
 		rec := Record{Name: spelled[k*nameLen : (k+1)*nameLen], Kind: c.Item.Kind, NodeID: c.Item.NodeID, DataEngine: c.Item.DataEngine,
 			Parameters: c.Item.Parameters, Labels: labels.of(c.Item), CreatedAt: in.Now}
-		rec.Conditions = p.newConditionsOld(rec, scopes.resolve(c.scope).hit)
+		rec.Conditions = p.newConditionsOld(rec, scopes.hitOf(scopes.resolve(c.scope), rec.Kind, rec.DataEngine))
 		p.Create = append(p.Create, rec)
 		if due, auto := in.Policy.DueAt(rec); auto {
 			p.requeueOld(due)
@@ -252,7 +255,19 @@ type resolvedScopeOld struct {
 	scope Scope
 	st    ScopeStatus
 	ok    bool // the scope is in the input's authority
-	hit   guardHit
+	hits  map[Group]guardHit
+}
+
+func (sr *scopeResolverOld) hitOf(rs *resolvedScopeOld, k Kind, e DataEngine) guardHit {
+	g := Group{Kind: k, DataEngine: e}
+	if h, ok := rs.hits[g]; ok {
+		return h
+	}
+	if rs.hits == nil {
+		rs.hits = map[Group]guardHit{}
+	}
+	rs.hits[g] = sr.guard.hit(guardKey{rs.scope, g})
+	return rs.hits[g]
 }
 
 func (rs *resolvedScopeOld) isReady() bool { return rs.ok && rs.st.Health == HealthReady }
@@ -267,7 +282,7 @@ func (sr *scopeResolverOld) resolve(s Scope) *resolvedScopeOld {
 		return e
 	}
 	st, ok := resolveScopeOld(sr.scopes, s)
-	e := &resolvedScopeOld{scope: s, st: st, ok: ok, hit: sr.guard.refuses(s)}
+	e := &resolvedScopeOld{scope: s, st: st, ok: ok}
 	if sr.all == nil {
 		sr.all = map[Scope]*resolvedScopeOld{}
 	}
@@ -591,7 +606,7 @@ type candidatesOld struct {
 	named    []namedCandidateOld
 	byName   sumTableOld // name → index in named, and whether it is an orphan
 	recorded bitsetOld   // indexes in named that a record in the input's authority names
-	counts   scopeCounts
+	counts   guardCounts
 }
 
 // namedCandidate is a candidate with its record name, as a sum, and scope.
@@ -667,7 +682,7 @@ func indexCandidatesOld(cs []Candidate, recs []Record, plan *planOld) candidates
 	}
 
 	filter := newKeyFilterOld(needed)
-	tally := scopeTallyOld{counts: scopeCounts{}}
+	tally := scopeTallyOld{counts: guardCounts{}}
 	room := min(len(needed)+len(cs)-others, len(cs))
 	out := candidatesOld{byName: newSumTableOld(room), named: make([]namedCandidateOld, 0, room)}
 	for _, c := range cs {
@@ -675,7 +690,7 @@ func indexCandidatesOld(cs []Candidate, recs []Record, plan *planOld) candidates
 		k, scope := lk.keyAndScope(spec, c.Item)
 		orphan := c.Verdict.Outcome == OutcomeOrphan
 		if !orphan {
-			tally.add(scope, 1, 0)
+			tally.add(guardKey{scope, Group{c.Item.Kind, c.Item.DataEngine}}, 1, 0)
 			if !filter.mayHave(k.primary) {
 				continue
 			}
@@ -711,7 +726,7 @@ func indexCandidatesOld(cs []Candidate, recs []Record, plan *planOld) candidates
 	out.recorded = newBitsetOld(len(out.named))
 	for _, c := range out.named {
 		if c.Verdict.Outcome == OutcomeOrphan {
-			tally.add(c.scope, 1, 1)
+			tally.add(guardKey{c.scope, Group{c.Item.Kind, c.Item.DataEngine}}, 1, 1)
 		}
 	}
 	out.counts = tally.counts
@@ -723,19 +738,19 @@ func indexCandidatesOld(cs []Candidate, recs []Record, plan *planOld) candidates
 // ones are found by a linear search; the map holds them all.
 type scopeTallyOld struct {
 	recent []scopeEntryOld
-	counts scopeCounts
+	counts guardCounts
 }
 
 type scopeEntryOld struct {
-	scope Scope
+	key   guardKey
 	count *scopeCount
 }
 
 const recentScopesOld = 32
 
-func (t *scopeTallyOld) add(s Scope, valid, orphans int) {
+func (t *scopeTallyOld) add(s guardKey, valid, orphans int) {
 	for i := range t.recent {
-		if e := &t.recent[i]; sameScopeOld(e.scope, s) {
+		if e := &t.recent[i]; e.key == s {
 			e.count.valid += valid
 			e.count.orphans += orphans
 			return
@@ -879,38 +894,18 @@ func (t *sumTableOld) makeRoom() {
 	}
 }
 
-// applyShareRule refuses the automatic purges of scopes where the purges
-// due this cycle are at least MinItems and more than MaxAutoShare of the
-// scope's valid items. auto indexes plan.Purge.
-func (p *planOld) applyShareRuleOld(gs *guardState, auto []int) {
-	if gs.g.AllowAnyShare || len(auto) == 0 {
-		return
-	}
-	due := map[Scope]int{}
-	for _, pu := range p.Purge {
-		due[pu.Record.Scope()]++
-	}
-	refused := map[int]bool{}
-	for _, i := range auto {
-		s := p.Purge[i].Record.Scope()
-		n, valid := due[s], 0
-		if sc := gs.counts[s]; sc != nil {
-			valid = sc.valid
-		}
-		if n < gs.g.minItems() || float64(n) <= gs.g.maxAutoShare()*float64(valid) {
-			continue
-		}
-		refused[i] = true
-		p.refuseOld(p.Purge[i].Record, guardHit{GuardAutoShare, fmt.Sprintf(
-			"%d of the %d valid items of %s are due for purging at once, more than %d%%: automatic deletion stops here",
-			n, valid, s, int(math.Round(100*gs.g.maxAutoShare())))})
-	}
-	if len(refused) == 0 {
+// applyAutoRulesOld is applyAutoRules with refuseOld.
+func (p *planOld) applyAutoRulesOld(gs *guardState, auto []int, in Input) {
+	hits, ledger := gs.autoRefusals(p.Purge, auto, in.AutoPurges, in.Now)
+	p.AutoPurges = ledger
+	if len(hits) == 0 {
 		return
 	}
 	kept := p.Purge[:0:0]
 	for i, pu := range p.Purge {
-		if !refused[i] {
+		if h, ok := hits[i]; ok {
+			p.refuseOld(pu.Record, h)
+		} else {
 			kept = append(kept, pu)
 		}
 	}

@@ -46,11 +46,16 @@
 //     Sweeper writes it; a record without it waits a cycle.
 //  5. The mass-deletion Guard does not read the scope as a broken view: an
 //     empty expected list beside valid data, every valid item of a scope
-//     judged an orphan, or automatic deletion of more than a share of a
-//     scope at once. Its refusals are kept, reported in Plan.Refused and
-//     Result.Refused, and marked PurgeGuarded=True on the records. Each
-//     rule has an explicit opt-out.
-//  6. At the moment of deletion the Sweeper re-reads the record (still
+//     judged an orphan, automatic deletion of more than a share of a
+//     scope at once, or more than that share within an hour (the Budget,
+//     counted across cycles). It weighs each kind and data engine of a
+//     scope on its own, so adapters combined on one node never vouch for
+//     each other's orphans. Its refusals are kept, reported in
+//     Plan.Refused and Result.Refused, and marked PurgeGuarded=True on the
+//     records. Each rule has an explicit opt-out.
+//  6. The last-copy guard (see below) does not take the orphan for the
+//     last recoverable copy of a volume that still needs it.
+//  7. At the moment of deletion the Sweeper re-reads the record (still
 //     there, still requested or due, still DataCleanable=True) and
 //     re-judges the item, and the Deleter re-checks the data itself (disk
 //     identity, runtime UUID, still unclaimed, no mount or special file in
@@ -64,6 +69,25 @@
 // zero Verdict — and one name observed as two kinds); everything that is
 // out of date is forgotten, never purged (the item disappeared, became
 // owned, or its node or disk is down, evicted or changed).
+//
+// # The last copy of a volume
+//
+// An orphaned replica may hold the only recoverable copy of a faulted
+// volume's data (longhorn/longhorn#7482, #7735). The host passes the
+// state of each volume it knows (Input.Volumes, Cycle.Volumes:
+// VolumeHealthy, VolumeDegraded, VolumeFaulted, VolumeDeleted), and says
+// with VolumesComplete when an unlisted volume is deleted rather than
+// unknown; an inspection of the orphan's data (Item.Copy) says which
+// volume it belongs to and whether it is recoverable, and a replica
+// directory nobody inspected counts as possibly recoverable. Then:
+// a recoverable orphan of a faulted volume is never purged, unless a
+// person's request is confirmed by Input.LastCopyOverride; one of a
+// degraded volume is not auto-deleted until the volume is healthy (it
+// may be reused as a replica, #10726); one of a volume the host did not
+// mention is not auto-deleted either; orphans of deleted and healthy
+// volumes go as before. So a host that passes no volume states gets no
+// automatic purge of replica data (each refusal says why); see
+// VolumeState.
 //
 // # The host's duties
 //
@@ -90,7 +114,15 @@
 //     finalizer); the next reconcile purges it if it is cleanable, or
 //     forgets it (data kept) if it is marked DataCleanable=False.
 //  6. Leave the Guard on. Turn a rule off (Cycle.Guard) only for a run a
-//     person has checked, such as a tool's explicit flag.
+//     person has checked, such as a tool's explicit flag. Its Budget
+//     counts automatic purges across cycles in a ledger the Sweeper keeps
+//     in memory; a Store that implements LedgerStore keeps it across
+//     restarts (a host calling Decide itself carries Plan.AutoPurges to
+//     the next Input.AutoPurges).
+//  7. Pass the volumes' states (Cycle.Volumes, VolumesComplete) so that
+//     auto-deletion of replica data goes on for deleted and healthy
+//     volumes; pass Cycle.LastCopyOverride only for records a person
+//     confirmed.
 //
 // One complete loop:
 //
@@ -109,10 +141,12 @@
 //			continue // nothing trustworthy yet; records stay as they are
 //		}
 //		plan, res, err := sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
-//			Selector:   orphan.Selector{NodeID: node},
-//			Scopes:     nodeAndDiskHealth(), // e.g. {{NodeID: node}: {Health: orphan.HealthReady}}, plus evicted disks
-//			Policy:     policy,
-//			ObservedAt: obs.StartedAt, // a snapshot older than a purge does not resurrect its record
+//			Selector:        orphan.Selector{NodeID: node},
+//			Scopes:          nodeAndDiskHealth(), // e.g. {{NodeID: node}: {Health: orphan.HealthReady}}, plus evicted disks
+//			Policy:          policy,
+//			Volumes:         volumeStates(), // e.g. {"pvc-a": orphan.VolumeHealthy, "pvc-b": orphan.VolumeFaulted}
+//			VolumesComplete: true,           // every volume that exists is listed: the others are deleted
+//			ObservedAt:      obs.StartedAt,  // a snapshot older than a purge does not resurrect its record
 //		})
 //		log(res, err) // res.Failed and err: per-record failures; res.Refused: what was not purged and why
 //		if !plan.RequeueAt.IsZero() {

@@ -3,6 +3,7 @@ package orphan
 import (
 	"fmt"
 	"math"
+	"time"
 )
 
 // Guard is the mass-deletion guard: evidence that a view is broken rather
@@ -17,22 +18,40 @@ import (
 // records marked PurgeGuarded=True with the rule as the reason, so the
 // refusal is visible where users look.
 //
-// The rules, per scope (a node, or a disk of a node):
+// The rules weigh each group of a scope (a node, or a disk of a node) on
+// its own: the items of one kind and data engine (see Group), so that one
+// adapter's owned items never vouch for another's orphans when Combine
+// runs several on one node:
 //
 //	NoneExpected:  the Inventory found the host's list of owners of the
-//	               scope empty (ScopeStatus.NoneExpected) while the scope
-//	               holds valid items: no purge there, requested or
-//	               automatic.
-//	WholeScope:    every valid item of the scope (the candidates, plus
-//	               ScopeStatus.OwnedUnlisted) is judged an orphan, and
-//	               there are at least MinItems of them: no purge there.
-//	AutoShare:     the purges due in the scope this cycle are at least
+//	               group empty (ScopeStatus.NoneExpected, or its entry in
+//	               ScopeStatus.Groups) while the group holds valid items:
+//	               no purge there, requested or automatic.
+//	WholeScope:    every valid item of the group (the candidates, plus
+//	               the owned ones the Inventory did not list) is judged
+//	               an orphan, and there are at least MinItems of them: no
+//	               purge there.
+//	AutoShare:     the purges due in the group this cycle are at least
 //	               MinItems and more than MaxAutoShare of its valid items:
 //	               the automatic ones are refused (requested ones go on).
+//	Budget:        the automatic purges of the group within BudgetWindow
+//	               (Input.AutoPurges, then this cycle's, in name order)
+//	               would exceed its allowance: the ones beyond it are
+//	               refused until the window passes (requested ones go on).
+//
+// The allowance of a group of n valid items is MaxAutoShare×n rounded
+// down, and never less than MinItems-1: AutoShare lets through at most
+// that many automatic purges at once, and Budget at most that many over a
+// window, counted across cycles, so an expected list that loses one
+// replica per cycle cannot trickle a disk away. With the defaults, 10
+// valid items allow 5 automatic purges an hour, and 1 to 5 valid items
+// allow 2. Decide stays pure: the Sweeper carries the ledger from one
+// plan (Plan.AutoPurges) to the next input, and a host that plans
+// itself does the same.
 //
 // A small scope still cleans up: one orphan beside one owned item is
 // purged, and fewer than MinItems orphans are never taken for a broken
-// view by WholeScope or AutoShare.
+// view by WholeScope, AutoShare or Budget.
 type Guard struct {
 	// AllowNoneExpected turns the NoneExpected rule off.
 	AllowNoneExpected bool
@@ -41,19 +60,29 @@ type Guard struct {
 	// AllowAnyShare turns the AutoShare rule off.
 	AllowAnyShare bool
 	// MinItems is the fewest orphans that WholeScope and AutoShare treat as
-	// a mass deletion. Zero means DefaultGuardMinItems.
+	// a mass deletion; Budget always allows MinItems-1 automatic purges a
+	// window. Zero means DefaultGuardMinItems.
 	MinItems int
-	// MaxAutoShare is the share of a scope's valid items that automatic
-	// deletion may purge in one cycle, in (0, 1). Zero means
-	// DefaultGuardMaxAutoShare; other values outside (0, 1) mean the
-	// default too (use AllowAnyShare to turn the rule off).
+	// MaxAutoShare is the share of a group's valid items that automatic
+	// deletion may purge in one cycle, and in one BudgetWindow, in (0, 1).
+	// Zero means DefaultGuardMaxAutoShare; other values outside (0, 1)
+	// mean the default too (use AllowAnyShare and AllowOverBudget to turn
+	// the rules off).
 	MaxAutoShare float64
+	// AllowLastCopy turns the last-copy guard off (see VolumeState).
+	AllowLastCopy bool
+	// AllowOverBudget turns the Budget rule off.
+	AllowOverBudget bool
+	// BudgetWindow is how far back the Budget rule counts automatic
+	// purges. Zero or negative means DefaultGuardBudgetWindow.
+	BudgetWindow time.Duration
 }
 
 // The guard's defaults.
 const (
 	DefaultGuardMinItems     = 3
 	DefaultGuardMaxAutoShare = 0.5
+	DefaultGuardBudgetWindow = time.Hour
 )
 
 // GuardRule names the rule that refused a purge; it is the reason of the
@@ -65,6 +94,7 @@ const (
 	GuardNoneExpected GuardRule = "NoneExpected"
 	GuardWholeScope   GuardRule = "WholeScope"
 	GuardAutoShare    GuardRule = "AutoShare"
+	GuardBudget       GuardRule = "Budget"
 )
 
 // ConditionPurgeGuarded is caretaker's condition on a record whose purge
@@ -104,102 +134,250 @@ func (g Guard) maxAutoShare() float64 {
 	return DefaultGuardMaxAutoShare
 }
 
-// guardHit is a rule that holds for a scope, with the message saying why.
+// Group is one part of a scope's items that the guard weighs on its own:
+// the items of one kind and one data engine. Two adapters combined on one
+// node (an SPDK runtime's instances, a backupstore's failed backups)
+// never serve the same group (Combine refuses two adapters of one kind
+// and engine), so one adapter's owned items never vouch for another
+// adapter's orphans.
+type Group struct {
+	Kind       Kind
+	DataEngine DataEngine
+}
+
+// String returns "kind" or "kind/engine".
+func (g Group) String() string {
+	if g.DataEngine == "" {
+		return string(g.Kind)
+	}
+	return string(g.Kind) + "/" + string(g.DataEngine)
+}
+
+// Evidence is what an Inventory tells the guard about one group of a
+// scope's items (see ScopeStatus.Groups): the same two facts as
+// ScopeStatus.OwnedUnlisted and ScopeStatus.NoneExpected, for that group
+// alone.
+type Evidence struct {
+	// OwnedUnlisted counts the group's valid items that the Inventory
+	// found owned and did not list.
+	OwnedUnlisted int
+	// NoneExpected says the host's list of what may own the group's items
+	// was empty.
+	NoneExpected bool
+}
+
+// merge keeps the evidence of two reports of one group: NoneExpected if
+// either says so, and the larger OwnedUnlisted (two sources counting one
+// group's owned items count the same items).
+func (e Evidence) merge(o Evidence) Evidence {
+	return Evidence{OwnedUnlisted: max(e.OwnedUnlisted, o.OwnedUnlisted), NoneExpected: e.NoneExpected || o.NoneExpected}
+}
+
+func (g Guard) budgetWindow() time.Duration {
+	if g.BudgetWindow > 0 {
+		return g.BudgetWindow
+	}
+	return DefaultGuardBudgetWindow
+}
+
+// AutoPurge is one automatic purge in the guard's ledger, which the
+// Budget rule counts: Plan.AutoPurges lists the ones of the last
+// BudgetWindow, this plan's included, and the next cycle's
+// Input.AutoPurges hands them back. A purge counts when it is planned,
+// whether or not it then succeeds; a name counts once per window.
+type AutoPurge struct {
+	// Name is the record's.
+	Name string
+	// Scope and Group are the record's.
+	Scope Scope
+	Group Group
+	// At is the Input.Now of the plan that purged it.
+	At time.Time
+}
+
+// guardHit is a rule that holds for a group of a scope, with the message
+// saying why.
 type guardHit struct {
 	rule GuardRule
 	msg  string
 }
 
-// scopeCount is what the guard counts of one scope.
+// scopeCount is what the guard counts of one group of a scope.
 type scopeCount struct {
 	valid, orphans int
 }
 
-// guardState is the guard evaluated over one Input.
-type guardState struct {
-	g      Guard
-	counts scopeCounts
-	hits   map[Scope]guardHit
+// guardKey is a group of a scope: what the guard counts and rules over.
+type guardKey struct {
+	scope Scope
+	group Group
 }
 
-// scopeCounts are the guard's counts by scope.
-type scopeCounts map[Scope]*scopeCount
+func (k guardKey) String() string { return "the " + k.group.String() + " items of " + k.scope.String() }
 
-func (sc scopeCounts) add(s Scope, valid, orphans int) {
-	c := sc[s]
+// guardCounts are the guard's counts by group of a scope.
+type guardCounts map[guardKey]*scopeCount
+
+func (gc guardCounts) add(k guardKey, valid, orphans int) {
+	c := gc[k]
 	if c == nil {
 		c = &scopeCount{}
-		sc[s] = c
+		gc[k] = c
 	}
 	c.valid += valid
 	c.orphans += orphans
 }
 
-// newGuardState takes each scope's count of valid items and orphans (see
-// indexCandidates), adds the owned items the Inventory left unlisted, and
-// applies the rules that do not depend on the plan (NoneExpected,
-// WholeScope).
-func newGuardState(in Input, counts scopeCounts) *guardState {
-	gs := &guardState{g: in.Guard, counts: counts, hits: map[Scope]guardHit{}}
-	for s, st := range in.Scopes {
-		if st.OwnedUnlisted > 0 {
-			counts.add(s, st.OwnedUnlisted, 0)
-		}
-	}
-	for s, sc := range gs.counts {
-		st := in.Scopes[s]
-		switch {
-		case st.NoneExpected && sc.valid > 0 && !gs.g.AllowNoneExpected:
-			gs.hits[s] = guardHit{GuardNoneExpected, fmt.Sprintf(
-				"nothing is expected in %s while it holds %d valid items: the host's view looks broken (a replica list from the wrong namespace?)", s, sc.valid)}
-		case sc.orphans == sc.valid && sc.orphans >= gs.g.minItems() && !gs.g.AllowWholeScope:
-			gs.hits[s] = guardHit{GuardWholeScope, fmt.Sprintf(
-				"all %d valid items of %s are judged orphans: the host's view looks broken (a lost cache?)", sc.valid, s)}
-		}
-	}
-	return gs
+// guardState is the guard evaluated over one Input. The rules that do not
+// depend on the plan (NoneExpected, WholeScope) are evaluated for a group
+// when it is first asked for, and remembered.
+type guardState struct {
+	g      Guard
+	scopes map[Scope]ScopeStatus
+	counts guardCounts
+	hits   map[guardKey]guardHit
 }
 
-// refuses returns the rule that stops every purge in s; the zero guardHit
-// if none does.
-func (gs *guardState) refuses(s Scope) guardHit { return gs.hits[s] }
+// newGuardState takes each group's count of valid items and orphans (see
+// indexCandidates); the evidence comes from in.Scopes.
+func newGuardState(in Input, counts guardCounts) *guardState {
+	return &guardState{g: in.Guard, scopes: in.Scopes, counts: counts, hits: map[guardKey]guardHit{}}
+}
+
+// evidence is what the scope's status says of the group: its own entry
+// in Groups, the entry of its kind for every data engine, and the
+// status's own fields, which speak for every group of the scope (an
+// Inventory that reports them serves the scope alone, or Combine has
+// moved them into Groups).
+func (gs *guardState) evidence(k guardKey) Evidence {
+	st := gs.scopes[k.scope]
+	ev := Evidence{OwnedUnlisted: st.OwnedUnlisted, NoneExpected: st.NoneExpected}
+	if e, ok := st.Groups[k.group]; ok {
+		ev = ev.merge(e)
+	}
+	if k.group.DataEngine != "" {
+		if e, ok := st.Groups[Group{Kind: k.group.Kind}]; ok {
+			ev = ev.merge(e)
+		}
+	}
+	return ev
+}
+
+// count is the group's valid items (the candidates counted, and the owned
+// ones its Inventory did not list) and orphans, with the evidence.
+func (gs *guardState) count(k guardKey) (sc scopeCount, ev Evidence) {
+	ev = gs.evidence(k)
+	if c := gs.counts[k]; c != nil {
+		sc = *c
+	}
+	sc.valid += ev.OwnedUnlisted
+	return sc, ev
+}
+
+// hit returns the rule that stops every purge in the group; the zero
+// guardHit if none does.
+func (gs *guardState) hit(k guardKey) guardHit {
+	if h, ok := gs.hits[k]; ok {
+		return h
+	}
+	sc, ev := gs.count(k)
+	var h guardHit
+	switch {
+	case ev.NoneExpected && sc.valid > 0 && !gs.g.AllowNoneExpected:
+		h = guardHit{GuardNoneExpected, fmt.Sprintf(
+			"nothing is expected of %s while it holds %d valid items: the host's view looks broken (a replica list from the wrong namespace?)", k, sc.valid)}
+	case sc.orphans == sc.valid && sc.orphans >= gs.g.minItems() && !gs.g.AllowWholeScope:
+		h = guardHit{GuardWholeScope, fmt.Sprintf(
+			"all %d valid items of %s are judged orphans: the host's view looks broken (a lost cache?)", sc.valid, k)}
+	}
+	gs.hits[k] = h
+	return h
+}
 
 func (h guardHit) String() string { return string(h.rule) + ": " + h.msg }
 
-// applyShareRule refuses the automatic purges of scopes where the purges
-// due this cycle are at least MinItems and more than MaxAutoShare of the
-// scope's valid items. auto indexes plan.Purge. It reports whether it
-// refused any, which appends to Keep, Conditions and Refused out of name
-// order.
-func (p *Plan) applyShareRule(gs *guardState, auto []int) bool {
-	if gs.g.AllowAnyShare || len(auto) == 0 {
-		return false
-	}
-	due := map[Scope]int{}
-	for _, pu := range p.Purge {
-		due[pu.Record.Scope()]++
-	}
-	refused := map[int]bool{}
-	for _, i := range auto {
-		s := p.Purge[i].Record.Scope()
-		n, valid := due[s], 0
-		if sc := gs.counts[s]; sc != nil {
-			valid = sc.valid
-		}
-		if n < gs.g.minItems() || float64(n) <= gs.g.maxAutoShare()*float64(valid) {
+// groupOf is the guard's key of a record.
+func groupOf(r *Record) guardKey {
+	return guardKey{scope: r.Scope(), group: Group{Kind: r.Kind, DataEngine: r.DataEngine}}
+}
+
+// autoRefusals applies the rules that weigh a plan's purges together: of
+// the automatic purges (auto indexes purges, which are in name order), it
+// returns those the AutoShare or Budget rule refuses, with the rule's
+// hit, and the ledger of automatic purges the plan leaves: the entries of
+// ledger still inside the window, and the automatic purges that go on,
+// stamped now.
+func (gs *guardState) autoRefusals(purges []Purge, auto []int, ledger []AutoPurge, now time.Time) (map[int]guardHit, []AutoPurge) {
+	window := gs.g.budgetWindow()
+	cutoff := now.Add(-window)
+	var kept []AutoPurge
+	counted := map[guardKey]map[string]bool{} // names purged automatically within the window, by group
+	for _, e := range ledger {
+		if !e.At.After(cutoff) {
 			continue
 		}
-		refused[i] = true
-		p.refuse(p.Purge[i].Record, guardHit{GuardAutoShare, fmt.Sprintf(
-			"%d of the %d valid items of %s are due for purging at once, more than %d%%: automatic deletion stops here",
-			n, valid, s, int(math.Round(100*gs.g.maxAutoShare())))})
+		kept = append(kept, e)
+		k := guardKey{e.Scope, e.Group}
+		if counted[k] == nil {
+			counted[k] = map[string]bool{}
+		}
+		counted[k][e.Name] = true
 	}
-	if len(refused) == 0 {
+	if len(auto) == 0 {
+		return nil, kept
+	}
+	due := map[guardKey]int{}
+	for i := range purges {
+		due[groupOf(&purges[i].Record)]++
+	}
+	hits := map[int]guardHit{}
+	spent := map[guardKey]int{}
+	for _, i := range auto {
+		r := &purges[i].Record
+		k := groupOf(r)
+		sc, _ := gs.count(k)
+		allowance := gs.g.allowance(sc.valid)
+		switch used := len(counted[k]) + spent[k]; {
+		case !gs.g.AllowAnyShare && due[k] > allowance:
+			hits[i] = guardHit{GuardAutoShare, fmt.Sprintf(
+				"%d of the %d valid items of %s are due for purging at once, more than %d%%: automatic deletion stops here",
+				due[k], sc.valid, k, int(math.Round(100*gs.g.maxAutoShare())))}
+		case counted[k][r.Name]:
+			// Counted already: an earlier purge of it did not finish.
+		case !gs.g.AllowOverBudget && used >= allowance:
+			hits[i] = guardHit{GuardBudget, fmt.Sprintf(
+				"%d automatic purges of %s within %s reach its budget of %d (%d%% of its %d valid items): automatic deletion resumes when the window passes, or on a person's request",
+				used, k, window, allowance, int(math.Round(100*gs.g.maxAutoShare())), sc.valid)}
+		default:
+			spent[k]++
+			kept = append(kept, AutoPurge{Name: r.Name, Scope: k.scope, Group: k.group, At: now})
+		}
+	}
+	return hits, kept
+}
+
+// allowance is how many automatic purges the guard lets through in a
+// group of valid items, in one cycle (AutoShare) or in one window
+// (Budget): MaxAutoShare of them, and never fewer than MinItems-1, so a
+// small scope still cleans up.
+func (g Guard) allowance(valid int) int {
+	return max(g.minItems()-1, int(math.Floor(g.maxAutoShare()*float64(valid))))
+}
+
+// applyAutoRules refuses the automatic purges that autoRefusals refuses
+// and sets the plan's ledger. It reports whether it refused any, which
+// appends to Keep, Conditions and Refused out of name order.
+func (p *Plan) applyAutoRules(gs *guardState, auto []int, in Input) bool {
+	hits, ledger := gs.autoRefusals(p.Purge, auto, in.AutoPurges, in.Now)
+	p.AutoPurges = ledger
+	if len(hits) == 0 {
 		return false
 	}
 	kept := p.Purge[:0:0]
 	for i, pu := range p.Purge {
-		if !refused[i] {
+		if h, ok := hits[i]; ok {
+			p.refuse(pu.Record, h)
+		} else {
 			kept = append(kept, pu)
 		}
 	}

@@ -73,7 +73,9 @@ type guardWorld struct {
 
 func newGuardWorld(orphans, owned int, requested bool) *guardWorld {
 	w := &guardWorld{recs: map[string]orphan.Record{}, scope: orphan.Scope{NodeID: "n1", Disk: "disk-1"}}
-	w.in = orphan.Input{Now: testEpoch.Add(time.Hour), Scopes: ready(w.scope)}
+	// Every volume the host knows is listed: the orphans' volumes are
+	// deleted, so the last-copy guard lets them go.
+	w.in = orphan.Input{Now: testEpoch.Add(time.Hour), Scopes: ready(w.scope), VolumesComplete: true}
 	for i := range orphans {
 		it := replicaItem("n1", "disk-1", fmt.Sprintf("pvc-o%d-0123abcd", i))
 		w.in.Candidates = append(w.in.Candidates, orphan.Candidate{Item: it, Verdict: orphan.Orphan("not expected")})
@@ -138,8 +140,10 @@ func TestGuardRules(t *testing.T) {
 			world: newGuardWorld(4, 2, true), policy: auto, purges: 4},
 		{name: "the share rule with a larger share purges",
 			world: newGuardWorld(4, 2, false), policy: auto, guard: orphan.Guard{MaxAutoShare: 0.7}, purges: 4},
-		{name: "the share rule can be turned off",
-			world: newGuardWorld(4, 2, false), policy: auto, guard: orphan.Guard{AllowAnyShare: true}, purges: 4},
+		{name: "the share rule can be turned off, and the budget too",
+			world: newGuardWorld(4, 2, false), policy: auto, guard: orphan.Guard{AllowAnyShare: true, AllowOverBudget: true}, purges: 4},
+		{name: "without the share rule the budget still bounds the automatic purges",
+			world: newGuardWorld(4, 2, false), policy: auto, guard: orphan.Guard{AllowAnyShare: true}, purges: 3, refused: 1, rule: orphan.GuardBudget},
 		{name: "exactly half is not more than half",
 			world: newGuardWorld(3, 3, false), policy: auto, purges: 3},
 		{name: "an undecided item is not an orphan for the whole-scope rule",

@@ -16,7 +16,7 @@ type candidates struct {
 	scopes   []Scope           // by scope id
 	byName   sumTable          // name → index in named
 	recorded bitset            // indexes in named that a record in the input's authority names
-	counts   scopeCounts
+	counts   guardCounts
 }
 
 // namedCandidate is a candidate's record name, as a sum, and where to find
@@ -70,7 +70,7 @@ func (b bitset) contains(i int) bool { return b[i/64]&(1<<(i%64)) != 0 }
 // no record: skipping them is what lets Decide plan millions of items a
 // second.
 //
-// It also counts, for the guard, each scope's valid items and orphans:
+// It also counts, for the guard, each group's valid items and orphans:
 // orphans once per name, as merged; other candidates once per
 // observation, which only ever makes a scope look less orphaned. An
 // orphan that could not be named is no valid item.
@@ -116,7 +116,8 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan, sums *sumSource,
 
 	filter := newKeyFilter(needed)
 	var ids scopeIDs
-	var tally []scopeCount // by scope id
+	var gids groupIDs
+	var tally []scopeCount // by group id
 	n := min(len(needed)+len(cs)-others, len(cs))
 	out := candidates{cs: cs, byName: newSumTable(n, &sc.slots), named: room(&sc.named, n)}
 	sums.startCandidates()
@@ -126,11 +127,12 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan, sums *sumSource,
 		orphan := c.Verdict.Outcome == OutcomeOrphan
 		k, scope := lk.keyAndScope(spec, &c.Item, !orphan) // an orphan is named whatever its key
 		sid := ids.of(scope)
-		if int(sid) == len(tally) {
+		gid := gids.of(sid, c.Item.Kind, c.Item.DataEngine)
+		if int(gid) == len(tally) {
 			tally = append(tally, scopeCount{})
 		}
 		if !orphan {
-			tally[sid].valid++
+			tally[gid].valid++
 			if !filter.mayHave(k.primary) {
 				continue
 			}
@@ -150,18 +152,55 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan, sums *sumSource,
 	out.recorded = newBitset(len(out.named))
 	for _, nc := range out.named {
 		if nc.orphan {
-			tally[nc.scope].valid++
-			tally[nc.scope].orphans++
+			it := &cs[nc.last].Item // counted in the group of the observation kept
+			gid := gids.of(nc.scope, it.Kind, it.DataEngine)
+			tally[gid].valid++
+			tally[gid].orphans++
 		}
 	}
 	out.scopes = ids.scopes
-	out.counts = make(scopeCounts, len(tally))
-	for sid, n := range tally {
-		if n != (scopeCount{}) { // as the guard has always seen it: only scopes something was counted in
-			out.counts[ids.scopes[sid]] = &n
+	out.counts = make(guardCounts, len(tally))
+	for gid, n := range tally {
+		if n != (scopeCount{}) {
+			g := gids.keys[gid]
+			out.counts[guardKey{ids.scopes[g.sid], g.group}] = &n
 		}
 	}
 	return out
+}
+
+// groupIDs numbers the groups of scopes (by scope id) in the order they
+// are first seen. Candidates come in long runs of one scope and kind, so
+// the last one is checked first; the map holds them all.
+type groupIDs struct {
+	keys []groupID
+	last int32 // the last id found, plus one
+	all  map[groupID]int32
+}
+
+type groupID struct {
+	sid   int32
+	group Group
+}
+
+func (t *groupIDs) of(sid int32, k Kind, e DataEngine) int32 {
+	if t.last > 0 {
+		if g := &t.keys[t.last-1]; g.sid == sid && g.group.Kind == k && g.group.DataEngine == e {
+			return t.last - 1
+		}
+	}
+	key := groupID{sid, Group{Kind: k, DataEngine: e}}
+	id, ok := t.all[key]
+	if !ok {
+		id = int32(len(t.keys))
+		t.keys = append(t.keys, key)
+		if t.all == nil {
+			t.all = map[groupID]int32{}
+		}
+		t.all[key] = id
+	}
+	t.last = id + 1
+	return id
 }
 
 // merge merges the observations of each name in named (one entry per

@@ -40,6 +40,26 @@ type Input struct {
 	// Guard is the mass-deletion guard; its zero value is on, with the
 	// documented defaults.
 	Guard Guard
+
+	// AutoPurges is the guard's ledger of automatic purges: the previous
+	// plan's Plan.AutoPurges (the Sweeper carries it). The Budget rule
+	// counts the entries within Guard.BudgetWindow before Now. Nil after
+	// a restart that lost it: the budget then starts afresh.
+	AutoPurges []AutoPurge
+
+	// Volumes is the state of each volume the host knows, by name: the
+	// last-copy guard (see VolumeState) keeps a recoverable orphan of a
+	// volume that is faulted, or degraded, or unknown.
+	Volumes map[string]VolumeState
+	// VolumesComplete says Volumes lists every volume that exists, so a
+	// volume it does not list is deleted; otherwise such a volume is
+	// unknown.
+	VolumesComplete bool
+	// LastCopyOverride names the records (by record name) whose requested
+	// purge a person confirmed although it may destroy the last
+	// recoverable copy of a faulted volume. It never lets an automatic
+	// purge through.
+	LastCopyOverride map[string]bool
 }
 
 // Plan is what Decide wants done, as data. Every record within the input's
@@ -74,6 +94,11 @@ type Plan struct {
 	// possibly a record's item) but could not be named, lacking a field;
 	// they are neither created nor matched.
 	Rejected []Rejected
+	// AutoPurges is the guard's ledger after this plan: the entries of
+	// Input.AutoPurges still inside Guard.BudgetWindow, and this plan's
+	// automatic purges, stamped Input.Now. Hand it to the next cycle's
+	// Input.AutoPurges.
+	AutoPurges []AutoPurge
 	// RequeueAt is when the plan changes by the passing of time alone (an
 	// auto-deletion grace period ending), or Now when a due purge waits
 	// only for this plan's conditions to be written; zero if never.
@@ -196,10 +221,14 @@ type Rejected struct {
 //     - not marked DataCleanable=True yet: keep; this plan marks it and
 //     requeues at once, so the next cycle purges (Longhorn's rule: data is
 //     purged only while DataCleanable is True);
-//     - the Guard refuses the scope: keep, with a Refusal;
+//     - the Guard refuses its group (kind and data engine) of its scope:
+//     keep, with a Refusal;
 //     - the candidate of its name was observed in another scope (its
 //     own scope's scan did not see its item): forget (ReasonGone);
-//     - otherwise: purge;
+//     - the last-copy guard refuses it (see VolumeState): keep, with a
+//     Refusal;
+//     - otherwise: purge, unless it is automatic and the Guard's AutoShare
+//     or Budget rule refuses it (keep, with a Refusal);
 //     and otherwise keep.
 //
 // Every record kept in a Ready scope that is not marked DataCleanable=True
@@ -255,6 +284,7 @@ func decide(in Input, sums *sumSource, sc *scratch) Plan {
 			plan.Keep = append(plan.Keep, Keep{Record: r, Reason: "scope " + scope.String() + " was not scanned completely: " + st.Message})
 			continue
 		}
+		hit := scopes.hitOf(f.rs, r.Kind, r.DataEngine)
 		var v Verdict
 		if seen && !f.orphan {
 			v = cands.verdict(ci) // an orphan's is known
@@ -271,7 +301,7 @@ func decide(in Input, sums *sumSource, sc *scratch) Plan {
 			plan.forget(r, ReasonOwned, v.Reason)
 			continue
 		case !f.orphan:
-			plan.keep(r, f.rs.hit, "undecided: "+v.Reason)
+			plan.keep(r, hit, "undecided: "+v.Reason)
 			continue
 		}
 		due, auto := in.Policy.DueAt(r)
@@ -279,9 +309,9 @@ func decide(in Input, sums *sumSource, sc *scratch) Plan {
 		switch {
 		case !isDue && auto:
 			plan.requeue(due)
-			plan.keep(r, f.rs.hit, "auto-deletion due at "+due.UTC().Format(time.RFC3339))
+			plan.keep(r, hit, "auto-deletion due at "+due.UTC().Format(time.RFC3339))
 		case !isDue:
-			plan.keep(r, f.rs.hit, "orphan; waiting for a deletion request")
+			plan.keep(r, hit, "orphan; waiting for a deletion request")
 		case r.NotCleanable():
 			what := "auto-deletion due"
 			if r.DeletionRequested {
@@ -290,9 +320,9 @@ func decide(in Input, sums *sumSource, sc *scratch) Plan {
 			plan.forget(r, ReasonNotCleanable, what+", but the record says its data is not cleanable")
 		case !r.Cleanable():
 			plan.requeue(in.Now)
-			plan.keep(r, f.rs.hit, "purge due once DataCleanable=True is recorded")
-		case f.rs.hit.rule != "":
-			plan.refuse(r, f.rs.hit)
+			plan.keep(r, hit, "purge due once DataCleanable=True is recorded")
+		case hit.rule != "":
+			plan.refuse(r, hit)
 		case !sameScope(cands.scope(ci), scope):
 			// The name's observation lies in another scope (an instance
 			// seen on another node: the node is not in Longhorn's formula;
@@ -302,13 +332,17 @@ func decide(in Input, sums *sumSource, sc *scratch) Plan {
 			// anyway, because only a purge acts on the observation.
 			plan.forget(r, ReasonGone, "no longer seen in "+scope.String()+"; its name was seen in "+cands.scope(ci).String())
 		default:
+			if lc := lastCopyHit(&in, &r, &cands.cs[cands.named[ci].last].Item); lc.rule != "" {
+				plan.refuse(r, lc)
+				continue
+			}
 			plan.Purge = append(plan.Purge, Purge{Record: r, Candidate: cands.candidate(ci), Auto: !r.DeletionRequested})
 			if !r.DeletionRequested {
 				dueAuto = append(dueAuto, len(plan.Purge)-1)
 			}
 		}
 	}
-	resort := plan.applyShareRule(guard, dueAuto)
+	resort := plan.applyAutoRules(guard, dueAuto, in)
 	plan.create(in, &cands, &scopes, sc)
 	plan.sort(resort)
 	return plan
@@ -400,7 +434,7 @@ func (p *Plan) create(in Input, cands *candidates, scopes *scopeResolver, sc *sc
 		k := j % namesPerBlock
 		rec := Record{Name: spelled[k*nameLen : (k+1)*nameLen], Kind: c.Item.Kind, NodeID: c.Item.NodeID, DataEngine: c.Item.DataEngine,
 			Parameters: c.Item.Parameters, Labels: labels.of(c.Item), CreatedAt: in.Now}
-		rec.Conditions = p.newConditions(rec, scopes.resolveID(nc.scope, cands.scopes).hit)
+		rec.Conditions = p.newConditions(rec, scopes.hitOf(scopes.resolveID(nc.scope, cands.scopes), rec.Kind, rec.DataEngine))
 		p.Create = append(p.Create, rec)
 		if due, auto := in.Policy.DueAt(rec); auto {
 			p.requeue(due)
@@ -452,7 +486,12 @@ type scopeResolver struct {
 type resolvedScope struct {
 	scope Scope
 	st    ScopeStatus
-	ok    bool // the scope is in the input's authority
+	ok    bool       // the scope is in the input's authority
+	hits  []groupHit // the guard's hits of the groups asked for so far
+}
+
+type groupHit struct {
+	group Group
 	hit   guardHit
 }
 
@@ -468,7 +507,7 @@ func (sr *scopeResolver) resolve(s Scope) *resolvedScope {
 		return e
 	}
 	st, ok := resolveScope(sr.scopes, s)
-	e := &resolvedScope{scope: s, st: st, ok: ok, hit: sr.guard.refuses(s)}
+	e := &resolvedScope{scope: s, st: st, ok: ok}
 	if sr.all == nil {
 		sr.all = map[Scope]*resolvedScope{}
 	}
@@ -477,6 +516,20 @@ func (sr *scopeResolver) resolve(s Scope) *resolvedScope {
 		sr.recent = append(sr.recent, e)
 	}
 	return e
+}
+
+// hitOf is the guard's hit of the group of kind k and data engine e in
+// rs's scope: a scope holds few groups, found by a linear search.
+func (sr *scopeResolver) hitOf(rs *resolvedScope, k Kind, e DataEngine) guardHit {
+	for i := range rs.hits {
+		if g := &rs.hits[i]; g.group.Kind == k && g.group.DataEngine == e {
+			return g.hit
+		}
+	}
+	g := Group{Kind: k, DataEngine: e}
+	h := sr.guard.hit(guardKey{rs.scope, g})
+	rs.hits = append(rs.hits, groupHit{g, h})
+	return h
 }
 
 // resolveID is resolve of scopes[id].

@@ -171,6 +171,7 @@ func hardInput(rng *rand.Rand, steady bool) orphan.Input {
 		in.Policy.Kinds = []orphan.Kind{orphan.Kinds()[rng.IntN(len(orphan.Kinds()))]}
 		in.Policy.GracePeriod = time.Duration(rng.IntN(400)) * time.Second
 	}
+	randomGuardExtras(rng, &in)
 	return in
 }
 
@@ -196,6 +197,70 @@ func TestDecideNamesManyNewRecords(t *testing.T) {
 		}
 		if i > 0 && p.Create[i-1].Name >= r.Name {
 			t.Fatalf("records %d and %d out of order", i-1, i)
+		}
+	}
+}
+
+// guardInput is an input where purges are due: Ready scopes, orphans with
+// cleanable records, auto-deletion of every kind with no grace period,
+// owned items beside them, and the guard's extras (evidence by group,
+// copies, volume states, overrides, a ledger).
+func guardInput(rng *rand.Rand) orphan.Input {
+	in := orphan.Input{Now: testEpoch.Add(time.Hour), Scopes: map[orphan.Scope]orphan.ScopeStatus{},
+		Policy: orphan.Policy{Kinds: orphan.Kinds()}}
+	for n := range 2 {
+		in.Scopes[orphan.Scope{NodeID: fmt.Sprintf("n%d", n)}] = orphan.ScopeStatus{Health: orphan.HealthReady}
+		for d := range 2 {
+			in.Scopes[orphan.Scope{NodeID: fmt.Sprintf("n%d", n), Disk: fmt.Sprintf("disk-%d", d)}] = orphan.ScopeStatus{Health: orphan.HealthReady}
+		}
+	}
+	if rng.IntN(3) == 0 {
+		in.Guard = orphan.Guard{MinItems: 1 + rng.IntN(3), MaxAutoShare: []float64{0, 0.3, 0.5, 0.9}[rng.IntN(4)]}
+	}
+	seen := map[string]bool{}
+	for range rng.IntN(24) {
+		it := randomItem(rng)
+		it.NodeID = fmt.Sprintf("n%d", rng.IntN(2))
+		if it.Kind == orphan.KindReplicaData {
+			it.Parameters[orphan.ParamDataName] = fmt.Sprintf("pvc-%d-0000000%d", rng.IntN(4), rng.IntN(4))
+		}
+		name, err := it.Name()
+		if err != nil || seen[name] {
+			continue
+		}
+		seen[name] = true
+		v := orphan.Owned("w")
+		if rng.IntN(2) == 0 {
+			v = orphan.Orphan("o")
+			r, _ := orphan.NewRecord(it, testEpoch)
+			r.Conditions = []metav1.Condition{{Type: orphan.ConditionDataCleanable, Status: metav1.ConditionTrue, Reason: "Ready"}}
+			r.DeletionRequested = rng.IntN(4) == 0
+			in.Records = append(in.Records, r)
+		}
+		in.Candidates = append(in.Candidates, orphan.Candidate{Item: it, Verdict: v})
+	}
+	randomGuardExtras(rng, &in)
+	return in
+}
+
+// TestDecideAgreesWithReferenceOnGuardInputs puts every rule of the guard
+// to the test against the reference: inputs where purges are due, and
+// the groups, the budget and the last-copy guard decide.
+func TestDecideAgreesWithReferenceOnGuardInputs(t *testing.T) {
+	rules := map[string]int{}
+	for seed := range uint64(4000) {
+		in := guardInput(rand.New(rand.NewPCG(seed, 2122)))
+		checkAgainstReference(t, seed, in)
+		checkSameAsOld(t, "guard", in)
+		for _, r := range orphan.Decide(in).Refused {
+			rule, _, _ := strings.Cut(r.Reason, ":")
+			rules[rule]++
+		}
+	}
+	for _, rule := range []orphan.GuardRule{orphan.GuardNoneExpected, orphan.GuardWholeScope, orphan.GuardAutoShare, orphan.GuardBudget,
+		orphan.GuardLastCopy, orphan.GuardVolumeDegraded, orphan.GuardVolumeUnknown} {
+		if rules[string(rule)] < 10 {
+			t.Errorf("rule %s refused %d purges in all inputs: not put to the test (%v)", rule, rules[string(rule)], rules)
 		}
 	}
 }

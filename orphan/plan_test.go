@@ -2,8 +2,10 @@ package orphan_test
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -144,7 +146,7 @@ func TestDecideTable(t *testing.T) {
 			if now.IsZero() {
 				now = later
 			}
-			in := orphan.Input{Now: now, Scopes: tc.scopes, Policy: tc.policy}
+			in := orphan.Input{Now: now, Scopes: tc.scopes, Policy: tc.policy, VolumesComplete: true}
 			if tc.verdict != nil {
 				in.Candidates = []orphan.Candidate{{Item: item, Verdict: *tc.verdict}}
 			}
@@ -263,6 +265,13 @@ func checkAgainstReference(t *testing.T, seed uint64, in orphan.Input) {
 		if !reflect.DeepEqual(rejected, want.rejected) {
 			t.Fatalf("seed %d: rejected differ\n got  %v\n want %v\ninput %+v", seed, rejected, want.rejected, in)
 		}
+		var ledger []string
+		for _, e := range got.AutoPurges {
+			ledger = append(ledger, fmt.Sprint(e))
+		}
+		if !reflect.DeepEqual(ledger, want.ledger) {
+			t.Fatalf("seed %d: ledgers differ\n got  %v\n want %v\ninput %+v", seed, ledger, want.ledger, in)
+		}
 		checkPlanInvariants(t, seed, in, got)
 	}
 }
@@ -315,6 +324,18 @@ func checkPlanInvariants(t *testing.T, seed uint64, in orphan.Input, p orphan.Pl
 		if node.Health != orphan.HealthReady {
 			t.Fatalf("seed %d: purge of %s on node %s whose health is %q", seed, pu.Record.Name, pu.Record.NodeID, node.Health)
 		}
+		if vol, recoverable := copyOf(pu); recoverable && !in.Guard.AllowLastCopy {
+			state, listed := in.Volumes[vol]
+			if !listed && in.VolumesComplete && vol != "" {
+				state = orphan.VolumeDeleted
+			}
+			switch {
+			case state == orphan.VolumeFaulted && (pu.Auto || !in.LastCopyOverride[pu.Record.Name]):
+				t.Fatalf("seed %d: purge of %s, a recoverable copy of faulted volume %q, without an override", seed, pu.Record.Name, vol)
+			case pu.Auto && state != orphan.VolumeHealthy && state != orphan.VolumeDeleted:
+				t.Fatalf("seed %d: automatic purge of %s, a recoverable copy of volume %q, which is %q", seed, pu.Record.Name, vol, state)
+			}
+		}
 		if st := in.Scopes[pu.Record.Scope()]; st.NoneExpected && !in.Guard.AllowNoneExpected {
 			t.Fatalf("seed %d: purge of %s in a scope where nothing is expected", seed, pu.Record.Name)
 		}
@@ -330,6 +351,23 @@ func checkPlanInvariants(t *testing.T, seed uint64, in orphan.Input, p orphan.Pl
 	}
 }
 
+// copyOf is a purge's volume and whether its data may be recoverable, as
+// the last-copy guard sees it: its observation's Copy, or for replica data
+// nobody inspected, the volume its directory is named after.
+func copyOf(pu orphan.Purge) (string, bool) {
+	if c := pu.Candidate.Item.Copy; c != nil {
+		return c.Volume, c.Recoverable
+	}
+	if pu.Record.Kind != orphan.KindReplicaData {
+		return "", false
+	}
+	name := pu.Record.Param(orphan.ParamDataName)
+	if m := regexp.MustCompile(`^(.+)-[a-zA-Z0-9]{8}$`).FindStringSubmatch(name); m != nil {
+		return m[1], true
+	}
+	return "", true
+}
+
 type referencePlan struct {
 	actions map[string]string
 	marks   map[string]string
@@ -339,6 +377,8 @@ type referencePlan struct {
 	// rejected the candidates that could not be named, in input order.
 	purged, created map[string]string
 	rejected        []string
+	// ledger is the plan's AutoPurges, each printed.
+	ledger []string
 }
 
 // referenceDecide restates Decide's rules one record at a time, with linear
@@ -471,12 +511,18 @@ func referenceDecide(in orphan.Input) referencePlan {
 	if share <= 0 || share >= 1 {
 		share = 0.5
 	}
-	valid := map[orphan.Scope]int{}
-	orphans := map[orphan.Scope]int{}
+	// Each group (kind and data engine) of a scope is counted on its own.
+	type gk struct {
+		s orphan.Scope
+		g orphan.Group
+	}
+	keyOfItem := func(it orphan.Item) gk { return gk{it.Scope(), orphan.Group{Kind: it.Kind, DataEngine: it.DataEngine}} }
+	valid := map[gk]int{}
+	orphans := map[gk]int{}
 	countedName := map[string]bool{}
 	for _, c := range in.Candidates {
 		if c.Verdict.Outcome != orphan.OutcomeOrphan {
-			valid[c.Item.Scope()]++
+			valid[keyOfItem(c.Item)]++
 			continue
 		}
 		n, err := c.Item.Name()
@@ -486,19 +532,72 @@ func referenceDecide(in orphan.Input) referencePlan {
 		if outcome, _ := verdictFor(n); outcome == orphan.OutcomeOrphan {
 			countedName[n] = true
 			l, _ := last(n) // counted where its last observation is
-			valid[l.Item.Scope()]++
-			orphans[l.Item.Scope()]++
+			valid[keyOfItem(l.Item)]++
+			orphans[keyOfItem(l.Item)]++
 		}
 	}
-	for s, st := range in.Scopes {
-		valid[s] += st.OwnedUnlisted
+	evidence := func(k gk) (owned int, none bool) {
+		st := in.Scopes[k.s]
+		owned, none = st.OwnedUnlisted, st.NoneExpected
+		for g, e := range st.Groups {
+			if g == k.g || g.Kind == k.g.Kind && g.DataEngine == "" {
+				owned, none = max(owned, e.OwnedUnlisted), none || e.NoneExpected
+			}
+		}
+		return owned, none
 	}
-	guardRule := func(s orphan.Scope) string {
-		if in.Scopes[s].NoneExpected && valid[s] > 0 && !in.Guard.AllowNoneExpected {
+	validOf := func(k gk) int {
+		owned, _ := evidence(k)
+		return valid[k] + owned
+	}
+	guardRule := func(r orphan.Record) string {
+		k := keyOfItem(r.Item())
+		if _, none := evidence(k); none && validOf(k) > 0 && !in.Guard.AllowNoneExpected {
 			return "NoneExpected"
 		}
-		if orphans[s] == valid[s] && orphans[s] >= minItems && !in.Guard.AllowWholeScope {
+		if orphans[k] == validOf(k) && orphans[k] >= minItems && !in.Guard.AllowWholeScope {
 			return "WholeScope"
+		}
+		return ""
+	}
+	// lastCopy restates the last-copy guard.
+	dataName := regexp.MustCompile(`^(.+)-[a-zA-Z0-9]{8}$`)
+	lastCopy := func(r orphan.Record) string {
+		if in.Guard.AllowLastCopy {
+			return ""
+		}
+		l, _ := last(r.Name)
+		vol := ""
+		switch {
+		case l.Item.Copy != nil && !l.Item.Copy.Recoverable:
+			return ""
+		case l.Item.Copy != nil:
+			vol = l.Item.Copy.Volume
+		case r.Kind == orphan.KindReplicaData:
+			if m := dataName.FindStringSubmatch(r.Parameters[orphan.ParamDataName]); m != nil {
+				vol = m[1]
+			}
+		default:
+			return ""
+		}
+		state := "unknown"
+		if st, ok := in.Volumes[vol]; ok && vol != "" {
+			state = string(st)
+		} else if vol != "" && in.VolumesComplete {
+			state = "deleted"
+		}
+		auto := !r.DeletionRequested
+		switch {
+		case state == "healthy" || state == "deleted":
+			return ""
+		case state == "faulted" && (auto || !in.LastCopyOverride[r.Name]):
+			return "LastCopy"
+		case state == "faulted":
+			return ""
+		case state == "degraded" && auto:
+			return "VolumeDegraded"
+		case state != "degraded" && auto:
+			return "VolumeUnknown"
 		}
 		return ""
 	}
@@ -562,7 +661,7 @@ func referenceDecide(in orphan.Input) referencePlan {
 			continue
 		case outcome == orphan.OutcomeUndecided:
 			out.actions[r.Name] = "keep"
-			mark(r, guardRule(r.Scope()))
+			mark(r, guardRule(r))
 			continue
 		}
 		auto := false
@@ -578,37 +677,77 @@ func referenceDecide(in orphan.Input) referencePlan {
 				earliest(due)
 			}
 			out.actions[r.Name] = "keep"
-			mark(r, guardRule(r.Scope()))
+			mark(r, guardRule(r))
 		case cl != nil && cl.Status == "False":
 			out.actions[r.Name] = "forget:NotCleanable"
 		case cl == nil || cl.Status != "True":
 			earliest(in.Now)
 			out.actions[r.Name] = "keep"
-			mark(r, guardRule(r.Scope()))
-		case guardRule(r.Scope()) != "":
+			mark(r, guardRule(r))
+		case guardRule(r) != "":
 			out.actions[r.Name] = "keep"
-			out.refused[r.Name] = guardRule(r.Scope())
-			mark(r, guardRule(r.Scope()))
+			out.refused[r.Name] = guardRule(r)
+			mark(r, guardRule(r))
 		default:
 			if l, _ := last(r.Name); l.Item.Scope() != r.Scope() {
 				out.actions[r.Name] = "forget:Gone" // an observation of another scope purges nothing here
 				continue
 			}
+			if rule := lastCopy(r); rule != "" {
+				out.actions[r.Name] = "keep"
+				out.refused[r.Name] = rule
+				mark(r, rule)
+				continue
+			}
 			purges = append(purges, r)
 		}
 	}
+	// The share and budget rules, in name order, over the ledger of the
+	// window.
+	sort.Slice(purges, func(i, j int) bool { return purges[i].Name < purges[j].Name })
+	window := in.Guard.BudgetWindow
+	if window <= 0 {
+		window = time.Hour
+	}
+	inLedger := func(k gk) map[string]bool {
+		names := map[string]bool{}
+		for _, e := range in.AutoPurges {
+			if e.At.After(in.Now.Add(-window)) && (gk{e.Scope, e.Group}) == k {
+				names[e.Name] = true
+			}
+		}
+		return names
+	}
+	for _, e := range in.AutoPurges {
+		if e.At.After(in.Now.Add(-window)) {
+			out.ledger = append(out.ledger, fmt.Sprint(e))
+		}
+	}
+	spent := map[gk]int{}
 	for _, r := range purges {
+		k := keyOfItem(r.Item())
 		inScope := 0
 		for _, o := range purges {
-			if o.Scope() == r.Scope() {
+			if keyOfItem(o.Item()) == k {
 				inScope++
 			}
 		}
-		if !r.DeletionRequested && !in.Guard.AllowAnyShare && inScope >= minItems && float64(inScope) > share*float64(valid[r.Scope()]) {
+		if !r.DeletionRequested && !in.Guard.AllowAnyShare && inScope >= minItems && float64(inScope) > share*float64(validOf(k)) {
 			out.actions[r.Name] = "keep"
 			out.refused[r.Name] = "AutoShare"
 			mark(r, "AutoShare")
 			continue
+		}
+		if !r.DeletionRequested && !inLedger(k)[r.Name] {
+			allowance := max(minItems-1, int(math.Floor(share*float64(validOf(k)))))
+			if !in.Guard.AllowOverBudget && len(inLedger(k))+spent[k] >= allowance {
+				out.actions[r.Name] = "keep"
+				out.refused[r.Name] = "Budget"
+				mark(r, "Budget")
+				continue
+			}
+			spent[k]++
+			out.ledger = append(out.ledger, fmt.Sprint(orphan.AutoPurge{Name: r.Name, Scope: k.s, Group: k.g, At: in.Now}))
 		}
 		if r.DeletionRequested {
 			out.actions[r.Name] = "purge"
@@ -630,6 +769,7 @@ func referenceDecide(in orphan.Input) referencePlan {
 		if h, ok := lookup(c.Item.Scope()); !ok || h != orphan.HealthReady {
 			continue
 		}
+		c.Item.Copy = nil // a record carries no inspection
 		out.created[n] = fmt.Sprint(c.Item)
 		out.actions[n] = "create"
 		for _, k := range in.Policy.Kinds {
@@ -720,7 +860,67 @@ func randomInput(rng *rand.Rand) orphan.Input {
 		in.Policy.Kinds = []orphan.Kind{orphan.Kinds()[rng.IntN(len(orphan.Kinds()))]}
 		in.Policy.GracePeriod = time.Duration(rng.IntN(400)) * time.Second
 	}
+	randomGuardExtras(rng, &in)
 	return in
+}
+
+// randomGuardExtras adds what the guard weighs besides the scopes' own
+// evidence: evidence by group (as Combine reports it), inspected copies,
+// volume states and overrides, and a ledger of earlier automatic purges.
+func randomGuardExtras(rng *rand.Rand, in *orphan.Input) {
+	groups := []orphan.Group{{Kind: orphan.KindReplicaData, DataEngine: orphan.DataEngineV1}, {Kind: orphan.KindReplicaData},
+		{Kind: orphan.KindEngineInstance, DataEngine: orphan.DataEngineV2}, {Kind: orphan.KindReplicaInstance, DataEngine: orphan.DataEngineV2},
+		{Kind: orphan.KindReplicaInstance, DataEngine: orphan.DataEngineV1}, {Kind: orphan.KindBackup}}
+	for sc, st := range in.Scopes {
+		if rng.IntN(3) == 0 {
+			st.Groups = map[orphan.Group]orphan.Evidence{}
+			for range 1 + rng.IntN(2) {
+				st.Groups[groups[rng.IntN(len(groups))]] = orphan.Evidence{OwnedUnlisted: rng.IntN(4), NoneExpected: rng.IntN(5) == 0}
+			}
+			in.Scopes[sc] = st
+		}
+	}
+	for i := range in.Candidates {
+		if rng.IntN(3) == 0 {
+			c := &in.Candidates[i]
+			c.Item.Copy = &orphan.Copy{Volume: fmt.Sprintf("pvc-%d", rng.IntN(4)), Recoverable: rng.IntN(3) != 0}
+		}
+	}
+	states := []orphan.VolumeState{orphan.VolumeHealthy, orphan.VolumeDegraded, orphan.VolumeFaulted, orphan.VolumeDeleted, "unknown", ""}
+	if rng.IntN(4) != 0 {
+		in.Volumes = map[string]orphan.VolumeState{}
+		for v := range 3 {
+			if rng.IntN(4) != 0 {
+				in.Volumes[fmt.Sprintf("pvc-%d", v)] = states[rng.IntN(len(states))]
+			}
+		}
+		in.VolumesComplete = rng.IntN(2) == 0
+	}
+	for _, r := range in.Records {
+		if rng.IntN(3) == 0 {
+			if in.LastCopyOverride == nil {
+				in.LastCopyOverride = map[string]bool{}
+			}
+			in.LastCopyOverride[r.Name] = true
+		}
+		if rng.IntN(4) == 0 {
+			in.AutoPurges = append(in.AutoPurges, orphan.AutoPurge{Name: r.Name, Scope: r.Scope(),
+				Group: orphan.Group{Kind: r.Kind, DataEngine: r.DataEngine}, At: in.Now.Add(-time.Duration(rng.IntN(7200)) * time.Second)})
+		}
+	}
+	for range rng.IntN(4) {
+		r := randomItem(rng)
+		in.AutoPurges = append(in.AutoPurges, orphan.AutoPurge{Name: fmt.Sprintf("orphan-gone-%d", rng.IntN(100)), Scope: r.Scope(),
+			Group: orphan.Group{Kind: r.Kind, DataEngine: r.DataEngine}, At: in.Now.Add(time.Duration(rng.IntN(7200)-6000) * time.Second)})
+	}
+	switch rng.IntN(6) {
+	case 0:
+		in.Guard.AllowLastCopy = true
+	case 1:
+		in.Guard.AllowOverBudget = true
+	case 2:
+		in.Guard.BudgetWindow = time.Duration(rng.IntN(3)) * 30 * time.Minute
+	}
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -38,6 +38,10 @@ type Sweeper struct {
 
 	mu     sync.Mutex
 	purged map[string]time.Time // record name → when this Sweeper purged it
+
+	ledgerMu     sync.Mutex  // held by Run from reading the ledger to keeping the plan's
+	ledger       []AutoPurge // the last plan's Plan.AutoPurges
+	ledgerLoaded bool        // the ledger was loaded from a LedgerStore
 }
 
 // SweeperOptions configure a Sweeper. The zero value is usable.

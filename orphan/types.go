@@ -488,6 +488,17 @@ type ScopeStatus struct {
 	// replica list read from the wrong namespace), and the guard refuses
 	// every purge in the scope.
 	NoneExpected bool
+
+	// Groups is the same evidence for each group of the scope's items
+	// (one kind and data engine; an empty DataEngine in a key speaks for
+	// every data engine of the kind). The guard weighs each group on its
+	// own, with its entries here and the two fields above, which speak
+	// for every group of the scope. An Inventory that serves several
+	// groups in a scope another Inventory also reports (a node) fills
+	// Groups; Combine moves each adapter's fields above into Groups for
+	// the adapter's kinds and data engines, so evidence never vouches for
+	// another adapter's items.
+	Groups map[Group]Evidence
 }
 
 // Skipped is something an Inventory saw and deliberately did not list as

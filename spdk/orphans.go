@@ -29,7 +29,9 @@ type Options struct {
 // orphan.NewMonitor (as the Inventory) and orphan.NewSweeper.
 //
 //   - Scan lists every engine and replica (no pre-filtering: owned items
-//     are listed too, and OwnedUnlisted stays zero).
+//     are listed too, and OwnedUnlisted stays zero). When the records'
+//     Lookup is a RecordCounter, an empty view beside runtime objects is
+//     reported as NoneExpected for that kind (ScopeStatus.Groups).
 //   - Judge is instance.Verdict over the host's records (a v2 replica
 //     with a record in any state is owned), and an orphan verdict is
 //     confirmed against SPDK: the object must still be there under the
@@ -105,7 +107,54 @@ func (o *Orphans) Scan(ctx context.Context) (orphan.Snapshot, error) {
 	if err != nil {
 		return orphan.Snapshot{}, err
 	}
-	return o.snapshot(rt), nil
+	snap := o.snapshot(rt)
+	if c, ok := o.records.(RecordCounter); ok {
+		o.noteNoneExpected(ctx, c, rt, snap.Scopes)
+	}
+	return snap, nil
+}
+
+// RecordCounter is an optional ability of the instance.Lookup given to
+// NewOrphans: how many records the host's view holds. With it, Scan
+// reports a view that holds no engine (or no replica) record while SPDK
+// runs engines (or replicas) as the orphan guard's evidence
+// (ScopeStatus.Groups, NoneExpected, for that kind and the v2 engine): an
+// empty view beside runtime objects is a broken view far more often than
+// a node of orphans, and the guard then refuses every purge of that kind
+// on the node, even of one lvol. Without it, only the guard's WholeScope
+// rule (every item an orphan, at least Guard.MinItems of them) catches
+// an empty view.
+type RecordCounter interface {
+	// CountInstances returns how many records of kind
+	// (orphan.KindEngineInstance or orphan.KindReplicaInstance) of the v2
+	// data engine the view LookupInstance answers from holds. An error
+	// means the view is not available now: the node's scope is then
+	// HealthUnknown for the cycle. It may be called concurrently.
+	CountInstances(ctx context.Context, kind orphan.Kind) (int, error)
+}
+
+// noteNoneExpected asks c, for each kind SPDK runs objects of, whether
+// the host's view holds any record of it, and writes the answer into the
+// node's scope in scopes.
+func (o *Orphans) noteNoneExpected(ctx context.Context, c RecordCounter, rt Runtime, scopes map[orphan.Scope]orphan.ScopeStatus) {
+	scope := orphan.Scope{NodeID: o.node}
+	st := scopes[scope]
+	for _, k := range kinds {
+		if k == orphan.KindEngineInstance && len(rt.Engines) == 0 || k == orphan.KindReplicaInstance && len(rt.Replicas) == 0 {
+			continue
+		}
+		n, err := c.CountInstances(ctx, k)
+		switch {
+		case err != nil:
+			st.Health, st.Message = orphan.HealthUnknown, fmt.Sprintf("cannot tell whether the host's view holds any %s record: %v", k, err)
+		case n == 0:
+			if st.Groups == nil {
+				st.Groups = map[orphan.Group]orphan.Evidence{}
+			}
+			st.Groups[orphan.Group{Kind: k, DataEngine: orphan.DataEngineV2}] = orphan.Evidence{NoneExpected: true}
+		}
+	}
+	scopes[scope] = st
 }
 
 // Judge implements orphan.Judge. An item that is not a v2 instance of this

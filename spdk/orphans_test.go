@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/caretaker-storage/caretaker/instance"
@@ -322,5 +323,58 @@ func TestJudgeConfirmsTheObject(t *testing.T) {
 	}
 	if n := s.srv.CallCount("bdev_lvol_delete") + s.srv.CallCount("bdev_raid_delete"); n != 0 {
 		t.Fatalf("Judge deleted (%d calls)", n)
+	}
+}
+
+// countingLookup is a records view that can say how many records it
+// holds of each kind.
+type countingLookup struct {
+	instance.Lookup
+	counts map[orphan.Kind]int
+	err    error
+}
+
+func (c countingLookup) CountInstances(_ context.Context, k orphan.Kind) (int, error) {
+	return c.counts[k], c.err
+}
+
+// TestScanReportsAnEmptyRecordsView: a view holding no replica record
+// while SPDK runs replicas is reported as NoneExpected for v2 replica
+// instances only, and the guard then refuses the purge of even one lvol;
+// a view that cannot be counted makes the node Unknown.
+func TestScanReportsAnEmptyRecordsView(t *testing.T) {
+	s := newScene(t)
+	ctx := context.Background()
+	node := orphan.Scope{NodeID: nodeID}
+	records := countingLookup{Lookup: noRecords, counts: map[orphan.Kind]int{orphan.KindEngineInstance: 2}}
+	inv := newOrphans(t, s.client(t), records)
+	snap, err := inv.Scan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := snap.Scopes[node]
+	replicas := orphan.Group{Kind: orphan.KindReplicaInstance, DataEngine: orphan.DataEngineV2}
+	if st.Health != orphan.HealthReady || len(st.Groups) != 1 || !st.Groups[replicas].NoneExpected {
+		t.Fatalf("scope = %+v; want Ready and NoneExpected for v2 replicas only", st)
+	}
+	// One orphaned lvol, its deletion requested: refused, where the
+	// WholeScope rule alone would let fewer than MinItems go.
+	item := instanceItem(orphan.KindReplicaInstance, repA, s.uuids["disk-1/"+repA])
+	rec, err := orphan.NewRecord(item, time.Unix(1_800_000_000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.DeletionRequested = true
+	rec.Conditions = []metav1.Condition{{Type: orphan.ConditionDataCleanable, Status: metav1.ConditionTrue, Reason: orphan.ReasonCleanable}}
+	p := orphan.Decide(orphan.Input{Now: time.Unix(1_800_000_100, 0), Scopes: snap.Scopes, Records: []orphan.Record{rec},
+		Candidates: []orphan.Candidate{{Item: item, Verdict: orphan.Orphan("no replica record")}}})
+	if len(p.Purge) != 0 || len(p.Refused) != 1 || !strings.HasPrefix(p.Refused[0].Reason, string(orphan.GuardNoneExpected)) {
+		t.Fatalf("plan: purges %d, refused %+v; want the lvol refused by NoneExpected", len(p.Purge), p.Refused)
+	}
+
+	records.err = errors.New("cache not synced")
+	snap, err = newOrphans(t, s.client(t), records).Scan(ctx)
+	if err != nil || snap.Scopes[node].Health != orphan.HealthUnknown {
+		t.Fatalf("an uncountable view: %+v, %v; want the node Unknown", snap.Scopes, err)
 	}
 }
