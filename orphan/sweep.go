@@ -139,7 +139,8 @@ func (e *RecordError) Unwrap() error { return e.Err }
 // values (nil if none).
 //
 // For each purge, Sync re-reads the record from the Store (gone, its
-// deletion request withdrawn, or not marked DataCleanable=True: refused),
+// deletion request withdrawn, dismissed, or not marked DataCleanable=True:
+// refused),
 // re-judges its item with the Judge (anything but orphan: refused),
 // records an auto-deletion as a deletion request in the Store so that a
 // crash leaves the intent behind (the record the Store answers must still
@@ -421,6 +422,9 @@ func (s *Sweeper) purge(ctx context.Context, p Purge) (refusal string, err error
 	if !p.Auto && !cur.DeletionRequested {
 		return refusalWithdrawn, nil
 	}
+	if cur.Dismissed {
+		return "the orphan is dismissed: its data is never purged", nil
+	}
 	if !cur.Cleanable() {
 		return "the record is not marked DataCleanable=True", nil
 	}
@@ -445,7 +449,7 @@ func (s *Sweeper) purge(ctx context.Context, p Purge) (refusal string, err error
 		// What the Store answers is the record as stored: a Store that let
 		// another writer's change through (a forget's DataCleanable=False)
 		// must not have the purge go on over it.
-		if !cur.Cleanable() || !cur.DeletionRequested {
+		if !cur.Cleanable() || !cur.DeletionRequested || cur.Dismissed {
 			return "the record changed while its auto-deletion was recorded", nil
 		}
 	}
