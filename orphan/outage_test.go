@@ -2,6 +2,7 @@ package orphan_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +25,9 @@ type lifecycle struct {
 	store   *orphan.MemStore
 	sweeper *orphan.Sweeper
 	policy  orphan.Policy
+
+	mu     sync.Mutex
+	events []orphan.Event
 }
 
 func newLifecycle(t *testing.T) *lifecycle {
@@ -32,7 +36,12 @@ func newLifecycle(t *testing.T) *lifecycle {
 		world: orphantest.NewMemAdapter(), store: orphan.NewMemStore(),
 		policy: orphan.Policy{Kinds: []orphan.Kind{orphan.KindReplicaData}, GracePeriod: time.Minute}}
 	var err error
-	if l.sweeper, err = orphan.NewSweeper(l.store, l.world, orphan.SweeperOptions{Clock: l.clock}); err != nil {
+	hooks := orphan.HooksFunc(func(e orphan.Event) {
+		l.mu.Lock()
+		l.events = append(l.events, e)
+		l.mu.Unlock()
+	})
+	if l.sweeper, err = orphan.NewSweeper(l.store, l.world, orphan.SweeperOptions{Clock: l.clock, Hooks: hooks}); err != nil {
 		t.Fatal(err)
 	}
 	return l
@@ -241,6 +250,17 @@ func TestDismissedOrphanKeepsItsData(t *testing.T) {
 	}
 	if len(plan.Refused) != 1 || plan.Refused[0].Name != keptName || len(res.Refused) != 1 {
 		t.Fatalf("the refusal is not reported: plan %+v, result %+v", plan.Refused, res.Refused)
+	}
+	l.mu.Lock()
+	var seen []orphan.Event
+	for _, e := range l.events {
+		if e.Op == orphan.OpPurge && e.Name == keptName {
+			seen = append(seen, e)
+		}
+	}
+	l.mu.Unlock()
+	if len(seen) != 1 || seen[0].Outcome != orphan.EventRefused || seen[0].Reason != orphan.RefusalDismissed {
+		t.Fatalf("hooks saw %+v; want one EventRefused (a user's choice, not the Guard's)", seen)
 	}
 
 	// Un-dismissed: cleanable again on the next cycle, purged by the

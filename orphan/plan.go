@@ -557,6 +557,12 @@ func (p *Plan) outsideReady(r Record, st ScopeStatus, scope Scope) bool {
 // Decide writes on a dismissed record (Record.Dismissed).
 const ReasonDismissed = "Dismissed"
 
+// RefusalDismissed is the Reason of the Refusal Decide plans for a
+// deletion requested of a dismissed record. The Sweeper reports it to its
+// Hooks as EventRefused, not EventGuarded: it is a user's choice, not the
+// Guard reading a broken view.
+const RefusalDismissed = "dismissed: deletion requested, but the data of a dismissed orphan is never purged"
+
 // hold keeps a record of a scope whose health holds (a node down, a disk
 // that cannot be read) and marks it DataCleanable=False with the health as
 // the reason, unless it is marked so already. The mark is Decide's own:
@@ -575,7 +581,7 @@ func (p *Plan) hold(r Record, st ScopeStatus, scope Scope) {
 func (p *Plan) dismissed(r Record) {
 	reason := "dismissed: its data is kept"
 	if r.DeletionRequested {
-		reason = "dismissed: deletion requested, but the data of a dismissed orphan is never purged"
+		reason = RefusalDismissed
 		p.Refused = append(p.Refused, Refusal{Name: r.Name, Reason: reason})
 	}
 	p.Keep = append(p.Keep, Keep{Record: r, Reason: reason})

@@ -183,7 +183,11 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 	for _, r := range plan.Refused {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "orphan: purge refused",
 			slog.String("orphan", r.Name), slog.String("reason", r.Reason), slog.String("at", "plan"))
-		e := recordEvent(guarded[r.Name], OpPurge, EventGuarded, 0, nil)
+		outcome := EventGuarded
+		if r.Reason == RefusalDismissed {
+			outcome = EventRefused
+		}
+		e := recordEvent(guarded[r.Name], OpPurge, outcome, 0, nil)
 		e.Name, e.Reason = r.Name, r.Reason
 		s.hooks.Observe(e)
 	}
