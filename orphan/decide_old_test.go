@@ -48,18 +48,7 @@ func decideOld(in Input) Plan {
 		r := in.Records[i]
 		st, scope := f.rs.st, f.rs.scope
 		ci, seen := int(f.ci), f.seen
-		switch {
-		case st.Health.Forgets():
-			plan.forgetOld(r, ForgetReason(st.Health), st.Message)
-			continue
-		case st.Health != HealthReady && r.DeletionRequested && r.NotCleanable():
-			// Forgetting keeps the data whatever the scope holds; keeping
-			// would leave the user's deletion hanging until the scope is
-			// known again.
-			plan.forgetOld(r, ReasonNotCleanable, "deletion requested, but the record says its data is not cleanable")
-			continue
-		case st.Health != HealthReady:
-			plan.Keep = append(plan.Keep, Keep{Record: r, Reason: "scope " + scope.String() + " was not scanned completely: " + st.Message})
+		if plan.outsideReady(r, st, scope) { // the rules outside a Ready scope are shared
 			continue
 		}
 		hit := scopes.hitOf(f.rs, r.Kind, r.DataEngine)
@@ -78,6 +67,9 @@ func decideOld(in Input) Plan {
 		case !f.orphan && c.Verdict.Outcome == OutcomeOwned:
 			plan.forgetOld(r, ReasonOwned, c.Verdict.Reason)
 			continue
+		case r.Dismissed:
+			plan.dismissed(r)
+			continue
 		case !f.orphan:
 			plan.keepOld(r, hit, "undecided: "+c.Verdict.Reason)
 			continue
@@ -90,6 +82,9 @@ func decideOld(in Input) Plan {
 			plan.keepOld(r, hit, "auto-deletion due at "+due.UTC().Format(time.RFC3339))
 		case !isDue:
 			plan.keepOld(r, hit, "orphan; waiting for a deletion request")
+		case r.NotCleanable() && !r.DeletionRequested && heldMark(r):
+			plan.requeueOld(in.Now)
+			plan.keepOld(r, hit, "purge due once DataCleanable=True is recorded again")
 		case r.NotCleanable():
 			what := "auto-deletion due"
 			if r.DeletionRequested {
@@ -391,7 +386,7 @@ func (p *planOld) setConditionsOld(r Record, hit guardHit) {
 	if !r.Cleanable() {
 		k.set |= setCleanableOld
 	}
-	if !meta.IsStatusConditionFalse(r.Conditions, ConditionError) {
+	if clearsError(r) {
 		k.set |= setNoErrorOld
 	}
 	if s := specOf(r.Kind); s != nil && s.InstanceExist && !meta.IsStatusConditionTrue(r.Conditions, ConditionInstanceExist) {
@@ -513,7 +508,7 @@ func resolveScopeOld(scopes map[Scope]ScopeStatus, s Scope) (ScopeStatus, bool) 
 	case !diskListed && !nodeListed:
 		return ScopeStatus{}, false
 	case !diskListed && node.Health == HealthReady:
-		return ScopeStatus{Health: HealthDiskInvalid, Message: "disk " + s.Disk + " is no longer part of node " + s.NodeID}, true
+		return ScopeStatus{Health: HealthDiskRemoved, Message: "disk " + s.Disk + " is no longer part of node " + s.NodeID}, true
 	case !diskListed:
 		return node, true
 	case !nodeListed:

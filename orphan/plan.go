@@ -79,16 +79,18 @@ type Plan struct {
 	Purge []Purge
 	// Keep are records left as they are, with why.
 	Keep []Keep
-	// Conditions are status conditions to write on kept records of a
-	// Ready scope: Longhorn's DataCleanable=True, Error=False and, for
-	// instance kinds, InstanceExist=True where they are missing, and
-	// caretaker's PurgeGuarded. (A Forget carries its own
+	// Conditions are status conditions to write on kept records: on
+	// those of a Ready scope, Longhorn's DataCleanable=True, Error=False
+	// and, for instance kinds, InstanceExist=True where they are missing,
+	// and caretaker's PurgeGuarded; on held and dismissed records,
+	// DataCleanable=False with the reason. (A Forget carries its own
 	// DataCleanable=False; the Sweeper writes Error=True when a purge
 	// fails.) Each record appears at most once, with every condition that
 	// changes.
 	Conditions []SetConditions
 	// Refused are purges that were due (requested, or by the policy) but
-	// that the Guard stopped. Their records are in Keep too.
+	// that the Guard stopped, and deletions requested of dismissed
+	// records. Their records are in Keep too.
 	Refused []Refusal
 	// Rejected are candidates that could have mattered (judged orphan, or
 	// possibly a record's item) but could not be named, lacking a field;
@@ -186,38 +188,56 @@ type Rejected struct {
 // its disk. Its health is resolved from Input.Scopes with the node first,
 // because a node's health dominates its disks':
 //
-//   - the node's health forgets (NodeUnavailable, NodeEvicted, ...): that
+//   - the node's health forgets (NodeEvicted, NodeDeleted, ...): that
 //     health, whatever any disk of the node says;
-//   - else the disk's own health forgets (DiskInvalid, DiskChanged,
-//     DiskEvicted): that health;
-//   - else the disk is not listed: DiskInvalid if the node is Ready (the
-//     disk is no longer part of it), Unknown if the node is Unknown, and
-//     outside the input's authority if the node is not listed either;
+//   - else the disk's own health forgets (DiskChanged, DiskEvicted,
+//     DiskRemoved): that health;
+//   - else the disk is not listed: DiskRemoved if the node is Ready (the
+//     disk is no longer part of it), the node's health if it is listed,
+//     and outside the input's authority if the node is not listed either;
+//   - else the node holds (NodeUnavailable): that health, whatever the
+//     disk scan says;
 //   - else the node is Unknown or not listed: Unknown (a disk scan says
 //     nothing about whether its node is down or being evicted, so a disk
 //     is only ever Ready under a node the host listed as Ready);
-//   - else the disk's health (Ready or Unknown).
+//   - else the disk's health (Ready, Unknown or DiskInvalid).
 //
 // A node scope (instances, backups) is simply the node's listed health.
 // An empty health is Unknown. A host that learns a node's Kubernetes Ready
-// condition is Unknown reports HealthNodeUnavailable, as Longhorn does;
-// HealthUnknown means only "could not tell this cycle" and keeps records.
+// condition is Unknown, or that its manager pod is missing, reports
+// HealthNodeUnavailable, as Longhorn does; HealthUnknown means only "could
+// not tell this cycle" and keeps records as they are.
 //
 // # Records
 //
 // The rules, in the order they apply to a record in its authority:
 //  1. its scope's health forgets: forget, with that health as the reason;
-//  2. its scope is Unknown: keep, unless its deletion was requested and it
+//  2. it is dismissed (Record.Dismissed) and its scope is not Ready: keep
+//     it as dismissed (see 8);
+//  3. its scope's health holds (a node down, a disk that cannot be read;
+//     longhorn/longhorn#7795): if its deletion was requested, forget
+//     (with the health as the reason: the record goes, the data stays, as
+//     Longhorn does with an Orphan that is not cleanable); otherwise keep
+//     it, marked DataCleanable=False with the health as the reason;
+//  4. its scope is Unknown: keep, unless its deletion was requested and it
 //     is marked DataCleanable=False: forget (ReasonNotCleanable; forgetting
 //     never touches data, and the user's deletion completes);
-//  3. its name is not the one its parameters give: forget (ReasonMismatch);
-//  4. no candidate of that name was seen: forget (ReasonGone);
-//  5. the candidate is owned: forget (ReasonOwned);
-//  6. the candidate is undecided: keep;
-//  7. the candidate is an orphan and deletion was requested, or the policy
+//  5. its name is not the one its parameters give: forget (ReasonMismatch);
+//  6. no candidate of that name was seen: forget (ReasonGone);
+//  7. the candidate is owned: forget (ReasonOwned);
+//  8. it is dismissed: keep, marked DataCleanable=False (ReasonDismissed),
+//     whatever the policy says; a deletion requested of it is refused and
+//     reported in Refused (forgetting it would let the next scan record
+//     the data anew, undismissed);
+//  9. the candidate is undecided: keep;
+//  10. the candidate is an orphan and deletion was requested, or the policy
 //     auto-deletes its kind and the grace period since CreatedAt is over:
-//     - marked DataCleanable=False (a forget cut short, or a host, left
-//     it): forget (ReasonNotCleanable), as Longhorn does;
+//     - marked DataCleanable=False by Decide itself (a hold of rule 3 or a
+//     dismissal, now over) and not requested: keep; this plan marks it
+//     DataCleanable=True and requeues at once, as for a new record;
+//     - marked DataCleanable=False otherwise (a forget cut short, or a
+//     host, left it), or requested while so marked: forget
+//     (ReasonNotCleanable), as Longhorn does;
 //     - not marked DataCleanable=True yet: keep; this plan marks it and
 //     requeues at once, so the next cycle purges (Longhorn's rule: data is
 //     purged only while DataCleanable is True);
@@ -232,8 +252,13 @@ type Rejected struct {
 //     and otherwise keep.
 //
 // Every record kept in a Ready scope that is not marked DataCleanable=True
-// gets it in Conditions; a record the Guard covers gets PurgeGuarded=True,
-// and one that had it and is no longer covered PurgeGuarded=False.
+// gets it in Conditions (a dismissed one excepted); a record the Guard
+// covers gets PurgeGuarded=True, and one that had it and is no longer
+// covered PurgeGuarded=False. Error=True, which the Sweeper writes when a
+// purge fails or is refused, is cleared by a plan that keeps the record,
+// unless its deletion is still requested: then it stays until the record
+// is purged or forgotten, so a deletion that cannot go on is never left
+// with nothing to show.
 //
 // A candidate judged orphan in a Ready scope with no record gets one
 // created, marked DataCleanable=True. Candidates seen more than once with
@@ -270,18 +295,7 @@ func decide(in Input, sums *sumSource, sc *scratch) Plan {
 		r := in.Records[i]
 		st, scope := f.rs.st, f.rs.scope
 		ci, seen := int(f.ci), f.seen
-		switch {
-		case st.Health.Forgets():
-			plan.forget(r, ForgetReason(st.Health), st.Message)
-			continue
-		case st.Health != HealthReady && r.DeletionRequested && r.NotCleanable():
-			// Forgetting keeps the data whatever the scope holds; keeping
-			// would leave the user's deletion hanging until the scope is
-			// known again.
-			plan.forget(r, ReasonNotCleanable, "deletion requested, but the record says its data is not cleanable")
-			continue
-		case st.Health != HealthReady:
-			plan.Keep = append(plan.Keep, Keep{Record: r, Reason: "scope " + scope.String() + " was not scanned completely: " + st.Message})
+		if plan.outsideReady(r, st, scope) {
 			continue
 		}
 		hit := scopes.hitOf(f.rs, r.Kind, r.DataEngine)
@@ -300,6 +314,9 @@ func decide(in Input, sums *sumSource, sc *scratch) Plan {
 		case !f.orphan && v.Outcome == OutcomeOwned:
 			plan.forget(r, ReasonOwned, v.Reason)
 			continue
+		case r.Dismissed:
+			plan.dismissed(r)
+			continue
 		case !f.orphan:
 			plan.keep(r, hit, "undecided: "+v.Reason)
 			continue
@@ -312,6 +329,11 @@ func decide(in Input, sums *sumSource, sc *scratch) Plan {
 			plan.keep(r, hit, "auto-deletion due at "+due.UTC().Format(time.RFC3339))
 		case !isDue:
 			plan.keep(r, hit, "orphan; waiting for a deletion request")
+		case r.NotCleanable() && !r.DeletionRequested && heldMark(r):
+			// Decide's own mark of an outage or a dismissal that is over:
+			// the record is cleanable again, as a new one is.
+			plan.requeue(in.Now)
+			plan.keep(r, hit, "purge due once DataCleanable=True is recorded again")
 		case r.NotCleanable():
 			what := "auto-deletion due"
 			if r.DeletionRequested {
@@ -554,6 +576,92 @@ func sameScope(a, b Scope) bool {
 	return a == b
 }
 
+// outsideReady plans a record whose scope is not Ready, and reports
+// whether it did; see Decide's rules 1 to 5. Forgetting never touches
+// data, so a deletion requested where nothing can be purged ends as a
+// forget, never as a request left hanging.
+func (p *Plan) outsideReady(r Record, st ScopeStatus, scope Scope) bool {
+	switch {
+	case st.Health == HealthReady:
+		return false
+	case st.Health.Forgets():
+		p.forget(r, ForgetReason(st.Health), st.Message)
+	case r.Dismissed:
+		p.dismissed(r)
+	case st.Health.Holds() && r.DeletionRequested:
+		// Longhorn's rule: deleting an Orphan whose data is not cleanable
+		// removes the object and keeps the data.
+		p.forget(r, ForgetReason(st.Health), "deletion requested while "+scope.String()+" is "+string(st.Health)+
+			": the record goes, the data stays: "+st.Message)
+	case st.Health.Holds():
+		p.hold(r, st, scope)
+	case r.DeletionRequested && r.NotCleanable():
+		// Forgetting keeps the data whatever the scope holds; keeping
+		// would leave the user's deletion hanging until the scope is
+		// known again.
+		p.forget(r, ReasonNotCleanable, "deletion requested, but the record says its data is not cleanable")
+	default:
+		p.Keep = append(p.Keep, Keep{Record: r, Reason: "scope " + scope.String() + " was not scanned completely: " + st.Message})
+	}
+	return true
+}
+
+// ReasonDismissed is the reason of the DataCleanable=False condition
+// Decide writes on a dismissed record (Record.Dismissed).
+const ReasonDismissed = "Dismissed"
+
+// RefusalDismissed is the Reason of the Refusal Decide plans for a
+// deletion requested of a dismissed record. The Sweeper reports it to its
+// Hooks as EventRefused, not EventGuarded: it is a user's choice, not the
+// Guard reading a broken view.
+const RefusalDismissed = "dismissed: deletion requested, but the data of a dismissed orphan is never purged"
+
+// hold keeps a record of a scope whose health holds (a node down, a disk
+// that cannot be read) and marks it DataCleanable=False with the health as
+// the reason, unless it is marked so already. The mark is Decide's own:
+// once the scope is Ready again, Decide marks the record
+// DataCleanable=True (see heldMark).
+func (p *Plan) hold(r Record, st ScopeStatus, scope Scope) {
+	p.Keep = append(p.Keep, Keep{Record: r, Reason: "scope " + scope.String() + " is " + string(st.Health) +
+		": kept, not cleanable until it is Ready: " + st.Message})
+	p.markNotCleanable(r, string(st.Health), st.Message)
+}
+
+// dismissed keeps a dismissed record and marks it DataCleanable=False
+// (ReasonDismissed). A deletion requested of it is refused visibly: the
+// data of a dismissed orphan is never purged, and forgetting the record
+// would let the next scan record the data anew, undismissed.
+func (p *Plan) dismissed(r Record) {
+	reason := "dismissed: its data is kept"
+	if r.DeletionRequested {
+		reason = RefusalDismissed
+		p.Refused = append(p.Refused, Refusal{Name: r.Name, Reason: reason})
+	}
+	p.Keep = append(p.Keep, Keep{Record: r, Reason: reason})
+	p.markNotCleanable(r, ReasonDismissed, "a user dismissed this orphan: its data is never purged")
+}
+
+// markNotCleanable plans DataCleanable=False with reason on a kept record
+// that is not marked so already.
+func (p *Plan) markNotCleanable(r Record, reason, msg string) {
+	if c := meta.FindStatusCondition(r.Conditions, ConditionDataCleanable); c != nil &&
+		c.Status == metav1.ConditionFalse && c.Reason == reason {
+		return
+	}
+	p.Conditions = append(p.Conditions, SetConditions{Record: r, Conditions: []metav1.Condition{
+		{Type: ConditionDataCleanable, Status: metav1.ConditionFalse, Reason: reason, Message: msg}}})
+}
+
+// heldMark reports whether r's DataCleanable=False is a mark Decide sets
+// while a record is held (a health that holds) or dismissed, rather than
+// a host's: such a mark ends with the hold, and a due auto-deletion waits
+// for DataCleanable=True instead of forgetting the record.
+func heldMark(r Record) bool {
+	c := meta.FindStatusCondition(r.Conditions, ConditionDataCleanable)
+	return c != nil && c.Status == metav1.ConditionFalse && !r.Dismissed &&
+		(Health(c.Reason).Holds() || c.Reason == ReasonDismissed)
+}
+
 // keep keeps a record of a Ready scope and plans the conditions it lacks;
 // hit is the guard's for its scope.
 func (p *Plan) keep(r Record, hit guardHit, reason string) {
@@ -650,7 +758,7 @@ func conditionsNeeded(r Record, hit guardHit) condKey {
 	if !r.Cleanable() {
 		k.set |= setCleanable
 	}
-	if !meta.IsStatusConditionFalse(r.Conditions, ConditionError) {
+	if clearsError(r) {
 		k.set |= setNoError
 	}
 	if s := specOf(r.Kind); s != nil && s.InstanceExist && !meta.IsStatusConditionTrue(r.Conditions, ConditionInstanceExist) {
@@ -667,6 +775,17 @@ func conditionsNeeded(r Record, hit guardHit) condKey {
 		k.set |= setGuardClear
 	}
 	return k
+}
+
+// clearsError reports whether a kept record gets Error=False: when it has
+// no Error condition, or Error=True from a purge that failed or was
+// refused, unless its deletion is still requested. A requested record
+// keeps its Error=True until it is purged or forgotten, so a deletion that
+// cannot go on (its directory replaced since the scan, say) never sits
+// requested with nothing to show.
+func clearsError(r Record) bool {
+	c := meta.FindStatusCondition(r.Conditions, ConditionError)
+	return c == nil || c.Status != metav1.ConditionFalse && !(c.Status == metav1.ConditionTrue && r.DeletionRequested)
 }
 
 // condLists shares one slice of conditions between the records that need
@@ -769,7 +888,7 @@ func resolveScope(scopes map[Scope]ScopeStatus, s Scope) (ScopeStatus, bool) {
 	case !diskListed && !nodeListed:
 		return ScopeStatus{}, false
 	case !diskListed && node.Health == HealthReady:
-		return ScopeStatus{Health: HealthDiskInvalid, Message: "disk " + s.Disk + " is no longer part of node " + s.NodeID}, true
+		return ScopeStatus{Health: HealthDiskRemoved, Message: "disk " + s.Disk + " is no longer part of node " + s.NodeID}, true
 	case !diskListed:
 		return node, true
 	case !nodeListed:

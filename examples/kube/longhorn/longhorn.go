@@ -35,17 +35,29 @@ type NodeView struct {
 }
 
 // ViewOfNode reads spec.evictionRequested, spec.disks.<name>.{path,
-// diskType,evictionRequested} and status.diskStatus.<name>.diskUUID of the
-// Longhorn Node nodeID. A nil object means the node is gone: the node's
-// scope is then HealthNodeUnavailable.
+// diskType,evictionRequested}, status.diskStatus.<name>.diskUUID and the
+// Ready entry of status.conditions of the Longhorn Node nodeID.
+//
+// The node's scope is, in this order: HealthNodeDeleted for a nil object
+// (the node is gone: its records are forgotten, their data kept);
+// HealthNodeEvicted when eviction is requested; HealthNodeUnavailable when
+// its Ready condition is False or Unknown (Longhorn's node controller
+// writes False with the reason ManagerPodDown, ManagerPodMissing,
+// KubernetesNodeGone, KubernetesNodeNotReady, ...: its records are kept,
+// marked not cleanable, as longhorn/longhorn#7795 asks); otherwise
+// HealthReady, also for a node whose status has no Ready condition yet.
 func ViewOfNode(nodeID string, u *unstructured.Unstructured) NodeView {
 	node := orphan.Scope{NodeID: nodeID}
 	v := NodeView{Scopes: map[orphan.Scope]orphan.ScopeStatus{}}
 	if u == nil {
-		v.Scopes[node] = orphan.ScopeStatus{Health: orphan.HealthNodeUnavailable, Message: "the Longhorn node object " + nodeID + " does not exist"}
+		v.Scopes[node] = orphan.ScopeStatus{Health: orphan.HealthNodeDeleted, Message: "the Longhorn node object " + nodeID + " does not exist"}
 		return v
 	}
 	v.Scopes[node] = orphan.ScopeStatus{Health: orphan.HealthReady}
+	if status, reason, msg, ok := readyCondition(u); ok && status != "True" {
+		v.Scopes[node] = orphan.ScopeStatus{Health: orphan.HealthNodeUnavailable,
+			Message: fmt.Sprintf("the Longhorn node %s is not ready (Ready=%s, %s): %s", nodeID, status, reason, msg)}
+	}
 	if evict, _, _ := unstructured.NestedBool(u.Object, "spec", "evictionRequested"); evict {
 		v.Scopes[node] = orphan.ScopeStatus{Health: orphan.HealthNodeEvicted, Message: "eviction is requested for node " + nodeID}
 	}
@@ -81,6 +93,20 @@ func ViewOfNode(nodeID string, u *unstructured.Unstructured) NodeView {
 		}
 	}
 	return v
+}
+
+// readyCondition finds the Ready entry of a Longhorn Node's
+// status.conditions (a list of {type, status, reason, message}).
+func readyCondition(u *unstructured.Unstructured) (status, reason, msg string, ok bool) {
+	list, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, item := range list {
+		m, _ := item.(map[string]any)
+		str := func(k string) string { s, _ := m[k].(string); return s }
+		if str("type") == "Ready" {
+			return str("status"), str("reason"), str("message"), true
+		}
+	}
+	return "", "", "", false
 }
 
 // ReplicaRefOf reads what diskscan's Judge needs of a Longhorn Replica:
