@@ -99,6 +99,14 @@
 // automatic purge of replica data (each refusal says why); see
 // VolumeState.
 //
+// The record shows what the inspection found: ConditionRecoverable, True
+// (reason Recoverable, with the revision counter and the copy's rank
+// among its volume's copies) or False (reason NotRecoverable, with every
+// reason). When the volume is degraded or faulted, the reason is
+// Reusable and the message adds what a host needs to re-adopt the copy
+// as a failed replica (directory, disk, head, size, revision counter);
+// caretaker itself never re-adopts a copy.
+//
 // # The host's duties
 //
 //  1. Build the Adapter (diskscan.NewOrphans, spdk.NewOrphans,

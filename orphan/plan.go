@@ -82,7 +82,9 @@ type Plan struct {
 	// Conditions are status conditions to write on kept records: on
 	// those of a Ready scope, Longhorn's DataCleanable=True, Error=False
 	// and, for instance kinds, InstanceExist=True where they are missing,
-	// and caretaker's PurgeGuarded; on held and dismissed records,
+	// and caretaker's PurgeGuarded and Recoverable (ConditionRecoverable,
+	// the verdict of this cycle's inspection of the record's item,
+	// Item.Copy); on held and dismissed records,
 	// DataCleanable=False with the reason. (A Forget carries its own
 	// DataCleanable=False; the Sweeper writes Error=True when a purge
 	// fails.) Each record appears at most once, with every condition that
@@ -258,7 +260,10 @@ type Rejected struct {
 // purge fails or is refused, is cleared by a plan that keeps the record,
 // unless its deletion is still requested: then it stays until the record
 // is purged or forgotten, so a deletion that cannot go on is never left
-// with nothing to show.
+// with nothing to show. A record kept in a Ready scope (a dismissed one
+// excepted) whose item this cycle has a Copy gets ConditionRecoverable as
+// the inspection found it, unless it carries that condition already; new
+// records are created with it.
 //
 // A candidate judged orphan in a Ready scope with no record gets one
 // created, marked DataCleanable=True. Candidates seen more than once with
@@ -279,6 +284,7 @@ func decide(in Input, sums *sumSource, sc *scratch) Plan {
 	// once: room for all of them, so large plans never grow by copying.
 	plan.Keep = make([]Keep, 0, len(in.Records))
 	plan.Conditions = make([]SetConditions, 0, len(in.Records))
+	plan.conds.vols, plan.conds.msg = in.Volumes, &sc.msg
 
 	// What each record's plan depends on is looked up first, in input
 	// order, which is the order the records lie in memory; then records
@@ -299,6 +305,10 @@ func decide(in Input, sums *sumSource, sc *scratch) Plan {
 			continue
 		}
 		hit := scopes.hitOf(f.rs, r.Kind, r.DataEngine)
+		var cp *Copy // this cycle's inspection of its item, for ConditionRecoverable
+		if seen && cands.named[ci].copied {
+			cp = cands.cs[cands.named[ci].last].Item.Copy
+		}
 		var v Verdict
 		if seen && !f.orphan {
 			v = cands.verdict(ci) // an orphan's is known
@@ -318,7 +328,7 @@ func decide(in Input, sums *sumSource, sc *scratch) Plan {
 			plan.dismissed(r)
 			continue
 		case !f.orphan:
-			plan.keep(r, hit, "undecided: "+v.Reason)
+			plan.keep(r, hit, cp, "undecided: "+v.Reason)
 			continue
 		}
 		due, auto := in.Policy.DueAt(r)
@@ -326,14 +336,14 @@ func decide(in Input, sums *sumSource, sc *scratch) Plan {
 		switch {
 		case !isDue && auto:
 			plan.requeue(due)
-			plan.keep(r, hit, "auto-deletion due at "+due.UTC().Format(time.RFC3339))
+			plan.keep(r, hit, cp, "auto-deletion due at "+due.UTC().Format(time.RFC3339))
 		case !isDue:
-			plan.keep(r, hit, "orphan; waiting for a deletion request")
+			plan.keep(r, hit, cp, "orphan; waiting for a deletion request")
 		case r.NotCleanable() && !r.DeletionRequested && heldMark(r):
 			// Decide's own mark of an outage or a dismissal that is over:
 			// the record is cleanable again, as a new one is.
 			plan.requeue(in.Now)
-			plan.keep(r, hit, "purge due once DataCleanable=True is recorded again")
+			plan.keep(r, hit, cp, "purge due once DataCleanable=True is recorded again")
 		case r.NotCleanable():
 			what := "auto-deletion due"
 			if r.DeletionRequested {
@@ -342,9 +352,9 @@ func decide(in Input, sums *sumSource, sc *scratch) Plan {
 			plan.forget(r, ReasonNotCleanable, what+", but the record says its data is not cleanable")
 		case !r.Cleanable():
 			plan.requeue(in.Now)
-			plan.keep(r, hit, "purge due once DataCleanable=True is recorded")
+			plan.keep(r, hit, cp, "purge due once DataCleanable=True is recorded")
 		case hit.rule != "":
-			plan.refuse(r, hit)
+			plan.refuse(r, hit, cp)
 		case !sameScope(cands.scope(ci), scope):
 			// The name's observation lies in another scope (an instance
 			// seen on another node: the node is not in Longhorn's formula;
@@ -355,7 +365,7 @@ func decide(in Input, sums *sumSource, sc *scratch) Plan {
 			plan.forget(r, ReasonGone, "no longer seen in "+scope.String()+"; its name was seen in "+cands.scope(ci).String())
 		default:
 			if lc := lastCopyHit(&in, &r, &cands.cs[cands.named[ci].last].Item); lc.rule != "" {
-				plan.refuse(r, lc)
+				plan.refuse(r, lc, cp)
 				continue
 			}
 			plan.Purge = append(plan.Purge, Purge{Record: r, Candidate: cands.candidate(ci), Auto: !r.DeletionRequested})
@@ -456,7 +466,7 @@ func (p *Plan) create(in Input, cands *candidates, scopes *scopeResolver, sc *sc
 		k := j % namesPerBlock
 		rec := Record{Name: spelled[k*nameLen : (k+1)*nameLen], Kind: c.Item.Kind, NodeID: c.Item.NodeID, DataEngine: c.Item.DataEngine,
 			Parameters: c.Item.Parameters, Labels: labels.of(c.Item), CreatedAt: in.Now}
-		rec.Conditions = p.newConditions(rec, scopes.hitOf(scopes.resolveID(nc.scope, cands.scopes), rec.Kind, rec.DataEngine))
+		rec.Conditions = p.newConditions(rec, scopes.hitOf(scopes.resolveID(nc.scope, cands.scopes), rec.Kind, rec.DataEngine), c.Item.Copy)
 		p.Create = append(p.Create, rec)
 		if due, auto := in.Policy.DueAt(rec); auto {
 			p.requeue(due)
@@ -664,16 +674,16 @@ func heldMark(r Record) bool {
 
 // keep keeps a record of a Ready scope and plans the conditions it lacks;
 // hit is the guard's for its scope.
-func (p *Plan) keep(r Record, hit guardHit, reason string) {
+func (p *Plan) keep(r Record, hit guardHit, cp *Copy, reason string) {
 	p.Keep = append(p.Keep, Keep{Record: r, Reason: reason})
-	p.setConditions(r, hit)
+	p.setConditions(r, hit, cp)
 }
 
 // refuse keeps a record whose due purge the guard stopped.
-func (p *Plan) refuse(r Record, hit guardHit) {
+func (p *Plan) refuse(r Record, hit guardHit, cp *Copy) {
 	p.Keep = append(p.Keep, Keep{Record: r, Reason: "purge refused: " + hit.String()})
 	p.Refused = append(p.Refused, Refusal{Name: r.Name, Reason: hit.String()})
-	p.setConditions(r, hit)
+	p.setConditions(r, hit, cp)
 }
 
 // forget plans dropping a record, and the DataCleanable=False its
@@ -686,8 +696,8 @@ func (p *Plan) forget(r Record, reason ForgetReason, msg string) {
 // newConditions are the conditions a new record is created with: what
 // setConditions would plan for it (and, like them, shared between records
 // that need the same).
-func (p *Plan) newConditions(r Record, hit guardHit) []metav1.Condition {
-	k := conditionsNeeded(r, hit)
+func (p *Plan) newConditions(r Record, hit guardHit, cp *Copy) []metav1.Condition {
+	k := conditionsNeeded(r, hit, cp, p.conds.vols, p.conds.msg)
 	if k.set == 0 {
 		return nil
 	}
@@ -742,9 +752,11 @@ func (lc *labelCache) of(it Item) map[string]string {
 // it True when a purge fails or is refused, and a plan that keeps the
 // record clears it); InstanceExist=True for kinds that carry it (the
 // record's item was seen, or it would have been forgotten); and
-// PurgeGuarded as the guard's hit says (zero: not guarded).
-func (p *Plan) setConditions(r Record, hit guardHit) {
-	if k := conditionsNeeded(r, hit); k.set != 0 {
+// PurgeGuarded as the guard's hit says (zero: not guarded); and
+// Recoverable as this cycle's inspection of its item says (cp; nil: left
+// as it is).
+func (p *Plan) setConditions(r Record, hit guardHit, cp *Copy) {
+	if k := conditionsNeeded(r, hit, cp, p.conds.vols, p.conds.msg); k.set != 0 {
 		p.Conditions = append(p.Conditions, SetConditions{Record: r, Conditions: p.conds.of(k)})
 	}
 }
@@ -753,8 +765,12 @@ func (p *Plan) setConditions(r Record, hit guardHit) {
 // zero set when there are none. New records take it without a
 // SetConditions entry, so Plan.Conditions never grows past its room for
 // the kept records.
-func conditionsNeeded(r Record, hit guardHit) condKey {
+func conditionsNeeded(r Record, hit guardHit, cp *Copy, vols map[string]VolumeState, msg *[]byte) condKey {
 	var k condKey
+	if cc, ok := copyCondNeeded(&r, cp, vols, msg); ok {
+		k.set |= setCopy
+		k.copy = cc
+	}
 	if !r.Cleanable() {
 		k.set |= setCleanable
 	}
@@ -795,6 +811,9 @@ func clearsError(r Record) bool {
 type condLists struct {
 	recent []condList
 	all    map[condKey][]metav1.Condition
+
+	vols map[string]VolumeState // the Input's, for ConditionRecoverable
+	msg  *[]byte                // where ConditionRecoverable's messages are spelled
 }
 
 type condList struct {
@@ -827,8 +846,9 @@ func (cl *condLists) of(k condKey) []metav1.Condition {
 // condKey says which conditions a record needs; records that need the
 // same share one slice of them (a plan is read-only).
 type condKey struct {
-	set uint8
-	hit guardHit
+	set  uint8
+	hit  guardHit
+	copy copyCond
 }
 
 const (
@@ -837,6 +857,7 @@ const (
 	setInstanceExist
 	setGuarded
 	setGuardClear
+	setCopy
 )
 
 func (k condKey) conditions() []metav1.Condition {
@@ -858,6 +879,9 @@ func (k condKey) conditions() []metav1.Condition {
 	if k.set&setGuardClear != 0 {
 		cs = append(cs, metav1.Condition{Type: ConditionPurgeGuarded, Status: metav1.ConditionFalse, Reason: ReasonGuardClear,
 			Message: "the mass-deletion guard no longer covers this record's scope"})
+	}
+	if k.set&setCopy != 0 {
+		cs = append(cs, k.copy.condition())
 	}
 	return slices.Clip(cs)
 }

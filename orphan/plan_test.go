@@ -629,6 +629,20 @@ func referenceDecide(in orphan.Input) referencePlan {
 		case pg != nil && pg.Status == "True":
 			parts = append(parts, "PurgeGuarded=False:Clear")
 		}
+		// The inspection's verdict, from the observation kept; random
+		// records never carry a Recoverable condition of their own.
+		if l, _ := last(r.Name); l.Item.Copy != nil {
+			c := l.Item.Copy
+			st := in.Volumes[c.Volume]
+			switch {
+			case !c.Recoverable:
+				parts = append(parts, "Recoverable=False:NotRecoverable")
+			case c.Volume != "" && (st == orphan.VolumeDegraded || st == orphan.VolumeFaulted):
+				parts = append(parts, "Recoverable=True:Reusable")
+			default:
+				parts = append(parts, "Recoverable=True:Recoverable")
+			}
+		}
 		if len(parts) > 0 {
 			sort.Strings(parts)
 			out.marks[r.Name] = fmt.Sprint(parts)

@@ -122,6 +122,12 @@ type Copy struct {
 	// inspector saw, 1 for the best recoverable one; 0 when not ranked or
 	// not recoverable.
 	Rank int
+	// Head and Size are what a host needs, besides the record's directory
+	// and disk, to re-adopt a recoverable copy as a failed replica of its
+	// volume (longhorn/longhorn#10726): the head image's name and the
+	// volume's size in bytes the copy holds. Empty when not known.
+	Head string
+	Size int64
 }
 
 // Param returns the parameter key, or "" if it is not set.
