@@ -1,5 +1,5 @@
-// Package longhorn reads what a caretaker host needs of Longhorn's Node and
-// Replica objects, as unstructured objects, so that examples/kube's agent
+// Package longhorn reads what a caretaker host needs of Longhorn's Node,
+// Replica and Volume objects, as unstructured objects, so that examples/kube's agent
 // and examples/controller-runtime's controller read them the same way.
 package longhorn
 
@@ -19,6 +19,7 @@ import (
 var (
 	NodeGVR    = schema.GroupVersionResource{Group: "longhorn.io", Version: "v1beta2", Resource: "nodes"}
 	ReplicaGVR = schema.GroupVersionResource{Group: "longhorn.io", Version: "v1beta2", Resource: "replicas"}
+	VolumeGVR  = schema.GroupVersionResource{Group: "longhorn.io", Version: "v1beta2", Resource: "volumes"}
 )
 
 // NodeView is what a host takes from its Longhorn Node object: the
@@ -120,4 +121,23 @@ func ReplicaRefOf(u *unstructured.Unstructured) diskscan.ReplicaRef {
 		DiskPath:          str("diskPath"),
 		DataDirectoryName: str("dataDirectoryName"),
 	}
+}
+
+// VolumeStates reads status.robustness of Longhorn Volume objects into
+// the last-copy guard's volume states, by volume name (orphan.Cycle's
+// Volumes). Longhorn's robustness values (longhorn-manager's
+// VolumeRobustness in k8s/pkg/apis/longhorn/v1beta2/volume.go) are
+// "healthy", "degraded", "faulted" and "unknown", and caretaker's
+// VolumeHealthy, VolumeDegraded and VolumeFaulted are spelled the same.
+// Longhorn reports "unknown" for a detached volume, and an object whose
+// status has no robustness yet reads as "": both are states the guard
+// does not know, so it treats the volume as unknown (a recoverable
+// orphan of it is not auto-deleted), never as deleted.
+func VolumeStates(objs []*unstructured.Unstructured) map[string]orphan.VolumeState {
+	out := make(map[string]orphan.VolumeState, len(objs))
+	for _, u := range objs {
+		r, _, _ := unstructured.NestedString(u.Object, "status", "robustness")
+		out[u.GetName()] = orphan.VolumeState(r)
+	}
+	return out
 }

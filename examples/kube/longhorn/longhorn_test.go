@@ -104,3 +104,26 @@ func TestReplicaRefOfReadsTheSpec(t *testing.T) {
 		t.Fatalf("ref = %+v", r)
 	}
 }
+
+// TestVolumeStatesReadsRobustness: each Volume's status.robustness is
+// its state, Longhorn's values spelled as caretaker's; a volume without
+// one is listed with a state the guard treats as unknown.
+func TestVolumeStatesReadsRobustness(t *testing.T) {
+	vol := func(name, robustness string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": name}}}
+		if robustness != "" {
+			u.Object["status"] = map[string]any{"robustness": robustness}
+		}
+		return u
+	}
+	got := VolumeStates([]*unstructured.Unstructured{vol("a", "healthy"), vol("b", "degraded"), vol("c", "faulted"), vol("d", "unknown"), vol("e", "")})
+	want := map[string]orphan.VolumeState{"a": orphan.VolumeHealthy, "b": orphan.VolumeDegraded, "c": orphan.VolumeFaulted, "d": "unknown", "e": ""}
+	if len(got) != len(want) {
+		t.Fatalf("states = %v, want %v", got, want)
+	}
+	for k, w := range want {
+		if s, ok := got[k]; !ok || s != w {
+			t.Errorf("%s: %q (listed %v), want %q", k, s, ok, w)
+		}
+	}
+}
