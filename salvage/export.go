@@ -327,6 +327,9 @@ func exportRun(ctx context.Context, c Chain, layers []exportLayer, w io.WriterAt
 	var done, reported int64
 	consume := func() error {
 		for s := range segs {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
 			if s.buf == nil {
 				for left := s.n; left > 0; {
 					if err := gctx.Err(); err != nil {
@@ -360,14 +363,13 @@ func exportRun(ctx context.Context, c Chain, layers []exportLayer, w io.WriterAt
 		cancel() // the reader may be waiting for a buffer or to send
 	}
 	rerr := g.Wait()
-	if err := errors.Join(rerr, cerr); err != nil {
-		if ctx.Err() != nil {
-			return res, ctx.Err()
-		}
-		if rerr != nil {
-			return res, rerr
-		}
-		return res, cerr
+	switch {
+	case ctx.Err() != nil:
+		return res, ctx.Err()
+	case rerr != nil && (cerr == nil || !errors.Is(rerr, context.Canceled)):
+		return res, rerr // the reader's own failure
+	case cerr != nil:
+		return res, cerr // the writer's failure (the reader was cancelled)
 	}
 	if done != c.Size {
 		return res, fmt.Errorf("salvage: export stopped at %d of %d bytes", done, c.Size)
