@@ -33,10 +33,12 @@ package salvage
 //     them and reads through them); snapshots outside the chain are never
 //     opened.
 //
-// The image is streamed: the extent maps are walked in windows of a few
-// MiB, a few 1 MiB buffers are in flight between the reading goroutine and
-// the hashing and writing one, so memory does not grow with the volume's
-// size or its number of extents (about 6 MiB plus a few KiB per layer).
+// The image is streamed: the extent maps are walked in windows of 32 MiB
+// (the next window is mapped, and its reads hinted to the kernel with
+// POSIX_FADV_WILLNEED, while the current one is read), and eight 1 MiB
+// buffers are in flight between a reading, a hashing and a writing
+// goroutine, so memory does not grow with the volume's size or its number
+// of extents (about 10 MiB plus a few KiB per layer).
 //
 // # Filesystems without FIEMAP
 //
@@ -66,6 +68,7 @@ package salvage
 // ExportOptions.Dense writes every byte in both cases.
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -282,9 +285,11 @@ func exportCheckRaw(l exportLayer) error {
 // Sizes of the stream: the window of the volume mapped at once, and the
 // buffers in flight between the reader and the writer.
 const (
-	exportWindow  = 4 << 20
+	exportWindow  = 32 << 20
 	exportBufSize = 1 << 20
-	exportBuffers = 4
+	exportBuffers = 8
+
+	exportProgressStep = 4 << 20 // at most one Progress call per 4 MiB
 )
 
 // exportZeros is hashed (and written, when dense) for the image's holes.
@@ -309,6 +314,10 @@ func exportRun(ctx context.Context, c Chain, layers []exportLayer, w io.WriterAt
 		}
 	}
 
+	// Three stages, each in its own goroutine, so that reading, hashing
+	// and writing overlap: reader -> hasher -> writer (this goroutine,
+	// which also reports progress). A buffer goes back to the pool once
+	// written.
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	g, gctx := errgroup.WithContext(rctx)
@@ -317,57 +326,83 @@ func exportRun(ctx context.Context, c Chain, layers []exportLayer, w io.WriterAt
 		pool <- make([]byte, exportBufSize)
 	}
 	segs := make(chan exportSegment, exportBuffers)
+	hashed := make(chan exportSegment, exportBuffers)
 	r := &exportReader{ctx: gctx, c: c, layers: layers, opts: opts, pool: pool, segs: segs}
 	g.Go(func() error {
 		defer close(segs)
 		return r.run()
 	})
-
 	h := sha256.New()
-	var done, reported int64
-	consume := func() error {
+	g.Go(func() error {
+		defer close(hashed)
 		for s := range segs {
-			if err := gctx.Err(); err != nil {
-				return err
-			}
-			if s.buf == nil {
+			if s.buf != nil {
+				h.Write(s.buf[:s.n])
+			} else {
 				for left := s.n; left > 0; {
 					if err := gctx.Err(); err != nil {
 						return err
 					}
 					k := min(left, int64(len(exportZeros)))
 					h.Write(exportZeros[:k])
-					if err := out.zeros(s.off+s.n-left, k); err != nil {
-						return err
-					}
 					left -= k
 				}
-			} else {
-				h.Write(s.buf[:s.n])
+			}
+			select {
+			case hashed <- s:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		}
+		return nil
+	})
+
+	var done, reported int64
+	advance := func(to int64) {
+		done = to
+		if opts.Progress != nil && done-reported >= exportProgressStep {
+			opts.Progress(done, c.Size)
+			reported = done
+		}
+	}
+	consume := func() error {
+		for s := range hashed {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			if s.buf != nil {
 				if err := out.data(s.off, s.buf[:s.n]); err != nil {
 					return err
 				}
 				res.ReadBytes += s.n
 				pool <- s.buf
+				advance(s.off + s.n)
+				continue
 			}
-			done = s.off + s.n
-			if opts.Progress != nil && done-reported >= exportWindow {
-				opts.Progress(done, c.Size)
-				reported = done
+			for off, end := s.off, s.off+s.n; off < end; {
+				if err := gctx.Err(); err != nil {
+					return err
+				}
+				k := min(end-off, int64(len(exportZeros)))
+				if err := out.zeros(off, k); err != nil {
+					return err
+				}
+				off += k
+				advance(off)
 			}
 		}
 		return gctx.Err()
 	}
 	cerr := consume()
 	if cerr != nil {
-		cancel() // the reader may be waiting for a buffer or to send
+		cancel() // the other stages may be waiting to send
 	}
 	rerr := g.Wait()
 	switch {
 	case ctx.Err() != nil:
 		return res, ctx.Err()
 	case rerr != nil && (cerr == nil || !errors.Is(rerr, context.Canceled)):
-		return res, rerr // the reader's own failure
+		return res, rerr // the reader's or hasher's own failure
 	case cerr != nil:
 		return res, cerr // the writer's failure (the reader was cancelled)
 	}
@@ -454,16 +489,12 @@ func (o *exportOutput) write(p []byte, off int64) error {
 }
 
 func exportAllZero(p []byte) bool {
-	for len(p) >= 8 {
-		if p[0]|p[1]|p[2]|p[3]|p[4]|p[5]|p[6]|p[7] != 0 {
+	for len(p) > 0 {
+		n := min(len(p), len(exportZeros))
+		if !bytes.Equal(p[:n], exportZeros[:n]) {
 			return false
 		}
-		p = p[8:]
-	}
-	for _, b := range p {
-		if b != 0 {
-			return false
-		}
+		p = p[n:]
 	}
 	return true
 }
@@ -505,25 +536,22 @@ func (r *exportReader) run() error {
 		cursors[i] = cur
 	}
 
-	const none, zero = -1, -2
-	owner := make([]int32, exportWindow/ExportBlockSize)
+	// Window k+1 is mapped, and its reads hinted to the kernel, before
+	// window k is read, so the device has work queued across windows.
 	fullBlocks := c.Size / ExportBlockSize
-	for wStart := int64(0); wStart < c.Size; wStart += exportWindow {
-		if err := r.ctx.Err(); err != nil {
-			return err
-		}
+	mapWindow := func(own []int32, wStart int64) ([]int32, error) {
 		wEnd := min(wStart+exportWindow, c.Size)
 		nb := int((wEnd - wStart + ExportBlockSize - 1) / ExportBlockSize)
-		own := owner[:nb]
+		own = own[:nb]
 		for i := range own {
-			own[i] = none
+			own[i] = exportNone
 		}
 		mark := func(layer int32) func(s, e int64) {
 			return func(s, e int64) {
 				first := int((s - wStart) / ExportBlockSize)
 				last := int((e - wStart + ExportBlockSize - 1) / ExportBlockSize)
 				for b := first; b < last && b < nb; b++ {
-					if own[b] == none {
+					if own[b] == exportNone {
 						own[b] = layer
 					}
 				}
@@ -531,15 +559,15 @@ func (r *exportReader) run() error {
 		}
 		for i := 0; i < probed; i++ {
 			if err := cursors[i].window(wStart, wEnd, mark(int32(i))); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		if err := cursors[fallback].window(wStart, wEnd, mark(int32(fallback))); err != nil {
-			return err
+			return nil, err
 		}
 		for b := range own {
-			if own[b] == none {
-				own[b] = zero
+			if own[b] == exportNone {
+				own[b] = exportZero
 			}
 		}
 		// diffDisk.lookup: a block past the location map (the tail of a
@@ -547,31 +575,76 @@ func (r *exportReader) run() error {
 		if tail := int(fullBlocks - wStart/ExportBlockSize); tail >= 0 && tail < nb {
 			own[tail] = 0
 		}
-		if err := r.emit(wStart, wEnd, own, zero); err != nil {
+		r.hint(wStart, wEnd, own)
+		return own, nil
+	}
+	cur, next := make([]int32, exportWindow/ExportBlockSize), make([]int32, exportWindow/ExportBlockSize)
+	var err error
+	if c.Size > 0 {
+		if cur, err = mapWindow(cur, 0); err != nil {
 			return err
 		}
+	}
+	for wStart := int64(0); wStart < c.Size; wStart += exportWindow {
+		if err := r.ctx.Err(); err != nil {
+			return err
+		}
+		if nStart := wStart + exportWindow; nStart < c.Size {
+			if next, err = mapWindow(next[:cap(next)], nStart); err != nil {
+				return err
+			}
+		}
+		if err := r.emit(wStart, min(wStart+exportWindow, c.Size), cur); err != nil {
+			return err
+		}
+		cur, next = next, cur
 	}
 	return nil
 }
 
+// Sources of a block besides a layer index.
+const (
+	exportNone = -1 // not known yet
+	exportZero = -2 // no layer has it: zeros
+)
+
+// hint asks the kernel to read the window's data runs ahead.
+func (r *exportReader) hint(wStart, wEnd int64, own []int32) {
+	r.runs(wStart, wEnd, own, func(s, end int64, src int32) {
+		if src >= 0 {
+			l := &r.layers[src]
+			if k := min(end, l.size) - s; k > 0 {
+				exportWillNeed(l.f, s, k)
+			}
+		}
+	})
+}
+
 // emit sends the window's runs of blocks of one source.
-func (r *exportReader) emit(wStart, wEnd int64, own []int32, zero int32) error {
+func (r *exportReader) emit(wStart, wEnd int64, own []int32) error {
+	var err error
+	r.runs(wStart, wEnd, own, func(s, end int64, src int32) {
+		switch {
+		case err != nil:
+		case src == exportZero:
+			err = r.send(exportSegment{off: s, n: end - s})
+		default:
+			err = r.read(&r.layers[src], s, end)
+		}
+	})
+	return err
+}
+
+// runs calls fn for each run of blocks of one source in the window.
+func (r *exportReader) runs(wStart, wEnd int64, own []int32, fn func(s, end int64, src int32)) {
 	for b := 0; b < len(own); {
 		e := b + 1
 		for e < len(own) && own[e] == own[b] {
 			e++
 		}
-		s, end := wStart+int64(b)*ExportBlockSize, min(wStart+int64(e)*ExportBlockSize, wEnd)
-		if own[b] == zero {
-			if err := r.send(exportSegment{off: s, n: end - s}); err != nil {
-				return err
-			}
-		} else if err := r.read(&r.layers[own[b]], s, end); err != nil {
-			return err
-		}
+		fn(wStart+int64(b)*ExportBlockSize, min(wStart+int64(e)*ExportBlockSize, wEnd), own[b])
 		b = e
 	}
-	return nil
 }
 
 // read sends [s, end) of layer l, zeros past its end, in buffers.

@@ -758,7 +758,7 @@ func makeRSSChain(tb testing.TB, dir string) Chain {
 	c := Chain{Size: rssVolumeSize, Layers: []string{"volume-head-002.img", "volume-snap-s1.img"}}
 	piece := 1 << 20
 	pieces := rssDataBytes / piece / len(c.Layers)
-	stride := int64(rssVolumeSize / pieces)
+	stride := int64(rssVolumeSize) / int64(pieces)
 	for i, name := range c.Layers {
 		var ops []layerOp
 		for k := range pieces {
