@@ -1,72 +1,5 @@
 package salvage
 
-// # Export
-//
-// ExportChain rebuilds a volume's raw image from a replica directory's
-// chain of layers, block by block, the way longhorn-engine's replica reads
-// it (pkg/replica/diff_disk.go, diffDisk.lookup and diffDisk.read):
-//
-//   - The volume is read in 4096-byte blocks (diskutil.VolumeSectorSize,
-//     the engine's location map has one entry per such block).
-//   - A block belongs to the newest layer whose file has an extent there,
-//     as FIEMAP reports it (the engine calls rancher/go-fibmap's Fiemap with
-//     FIEMAP_FLAG_SYNC on [block*4096, +4096) of each file from the head
-//     down and takes the first file with any extent, ignoring the extent
-//     flags). So a block written with zeros, and a preallocated (unwritten)
-//     extent, both own their block and hide older layers: they read as
-//     zeros, not as the older data. Holes are NOT found with SEEK_DATA:
-//     on ext4 SEEK_DATA reports an unwritten extent as a hole (and as data
-//     once its pages are cached), so it disagrees with the engine there.
-//   - The bottom of the engine's file list is never probed (diffDisk.lookup:
-//     "for index 1 we don't check Fiemap because it may be a base image
-//     file"): a block no upper layer has comes from the backing file when
-//     the chain has one (it is index 1, the oldest snapshot index 2 is
-//     probed), or else from the oldest layer, whatever its extents say.
-//   - Bytes past a layer file's end, inside the volume, read as zeros
-//     (diffDisk.read); a layer shorter than the volume (an older layer of
-//     an expanded volume) has no extents there, so the blocks past its end
-//     come from older layers, as in the engine.
-//   - A final partial block (a Size that is not a multiple of 4096) is read
-//     from the head, as diffDisk.lookup does for a block past its location
-//     map.
-//   - Removed snapshots are layers like any other (the engine's Chain keeps
-//     them and reads through them); snapshots outside the chain are never
-//     opened.
-//
-// The image is streamed: the extent maps are walked in windows of 32 MiB
-// (the next window is mapped, and its reads hinted to the kernel with
-// POSIX_FADV_WILLNEED, while the current one is read), and eight 1 MiB
-// buffers are in flight between a reading, a hashing and a writing
-// goroutine, so memory does not grow with the volume's size or its number
-// of extents (about 10 MiB plus a few KiB per layer).
-//
-// # Filesystems without FIEMAP
-//
-// The engine cannot serve a replica from a filesystem without FIEMAP at all
-// (its lookup fails the read; replica.go refuses such a directory up
-// front). A copy of a replica directory on such a filesystem (tmpfs, some
-// network filesystems) can still hold the only data left, so by default
-// ExportChain then maps that layer with SEEK_DATA/SEEK_HOLE instead, and
-// names it in ExportResult.SeekDataLayers. The caveat: SEEK_DATA may call
-// a preallocated, never-written range a hole, and the older data below it
-// then shows through where the engine would have read zeros. Replicas the
-// engine wrote have no such ranges (it never preallocates), and a copy
-// made with cp has already lost them. With ExportOptions.RequireFiemap the
-// export refuses instead (ErrExportNoFiemap). The backing file, or the
-// bottom layer, is read for its contents only, so for it SEEK_DATA is
-// exact. Other operating systems than Linux have no export
-// (ErrExportUnsupported).
-//
-// # Output
-//
-// When w can be truncated (it has a Truncate(int64) error method and, if
-// it is an *os.File, is a regular file), ExportChain truncates it to zero
-// length first, writes only the 4096-byte blocks that are not all zeros,
-// and truncates it to Size at the end: the image's zero blocks stay holes
-// of the output file and its size is exactly Size. Any other io.WriterAt
-// (a block device, a buffer) gets every byte of the image, zeros included.
-// ExportOptions.Dense writes every byte in both cases.
-
 import (
 	"bytes"
 	"context"
@@ -137,8 +70,9 @@ type ExportResult struct {
 	// SHA256 is the checksum of the whole image, Size bytes, holes as
 	// zeros.
 	SHA256 [32]byte
-	// ReadBytes is how many bytes were read from layer files (the blocks
-	// the image takes from them; not their holes).
+	// ReadBytes is how many bytes of the image came from layer files (the
+	// blocks it takes from them, zeros past a short layer's end included;
+	// not the blocks no layer has).
 	ReadBytes int64
 	// WrittenBytes is how many bytes were written to w.
 	WrittenBytes int64
@@ -149,9 +83,69 @@ type ExportResult struct {
 }
 
 // ExportChain writes the raw image of the volume c describes, read from the
-// layer files in dir, to w, and returns its size and SHA-256. It reads
-// every block exactly as longhorn-engine's replica reads it (see "Export"
-// above); it writes nothing under dir.
+// layer files in dir, to w, and returns its size and SHA-256. It writes
+// nothing under dir.
+//
+// It rebuilds the image block by block the way longhorn-engine's replica
+// reads it (pkg/replica/diff_disk.go, diffDisk.lookup and diffDisk.read):
+//
+//   - The volume is read in 4096-byte blocks (diskutil.VolumeSectorSize,
+//     the engine's location map has one entry per such block).
+//   - A block belongs to the newest layer whose file has an extent there,
+//     as FIEMAP reports it (the engine calls rancher/go-fibmap's Fiemap with
+//     FIEMAP_FLAG_SYNC on [block*4096, +4096) of each file from the head
+//     down and takes the first file with any extent, ignoring the extent
+//     flags). So a block written with zeros, and a preallocated (unwritten)
+//     extent, both own their block and hide older layers: they read as
+//     zeros, not as the older data. Holes are NOT found with SEEK_DATA:
+//     on ext4 SEEK_DATA reports an unwritten extent as a hole (and as data
+//     once its pages are cached), so it disagrees with the engine there.
+//   - The bottom of the engine's file list is never probed (diffDisk.lookup:
+//     "for index 1 we don't check Fiemap because it may be a base image
+//     file"): a block no upper layer has comes from the backing file when
+//     the chain has one (it is index 1, the oldest snapshot index 2 is
+//     probed), or else from the oldest layer, whatever its extents say.
+//   - Bytes past a layer file's end, inside the volume, read as zeros
+//     (diffDisk.read); a layer shorter than the volume (an older layer of
+//     an expanded volume) has no extents there, so the blocks past its end
+//     come from older layers, as in the engine.
+//   - A final partial block (a Size that is not a multiple of 4096) is read
+//     from the head, as diffDisk.lookup does for a block past its location
+//     map.
+//   - Removed snapshots are layers like any other (the engine's Chain keeps
+//     them and reads through them); snapshots outside the chain are never
+//     opened.
+//
+// Memory. The image is streamed: the extent maps are walked in windows of 32 MiB
+// (the next window is mapped, and its reads hinted to the kernel with
+// POSIX_FADV_WILLNEED, while the current one is read), and eight 1 MiB
+// buffers are in flight between a reading, a hashing and a writing
+// goroutine, so memory does not grow with the volume's size or its number
+// of extents (about 10 MiB plus a few KiB per layer).
+//
+// Filesystems without FIEMAP. The engine cannot serve a replica from a filesystem without FIEMAP at all
+// (its lookup fails the read, and replica.go's construct refuses such a
+// directory up front: Replica.isExtentSupported, "file extent is
+// unsupported"). A copy of a replica directory on such a filesystem (tmpfs, some
+// network filesystems) can still hold the only data left, so by default
+// ExportChain then maps that layer with SEEK_DATA/SEEK_HOLE instead, and
+// names it in ExportResult.SeekDataLayers. The caveat: SEEK_DATA may call
+// a preallocated, never-written range a hole, and the older data below it
+// then shows through where the engine would have read zeros. Replicas the
+// engine wrote have no such ranges (it never preallocates), and a copy
+// made with cp has already lost them. With ExportOptions.RequireFiemap the
+// export refuses instead (ErrExportNoFiemap). The backing file, or the
+// bottom layer, is read for its contents only, so for it SEEK_DATA is
+// exact. Other operating systems than Linux have no export
+// (ErrExportUnsupported).
+//
+// Output. When w can be truncated (it has a Truncate(int64) error method and, if
+// it is an *os.File, is a regular file), ExportChain truncates it to zero
+// length first, writes only the 4096-byte blocks that are not all zeros,
+// and truncates it to Size at the end: the image's zero blocks stay holes
+// of the output file and its size is exactly Size. Any other io.WriterAt
+// (a block device, a buffer) gets every byte of the image, zeros included.
+// ExportOptions.Dense writes every byte in both cases.
 //
 // Every layer is opened read-only by its name inside dir, never through a
 // symbolic link, and must be a regular file (else ErrExportNotRegular; a
