@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -38,7 +39,8 @@ var (
 	// ErrExportQcow2: the backing file is a qcow2 image; the engine reads
 	// it through qemu's format, which this export does not decode.
 	ErrExportQcow2 = errors.New("salvage: backing file is a qcow2 image")
-	// ErrExportChanged: a layer changed size while it was read.
+	// ErrExportChanged: a layer changed (size or modification time) while
+	// it was read: the image may mix old and new data.
 	ErrExportChanged = errors.New("salvage: layer changed during export")
 	// ErrExportUnsupported: this operating system cannot export (Longhorn
 	// replicas live on Linux; FIEMAP is Linux's).
@@ -203,7 +205,8 @@ func exportCheckChain(c Chain) error {
 type exportLayer struct {
 	name string // as given: a layer name, or the backing file's path
 	f    *os.File
-	size int64 // apparent size when opened
+	size int64     // apparent size when opened
+	mod  time.Time // modification time when opened
 }
 
 // exportOpen opens the layers, head first, then the backing file if any.
@@ -259,7 +262,7 @@ func exportOpenIn(root *os.Root, name, shown string) (exportLayer, error) {
 	if err != nil {
 		return exportLayer{}, err
 	}
-	return exportLayer{name: shown, f: f, size: info.Size()}, nil
+	return exportLayer{name: shown, f: f, size: info.Size(), mod: info.ModTime()}, nil
 }
 
 // exportCheckRaw refuses a qcow2 backing file (magic "QFI\xfb", the format
@@ -402,6 +405,17 @@ func exportRun(ctx context.Context, c Chain, layers []exportLayer, w io.WriterAt
 	}
 	if done != c.Size {
 		return res, fmt.Errorf("salvage: export stopped at %d of %d bytes", done, c.Size)
+	}
+	// A write to a layer while it was mapped or read could have changed
+	// the image without failing a read.
+	for _, l := range layers {
+		info, err := l.f.Stat()
+		if err != nil {
+			return res, fmt.Errorf("stat %s: %w", l.name, err)
+		}
+		if info.Size() != l.size || !info.ModTime().Equal(l.mod) {
+			return res, fmt.Errorf("%w: %s was modified while it was read", ErrExportChanged, l.name)
+		}
 	}
 	if out.truncate != nil {
 		if err := out.truncate(c.Size); err != nil {

@@ -858,3 +858,61 @@ func TestExportMemoryBounded(t *testing.T) {
 		t.Errorf("child printed SHA-256 %q", sum)
 	}
 }
+
+// TestExportLayerChangedDuringExport: a layer cut short while it is read
+// stops the export with ErrExportChanged instead of a silently wrong
+// image.
+func TestExportLayerChangedDuringExport(t *testing.T) {
+	dir := t.TempDir()
+	size := int64(96 << 20)
+	var ops []layerOp
+	for off := int64(0); off < size; off += 4 << 20 {
+		ops = append(ops, writeAt(off, fill('H', 1<<20)))
+	}
+	head := filepath.Join(dir, "volume-head-001.img")
+	makeLayer(t, head, size, ops...)
+	c := Chain{Size: size, Layers: []string{"volume-head-001.img"}}
+	cut := false
+	_, err := ExportChain(context.Background(), dir, c, &memWriter{}, ExportOptions{Progress: func(done, total int64) {
+		if !cut {
+			cut = true
+			if err := os.Truncate(head, 0); err != nil {
+				t.Error(err)
+			}
+		}
+	}})
+	if !errors.Is(err, ErrExportChanged) {
+		t.Errorf("err = %v, want ErrExportChanged", err)
+	}
+}
+
+// TestExportLayerWrittenDuringExport: a write to a layer during the export,
+// even where it was already read, makes the export fail.
+func TestExportLayerWrittenDuringExport(t *testing.T) {
+	dir := t.TempDir()
+	size := int64(16 << 20)
+	head := filepath.Join(dir, "volume-head-001.img")
+	makeLayer(t, head, size, writeAt(0, fill('H', 1<<20)))
+	c := Chain{Size: size, Layers: []string{"volume-head-001.img"}}
+	written := false
+	_, err := ExportChain(context.Background(), dir, c, &memWriter{}, ExportOptions{Progress: func(done, total int64) {
+		if !written {
+			written = true
+			f, err := os.OpenFile(head, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			// A modification time that cannot equal the one at open.
+			if _, err := f.WriteAt([]byte("x"), 0); err != nil {
+				t.Error(err)
+			}
+			if err := os.Chtimes(head, time.Time{}, time.Unix(1, 0)); err != nil {
+				t.Error(err)
+			}
+		}
+	}})
+	if !errors.Is(err, ErrExportChanged) {
+		t.Errorf("err = %v, want ErrExportChanged", err)
+	}
+}
