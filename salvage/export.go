@@ -118,36 +118,37 @@ type ExportResult struct {
 //     them and reads through them); snapshots outside the chain are never
 //     opened.
 //
-// Memory. The image is streamed: the extent maps are walked in windows of 32 MiB
-// (the next window is mapped, and its reads hinted to the kernel with
-// POSIX_FADV_WILLNEED, while the current one is read), and eight 1 MiB
+// Memory. The image is streamed: the extent maps are walked in windows of
+// 32 MiB (the next window is mapped, and its reads hinted to the kernel
+// with POSIX_FADV_WILLNEED, while the current one is read), and eight 1 MiB
 // buffers are in flight between a reading, a hashing and a writing
 // goroutine, so memory does not grow with the volume's size or its number
 // of extents (about 10 MiB plus a few KiB per layer).
 //
-// Filesystems without FIEMAP. The engine cannot serve a replica from a filesystem without FIEMAP at all
-// (its lookup fails the read, and replica.go's construct refuses such a
-// directory up front: Replica.isExtentSupported, "file extent is
-// unsupported"). A copy of a replica directory on such a filesystem (tmpfs, some
-// network filesystems) can still hold the only data left, so by default
-// ExportChain then maps that layer with SEEK_DATA/SEEK_HOLE instead, and
-// names it in ExportResult.SeekDataLayers. The caveat: SEEK_DATA may call
-// a preallocated, never-written range a hole, and the older data below it
+// Filesystems without FIEMAP. The engine cannot serve a replica from a
+// filesystem without FIEMAP at all (its lookup fails the read, and
+// replica.go's construct refuses such a directory up front:
+// Replica.isExtentSupported, "file extent is unsupported"). A copy of a
+// replica directory on such a filesystem (tmpfs, some network filesystems)
+// can still hold the only data left, so by default ExportChain then maps
+// that layer with SEEK_DATA/SEEK_HOLE instead, and names it in
+// ExportResult.SeekDataLayers. The caveat: SEEK_DATA may call a
+// preallocated, never-written range a hole, and the older data below it
 // then shows through where the engine would have read zeros. Replicas the
-// engine wrote have no such ranges (it never preallocates), and a copy
-// made with cp has already lost them. With ExportOptions.RequireFiemap the
+// engine wrote have no such ranges (it never preallocates), and cp, which
+// writes zero ranges as holes, does not carry them into a copy. With ExportOptions.RequireFiemap the
 // export refuses instead (ErrExportNoFiemap). The backing file, or the
 // bottom layer, is read for its contents only, so for it SEEK_DATA is
 // exact. Other operating systems than Linux have no export
 // (ErrExportUnsupported).
 //
-// Output. When w can be truncated (it has a Truncate(int64) error method and, if
-// it is an *os.File, is a regular file), ExportChain truncates it to zero
-// length first, writes only the 4096-byte blocks that are not all zeros,
-// and truncates it to Size at the end: the image's zero blocks stay holes
-// of the output file and its size is exactly Size. Any other io.WriterAt
-// (a block device, a buffer) gets every byte of the image, zeros included.
-// ExportOptions.Dense writes every byte in both cases.
+// Output. When w can be truncated (it has a Truncate(int64) error method
+// and, if it is an *os.File, is a regular file), ExportChain truncates it
+// to zero length first, writes only the 4096-byte blocks that are not all
+// zeros, and truncates it to Size at the end: the image's zero blocks stay
+// holes of the output file and its size is exactly Size. Any other
+// io.WriterAt (a block device, a buffer) gets every byte of the image,
+// zeros included. ExportOptions.Dense writes every byte in both cases.
 //
 // Every layer is opened read-only by its name inside dir, never through a
 // symbolic link, and must be a regular file (else ErrExportNotRegular; a

@@ -916,3 +916,34 @@ func TestExportLayerWrittenDuringExport(t *testing.T) {
 		t.Errorf("err = %v, want ErrExportChanged", err)
 	}
 }
+
+// TestExportDenseAndDeviceOutput: Dense writes every byte to a file (no
+// holes), and an *os.File that is not a regular file (a character device)
+// is written densely and never truncated.
+func TestExportDenseAndDeviceOutput(t *testing.T) {
+	dir := t.TempDir()
+	size := int64(64 * blk)
+	makeLayer(t, filepath.Join(dir, "volume-head-001.img"), size, writeAt(3*blk, fill('H', blk)))
+	c := Chain{Size: size, Layers: []string{"volume-head-001.img"}}
+
+	got, res, info := exportToFile(t, dir, c, ExportOptions{Dense: true})
+	if res.WrittenBytes != size || info.Size() != size || !bytes.Equal(got[3*blk:4*blk], fill('H', blk)) {
+		t.Errorf("dense: %d written, file %d bytes; want %d and the head's block", res.WrittenBytes, info.Size(), size)
+	}
+	if alloc := info.Sys().(*syscall.Stat_t).Blocks * 512; alloc < size {
+		t.Errorf("dense output allocates %d bytes of %d: holes were left", alloc, size)
+	}
+
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	res, err = ExportChain(context.Background(), dir, c, null, ExportOptions{})
+	if err != nil {
+		t.Fatalf("export to %s: %v", os.DevNull, err)
+	}
+	if res.WrittenBytes != size {
+		t.Errorf("to a device: %d bytes written, want all %d", res.WrittenBytes, size)
+	}
+}
