@@ -163,9 +163,7 @@ func TestDecideCurrentCopyConditionsCostNoAllocationPerRecord(t *testing.T) {
 			in.Candidates = append(in.Candidates, orphan.Candidate{Item: it, Verdict: orphan.Orphan("o")})
 		}
 		// One plan writes the conditions; the records carry them after.
-		for _, r := range orphan.Decide(in).Create {
-			in.Records = append(in.Records, r)
-		}
+		in.Records = append(in.Records, orphan.Decide(in).Create...)
 		return in
 	}
 	allocs := func(n int) float64 {
