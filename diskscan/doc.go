@@ -66,6 +66,13 @@
 //     leaving the marked tombstone for FinishInterrupted; a scan checks it
 //     between unexpected entries (its workers stop taking entries, and it
 //     fails with ctx's error and no report).
+//   - Bounded scans: the walk summing an orphan's size opens each
+//     directory once, relative to its parent, never follows a link or
+//     crosses a mount, and stops at MaxWalkDepth levels (the directory is
+//     then skipped as not a replica: a purge would refuse it too) or at
+//     Options.MaxWalkEntries entries (its size is then reported unknown,
+//     OrphanDir.SizeUnknown), so one strange directory cannot stall the
+//     scans of a node.
 //   - Names: a directory whose tombstone or marker name would not fit in
 //     255 bytes is never reported as an orphan (skipped with the reason).
 //
