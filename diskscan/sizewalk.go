@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 )
 
@@ -137,7 +136,7 @@ func (w *sizeWalk) walkRoot(dir *os.Root, bound boundary, depth int) {
 				}
 			}
 		}
-		if err == io.EOF || err == nil && len(batch) == 0 || err != nil {
+		if err != nil || len(batch) == 0 { // io.EOF at the end
 			break
 		}
 	}
