@@ -1,6 +1,7 @@
 package diskscan
 
 import (
+	"context"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -121,7 +122,9 @@ func TestScanSeesEveryReleaseAndSaysWhyNot(t *testing.T) {
 	for name, meta := range damaged {
 		replica(t, d, name, disktest.Replica{Meta: []byte(meta)})
 	}
-	rep := newFixture(t, d).scan().Disks[0]
+	f := newFixture(t, d)
+	f.expect(d, "pvc-kept-r-00000009") // an expected set that is not empty, so Delete may purge
+	rep := f.scan().Disks[0]
 	orphans := map[string]bool{}
 	for _, o := range rep.Orphans {
 		orphans[o.Name] = true
@@ -149,6 +152,11 @@ func TestScanSeesEveryReleaseAndSaysWhyNot(t *testing.T) {
 		if !orphans[name] && skipped[name] == "" {
 			t.Errorf("%s: missing from the report", name)
 		}
+	}
+	// Delete checks volume.meta again at purge time, by the same rule: a
+	// v0.1.0 replica can be purged.
+	if err := f.o.Delete(context.Background(), record(t, d, "pvc-rela-r-0000000a")); err != nil {
+		t.Errorf("Delete of a v0.1.0 replica: %v", err)
 	}
 	if !longhornSeesVolumeMeta([]byte(damaged["pvc-empty-r-0000000e"])) {
 		t.Error("the Longhorn check refuses {}: the test's premise is wrong")
