@@ -91,10 +91,28 @@
 // Store.DeleteCompletedBackup (backupdelete.CompletedBackupDeleter, which
 // the failed-backup purge requires) is the same deletion with one more
 // check under the deletion lock, before anything is removed: the backup's
-// cfg must be a readable, parsable regular file with a CreatedTime
-// (ErrInProgress, ErrCorrupt or ErrFileType otherwise). Longhorn's
-// DeleteDeltaBlockBackup has no such check: a user may delete a backup in
-// progress, and DeleteBackup still allows it.
+// cfg must be a readable, parsable regular file (ErrCorrupt or ErrFileType
+// otherwise), and if its CreatedTime is empty, no backup lock (type 1) of
+// the volume may be live, by Longhorn's expiry rule on the Store's clock
+// (a *BackupRunningError wrapping backupdelete.ErrInProgress otherwise,
+// naming the lock; a fresh lock file that cannot be read counts as one).
+// Longhorn's backup creation (deltablock.go CreateDeltaBlockBackup) holds
+// its backup lock, refreshed every 60 s, from before performBackup writes
+// the in-progress cfg until it has written the final one; a backup whose
+// cfg still has an empty CreatedTime once no backup lock is live was
+// abandoned by a writer that died, and is deleted (Collection.Abandoned).
+// Since an in-progress cfg lists none of the blocks its backup uploaded,
+// deleting one lists every block file of the volume. Longhorn's
+// DeleteDeltaBlockBackup has no such check: it removes the backup whatever
+// its CreatedTime (only another backup in progress holds back its block
+// collection, as here), and DeleteBackup does the same.
+//
+// Why a live backup lock cannot appear unseen: the deletion lock is
+// acquired only when no live lock of another type ranks before it, and a
+// backup taker that comes later ranks after it and, seeing it, gives up
+// (Longhorn's FileLock.canAcquire). So while a deletion holds its lock no
+// backup writes blocks or cfgs in the volume; the check above also
+// refuses on a later taker's lock that has not given up yet.
 //
 // # Locks
 //
