@@ -48,6 +48,7 @@ var collectionSteps = []collectionStep{
 	{"list the backups again", (*collection).relist},
 	{"unlink the unreferenced blocks", (*collection).unlink},
 	{"update volume.cfg", (*collection).updateVolume},
+	{"remove the directories it emptied", (*collection).tidy},
 }
 
 type collectionStep struct {
@@ -79,6 +80,8 @@ type collection struct {
 	// full one (or a recount) builds the set of every referenced block.
 	idx        *candidateIndex
 	referenced *blockSet
+	// emptied are the buckets blocks were unlinked from (see tidy).
+	emptied bucketSet
 	// bufs hold the deleted cfg's bytes and checksums (candidates alias
 	// them); back to the pool when the collection ends.
 	bufs *scanBuffers
@@ -281,7 +284,13 @@ func (c *collection) unlink() error {
 		// unreferenced ones in one pass (the referenced set is complete
 		// and read-only from here on).
 		c.out.Full = true
-		removed, failed, err := sweepBlocks(c.ctx, c.vol, func(ck []byte) bool { return !c.referenced.has(ck) })
+		removed, failed, err := sweepBlocks(c.ctx, c.vol, func(ck []byte) bool {
+			if c.referenced.has(ck) {
+				return false
+			}
+			c.emptied.add(ck)
+			return true
+		})
 		c.out.Removed = removed
 		return c.unlinked(failed, err)
 	default:
@@ -295,6 +304,9 @@ func (c *collection) unlink() error {
 				unref = append(unref, string(ck))
 			}
 		}
+	}
+	for _, ck := range unref {
+		c.emptied.add([]byte(ck))
 	}
 	removed, failed := removeBlocks(c.ctx, c.vol, unref)
 	c.out.Removed = removed
@@ -350,7 +362,7 @@ func (c *collection) updateVolume() error {
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(c.vol, volumeCfg, data); err != nil {
+	if err := writeAtomic(c.vol, volumeCfg, data, c.s.clock); err != nil {
 		return fmt.Errorf("update volume.cfg: %w", err)
 	}
 	return nil

@@ -32,10 +32,29 @@
 //     the first half of a SHA-512). Anything else makes the cfg corrupt,
 //     never a path.
 //   - An empty CreatedTime marks a backup in progress.
-//   - Files are written to a temporary name and renamed. Longhorn uses
-//     "<file>.tmp"; we use "<file>.<8 hex>.tmp" so two writers never
-//     truncate each other's temporary file; both end in .tmp, so neither
-//     is ever listed as a cfg, block or lock.
+//   - A block is named by the first 64 hex digits of the SHA-512 of its
+//     uncompressed content (util.GetChecksum, applied in backupBlock
+//     before compression; see BlockChecksum); the file holds the
+//     compressed bytes, and Longhorn's restore verifies the name against
+//     the decompressed block.
+//   - Files are written to a temporary name and renamed. Longhorn's
+//     temporary name is "<file>.tmp.<unixnano>" (fsops/fsops.go Write and
+//     Upload), and so is ours (created exclusively, so two writers never
+//     share one). No listing takes one for a cfg, block or lock: each
+//     keeps only names ending in its suffix, as Longhorn's
+//     util.ExtractNames does. A temporary file a crashed writer left is
+//     never removed, and keeps its directory from being removed.
+//   - Directories are created with Longhorn's mode, 0700 (fsops
+//     preparePath), and removed when a deletion empties them, as
+//     Longhorn's fsops Remove does: an emptied blocks/<a>/<b>/,
+//     blocks/<a>/, blocks/, backups/ and locks/, never the volume
+//     directory, and only with rmdir semantics (a directory that is not
+//     empty stays). A backup writer creates a directory and then writes
+//     in it; the block and backup directories are removed only under the
+//     deletion lock, which excludes backup writers, so none is between
+//     the two. locks/ is removed after our lock file, holding nothing, as
+//     Longhorn does: a taker that just created it may then fail its
+//     attempt (ours create it again), and nothing is lost.
 //   - volume.cfg is rewritten key by key: only LastBackupName,
 //     LastBackupAt and BlockCount change, every other key keeps its bytes,
 //     so fields added by newer Longhorn versions survive. The keys are

@@ -120,6 +120,9 @@ func (l *Lock) Release() error {
 		if err := l.vol.Remove(lockPath(l.file.Name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			l.err = err
 		}
+		// As Longhorn's removeLock: locks/ goes when it is empty (see
+		// tidy.go for the race with a taker, which is Longhorn's too).
+		_ = rmdirEmpty(l.vol, locksDir)
 		if l.closeRoot {
 			l.vol.Close()
 		}
@@ -166,16 +169,14 @@ func (s *Store) acquire(ctx context.Context, vol *os.Root, volume string, t Lock
 		return nil, err
 	}
 	me := LockFile{Name: name, Type: t}
-	if err := vol.MkdirAll(locksDir, 0o755); err != nil {
-		return nil, err
-	}
-	if err := s.writeLock(vol, me); err != nil {
+	if err := s.writeLockFile(vol, me); err != nil {
 		return nil, err
 	}
 	start := s.clock.Now()
 	written := start
 	fail := func(err error) (*Lock, error) {
 		_ = vol.Remove(lockPath(name))
+		_ = rmdirEmpty(vol, locksDir)
 		return nil, err
 	}
 	if err := s.wait(ctx, LockSettle); err != nil {
@@ -296,12 +297,29 @@ func (s *Store) refresh(l *Lock) {
 	}
 }
 
+// writeLockFile creates locks/ (with Longhorn's mode) and writes a new
+// lock file in it. Another holder's Release removes locks/ when it leaves
+// it empty, and may do so between our mkdir and our write: then the write
+// finds no directory, and we make it again (a few times).
+func (s *Store) writeLockFile(vol *os.Root, l LockFile) error {
+	var err error
+	for range 3 {
+		if err = vol.MkdirAll(locksDir, dirMode); err != nil {
+			return err
+		}
+		if err = s.writeLock(vol, l); !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return err
+}
+
 func (s *Store) writeLock(vol *os.Root, l LockFile) error {
 	data, err := json.Marshal(l)
 	if err != nil {
 		return err
 	}
-	return writeAtomic(vol, lockPath(l.Name), data)
+	return writeAtomic(vol, lockPath(l.Name), data, s.clock)
 }
 
 // wait waits d on the store's clock, or until ctx ends.

@@ -1,0 +1,81 @@
+//go:build linux
+
+package fsstore
+
+import (
+	"context"
+	"os"
+	"syscall"
+)
+
+// removeEmptyBuckets removes blocks/<a>/<b> for each "<a><b>" in buckets
+// (sorted), then each blocks/<a> it emptied, then blocks, each only if
+// empty: unlinkat(AT_REMOVEDIR) through the descriptor of the parent,
+// each level opened with O_DIRECTORY|O_NOFOLLOW, as the unlinks were.
+func removeEmptyBuckets(ctx context.Context, vol *os.Root, buckets []string) {
+	blocks, err := openDirFile(vol, blocksDir)
+	if err != nil {
+		return
+	}
+	rc, err := blocks.SyscallConn()
+	if err != nil {
+		blocks.Close()
+		return
+	}
+	_ = rc.Control(func(u uintptr) {
+		blocksFD := int(u)
+		for i := 0; i < len(buckets); {
+			a := buckets[i][0:2]
+			j := i
+			for j < len(buckets) && buckets[j][0:2] == a {
+				j++
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			if fa, err := openPathDir(blocksFD, a); err == nil {
+				for _, ab := range buckets[i:j] {
+					_ = rmdirAt(fa, ab[2:4])
+				}
+				syscall.Close(fa)
+				_ = rmdirAt(blocksFD, a)
+			}
+			i = j
+		}
+	})
+	blocks.Close()
+	_ = rmdirEmpty(vol, blocksDir)
+}
+
+// rmdirEmpty removes vol/name (one component) only if it is an empty
+// directory.
+func rmdirEmpty(vol *os.Root, name string) error {
+	dir, err := openDirFile(vol, ".")
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	rc, err := dir.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var rerr error
+	if err := rc.Control(func(u uintptr) { rerr = rmdirAt(int(u), name) }); err != nil {
+		return err
+	}
+	return rerr
+}
+
+// rmdirAt is rmdir(2) of dirfd/name: unlinkat with AT_REMOVEDIR, which
+// removes only an empty directory (never a file, never a symlink's target).
+func rmdirAt(dirfd int, name string) error {
+	p, err := syscall.BytePtrFromString(name)
+	if err != nil {
+		return err
+	}
+	return unlinkatPtr(dirfd, p, atRemoveDir)
+}
+
+// atRemoveDir is Linux's AT_REMOVEDIR (the same on every architecture Go
+// supports; package syscall does not name it).
+const atRemoveDir = 0x200
