@@ -82,7 +82,9 @@
 // LastBackupAt; BlockCount = the distinct referenced blocks). No block is
 // unlinked if a remaining backup is in progress or unreadable, or if the
 // backup list changed, and then LastBackupName is cleared rather than
-// guessed, as Longhorn does.
+// guessed, as Longhorn does. Last, the bucket directories it unlinked
+// from and backups/ are removed if they are empty, and locks/ when the
+// lock is released (see the format notes on directories).
 //
 // One departure, for speed (Collection.Full, Options.FullCollection):
 // Longhorn lists every block file of the volume on every deletion, which
@@ -171,7 +173,8 @@
 // bucket is followed at all, and a FIFO at a bucket's place is refused
 // before it is opened. Deleting what is already gone is success, and the block
 // collection still runs, so a retry finishes an interrupted deletion.
-// Files that are not cfgs, blocks or locks are never removed.
+// Files that are not cfgs, blocks or locks are never removed; a
+// directory only when it is empty.
 //
 // No file is opened before its type is known. Lstat (which opens nothing
 // and follows no symlink) comes first; a regular file is then opened
