@@ -5,6 +5,7 @@ package fsstore
 import (
 	"context"
 	"os"
+	"sync"
 	"syscall"
 )
 
@@ -12,6 +13,8 @@ import (
 // (sorted), then each blocks/<a> it emptied, then blocks, each only if
 // empty: unlinkat(AT_REMOVEDIR) through the descriptor of the parent,
 // each level opened with O_DIRECTORY|O_NOFOLLOW, as the unlinks were.
+// First-level buckets are tidied by several workers, as they were
+// unlinked from: on NFS each removal is a round trip.
 func removeEmptyBuckets(ctx context.Context, vol *os.Root, buckets []string) {
 	blocks, err := openDirFile(vol, blocksDir)
 	if err != nil {
@@ -22,29 +25,53 @@ func removeEmptyBuckets(ctx context.Context, vol *os.Root, buckets []string) {
 		blocks.Close()
 		return
 	}
-	_ = rc.Control(func(u uintptr) {
-		blocksFD := int(u)
-		for i := 0; i < len(buckets); {
-			a := buckets[i][0:2]
-			j := i
-			for j < len(buckets) && buckets[j][0:2] == a {
-				j++
-			}
-			if ctx.Err() != nil {
-				return
-			}
-			if fa, err := openPathDir(blocksFD, a); err == nil {
-				for _, ab := range buckets[i:j] {
+	blocksFD := -1
+	if err := rc.Control(func(u uintptr) { blocksFD = int(u) }); err != nil {
+		blocks.Close()
+		return
+	}
+	var groups [][]string
+	for i := 0; i < len(buckets); {
+		j := i
+		for j < len(buckets) && buckets[j][0:2] == buckets[i][0:2] {
+			j++
+		}
+		groups = append(groups, buckets[i:j])
+		i = j
+	}
+	work := make(chan []string)
+	var wg sync.WaitGroup
+	for range min(len(groups), removeWorkers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for group := range work {
+				if ctx.Err() != nil {
+					continue
+				}
+				a := group[0][0:2]
+				fa, err := openPathDir(blocksFD, a)
+				if err != nil {
+					continue
+				}
+				for _, ab := range group {
 					_ = rmdirAt(fa, ab[2:4])
 				}
 				syscall.Close(fa)
 				_ = rmdirAt(blocksFD, a)
 			}
-			i = j
-		}
-	})
+		}()
+	}
+	for _, g := range groups {
+		work <- g
+	}
+	close(work)
+	wg.Wait()
+	// blocks stayed open (its descriptor valid) until every worker was done.
 	blocks.Close()
-	_ = rmdirEmpty(vol, blocksDir)
+	if ctx.Err() == nil {
+		_ = rmdirEmpty(vol, blocksDir)
+	}
 }
 
 // rmdirEmpty removes vol/name (one component) only if it is an empty
