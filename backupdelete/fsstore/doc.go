@@ -226,7 +226,10 @@
 // # Errors
 //
 // backupdelete.ErrInvalidRef for invalid names; backupdelete.ErrLocked
-// (as *LockConflictError) for a conflicting lock; backupdelete.ErrCorrupt
+// (as *LockConflictError) for a conflicting lock;
+// backupdelete.ErrInProgress (as *BackupRunningError, naming the lock)
+// from DeleteCompletedBackup for a backup in progress while a backup lock
+// of its volume is live; backupdelete.ErrCorrupt
 // for an unparsable or oversized file (oversized also wraps ErrTooLarge,
 // as a *bounded.TooLargeError naming the file and the limit), and
 // ErrFileType (as *FileTypeError, also ErrCorrupt) for a path of the wrong

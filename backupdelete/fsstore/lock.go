@@ -368,6 +368,7 @@ type BackupRunningError struct {
 	Unreadable error
 }
 
+// Error says which lock holds the backup back, and how old it is.
 func (e *BackupRunningError) Error() string {
 	if e.Unreadable != nil {
 		return fmt.Sprintf("backup %s has an empty CreatedTime and lock file %s of its volume (%s) cannot be read (%v): it may be a live backup lock, so a backup may still be writing",
@@ -384,6 +385,7 @@ func (e *BackupRunningError) age() string {
 	return fmt.Sprintf("written %v ago", e.Age)
 }
 
+// Unwrap returns backupdelete.ErrInProgress.
 func (e *BackupRunningError) Unwrap() error { return backupdelete.ErrInProgress }
 
 // backupRunning returns a *BackupRunningError if a backup lock (type 1)
