@@ -153,3 +153,49 @@ func (f *abandonedFixture) wantUntouched(t *testing.T) {
 		}
 	}
 }
+
+// TestSweeperRefusesAbandonedBackupWhileAWriterRuns: through the orphan
+// Sweeper, a requested purge of a backup whose upload died is refused
+// visibly (Result.Refused, with the store's reason) while another backup
+// of its volume is being written, the record stays, and the next sweep
+// after the writer is gone purges it with the block only it uploaded.
+func TestSweeperRefusesAbandonedBackupWhileAWriterRuns(t *testing.T) {
+	ctx := context.Background()
+	failed := bk("backup-0000000000000001", backupdelete.StateError)
+	running := bk("backup-0000000000000002", backupdelete.StateInProgress)
+	h := newSweepHarness(t, failed, running)
+	must(t, h.mem.Put(running.Ref, true, "shared"))
+	must(t, h.mem.PutAbandoned(failed.Ref, "shared", "own"))
+	name, _ := backupdelete.BackupItem(failed.Ref, "node-1").Name()
+
+	snap, at := h.scan(t)
+	h.run(t, snap, at)
+	must(t, h.records.RequestDeletion(ctx, name))
+	h.clock.Step(time.Second)
+	snap, at = h.scan(t)
+	_, res := h.run(t, snap, at)
+	if len(res.Purged) != 0 || len(res.Refused) != 1 || res.Refused[0].Name != name ||
+		!strings.Contains(res.Refused[0].Reason, "being written") {
+		t.Fatalf("purged %v refused %+v, want a refusal saying a backup is being written", res.Purged, res.Refused)
+	}
+	if ok, _ := h.mem.BackupExists(ctx, failed.Ref); !ok {
+		t.Fatal("purged while a writer ran")
+	}
+	if h.records.Len() != 1 {
+		t.Fatalf("%d records, want the refused one kept", h.records.Len())
+	}
+
+	// The writer finished and its backup was deleted by the host.
+	must(t, h.mem.DeleteBackup(ctx, running.Ref))
+	h.lister.mu.Lock()
+	delete(h.lister.backups, running.Ref)
+	h.lister.mu.Unlock()
+	h.clock.Step(time.Minute)
+	snap, at = h.scan(t)
+	if _, res := h.run(t, snap, at); len(res.Purged) != 1 {
+		t.Fatalf("purge after the writer left: %+v", res)
+	}
+	if got := h.mem.Blocks("default", "vol-a"); len(got) != 0 {
+		t.Fatalf("blocks %v left, want the abandoned upload collected", got)
+	}
+}
