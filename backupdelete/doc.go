@@ -137,8 +137,10 @@
 // CompletedBackupDeleter, with an error wrapping orphan.ErrIncomplete.
 // Orphans.Delete turns every reason not to purge (a record that is not a
 // valid backup, a host record that is gone, changed, not failed or another
-// backup's, a backup in progress or unreadable in the backupstore) into
-// orphan.ErrPreconditionFailed. A delete command's error never escapes
+// backup's, a backup in progress or unreadable in the backupstore, a
+// volume locked by a running backup or restore) into
+// orphan.ErrPreconditionFailed, so the orphan Sweeper refuses the purge
+// visibly (PurgeRefused, with the store's reason) and keeps the record. A delete command's error never escapes
 // the Driver as an error: it becomes the backup's Error state with
 // Longhorn's message "Failed to delete the backup <name> in the
 // backupstore, err <err>", and the command is retried after the backoff.
@@ -202,9 +204,17 @@
 // failed-backup-ttl deletes them from the backup controller). caretaker's
 // are purged only after these re-checks at the moment of deletion: the
 // host still has exactly that backup's record in Error or Unknown, and the
-// backupstore, under its own exclusion of backup creators, finds the
-// backup complete (Longhorn marks one in progress with an empty
-// CreatedTime; Unknown means the host lost track of it, and it may still
-// be running). Target, volume and backup names are validated (never empty,
+// backupstore, under its own exclusion of backup creators, finds that
+// nothing writes the backup any more (Unknown means the host lost track of
+// it, and it may still be running). Longhorn marks a backup in progress
+// with an empty CreatedTime, and its writer holds a backup lock on the
+// volume until it has written the final cfg; a backup that failed
+// mid-upload keeps the empty CreatedTime for good, and its lock expires
+// (150 s without a refresh). So such a backup is purged, with the blocks
+// only it uploaded, when no backup lock of its volume is live, and
+// refused (the lock named) while one is. Longhorn's own deletion
+// (backupstore deltablock.go DeleteDeltaBlockBackup) removes a backup
+// whatever its CreatedTime; only another backup in progress holds its
+// block collection back, as it does ours. Target, volume and backup names are validated (never empty,
 // never path-like) before anything is asked of the host or the store.
 package backupdelete

@@ -185,8 +185,9 @@ var (
 	ErrTimeout = errors.New("backupdelete: delete command timed out")
 	// ErrClosed: the Driver was closed.
 	ErrClosed = errors.New("backupdelete: driver closed")
-	// ErrInProgress: a CompletedBackupDeleter found the backup still being
-	// written in the backupstore (Longhorn: its cfg has an empty
-	// CreatedTime) and deleted nothing.
+	// ErrInProgress: a CompletedBackupDeleter found that the backup may
+	// still be being written in the backupstore (Longhorn: its cfg has an
+	// empty CreatedTime and a backup lock of its volume is live) and
+	// deleted nothing.
 	ErrInProgress = errors.New("backupdelete: backup still in progress in the backupstore")
 )
