@@ -152,11 +152,19 @@
 // SPDK's code and message when SPDK answered with an error (errors.Is(err,
 // ErrNotFound) for -19, ENODEV); an error matching ErrConnection when
 // the connection failed (dial, write, a dropped connection, or an
-// unreadable reply: a *ProtocolError for garbage or a truncated value, or
-// for a reply to a request that had not gone out whole (a reply is
-// matched only to a request written whole; one arriving while its
-// request's write is under way waits for that write), ErrTooLarge, wrapping a *bounded.TooLargeError, for a reply over
-// ClientOptions.MaxReplySize). Connection errors fail every call in
+// unreadable reply: a *ProtocolError for garbage or a truncated value,
+// for a reply to a request that had not gone out whole, and for a second
+// reply to one request; ErrTooLarge, wrapping a *bounded.TooLargeError,
+// for a reply over ClientOptions.MaxReplySize). Each reply is matched
+// when it is read against the requests already written whole and not yet
+// answered, and never matched again later: one arriving while its
+// request's write is under way waits for that write, and before a write
+// a call that finds no other reading the connection first reads the
+// replies already waiting on the socket, so a reply SPDK sent before a
+// request existed is never taken for its answer. (While another call is
+// reading, a reply that reached the socket an instant before a write and
+// is read just after it cannot be told from one sent after it.)
+// Connection errors fail every call in
 // flight on that connection and are retryable: the next call dials again.
 // Only a request whose write failed before a byte left (SPDK dropped the
 // idle connection, as on a restart) is sent again, once, on a new
@@ -191,6 +199,6 @@
 // the same write, those queued meanwhile) and, one at a time, read the
 // replies for all of them. Close fails the calls in flight. No call outlives its context: a
 // cancelled call returns at once (a call that was reading hands the
-// reading to another) and its late reply is dropped. Classify and PurgeOrder are pure. spdk keeps no time
+// reading to another) and the one late reply SPDK owes it is dropped. Classify and PurgeOrder are pure. spdk keeps no time
 // of its own: every wait is bounded by the caller's context.
 package spdk
