@@ -91,6 +91,33 @@
 // object without a UUID; caretaker also marks the node's scope Unknown for
 // that cycle, so its records are kept rather than forgotten as gone.
 //
+// # Where the adapter runs in a Longhorn deployment
+//
+// longhorn-manager never opens spdk_tgt's socket: it reaches a node's v2
+// data engine through that node's instance-manager, whose
+// longhorn-spdk-engine server (pkg/spdk/server.go, NewServer) owns the
+// SPDK connection through go-spdk-helper (pkg/spdk/client.NewClient over
+// pkg/jsonrpc.Client on /var/tmp/spdk.sock). So a Longhorn adopter runs
+// Orphans in the instance-manager pod, beside longhorn-spdk-engine, one
+// per node, in either of two ways:
+//
+//   - with its own Client on DefaultSocketPath: SPDK's RPC server takes
+//     several connections, and ids are matched per connection;
+//   - or with a Caller over the engine's go-spdk-helper client:
+//     jsonrpc.Client.SendCommand(method, params) returns the raw result;
+//     decode it into result (a failure is a *ResultError), turn the
+//     *jsonrpc.ResponseError in its jsonrpc.JSONClientError into an
+//     *RPCError with the same code and message, and honour ctx
+//     (SendCommand does not take one).
+//
+// Orphans needs nothing of the connection but Caller (Orphans and the
+// typed calls never look for a *Client), so the calls can also travel
+// elsewhere: a longhorn-manager that keeps the orphan decision can run
+// Orphans itself with a Caller that forwards each call to the node's
+// instance-manager. What any such Caller must do is Caller's contract,
+// which spdktest.RunConformanceTests checks. The records (instance.Lookup)
+// come from the Engine and Replica objects wherever Orphans runs.
+//
 // # Host duties
 //
 //  1. Run one Client per node against that node's SPDK socket, and Close it
