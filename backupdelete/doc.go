@@ -112,7 +112,7 @@
 //		plan, res, err := sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
 //			Selector:   orphan.Selector{NodeID: node, Kind: orphan.KindBackup},
 //			Scopes:     map[orphan.Scope]orphan.ScopeStatus{{NodeID: node}: {Health: orphan.HealthReady}},
-//			Policy:     policy, // orphan.ParsePolicy with the "backup" item
+//			Policy:     orphan.Policy{FailedBackups: true, GracePeriod: grace},
 //			ObservedAt: obs.StartedAt,
 //		})
 //		log(res, err)

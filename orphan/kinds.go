@@ -33,8 +33,10 @@ type KindSpec struct {
 	// records of the kind carry: label key → parameter key. A parameter
 	// that is empty gives no label.
 	LabelParams map[string]string
-	// AutoDeletionItems are the items of the auto-deletion settings that
-	// enable automatic deletion of the kind (see ParseAutoDeletion).
+	// AutoDeletionItems are the items of Longhorn's
+	// orphan-resource-auto-deletion setting that enable automatic
+	// deletion of the kind (see ParseAutoDeletion); none for a kind
+	// Longhorn's setting does not name.
 	AutoDeletionItems []string
 	// InstanceExist says records of the kind carry Longhorn's
 	// InstanceExist condition: the runtime object is there while its
@@ -56,17 +58,16 @@ var kindSpecs = []KindSpec{
 		ScopeParam:        ParamDiskName,
 		MatchParam:        ParamDataName,
 		NameClass:         "replica-data",
-		AutoDeletionItems: []string{"replica-data", "replica"},
+		AutoDeletionItems: []string{"replica-data"},
 	},
 	instanceSpec(KindEngineInstance),
 	instanceSpec(KindReplicaInstance),
 	{
 		// caretaker's own kind: Longhorn never shipped backup orphans.
-		Kind:              KindBackup,
-		NameFields:        []string{ParamBackupTarget, ParamBackupVolume, ParamBackupName},
-		MatchParam:        ParamBackupName,
-		NameClass:         "backup",
-		AutoDeletionItems: []string{"backup"},
+		Kind:       KindBackup,
+		NameFields: []string{ParamBackupTarget, ParamBackupVolume, ParamBackupName},
+		MatchParam: ParamBackupName,
+		NameClass:  "backup",
 	},
 }
 
