@@ -72,14 +72,23 @@ var kindSpecs = []KindSpec{
 }
 
 // instanceSpec is the spec of a runtime instance kind: engines and
-// replicas share Longhorn's name formula, labels and setting item.
+// replicas share Longhorn's name formula and setting item. Their labels
+// are those longhorn-manager's Orphan mutating webhook sets
+// (webhook/resources/orphan/mutator.go, through
+// types.GetOrphanLabelsForOrphanedEngineInstance and
+// GetOrphanLabelsForOrphanedReplicaInstance): the instance manager, and
+// the instance's name under longhornengine or longhornreplica.
 func instanceSpec(k Kind) KindSpec {
+	own := LabelEngine
+	if k == KindReplicaInstance {
+		own = LabelReplica
+	}
 	return KindSpec{
 		Kind:              k,
 		NameFields:        []string{ParamInstanceName, ParamInstanceUUID, ParamInstanceManager, FieldDataEngine},
 		MatchParam:        ParamInstanceName,
 		NameClass:         "instance",
-		LabelParams:       map[string]string{LabelInstanceManager: ParamInstanceManager},
+		LabelParams:       map[string]string{LabelInstanceManager: ParamInstanceManager, own: ParamInstanceName},
 		AutoDeletionItems: []string{"instance"},
 		InstanceExist:     true,
 	}
