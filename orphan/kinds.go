@@ -2,6 +2,7 @@ package orphan
 
 import (
 	"slices"
+	"strconv"
 )
 
 // KindSpec is everything the generic core knows about one kind of orphan.
@@ -123,8 +124,20 @@ func Kinds() []Kind {
 	return out
 }
 
-// Valid reports whether k is in the table.
+// Valid reports whether k is in the table. A record of a kind that is
+// not (Longhorn's Orphan CRD also holds shard-instance and
+// shardgroup-instance, for its sharded v2 volumes, and may gain more) is
+// left alone: Decide keeps it as it is, with a reason naming the kind,
+// sets none of its conditions and never purges or forgets it, whatever
+// the policy, the scope or a deletion request says; the Stores hold and
+// list it like any other. Its owner (longhorn-manager) handles it.
 func (k Kind) Valid() bool { return specOf(k) != nil }
+
+// unknownKindReason is why a record of a kind the table does not hold is
+// kept.
+func unknownKindReason(k Kind) string {
+	return "orphan type " + strconv.Quote(string(k)) + " is not one caretaker handles: left to its owner"
+}
 
 // field returns the value of one of a spec's NameFields for it.
 func (it Item) field(name string) string {
