@@ -52,8 +52,9 @@
 //     CompletedBackupDeleter: fsstore.Store is), and run orphan's loop with
 //     it, exactly as for diskscan and spdk (below): orphan.NewMonitor on it,
 //     orphan.NewSweeper over your orphan Store and it, Cycle.ObservedAt =
-//     Observation.StartedAt. Enable auto-deletion with the policy's
-//     "backup" item. Your backup records may go on saying Error after a
+//     Observation.StartedAt. Enable auto-deletion with
+//     orphan.Policy.FailedBackups (Longhorn's setting has no item for
+//     it). Your backup records may go on saying Error after a
 //     purge, as long as you like: a backup that is no longer in the
 //     backupstore gets no record (see Orphans). A host with one backup
 //     target may report an empty Target: its records are named as
@@ -112,7 +113,7 @@
 //		plan, res, err := sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
 //			Selector:   orphan.Selector{NodeID: node, Kind: orphan.KindBackup},
 //			Scopes:     map[orphan.Scope]orphan.ScopeStatus{{NodeID: node}: {Health: orphan.HealthReady}},
-//			Policy:     policy, // orphan.ParsePolicy with the "backup" item
+//			Policy:     orphan.Policy{FailedBackups: true, GracePeriod: grace},
 //			ObservedAt: obs.StartedAt,
 //		})
 //		log(res, err)

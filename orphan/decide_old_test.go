@@ -49,6 +49,9 @@ func decideOld(in Input) Plan {
 		st, scope := f.rs.st, f.rs.scope
 		ci, seen := int(f.ci), f.seen
 		switch {
+		case specOf(r.Kind) == nil:
+			plan.Keep = append(plan.Keep, Keep{Record: r, Reason: unknownKindReason(r.Kind)})
+			continue
 		case st.Health.Forgets():
 			plan.forgetOld(r, ForgetReason(st.Health), st.Message)
 			continue

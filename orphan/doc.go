@@ -174,6 +174,23 @@
 //     metav1.Condition does not allow). InstanceExist=True carries
 //     "Observed": caretaker knows the runtime object was seen, not the
 //     instance manager's state, which Longhorn writes as the reason.
+//   - Labels are the ones longhorn-manager's Orphan mutating webhook
+//     (webhook/resources/orphan/mutator.go) adds, set by caretaker on the
+//     record itself (Item.Labels), so that a host without that webhook
+//     writes the same objects: longhorn.io/component=orphan,
+//     longhorn.io/managed-by=longhorn-manager, longhorn.io/orphan-type,
+//     longhornnode; instances also longhorninstancemanager and their own
+//     name under longhornengine or longhornreplica. The conditions differ
+//     only as this list says: the reasons of True and False conditions
+//     that Longhorn leaves empty or fills with the instance manager's
+//     state, and caretaker's own PurgeGuarded.
+//   - Longhorn's Orphan CRD holds orphan types caretaker does not handle
+//     (spec.orphanType shard-instance and shardgroup-instance, for sharded
+//     v2 volumes; longhorn-manager k8s/pkg/apis/longhorn/v1beta2/orphan.go).
+//     A record of a kind outside the kind table is left to its owner: the
+//     Stores hold and list it, and Decide keeps it as it is, with a reason
+//     naming its type, whatever its scope, the policy or a deletion
+//     request says: never purged, never forgotten, no condition written.
 //   - Error=True is written by the Sweeper when a purge fails
 //     (PurgeFailed) or a re-check refuses it (PurgeRefused), and cleared
 //     by the next plan that keeps the record; Longhorn sets it when its

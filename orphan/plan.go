@@ -205,7 +205,9 @@ type Rejected struct {
 //
 // # Records
 //
-// The rules, in the order they apply to a record in its authority:
+// The rules, in the order they apply to a record in its authority (a
+// record of a kind the table does not hold is kept as it is, with a
+// reason, before any of them: see Kind.Valid):
 //  1. its scope's health forgets: forget, with that health as the reason;
 //  2. its scope is Unknown: keep, unless its deletion was requested and it
 //     is marked DataCleanable=False: forget (ReasonNotCleanable; forgetting
@@ -271,6 +273,11 @@ func decide(in Input, sums *sumSource, sc *scratch) Plan {
 		st, scope := f.rs.st, f.rs.scope
 		ci, seen := int(f.ci), f.seen
 		switch {
+		case specOf(r.Kind) == nil:
+			// Another orphan type of Longhorn's (shard-instance...): its
+			// owner handles it; caretaker neither purges nor forgets it.
+			plan.Keep = append(plan.Keep, Keep{Record: r, Reason: unknownKindReason(r.Kind)})
+			continue
 		case st.Health.Forgets():
 			plan.forget(r, ForgetReason(st.Health), st.Message)
 			continue
