@@ -38,7 +38,7 @@ import (
 
 var command = cli.Command{
 	Name:  "backup-delete",
-	Usage: "backup-delete -dir MOUNT [-volume VOLUME -backup BACKUP [-yes]] [-lock-wait D]",
+	Usage: "backup-delete -dir MOUNT [-volume VOLUME -backup BACKUP [-yes]] [-lock-wait D]\n       backup-delete -prepare DIR",
 	About: "backup-delete points at a backupstore directory in Longhorn's layout (for example the NFS mount " +
 		"Longhorn backs up to), lists its volumes and backups, and deletes one backup asynchronously through " +
 		"backupdelete's Driver, printing each state transition. Without -yes a deletion is a dry run: it says " +
@@ -61,11 +61,16 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	volume := fs.String("volume", "", "the volume of the backup to delete (with -backup)")
 	backup := fs.String("backup", "", "the backup to delete (with -volume); without -yes, a dry run")
 	yes := fs.Bool("yes", false, "really delete the -backup (default: dry run)")
+	prepareDir := fs.String("prepare", "", "create a throw-away backupstore in this new `directory` to try the tool on, and print how")
 	lockWait := fs.Duration("lock-wait", time.Minute, "how long to wait for a backup or restore holding the volume's lock")
 	if err := command.Parse(fs, args, stdout, stderr); err != nil {
 		return command.Exit(err, stderr)
 	}
 	switch {
+	case *prepareDir != "" && fs.NFlag() > 1:
+		return command.Exit(cli.Usagef("-prepare takes no other flag"), stderr)
+	case *prepareDir != "":
+		return command.Exit(prepare(ctx, stdout, *prepareDir), stderr)
 	case *dir == "":
 		return command.Exit(cli.Usagef("-dir is required"), stderr)
 	case *backup != "" && *volume == "":

@@ -49,7 +49,7 @@ import (
 
 var command = cli.Command{
 	Name:  "longhorn-disk",
-	Usage: "longhorn-disk -disk PATH -node NODE -replicas FILE [-purge NAME]... [-purge-all] [-yes]",
+	Usage: "longhorn-disk -disk PATH -node NODE -replicas FILE [-purge NAME]... [-purge-all] [-yes]\n       longhorn-disk -prepare DIR",
 	About: "longhorn-disk lists the orphaned replica directories of a Longhorn v1 filesystem disk on this node, " +
 		"with their sizes, judged against the cluster's replica list (take it with: " + kubectlReplicas + " > replicas.json). " +
 		"It purges orphans only when asked with -purge or -purge-all and -yes; without -yes it says what it would purge, " +
@@ -82,9 +82,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	purgeAll := fl.Bool("purge-all", false, "purge every orphan found")
 	yes := fl.Bool("yes", false, "really delete; without it purging is a dry run")
 	allowEmpty := fl.Bool("allow-empty-expected", false, "purge even though the replica list expects nothing on this disk\n(usually the list is from the wrong namespace or cluster)")
+	prepareDir := fl.String("prepare", "", "create a throw-away disk and replica list in this new `directory` to try the tool on, and print how")
 	allowMass := fl.Bool("allow-mass", false, fmt.Sprintf("purge even though every valid replica directory of the disk is unexpected\n(%d or more of them)", massMin))
 	if err := command.Parse(fl, args, stdout, stderr); err != nil {
 		return command.Exit(err, stderr)
+	}
+	if *prepareDir != "" {
+		if fl.NFlag() > 1 {
+			return command.Exit(cli.Usagef("-prepare takes no other flag"), stderr)
+		}
+		return command.Exit(prepare(stdout, *prepareDir), stderr)
 	}
 	var missing []string
 	for _, f := range []struct{ name, value string }{{"-disk", *diskPath}, {"-node", *node}, {"-replicas", *replicas}} {
