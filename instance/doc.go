@@ -10,8 +10,8 @@
 // managers assembles its own adapter with orphan.NewAdapter, leaving out
 // the runtimes SkipReason names.
 //
-// Verdict holds the rules, and their deviation from seed 001 ("orphaned
-// v2 runtime cleanup", Longhorn's enhancement for cleaning up SPDK
+// Verdict holds the rules, and their deviation from Longhorn's "Orphaned
+// V2 Volume Runtime Resource Cleanup" (longhorn/longhorn#10933, its enhancement for cleaning up SPDK
 // runtime objects that outlived their records): a v2 replica with any
 // record is owned, because its lvols are the volume's data.
 //

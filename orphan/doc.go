@@ -120,11 +120,11 @@
 //		}
 //	}
 //
-// # Where caretaker differs from the seeds and from Longhorn
+// # Where caretaker differs from the proposals and from Longhorn
 //
-//   - v2 replica instances: the rule of seed 001 (Longhorn's "Orphaned V2
-//     Volume Runtime Resource Cleanup" proposal; the root package lists
-//     every seed) "record stopped and runtime present: orphan" would delete
+//   - v2 replica instances: the rule of Longhorn's proposal ("Orphaned V2
+//     Volume Runtime Resource Cleanup", longhorn/longhorn#10933; the root package lists
+//     every proposal) "record stopped and runtime present: orphan" would delete
 //     every detached v2 volume's data. Longhorn's code never does it;
 //     neither does package instance. Its doc lists the sources and which
 //     object each case deletes.

@@ -1,6 +1,6 @@
 // Package rebuild decides when a degraded volume should be rebuilt offline:
 // attached in maintenance mode so that its lost replicas can be rebuilt,
-// then detached again. It implements seed 003 (automatic offline replica
+// then detached again. It implements longhorn/longhorn#6071 (automatic offline replica
 // rebuilding for engines that cannot rebuild while serving I/O, such as
 // Longhorn's v2 data engine) and designs against the failures Longhorn
 // users met since: a rebuilding ticket re-created forever while no replica
@@ -160,7 +160,7 @@
 // # Differences from Longhorn
 //
 // Longhorn's volume-rebuilding-controller creates its ticket with the
-// frontend parameter "any"; the seed and this package ask for frontend
+// frontend parameter "any"; the proposal and this package ask for frontend
 // disabled (maintenance mode). Longhorn now checks that a failed replica
 // can be reused or a new one scheduled before it creates the ticket (the
 // fix for tickets re-created forever), and deletes the ticket when
