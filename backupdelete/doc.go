@@ -1,7 +1,7 @@
 // Package backupdelete deletes backups from a backupstore asynchronously,
 // holds back backup creations while a deletion of the same volume runs, and
-// turns failed backups into orphan records. It implements Longhorn's "Delete backup in the backupstore asynchronously" (longhorn/longhorn#8746)
-// ("Delete backup in the backupstore asynchronously") and the failed-backup
+// turns failed backups into orphan records. It implements Longhorn's
+// "Delete backup in the backupstore asynchronously" (longhorn/longhorn#8746) and the failed-backup
 // half of Longhorn's "Orphaned Data Cleanup" (longhorn/longhorn#685, #3898), with Longhorn's states and messages, so a Longhorn-style
 // backup controller can adopt it without migrating its objects.
 //
