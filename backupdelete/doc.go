@@ -5,6 +5,22 @@
 // half of Longhorn's "Orphaned Data Cleanup" (longhorn/longhorn#685, #3898), with Longhorn's states and messages, so a Longhorn-style
 // backup controller can adopt it without migrating its objects.
 //
+// # In short
+//
+// You implement a Backupstore, or open Longhorn's layout on a mount with
+// fsstore.Open. The one constructor is NewDriver(store, DriverOptions{}).
+// The loop, per backup being deleted, in your backup controller:
+//
+//	res, err := drv.Reconcile(ctx, backupdelete.Request{Ref: ref, State: state, Message: msg})
+//	// store res.State and res.Message on your backup object (err: retry);
+//	// res.Finalize: remove the finalizer; else requeue at res.RequeueAt
+//
+// DriverOptions.OnDone wakes the controller when a deletion command
+// ends; Close the driver on shutdown. The backup-delete example runs
+// this loop for one backup.
+//
+// # In depth
+//
 // The decisions are pure and synchronous:
 //
 //   - Step is the deletion state machine for one backup: (state, in-progress

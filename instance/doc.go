@@ -4,6 +4,17 @@
 // Longhorn-specific, so it lives beside the adapters rather than in the
 // generic orphan core.
 //
+// # In short
+//
+// You implement a Lookup (LookupFunc wraps a function) that answers from
+// your Engine and Replica records. The one constructor is
+// NewJudge(lookup), an orphan.Judge; Verdict(item, view) is the rule
+// itself, pure. spdk.NewOrphans uses it for v2 instances; a v1 host joins
+// the Judge to its own Inventory and Deleter with orphan.NewAdapter. The
+// package Example judges three engines.
+//
+// # In depth
+//
 // A host gives a Lookup of its records (an informer cache); NewJudge
 // turns it into an orphan.Judge. spdk.NewOrphans uses it for v2
 // instances, and a host that lists v1 instances from its instance

@@ -7,6 +7,22 @@
 // could be scheduled, so the volume never detached, and rebuilding that
 // never started after a setting change.
 //
+// # In short
+//
+// You implement a VolumeSource (each volume, its replicas and settings,
+// as a Volume) and a TicketStore (the volume's attachment tickets). The
+// one constructor is NewDriver(volumes, tickets, Options{}). The loop,
+// on every change of a volume or of its tickets:
+//
+//	d, err := drv.Reconcile(ctx, volumeName)
+//	// err: retry with backoff; else, if d.RequeueAt is set, reconcile again then
+//
+// The driver puts and deletes the rebuilding ticket itself; your
+// attacher honours it like any other ticket. The rebuild-sim example
+// runs this loop on rebuildtest's simulated cluster.
+//
+// # In depth
+//
 // The mechanism is an attachment ticket. While a volume is detached,
 // degraded, and rebuilding can make progress, the rebuilding ticket
 // ("volume-rebuilding-controller-<volume>", priority 800, frontend

@@ -3,6 +3,19 @@
 // SPDK target when the cluster forgot them, typically after the node was
 // offline while its volumes moved, were detached or were deleted.
 //
+// # In short
+//
+// You implement an instance.Lookup over your Engine and Replica records.
+// The constructors: NewClient(ClientOptions{SocketPath: DefaultSocketPath})
+// for the node's SPDK target, then NewOrphans(client, lookup,
+// Options{NodeID: node, InstanceManager: im}) (both fields required).
+// The result is an orphan.Adapter: hand it to orphan.NewMonitor and
+// orphan.NewSweeper and run the orphan package's loop; Close the client
+// on shutdown. Orphans.Scan alone lists what SPDK holds, as the
+// spdk-inventory example does.
+//
+// # In depth
+//
 // It has three layers:
 //
 //   - Client: a JSON-RPC 2.0 client over SPDK's Unix socket
