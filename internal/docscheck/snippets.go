@@ -17,7 +17,9 @@ func embedOrphanedReplicaDirectories(ctx context.Context, expected diskscan.Expe
 		return err
 	}
 	// Again whenever the Node object changes.
-	err = orphans.SetDisks(diskscan.Disk{NodeID: "node-1", Name: "disk-1", Path: "/var/lib/longhorn/", UUID: diskUUIDFromNodeSpec})
+	if err := orphans.SetDisks(diskscan.Disk{NodeID: "node-1", Name: "disk-1", Path: "/var/lib/longhorn/", UUID: diskUUIDFromNodeSpec}); err != nil {
+		return err
+	}
 
 	mon := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: func(orphan.Observation) { enqueue() }})
 	if err := mon.Start(ctx); err != nil {
