@@ -1,9 +1,25 @@
 // Package backupdelete deletes backups from a backupstore asynchronously,
 // holds back backup creations while a deletion of the same volume runs, and
-// turns failed backups into orphan records. It implements seed 002
-// ("Delete backup in the backupstore asynchronously") and the failed-backup
-// half of seed 000 ("Orphaned Data Cleanup"), with Longhorn's states and messages, so a Longhorn-style
+// turns failed backups into orphan records. It implements Longhorn's
+// "Delete backup in the backupstore asynchronously" (longhorn/longhorn#8746) and the failed-backup
+// half of Longhorn's "Orphaned Data Cleanup" (longhorn/longhorn#685, #3898), with Longhorn's states and messages, so a Longhorn-style
 // backup controller can adopt it without migrating its objects.
+//
+// # In short
+//
+// You implement a Backupstore, or open Longhorn's layout on a mount with
+// fsstore.Open. The one constructor is NewDriver(store, DriverOptions{}).
+// The loop, per backup being deleted, in your backup controller:
+//
+//	res, err := drv.Reconcile(ctx, backupdelete.Request{Ref: ref, State: state, Message: msg})
+//	// store res.State and res.Message on your backup object (err: retry);
+//	// res.Finalize: remove the finalizer; else requeue at res.RequeueAt
+//
+// DriverOptions.OnDone wakes the controller when a deletion command
+// ends; Close the driver on shutdown. The backup-delete example runs
+// this loop for one backup.
+//
+// # In depth
 //
 // The decisions are pure and synchronous:
 //
@@ -35,7 +51,7 @@
 //
 //  1. Build one Driver per process over your Backupstore, and Close it on
 //     shutdown. Do not persist its records: a new process must start with
-//     none, which is how a crash is detected (seed 002).
+//     none, which is how a crash is detected (longhorn/longhorn#8746).
 //  2. Reconcile every backup whose deletion was requested (in Kubernetes:
 //     deletion timestamp set) with Driver.Reconcile, passing its current
 //     state and message. Write the result's State and Message to the
@@ -195,8 +211,8 @@
 // was lost), and it finalizes only once the command has returned, not as
 // soon as the cfg is gone; otherwise the finalized backup stops holding
 // creations while its command still holds the deletion lock, and the
-// creation fails on that lock, which is the very complaint seed 002 fixes.
-// The default backoff is the seed's 10 s to 1 min; Longhorn's code later
+// creation fails on that lock, which is the very complaint longhorn/longhorn#8742 reports and #8746 fixes.
+// The default backoff is the proposal's 10 s to 1 min; Longhorn's code later
 // moved to 1 min to 24 h, available through BackoffConfig.
 //
 // # Failed-backup orphans (caretaker's own)

@@ -21,7 +21,7 @@ type OrphansOptions struct {
 // Orphans is the orphan.Adapter of failed backups (kind
 // orphan.KindBackup): the Inventory over the host's backup records, the
 // Judge of the items it lists, and the Deleter that purges a failed
-// backup's data from the backupstore. Seed 000 turns failed backups
+// backup's data from the backupstore. Longhorn's "Orphaned Data Cleanup" (longhorn/longhorn#685, #3898) turns failed backups
 // (state Error or Unknown) into orphan records; their names come from
 // orphan.Item.Name over (target, volume, backup name), with an empty
 // target named DefaultBackupTarget.

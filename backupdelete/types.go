@@ -110,7 +110,7 @@ func (r BackupRef) Validate() error {
 // State is a backup's state, spelled as Longhorn's Backup status.state.
 type State string
 
-// The states. Deleting is the state seed 002 adds; the others are
+// The states. Deleting is the state longhorn/longhorn#8746 adds; the others are
 // Longhorn's. The zero value is StateNew.
 const (
 	StateNew        State = ""

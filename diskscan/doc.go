@@ -7,6 +7,21 @@
 // on real disks, is byte-compatible with Longhorn's layout, and runs on
 // Linux only (statfs(2), os.Root).
 //
+// # In short
+//
+// You implement an ExpectedSource: the replica directories the cluster
+// expects on each disk (NewStaticExpected over your Replica informer's
+// cache, kept current with StaticExpected.Replace, is enough). The one
+// constructor is NewOrphans(expected, Options{}); give it the node's
+// disks with Orphans.SetDisks whenever the Node object changes. The
+// result is an orphan.Adapter: hand it to orphan.NewMonitor and
+// orphan.NewSweeper and run the orphan package's loop (Monitor.Latest,
+// then Sweeper.Run with the node's health as Cycle.Scopes). Without a
+// cluster, Orphans.Report scans once and says what it found, as the
+// longhorn-disk example does.
+//
+// # In depth
+//
 // A disk is a directory holding longhorn-disk.cfg (JSON with the disk's
 // UUID) and replicas/, with one directory per replica named
 // <volume>-<8 letters or digits> and holding a volume.meta. A directory is

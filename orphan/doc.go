@@ -6,6 +6,29 @@
 // one constructor (NewOrphans); a host with its own source of orphans
 // assembles one with NewAdapter, and one with several uses Combine.
 //
+// # In short
+//
+// You implement an Adapter (or take one: diskscan.NewOrphans,
+// spdk.NewOrphans, backupdelete.NewOrphans) and a Store (MemStore in
+// tests; your Orphan custom resources in an operator, checked with
+// orphantest.RunConformanceTests). The constructors are
+// NewSweeper(store, adapter, SweeperOptions{}), which runs one cycle, and
+// NewMonitor(adapter, MonitorOptions{OnChange: ...}), which scans in the
+// background. The loop, on every change and at every plan.RequeueAt:
+//
+//	obs, ok := mon.Latest() // never waits for a scan
+//	if ok && obs.Err == nil {
+//		plan, result, err := sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
+//			Selector: orphan.Selector{NodeID: node}, Scopes: health,
+//			Policy: policy, ObservedAt: obs.StartedAt})
+//		// requeue at plan.RequeueAt; log result; after err, retry with backoff
+//	}
+//
+// A user asks for a purge by setting Record.DeletionRequested; the
+// Sweeper purges only what it re-judges orphaned at that moment.
+//
+// # In depth
+//
 // What the core knows of each kind of orphan (the fields its name is
 // hashed from, its scope, its labels, the setting items that auto-delete
 // it) is one table, KindSpec: a new kind is one entry in it and an
@@ -154,11 +177,11 @@
 //		}
 //	}
 //
-// # Where caretaker differs from the seeds and from Longhorn
+// # Where caretaker differs from the proposals and from Longhorn
 //
-//   - v2 replica instances: the rule of seed 001 (Longhorn's "Orphaned V2
-//     Volume Runtime Resource Cleanup" proposal; the root package lists
-//     every seed) "record stopped and runtime present: orphan" would delete
+//   - v2 replica instances: the rule of Longhorn's proposal ("Orphaned V2
+//     Volume Runtime Resource Cleanup", longhorn/longhorn#10933; the root package lists
+//     every proposal) "record stopped and runtime present: orphan" would delete
 //     every detached v2 volume's data. Longhorn's code never does it;
 //     neither does package instance. Its doc lists the sources and which
 //     object each case deletes.

@@ -3,6 +3,19 @@
 // SPDK target when the cluster forgot them, typically after the node was
 // offline while its volumes moved, were detached or were deleted.
 //
+// # In short
+//
+// You implement an instance.Lookup over your Engine and Replica records.
+// The constructors: NewClient(ClientOptions{SocketPath: DefaultSocketPath})
+// for the node's SPDK target, then NewOrphans(client, lookup,
+// Options{NodeID: node, InstanceManager: im}) (both fields required).
+// The result is an orphan.Adapter: hand it to orphan.NewMonitor and
+// orphan.NewSweeper and run the orphan package's loop; Close the client
+// on shutdown. Orphans.Scan alone lists what SPDK holds, as the
+// spdk-inventory example does.
+//
+// # In depth
+//
 // It has three layers:
 //
 //   - Client: a JSON-RPC 2.0 client over SPDK's Unix socket
@@ -24,8 +37,8 @@
 //   - Orphans, built by NewOrphans: the orphan.Adapter of one node's v2
 //     runtime (kinds engine-instance and replica-instance). Scan lists
 //     every engine and replica; Judge is instance.Verdict over the host's
-//     engine and replica records, confirmed against SPDK; Delete has seed
-//     001's delete-time UUID check and caretaker's own rule for replicas:
+//     engine and replica records, confirmed against SPDK; Delete has
+//     longhorn/longhorn#10933's delete-time UUID check and caretaker's own rule for replicas:
 //     their lvols go only while no replica record of that name exists,
 //     asked again before every lvol. What a replica purge deletes is
 //     decided by SPDK's snapshot and clone relations (PurgeOrder), never
@@ -56,12 +69,12 @@
 // the replica that SPDK does not relate to it (a stray "-rebuilding" lvol)
 // are left alone and listed in Snapshot.Skipped once the head is gone.
 //
-// # Deviation from seed 001 and from Longhorn's code
+// # Deviation from Longhorn's proposal and from its code
 //
-// Seed 001 is Longhorn's "Orphaned V2 Volume Runtime Resource Cleanup"
-// proposal (longhorn/longhorn#10933); the root package lists every seed.
+// The proposal is Longhorn's "Orphaned V2 Volume Runtime Resource Cleanup"
+// (longhorn/longhorn#10933); the root package lists every proposal.
 //
-// Seed 001 judges "record stopped, runtime object present" an orphan for
+// The proposal judges "record stopped, runtime object present" an orphan for
 // both kinds and cleans up with cleanupRequired=true, which for a v2
 // replica deletes its lvols. A detached v2 volume's replicas are stopped
 // records whose lvols are the volume's data, so that rule would destroy
@@ -86,8 +99,8 @@
 // SPDK's vbdev_lvol_dump_info_json writes them) and requires the
 // replica's name on every lvol it deletes.
 //
-// The seed's delete-time UUID check does not exist in Longhorn today;
-// caretaker implements it and deletes lvols by UUID. Seed 001 skips an
+// The proposal's delete-time UUID check does not exist in Longhorn today;
+// caretaker implements it and deletes lvols by UUID. The proposal skips an
 // object without a UUID; caretaker also marks the node's scope Unknown for
 // that cycle, so its records are kept rather than forgotten as gone.
 //
@@ -135,7 +148,7 @@
 //  4. Hand it to orphan.NewMonitor, as the Inventory, and to
 //     orphan.NewSweeper, or join it with other adapters with
 //     orphan.Combine. Each cycle, log or turn Snapshot.Skipped into events
-//     (an empty UUID must be fixed upstream: seed 001's UUID source
+//     (an empty UUID must be fixed upstream: the proposal's UUID source
 //     requirement; meanwhile the node's records are kept), and run the
 //     cycle with the node's health (down or evicted nodes forget their
 //     records and keep the objects). A failed Scan skips the cycle:

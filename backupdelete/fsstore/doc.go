@@ -6,8 +6,7 @@
 //
 // # Format (every decision, with its source)
 //
-// Checked against DESIGN.md "Backupstore (Longhorn layout)" and
-// longhorn/backupstore (backupstore.go, config.go, deltablock.go, lock.go,
+// Checked against longhorn/backupstore (backupstore.go, config.go, deltablock.go, lock.go,
 // vfs/vfs.go):
 //
 //   - Paths: <mount>/backupstore/volumes/<c[0:2]>/<c[2:4]>/<volume>/, c
