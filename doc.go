@@ -57,21 +57,21 @@
 //
 // # Design documents
 //
-// The package docs cite the design documents caretaker implements as
-// "seed 000" to "seed 004". They are these enhancement proposals:
+// caretaker implements these enhancement proposals, and the package docs
+// cite them by name:
 //
-//   - seed 000: Longhorn's "Orphaned Data Cleanup" (orphaned replica
+//   - Longhorn's "Orphaned Data Cleanup" (orphaned replica
 //     directories and failed backups; issues longhorn/longhorn#685 and
 //     #3898), implemented by orphan, diskscan and backupdelete;
-//   - seed 001: Longhorn's "Orphaned V2 Volume Runtime Resource Cleanup"
+//   - Longhorn's "Orphaned V2 Volume Runtime Resource Cleanup"
 //     (SPDK engines and replicas left after a node outage;
 //     longhorn/longhorn#10933), implemented by orphan, instance and spdk;
-//   - seed 002: Longhorn's "Delete backup in the backupstore
-//     asynchronously" (longhorn/longhorn#8742), implemented by
+//   - Longhorn's "Delete backup in the backupstore
+//     asynchronously" (longhorn/longhorn#8746; the lock bug #8742), implemented by
 //     backupdelete;
-//   - seed 003: Longhorn's "Automatic Offline Replica Rebuilding"
+//   - Longhorn's "Automatic Offline Replica Rebuilding"
 //     (longhorn/longhorn#6071), implemented by rebuild;
-//   - seed 004: scylla-operator's "Run node cleanup after scaling the
+//   - scylla-operator's "Run node cleanup after scaling the
 //     cluster", implemented by tokenring.
 //
 // Where the real code of Longhorn or scylla-operator is safer than its

@@ -1,9 +1,25 @@
 // Package backupdelete deletes backups from a backupstore asynchronously,
 // holds back backup creations while a deletion of the same volume runs, and
-// turns failed backups into orphan records. It implements seed 002
-// ("Delete backup in the backupstore asynchronously") and the failed-backup
-// half of seed 000 ("Orphaned Data Cleanup"), with Longhorn's states and messages, so a Longhorn-style
+// turns failed backups into orphan records. It implements Longhorn's
+// "Delete backup in the backupstore asynchronously" (longhorn/longhorn#8746) and the failed-backup
+// half of Longhorn's "Orphaned Data Cleanup" (longhorn/longhorn#685, #3898), with Longhorn's states and messages, so a Longhorn-style
 // backup controller can adopt it without migrating its objects.
+//
+// # In short
+//
+// You implement a Backupstore, or open Longhorn's layout on a mount with
+// fsstore.Open. The one constructor is NewDriver(store, DriverOptions{}).
+// The loop, per backup being deleted, in your backup controller:
+//
+//	res, err := drv.Reconcile(ctx, backupdelete.Request{Ref: ref, State: state, Message: msg})
+//	// store res.State and res.Message on your backup object (err: retry);
+//	// res.Finalize: remove the finalizer; else requeue at res.RequeueAt
+//
+// DriverOptions.OnDone wakes the controller when a deletion command
+// ends; Close the driver on shutdown. The backup-delete example runs
+// this loop for one backup.
+//
+// # In depth
 //
 // The decisions are pure and synchronous:
 //
@@ -35,7 +51,7 @@
 //
 //  1. Build one Driver per process over your Backupstore, and Close it on
 //     shutdown. Do not persist its records: a new process must start with
-//     none, which is how a crash is detected (seed 002).
+//     none, which is how a crash is detected (longhorn/longhorn#8746).
 //  2. Reconcile every backup whose deletion was requested (in Kubernetes:
 //     deletion timestamp set) with Driver.Reconcile, passing its current
 //     state and message. Write the result's State and Message to the
@@ -52,8 +68,9 @@
 //     CompletedBackupDeleter: fsstore.Store is), and run orphan's loop with
 //     it, exactly as for diskscan and spdk (below): orphan.NewMonitor on it,
 //     orphan.NewSweeper over your orphan Store and it, Cycle.ObservedAt =
-//     Observation.StartedAt. Enable auto-deletion with the policy's
-//     "backup" item. Your backup records may go on saying Error after a
+//     Observation.StartedAt. Enable auto-deletion with
+//     orphan.Policy.FailedBackups (Longhorn's setting has no item for
+//     it). Your backup records may go on saying Error after a
 //     purge, as long as you like: a backup that is no longer in the
 //     backupstore gets no record (see Orphans). A host with one backup
 //     target may report an empty Target: its records are named as
@@ -112,7 +129,7 @@
 //		plan, res, err := sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
 //			Selector:   orphan.Selector{NodeID: node, Kind: orphan.KindBackup},
 //			Scopes:     map[orphan.Scope]orphan.ScopeStatus{{NodeID: node}: {Health: orphan.HealthReady}},
-//			Policy:     policy, // orphan.ParsePolicy with the "backup" item
+//			Policy:     orphan.Policy{FailedBackups: true, GracePeriod: grace},
 //			ObservedAt: obs.StartedAt,
 //		})
 //		log(res, err)
@@ -137,8 +154,10 @@
 // CompletedBackupDeleter, with an error wrapping orphan.ErrIncomplete.
 // Orphans.Delete turns every reason not to purge (a record that is not a
 // valid backup, a host record that is gone, changed, not failed or another
-// backup's, a backup in progress or unreadable in the backupstore) into
-// orphan.ErrPreconditionFailed. A delete command's error never escapes
+// backup's, a backup in progress or unreadable in the backupstore, a
+// volume locked by a running backup or restore) into
+// orphan.ErrPreconditionFailed, so the orphan Sweeper refuses the purge
+// visibly (PurgeRefused, with the store's reason) and keeps the record. A delete command's error never escapes
 // the Driver as an error: it becomes the backup's Error state with
 // Longhorn's message "Failed to delete the backup <name> in the
 // backupstore, err <err>", and the command is retried after the backoff.
@@ -192,8 +211,8 @@
 // was lost), and it finalizes only once the command has returned, not as
 // soon as the cfg is gone; otherwise the finalized backup stops holding
 // creations while its command still holds the deletion lock, and the
-// creation fails on that lock, which is the very complaint seed 002 fixes.
-// The default backoff is the seed's 10 s to 1 min; Longhorn's code later
+// creation fails on that lock, which is the very complaint longhorn/longhorn#8742 reports and #8746 fixes.
+// The default backoff is the proposal's 10 s to 1 min; Longhorn's code later
 // moved to 1 min to 24 h, available through BackoffConfig.
 //
 // # Failed-backup orphans (caretaker's own)
@@ -202,9 +221,17 @@
 // failed-backup-ttl deletes them from the backup controller). caretaker's
 // are purged only after these re-checks at the moment of deletion: the
 // host still has exactly that backup's record in Error or Unknown, and the
-// backupstore, under its own exclusion of backup creators, finds the
-// backup complete (Longhorn marks one in progress with an empty
-// CreatedTime; Unknown means the host lost track of it, and it may still
-// be running). Target, volume and backup names are validated (never empty,
+// backupstore, under its own exclusion of backup creators, finds that
+// nothing writes the backup any more (Unknown means the host lost track of
+// it, and it may still be running). Longhorn marks a backup in progress
+// with an empty CreatedTime, and its writer holds a backup lock on the
+// volume until it has written the final cfg; a backup that failed
+// mid-upload keeps the empty CreatedTime for good, and its lock expires
+// (150 s without a refresh). So such a backup is purged, with the blocks
+// only it uploaded, when no backup lock of its volume is live, and
+// refused (the lock named) while one is. Longhorn's own deletion
+// (backupstore deltablock.go DeleteDeltaBlockBackup) removes a backup
+// whatever its CreatedTime; only another backup in progress holds its
+// block collection back, as it does ours. Target, volume and backup names are validated (never empty,
 // never path-like) before anything is asked of the host or the store.
 package backupdelete

@@ -20,7 +20,7 @@ type DriverOptions struct {
 	// wait in a FIFO queue (their records say running). Default 4.
 	MaxConcurrent int
 	// Backoff is the per-backup backoff between commands; the zero value
-	// is seed 002's 10 s initial, 1 min maximum. (Longhorn's controller
+	// is longhorn/longhorn#8746's 10 s initial, 1 min maximum. (Longhorn's controller
 	// later moved to 1 min .. 24 h; set it here if you want that.)
 	Backoff BackoffConfig
 	// PollInterval is how soon Reconcile asks to be called again while a
@@ -76,7 +76,7 @@ type Request struct {
 // A Driver is safe for concurrent use by many reconcilers; calls for the
 // same backup are serialised where it matters (at most one command per
 // backup runs at a time). Its records live only in memory, on purpose: a
-// new Driver after a crash has none, and Step turns that into seed 002's
+// new Driver after a crash has none, and Step turns that into longhorn/longhorn#8746's
 // "No deletion in progress record" Error and a retry.
 type Driver struct {
 	store Backupstore

@@ -11,7 +11,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
-// Step is pure: the host can run seed 002's state machine from its own
+// Step is pure: the host can run longhorn/longhorn#8746's state machine from its own
 // reconcile loop without the Driver.
 func ExampleStep() {
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)

@@ -222,10 +222,9 @@ func TestFailedBackupsThroughOrphanPlanner(t *testing.T) {
 	l := newLister(ok, failed)
 	fb := newOrphans(t, l, mem)
 	store := orphan.NewMemStore()
-	policy, err := orphan.ParsePolicy("backup", "60")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Longhorn's setting has no item for failed backups: caretaker's own
+	// option turns their auto-deletion on.
+	policy := orphan.Policy{FailedBackups: true, GracePeriod: 60 * time.Second}
 	sweeper, err := orphan.NewSweeper(store, fb, orphan.SweeperOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ type GateResult struct {
 // host's other backups. It waits while another backup of the same volume on
 // the same target is Deleting: that backup's command holds, or is about to
 // take, the backupstore's deletion lock, and a creation that ran into it
-// would fail at once (the complaint behind seed 002). A backup in Error does
+// would fail at once (longhorn/longhorn#8742, the complaint behind #8746). A backup in Error does
 // not block: its command has returned and holds no lock.
 //
 // When several block, the blocker is the one with the smallest name, so the

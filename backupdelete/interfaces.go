@@ -34,20 +34,26 @@ type Backupstore interface {
 }
 
 // CompletedBackupDeleter is an optional ability of a Backupstore, found by
-// type assertion: deleting a backup only if its creation has finished,
-// decided where the deletion happens. NewOrphans requires it: a
-// failed backup's data is purged automatically, and a backup the host
-// reports failed (Unknown: the host lost track of it) may still be being
-// written. fsstore.Store and backupstoretest.MemStore implement it.
+// type assertion: deleting a backup only if nothing is writing it any
+// more (its creation finished, or died mid-upload), decided where the
+// deletion happens. NewOrphans requires it: a failed backup's data is
+// purged automatically, and a backup the host reports failed (Unknown:
+// the host lost track of it) may still be being written. fsstore.Store
+// and backupstoretest.MemStore implement it.
 type CompletedBackupDeleter interface {
-	// DeleteCompletedBackup is DeleteBackup, except that a backup still
-	// being written (Longhorn: its cfg has an empty CreatedTime) is not
-	// touched: the error wraps ErrInProgress. A backup whose state cannot
-	// be read is not touched either (an error wrapping ErrCorrupt, or a
-	// retryable error). The check must hold at the moment of deletion: the
-	// store makes it under the same exclusion that keeps backup creators
-	// out (fsstore: under the deletion lock). A backup already gone is
-	// success. Safe for concurrent use.
+	// DeleteCompletedBackup is DeleteBackup, except that a backup that
+	// may still be being written is not touched: the error wraps
+	// ErrInProgress, or ErrLocked when the writer's lock keeps the store
+	// from looking. In Longhorn's layout that is a cfg with an empty
+	// CreatedTime while a backup lock of its volume is live (not expired:
+	// see fsstore); with no live backup lock, the backup's writer died
+	// (the backup failed mid-upload, the most common failed backup) and
+	// it is deleted with the blocks only it uploaded. A backup whose state
+	// cannot be read is not touched either (an error wrapping ErrCorrupt,
+	// or a retryable error). The check must hold at the moment of
+	// deletion: the store makes it under the same exclusion that keeps
+	// backup creators out (fsstore: under the deletion lock). A backup
+	// already gone is success. Safe for concurrent use.
 	DeleteCompletedBackup(ctx context.Context, ref BackupRef) error
 }
 

@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// MonitorConfig is the backup progress monitor's timing (seed 000). The
+// MonitorConfig is the backup progress monitor's timing (longhorn/longhorn#3898). The
 // zero value is the defaults.
 type MonitorConfig struct {
 	// InitialInterval is the first retry delay while the status is not

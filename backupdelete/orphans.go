@@ -21,7 +21,7 @@ type OrphansOptions struct {
 // Orphans is the orphan.Adapter of failed backups (kind
 // orphan.KindBackup): the Inventory over the host's backup records, the
 // Judge of the items it lists, and the Deleter that purges a failed
-// backup's data from the backupstore. Seed 000 turns failed backups
+// backup's data from the backupstore. Longhorn's "Orphaned Data Cleanup" (longhorn/longhorn#685, #3898) turns failed backups
 // (state Error or Unknown) into orphan records; their names come from
 // orphan.Item.Name over (target, volume, backup name), with an empty
 // target named DefaultBackupTarget.
@@ -54,9 +54,8 @@ type completedStore interface {
 // to pass to orphan.NewMonitor (as the Inventory) and orphan.NewSweeper.
 //
 // The store is required and must be a CompletedBackupDeleter: without it
-// a purged backup the host still lists as failed would get a new record,
-// and a backup the host reports failed (Unknown: it lost track of it) but
-// that is still being written could be purged. A nil lister or store, a
+// a backup the host reports failed (Unknown: it lost track of it) but that
+// is still being written could be purged. A nil lister or store, a
 // store without that ability, or an empty NodeID is an error wrapping
 // orphan.ErrIncomplete.
 func NewOrphans(lister BackupLister, store Backupstore, opts OrphansOptions) (*Orphans, error) {
@@ -214,8 +213,13 @@ func judgeState(s State) orphan.Verdict {
 //   - the host still has a record of exactly that backup, and it is still
 //     Error or Unknown (not retried, not being deleted, not completed);
 //   - the store says, where it deletes (DeleteCompletedBackup), that the
-//     backup is not still being written (Longhorn: its cfg has an empty
-//     CreatedTime) and that its state is readable.
+//     backup is not still being written and that its state is readable.
+//     A backup whose cfg has an empty CreatedTime (its upload died) is
+//     purged while no backup lock of its volume is live (Longhorn's lock
+//     protocol, whose deletion also removes a backup whatever its
+//     CreatedTime); while one is live, or the store cannot take its
+//     deletion lock because a backup or restore holds the volume, the
+//     purge is refused with the store's reason.
 //
 // The backup is deleted under the host's spelling of its target (the
 // host record's own ref). A backup already gone from the backupstore is
@@ -246,8 +250,10 @@ func (o *Orphans) Delete(ctx context.Context, r orphan.Record) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, ErrInProgress), errors.Is(err, ErrCorrupt), errors.Is(err, ErrInvalidRef):
-		return fmt.Errorf("%w: backup %s: %v", orphan.ErrPreconditionFailed, ref, err)
+	case errors.Is(err, ErrInProgress), errors.Is(err, ErrLocked), errors.Is(err, ErrCorrupt), errors.Is(err, ErrInvalidRef):
+		// Both wrapped: the orphan core sees a refusal, the host can
+		// still tell which (and reach the store's typed error).
+		return fmt.Errorf("%w: backup %s: %w", orphan.ErrPreconditionFailed, ref, err)
 	default:
 		return fmt.Errorf("backupdelete: delete failed backup %s: %w", ref, err)
 	}

@@ -12,7 +12,7 @@ type RecordState int
 
 // The record states. A backup with no record at all is different from all
 // three: it means no command was started by this process (or the process
-// restarted), which seed 002 turns into an Error and a retry.
+// restarted), which longhorn/longhorn#8746 turns into an Error and a retry.
 const (
 	RecordRunning   RecordState = iota + 1 // the command is running
 	RecordFailed                           // the command returned an error or panicked
@@ -32,8 +32,8 @@ func (s RecordState) String() string {
 	return "none"
 }
 
-// Record is the in-progress record of one backup's delete command, seed
-// 002's DeletingStatus.
+// Record is the in-progress record of one backup's delete command,
+// longhorn/longhorn#8746's DeletingStatus.
 type Record struct {
 	State RecordState
 	// Err is the command's error text when State is RecordFailed.
@@ -63,7 +63,7 @@ func (p Presence) String() string {
 }
 
 // BackoffConfig is the per-backup backoff between delete commands. The
-// zero value is seed 002's: 10 s initial, 1 min maximum.
+// zero value is longhorn/longhorn#8746's: 10 s initial, 1 min maximum.
 type BackoffConfig struct {
 	Initial time.Duration // the first delay; default 10 s
 	Max     time.Duration // the delay doubles up to this; default 1 min
@@ -154,7 +154,7 @@ type StepResult struct {
 	Why string
 }
 
-// Step is seed 002's deletion state machine for one backup, as a pure
+// Step is longhorn/longhorn#8746's deletion state machine for one backup, as a pure
 // function: no I/O, no clock, no goroutines.
 //
 // Transitions (state, record, presence → result):
@@ -172,11 +172,11 @@ type StepResult struct {
 //
 // An Error goes back to Deleting by the "not Deleting" rows once the
 // backoff has passed, so the command is only started when the state is not
-// Deleting, as the seed requires. Two rows refine Longhorn's controller: it
+// Deleting, as the proposal requires. Two rows refine Longhorn's controller: it
 // starts a second command when it sees a non-Deleting state while its own
 // command still runs (a lost status update), and it finalizes as soon as
 // the cfg is gone even though the command is still collecting blocks under
-// its deletion lock, which then fails the very creation the seed wants to
+// its deletion lock, which then fails the very creation the proposal wants to
 // let through. Here neither happens.
 func Step(in StepInput) StepResult {
 	poll := in.PollInterval

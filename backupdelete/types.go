@@ -110,7 +110,7 @@ func (r BackupRef) Validate() error {
 // State is a backup's state, spelled as Longhorn's Backup status.state.
 type State string
 
-// The states. Deleting is the state seed 002 adds; the others are
+// The states. Deleting is the state longhorn/longhorn#8746 adds; the others are
 // Longhorn's. The zero value is StateNew.
 const (
 	StateNew        State = ""
@@ -185,8 +185,9 @@ var (
 	ErrTimeout = errors.New("backupdelete: delete command timed out")
 	// ErrClosed: the Driver was closed.
 	ErrClosed = errors.New("backupdelete: driver closed")
-	// ErrInProgress: a CompletedBackupDeleter found the backup still being
-	// written in the backupstore (Longhorn: its cfg has an empty
-	// CreatedTime) and deleted nothing.
+	// ErrInProgress: a CompletedBackupDeleter found that the backup may
+	// still be being written in the backupstore (Longhorn: its cfg has an
+	// empty CreatedTime and a backup lock of its volume is live) and
+	// deleted nothing.
 	ErrInProgress = errors.New("backupdelete: backup still in progress in the backupstore")
 )

@@ -334,3 +334,32 @@ type longhornVolumeMeta struct {
 	BackingFilePath string
 	BackingFile     interface{}
 }
+
+// BenchmarkScanDeepChain is a cold scan of a disk whose one unexpected
+// replica directory holds a chain of 6,000 nested directories: the size
+// walk stops at MaxWalkDepth, so a scan costs about what a directory
+// MaxWalkDepth deep costs, whatever the chain's length (on the commit
+// before the bound it took minutes).
+func BenchmarkScanDeepChain(b *testing.B) {
+	base := b.TempDir()
+	p := filepath.Join(base, "disk")
+	if err := disktest.NewDisk(p, "d", "u"); err != nil {
+		b.Fatal(err)
+	}
+	d := Disk{NodeID: "n", Name: "d", Path: p, UUID: "u"}
+	if err := disktest.MakeReplica(p, "pvc-deep-r-0000abcd", disktest.Replica{}); err != nil {
+		b.Fatal(err)
+	}
+	nestChain(b, filepath.Join(p, ReplicasDir, "pvc-deep-r-0000abcd"), 6000, 100)
+	ctx := context.Background()
+	var opens int64
+	for b.Loop() {
+		inv := newOrphans(b, NewStaticExpected(), settled, d)
+		r, err := inv.Report(ctx)
+		if err != nil || len(r.Disks[0].Skipped) != 1 {
+			b.Fatalf("%v: %+v", err, r.Disks[0].Skipped)
+		}
+		opens = inv.walkOpens.Load()
+	}
+	b.ReportMetric(float64(opens), "dir-opens/scan")
+}

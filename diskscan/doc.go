@@ -7,11 +7,31 @@
 // on real disks, is byte-compatible with Longhorn's layout, and runs on
 // Linux only (statfs(2), os.Root).
 //
+// # In short
+//
+// You implement an ExpectedSource: the replica directories the cluster
+// expects on each disk (NewStaticExpected over your Replica informer's
+// cache, kept current with StaticExpected.Replace, is enough). The one
+// constructor is NewOrphans(expected, Options{}); give it the node's
+// disks with Orphans.SetDisks whenever the Node object changes. The
+// result is an orphan.Adapter: hand it to orphan.NewMonitor and
+// orphan.NewSweeper and run the orphan package's loop (Monitor.Latest,
+// then Sweeper.Run with the node's health as Cycle.Scopes). Without a
+// cluster, Orphans.Report scans once and says what it found, as the
+// longhorn-disk example does.
+//
+// # In depth
+//
 // A disk is a directory holding longhorn-disk.cfg (JSON with the disk's
 // UUID) and replicas/, with one directory per replica named
 // <volume>-<8 letters or digits> and holding a volume.meta. A directory is
 // a replica only if it is a real directory (never a symbolic link), its
-// name follows that rule, and its volume.meta parses with all its keys. A
+// name follows that rule, and its volume.meta parses with the keys every
+// engine release writes (see VolumeMeta; a replica of an engine as old as
+// v0.1.0 is one). Longhorn's own check is weaker (longhorn-manager's disk
+// monitor takes any volume.meta that unmarshals into its VolumeMeta, even
+// {}): an unexpected directory it would call an orphan and caretaker does
+// not is in DiskReport.Skipped with the reason, never left out. A
 // replica no replica object of the cluster expects on that disk is an
 // orphan. The disk must also be the disk the host expects: the UUID in its
 // config and its filesystem ID (computed as Longhorn does, see FSID) must
@@ -66,6 +86,13 @@
 //     leaving the marked tombstone for FinishInterrupted; a scan checks it
 //     between unexpected entries (its workers stop taking entries, and it
 //     fails with ctx's error and no report).
+//   - Bounded scans: the walk summing an orphan's size opens each
+//     directory once, relative to its parent, never follows a link or
+//     crosses a mount, and stops at MaxWalkDepth levels (the directory is
+//     then skipped as not a replica: a purge would refuse it too) or at
+//     Options.MaxWalkEntries entries (its size is then reported unknown,
+//     OrphanDir.SizeUnknown), so one strange directory cannot stall the
+//     scans of a node.
 //   - Names: a directory whose tombstone or marker name would not fit in
 //     255 bytes is never reported as an orphan (skipped with the reason).
 //

@@ -1,7 +1,6 @@
 package diskscan
 
 import (
-	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -104,27 +103,6 @@ func openRegular(root *os.Root, name, input string) (*os.File, error) {
 // notRegular says what a non-regular file is.
 func notRegular(input string, mode fs.FileMode) error {
 	return &ParseError{Input: input, Reason: safefile.Describe(mode) + ", not a regular file", Err: ErrNotRegular}
-}
-
-// allocatedUnder sums the allocated bytes of the regular files under name,
-// without following symbolic links or opening anything but directories.
-// It stops when ctx is done (the scan then fails with ctx's error, so the
-// partial sum is never reported).
-func allocatedUnder(ctx context.Context, rr *os.Root, name string) int64 {
-	var total int64
-	_ = fs.WalkDir(rr.FS(), name, func(_ string, e fs.DirEntry, err error) error {
-		if ctx.Err() != nil {
-			return fs.SkipAll
-		}
-		if err != nil || !e.Type().IsRegular() {
-			return nil
-		}
-		if fi, err := e.Info(); err == nil {
-			total += allocatedBytes(fi)
-		}
-		return nil
-	})
-	return total
 }
 
 func isTombstone(name string) bool { return looksLikeTombstone(name) }

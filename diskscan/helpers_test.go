@@ -216,3 +216,37 @@ func tombstonesIn(t *testing.T, d Disk) []string {
 }
 
 func syscallUnmount(dir string) error { return syscall.Unmount(dir, syscall.MNT_DETACH) }
+
+// nestChain makes a chain of n nested directories named d inside dir, with
+// a 4 KiB file f in every every-th of them (none if every is 0), through
+// descriptors (a path 60,000 levels deep is far longer than PATH_MAX).
+func nestChain(t testing.TB, dir string, n, every int) {
+	t.Helper()
+	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { syscall.Close(fd) }()
+	for i := range n {
+		if err := syscall.Mkdirat(fd, "d", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		next, err := syscall.Openat(fd, "d", syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		syscall.Close(fd)
+		fd = next
+		if every > 0 && (i+1)%every == 0 {
+			f, err := syscall.Openat(fd, "f", syscall.O_CREAT|syscall.O_WRONLY|syscall.O_CLOEXEC, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = syscall.Write(f, make([]byte, 4096))
+			syscall.Close(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

@@ -75,6 +75,9 @@ type cachedEntry struct {
 	reason    string // why it is not a replica; "" if it is
 	meta      VolumeMeta
 	allocated int64
+	// sizeUnknown is why allocated is not known ("" if it is): the size
+	// walk passed a bound.
+	sizeUnknown string
 }
 
 // listingStands reports whether the last listing still describes a

@@ -17,26 +17,52 @@ const (
 	DefaultMaxConfigSize = 64 << 10 // longhorn-disk.cfg
 )
 
-// VolumeMeta is a replica's volume.meta, as the v1 engine writes it.
+// VolumeMeta is a replica's volume.meta, as the v1 engine writes it: the
+// JSON of longhorn-engine's replica Info (pkg/replica/replica.go, type
+// Info; replica/replica.go before the pkg/ move), one object whose keys
+// are its exported fields. Which keys a file has depends on the release
+// that wrote it:
+//
+//	v0.1.0            Size Head Dirty Rebuilding Parent SectorSize
+//	v0.2.0 – v1.0.2   ... SectorSize BackingFileName
+//	v1.1.0            ... Error ... BackingFileName (Error added)
+//	v1.1.1 – v1.11.x  ... Error ... BackingFilePath (renamed from BackingFileName)
+//	v1.12.0 and later ... BackingFilePath Encrypted
+//
+// (replica/replica.go of the v0.x–v1.0 engine has Info with
+// BackingFileName and no Error; pkg/replica/replica.go of v1.1.1 and later
+// has Error and BackingFilePath.) A key a release did not write reads as
+// its zero value.
 type VolumeMeta struct {
-	Size            int64
-	Head            string
-	Dirty           bool
-	Rebuilding      bool
-	Error           string
-	Parent          string
-	SectorSize      int64
+	Size       int64
+	Head       string
+	Dirty      bool
+	Rebuilding bool
+	Error      string // v1.1.0 and later; "" when absent
+	Parent     string
+	SectorSize int64
+	// BackingFilePath is the backing file the engine was given (v1.1.1
+	// and later); "" when absent.
 	BackingFilePath string
-	Encrypted       bool // only in newer versions; false when absent
+	// BackingFileName is the same for v0.2.0 to v1.1.0, which wrote
+	// the backing file's name under this key; "" when absent.
+	BackingFileName string
+	Encrypted       bool // v1.12.0 and later; false when absent
 }
 
-// metaKeys are the keys every volume.meta has. Encrypted is optional.
-var metaKeys = [...]string{"Size", "Head", "Dirty", "Rebuilding", "Error", "Parent", "SectorSize", "BackingFilePath"}
+// metaKeys are the keys every release of the engine writes (v0.1.0's
+// Info): a volume.meta without one of them is not a replica's. Every other
+// key of VolumeMeta is optional.
+var metaKeys = [...]string{"Size", "Head", "Dirty", "Rebuilding", "Parent", "SectorSize"}
 
 // ParseVolumeMeta parses a volume.meta. It requires a JSON object with
-// every key of VolumeMeta except Encrypted, each of the right type, and a
-// non-negative Size and SectorSize; other keys are ignored, so newer
-// engines' files still parse. Errors are *ParseError wrapping ErrCorrupt.
+// the keys every engine release writes (Size, Head, Dirty, Rebuilding,
+// Parent, SectorSize), not null; every key present of the right type; and
+// a non-negative Size and SectorSize. The keys only some releases write
+// (Error, BackingFileName, BackingFilePath, Encrypted) default to their
+// zero values, and other keys are ignored, so the files of every released
+// engine, older and newer, parse. Errors are *ParseError wrapping
+// ErrCorrupt.
 func ParseVolumeMeta(data []byte) (VolumeMeta, error) {
 	// Nearly every file is the engine's own, which parseMetaFast reads in
 	// one pass; it declines anything it is not sure encoding/json would

@@ -3,7 +3,7 @@ package diskscan
 // parseMetaFast reads a volume.meta in one pass, without encoding/json's
 // reflection and its second decode, and only in the plain form the engine
 // writes: one JSON object, each of VolumeMeta's keys at most once spelled
-// exactly so (every key but Encrypted present), Size and SectorSize
+// exactly so (every key of metaKeys present), Size and SectorSize
 // unsigned integers without sign, exponent or fraction that fit in an
 // int64, booleans true or false, strings of printable ASCII without
 // escapes, and other keys (printable ASCII, escape-free, and not equal to
@@ -74,23 +74,26 @@ func parseMetaFast(data []byte) (m VolumeMeta, ok bool) {
 	return m, true
 }
 
-// The fields of VolumeMeta by index, in metaKeys' order, then Encrypted.
+// The fields of VolumeMeta by index: the required ones in metaKeys'
+// order, then the optional ones.
 const (
 	fSize = iota
 	fHead
 	fDirty
 	fRebuilding
-	fError
 	fParent
 	fSectorSize
+	fError
 	fBackingFilePath
+	fBackingFileName
 	fEncrypted
-	metaRequired = 1<<fEncrypted - 1 // every field but Encrypted
+	metaRequired = 1<<fError - 1 // the fields of metaKeys
 )
 
 var metaFields = [...]string{
-	fSize: "Size", fHead: "Head", fDirty: "Dirty", fRebuilding: "Rebuilding", fError: "Error",
-	fParent: "Parent", fSectorSize: "SectorSize", fBackingFilePath: "BackingFilePath", fEncrypted: "Encrypted",
+	fSize: "Size", fHead: "Head", fDirty: "Dirty", fRebuilding: "Rebuilding", fParent: "Parent",
+	fSectorSize: "SectorSize", fError: "Error", fBackingFilePath: "BackingFilePath",
+	fBackingFileName: "BackingFileName", fEncrypted: "Encrypted",
 }
 
 // metaField returns the index of the field key names exactly, -1 for a
@@ -301,6 +304,8 @@ func (p *metaScanner) fieldValue(m *VolumeMeta, field int) bool {
 		m.Error = s
 	case fParent:
 		m.Parent = s
+	case fBackingFileName:
+		m.BackingFileName = s
 	default:
 		m.BackingFilePath = s
 	}

@@ -11,7 +11,8 @@ import (
 )
 
 // parseVolumeMetaRef is ParseVolumeMeta as it was before parseMetaFast,
-// kept verbatim as the reference the fast path is compared with.
+// kept verbatim (it requires the keys of metaKeys) as the reference the
+// fast path is compared with.
 func parseVolumeMetaRef(data []byte) (VolumeMeta, error) {
 	var raw map[string]json.RawMessage
 	if err := strictUnmarshal(data, &raw); err != nil {
@@ -89,6 +90,17 @@ func metaSeeds() []string {
 		engine + `{}`, engine + ` x`, engine + "\x00", "\ufeff" + engine,
 		engine[:len(engine)-1], engine[:20],
 		`{}`, `null`, `[]`, `""`, `1`, ``, ` `, `{`, `{"Size"}`, `{"Size":}`,
+	}
+	// Every engine release's form, and steps off the keys only some write.
+	for _, r := range releaseMetas() {
+		seeds = append(seeds, r.file,
+			strings.Replace(r.file, `"Parent"`, `"parent"`, 1),
+			strings.Replace(r.file, `}`, `,"BackingFileName":null}`, 1),
+			strings.Replace(r.file, `}`, `,"BackingFileName":5}`, 1),
+			strings.Replace(r.file, `}`, `,"backingfilename":"x"}`, 1),
+			strings.Replace(r.file, `}`, `,"Error":null}`, 1),
+			strings.Replace(r.file, `}`, `,"BackingFilePath":"a","BackingFileName":"b"}`, 1),
+			strings.Replace(r.file, `,"SectorSize":512`, ``, 1))
 	}
 	return seeds
 }

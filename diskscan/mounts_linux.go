@@ -3,6 +3,7 @@
 package diskscan
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -41,7 +42,16 @@ func rootOfDir(f *os.File) (*os.Root, error) {
 // /proc/self/fdinfo). A bind mount of the same filesystem has the same
 // st_dev as its parent but its own mount ID.
 func mountOf(f *os.File) (uint64, error) {
-	data, err := readProcFile("/proc/self/fdinfo/"+strconv.Itoa(int(f.Fd())), maxFdInfoSize)
+	id, err := mountOfFd(int(f.Fd()))
+	if err != nil {
+		return 0, fmt.Errorf("fdinfo of %s: %w", f.Name(), err)
+	}
+	return id, nil
+}
+
+// mountOfFd is mountOf for a raw descriptor.
+func mountOfFd(fd int) (uint64, error) {
+	data, err := readProcFile("/proc/self/fdinfo/"+strconv.Itoa(fd), maxFdInfoSize)
 	if err != nil {
 		return 0, err
 	}
@@ -49,12 +59,12 @@ func mountOf(f *os.File) (uint64, error) {
 		if v, ok := strings.CutPrefix(line, "mnt_id:"); ok {
 			id, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("fdinfo of %s: bad mnt_id %q", f.Name(), v)
+				return 0, fmt.Errorf("bad mnt_id %q", v)
 			}
 			return id, nil
 		}
 	}
-	return 0, fmt.Errorf("fdinfo of %s: no mnt_id", f.Name())
+	return 0, errors.New("no mnt_id")
 }
 
 // pathOf returns the path of an open directory as the kernel knows it

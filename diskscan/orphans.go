@@ -49,6 +49,11 @@ type Orphans struct {
 	metaReads atomic.Int64 // volume.meta files opened, for tests and benchmarks
 	listings  atomic.Int64 // replicas directories listed, for tests and benchmarks
 	hooks     hooks
+
+	// walkOpens and walkEntries count the directories the size walks
+	// opened below the directories validated and the entries they looked
+	// at, for tests and benchmarks.
+	walkOpens, walkEntries atomic.Int64
 }
 
 // Options tune an Orphans value. The zero value means the documented
@@ -85,6 +90,13 @@ type Options struct {
 	// (off by default: on a disk of 100k replicas it costs a slice of 100k
 	// names per scan).
 	ListOwned bool
+	// MaxWalkEntries bounds how many entries (at every level) the walk
+	// summing an orphan directory's size looks at; 0 or less means
+	// DefaultMaxWalkEntries. Beyond it the directory is still reported as
+	// an orphan, with OrphanDir.SizeUnknown saying why its size is not
+	// known. (The walk's depth is bounded by MaxWalkDepth, which is not an
+	// option: it is the depth a purge goes to.)
+	MaxWalkEntries int
 }
 
 // RacyWindow is how recently changed a directory may be and still have

@@ -23,7 +23,8 @@ type DiskReport struct {
 	Orphans []OrphanDir
 	// Skipped are entries that are not replica directories, with why.
 	Skipped []orphan.Skipped
-	// OrphanBytes is the sum of the orphans' AllocatedBytes.
+	// OrphanBytes is the sum of the orphans' AllocatedBytes (those whose
+	// size is known).
 	OrphanBytes int64
 }
 
@@ -36,8 +37,15 @@ type OrphanDir struct {
 	// 512, so a sparse image counts only its written blocks). It is
 	// computed when the directory is first seen or has changed (a file
 	// created, removed or renamed in it); writes into an existing file do
-	// not refresh it. Files that cannot be read are left out.
+	// not refresh it. Files that cannot be read are left out, and so is
+	// whatever lies on another filesystem or mount inside it.
 	AllocatedBytes int64
+	// SizeUnknown says why AllocatedBytes is not known, and is "" when it
+	// is: the walk summing it stopped at Options.MaxWalkEntries entries
+	// (AllocatedBytes is then 0, and not in DiskReport.OrphanBytes). A
+	// directory with anything deeper than MaxWalkDepth levels is not an
+	// orphan but skipped, with the reason.
+	SizeUnknown string
 }
 
 // Snapshot converts the report to the orphan package's Snapshot: the

@@ -238,7 +238,7 @@ func (o *Orphans) listDisk(ctx context.Context, rep *DiskReport, root *os.Root) 
 			skip(name, ce.reason)
 			continue
 		}
-		rep.Orphans = append(rep.Orphans, OrphanDir{Name: name, Item: dataItem(d, name), Meta: ce.meta, AllocatedBytes: ce.allocated})
+		rep.Orphans = append(rep.Orphans, OrphanDir{Name: name, Item: dataItem(d, name), Meta: ce.meta, AllocatedBytes: ce.allocated, SizeUnknown: ce.sizeUnknown})
 		rep.OrphanBytes += ce.allocated
 	}
 	for name := range cache.entries {

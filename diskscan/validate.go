@@ -126,19 +126,28 @@ func (o *Orphans) validateRoot(ctx context.Context, rr *os.Root, prev *cachedEnt
 	}
 	o.metaReads.Add(1)
 	meta, err := readMeta(rr, name, o.opts.MaxMetaSize)
-	return o.validated(ctx, id, meta, err, func() int64 { return allocatedUnder(ctx, rr, name) })
+	return o.validated(ctx, id, meta, err, func(w *sizeWalk) { w.sizeUnder(rr, name) })
 }
 
 // validated is the validation of a directory with identity id whose
-// volume.meta read as meta or failed with err; allocated sums its size,
-// and is called only for a valid meta.
-func (o *Orphans) validated(ctx context.Context, id dirIdentity, meta VolumeMeta, err error, allocated func() int64) validation {
+// volume.meta read as meta or failed with err; walk sums its size into a
+// bounded walk, and is called only for a valid meta. A walk that found
+// the directory too deep makes it "not a replica"; one that found too many
+// entries leaves its size unknown.
+func (o *Orphans) validated(ctx context.Context, id dirIdentity, meta VolumeMeta, err error, walk func(*sizeWalk)) validation {
 	ce := &cachedEntry{id: id}
 	var pe *ParseError
 	switch {
 	case err == nil:
-		ce.meta = meta
-		ce.allocated = allocated()
+		w := o.newSizeWalk(ctx)
+		walk(w)
+		o.walkOpens.Add(w.opens)
+		o.walkEntries.Add(int64(w.entries))
+		if bytes, unknown, notReplica := w.size(); notReplica != "" {
+			ce.reason = notReplica
+		} else {
+			ce.meta, ce.allocated, ce.sizeUnknown = meta, bytes, unknown
+		}
 	case errors.As(err, &pe):
 		ce.reason = "invalid " + MetaFile + ": " + pe.Reason
 		switch {

@@ -40,8 +40,10 @@ import (
 //     lstat saw (fstat: type, device, inode), else it was swapped;
 //   - at most the size limit plus one byte is read;
 //   - the walk summing the size never follows a symbolic link, opens
-//     only directories (O_DIRECTORY|O_NOFOLLOW|O_NONBLOCK), and checks ctx
-//     at every entry.
+//     only directories (O_DIRECTORY|O_NOFOLLOW|O_NONBLOCK), each once
+//     relative to its parent's descriptor, never enters another device
+//     or mount, is bounded in depth and entries, and checks ctx at every
+//     entry (see sizeWalk).
 //
 // Whatever it cannot tell (a permission error on the directory, an
 // unexpected error) it leaves to validateRoot, so the reasons reported
@@ -179,7 +181,9 @@ func (o *Orphans) validateAt(ctx context.Context, rr *os.Root, dirfd int, b *val
 	o.metaReads.Add(1)
 	b.metaStat = syscall.Stat_t{}
 	meta, err := b.readMeta(fd, orDefault(o.opts.MaxMetaSize, DefaultMaxMetaSize))
-	return o.validated(ctx, id, meta, err, func() int64 { return b.allocatedIn(ctx, rr, fd, name, 0) }), true
+	return o.validated(ctx, id, meta, err, func(w *sizeWalk) {
+		b.allocatedIn(w, &fdBoundary{topfd: fd, dev: uint64(st.Dev)}, fd, 0)
+	}), true
 }
 
 // readMeta reads and parses volume.meta inside the directory dirfd; it
@@ -256,23 +260,50 @@ func swapped() error {
 	return &ParseError{Input: MetaFile, Reason: "replaced by another file while being opened", Err: ErrNotRegular}
 }
 
-// allocatedIn sums the allocated bytes of the regular files under the
-// directory dirfd, which is path (relative to rr) at depth levels below
-// the directory validated, as allocatedUnder does: it never follows a
-// symbolic link, opens nothing but directories, and stops when ctx is
-// done. Deeper than maxTreeDepth (never in a replica, which is flat) it
-// leaves the rest to allocatedUnder, so it holds at most that many
-// descriptors.
-func (b *validateBufs) allocatedIn(ctx context.Context, rr *os.Root, dirfd int, path string, depth int) int64 {
+// fdBoundary is the device and mount a descriptor walk stays in: those
+// of the directory validated. Its mount ID is read only when the walk
+// first meets a subdirectory (a replica directory has none).
+type fdBoundary struct {
+	topfd   int
+	dev     uint64
+	mnt     uint64 // 0 if not read yet, or unreadable (no /proc)
+	mntRead bool
+}
+
+// inside reports whether the directory fd is on the boundary's device and
+// in its mount. Without /proc only the device is compared.
+func (fb *fdBoundary) inside(fd int) bool {
+	var st syscall.Stat_t
+	if fstat(fd, &st) != nil || statType(st.Mode) != fs.ModeDir || uint64(st.Dev) != fb.dev {
+		return false
+	}
+	if !fb.mntRead {
+		fb.mntRead = true
+		fb.mnt, _ = mountOfFd(fb.topfd)
+	}
+	if fb.mnt == 0 {
+		return true
+	}
+	mnt, err := mountOfFd(fd)
+	return err == nil && mnt == fb.mnt
+}
+
+// allocatedIn adds to w the allocated bytes of the regular files under the
+// directory dirfd, depth levels below the directory validated: the size
+// walk through descriptors (see sizeWalk for its bounds). Each
+// subdirectory is opened once, relative to its parent's descriptor, with
+// O_DIRECTORY|O_NOFOLLOW|O_NONBLOCK, and entered only if it is inside fb;
+// a symbolic link is never followed, nothing but a directory is opened,
+// and at most MaxWalkDepth+1 descriptors are held.
+func (b *validateBufs) allocatedIn(w *sizeWalk, fb *fdBoundary, dirfd int, depth int) {
 	if b.dents == nil {
 		b.dents = make([]byte, 8<<10)
 	}
 	var (
-		total int64
-		subs  []string
-		st    syscall.Stat_t
+		subs []string
+		st   syscall.Stat_t
 	)
-	for ctx.Err() == nil {
+	for !w.stopped() {
 		n, err := syscall.Getdents(dirfd, b.dents)
 		if err == syscall.EINTR {
 			continue
@@ -301,8 +332,8 @@ func (b *validateBufs) allocatedIn(ctx context.Context, rr *os.Root, dirfd int, 
 			if len(raw) == 0 || string(raw) == "." || string(raw) == ".." {
 				continue
 			}
-			if ctx.Err() != nil {
-				return total
+			if !w.entry() {
+				return
 			}
 			switch typ {
 			case syscall.DT_DIR:
@@ -310,7 +341,7 @@ func (b *validateBufs) allocatedIn(ctx context.Context, rr *os.Root, dirfd int, 
 			case syscall.DT_REG, syscall.DT_UNKNOWN:
 				ino := binary.NativeEndian.Uint64(b.dents[off-reclen:])
 				if depth == 0 && ino != 0 && ino == b.metaStat.Ino && string(raw) == MetaFile {
-					total += b.metaStat.Blocks * 512 // the volume.meta just read and fstat'ed
+					w.bytes += b.metaStat.Blocks * 512 // the volume.meta just read and fstat'ed
 					continue
 				}
 				if fstatat(dirfd, string(raw), &st, atSymlinkNofollow) != nil {
@@ -318,7 +349,7 @@ func (b *validateBufs) allocatedIn(ctx context.Context, rr *os.Root, dirfd int, 
 				}
 				switch statType(st.Mode) {
 				case 0:
-					total += st.Blocks * 512
+					w.bytes += st.Blocks * 512
 				case fs.ModeDir:
 					subs = append(subs, string(raw))
 				}
@@ -327,20 +358,17 @@ func (b *validateBufs) allocatedIn(ctx context.Context, rr *os.Root, dirfd int, 
 	}
 	// Subdirectories after the listing: their walks reuse b.dents.
 	for _, sub := range subs {
-		if ctx.Err() != nil {
-			break
-		}
-		subPath := path + "/" + sub
-		if depth+1 >= maxTreeDepth {
-			total += allocatedUnder(ctx, rr, subPath)
-			continue
+		if !w.subdir(depth + 1) {
+			return
 		}
 		fd, err := openat(dirfd, sub, openDirFlags)
 		if err != nil {
-			continue
+			continue // gone, or no longer a directory: never followed
 		}
-		total += b.allocatedIn(ctx, rr, fd, subPath, depth+1)
+		w.opens++
+		if fb.inside(fd) {
+			b.allocatedIn(w, fb, fd, depth+1)
+		}
 		syscall.Close(fd)
 	}
-	return total
 }

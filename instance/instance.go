@@ -59,7 +59,7 @@ type View struct {
 //  2. a v2 replica (any data engine but v1) with a record, in any state:
 //     owned. Its head lvol and snapshots are the replica's data, and a
 //     detached volume's replicas are stopped records whose lvols must
-//     survive (see "Deviation from seed 001" below);
+//     survive (see "Deviation from Longhorn's proposal" below);
 //  3. the record is being deleted, has no owner or no current state yet,
 //     its current state differs from its desired state, or it is
 //     scheduled to another node than its owner: undecided (in
@@ -88,9 +88,9 @@ type View struct {
 // A RAID bdev holds no data: its base bdevs are the replicas' lvols,
 // which an engine purge never touches.
 //
-// # Deviation from seed 001
+// # Deviation from Longhorn's proposal
 //
-// Seed 001 (orphaned v2 runtime cleanup) says "record stopped and the
+// Longhorn's "Orphaned V2 Volume Runtime Resource Cleanup" (longhorn/longhorn#10933) says "record stopped and the
 // runtime object still exists: orphan" for both kinds, and cleans up with
 // cleanupRequired=true, which deletes a v2 replica's lvols. A detached v2
 // volume's replicas are exactly that: stopped records whose head lvol and
@@ -114,10 +114,10 @@ type View struct {
 // caretaker keeps the rule for engines and v1 replicas (rules 5 and 6),
 // and a v2 replica with any record is owned. Its lvols are deleted only
 // when no replica record of that name exists, which spdk.Orphans.Delete checks
-// again at the moment of deletion. Rule 4 is the seed's ("CR owner is not
+// again at the moment of deletion. Rule 4 is the proposal's ("CR owner is not
 // current node: skip"); Longhorn's code has no such rule and calls a
 // runtime orphan when its record runs on another node's instance manager.
-// caretaker keeps the seed's rule because it is the safer of the two: the
+// caretaker keeps the proposal's rule because it is the safer of the two: the
 // node that owns the record judges it.
 func Verdict(item orphan.Item, view View) orphan.Verdict {
 	if item.Kind != orphan.KindEngineInstance && item.Kind != orphan.KindReplicaInstance {

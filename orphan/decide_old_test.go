@@ -51,6 +51,10 @@ func decideOld(in Input) Plan {
 		r := in.Records[i]
 		st, scope := f.rs.st, f.rs.scope
 		ci, seen := int(f.ci), f.seen
+		if specOf(r.Kind) == nil {
+			plan.Keep = append(plan.Keep, Keep{Record: r, Reason: unknownKindReason(r.Kind)})
+			continue
+		}
 		if plan.outsideReady(r, st, scope) { // the rules outside a Ready scope are shared
 			continue
 		}

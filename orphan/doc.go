@@ -6,6 +6,29 @@
 // one constructor (NewOrphans); a host with its own source of orphans
 // assembles one with NewAdapter, and one with several uses Combine.
 //
+// # In short
+//
+// You implement an Adapter (or take one: diskscan.NewOrphans,
+// spdk.NewOrphans, backupdelete.NewOrphans) and a Store (MemStore in
+// tests; your Orphan custom resources in an operator, checked with
+// orphantest.RunConformanceTests). The constructors are
+// NewSweeper(store, adapter, SweeperOptions{}), which runs one cycle, and
+// NewMonitor(adapter, MonitorOptions{OnChange: ...}), which scans in the
+// background. The loop, on every change and at every plan.RequeueAt:
+//
+//	obs, ok := mon.Latest() // never waits for a scan
+//	if ok && obs.Err == nil {
+//		plan, result, err := sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
+//			Selector: orphan.Selector{NodeID: node}, Scopes: health,
+//			Policy: policy, ObservedAt: obs.StartedAt})
+//		// requeue at plan.RequeueAt; log result; after err, retry with backoff
+//	}
+//
+// A user asks for a purge by setting Record.DeletionRequested; the
+// Sweeper purges only what it re-judges orphaned at that moment.
+//
+// # In depth
+//
 // What the core knows of each kind of orphan (the fields its name is
 // hashed from, its scope, its labels, the setting items that auto-delete
 // it) is one table, KindSpec: a new kind is one entry in it and an
@@ -173,11 +196,11 @@
 //		}
 //	}
 //
-// # Where caretaker differs from the seeds and from Longhorn
+// # Where caretaker differs from the proposals and from Longhorn
 //
-//   - v2 replica instances: the rule of seed 001 (Longhorn's "Orphaned V2
-//     Volume Runtime Resource Cleanup" proposal; the root package lists
-//     every seed) "record stopped and runtime present: orphan" would delete
+//   - v2 replica instances: the rule of Longhorn's proposal ("Orphaned V2
+//     Volume Runtime Resource Cleanup", longhorn/longhorn#10933; the root package lists
+//     every proposal) "record stopped and runtime present: orphan" would delete
 //     every detached v2 volume's data. Longhorn's code never does it;
 //     neither does package instance. Its doc lists the sources and which
 //     object each case deletes.
@@ -217,6 +240,23 @@
 //     metav1.Condition does not allow). InstanceExist=True carries
 //     "Observed": caretaker knows the runtime object was seen, not the
 //     instance manager's state, which Longhorn writes as the reason.
+//   - Labels are the ones longhorn-manager's Orphan mutating webhook
+//     (webhook/resources/orphan/mutator.go) adds, set by caretaker on the
+//     record itself (Item.Labels), so that a host without that webhook
+//     writes the same objects: longhorn.io/component=orphan,
+//     longhorn.io/managed-by=longhorn-manager, longhorn.io/orphan-type,
+//     longhornnode; instances also longhorninstancemanager and their own
+//     name under longhornengine or longhornreplica. The conditions differ
+//     only as this list says: the reasons of True and False conditions
+//     that Longhorn leaves empty or fills with the instance manager's
+//     state, and caretaker's own PurgeGuarded.
+//   - Longhorn's Orphan CRD holds orphan types caretaker does not handle
+//     (spec.orphanType shard-instance and shardgroup-instance, for sharded
+//     v2 volumes; longhorn-manager k8s/pkg/apis/longhorn/v1beta2/orphan.go).
+//     A record of a kind outside the kind table is left to its owner: the
+//     Stores hold and list it, and Decide keeps it as it is, with a reason
+//     naming its type, whatever its scope, the policy or a deletion
+//     request says: never purged, never forgotten, no condition written.
 //   - Error=True is written by the Sweeper when a purge fails
 //     (PurgeFailed) or a re-check refuses it (PurgeRefused), and cleared
 //     by the next plan that keeps the record; Longhorn sets it when its

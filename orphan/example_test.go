@@ -97,7 +97,7 @@ func ExampleParsePolicy() {
 	fmt.Println(err)
 	// Output:
 	// [replica engine-instance replica-instance] 10m0s <nil>
-	// setting orphan-resource-auto-deletion="replica-data;volumes": item "volumes": unknown item (accepted: replica-data, replica, instance, backup)
+	// setting orphan-resource-auto-deletion="replica-data;volumes": item "volumes": unknown item of a ';'-separated list (accepted: replica-data, instance)
 }
 
 func ExampleItem_Name() {

@@ -49,7 +49,10 @@ type Judge interface {
 }
 
 // Store keeps orphan records: Orphan custom resources, or the in-memory
-// MemStore. All methods may be called concurrently.
+// MemStore. All methods may be called concurrently. A Store holds records
+// of any kind, including kinds caretaker's table does not know (another
+// owner's, such as Longhorn's shard-instance), and lists them unchanged:
+// the planner leaves them alone (see Kind.Valid).
 type Store interface {
 	// List returns the records that match the selector (all records for
 	// the zero Selector), in any order. The returned records are the

@@ -2,6 +2,7 @@ package orphan
 
 import (
 	"slices"
+	"strconv"
 )
 
 // KindSpec is everything the generic core knows about one kind of orphan.
@@ -33,8 +34,10 @@ type KindSpec struct {
 	// records of the kind carry: label key → parameter key. A parameter
 	// that is empty gives no label.
 	LabelParams map[string]string
-	// AutoDeletionItems are the items of the auto-deletion settings that
-	// enable automatic deletion of the kind (see ParseAutoDeletion).
+	// AutoDeletionItems are the items of Longhorn's
+	// orphan-resource-auto-deletion setting that enable automatic
+	// deletion of the kind (see ParseAutoDeletion); none for a kind
+	// Longhorn's setting does not name.
 	AutoDeletionItems []string
 	// InstanceExist says records of the kind carry Longhorn's
 	// InstanceExist condition: the runtime object is there while its
@@ -56,29 +59,37 @@ var kindSpecs = []KindSpec{
 		ScopeParam:        ParamDiskName,
 		MatchParam:        ParamDataName,
 		NameClass:         "replica-data",
-		AutoDeletionItems: []string{"replica-data", "replica"},
+		AutoDeletionItems: []string{"replica-data"},
 	},
 	instanceSpec(KindEngineInstance),
 	instanceSpec(KindReplicaInstance),
 	{
 		// caretaker's own kind: Longhorn never shipped backup orphans.
-		Kind:              KindBackup,
-		NameFields:        []string{ParamBackupTarget, ParamBackupVolume, ParamBackupName},
-		MatchParam:        ParamBackupName,
-		NameClass:         "backup",
-		AutoDeletionItems: []string{"backup"},
+		Kind:       KindBackup,
+		NameFields: []string{ParamBackupTarget, ParamBackupVolume, ParamBackupName},
+		MatchParam: ParamBackupName,
+		NameClass:  "backup",
 	},
 }
 
 // instanceSpec is the spec of a runtime instance kind: engines and
-// replicas share Longhorn's name formula, labels and setting item.
+// replicas share Longhorn's name formula and setting item. Their labels
+// are those longhorn-manager's Orphan mutating webhook sets
+// (webhook/resources/orphan/mutator.go, through
+// types.GetOrphanLabelsForOrphanedEngineInstance and
+// GetOrphanLabelsForOrphanedReplicaInstance): the instance manager, and
+// the instance's name under longhornengine or longhornreplica.
 func instanceSpec(k Kind) KindSpec {
+	own := LabelEngine
+	if k == KindReplicaInstance {
+		own = LabelReplica
+	}
 	return KindSpec{
 		Kind:              k,
 		NameFields:        []string{ParamInstanceName, ParamInstanceUUID, ParamInstanceManager, FieldDataEngine},
 		MatchParam:        ParamInstanceName,
 		NameClass:         "instance",
-		LabelParams:       map[string]string{LabelInstanceManager: ParamInstanceManager},
+		LabelParams:       map[string]string{LabelInstanceManager: ParamInstanceManager, own: ParamInstanceName},
 		AutoDeletionItems: []string{"instance"},
 		InstanceExist:     true,
 	}
@@ -113,8 +124,20 @@ func Kinds() []Kind {
 	return out
 }
 
-// Valid reports whether k is in the table.
+// Valid reports whether k is in the table. A record of a kind that is
+// not (Longhorn's Orphan CRD also holds shard-instance and
+// shardgroup-instance, for its sharded v2 volumes, and may gain more) is
+// left alone: Decide keeps it as it is, with a reason naming the kind,
+// sets none of its conditions and never purges or forgets it, whatever
+// the policy, the scope or a deletion request says; the Stores hold and
+// list it like any other. Its owner (longhorn-manager) handles it.
 func (k Kind) Valid() bool { return specOf(k) != nil }
+
+// unknownKindReason is why a record of a kind the table does not hold is
+// kept.
+func unknownKindReason(k Kind) string {
+	return "orphan type " + strconv.Quote(string(k)) + " is not one caretaker handles: left to its owner"
+}
 
 // field returns the value of one of a spec's NameFields for it.
 func (it Item) field(name string) string {

@@ -212,7 +212,9 @@ type Rejected struct {
 //
 // # Records
 //
-// The rules, in the order they apply to a record in its authority:
+// The rules, in the order they apply to a record in its authority (a
+// record of a kind the table does not hold is kept as it is, with a
+// reason, before any of them: see Kind.Valid):
 //  1. its scope's health forgets: forget, with that health as the reason;
 //  2. it is dismissed (Record.Dismissed) and its scope is not Ready: keep
 //     it as dismissed (see 8);
@@ -301,6 +303,12 @@ func decide(in Input, sums *sumSource, sc *scratch) Plan {
 		r := in.Records[i]
 		st, scope := f.rs.st, f.rs.scope
 		ci, seen := int(f.ci), f.seen
+		if specOf(r.Kind) == nil {
+			// Another orphan type of Longhorn's (shard-instance...): its
+			// owner handles it; caretaker neither purges nor forgets it.
+			plan.Keep = append(plan.Keep, Keep{Record: r, Reason: unknownKindReason(r.Kind)})
+			continue
+		}
 		if plan.outsideReady(r, st, scope) {
 			continue
 		}

@@ -118,7 +118,7 @@ func touchFloor(cs []orphan.Candidate) float64 {
 // its name fields, Longhorn's formula), the least any planner must hash: an
 // orphan needs its name to be matched to its record or to get a new one.
 // With touchFloor it bounds Decide's speed from above: a goroutine-free
-// planner (DESIGN principle 1) cannot beat floor-items/s.
+// planner (a pure function of its inputs) cannot beat floor-items/s.
 func nameFloor(cs []orphan.Candidate) float64 {
 	return bestOfThree(func() (n int) {
 		for _, c := range cs {

@@ -657,6 +657,10 @@ func referenceDecide(in orphan.Input) referencePlan {
 			continue
 		}
 		recorded[r.Name] = true
+		if _, known := orphan.Spec(r.Kind); !known {
+			out.actions[r.Name] = "keep" // another owner's kind: left as it is
+			continue
+		}
 		if forgets(h) {
 			out.actions[r.Name] = "forget:" + string(h)
 			continue

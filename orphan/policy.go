@@ -12,10 +12,11 @@ import (
 // Setting names and defaults of Longhorn's orphan auto-deletion.
 const (
 	// SettingAutoDeletion lists what is deleted automatically, separated by
-	// ';': "replica-data", "instance".
+	// ';': "replica-data", "instance" (see ParseAutoDeletion).
 	SettingAutoDeletion = "orphan-resource-auto-deletion"
-	// SettingAutoDeletionLegacy is the older setting: items separated by
-	// ',' ("replica", "backup"), or older still the value "true".
+	// SettingAutoDeletionLegacy is the boolean setting it replaced in
+	// Longhorn v1.9.0: "true" meant replica data (see
+	// ParseLegacyAutoDeletion).
 	SettingAutoDeletionLegacy = "orphan-auto-deletion"
 	// SettingGracePeriod is the grace period in seconds, counted from a
 	// record's creation.
@@ -38,6 +39,11 @@ type SettingError = settings.Error
 type Policy struct {
 	// Kinds are the kinds whose orphans are deleted automatically.
 	Kinds []Kind
+	// FailedBackups turns on the automatic deletion of caretaker's own
+	// failed-backup orphans (KindBackup). Longhorn's setting has no item
+	// for them, so ParsePolicy never sets it: the host does, from an
+	// option of its own.
+	FailedBackups bool
 	// GracePeriod is how long after a record's creation auto-deletion
 	// waits. Zero means at once; ParsePolicy fills DefaultGracePeriod when
 	// the grace-period setting is empty.
@@ -45,7 +51,9 @@ type Policy struct {
 }
 
 // AutoDeletes reports whether the policy deletes orphans of kind k.
-func (p Policy) AutoDeletes(k Kind) bool { return slices.Contains(p.Kinds, k) }
+func (p Policy) AutoDeletes(k Kind) bool {
+	return slices.Contains(p.Kinds, k) || (k == KindBackup && p.FailedBackups)
+}
 
 // DueAt returns when the policy deletes r, and false if it never does.
 func (p Policy) DueAt(r Record) (time.Time, bool) {
@@ -55,9 +63,10 @@ func (p Policy) DueAt(r Record) (time.Time, bool) {
 	return r.CreatedAt.Add(p.GracePeriod), true
 }
 
-// ParsePolicy reads the two settings. autoDeletion may be in either syntax
-// (see ParseAutoDeletion); gracePeriod is whole seconds, empty meaning
-// DefaultGracePeriod.
+// ParsePolicy reads Longhorn's two settings: autoDeletion as
+// ParseAutoDeletion reads orphan-resource-auto-deletion, gracePeriod in
+// whole seconds, empty meaning DefaultGracePeriod. The policy it returns
+// never auto-deletes failed backups: set Policy.FailedBackups for that.
 func ParsePolicy(autoDeletion, gracePeriod string) (Policy, error) {
 	kinds, err := ParseAutoDeletion(autoDeletion)
 	if err != nil {
@@ -88,46 +97,41 @@ func ParseGracePeriod(value string) (time.Duration, error) {
 	return time.Duration(n) * time.Second, nil
 }
 
-// ParseAutoDeletion reads an auto-deletion setting in any of its syntaxes
-// and returns the kinds it enables, in the order of Kinds, without
-// duplicates:
+// ParseAutoDeletion reads Longhorn's orphan-resource-auto-deletion
+// setting and returns the kinds it enables, in the order of Kinds,
+// without duplicates. It accepts exactly what Longhorn's validator does
+// (longhorn-manager types/setting.go: ValidateSetting, through
+// validateSettingString, trims the value with strings.TrimSpace, then
+// UnmarshalOrphanResourceTypes splits it on ';' and trims each item of
+// spaces):
 //
-//	"replica-data;instance"  today's orphan-resource-auto-deletion
-//	"replica,backup"         the older orphan-auto-deletion
-//	"true" / "false"         older still: replica data, or nothing
-//	""                       nothing
+//	""                        nothing (the setting's default)
+//	"replica-data"            replica data directories (KindReplicaData)
+//	"instance"                engine and replica instances
+//	"replica-data;instance"   both; " replica-data ; instance " too
 //
-// Items are trimmed (settings' one rule: surrounding ASCII white space)
-// and matched exactly against the kinds' AutoDeletionItems: "replica-data"
-// and "replica" mean replica data; "instance" means engine and replica
-// instances; "backup" means failed backups. An unknown item is a
-// *SettingError naming it; nothing is guessed.
+// Everything else is a *SettingError naming the first item at fault: an
+// empty item ("replica-data;", ";"), an item with a tab or another
+// character that is not a space around it, another separator (",") or
+// spelling ("Instance", "replica", "true"), and "backup", which Longhorn
+// does not know (caretaker's failed-backup orphans are enabled by
+// Policy.FailedBackups). A repeated item is accepted, as Longhorn does.
 func ParseAutoDeletion(value string) ([]Kind, error) {
-	v := settings.Trim(value)
-	switch strings.ToLower(v) {
-	case "", "false":
+	v := strings.Trim(strings.TrimSpace(value), " ")
+	if v == "" {
 		return nil, nil
-	case "true":
-		return []Kind{KindReplicaData}, nil
-	}
-	sep := ";"
-	setting := SettingAutoDeletion
-	if strings.Contains(v, ",") {
-		if strings.Contains(v, ";") {
-			return nil, &SettingError{Setting: SettingAutoDeletion, Value: value, Reason: "mixes ';' and ',' separators"}
-		}
-		sep, setting = ",", SettingAutoDeletionLegacy
 	}
 	enabled := map[Kind]bool{}
-	for _, raw := range strings.Split(v, sep) {
-		item := settings.Trim(raw)
-		if item == "" {
-			continue // "replica-data;" and friends: tolerate an empty item
-		}
+	for _, raw := range strings.Split(v, ";") {
+		item := strings.Trim(raw, " ")
 		kinds := kindsForItem(item)
 		if len(kinds) == 0 {
-			return nil, &SettingError{Setting: setting, Value: value, Item: item,
-				Reason: "unknown item", Allowed: autoDeletionItems()}
+			reason := "unknown item"
+			if item == "" {
+				reason = "empty item"
+			}
+			return nil, &SettingError{Setting: SettingAutoDeletion, Value: value, Item: raw,
+				Reason: reason + " of a ';'-separated list", Allowed: autoDeletionItems()}
 		}
 		for _, k := range kinds {
 			enabled[k] = true
@@ -140,4 +144,26 @@ func ParseAutoDeletion(value string) ([]Kind, error) {
 		}
 	}
 	return kinds, nil
+}
+
+// ParseLegacyAutoDeletion reads Longhorn's older orphan-auto-deletion
+// setting, a boolean that Longhorn v1.9.0 replaced with
+// orphan-resource-auto-deletion. It accepts what Longhorn validated for a
+// boolean setting (strconv.ParseBool of the value trimmed with
+// strings.TrimSpace) and, as Longhorn's upgrade to v1.9.0 migrated it
+// (longhorn-manager upgrade/v18xto190/upgrade.go,
+// updateOrphanResourceAutoDeletionSetting), enables replica data only
+// for the exact value "true": any other spelling of true enables
+// nothing, as it did after that upgrade. Anything else is a
+// *SettingError. A host still holding the old setting merges its kinds
+// with ParseAutoDeletion's.
+func ParseLegacyAutoDeletion(value string) ([]Kind, error) {
+	if _, err := strconv.ParseBool(strings.TrimSpace(value)); err != nil {
+		return nil, &SettingError{Setting: SettingAutoDeletionLegacy, Value: value,
+			Reason: "not a boolean", Allowed: []string{"true", "false"}}
+	}
+	if value == "true" {
+		return []Kind{KindReplicaData}, nil
+	}
+	return nil, nil
 }

@@ -62,6 +62,8 @@ const (
 	LabelOrphanType      = "longhorn.io/orphan-type"
 	LabelNode            = "longhornnode"
 	LabelInstanceManager = "longhorninstancemanager"
+	LabelEngine          = "longhornengine"  // engine instances: the engine's name
+	LabelReplica         = "longhornreplica" // replica instances: the replica's name
 
 	LabelValueComponent = "orphan"
 	LabelValueManagedBy = "longhorn-manager"

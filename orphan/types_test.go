@@ -182,3 +182,41 @@ func FuzzNameMatchesJoinedFormula(f *testing.F) {
 		}
 	})
 }
+
+// TestInstanceLabelsAreLonghorns: an instance orphan carries exactly the
+// labels longhorn-manager's Orphan mutating webhook
+// (webhook/resources/orphan/mutator.go) sets through
+// types.GetOrphanLabelsForOrphanedEngineInstance and
+// GetOrphanLabelsForOrphanedReplicaInstance: the instance's own name
+// under longhornengine or longhornreplica, beside the instance manager
+// and the node.
+func TestInstanceLabelsAreLonghorns(t *testing.T) {
+	for _, tc := range []struct {
+		kind  orphan.Kind
+		label string
+	}{
+		{orphan.KindEngineInstance, "longhornengine"},
+		{orphan.KindReplicaInstance, "longhornreplica"},
+	} {
+		it := orphan.Item{Kind: tc.kind, NodeID: "node-2", DataEngine: orphan.DataEngineV1, Parameters: map[string]string{
+			orphan.ParamInstanceName: "vol-1-x-0123abcd", orphan.ParamInstanceUUID: "u-1", orphan.ParamInstanceManager: "instance-manager-1"}}
+		want := map[string]string{
+			"longhorn.io/component":   "orphan",
+			"longhorn.io/managed-by":  "longhorn-manager",
+			"longhorn.io/orphan-type": string(tc.kind),
+			"longhornnode":            "node-2",
+			"longhorninstancemanager": "instance-manager-1",
+			tc.label:                  "vol-1-x-0123abcd",
+		}
+		if got := it.Labels(); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s labels = %v, want %v", tc.kind, got, want)
+		}
+		r, err := orphan.NewRecord(it, testEpoch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(r.Labels, want) {
+			t.Errorf("%s record labels = %v, want %v", tc.kind, r.Labels, want)
+		}
+	}
+}

@@ -1,11 +1,27 @@
 // Package rebuild decides when a degraded volume should be rebuilt offline:
 // attached in maintenance mode so that its lost replicas can be rebuilt,
-// then detached again. It implements seed 003 (automatic offline replica
+// then detached again. It implements longhorn/longhorn#6071 (automatic offline replica
 // rebuilding for engines that cannot rebuild while serving I/O, such as
 // Longhorn's v2 data engine) and designs against the failures Longhorn
 // users met since: a rebuilding ticket re-created forever while no replica
 // could be scheduled, so the volume never detached, and rebuilding that
 // never started after a setting change.
+//
+// # In short
+//
+// You implement a VolumeSource (each volume, its replicas and settings,
+// as a Volume) and a TicketStore (the volume's attachment tickets). The
+// one constructor is NewDriver(volumes, tickets, Options{}). The loop,
+// on every change of a volume or of its tickets:
+//
+//	d, err := drv.Reconcile(ctx, volumeName)
+//	// err: retry with backoff; else, if d.RequeueAt is set, reconcile again then
+//
+// The driver puts and deletes the rebuilding ticket itself; your
+// attacher honours it like any other ticket. The rebuild-sim example
+// runs this loop on rebuildtest's simulated cluster.
+//
+// # In depth
 //
 // The mechanism is an attachment ticket. While a volume is detached,
 // degraded, and rebuilding can make progress, the rebuilding ticket
@@ -160,7 +176,7 @@
 // # Differences from Longhorn
 //
 // Longhorn's volume-rebuilding-controller creates its ticket with the
-// frontend parameter "any"; the seed and this package ask for frontend
+// frontend parameter "any"; the proposal and this package ask for frontend
 // disabled (maintenance mode). Longhorn now checks that a failed replica
 // can be reused or a new one scheduled before it creates the ticket (the
 // fix for tickets re-created forever), and deletes the ticket when

@@ -15,7 +15,7 @@ import (
 // every field.
 type Options struct {
 	// DataEngines are the engines offline rebuilding applies to.
-	// Default: only DataEngineV2, as in seed 003 (v1 rebuilds online).
+	// Default: only DataEngineV2, as in longhorn/longhorn#6071 (v1 rebuilds online).
 	DataEngines []DataEngine
 
 	// Priority of the rebuilding ticket. Default DefaultPriority (800).

@@ -33,7 +33,7 @@ type SettingError = settings.Error
 var ErrInvalidSetting = settings.ErrInvalid
 
 // ParseGlobalSetting parses the value of the global setting SettingName.
-// It accepts the seed's "enabled" and "disabled" and the "true" and "false"
+// It accepts the proposal's "enabled" and "disabled" and the "true" and "false"
 // that Longhorn's boolean settings use today; surrounding ASCII white space is
 // ignored, as settings.Trim does for every caretaker setting (values read
 // from files often end with a newline); case matters.

@@ -16,7 +16,7 @@ const (
 	// DataEngineV1 is the iSCSI/TCP engine. Volumes created before the v2
 	// engine existed have no engine recorded; hosts pass DataEngineV1 for them.
 	DataEngineV1 = longhorn.DataEngineV1
-	// DataEngineV2 is the SPDK engine, the one seed 003 was written for.
+	// DataEngineV2 is the SPDK engine, the one longhorn/longhorn#6071 was written for.
 	DataEngineV2 = longhorn.DataEngineV2
 )
 

@@ -269,9 +269,16 @@ type conn struct {
 	// writer yields once before it takes the queue.
 	calls atomic.Int64
 
-	mu      sync.Mutex // guards pending, err, reading
+	mu      sync.Mutex // guards pending, err, reading, abandoned
 	pending map[uint64]waiter
 	err     error
+	// abandoned counts the waiters in pending whose calls stopped waiting
+	// after their requests may have left (ch nil): each expects the one
+	// reply SPDK owes it, to be dropped.
+	abandoned int
+	// readNow reads what is waiting on the socket without waiting (nil
+	// when nc offers no raw access); only the reader's role uses it.
+	readNow func([]byte) (int, error)
 	// reading is true while a call holds the reader's role: it alone uses
 	// fr, delivers the replies it reads to the calls in pending, and when
 	// it leaves, hands the role to one of them (reply.promote) or, if
@@ -297,6 +304,7 @@ func newConn(nc net.Conn, maxSize int64) *conn {
 		nc:      nc,
 		pending: make(map[uint64]waiter),
 		fr:      newFramer(nc, maxSize),
+		readNow: readNowFunc(nc),
 		broken:  make(chan struct{}),
 	}
 }
@@ -330,14 +338,20 @@ func (cn *conn) roundTrip(ctx context.Context, id uint64, body []byte) (rep repl
 	return rep, false, err
 }
 
-// waiter is a call in pending: where its reply goes, and how far its
-// request got. A reply is matched only to a request written whole: one
-// for a request not yet in a write is a *ProtocolError, and one that
-// arrives while the write carrying its request is under way (the write
-// may be over and the writer not yet told) waits in early until the
-// writer knows the request went out whole.
+// waiter is a request that may be owed a reply: where its reply goes,
+// and how far the request got. pending holds exactly the requests that
+// may be owed one, so every reply is matched against it at the moment it
+// is read: a reply to an id not in pending (a request not yet written, or
+// already answered) is a *ProtocolError that fails the connection, never
+// kept to be matched later and never dropped in silence. A reply to a
+// request not yet in a write is one too, and one that arrives while the
+// write carrying its request is under way (the write may be over and the
+// writer not yet told) waits in early until the writer knows the request
+// went out whole. A waiter whose call stopped waiting after its request
+// may have left stays, with a nil ch, until the reply SPDK owes it comes
+// (and is dropped) or the connection ends.
 type waiter struct {
-	ch    chan reply
+	ch    chan reply // nil once its call stopped waiting (abandoned)
 	state uint8
 	early *reply // a reply that came while state was reqWriting
 	// buf is where the reply's result is copied out of the framer's
@@ -386,31 +400,76 @@ func (cn *conn) markLocked(state uint8, own uint64, taken []*queuedWrite) error 
 		if w.early != nil {
 			switch state {
 			case reqWritten:
-				delete(cn.pending, id)
-				w.ch <- *w.early
+				cn.dropLocked(id, w)
+				if w.ch != nil {
+					w.ch <- *w.early
+				}
 				return
 			case reqUnsent:
 				err = &ProtocolError{Err: fmt.Errorf("reply to request %d before it was sent", id)}
 			}
+		}
+		if w.ch == nil && state == reqUnsent {
+			// Abandoned and never sent: SPDK owes it nothing.
+			cn.dropLocked(id, w)
+			return
 		}
 		w.state = state
 		cn.pending[id] = w
 	}
 	mark(own)
 	for _, qw := range taken {
-		if !qw.abandoned {
-			mark(qw.id)
-		}
+		mark(qw.id)
 	}
 	return err
 }
 
+// dropLocked removes w, the waiter for id, from pending; cn.mu is held.
+func (cn *conn) dropLocked(id uint64, w waiter) {
+	delete(cn.pending, id)
+	if w.ch == nil {
+		cn.abandoned--
+	}
+}
+
+// maxAbandoned bounds the waiters kept for calls that stopped waiting:
+// past it, SPDK has left that many requests unanswered, and the
+// connection is failed rather than remembering more.
+const maxAbandoned = 4096
+
+// abandonLocked keeps w, the waiter for id whose call stopped waiting
+// after its request may have left, until SPDK's reply to it; cn.mu is
+// held. It returns the error to fail the connection with when too many
+// are kept.
+func (cn *conn) abandonLocked(id uint64, w waiter) error {
+	if cn.pending == nil { // failed: nothing more is read
+		return nil
+	}
+	w.ch, w.buf = nil, nil
+	cn.pending[id] = w
+	if cn.abandoned++; cn.abandoned > maxAbandoned {
+		return fmt.Errorf("%w: %d requests whose calls gave up are still unanswered", ErrConnection, cn.abandoned)
+	}
+	return nil
+}
+
 // leave withdraws the waiter for id, passes on the reading if it was
-// handed to it meanwhile, and recycles its channel.
+// handed to it meanwhile, and recycles its channel. A request that may
+// have left stays owed its reply (see waiter).
 func (cn *conn) leave(id uint64, ch chan reply) {
 	cn.mu.Lock()
-	delete(cn.pending, id)
+	var err error
+	if w, ok := cn.pending[id]; ok {
+		if w.state == reqUnsent {
+			delete(cn.pending, id)
+		} else {
+			err = cn.abandonLocked(id, w)
+		}
+	}
 	cn.mu.Unlock()
+	if err != nil {
+		cn.fail(err)
+	}
 	select {
 	case m := <-ch:
 		if m.promote {
@@ -519,6 +578,9 @@ func (cn *conn) writeBatch(ctx context.Context, in *interruption, id uint64, bod
 		// are about to write: let them queue, to go out in this write.
 		runtime.Gosched()
 	}
+	// Replies already waiting on the socket are read, and matched, before
+	// the requests of this write are: none can be taken for one of them.
+	perr := cn.catchUp()
 	// Take what queued while this call waited: the requests are copied, so
 	// a call that stops waiting for its taken request may reuse its buffer.
 	cn.wmu.Lock()
@@ -540,7 +602,13 @@ func (cn *conn) writeBatch(ctx context.Context, in *interruption, id uint64, bod
 	cn.mu.Unlock()
 	cn.wmu.Unlock()
 
-	n, err := cn.nc.Write(out)
+	var n int
+	if perr != nil {
+		cn.fail(perr)
+		err = cn.failure() // nothing left: every request of the batch is unsent
+	} else {
+		n, err = cn.nc.Write(out)
+	}
 	if in.exit(false) {
 		cn.wdl = true
 	}
@@ -577,7 +645,7 @@ func (cn *conn) writeBatch(ctx context.Context, in *interruption, id uint64, bod
 		}
 		return true, ctx.Err()
 	}
-	if err != nil {
+	if err != nil && perr == nil {
 		cn.fail(fmt.Errorf("%w: write: %w", ErrConnection, err))
 		err = cn.failure()
 	}
@@ -754,7 +822,7 @@ func (cn *conn) wait(ctx context.Context, in *interruption, id uint64, ch chan r
 		select {
 		case m = <-ch:
 		case <-done:
-			// The reply, if it ever comes, finds no waiter and is dropped.
+			// The reply, when it comes, is dropped (see waiter).
 			cn.leave(id, ch)
 			return reply{}, ctx.Err()
 		}
@@ -783,6 +851,7 @@ func (cn *conn) read(ctx context.Context, in *interruption, id uint64, ch chan r
 		cn.rdl = false
 	}
 	if !in.enter(true) {
+		cn.abandon(id)
 		cn.handOff()
 		return reply{}, ctx.Err()
 	}
@@ -798,7 +867,8 @@ func (cn *conn) read(ctx context.Context, in *interruption, id uint64, ch chan r
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				if ctxErr := ctx.Err(); ctxErr != nil {
 					// The framer keeps what it read of the reply under way
-					// for the next reader.
+					// for the next reader, who drops the reply to id.
+					cn.abandon(id)
 					return reply{}, ctxErr
 				}
 				// An earlier reader's deadline, landed before its
@@ -842,6 +912,69 @@ func (cn *conn) read(ctx context.Context, in *interruption, id uint64, ch chan r
 	}
 }
 
+// abandon keeps id, whose request went out whole and whose call, the
+// reader, stopped waiting, owed its reply (see waiter).
+func (cn *conn) abandon(id uint64) {
+	cn.mu.Lock()
+	err := cn.abandonLocked(id, waiter{state: reqWritten})
+	cn.mu.Unlock()
+	if err != nil {
+		cn.fail(err)
+	}
+}
+
+// catchUp reads the replies already waiting on the socket, without
+// waiting for more, and matches each against pending as it stands: the
+// writer calls it just before a write, so that a reply SPDK sent before
+// the write's requests existed is a *ProtocolError, not their answer. It
+// runs only when no call holds the reader's role (it takes the role for
+// the while); a reader at work takes such replies itself as they come.
+// It returns the error to fail the connection with: an unreadable reply,
+// a reply to nothing sent, or a socket SPDK closed (then the write's
+// requests are unsent, and the calls send them on a new connection).
+func (cn *conn) catchUp() error {
+	if cn.readNow == nil {
+		return nil
+	}
+	cn.mu.Lock()
+	if cn.reading || cn.err != nil {
+		cn.mu.Unlock()
+		return nil
+	}
+	cn.reading = true
+	cn.mu.Unlock()
+	defer cn.handOff()
+	if cn.rdl {
+		_ = cn.nc.SetReadDeadline(time.Time{})
+		cn.rdl = false
+	}
+	for {
+		got, err := cn.fr.fillNow(cn.readNow)
+		if err != nil {
+			return err
+		}
+		for {
+			raw, err := cn.fr.next(false)
+			if err != nil {
+				return err
+			}
+			if raw == nil {
+				break
+			}
+			rid, rep, err := parseReply(raw, cn.fr.members)
+			if err != nil {
+				return err
+			}
+			if err := cn.deliver(rid, rep); err != nil {
+				return err
+			}
+		}
+		if !got {
+			return nil
+		}
+	}
+}
+
 // handOff gives the reader's role to a waiting call, or frees it.
 func (cn *conn) handOff() {
 	cn.mu.Lock()
@@ -850,7 +983,7 @@ func (cn *conn) handOff() {
 		// Only a call whose request went out whole can read: the others
 		// are still writing, and each becomes the reader if none is when
 		// it comes to wait.
-		if w.state == reqWritten && w.early == nil {
+		if w.state == reqWritten && w.early == nil && w.ch != nil {
 			delete(cn.pending, id)
 			w.ch <- reply{promote: true, result: w.buf}
 			return
@@ -876,7 +1009,9 @@ func (cn *conn) fail(err error) {
 		// made after it dials a new connection instead of finding this one.
 		close(cn.broken)
 		for _, w := range cn.pending {
-			w.ch <- reply{err: err}
+			if w.ch != nil {
+				w.ch <- reply{err: err}
+			}
 		}
 		cn.pending = nil
 		cn.mu.Unlock()
@@ -884,26 +1019,33 @@ func (cn *conn) fail(err error) {
 	})
 }
 
-// deliver hands rep to the call waiting for id. A reply nobody waits for
-// (its call was cancelled) is dropped. A reply to a request not written
-// whole yet waits for the writer (see waiter), or, if the request is in no
-// write, or already has a reply waiting, is a *ProtocolError: the caller
-// fails the connection with it.
+// deliver hands rep to the call waiting for id at the moment it is read.
+// The reply to a call that stopped waiting is dropped. A reply to a
+// request not written whole yet waits for the writer (see waiter), or, if
+// the request is in no write, or already has a reply waiting, is a
+// *ProtocolError, as is a reply to an id not in pending: never written,
+// or already answered. The caller fails the connection with it.
 func (cn *conn) deliver(id uint64, rep reply) error {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	w, ok := cn.pending[id]
 	if !ok {
-		return nil
+		return &ProtocolError{Err: fmt.Errorf("reply to request %d, which was not sent or was already answered", id)}
 	}
 	// raw lives in the framer's buffer: the result is copied out.
 	switch {
+	case w.state == reqWritten && w.ch == nil:
+		cn.dropLocked(id, w)
 	case w.state == reqWritten:
 		delete(cn.pending, id)
 		rep.result = append(w.buf, rep.result...)
 		w.ch <- rep
 	case w.state == reqWriting && w.early == nil:
-		rep.result = bytes.Clone(rep.result) // buf may be under a write
+		if w.ch != nil {
+			rep.result = bytes.Clone(rep.result) // buf may be under a write
+		} else {
+			rep.result = nil // dropped once the write is known whole
+		}
 		w.early = &rep
 		cn.pending[id] = w
 	case w.state == reqWriting:

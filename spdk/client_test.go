@@ -355,17 +355,21 @@ func TestMalformedRepliesFailTheConnection(t *testing.T) {
 	}
 }
 
-func TestReplyWithUnknownIDIsDropped(t *testing.T) {
-	// The server first sends a reply to an id nobody waits for, then the
-	// real one: the client must skip the stray reply.
+// TestReplyWithUnknownIDFailsTheConnection: the server first sends a
+// reply to an id the client never sent, then the real one. The stray
+// reply shows the stream cannot be trusted: the call fails with a
+// *ProtocolError instead of skipping it and taking the next reply.
+func TestReplyWithUnknownIDFailsTheConnection(t *testing.T) {
 	path := rawServer(t, func(id string) string {
 		return `{"jsonrpc":"2.0","id":999999,"result":false}` + "\n" + `{"jsonrpc":"2.0","id":` + id + `,"result":true}` + "\n"
 	})
 	c := spdk.NewClient(spdk.ClientOptions{SocketPath: path})
 	defer c.Close()
 	var ok bool
-	if err := c.Call(context.Background(), "x", nil, &ok); err != nil || !ok {
-		t.Fatalf("ok=%v err=%v", ok, err)
+	err := c.Call(context.Background(), "x", nil, &ok)
+	var pe *spdk.ProtocolError
+	if !errors.As(err, &pe) || ok {
+		t.Fatalf("ok=%v err=%v, want a *ProtocolError", ok, err)
 	}
 }
 

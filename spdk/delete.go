@@ -26,7 +26,7 @@ var ErrReplicaRecordExists = fmt.Errorf("%w: a replica record of that name exist
 // Delete implements orphan.Deleter for v2 engine-instance and
 // replica-instance records. It re-reads the runtime object named by the
 // record and deletes only if its UUID equals the record's InstanceUUID
-// (seed 001's delete-time validation, which Longhorn does not have
+// (the delete-time validation longhorn/longhorn#10933 proposes, which Longhorn does not have
 // today).
 //
 // What each purge deletes, and what it re-checks first:

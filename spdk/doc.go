@@ -3,6 +3,19 @@
 // SPDK target when the cluster forgot them, typically after the node was
 // offline while its volumes moved, were detached or were deleted.
 //
+// # In short
+//
+// You implement an instance.Lookup over your Engine and Replica records.
+// The constructors: NewClient(ClientOptions{SocketPath: DefaultSocketPath})
+// for the node's SPDK target, then NewOrphans(client, lookup,
+// Options{NodeID: node, InstanceManager: im}) (both fields required).
+// The result is an orphan.Adapter: hand it to orphan.NewMonitor and
+// orphan.NewSweeper and run the orphan package's loop; Close the client
+// on shutdown. Orphans.Scan alone lists what SPDK holds, as the
+// spdk-inventory example does.
+//
+// # In depth
+//
 // It has three layers:
 //
 //   - Client: a JSON-RPC 2.0 client over SPDK's Unix socket
@@ -24,8 +37,8 @@
 //   - Orphans, built by NewOrphans: the orphan.Adapter of one node's v2
 //     runtime (kinds engine-instance and replica-instance). Scan lists
 //     every engine and replica; Judge is instance.Verdict over the host's
-//     engine and replica records, confirmed against SPDK; Delete has seed
-//     001's delete-time UUID check and caretaker's own rule for replicas:
+//     engine and replica records, confirmed against SPDK; Delete has
+//     longhorn/longhorn#10933's delete-time UUID check and caretaker's own rule for replicas:
 //     their lvols go only while no replica record of that name exists,
 //     asked again before every lvol. What a replica purge deletes is
 //     decided by SPDK's snapshot and clone relations (PurgeOrder), never
@@ -56,12 +69,12 @@
 // the replica that SPDK does not relate to it (a stray "-rebuilding" lvol)
 // are left alone and listed in Snapshot.Skipped once the head is gone.
 //
-// # Deviation from seed 001 and from Longhorn's code
+// # Deviation from Longhorn's proposal and from its code
 //
-// Seed 001 is Longhorn's "Orphaned V2 Volume Runtime Resource Cleanup"
-// proposal (longhorn/longhorn#10933); the root package lists every seed.
+// The proposal is Longhorn's "Orphaned V2 Volume Runtime Resource Cleanup"
+// (longhorn/longhorn#10933); the root package lists every proposal.
 //
-// Seed 001 judges "record stopped, runtime object present" an orphan for
+// The proposal judges "record stopped, runtime object present" an orphan for
 // both kinds and cleans up with cleanupRequired=true, which for a v2
 // replica deletes its lvols. A detached v2 volume's replicas are stopped
 // records whose lvols are the volume's data, so that rule would destroy
@@ -86,10 +99,37 @@
 // SPDK's vbdev_lvol_dump_info_json writes them) and requires the
 // replica's name on every lvol it deletes.
 //
-// The seed's delete-time UUID check does not exist in Longhorn today;
-// caretaker implements it and deletes lvols by UUID. Seed 001 skips an
+// The proposal's delete-time UUID check does not exist in Longhorn today;
+// caretaker implements it and deletes lvols by UUID. The proposal skips an
 // object without a UUID; caretaker also marks the node's scope Unknown for
 // that cycle, so its records are kept rather than forgotten as gone.
+//
+// # Where the adapter runs in a Longhorn deployment
+//
+// longhorn-manager never opens spdk_tgt's socket: it reaches a node's v2
+// data engine through that node's instance-manager, whose
+// longhorn-spdk-engine server (pkg/spdk/server.go, NewServer) owns the
+// SPDK connection through go-spdk-helper (pkg/spdk/client.NewClient over
+// pkg/jsonrpc.Client on /var/tmp/spdk.sock). So a Longhorn adopter runs
+// Orphans in the instance-manager pod, beside longhorn-spdk-engine, one
+// per node, in either of two ways:
+//
+//   - with its own Client on DefaultSocketPath: SPDK's RPC server takes
+//     several connections, and ids are matched per connection;
+//   - or with a Caller over the engine's go-spdk-helper client:
+//     jsonrpc.Client.SendCommand(method, params) returns the raw result;
+//     decode it into result (a failure is a *ResultError), turn the
+//     *jsonrpc.ResponseError in its jsonrpc.JSONClientError into an
+//     *RPCError with the same code and message, and honour ctx
+//     (SendCommand does not take one).
+//
+// Orphans needs nothing of the connection but Caller (Orphans and the
+// typed calls never look for a *Client), so the calls can also travel
+// elsewhere: a longhorn-manager that keeps the orphan decision can run
+// Orphans itself with a Caller that forwards each call to the node's
+// instance-manager. What any such Caller must do is Caller's contract,
+// which spdktest.RunConformanceTests checks. The records (instance.Lookup)
+// come from the Engine and Replica objects wherever Orphans runs.
 //
 // # Host duties
 //
@@ -108,7 +148,7 @@
 //  4. Hand it to orphan.NewMonitor, as the Inventory, and to
 //     orphan.NewSweeper, or join it with other adapters with
 //     orphan.Combine. Each cycle, log or turn Snapshot.Skipped into events
-//     (an empty UUID must be fixed upstream: seed 001's UUID source
+//     (an empty UUID must be fixed upstream: the proposal's UUID source
 //     requirement; meanwhile the node's records are kept), and run the
 //     cycle with the node's health (down or evicted nodes forget their
 //     records and keep the objects). A failed Scan skips the cycle:
@@ -152,11 +192,19 @@
 // SPDK's code and message when SPDK answered with an error (errors.Is(err,
 // ErrNotFound) for -19, ENODEV); an error matching ErrConnection when
 // the connection failed (dial, write, a dropped connection, or an
-// unreadable reply: a *ProtocolError for garbage or a truncated value, or
-// for a reply to a request that had not gone out whole (a reply is
-// matched only to a request written whole; one arriving while its
-// request's write is under way waits for that write), ErrTooLarge, wrapping a *bounded.TooLargeError, for a reply over
-// ClientOptions.MaxReplySize). Connection errors fail every call in
+// unreadable reply: a *ProtocolError for garbage or a truncated value,
+// for a reply to a request that had not gone out whole, and for a second
+// reply to one request; ErrTooLarge, wrapping a *bounded.TooLargeError,
+// for a reply over ClientOptions.MaxReplySize). Each reply is matched
+// when it is read against the requests already written whole and not yet
+// answered, and never matched again later: one arriving while its
+// request's write is under way waits for that write, and before a write
+// a call that finds no other reading the connection first reads the
+// replies already waiting on the socket, so a reply SPDK sent before a
+// request existed is never taken for its answer. (While another call is
+// reading, a reply that reached the socket an instant before a write and
+// is read just after it cannot be told from one sent after it.)
+// Connection errors fail every call in
 // flight on that connection and are retryable: the next call dials again.
 // Only a request whose write failed before a byte left (SPDK dropped the
 // idle connection, as on a restart) is sent again, once, on a new
@@ -191,6 +239,6 @@
 // the same write, those queued meanwhile) and, one at a time, read the
 // replies for all of them. Close fails the calls in flight. No call outlives its context: a
 // cancelled call returns at once (a call that was reading hands the
-// reading to another) and its late reply is dropped. Classify and PurgeOrder are pure. spdk keeps no time
+// reading to another) and the one late reply SPDK owes it is dropped. Classify and PurgeOrder are pure. spdk keeps no time
 // of its own: every wait is bounded by the caller's context.
 package spdk

@@ -83,6 +83,33 @@ func (f *framer) next(fill bool) ([]byte, error) {
 // and the buffer grows up to what one reply may need (limit+1 bytes, so
 // that the byte over the limit is seen).
 func (f *framer) fill() error {
+	if err := f.room(); err != nil {
+		return err
+	}
+	n, err := f.r.Read(f.buf[f.end:])
+	f.end += n
+	if n > 0 {
+		return nil
+	}
+	return f.readError(err)
+}
+
+// fillNow is fill with readNow, which returns at once, reading nothing
+// when nothing is waiting: got reports that bytes were read.
+func (f *framer) fillNow(readNow func([]byte) (int, error)) (got bool, err error) {
+	if err := f.room(); err != nil {
+		return false, err
+	}
+	n, err := readNow(f.buf[f.end:])
+	f.end += n
+	if n > 0 || err == nil {
+		return n > 0, nil
+	}
+	return false, f.readError(err)
+}
+
+// room makes room in buf for a read.
+func (f *framer) room() error {
 	if f.end == len(f.buf) {
 		if f.start > 0 {
 			n := copy(f.buf, f.buf[f.start:f.end])
@@ -103,11 +130,11 @@ func (f *framer) fill() error {
 			f.buf = nb
 		}
 	}
-	n, err := f.r.Read(f.buf[f.end:])
-	f.end += n
-	if n > 0 {
-		return nil
-	}
+	return nil
+}
+
+// readError classifies the error of a read that returned no byte.
+func (f *framer) readError(err error) error {
 	switch {
 	case err == nil:
 		return nil

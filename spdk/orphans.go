@@ -99,7 +99,8 @@ func (o *Orphans) DataEngines() []orphan.DataEngine { return []orphan.DataEngine
 // The node's scope is HealthReady, unless an engine or head lvol was
 // skipped for lack of a usable UUID: then it is HealthUnknown, so that the
 // cycle keeps every record of the node (one of them may be that object's),
-// creates none and purges none, until SPDK reports the UUID. Seed 001
+// creates none and purges none, until SPDK reports the UUID. Longhorn's
+// "Orphaned V2 Volume Runtime Resource Cleanup" (longhorn/longhorn#10933)
 // skips such objects; caretaker also refuses to read their absence as
 // "gone".
 func (o *Orphans) Scan(ctx context.Context) (orphan.Snapshot, error) {

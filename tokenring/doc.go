@@ -3,6 +3,21 @@
 // the host asks: it can tell the nodes that lost token ranges (their disks
 // hold stale data that may resurrect) from those that only gained some.
 //
+// # In short
+//
+// To read a node you implement nothing: NewClient(url, ClientOptions{})
+// speaks ScyllaDB's REST API (directly or through the Manager Agent).
+// ReadTokenRingHash gives the hash scylla-operator annotates each node
+// with, and Decide turns a member's annotations and the cluster's status
+// into a Decision, as scylla-operator does. To clean only the nodes that
+// lost ranges, save a Topology (ReadRing and your keyspaces'
+// Replication) before scaling and call Analyze(before, after) after it:
+// NodeChange.NeedsCleanup says who lost ranges. RunCleanup(ctx, client)
+// cleans one node, as scylla-operator's cleanup Job does. The
+// scylla-cleanup example does all of this from the command line.
+//
+// # In depth
+//
 // The package has three layers; a host may use any of them alone.
 //
 //   - Compatibility: HashTokens computes scylla-operator's token ring hash

@@ -26,6 +26,14 @@ type StoreHarness struct {
 	// CompletedBackupDeleter section requires it; the Backupstore section
 	// does not use it.
 	CreateInProgress func(ctx context.Context, ref backupdelete.BackupRef) error
+	// CreateAbandoned, if set, puts a backup whose creation died
+	// mid-upload in the store (Longhorn: a cfg with an empty
+	// CreatedTime, and no live backup lock of its volume), with blocks
+	// it uploaded that no backup references. The
+	// CompletedBackupDeleter section then checks that it is deleted,
+	// and that it is not while a backup of its volume is being written
+	// (CreateInProgress).
+	CreateAbandoned func(ctx context.Context, ref backupdelete.BackupRef) error
 	// Target is the BackupRef.Target the store answers for.
 	Target string
 }
@@ -80,11 +88,42 @@ func testCompletedDeleter(t *testing.T, newHarness func(t *testing.T) StoreHarne
 	if err := h.CreateInProgress(ctx, running); err != nil {
 		t.Fatalf("CreateInProgress(%s): %v", running, err)
 	}
-	if err := cd.DeleteCompletedBackup(ctx, running); !errors.Is(err, backupdelete.ErrInProgress) {
-		t.Fatalf("DeleteCompletedBackup of a backup in progress: %v, want ErrInProgress", err)
+	if err := cd.DeleteCompletedBackup(ctx, running); !inProgressOrLocked(err) {
+		t.Fatalf("DeleteCompletedBackup of a backup in progress: %v, want ErrInProgress or ErrLocked", err)
 	}
 	wantExists(t, h, running, true)
 	wantExists(t, h, keep, true)
+	if h.CreateAbandoned == nil {
+		return
+	}
+	// While a backup of the volume is being written, a dead one there
+	// cannot be told from it.
+	deadBeside := ref(h, "vol-a", "backup-0000000000000004")
+	if err := h.CreateAbandoned(ctx, deadBeside); err != nil {
+		t.Fatalf("CreateAbandoned(%s): %v", deadBeside, err)
+	}
+	if err := cd.DeleteCompletedBackup(ctx, deadBeside); !inProgressOrLocked(err) {
+		t.Fatalf("DeleteCompletedBackup of an abandoned backup while another of its volume is being written: %v, want ErrInProgress or ErrLocked", err)
+	}
+	wantExists(t, h, deadBeside, true)
+	dead := ref(h, "vol-b", "backup-0000000000000005")
+	other := ref(h, "vol-b", "backup-0000000000000006")
+	mustCreate(t, h, other)
+	if err := h.CreateAbandoned(ctx, dead); err != nil {
+		t.Fatalf("CreateAbandoned(%s): %v", dead, err)
+	}
+	if err := cd.DeleteCompletedBackup(ctx, dead); err != nil {
+		t.Fatalf("DeleteCompletedBackup of a backup whose creation died: %v, want nil", err)
+	}
+	wantExists(t, h, dead, false)
+	wantExists(t, h, other, true)
+}
+
+// inProgressOrLocked: a store refuses to delete a backup that may be being
+// written either after looking (ErrInProgress) or because its exclusion
+// kept it from looking (ErrLocked: the writer's lock is held).
+func inProgressOrLocked(err error) bool {
+	return errors.Is(err, backupdelete.ErrInProgress) || errors.Is(err, backupdelete.ErrLocked)
 }
 
 func ref(h StoreHarness, volume, name string) backupdelete.BackupRef {

@@ -22,8 +22,11 @@
 //     your store is a backupdelete.CompletedBackupDeleter (the
 //     failed-backup orphans need one), set Harness.CompletedBackupDeleter
 //     too, with StoreHarness.CreateInProgress, so the suite checks that a
-//     backup still being written is never deleted; a lister holding given
-//     records; a status source reporting given progress.
+//     backup still being written is never deleted, and, if your store
+//     tells a backup whose creation died from one being written,
+//     StoreHarness.CreateAbandoned, so it checks that such a backup is
+//     deleted; a lister holding given records; a status source reporting
+//     given progress.
 //  2. Call RunConformanceTests(t, harness) from a test.
 //  3. Use MemStore, MemLister, MemStatusSource and Faulty to test your
 //     controller against adapters that misbehave on cue.
@@ -48,8 +51,9 @@
 //
 // The suite expects ErrInvalidRef for names that are not valid backupstore
 // names, nil for deleting what is gone, and nil or context.Canceled from a
-// cancelled context; from a CompletedBackupDeleter, ErrInProgress for a
-// backup still being written; from a BackupLister, ErrNotFound for a
+// cancelled context; from a CompletedBackupDeleter, ErrInProgress (or
+// ErrLocked, when the writer's lock keeps it from looking) for a backup
+// still being written, and nil for one whose creation died; from a BackupLister, ErrNotFound for a
 // backup it has no record of (never another backup's record); from a
 // StatusSource, an error for a backup it does not know. It retries
 // ErrLocked a few times. A Harness with no maker set fails.

@@ -23,6 +23,8 @@ type MemStore struct {
 type memBackup struct {
 	blocks     []string
 	inProgress bool
+	// abandoned: in progress, but its writer died (no live lock).
+	abandoned bool
 }
 
 type memBlock struct {
@@ -44,6 +46,26 @@ func (m *MemStore) Put(ref backupdelete.BackupRef, inProgress bool, blocks ...st
 	m.init()
 	m.backups[ref] = memBackup{blocks: slices.Clone(blocks), inProgress: inProgress}
 	for _, b := range blocks {
+		m.blocks[memBlock{ref.Target, ref.Volume, b}] = struct{}{}
+	}
+	return nil
+}
+
+// PutAbandoned adds (or replaces) a backup whose creation died
+// mid-upload, having uploaded the given blocks: in progress (while it
+// exists in a volume, no block of that volume is collected), but with no
+// writer left (Longhorn: a cfg with an empty CreatedTime and no live
+// backup lock of the volume). Its cfg lists none of them, as Longhorn's
+// in-progress cfg lists none: they are referenced by no backup.
+func (m *MemStore) PutAbandoned(ref backupdelete.BackupRef, uploaded ...string) error {
+	if err := ref.Validate(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.init()
+	m.backups[ref] = memBackup{inProgress: true, abandoned: true}
+	for _, b := range uploaded {
 		m.blocks[memBlock{ref.Target, ref.Volume, b}] = struct{}{}
 	}
 	return nil
@@ -81,8 +103,10 @@ func (m *MemStore) DeleteBackup(ctx context.Context, ref backupdelete.BackupRef)
 
 // DeleteCompletedBackup implements backupdelete.CompletedBackupDeleter: a
 // backup Put as in progress is not touched (an error wrapping
-// backupdelete.ErrInProgress); otherwise it is DeleteBackup. The check and
-// the deletion happen under one lock.
+// backupdelete.ErrInProgress), and neither is one added with PutAbandoned
+// while a backup Put as in progress exists in its volume (its writer's
+// lock is the volume's); otherwise it is DeleteBackup. The check and the
+// deletion happen under one lock.
 func (m *MemStore) DeleteCompletedBackup(ctx context.Context, ref backupdelete.BackupRef) error {
 	if err := ref.Validate(); err != nil {
 		return err
@@ -93,7 +117,14 @@ func (m *MemStore) DeleteCompletedBackup(ctx context.Context, ref backupdelete.B
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if b, ok := m.backups[ref]; ok && b.inProgress {
-		return fmt.Errorf("backup %s: %w", ref, backupdelete.ErrInProgress)
+		if !b.abandoned {
+			return fmt.Errorf("backup %s: %w", ref, backupdelete.ErrInProgress)
+		}
+		for r, o := range m.backups {
+			if r.Target == ref.Target && r.Volume == ref.Volume && o.inProgress && !o.abandoned {
+				return fmt.Errorf("backup %s: %w: backup %s of the volume is being written", ref, backupdelete.ErrInProgress, r)
+			}
+		}
 	}
 	m.deleteLocked(ref)
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"syscall"
 	"testing"
 
@@ -26,6 +27,9 @@ func TestConformance(t *testing.T) {
 			},
 			CreateInProgress: func(_ context.Context, r backupdelete.BackupRef) error {
 				return m.Put(r, true, "shared", r.Name)
+			},
+			CreateAbandoned: func(_ context.Context, r backupdelete.BackupRef) error {
+				return m.PutAbandoned(r, "shared", r.Name)
 			},
 		}
 	}
@@ -120,6 +124,49 @@ func TestSuitesCatchBrokenImplementations(t *testing.T) {
 	}
 	if runsClean(backupstoretest.Harness{CompletedBackupDeleter: deletesInProgress}) {
 		t.Error("a CompletedBackupDeleter deleting a backup in progress passed")
+	}
+	// A store that takes every cfg with an empty CreatedTime for a backup
+	// being written never cleans a backup whose creation died.
+	keepsAbandoned := func(t *testing.T) backupstoretest.StoreHarness {
+		m := backupstoretest.NewMemStore()
+		return backupstoretest.StoreHarness{
+			Store:            m,
+			Create:           func(_ context.Context, r backupdelete.BackupRef) error { return m.Put(r, false, r.Name) },
+			CreateInProgress: func(_ context.Context, r backupdelete.BackupRef) error { return m.Put(r, true, r.Name) },
+			CreateAbandoned:  func(_ context.Context, r backupdelete.BackupRef) error { return m.Put(r, true, r.Name) },
+		}
+	}
+	if runsClean(backupstoretest.Harness{CompletedBackupDeleter: keepsAbandoned}) {
+		t.Error("a CompletedBackupDeleter refusing a backup whose creation died passed")
+	}
+}
+
+// TestMemStoreAbandoned: a backup whose creation died is deleted by
+// DeleteCompletedBackup with the blocks it uploaded that nothing
+// references, unless a backup of its volume is being written; while
+// another dead backup remains in the volume, no block is collected.
+func TestMemStoreAbandoned(t *testing.T) {
+	ctx := context.Background()
+	m := backupstoretest.NewMemStore()
+	done := backupdelete.BackupRef{Target: "default", Volume: "vol-a", Name: "backup-1"}
+	dead := backupdelete.BackupRef{Target: "default", Volume: "vol-a", Name: "backup-2"}
+	dead2 := backupdelete.BackupRef{Target: "default", Volume: "vol-a", Name: "backup-3"}
+	running := backupdelete.BackupRef{Target: "default", Volume: "vol-a", Name: "backup-4"}
+	must(t, m.Put(done, false, "k1"))
+	must(t, m.PutAbandoned(dead, "k1", "k2"))
+	must(t, m.Put(running, true))
+	if err := m.DeleteCompletedBackup(ctx, dead); !errors.Is(err, backupdelete.ErrInProgress) {
+		t.Fatalf("with a backup being written in the volume: %v, want ErrInProgress", err)
+	}
+	must(t, m.DeleteBackup(ctx, running))
+	must(t, m.PutAbandoned(dead2, "k3"))
+	must(t, m.DeleteCompletedBackup(ctx, dead))
+	if got := m.Blocks("default", "vol-a"); !slices.Equal(got, []string{"k1", "k2", "k3"}) {
+		t.Fatalf("blocks %v with another dead backup left, want none collected", got)
+	}
+	must(t, m.DeleteCompletedBackup(ctx, dead2))
+	if got := m.Blocks("default", "vol-a"); !slices.Equal(got, []string{"k1"}) {
+		t.Fatalf("blocks %v, want [k1]", got)
 	}
 }
 

@@ -134,6 +134,10 @@ func BenchmarkBlockCollection(b *testing.B) {
 		}
 		for _, ps := range [][]string{freed, stored} {
 			for _, p := range ps {
+				// A deletion removes the bucket directories it empties.
+				if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+					b.Fatal(err)
+				}
 				if err := os.WriteFile(p, nil, 0o644); err != nil {
 					b.Fatal(err)
 				}

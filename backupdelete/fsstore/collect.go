@@ -31,6 +31,10 @@ type Collection struct {
 	Full bool
 	// Skipped is why no block was removed, or "".
 	Skipped string
+	// Abandoned: DeleteCompletedBackup deleted a backup whose cfg had an
+	// empty CreatedTime because no backup lock of its volume was live
+	// (its creation died mid-upload).
+	Abandoned bool
 }
 
 // collectionSteps are a deletion's steps, in order. Each one reads and
@@ -44,6 +48,7 @@ var collectionSteps = []collectionStep{
 	{"list the backups again", (*collection).relist},
 	{"unlink the unreferenced blocks", (*collection).unlink},
 	{"update volume.cfg", (*collection).updateVolume},
+	{"remove the directories it emptied", (*collection).tidy},
 }
 
 type collectionStep struct {
@@ -75,6 +80,8 @@ type collection struct {
 	// full one (or a recount) builds the set of every referenced block.
 	idx        *candidateIndex
 	referenced *blockSet
+	// emptied are the buckets blocks were unlinked from (see tidy).
+	emptied bucketSet
 	// bufs hold the deleted cfg's bytes and checksums (candidates alias
 	// them); back to the pool when the collection ends.
 	bufs *scanBuffers
@@ -104,9 +111,11 @@ func (s *Store) collect(ctx context.Context, vol *os.Root, ref backupdelete.Back
 	return c.out, err
 }
 
-// readDeleted reads the deleted backup's cfg: with requireComplete, a cfg
-// in progress or unreadable stops the deletion before anything is
-// removed. Otherwise Longhorn goes on when the cfg cannot be read: the
+// readDeleted reads the deleted backup's cfg: with requireComplete, an
+// unreadable cfg, or one in progress while a backup lock of the volume is
+// live (see Store.backupRunning), stops the deletion before anything is
+// removed; one in progress with no live backup lock is abandoned and is
+// deleted. A cfg in progress makes every block file a candidate. Otherwise Longhorn goes on when the cfg cannot be read: the
 // cfg still goes, and the blocks are found by listing. The cfg is read
 // into pooled buffers (as the remaining backups' are: see scanBuffers),
 // which the candidates alias until the collection ends.
@@ -133,8 +142,24 @@ func (c *collection) readDeleted() error {
 			return err
 		}
 		if refs.createdTime == "" {
-			return fmt.Errorf("%w: %s has an empty CreatedTime", backupdelete.ErrInProgress, cfg)
+			// Longhorn's backup creation (deltablock.go
+			// CreateDeltaBlockBackup) holds a backup lock, refreshed,
+			// from before it writes this in-progress cfg (performBackup)
+			// until it has written the final one with a CreatedTime. We
+			// hold the deletion lock, which no backup takes beside us;
+			// with no backup lock live either, the writer died and the
+			// backup never completes.
+			if err := c.s.backupRunning(c.vol, c.ref); err != nil {
+				return err
+			}
+			c.out.Abandoned = true
 		}
+	}
+	if err == nil && refs.createdTime == "" {
+		// A cfg in progress lists none of the blocks its backup
+		// uploaded (performBackup writes them only into the final
+		// cfg): they are found by listing every block file.
+		return nil
 	}
 	if err == nil && c.targeted {
 		c.candidates = refs.checksums
@@ -259,7 +284,13 @@ func (c *collection) unlink() error {
 		// unreferenced ones in one pass (the referenced set is complete
 		// and read-only from here on).
 		c.out.Full = true
-		removed, failed, err := sweepBlocks(c.ctx, c.vol, func(ck []byte) bool { return !c.referenced.has(ck) })
+		removed, failed, err := sweepBlocks(c.ctx, c.vol, func(ck []byte) bool {
+			if c.referenced.has(ck) {
+				return false
+			}
+			c.emptied.add(ck)
+			return true
+		})
 		c.out.Removed = removed
 		return c.unlinked(failed, err)
 	default:
@@ -273,6 +304,9 @@ func (c *collection) unlink() error {
 				unref = append(unref, string(ck))
 			}
 		}
+	}
+	for _, ck := range unref {
+		c.emptied.add([]byte(ck))
 	}
 	removed, failed := removeBlocks(c.ctx, c.vol, unref)
 	c.out.Removed = removed
@@ -328,7 +362,7 @@ func (c *collection) updateVolume() error {
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(c.vol, volumeCfg, data); err != nil {
+	if err := writeAtomic(c.vol, volumeCfg, data, c.s.clock); err != nil {
 		return fmt.Errorf("update volume.cfg: %w", err)
 	}
 	return nil

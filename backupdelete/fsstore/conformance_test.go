@@ -9,7 +9,8 @@ import (
 )
 
 // TestConformance runs the Backupstore and CompletedBackupDeleter
-// sections against a Store.
+// sections against a Store: a backup in progress holds a live backup
+// lock, an abandoned one has none.
 func TestConformance(t *testing.T) {
 	store := func(t *testing.T) backupstoretest.StoreHarness {
 		s := openFast(t, t.TempDir(), Options{})
@@ -32,7 +33,19 @@ func TestConformance(t *testing.T) {
 		}
 		return backupstoretest.StoreHarness{
 			Store: s,
+			// A backup being written holds a backup lock until it
+			// completes, as Longhorn's CreateDeltaBlockBackup does.
 			CreateInProgress: func(ctx context.Context, r backupdelete.BackupRef) error {
+				lock, err := s.Lock(ctx, r.Volume, LockBackup)
+				if err != nil {
+					return err
+				}
+				t.Cleanup(func() { lock.Release() })
+				return create(ctx, r, "")
+			},
+			// One whose creation died left its cfg and blocks, and
+			// its lock expired (or was never written).
+			CreateAbandoned: func(ctx context.Context, r backupdelete.BackupRef) error {
 				return create(ctx, r, "")
 			},
 			Create: func(ctx context.Context, r backupdelete.BackupRef) error {

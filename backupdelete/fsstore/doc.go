@@ -6,8 +6,7 @@
 //
 // # Format (every decision, with its source)
 //
-// Checked against DESIGN.md "Backupstore (Longhorn layout)" and
-// longhorn/backupstore (backupstore.go, config.go, deltablock.go, lock.go,
+// Checked against longhorn/backupstore (backupstore.go, config.go, deltablock.go, lock.go,
 // vfs/vfs.go):
 //
 //   - Paths: <mount>/backupstore/volumes/<c[0:2]>/<c[2:4]>/<volume>/, c
@@ -32,10 +31,29 @@
 //     the first half of a SHA-512). Anything else makes the cfg corrupt,
 //     never a path.
 //   - An empty CreatedTime marks a backup in progress.
-//   - Files are written to a temporary name and renamed. Longhorn uses
-//     "<file>.tmp"; we use "<file>.<8 hex>.tmp" so two writers never
-//     truncate each other's temporary file; both end in .tmp, so neither
-//     is ever listed as a cfg, block or lock.
+//   - A block is named by the first 64 hex digits of the SHA-512 of its
+//     uncompressed content (util.GetChecksum, applied in backupBlock
+//     before compression; see BlockChecksum); the file holds the
+//     compressed bytes, and Longhorn's restore verifies the name against
+//     the decompressed block.
+//   - Files are written to a temporary name and renamed. Longhorn's
+//     temporary name is "<file>.tmp.<unixnano>" (fsops/fsops.go Write and
+//     Upload), and so is ours (created exclusively, so two writers never
+//     share one). No listing takes one for a cfg, block or lock: each
+//     keeps only names ending in its suffix, as Longhorn's
+//     util.ExtractNames does. A temporary file a crashed writer left is
+//     never removed, and keeps its directory from being removed.
+//   - Directories are created with Longhorn's mode, 0700 (fsops
+//     preparePath), and removed when a deletion empties them, as
+//     Longhorn's fsops Remove does: an emptied blocks/<a>/<b>/,
+//     blocks/<a>/, blocks/, backups/ and locks/, never the volume
+//     directory, and only with rmdir semantics (a directory that is not
+//     empty stays). A backup writer creates a directory and then writes
+//     in it; the block and backup directories are removed only under the
+//     deletion lock, which excludes backup writers, so none is between
+//     the two. locks/ is removed after our lock file, holding nothing, as
+//     Longhorn does: a taker that just created it may then fail its
+//     attempt (ours create it again), and nothing is lost.
 //   - volume.cfg is rewritten key by key: only LastBackupName,
 //     LastBackupAt and BlockCount change, every other key keeps its bytes,
 //     so fields added by newer Longhorn versions survive. The keys are
@@ -63,7 +81,9 @@
 // LastBackupAt; BlockCount = the distinct referenced blocks). No block is
 // unlinked if a remaining backup is in progress or unreadable, or if the
 // backup list changed, and then LastBackupName is cleared rather than
-// guessed, as Longhorn does.
+// guessed, as Longhorn does. Last, the bucket directories it unlinked
+// from and backups/ are removed if they are empty, and locks/ when the
+// lock is released (see the format notes on directories).
 //
 // One departure, for speed (Collection.Full, Options.FullCollection):
 // Longhorn lists every block file of the volume on every deletion, which
@@ -91,10 +111,28 @@
 // Store.DeleteCompletedBackup (backupdelete.CompletedBackupDeleter, which
 // the failed-backup purge requires) is the same deletion with one more
 // check under the deletion lock, before anything is removed: the backup's
-// cfg must be a readable, parsable regular file with a CreatedTime
-// (ErrInProgress, ErrCorrupt or ErrFileType otherwise). Longhorn's
-// DeleteDeltaBlockBackup has no such check: a user may delete a backup in
-// progress, and DeleteBackup still allows it.
+// cfg must be a readable, parsable regular file (ErrCorrupt or ErrFileType
+// otherwise), and if its CreatedTime is empty, no backup lock (type 1) of
+// the volume may be live, by Longhorn's expiry rule on the Store's clock
+// (a *BackupRunningError wrapping backupdelete.ErrInProgress otherwise,
+// naming the lock; a fresh lock file that cannot be read counts as one).
+// Longhorn's backup creation (deltablock.go CreateDeltaBlockBackup) holds
+// its backup lock, refreshed every 60 s, from before performBackup writes
+// the in-progress cfg until it has written the final one; a backup whose
+// cfg still has an empty CreatedTime once no backup lock is live was
+// abandoned by a writer that died, and is deleted (Collection.Abandoned).
+// Since an in-progress cfg lists none of the blocks its backup uploaded,
+// deleting one lists every block file of the volume. Longhorn's
+// DeleteDeltaBlockBackup has no such check: it removes the backup whatever
+// its CreatedTime (only another backup in progress holds back its block
+// collection, as here), and DeleteBackup does the same.
+//
+// Why a live backup lock cannot appear unseen: the deletion lock is
+// acquired only when no live lock of another type ranks before it, and a
+// backup taker that comes later ranks after it and, seeing it, gives up
+// (Longhorn's FileLock.canAcquire). So while a deletion holds its lock no
+// backup writes blocks or cfgs in the volume; the check above also
+// refuses on a later taker's lock that has not given up yet.
 //
 // # Locks
 //
@@ -134,7 +172,8 @@
 // bucket is followed at all, and a FIFO at a bucket's place is refused
 // before it is opened. Deleting what is already gone is success, and the block
 // collection still runs, so a retry finishes an interrupted deletion.
-// Files that are not cfgs, blocks or locks are never removed.
+// Files that are not cfgs, blocks or locks are never removed; a
+// directory only when it is empty.
 //
 // No file is opened before its type is known. Lstat (which opens nothing
 // and follows no symlink) comes first; a regular file is then opened
@@ -186,7 +225,10 @@
 // # Errors
 //
 // backupdelete.ErrInvalidRef for invalid names; backupdelete.ErrLocked
-// (as *LockConflictError) for a conflicting lock; backupdelete.ErrCorrupt
+// (as *LockConflictError) for a conflicting lock;
+// backupdelete.ErrInProgress (as *BackupRunningError, naming the lock)
+// from DeleteCompletedBackup for a backup in progress while a backup lock
+// of its volume is live; backupdelete.ErrCorrupt
 // for an unparsable or oversized file (oversized also wraps ErrTooLarge,
 // as a *bounded.TooLargeError naming the file and the limit), and
 // ErrFileType (as *FileTypeError, also ErrCorrupt) for a path of the wrong

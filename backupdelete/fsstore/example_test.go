@@ -2,8 +2,6 @@ package fsstore_test
 
 import (
 	"context"
-	"crypto/sha512"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"time"
@@ -25,7 +23,9 @@ func Example() {
 	}
 	defer store.Close()
 
-	ck := func(s string) string { sum := sha512.Sum512([]byte(s)); return hex.EncodeToString(sum[:])[:64] }
+	// A block is named by the SHA-512 of its uncompressed content
+	// (Longhorn stores it compressed; here it is stored as it is).
+	ck := func(s string) string { return fsstore.BlockChecksum([]byte(s)) }
 	_ = store.WriteVolume(ctx, fsstore.Volume{Name: "vol-a", Size: 4 << 20})
 	for i, b := range [][]string{{"shared", "one"}, {"shared", "two"}} {
 		var maps []fsstore.BlockMapping

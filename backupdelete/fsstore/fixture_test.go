@@ -14,7 +14,7 @@ import (
 )
 
 // This file builds backupstores the way Longhorn's backupstore module
-// writes them (DESIGN.md "Backupstore (Longhorn layout)", checked against
+// writes them (Longhorn's backupstore layout, checked against
 // longhorn/backupstore backupstore.go, config.go, deltablock.go, lock.go):
 // the JSON below is what encoding/json produces for Longhorn's own structs,
 // field order, string-encoded int64s and double-encoded ",string" strings

@@ -22,8 +22,13 @@ const (
 	locksDir     = "locks"
 	lockPrefix   = "lock-"
 	lockSuffix   = ".lck"
-	tmpSuffix    = ".tmp"
+	tmpInfix     = ".tmp." // Longhorn's temporary files: <file>.tmp.<unixnano>
 )
+
+// dirMode is the mode Longhorn creates backupstore directories with
+// (longhorn/backupstore fsops/fsops.go preparePath and util.go
+// MkdirIfNotExists: os.ModeDir|0700).
+const dirMode = 0o700
 
 // VolumePath returns the volume's directory relative to the mount point:
 // backupstore/volumes/<c[0:2]>/<c[2:4]>/<volume>, where c is the lowercase

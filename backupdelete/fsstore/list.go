@@ -95,11 +95,19 @@ type rootLister struct{ vol *os.Root }
 
 func (l rootLister) sweep(ctx context.Context, a string, unlink func(ck []byte) bool) (removed int, failed []string, err error) {
 	bucket, err := openDir(l.vol, blocksDir+"/"+a)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Another deletion (compatible with ours) emptied and removed
+		// it since blocks/ was listed: no block is left there.
+		return 0, nil, nil
+	}
 	if err != nil {
 		return 0, nil, err
 	}
 	defer bucket.Close()
 	l2, err := readDirs(bucket, ".")
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil, nil // removed, empty, by another deletion
+	}
 	if err != nil {
 		return 0, nil, err
 	}
@@ -108,11 +116,17 @@ func (l rootLister) sweep(ctx context.Context, a string, unlink func(ck []byte) 
 			return removed, failed, err
 		}
 		f, err := openDirFile(bucket, b)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // emptied and removed by another deletion
+		}
 		if err != nil {
 			return removed, failed, err
 		}
 		entries, err := f.ReadDir(-1)
 		f.Close()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed, empty, by another deletion
+		}
 		if err != nil {
 			return removed, failed, err
 		}

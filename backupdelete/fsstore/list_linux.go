@@ -65,6 +65,11 @@ const subdirFlags = syscall.O_RDONLY | syscall.O_DIRECTORY | syscall.O_NOFOLLOW 
 // sweep lists blocks/<a>/ and unlinks the block files unlink chooses.
 func (l *getdentsLister) sweep(ctx context.Context, a string, unlink func(ck []byte) bool) (removed int, failed []string, err error) {
 	fa, err := openSubdir(l.blocksFD, a, syscall.DT_DIR)
+	if err == syscall.ENOENT {
+		// Another deletion (compatible with ours) emptied and removed
+		// it since blocks/ was listed: no block is left there.
+		return 0, nil, nil
+	}
 	if err != nil || fa < 0 {
 		return 0, nil, l.typeError(blocksDir+"/"+a, err)
 	}
@@ -78,7 +83,9 @@ func (l *getdentsLister) sweep(ctx context.Context, a string, unlink func(ck []b
 		if (typ == syscall.DT_DIR || typ == syscall.DT_UNKNOWN) && bucketName(string(name)) {
 			l2 = append(l2, subdir{bucketNames[shardOf(name)], typ})
 		}
-	}); err != nil {
+	}); errors.Is(err, syscall.ENOENT) {
+		return 0, nil, nil // removed, empty, by another deletion
+	} else if err != nil {
 		return 0, nil, fmt.Errorf("%s/%s: %w", blocksDir, a, err)
 	}
 	for _, e := range l2 {
@@ -87,6 +94,9 @@ func (l *getdentsLister) sweep(ctx context.Context, a string, unlink func(ck []b
 		}
 		b := e.name
 		fb, err := openSubdir(fa, b, e.typ)
+		if err == syscall.ENOENT {
+			continue // emptied and removed by another deletion
+		}
 		if err != nil {
 			return removed, failed, l.typeError(blocksDir+"/"+a+"/"+b, err)
 		}
@@ -115,6 +125,11 @@ func (l *getdentsLister) sweepBucket(ctx context.Context, fb int, a, b string, u
 			l.ends = append(l.ends, len(l.names))
 		}
 	})
+	if errors.Is(err, syscall.ENOENT) {
+		// Removed, empty, by another deletion (getdents of a removed
+		// directory): whatever was listed is gone too.
+		return 0, nil, nil
+	}
 	if err != nil {
 		return 0, nil, err
 	}

@@ -120,6 +120,9 @@ func (l *Lock) Release() error {
 		if err := l.vol.Remove(lockPath(l.file.Name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			l.err = err
 		}
+		// As Longhorn's removeLock: locks/ goes when it is empty (see
+		// tidy.go for the race with a taker, which is Longhorn's too).
+		_ = rmdirEmpty(l.vol, locksDir)
 		if l.closeRoot {
 			l.vol.Close()
 		}
@@ -134,6 +137,11 @@ type lockSeen struct {
 	LockFile
 	mtime time.Time
 }
+
+// expired is Longhorn's FileLock.isExpired (longhorn/backupstore
+// lock.go): a lock is dead when its file time is more than LockExpiry
+// before now. Exactly LockExpiry old, it is still live.
+func expired(now, mtime time.Time) bool { return now.Sub(mtime) > LockExpiry }
 
 // ranksBefore is Longhorn's compareLocks(a, b) < 0: acquired locks first,
 // then older file times, then smaller names.
@@ -161,16 +169,14 @@ func (s *Store) acquire(ctx context.Context, vol *os.Root, volume string, t Lock
 		return nil, err
 	}
 	me := LockFile{Name: name, Type: t}
-	if err := vol.MkdirAll(locksDir, 0o755); err != nil {
-		return nil, err
-	}
-	if err := s.writeLock(vol, me); err != nil {
+	if err := s.writeLockFile(vol, me); err != nil {
 		return nil, err
 	}
 	start := s.clock.Now()
 	written := start
 	fail := func(err error) (*Lock, error) {
 		_ = vol.Remove(lockPath(name))
+		_ = rmdirEmpty(vol, locksDir)
 		return nil, err
 	}
 	if err := s.wait(ctx, LockSettle); err != nil {
@@ -231,7 +237,7 @@ func (s *Store) blockingLock(vol *os.Root, me LockFile) (*lockSeen, error) {
 	var blocker *lockSeen
 	for i := range locks {
 		l := &locks[i]
-		if l.Name == me.Name || l.Type == me.Type || now.Sub(l.mtime) > LockExpiry {
+		if l.Name == me.Name || l.Type == me.Type || expired(now, l.mtime) {
 			continue
 		}
 		if ranksBefore(*l, *mine) && (blocker == nil || ranksBefore(*l, *blocker)) {
@@ -291,12 +297,29 @@ func (s *Store) refresh(l *Lock) {
 	}
 }
 
+// writeLockFile creates locks/ (with Longhorn's mode) and writes a new
+// lock file in it. Another holder's Release removes locks/ when it leaves
+// it empty, and may do so between our mkdir and our write: then the write
+// finds no directory, and we make it again (a few times).
+func (s *Store) writeLockFile(vol *os.Root, l LockFile) error {
+	var err error
+	for range 3 {
+		if err = vol.MkdirAll(locksDir, dirMode); err != nil {
+			return err
+		}
+		if err = s.writeLock(vol, l); !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return err
+}
+
 func (s *Store) writeLock(vol *os.Root, l LockFile) error {
 	data, err := json.Marshal(l)
 	if err != nil {
 		return err
 	}
-	return writeAtomic(vol, lockPath(l.Name), data)
+	return writeAtomic(vol, lockPath(l.Name), data, s.clock)
 }
 
 // wait waits d on the store's clock, or until ctx ends.
@@ -326,4 +349,93 @@ func newLockName() (string, error) {
 		return "", err
 	}
 	return lockPrefix + hex.EncodeToString(b[:]), nil
+}
+
+// BackupRunningError is why DeleteCompletedBackup left a backup whose cfg
+// has an empty CreatedTime: a backup lock of its volume is live, so a
+// backup of the volume (perhaps this one) may still be writing. Longhorn
+// locks a volume, not a backup, so the lock cannot say which backup it
+// is for. It wraps backupdelete.ErrInProgress.
+type BackupRunningError struct {
+	Backup backupdelete.BackupRef
+	// Lock is the live lock file's name (lock-<16 hex>).
+	Lock string
+	// Age is how long before the check the lock file was last written.
+	Age time.Duration
+	// Unreadable, if not nil, is why the lock file could not be read: a
+	// fresh lock file that cannot be read might be a backup lock, so it
+	// holds the deletion back too.
+	Unreadable error
+}
+
+// Error says which lock holds the backup back, and how old it is.
+func (e *BackupRunningError) Error() string {
+	if e.Unreadable != nil {
+		return fmt.Sprintf("backup %s has an empty CreatedTime and lock file %s of its volume (%s) cannot be read (%v): it may be a live backup lock, so a backup may still be writing",
+			e.Backup, e.Lock, e.age(), e.Unreadable)
+	}
+	return fmt.Sprintf("backup %s has an empty CreatedTime and backup lock %s of its volume is live (%s; it expires %v after its last refresh): a backup may still be writing",
+		e.Backup, e.Lock, e.age(), LockExpiry)
+}
+
+func (e *BackupRunningError) age() string {
+	if e.Age < 0 {
+		return fmt.Sprintf("its file time is %v ahead of our clock", -e.Age)
+	}
+	return fmt.Sprintf("written %v ago", e.Age)
+}
+
+// Unwrap returns backupdelete.ErrInProgress.
+func (e *BackupRunningError) Unwrap() error { return backupdelete.ErrInProgress }
+
+// backupRunning returns a *BackupRunningError if a backup lock (type 1)
+// of the volume is live: not expired by Longhorn's rule (see expired),
+// judged on the store's clock against the lock file's time. A fresh lock
+// file that cannot be read counts as one (Longhorn's lock takers skip
+// it, but a purge of a backup that may be in progress must not). Our own
+// deletion lock, and every other deletion lock, is type 2 and does not
+// count. An error listing the directory or looking at a file is
+// returned as it is: whether a backup runs cannot be told.
+func (s *Store) backupRunning(vol *os.Root, ref backupdelete.BackupRef) error {
+	names, err := readDirNames(vol, locksDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("list %s: %w", locksDir, err)
+	}
+	now := s.clock.Now()
+	for _, n := range names {
+		if !strings.HasSuffix(n, lockSuffix) {
+			continue // a temporary file, never a lock until renamed
+		}
+		p := locksDir + "/" + n
+		info, err := vol.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // released
+		}
+		if err != nil {
+			return fmt.Errorf("look at %s: %w", p, err)
+		}
+		if expired(now, info.ModTime()) {
+			continue
+		}
+		running := &BackupRunningError{Backup: ref, Lock: strings.TrimSuffix(n, lockSuffix), Age: now.Sub(info.ModTime())}
+		data, _, err := readBounded(vol, p, maxLockFileBytes)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		var lf LockFile
+		if err == nil {
+			lf, err = ParseLockFile(data)
+		}
+		if err != nil {
+			running.Unreadable = err
+			return running
+		}
+		if lf.Type == LockBackup {
+			return running
+		}
+	}
+	return nil
 }

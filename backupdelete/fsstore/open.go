@@ -47,12 +47,21 @@ func (e *FileTypeError) Unwrap() []error { return []error{ErrFileType, backupdel
 
 // openRegular opens root/name for reading if it is a regular file (not a
 // symlink to one). A missing file is an error wrapping fs.ErrNotExist.
+//
+// A regular file replaced by another between the look and the open (a
+// concurrent deletion renaming its new volume.cfg over the old one) is
+// no type swap: the open is tried again, a few times.
 func openRegular(root *os.Root, name string) (*os.File, fs.FileInfo, error) {
-	f, info, err := safefile.OpenRegular(root, name)
-	if te := (*safefile.TypeError)(nil); errors.As(err, &te) {
-		return nil, nil, &FileTypeError{Path: name, Mode: te.Mode, Want: "regular file"}
+	for try := 0; ; try++ {
+		f, info, err := safefile.OpenRegular(root, name)
+		if te := (*safefile.TypeError)(nil); errors.As(err, &te) {
+			if te.Swapped && te.Mode.IsRegular() && try < 3 {
+				continue
+			}
+			return nil, nil, &FileTypeError{Path: name, Mode: te.Mode, Want: "regular file"}
+		}
+		return f, info, err
 	}
-	return f, info, err
 }
 
 // checkRegularOrAbsent returns nil if root/name is a regular file or does

@@ -127,7 +127,9 @@ func (s *Store) DeleteBackup(ctx context.Context, ref backupdelete.BackupRef) er
 // remaining backup cfg to find the blocks still referenced and the latest
 // backup; list the backups again and compare; unlink the unreferenced
 // candidate blocks; update volume.cfg (LastBackupName, LastBackupAt,
-// BlockCount). No block is unlinked if any remaining backup is in progress
+// BlockCount); remove the bucket directories (and backups/) it emptied,
+// as Longhorn's fsops Remove does. Releasing the lock removes locks/ if
+// that leaves it empty. No block is unlinked if any remaining backup is in progress
 // or unreadable, or if the backup list changed during the collection; the
 // cfg removal stands and a later deletion collects those blocks.
 //

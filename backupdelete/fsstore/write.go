@@ -2,7 +2,7 @@ package fsstore
 
 import (
 	"context"
-	"crypto/rand"
+	"crypto/sha512"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -10,9 +10,11 @@ import (
 	"os"
 	"path"
 	"slices"
+	"strconv"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
 	"github.com/hashicorp/go-multierror"
+	"k8s.io/utils/clock"
 )
 
 // This file is the writing and reading side a backup creator and an
@@ -45,14 +47,27 @@ func (s *Store) WriteBackup(ctx context.Context, b Backup) error {
 	return s.writeInVolume(ctx, b.VolumeName, backupCfgPath(b.Name), data)
 }
 
-// WriteBlock writes one block file. Longhorn names a block by the first
-// 64 hex digits of the SHA-512 of its compressed content; the content is
-// opaque here.
+// WriteBlock writes one block file: data is the block as stored
+// (Longhorn compresses it with the volume's CompressionMethod), and
+// checksum must be BlockChecksum of the block's uncompressed content, as
+// Longhorn's backupBlock names it (longhorn/backupstore deltablock.go:
+// util.GetChecksum of the block read from the snapshot, before
+// util.CompressData). Longhorn's restore decompresses a block and
+// verifies that checksum, so a block named by any other digest (of the
+// compressed bytes, say) cannot be restored. The content is opaque here.
 func (s *Store) WriteBlock(ctx context.Context, volume, checksum string, data []byte) error {
 	if !backupdelete.ValidName(volume) || !validChecksum(checksum) {
 		return fmt.Errorf("%w: block %q of volume %q", backupdelete.ErrInvalidRef, checksum, volume)
 	}
 	return s.writeInVolume(ctx, volume, blockPath(checksum), data)
+}
+
+// BlockChecksum is the name Longhorn gives a block: the first 64 hex
+// digits of the SHA-512 of its uncompressed content (longhorn/backupstore
+// util.GetChecksum, PRESERVED_CHECKSUM_LENGTH).
+func BlockChecksum(uncompressed []byte) string {
+	sum := sha512.Sum512(uncompressed)
+	return hex.EncodeToString(sum[:])[:64]
 }
 
 // Lock takes a lock of the given type on a volume with Longhorn's
@@ -62,7 +77,7 @@ func (s *Store) Lock(ctx context.Context, volume string, t LockType) (*Lock, err
 	if !backupdelete.ValidName(volume) {
 		return nil, fmt.Errorf("%w: volume name %q", backupdelete.ErrInvalidRef, volume)
 	}
-	if err := s.root.MkdirAll(path.Join(VolumePath(volume), locksDir), 0o755); err != nil {
+	if err := s.root.MkdirAll(VolumePath(volume), dirMode); err != nil {
 		return nil, err
 	}
 	vol, err := openDir(s.root, VolumePath(volume))
@@ -187,7 +202,7 @@ func (s *Store) writeInVolume(ctx context.Context, volume, rel string, data []by
 		return err
 	}
 	dir := VolumePath(volume)
-	if err := s.root.MkdirAll(path.Join(dir, path.Dir(rel)), 0o755); err != nil {
+	if err := s.root.MkdirAll(dir, dirMode); err != nil {
 		return err
 	}
 	vol, err := openDir(s.root, dir)
@@ -195,23 +210,46 @@ func (s *Store) writeInVolume(ctx context.Context, volume, rel string, data []by
 		return err
 	}
 	defer vol.Close()
-	return writeAtomic(vol, rel, data)
+	// A deletion removes the directories it empties (see tidy.go); a
+	// backup creator holding its backup lock never races one, but a
+	// writer without it may find its directory gone between the mkdir
+	// and the write, and makes it again.
+	for range 2 {
+		if err := vol.MkdirAll(path.Dir(rel), dirMode); err != nil {
+			return err
+		}
+		if err = writeAtomic(vol, rel, data, s.clock); !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return err
 }
 
-// writeAtomic writes data to "<name>.<8 hex>.tmp" next to name and renames
-// it over name, so a reader sees the old file or the new one, never half.
-// Longhorn's own writer uses "<name>.tmp"; a unique name keeps two writers
-// from truncating each other's temporary file, and the ".tmp" suffix keeps
-// it out of every listing (none matches .cfg, .blk or .lck).
-func writeAtomic(root *os.Root, name string, data []byte) error {
-	var r [4]byte
-	if _, err := rand.Read(r[:]); err != nil {
-		return err
-	}
-	tmp := name + "." + hex.EncodeToString(r[:]) + tmpSuffix
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
+// writeAtomic writes data to "<name>.tmp.<unixnano>" next to name and
+// renames it over name, so a reader sees the old file or the new one,
+// never half. That is Longhorn's own temporary name (fsops Write and
+// Upload: dst + ".tmp." + UnixNano), so whoever recognises Longhorn's
+// leftovers recognises ours; no listing, Longhorn's (util.ExtractNames
+// keeps only names ending in the suffix it lists) or ours, takes one for
+// a cfg, block or lock. The time is the store's clock; the file is
+// created exclusively, and a name taken by a concurrent writer moves on
+// to the next nanosecond, so two writers never share a temporary file.
+func writeAtomic(root *os.Root, name string, data []byte, clk clock.PassiveClock) error {
+	nano := clk.Now().UnixNano()
+	var f *os.File
+	var tmp string
+	for {
+		var err error
+		tmp = tmpName(name, nano)
+		f, err = root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, fs.ErrExist) {
+			nano++
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		break
 	}
 	_, werr := f.Write(data)
 	cerr := f.Close()
@@ -224,4 +262,9 @@ func writeAtomic(root *os.Root, name string, data []byte) error {
 		return err
 	}
 	return nil
+}
+
+// tmpName is Longhorn's temporary name for name: "<name>.tmp.<unixnano>".
+func tmpName(name string, unixNano int64) string {
+	return name + tmpInfix + strconv.FormatInt(unixNano, 10)
 }

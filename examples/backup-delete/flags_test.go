@@ -38,10 +38,17 @@ func TestFlags(t *testing.T) {
 		{Name: "-volume without -backup", Args: []string{"-dir", dir, "-volume", "pvc-1"}, Code: 2, Stderr: []string{"-backup"}},
 		{Name: "bad -lock-wait", Args: []string{"-dir", dir, "-lock-wait", "soon"}, Code: 2, Stderr: []string{"-lock-wait"}},
 		{Name: "listing", Args: []string{"-dir", dir}, Code: 0, Stdout: []string{"pvc-1: 2 backups"}},
-		{Name: "deletion without -yes", Args: []string{"-dir", dir, "-volume", "pvc-1", "-backup", "backup-2"}, Code: 1,
+		{Name: "-yes without a deletion", Args: []string{"-dir", dir, "-yes"}, Code: 2, Stderr: []string{"-yes confirms a deletion", "(see backup-delete -h)"}, Check: kept},
+		{Name: "deletion without -yes", Args: []string{"-dir", dir, "-volume", "pvc-1", "-backup", "backup-2"}, Code: 3,
 			Stdout: []string{"would free 2 block files", "pass -yes"}, Stderr: []string{"dry run", "add -yes"}, Check: kept},
 		{Name: "bad backup name", Args: []string{"-dir", dir, "-volume", "pvc-1", "-backup", "../x", "-yes"}, Code: 1,
 			Stderr: []string{"-volume or -backup", `"../x"`}, Check: kept},
+		{Name: "-prepare with another flag", Args: []string{"-prepare", filepath.Join(dir, "p1"), "-yes"}, Code: 2, Stderr: []string{"-prepare takes no other flag"}},
+		{Name: "-prepare", Args: []string{"-prepare", filepath.Join(dir, "p2")}, Code: 0, Stdout: []string{"backup-delete -dir " + filepath.Join(dir, "p2")}},
+		{Name: "-prepare, then list", Args: []string{"-dir", filepath.Join(dir, "p2")}, Code: 0, Stdout: []string{"pvc-web: 3 backups, 5 block files"}},
+		{Name: "-prepare, then dry run", Args: []string{"-dir", filepath.Join(dir, "p2"), "-volume", "pvc-web", "-backup", "backup-a1b2c3d4e5f60002"}, Code: 3,
+			Stdout: []string{"would free 1 block file\n"}},
+		{Name: "-prepare of a full directory", Args: []string{"-prepare", dir}, Code: 1, Stderr: []string{"not empty"}},
 		{Name: "missing -dir", Args: []string{"-dir", missing}, Code: 1, Stderr: []string{missing}},
 	})
 }

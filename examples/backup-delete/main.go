@@ -11,8 +11,11 @@
 //
 // A -dir that does not hold backupstore/volumes/ is refused with an error
 // naming the path it expected, and the command exits 1. A dry run of a
-// deletion (-backup without -yes) also exits 1, after saying what it
-// would free: nothing was deleted.
+// deletion (-backup without -yes) exits 3, after saying what it would
+// free: nothing was deleted. Exit codes: 0 done (or nothing to do), 1
+// failed, 2 bad usage, 3 dry run that would delete, 4 refused by a safety
+// rule (the volume's lock held by a backup or restore, a backup still in
+// progress).
 package main
 
 import (
@@ -24,6 +27,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
@@ -34,11 +38,12 @@ import (
 
 var command = cli.Command{
 	Name:  "backup-delete",
-	Usage: "backup-delete -dir MOUNT [-volume VOLUME -backup BACKUP [-yes]] [-lock-wait D]",
+	Usage: "backup-delete -dir MOUNT [-volume VOLUME -backup BACKUP [-yes]] [-lock-wait D]\n       backup-delete -prepare DIR",
 	About: "backup-delete points at a backupstore directory in Longhorn's layout (for example the NFS mount " +
 		"Longhorn backs up to), lists its volumes and backups, and deletes one backup asynchronously through " +
 		"backupdelete's Driver, printing each state transition. Without -yes a deletion is a dry run: it says " +
-		"which block files the deletion would free, deletes nothing and exits 1.",
+		"which block files the deletion would free, deletes nothing and exits 3.",
+	Refusals: []error{backupdelete.ErrLocked, backupdelete.ErrInProgress},
 }
 
 func main() {
@@ -56,17 +61,24 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	volume := fs.String("volume", "", "the volume of the backup to delete (with -backup)")
 	backup := fs.String("backup", "", "the backup to delete (with -volume); without -yes, a dry run")
 	yes := fs.Bool("yes", false, "really delete the -backup (default: dry run)")
+	prepareDir := fs.String("prepare", "", "create a throw-away backupstore in this new `directory` to try the tool on, and print how")
 	lockWait := fs.Duration("lock-wait", time.Minute, "how long to wait for a backup or restore holding the volume's lock")
 	if err := command.Parse(fs, args, stdout, stderr); err != nil {
 		return command.Exit(err, stderr)
 	}
 	switch {
+	case *prepareDir != "" && fs.NFlag() > 1:
+		return command.Exit(cli.Usagef("-prepare takes no other flag"), stderr)
+	case *prepareDir != "":
+		return command.Exit(prepare(ctx, stdout, *prepareDir), stderr)
 	case *dir == "":
 		return command.Exit(cli.Usagef("-dir is required"), stderr)
 	case *backup != "" && *volume == "":
 		return command.Exit(cli.Usagef("-backup %s needs -volume, the backup's volume", *backup), stderr)
 	case *volume != "" && *backup == "":
 		return command.Exit(cli.Usagef("-volume %s needs -backup, the backup to delete (to list, give -dir alone)", *volume), stderr)
+	case *yes && *backup == "":
+		return command.Exit(cli.YesWithout(true, "a deletion (-volume and -backup)"), stderr)
 	}
 	return command.Exit(run(ctx, stdout, *dir, *volume, *backup, *yes, *lockWait), stderr)
 }
@@ -95,7 +107,7 @@ func run(ctx context.Context, w io.Writer, dir, volume, backup string, yes bool,
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\ndeleting %s would free %d block files\n", ref, freed)
+	fmt.Fprintf(w, "\ndeleting %s would free %s\n", ref, cli.Count(freed, "block file"))
 	if !yes {
 		fmt.Fprintln(w, "dry run: pass -yes to delete")
 		return cli.DryRun("deleted")
@@ -145,7 +157,7 @@ func list(ctx context.Context, w io.Writer, store *fsstore.Store) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%d volumes\n", len(vols))
+	fmt.Fprintln(w, cli.Count(len(vols), "volume"))
 	for _, v := range vols {
 		names, err := store.Backups(ctx, v)
 		if err != nil {
@@ -155,7 +167,7 @@ func list(ctx context.Context, w io.Writer, store *fsstore.Store) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "  %s: %d backups, %d block files\n", v, len(names), blocks)
+		fmt.Fprintf(w, "  %s: %s, %s\n", v, cli.Count(len(names), "backup"), cli.Count(blocks, "block file"))
 		for _, n := range names {
 			b, err := store.ReadBackup(ctx, backupdelete.BackupRef{Volume: v, Name: n})
 			switch {
@@ -164,7 +176,7 @@ func list(ctx context.Context, w io.Writer, store *fsstore.Store) error {
 			case b.InProgress():
 				fmt.Fprintf(w, "    %s  in progress\n", n)
 			default:
-				fmt.Fprintf(w, "    %s  created %s, %d blocks\n", n, b.CreatedTime, len(b.Blocks))
+				fmt.Fprintf(w, "    %s  created %s, %s\n", n, b.CreatedTime, cli.Count(len(b.Blocks), "block"))
 			}
 		}
 	}
@@ -201,11 +213,18 @@ func wouldFree(ctx context.Context, store *fsstore.Store, ref backupdelete.Backu
 }
 
 // deleteAsync runs the Driver's loop for one backup, as a controller
-// would, printing each transition.
+// would, printing each transition. Unlike a controller it gives up when
+// the deletion failed on the volume's lock (a backup or restore held it
+// past -lock-wait): that is a refusal, and a script may try again later.
 func deleteAsync(ctx context.Context, w io.Writer, store *fsstore.Store, ref backupdelete.BackupRef) error {
 	wake := make(chan struct{}, 1)
+	var mu sync.Mutex
+	var lastErr error // the last deletion's outcome, from OnDone
 	drv := backupdelete.NewDriver(store, backupdelete.DriverOptions{
-		OnDone: func(backupdelete.BackupRef, error) {
+		OnDone: func(_ backupdelete.BackupRef, err error) {
+			mu.Lock()
+			lastErr = err
+			mu.Unlock()
 			select {
 			case wake <- struct{}{}:
 			default:
@@ -230,6 +249,12 @@ func deleteAsync(ctx context.Context, w io.Writer, store *fsstore.Store, ref bac
 		}
 		if res.State != state || res.Message != msg {
 			fmt.Fprintf(w, "%s %s -> %s %s\n", time.Now().Format(time.TimeOnly), state, res.State, res.Message)
+		}
+		mu.Lock()
+		done := lastErr
+		mu.Unlock()
+		if res.State.Failed() && errors.Is(done, backupdelete.ErrLocked) {
+			return fmt.Errorf("nothing was deleted: %w", done)
 		}
 		state, msg = res.State, res.Message
 		t := time.NewTimer(time.Until(res.RequeueAt))

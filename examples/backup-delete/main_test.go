@@ -59,7 +59,7 @@ func TestDryRunThenDelete(t *testing.T) {
 	if err := run(ctx, &out, dir, "pvc-1", "backup-2", false, time.Second); !errors.Is(err, cli.ErrDryRun) {
 		t.Fatalf("dry run: err %v, want cli.ErrDryRun", err)
 	}
-	for _, want := range []string{"1 volumes", "pvc-1: 2 backups, 4 block files", "backup-2  created 2026-11-02T00:00:00Z, 3 blocks",
+	for _, want := range []string{"1 volume\n", "pvc-1: 2 backups, 4 block files", "backup-2  created 2026-11-02T00:00:00Z, 3 blocks",
 		"deleting pvc-1/backup-2 would free 2 block files", "dry run: pass -yes to delete"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("dry run output lacks %q:\n%s", want, out.String())

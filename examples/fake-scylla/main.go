@@ -155,8 +155,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 
 	u := "http://" + ln.Addr().String()
 	fmt.Fprintf(stdout, "url: %s\n", u)
-	fmt.Fprintf(stdout, "fake-scylla ready: node %s of %d nodes, keyspaces %s; stop with Ctrl-C\n",
-		cluster.Local, len(cluster.Nodes), keyspaceNames(cluster))
+	fmt.Fprintf(stdout, "fake-scylla ready: node %s of %s, keyspaces %s; stop with Ctrl-C\n",
+		cluster.Local, cli.Count(len(cluster.Nodes), "node"), keyspaceNames(cluster))
 	if ready != nil {
 		ready <- u
 	}

@@ -113,8 +113,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		return fmt.Errorf("seeding: %w", err)
 	}
 	fmt.Fprintf(stdout, "socket: %s\n", srv.SocketPath())
-	fmt.Fprintf(stdout, "fake-spdk ready: %d lvols in %d lvstores, %d RAID bdevs; stop with Ctrl-C\n",
-		len(srv.Lvols()), len(seed.Lvstores), len(srv.RaidNames()))
+	fmt.Fprintf(stdout, "fake-spdk ready: %s in %s, %s; stop with Ctrl-C\n",
+		cli.Count(len(srv.Lvols()), "lvol"), cli.Count(len(seed.Lvstores), "lvstore"), cli.Count(len(srv.RaidNames()), "RAID bdev"))
 	if ready != nil {
 		ready <- srv.SocketPath()
 	}

@@ -25,7 +25,7 @@ func serve(t *testing.T, args ...string) (string, *clitest.Buffer, func() int) {
 func TestRejoinScenario(t *testing.T) {
 	sock := filepath.Join(shortDir(t), "s.sock")
 	got, out, stop := serve(t, "-socket", sock)
-	if got != sock || !strings.Contains(out.String(), "socket: "+sock) || !strings.Contains(out.String(), "fake-spdk ready: 12 lvols in 1 lvstores, 4 RAID bdevs") {
+	if got != sock || !strings.Contains(out.String(), "socket: "+sock) || !strings.Contains(out.String(), "fake-spdk ready: 12 lvols in 1 lvstore, 4 RAID bdevs") {
 		t.Fatalf("ready on %s, printed:\n%s", got, out.String())
 	}
 	ctx := context.Background()

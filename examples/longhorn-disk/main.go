@@ -7,7 +7,10 @@
 //	longhorn-disk -disk /var/lib/longhorn/ -node worker-1 -replicas replicas.json -purge pvc-1-0a1b2c3d -yes
 //
 // Dry-run is the default: without -yes nothing is deleted, the tool says
-// what it would purge and exits 1. A purge goes
+// what it would purge and exits 3. Exit codes: 0 done (or nothing to
+// do), 1 failed, 2 bad usage, 3 dry run that would purge, 4 refused by a
+// safety rule (a disk that is not ready, a replica list that looks
+// broken, a purge's re-check). A purge goes
 // through diskscan's Orphans (Judge, then Delete), which re-checks the disk's UUID and filesystem,
 // the directory and its volume.meta, mounts inside it, and the expected
 // replicas at the moment it acts, and never follows symbolic links.
@@ -46,11 +49,11 @@ import (
 
 var command = cli.Command{
 	Name:  "longhorn-disk",
-	Usage: "longhorn-disk -disk PATH -node NODE -replicas FILE [-purge NAME]... [-purge-all] [-yes]",
+	Usage: "longhorn-disk -disk PATH -node NODE -replicas FILE [-purge NAME]... [-purge-all] [-yes]\n       longhorn-disk -prepare DIR",
 	About: "longhorn-disk lists the orphaned replica directories of a Longhorn v1 filesystem disk on this node, " +
 		"with their sizes, judged against the cluster's replica list (take it with: " + kubectlReplicas + " > replicas.json). " +
 		"It purges orphans only when asked with -purge or -purge-all and -yes; without -yes it says what it would purge, " +
-		"deletes nothing and exits 1. Purges are refused when the replica list looks broken (see -allow-empty-expected and -allow-mass).",
+		"deletes nothing and exits 3. Purges are refused when the replica list looks broken (see -allow-empty-expected and -allow-mass).",
 }
 
 func main() {
@@ -79,9 +82,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	purgeAll := fl.Bool("purge-all", false, "purge every orphan found")
 	yes := fl.Bool("yes", false, "really delete; without it purging is a dry run")
 	allowEmpty := fl.Bool("allow-empty-expected", false, "purge even though the replica list expects nothing on this disk\n(usually the list is from the wrong namespace or cluster)")
+	prepareDir := fl.String("prepare", "", "create a throw-away disk and replica list in this new `directory` to try the tool on, and print how")
 	allowMass := fl.Bool("allow-mass", false, fmt.Sprintf("purge even though every valid replica directory of the disk is unexpected\n(%d or more of them)", massMin))
 	if err := command.Parse(fl, args, stdout, stderr); err != nil {
 		return command.Exit(err, stderr)
+	}
+	if *prepareDir != "" {
+		if fl.NFlag() > 1 {
+			return command.Exit(cli.Usagef("-prepare takes no other flag"), stderr)
+		}
+		return command.Exit(prepare(stdout, *prepareDir), stderr)
 	}
 	var missing []string
 	for _, f := range []struct{ name, value string }{{"-disk", *diskPath}, {"-node", *node}, {"-replicas", *replicas}} {
@@ -91,6 +101,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if len(missing) > 0 {
 		return command.Exit(cli.Usagef("%s required (-disk, -node and -replicas are)", strings.Join(missing, ", ")), stderr)
+	}
+	if len(purge) > 0 && *purgeAll {
+		return command.Exit(cli.Usagef("-purge and -purge-all conflict: name the directories, or purge them all"), stderr)
+	}
+	if err := cli.YesWithout(*yes && len(purge) == 0 && !*purgeAll, "-purge", "-purge-all"); err != nil {
+		return command.Exit(err, stderr)
 	}
 	fail := func(err error) int { return command.Exit(err, stderr) }
 
@@ -127,14 +143,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	printReport(stdout, d, refs)
 	if d.Status.Health != orphan.HealthReady {
 		if len(purge) > 0 || *purgeAll {
-			return fail(fmt.Errorf("disk is %s: nothing is purged", d.Status.Health))
+			return fail(cli.Refused(fmt.Errorf("disk is %s: nothing is purged", d.Status.Health)))
 		}
-		return 1
+		return cli.ExitFailed
 	}
 
 	if len(purge) > 0 || *purgeAll {
 		if err := suspiciousList(d, *allowEmpty, *allowMass); err != nil {
-			return fail(err)
+			return fail(cli.Refused(err))
 		}
 	}
 	targets, err := selectTargets(d, purge, *purgeAll)
@@ -145,13 +161,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if !*yes {
-		fmt.Fprintf(stdout, "\ndry run: would purge %d directories (%s); add -yes to delete\n", len(targets), human(sumBytes(targets)))
+		fmt.Fprintf(stdout, "\ndry run: would purge %s (%s); add -yes to delete\n", cli.Count(len(targets), "directory"), human(sumBytes(targets)))
 		for _, o := range targets {
 			fmt.Fprintf(stdout, "  %s\n", o.Name)
 		}
 		return fail(cli.DryRun("purged"))
 	}
-	status := 0
+	status := cli.ExitOK
 	var freed int64
 	fmt.Fprintln(stdout)
 	for _, o := range targets {
@@ -170,15 +186,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			freed += o.AllocatedBytes
 			fmt.Fprintf(stdout, "purged  %s (%s)\n", o.Name, human(o.AllocatedBytes))
 		case errors.Is(err, orphan.ErrPreconditionFailed):
-			status = 1
+			if status == cli.ExitOK {
+				status = cli.ExitRefused // a failure elsewhere outranks it
+			}
 			fmt.Fprintf(stdout, "refused %s: %v\n", o.Name, err)
 		default:
-			status = 1
+			status = cli.ExitFailed
 			fmt.Fprintf(stdout, "failed  %s: %v\n", o.Name, err)
 		}
 	}
 	if err := orphans.FinishInterrupted(ctx); err != nil {
-		status = 1
+		status = cli.ExitFailed
 		fmt.Fprintf(stdout, "finishing interrupted purges: %v\n", err)
 	}
 	fmt.Fprintf(stdout, "reclaimed %s\n", human(freed))
@@ -214,11 +232,18 @@ func openRegular(path string) (*os.File, error) {
 }
 
 // describeDisk fills in what the flags left out from the disk's config.
+// With -disk-uuid given, a missing config leaves the name to the path's
+// base name (the scan then reports the disk's health).
 func describeDisk(path, node, name, uuid, fsid string) (diskscan.Disk, error) {
 	if name == "" || uuid == "" {
 		f, err := openRegular(filepath.Join(path, diskscan.ConfigFile))
-		if err != nil {
+		switch {
+		case err != nil && uuid == "":
 			return diskscan.Disk{}, fmt.Errorf("no -disk-uuid given and %w", err)
+		case err != nil && errors.Is(err, os.ErrNotExist):
+			return diskscan.Disk{NodeID: node, Name: filepath.Base(path), Path: path, UUID: uuid, FSID: fsid}, nil
+		case err != nil:
+			return diskscan.Disk{}, fmt.Errorf("no -disk-name given and %w", err)
 		}
 		cfg, err := diskscan.ReadDiskConfig(f, 0)
 		f.Close()
@@ -251,7 +276,7 @@ func printReport(w io.Writer, d diskscan.DiskReport, refs []diskscan.ReplicaRef)
 	if !slices.ContainsFunc(refs, func(r diskscan.ReplicaRef) bool { return r.DiskID == d.Disk.UUID }) && d.Entries > 0 {
 		fmt.Fprintf(w, "warning: no replica in the list names disk UUID %s: is the list this cluster's, and complete?\n", d.Disk.UUID)
 	}
-	fmt.Fprintf(w, "%d entries in replicas/: %d expected, %d orphaned, %d not replicas\n", d.Entries, d.Owned, len(d.Orphans), len(d.Skipped))
+	fmt.Fprintf(w, "%s in replicas/: %d expected, %d orphaned, %d not replicas\n", cli.Count(d.Entries, "entry"), d.Owned, len(d.Orphans), len(d.Skipped))
 	for _, o := range d.Orphans {
 		fmt.Fprintf(w, "  orphan   %-48s volume %-9s on disk %s\n", o.Name, human(o.Meta.Size), human(o.AllocatedBytes))
 	}

@@ -31,7 +31,7 @@ func TestDryRunThenPurge(t *testing.T) {
 	args := []string{"-disk", disk, "-node", "node-1", "-replicas", list}
 
 	var out, errOut bytes.Buffer
-	if code := run(context.Background(), append(args, "-purge-all"), &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "add -yes") {
+	if code := run(context.Background(), append(args, "-purge-all"), &out, &errOut); code != 3 || !strings.Contains(errOut.String(), "add -yes") {
 		t.Fatalf("dry run exited %d: %s%s", code, out.String(), errOut.String())
 	}
 	for _, want := range []string{"health: Ready", "1 expected, 1 orphaned", "orphan   pvc-2-4e5f6a7b", "dry run: would purge 1"} {
@@ -124,15 +124,15 @@ func TestSuspiciousListRefusesPurges(t *testing.T) {
 		survive []string
 	}{
 		{"empty list", []string{"pvc-1-0a1b2c3d", "pvc-2-4e5f6a7b"}, `{"items":[]}`,
-			[]string{"-purge-all", "-yes"}, 1, "-allow-empty-expected", nil, []string{"pvc-1-0a1b2c3d", "pvc-2-4e5f6a7b"}},
+			[]string{"-purge-all", "-yes"}, 4, "-allow-empty-expected", nil, []string{"pvc-1-0a1b2c3d", "pvc-2-4e5f6a7b"}},
 		{"empty list, one purge", []string{"pvc-1-0a1b2c3d", "pvc-2-4e5f6a7b"}, `{"items":[]}`,
-			[]string{"-purge", "pvc-1-0a1b2c3d", "-yes"}, 1, "kubectl get replicas.longhorn.io -n longhorn-system -o json", nil, []string{"pvc-1-0a1b2c3d"}},
+			[]string{"-purge", "pvc-1-0a1b2c3d", "-yes"}, 4, "kubectl get replicas.longhorn.io -n longhorn-system -o json", nil, []string{"pvc-1-0a1b2c3d"}},
 		{"empty list, dry run", []string{"pvc-1-0a1b2c3d"}, `{"items":[]}`,
-			[]string{"-purge-all"}, 1, "-allow-empty-expected", nil, []string{"pvc-1-0a1b2c3d"}},
+			[]string{"-purge-all"}, 4, "-allow-empty-expected", nil, []string{"pvc-1-0a1b2c3d"}},
 		{"empty list, overridden", []string{"pvc-1-0a1b2c3d", "pvc-2-4e5f6a7b"}, `{"items":[]}`,
 			[]string{"-purge-all", "-yes", "-allow-empty-expected"}, 0, "purged  pvc-2-4e5f6a7b", []string{"pvc-1-0a1b2c3d", "pvc-2-4e5f6a7b"}, nil},
 		{"list of another disk, three unexpected", []string{"pvc-1-0a1b2c3d", "pvc-2-4e5f6a7b", "pvc-3-8c9d0e1f"}, `{"items":[` + item("uuid-1", "pvc-9-99999999") + `]}`,
-			[]string{"-purge-all", "-yes"}, 1, "-allow-mass", nil, []string{"pvc-1-0a1b2c3d", "pvc-2-4e5f6a7b", "pvc-3-8c9d0e1f"}},
+			[]string{"-purge-all", "-yes"}, 4, "-allow-mass", nil, []string{"pvc-1-0a1b2c3d", "pvc-2-4e5f6a7b", "pvc-3-8c9d0e1f"}},
 		{"three unexpected, overridden", []string{"pvc-1-0a1b2c3d", "pvc-2-4e5f6a7b", "pvc-3-8c9d0e1f"}, `{"items":[` + item("uuid-1", "pvc-9-99999999") + `]}`,
 			[]string{"-purge-all", "-yes", "-allow-mass"}, 0, "reclaimed", []string{"pvc-1-0a1b2c3d", "pvc-2-4e5f6a7b", "pvc-3-8c9d0e1f"}, nil},
 		{"two unexpected, below the mass threshold", []string{"pvc-1-0a1b2c3d", "pvc-2-4e5f6a7b"}, `{"items":[` + item("uuid-1", "pvc-9-99999999") + `]}`,

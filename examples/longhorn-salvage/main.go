@@ -47,13 +47,13 @@ import (
 	"github.com/caretaker-storage/caretaker/salvage"
 )
 
-// Exit codes.
+// Exit codes: the convention every caretaker tool follows.
 const (
-	exitOK      = 0
-	exitFailed  = 1
-	exitUsage   = 2
-	exitDryRun  = 3
-	exitRefused = 4
+	exitOK      = cli.ExitOK
+	exitFailed  = cli.ExitFailed
+	exitUsage   = cli.ExitUsage
+	exitDryRun  = cli.ExitDryRun
+	exitRefused = cli.ExitRefused
 )
 
 var command = cli.Command{
@@ -63,8 +63,7 @@ var command = cli.Command{
 		"       longhorn-salvage -prepare DIR",
 	About: "longhorn-salvage lists the replica directories under <disk>/replicas of Longhorn v1 disks, says which copies " +
 		"of each volume can be recovered and ranks them (1 = best), and exports a copy's data as a raw image, " +
-		"printing its SHA-256. It never changes anything on the disks. Exit codes: 0 done, 1 failed, 2 bad usage, " +
-		"3 dry run that would act, 4 refused by a safety rule.",
+		"printing its SHA-256. It never changes anything on the disks.",
 }
 
 func main() {

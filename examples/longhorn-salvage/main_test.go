@@ -221,9 +221,6 @@ func TestExportWritesTheImage(t *testing.T) {
 	img := filepath.Join(base, "pvc-demo.img")
 	out.Reset()
 	code := run(context.Background(), []string{"-export", filepath.Join(disk, "replicas", "pvc-demo-1a2b3c4d"), "-o", img}, &out, &errOut)
-	if code != 0 && strings.Contains(errOut.String(), "export not merged yet") {
-		t.Skip("salvage.ExportChain is not merged into this branch yet")
-	}
 	if code != 0 {
 		t.Fatalf("export exited %d: %s", code, errOut.String())
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/caretaker-storage/caretaker/diskscan"
 	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
+	"github.com/caretaker-storage/caretaker/examples/internal/cli"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -91,8 +92,8 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	}
 	rep := orphans.LastReport().Disks[0]
 
-	fmt.Fprintf(w, "A Longhorn v1 disk %q with %d entries in replicas/; the cluster's replica objects expect %d of them.\n",
-		qsDiskName, rep.Entries, len(refs))
+	fmt.Fprintf(w, "A Longhorn v1 disk %q with %s in replicas/; the cluster's replica objects expect %d of them.\n",
+		qsDiskName, cli.Count(rep.Entries, "entry"), len(refs))
 	fmt.Fprintf(w, "Scan (orphan.Monitor running diskscan.Orphans): disk %s\n\n", rep.Status.Health)
 	for _, name := range rep.OwnedNames {
 		fmt.Fprintf(w, "  owned     %-20s a replica object expects it on this disk\n", name)
@@ -122,8 +123,8 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nPlan (orphan.Decide): %d orphan records to create, %d to purge; the store holds %d records, marked %s=True.\n",
-		len(plan.Create), len(plan.Purge), len(res.Created), orphan.ConditionDataCleanable)
+	fmt.Fprintf(w, "\nPlan (orphan.Decide): %s to create, %d to purge; the store holds %s, marked %s=True.\n",
+		cli.Count(len(plan.Create), "orphan record"), len(plan.Purge), cli.Count(len(res.Created), "record"), orphan.ConditionDataCleanable)
 
 	recordOf := func(dataName string) (string, int64, error) {
 		for _, o := range orphans.LastReport().Disks[0].Orphans {
@@ -237,8 +238,8 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "The replica list comes back empty (read from the wrong namespace): %d records, all deleted by a user.\n", len(all))
-	fmt.Fprintf(w, "  the guard refuses %d purges, purges %d:", len(res.Refused), len(res.Purged))
+	fmt.Fprintf(w, "The replica list comes back empty (read from the wrong namespace): %s, all deleted by a user.\n", cli.Count(len(all), "record"))
+	fmt.Fprintf(w, "  the guard refuses %s, purges %d:", cli.Count(len(res.Refused), "purge"), len(res.Purged))
 	rules := map[string]bool{}
 	for _, rf := range res.Refused {
 		rule, _, _ := strings.Cut(rf.Reason, ":")
@@ -263,8 +264,8 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	if _, res, err = sweeper.Run(ctx, snap, cycle); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "The list is right again: %d records forgotten (owned); the user's request for the real orphan stands: %d purged.\n",
-		len(res.Forgotten), len(res.Purged))
+	fmt.Fprintf(w, "The list is right again: %s forgotten (owned); the user's request for the real orphan stands: %d purged.\n",
+		cli.Count(len(res.Forgotten), "record"), len(res.Purged))
 	if _, err = rescan(mon, next); err != nil {
 		return err
 	}

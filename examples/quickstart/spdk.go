@@ -87,8 +87,9 @@ func runSPDK(ctx context.Context, w io.Writer, dir string) error {
 		fmt.Fprintf(w, "  skipped %s: %s\n", s.Name, s.Reason)
 	}
 	fmt.Fprintln(w, "  (vol-detached is a detached volume: its replica record is stopped, and its head")
-	fmt.Fprintln(w, "  lvol and snapshots are the volume's data. Seed 001 would call it an orphan;")
-	fmt.Fprintln(w, "  Longhorn's code never does, and neither does caretaker. Its engine's RAID bdev")
+	fmt.Fprintln(w, "  lvol and snapshots are the volume's data. The proposal longhorn/longhorn#10933 would call")
+	fmt.Fprintln(w, "  it an orphan; longhorn-manager's createOrphanForInstances never does (v1 only), and neither")
+	fmt.Fprintln(w, "  does caretaker. Its engine's RAID bdev")
 	fmt.Fprintln(w, "  holds no data and is an orphan.)")
 
 	// The host knows node-1 is up and not being evicted; SPDK answering

@@ -11,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/caretaker-storage/caretaker/examples/internal/cli"
 	"github.com/caretaker-storage/caretaker/tokenring"
 	"github.com/caretaker-storage/caretaker/tokenring/tokenringtest"
 )
@@ -44,7 +45,7 @@ func runTokenRing(ctx context.Context, w io.Writer, dir string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "node %s owns %d tokens; ring hash %s...\n", m.Endpoint, m.OwnTokens, oldHash[:16])
+	fmt.Fprintf(w, "node %s owns %s; ring hash %s...\n", m.Endpoint, cli.Count(m.OwnTokens, "token"), oldHash[:16])
 	beforeRing, err := tokenring.ReadRing(ctx, client, client)
 	if err != nil {
 		return err
@@ -53,7 +54,7 @@ func runTokenRing(ctx context.Context, w io.Writer, dir string) error {
 	if err := tokenringSaveJSON(filepath.Join(dir, "baseline.json"), before); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "saved the baseline ring (%d tokens, %d nodes) to baseline.json\n", len(beforeRing.Owners), len(beforeRing.Locations))
+	fmt.Fprintf(w, "saved the baseline ring (%s, %s) to baseline.json\n", cli.Count(len(beforeRing.Owners), "token"), cli.Count(len(beforeRing.Locations), "node"))
 
 	// A seventh node joins rack r1. While it streams it owns no tokens:
 	// its ring view gets no hash.
@@ -128,9 +129,9 @@ func tokenringWhy(n tokenring.NodeChange) string {
 	}
 	switch {
 	case lost > 0:
-		return fmt.Sprintf("lost %d ranges", lost)
+		return "lost " + cli.Count(lost, "range")
 	case gained > 0:
-		return fmt.Sprintf("only gained %d ranges", gained)
+		return "only gained " + cli.Count(gained, "range")
 	}
 	return "kept exactly its ranges"
 }

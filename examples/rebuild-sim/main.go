@@ -7,7 +7,7 @@
 //	go run ./examples/rebuild-sim -scenario stuck  # one of them
 //
 // Scenarios:
-//   - lifecycle: seed 003's test: a volume is created, attached by a pod,
+//   - lifecycle: the test plan of Longhorn's "Automatic Offline Replica Rebuilding" (longhorn/longhorn#6071): a volume is created, attached by a pod,
 //     loses a replica, is detached, rebuilt offline in maintenance mode and
 //     detached again.
 //   - interrupt: a user attaches the volume mid-rebuild; the rebuild stops,

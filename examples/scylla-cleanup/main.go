@@ -13,8 +13,15 @@
 //
 //	# run the cleanup on this node (stop running cleanups, clean every
 //	# non-local vnode keyspace); without -yes it only lists the keyspaces
-//	# it would clean and exits 1
+//	# it would clean and exits 3
 //	go run ./examples/scylla-cleanup -run-cleanup -yes
+//
+//	# after scaling: clean this node only if it lost ranges, and only the
+//	# keyspaces in which it lost them (-all cleans every keyspace anyway)
+//	go run ./examples/scylla-cleanup -baseline before.json -run-cleanup -yes
+//
+// Exit codes: 0 done (or nothing to do), 1 failed, 2 bad usage, 3 dry run
+// that would clean, 4 refused by a safety rule.
 //
 // Through the Scylla Manager Agent, use -api https://host:10001 with
 // -agent-token-file and, for a private CA, -ca-file.
@@ -29,6 +36,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -103,18 +111,20 @@ type config struct {
 	tokenFile, caFile string
 	save, baseline    string
 	runCleanup, yes   bool
+	all               bool
 	timeout           time.Duration
 	keyspaces         keyspaceFlags
 }
 
 var command = cli.Command{
 	Name:  "scylla-cleanup",
-	Usage: "scylla-cleanup [-api URL] [-save FILE | -baseline FILE] [-keyspace SPEC]... [-run-cleanup [-yes]]",
+	Usage: "scylla-cleanup [-api URL] [-save FILE -keyspace SPEC... | -baseline FILE [-keyspace SPEC]...] [-run-cleanup [-all] [-yes]]",
 	About: "scylla-cleanup inspects a ScyllaDB node's token ring through its REST API (or the Scylla Manager Agent) " +
 		"and prints the node's token ring hash, as scylla-operator annotates it. With -save it records the ring and " +
 		"the -keyspace replication before scaling; with -baseline it says which nodes lost ranges since (they need a " +
 		"cleanup) and which only gained. With -run-cleanup -yes it runs a cleanup on this node; without -yes it lists " +
-		"the keyspaces it would clean, cleans nothing and exits 1.",
+		"the keyspaces it would clean, cleans nothing and exits 3. With -baseline, -run-cleanup cleans only if this " +
+		"node lost ranges, and only the keyspaces in which it lost them, unless -all is given.",
 }
 
 // parseArgs parses the command line; errors name the flag and what is
@@ -129,9 +139,21 @@ func parseArgs(args []string, stdout, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.baseline, "baseline", "", "a file written earlier by -save: report who lost and who gained ranges since")
 	fs.BoolVar(&c.runCleanup, "run-cleanup", false, "run a cleanup on this node (it rewrites SSTables: use off-peak); needs -yes")
 	fs.BoolVar(&c.yes, "yes", false, "confirm -run-cleanup; without it, -run-cleanup only lists the keyspaces it would clean")
+	fs.BoolVar(&c.all, "all", false, "with -baseline, make -run-cleanup clean every keyspace even if this node lost no ranges")
 	fs.DurationVar(&c.timeout, "timeout", time.Minute, "deadline for reading the ring (a cleanup has no deadline)")
 	fs.Var(c.keyspaces, "keyspace", "name=SimpleStrategy:RF or name=NetworkTopologyStrategy:dc1=RF,dc2=RF (repeatable)")
 	if err := command.Parse(fs, args, stdout, stderr); err != nil {
+		return config{}, err
+	}
+	switch {
+	case c.save != "" && c.baseline != "":
+		return config{}, cli.Usagef("-save and -baseline conflict: save a baseline before scaling, compare with it after")
+	case c.save != "" && len(c.keyspaces) == 0:
+		return config{}, cli.Usagef("-save needs -keyspace: a baseline without the replication cannot say who lost ranges")
+	case c.all && !c.runCleanup:
+		return config{}, cli.Usagef("-all only changes -run-cleanup, which was not given")
+	}
+	if err := cli.YesWithout(c.yes && !c.runCleanup, "-run-cleanup"); err != nil {
 		return config{}, err
 	}
 	return c, nil
@@ -186,10 +208,11 @@ func run(w io.Writer, c config) error {
 	case err != nil:
 		return err
 	default:
-		fmt.Fprintf(w, "node %s (host ID %s) owns %d tokens\n", m.Endpoint, m.HostID, m.OwnTokens)
+		fmt.Fprintf(w, "node %s (host ID %s) owns %s\n", m.Endpoint, m.HostID, cli.Count(m.OwnTokens, "token"))
 		fmt.Fprintf(w, "%s: %s\n", tokenring.CurrentTokenRingHashAnnotation, hash)
 	}
 
+	var analysis *tokenring.Analysis // from -baseline
 	if c.save != "" || c.baseline != "" {
 		ring, err := tokenring.ReadRing(ctx, client, client)
 		if err != nil {
@@ -205,30 +228,48 @@ func run(w io.Writer, c config) error {
 			if err := writeTopology(c.save, now); err != nil {
 				return fmt.Errorf("-save: %w", err)
 			}
-			fmt.Fprintf(w, "saved %d tokens of %d endpoints and %d keyspaces to %s\n", len(ring.Owners), len(ring.Locations), len(c.keyspaces), c.save)
+			fmt.Fprintf(w, "saved %s of %s and %s to %s\n", cli.Count(len(ring.Owners), "token"), cli.Count(len(ring.Locations), "endpoint"), cli.Count(len(c.keyspaces), "keyspace"), c.save)
 		}
 		if c.baseline != "" {
-			if err := report(w, c.baseline, now); err != nil {
+			a, err := report(w, c.baseline, now)
+			if err != nil {
 				return err
 			}
+			analysis = &a
 		}
 	}
 
 	if !c.runCleanup {
 		return nil
 	}
+	var cleaner tokenring.Cleaner = client
+	if analysis != nil && !c.all {
+		// The baseline says what this node lost: clean only that, as
+		// scylla-operator cleans only the nodes whose token ring hash
+		// changed.
+		lost := analysis.Nodes[m.Endpoint].LostKeyspaces()
+		if len(lost) == 0 {
+			fmt.Fprintf(w, "no cleanup needed on %s: node %s lost no ranges since the baseline (-all cleans anyway)\n", api, m.Endpoint)
+			return nil
+		}
+		cleaner = onlyKeyspaces{Cleaner: client, keep: lost}
+	}
 	if !c.yes {
 		// Listing is read-only; stopping running cleanups is not, so the
 		// dry run does not do it.
-		keyspaces, err := client.CleanupKeyspaces(ctx)
+		keyspaces, err := cleaner.CleanupKeyspaces(ctx)
 		if err != nil {
 			return fmt.Errorf("listing the keyspaces a cleanup would clean: %w", err)
 		}
-		fmt.Fprintf(w, "dry run: -run-cleanup would stop running cleanups on %s and clean %d keyspaces %v; add -yes to run it\n", api, len(keyspaces), keyspaces)
+		if len(keyspaces) == 0 {
+			fmt.Fprintf(w, "no cleanup needed on %s: no keyspace to clean\n", api)
+			return nil
+		}
+		fmt.Fprintf(w, "dry run: -run-cleanup would stop running cleanups on %s and clean %s %v; add -yes to run it\n", api, cli.Count(len(keyspaces), "keyspace"), keyspaces)
 		return cli.DryRun("cleaned")
 	}
 	fmt.Fprintf(w, "cleaning up %s ...\n", api)
-	rep, err := tokenring.RunCleanup(context.Background(), client)
+	rep, err := tokenring.RunCleanup(context.Background(), cleaner)
 	fmt.Fprintf(w, "cleaned %v\n", rep.Cleaned)
 	if len(rep.Dropped) > 0 {
 		fmt.Fprintf(w, "dropped meanwhile (nothing to clean) %v\n", rep.Dropped)
@@ -239,24 +280,47 @@ func run(w io.Writer, c config) error {
 	return err
 }
 
-func report(w io.Writer, baseline string, now tokenring.Topology) error {
+// onlyKeyspaces is a Cleaner that lists for cleanup only the keyspaces
+// in keep (those the node lost ranges of) among those the node lists.
+type onlyKeyspaces struct {
+	tokenring.Cleaner
+	keep []string
+}
+
+func (o onlyKeyspaces) CleanupKeyspaces(ctx context.Context) ([]string, error) {
+	all, err := o.Cleaner.CleanupKeyspaces(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, ks := range all {
+		if slices.Contains(o.keep, ks) {
+			out = append(out, ks)
+		}
+	}
+	return out, nil
+}
+
+// report prints who lost and who gained ranges since baseline, and
+// returns the analysis.
+func report(w io.Writer, baseline string, now tokenring.Topology) (tokenring.Analysis, error) {
 	b, err := os.ReadFile(baseline)
 	if err != nil {
-		return fmt.Errorf("-baseline: %w", err)
+		return tokenring.Analysis{}, fmt.Errorf("-baseline: %w", err)
 	}
 	var before tokenring.Topology
 	if err := json.Unmarshal(b, &before); err != nil {
-		return fmt.Errorf("-baseline %s: %w", baseline, err)
+		return tokenring.Analysis{}, fmt.Errorf("-baseline %s: %w", baseline, err)
 	}
 	if len(now.Keyspaces) == 0 {
 		now.Keyspaces = before.Keyspaces // replication unchanged unless given
 	}
 	if len(now.Keyspaces) == 0 {
-		return errors.New("no keyspaces: pass -keyspace when saving or now")
+		return tokenring.Analysis{}, errors.New("no keyspaces: pass -keyspace when saving or now")
 	}
 	a, err := tokenring.Analyze(before, now)
 	if err != nil {
-		return err
+		return tokenring.Analysis{}, err
 	}
 	endpoints := make([]string, 0, len(a.Nodes))
 	for ep := range a.Nodes {
@@ -272,14 +336,14 @@ func report(w io.Writer, baseline string, now tokenring.Topology) error {
 		}
 		switch {
 		case n.NeedsCleanup():
-			fmt.Fprintf(w, "%-16s needs cleanup: lost %d ranges of %s\n", ep, lost, strings.Join(n.LostKeyspaces(), ", "))
+			fmt.Fprintf(w, "%-16s needs cleanup: lost %s of %s\n", ep, cli.Count(lost, "range"), strings.Join(n.LostKeyspaces(), ", "))
 		case gained > 0:
-			fmt.Fprintf(w, "%-16s no cleanup: only gained %d ranges\n", ep, gained)
+			fmt.Fprintf(w, "%-16s no cleanup: only gained %s\n", ep, cli.Count(gained, "range"))
 		default:
 			fmt.Fprintf(w, "%-16s no cleanup: unchanged\n", ep)
 		}
 	}
-	return nil
+	return a, nil
 }
 
 func writeTopology(path string, s tokenring.Topology) error {

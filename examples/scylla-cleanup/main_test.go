@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -41,9 +42,9 @@ func TestSaveThenReport(t *testing.T) {
 	}
 	for _, want := range []string{
 		"10.0.0.1         no cleanup: unchanged",
-		"10.0.0.2         needs cleanup: lost 1 ranges of shop",
-		"10.0.0.3         needs cleanup: lost 1 ranges of shop",
-		"10.0.0.4         no cleanup: only gained 1 ranges",
+		"10.0.0.2         needs cleanup: lost 1 range of shop",
+		"10.0.0.3         needs cleanup: lost 1 range of shop",
+		"10.0.0.4         no cleanup: only gained 1 range",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
@@ -131,5 +132,57 @@ func TestAPIWithoutScheme(t *testing.T) {
 	err = run(io.Discard, config{api: apiFlag("10.0.0.1:10000"), timeout: time.Minute, keyspaces: keyspaceFlags{}})
 	if !errors.Is(err, tokenring.ErrInvalidURL) || !strings.Contains(err.Error(), "-api") {
 		t.Fatalf("run: %v", err)
+	}
+}
+
+// TestRunCleanupHonoursBaseline: with -baseline, -run-cleanup cleans only
+// if this node lost ranges, and only the keyspaces it lost them in; -all
+// cleans every keyspace the node lists.
+func TestRunCleanupHonoursBaseline(t *testing.T) {
+	nodes := []tokenringtest.Node{
+		{Endpoint: "10.0.0.1", HostID: "h1", Datacenter: "dc1", Rack: "r1", Tokens: []string{"10"}},
+		{Endpoint: "10.0.0.2", HostID: "h2", Datacenter: "dc1", Rack: "r1", Tokens: []string{"20"}},
+		{Endpoint: "10.0.0.3", HostID: "h3", Datacenter: "dc1", Rack: "r1", Tokens: []string{"30"}},
+	}
+	keyspaces := []tokenringtest.Keyspace{{Name: "shop"}, {Name: "logs"}, {Name: "system", Local: true}}
+	file := filepath.Join(t.TempDir(), "before.json")
+	newServer := func(local string) *tokenringtest.Server {
+		srv := tokenringtest.NewServer(tokenringtest.Cluster{Local: local, Nodes: nodes, Keyspaces: keyspaces}, tokenringtest.ServerOptions{})
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	srv := newServer("10.0.0.1")
+	var out, errOut bytes.Buffer
+	if code := runCommand([]string{"-api", srv.URL, "-save", file, "-keyspace", "shop=SimpleStrategy:2"}, &out, &errOut); code != 0 {
+		t.Fatalf("-save: exit %d: %s", code, errOut.String())
+	}
+	nodes = append(nodes, tokenringtest.Node{Endpoint: "10.0.0.4", HostID: "h4", Datacenter: "dc1", Rack: "r1", Tokens: []string{"15"}})
+
+	for _, tc := range []struct {
+		name    string
+		local   string
+		args    []string
+		code    int
+		say     string
+		cleaned []string
+	}{
+		{"unchanged node, -yes", "10.0.0.1", []string{"-yes"}, 0, "no cleanup needed", nil},
+		{"unchanged node, dry run", "10.0.0.1", nil, 0, "lost no ranges since the baseline", nil},
+		{"unchanged node, -all", "10.0.0.1", []string{"-all", "-yes"}, 0, "cleaned [shop logs]", []string{"shop", "logs"}},
+		{"node that lost shop, dry run", "10.0.0.2", nil, 3, "clean 1 keyspace [shop]", nil},
+		{"node that lost shop, -yes", "10.0.0.2", []string{"-yes"}, 0, "cleaned [shop]", []string{"shop"}},
+		{"node that only gained", "10.0.0.4", []string{"-yes"}, 0, "no cleanup needed", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newServer(tc.local)
+			var out, errOut bytes.Buffer
+			code := runCommand(append([]string{"-api", srv.URL, "-baseline", file, "-run-cleanup"}, tc.args...), &out, &errOut)
+			if code != tc.code || !strings.Contains(out.String(), tc.say) {
+				t.Fatalf("exit %d (want %d), stdout lacks %q:\n%s%s", code, tc.code, tc.say, out.String(), errOut.String())
+			}
+			if got := srv.Node().Cleaned(); !slices.Equal(got, tc.cleaned) {
+				t.Fatalf("cleaned %v, want %v", got, tc.cleaned)
+			}
+		})
 	}
 }

@@ -26,6 +26,8 @@ func TestFlags(t *testing.T) {
 	typo := file("typo.json", `{"replicas": [{"name": "stop-r-33333333", "desireStat": "stopped"}]}`)
 	broken := file("broken.json", `{"engines": [`)
 	missing := filepath.Join(dir, "missing.json")
+	empty := file("empty.json", `{"engines": [], "replicas": []}`)
+	all := file("all.json", `{"engines": [{"name": "keep-e-0"}, {"name": "gone-e-0"}], "replicas": [{"name": "keep-r-11111111"}, {"name": "gone-r-22222222"}, {"name": "stop-r-33333333", "desireState": "stopped", "currentState": "stopped"}]}`)
 	nothingDeleted := func(t *testing.T, _, _ string) {
 		if n := deletions(srv); n != 0 {
 			t.Fatalf("%d deletions", n)
@@ -42,10 +44,17 @@ func TestFlags(t *testing.T) {
 		{Name: "stray argument", Args: with("-expected", list, "-delete", "-yes", "now"), Code: 2,
 			Stderr: []string{`"now"`, "no positional arguments"}, Check: nothingDeleted},
 		{Name: "-delete without -expected", Args: with("-delete", "-yes"), Code: 2, Stderr: []string{"-delete needs -expected"}, Check: nothingDeleted},
-		{Name: "-delete without -yes", Args: with("-expected", list, "-delete"), Code: 1,
-			Stdout: []string{"dry run: -delete would delete 2 orphan(s)", "gone-e-0", "gone-r-22222222", "add -yes"},
+		{Name: "no -node", Args: []string{"-socket", srv.SocketPath(), "-instance-manager", "im1"}, Code: 2,
+			Stderr: []string{"-node required", "(see spdk-inventory -h)"}, Check: nothingDeleted},
+		{Name: "no -node nor -instance-manager", Args: []string{"-socket", srv.SocketPath()}, Code: 2,
+			Stderr: []string{"-node, -instance-manager required"}, Check: nothingDeleted},
+		{Name: "-yes without -delete", Args: with("-expected", list, "-yes"), Code: 2, Stderr: []string{"-yes confirms -delete"}, Check: nothingDeleted},
+		{Name: "refused: empty list", Args: with("-expected", empty, "-delete", "-yes"), Code: 4, Stderr: []string{"refusing -delete"}, Check: nothingDeleted},
+		{Name: "nothing to delete, dry run", Args: with("-expected", all, "-delete"), Code: 0, Stdout: []string{"0 orphans"}, Check: nothingDeleted},
+		{Name: "-delete without -yes", Args: with("-expected", list, "-delete"), Code: 3,
+			Stdout: []string{"dry run: -delete would delete 2 orphans", "gone-e-0", "gone-r-22222222", "add -yes"},
 			Stderr: []string{"nothing was deleted; add -yes"}, Check: nothingDeleted},
-		{Name: "Longhorn's field names", Args: with("-expected", longhornNames), Code: 0, Stdout: []string{"2 orphan(s)"}},
+		{Name: "Longhorn's field names", Args: with("-expected", longhornNames), Code: 0, Stdout: []string{"2 orphans"}},
 		{Name: "both spellings disagree", Args: with("-expected", disagree), Code: 1,
 			Stderr: []string{disagree, "stop-r-33333333", "desireState", "desiredState"}},
 		{Name: "unknown field", Args: with("-expected", typo, "-delete", "-yes"), Code: 1,

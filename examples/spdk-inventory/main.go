@@ -6,7 +6,7 @@
 // of deletion: the UUID, and for a replica that no replica record of its
 // name exists (a v2 replica's lvols are its data).
 //
-//	spdk-inventory [-socket /var/tmp/spdk.sock] [-node node-1] [-instance-manager im-name]
+//	spdk-inventory [-socket /var/tmp/spdk.sock] -node node-1 -instance-manager im-name
 //	               [-expected records.json [-delete -yes [-allow-mass-delete]]]
 //
 // The expected file is the cluster's Engine and Replica records, straight
@@ -35,10 +35,12 @@
 // entry has no record: it is an orphan.
 //
 // -delete without -yes is a dry run: it lists what it would delete, deletes
-// nothing and exits 1. -delete refuses, unless -allow-mass-delete is given,
+// nothing and exits 3 (0 when there is nothing to delete). -delete refuses, unless -allow-mass-delete is given,
 // when the list looks broken rather than real: it holds no record at all
 // while SPDK holds objects, or every object (at least three) was judged an
-// orphan.
+// orphan. Exit codes: 0 done (or nothing to do), 1 failed, 2 bad usage,
+// 3 dry run that would delete, 4 refused by a safety rule (the list looks
+// broken, the node's view is not ready, a deletion's re-check).
 package main
 
 import (
@@ -100,11 +102,12 @@ type ExpectedInstance struct {
 
 var command = cli.Command{
 	Name:  "spdk-inventory",
-	Usage: "spdk-inventory [-socket PATH] [-node NODE] [-instance-manager NAME] [-expected FILE [-delete [-yes] [-allow-mass-delete]]]",
+	Usage: "spdk-inventory [-socket PATH] -node NODE -instance-manager NAME [-expected FILE [-delete [-yes] [-allow-mass-delete]]]",
 	About: "spdk-inventory lists this node's Longhorn v2 engines (RAID bdevs) and replicas (head lvols) in its SPDK target " +
 		"and, given the cluster's Engine and Replica records with -expected (take them with: " + kubectlRecords + " > records.json), " +
 		"says which are orphans and why. With -delete -yes it deletes the orphans, each re-checked at the moment of deletion; " +
-		"-delete without -yes lists what it would delete, deletes nothing and exits 1.",
+		"-delete without -yes lists what it would delete, deletes nothing and exits 3.",
+	Refusals: []error{errEmptyExpected, errAllOrphans, orphan.ErrPreconditionFailed},
 }
 
 // kubectlRecords is the command that prints the records -expected reads.
@@ -131,8 +134,8 @@ var (
 func run(ctx context.Context, args []string, w, stderr io.Writer) error {
 	fs := command.FlagSet()
 	socket := fs.String("socket", spdk.DefaultSocketPath, "SPDK JSON-RPC Unix socket")
-	node := fs.String("node", hostname(), "this node's ID")
-	im := fs.String("instance-manager", "instance-manager", "this node's v2 instance manager name")
+	node := fs.String("node", "", "this node's ID, as in the records' status.ownerID (required)")
+	im := fs.String("instance-manager", "", "this node's v2 instance manager name, as in the records' status.instanceManagerName (required)")
 	expectedPath := fs.String("expected", "", "a `file` of the cluster's engine and replica records: the output of\n  "+kubectlRecords+"\n(or the hand-written form in the command doc)")
 	del := fs.Bool("delete", false, "delete the orphans found (needs -expected; without -yes, a dry run)")
 	yes := fs.Bool("yes", false, "confirm -delete")
@@ -141,8 +144,20 @@ func run(ctx context.Context, args []string, w, stderr io.Writer) error {
 	if err := command.Parse(fs, args, w, stderr); err != nil {
 		return err
 	}
+	var missing []string
+	for _, f := range []struct{ name, value string }{{"-node", *node}, {"-instance-manager", *im}} {
+		if f.value == "" {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(missing) > 0 {
+		return cli.Usagef("%s required (-node and -instance-manager are: the records name both)", strings.Join(missing, ", "))
+	}
 	if *del && *expectedPath == "" {
 		return errDeleteNeedsExpected
+	}
+	if err := cli.YesWithout(*yes && !*del, "-delete"); err != nil {
+		return err
 	}
 	var exp *Expected
 	if *expectedPath != "" {
@@ -195,12 +210,12 @@ func run(ctx context.Context, args []string, w, stderr io.Writer) error {
 	if exp == nil {
 		return nil
 	}
-	fmt.Fprintf(w, "%d orphan(s)\n", len(orphans))
+	fmt.Fprintln(w, cli.Count(len(orphans), "orphan"))
 	if !*del {
 		return nil
 	}
 	if st := snap.Scopes[orphan.Scope{NodeID: *node}]; st.Health != orphan.HealthReady {
-		return fmt.Errorf("refusing -delete: the node's view is %s: %s", st.Health, st.Message)
+		return cli.Refused(fmt.Errorf("refusing -delete: the node's view is %s: %s", st.Health, st.Message))
 	}
 	if !*allowMass {
 		switch objects := len(snap.Items) + len(snap.Skipped); {
@@ -210,8 +225,11 @@ func run(ctx context.Context, args []string, w, stderr io.Writer) error {
 			return errAllOrphans
 		}
 	}
+	if len(orphans) == 0 {
+		return nil // nothing to delete, with or without -yes
+	}
 	if !*yes {
-		fmt.Fprintf(w, "dry run: -delete would delete %d orphan(s):\n", len(orphans))
+		fmt.Fprintf(w, "dry run: -delete would delete %s:\n", cli.Count(len(orphans), "orphan"))
 		for _, it := range orphans {
 			fmt.Fprintf(w, "  %s %s\n", it.Kind, it.Param(orphan.ParamInstanceName))
 		}
@@ -220,6 +238,7 @@ func run(ctx context.Context, args []string, w, stderr io.Writer) error {
 	}
 
 	var errs *multierror.Error
+	var refused error
 	for _, it := range orphans {
 		r, err := orphan.NewRecord(it, time.Time{})
 		if err != nil {
@@ -233,14 +252,18 @@ func run(ctx context.Context, args []string, w, stderr io.Writer) error {
 		}
 		switch err := adapter.Delete(ctx, r); {
 		case errors.Is(err, orphan.ErrPreconditionFailed):
-			fmt.Fprintf(w, "refused %s: %v\n", it.Param(orphan.ParamInstanceName), err)
+			refused = fmt.Errorf("refused %s: %w", it.Param(orphan.ParamInstanceName), err)
+			fmt.Fprintln(w, refused)
 		case err != nil:
 			errs = multierror.Append(errs, fmt.Errorf("deleting %s: %w", it.Param(orphan.ParamInstanceName), err))
 		default:
 			fmt.Fprintf(w, "deleted %s %s\n", it.Kind, it.Param(orphan.ParamInstanceName))
 		}
 	}
-	return errs.ErrorOrNil()
+	if err := errs.ErrorOrNil(); err != nil {
+		return err // a failure outranks a refusal
+	}
+	return refused
 }
 
 // noRecordsGiven is the record lookup of a run without -expected: the
@@ -451,12 +474,4 @@ func or(s, def string) string {
 		return def
 	}
 	return s
-}
-
-func hostname() string {
-	h, err := os.Hostname()
-	if err != nil {
-		return "node"
-	}
-	return h
 }

@@ -97,7 +97,7 @@ func TestInventoryJudgesAndDeletesOnlyWhenAsked(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{"2 orphan(s)", "gone-e-0", "no engine record exists", "no replica record exists",
+		for _, want := range []string{"2 orphans", "gone-e-0", "no engine record exists", "no replica record exists",
 			`owned: replica-instance stop-r-33333333: a replica record exists (state "stopped")`, "owned: replica-instance keep-r-11111111"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("judged listing lacks %q:\n%s", want, out)
@@ -140,14 +140,14 @@ func TestInventoryFlags(t *testing.T) {
 		{name: "listing only", args: nil},
 		{name: "-delete without -expected", args: []string{"-delete", "-yes"}, err: errDeleteNeedsExpected},
 		{name: "-delete without -yes", list: handWritten, args: []string{"-delete"}, err: errDeleteNeedsYes},
-		{name: "-yes alone deletes nothing", list: handWritten, args: []string{"-yes"}, outputIn: "2 orphan(s)"},
+		{name: "-yes alone is bad usage", list: handWritten, args: []string{"-yes"}, errText: "-yes confirms -delete"},
 		{name: "good list", list: handWritten, args: []string{"-delete", "-yes"}, deleted: 3, outputIn: "deleted replica-instance gone-r-22222222"},
 		{name: "empty hand-written list", list: empty, args: []string{"-delete", "-yes"}, err: errEmptyExpected},
 		{name: "kubectl without -n", list: kubeNone, args: []string{"-delete", "-yes"}, err: errEmptyExpected},
 		{name: "empty list, explicitly allowed", list: kubeNone, args: []string{"-delete", "-yes", "-allow-mass-delete"}, deleted: 6},
 		{name: "every object an orphan", list: unrelated, args: []string{"-delete", "-yes"}, err: errAllOrphans},
 		{name: "every object an orphan, allowed", list: unrelated, args: []string{"-delete", "-yes", "-allow-mass-delete"}, deleted: 6},
-		{name: "empty list listed without -delete", list: kubeNone, args: nil, outputIn: "5 orphan(s)"},
+		{name: "empty list listed without -delete", list: kubeNone, args: nil, outputIn: "5 orphans"},
 		{name: "a list of the wrong kind", list: `{"items": [{"kind": "Volume", "metadata": {"name": "keep"}}]}`, args: []string{"-delete", "-yes"}, errText: `kind "Volume"`},
 		{name: "a typo in the hand-written form", list: `{"engine": []}`, errText: "unknown field"},
 		{name: "stray argument", list: handWritten, args: []string{"-delete", "-yes", "now"}, errText: "unexpected arguments"},

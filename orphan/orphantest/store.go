@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -43,6 +44,32 @@ func runStoreTests(t *testing.T, newStore func(t *testing.T) orphan.Store) {
 		}
 		if _, err := s.Create(ctx, r); !errors.Is(err, orphan.ErrAlreadyExists) {
 			t.Fatalf("second Create: got %v, want an error wrapping ErrAlreadyExists", err)
+		}
+	})
+
+	t.Run("UnknownKindIsKeptAsIs", func(t *testing.T) {
+		// Longhorn's Orphan CRD holds more types than caretaker's kind
+		// table (shard-instance, shardgroup-instance): a Store holds and
+		// lists such a record like any other, unchanged.
+		s := newStore(t)
+		want := SampleUnknownKindRecord("node-1")
+		if _, err := s.Create(ctx, want); err != nil {
+			t.Fatalf("Create of an unknown kind: %v", err)
+		}
+		read, err := s.Get(ctx, want.Name)
+		if err != nil {
+			t.Fatalf("Get: %v", err)
+		}
+		checkSameRecord(t, "Get's result", read, want)
+		for _, sel := range []orphan.Selector{{NodeID: "node-1"}, {NodeID: "node-1", Kind: want.Kind}} {
+			list, err := s.List(ctx, sel)
+			if err != nil {
+				t.Fatalf("List(%+v): %v", sel, err)
+			}
+			if len(list) != 1 {
+				t.Fatalf("List(%+v) = %d records, want the one of the unknown kind", sel, len(list))
+			}
+			checkSameRecord(t, "List's result", list[0], want)
 		}
 	})
 
@@ -319,6 +346,33 @@ func SampleRecord(node, dataName string) orphan.Record {
 		panic(fmt.Sprintf("orphantest: SampleRecord: %v", err)) // the fields above are complete
 	}
 	return r
+}
+
+// SampleUnknownKindRecord returns a record on node of a kind caretaker's
+// table does not hold, as longhorn-manager writes one for its sharded v2
+// volumes: orphan type shard-instance, with the labels
+// types.GetOrphanLabelsForOrphanedShardInstance gives it.
+func SampleUnknownKindRecord(node string) orphan.Record {
+	return orphan.Record{
+		Name:       "orphan-" + strings.Repeat("5a", 32),
+		Kind:       orphan.Kind("shard-instance"),
+		NodeID:     node,
+		DataEngine: orphan.DataEngineV2,
+		Parameters: map[string]string{
+			orphan.ParamInstanceName:    "vol-1-shard-0",
+			orphan.ParamInstanceUUID:    "9b3c1f4e-2a77-4d0e-8f51-0c6a2e9d7b10",
+			orphan.ParamInstanceManager: "instance-manager-1",
+		},
+		Labels: map[string]string{
+			orphan.LabelComponent:       orphan.LabelValueComponent,
+			orphan.LabelManagedBy:       orphan.LabelValueManagedBy,
+			orphan.LabelOrphanType:      "shard-instance",
+			orphan.LabelNode:            node,
+			orphan.LabelInstanceManager: "instance-manager-1",
+			"longhornshard":             "vol-1-shard-0",
+		},
+		CreatedAt: time.Unix(1700000000, 0).UTC(),
+	}
 }
 
 // SampleInstanceRecord returns a valid v2 instance record of the given kind

@@ -31,7 +31,7 @@ type Cluster struct {
 	// RebuildSteps is how many Steps a replica rebuild takes. Zero means 3.
 	RebuildSteps int
 	// OnlineRebuild lets replicas rebuild while attached for a workload.
-	// False models the v2 engine of seed 003: rebuilding only happens in
+	// False models the v2 engine of longhorn/longhorn#6071: rebuilding only happens in
 	// maintenance mode.
 	OnlineRebuild bool
 }

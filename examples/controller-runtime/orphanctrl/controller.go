@@ -26,7 +26,6 @@ import (
 	"github.com/caretaker-storage/caretaker/diskscan"
 	"github.com/caretaker-storage/caretaker/examples/kube/crstore"
 	"github.com/caretaker-storage/caretaker/examples/kube/longhorn"
-	"github.com/caretaker-storage/caretaker/internal/backoff"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/salvage"
 )
@@ -60,7 +59,7 @@ var ErrConfig = errors.New("orphanctrl: invalid config")
 
 // retry is the delay between failed attempts to read the node's view
 // before the first scan.
-var retry = backoff.Policy{Initial: 250 * time.Millisecond, Max: 30 * time.Second}
+var retry = retryPolicy{Initial: 250 * time.Millisecond, Max: 30 * time.Second}
 
 // Controller is one node's orphan controller on a controller-runtime
 // manager. Setup creates it and adds it to the manager.

@@ -31,7 +31,7 @@ const maxAttempts = 10
 //     stale list only delays a plan or plans work that the re-read stops.
 //   - Get, and the read of every read-modify-write, goes through APIReader
 //     (mgr.GetAPIReader(), uncached). The Sweeper calls Get at the moment
-//     it purges (DESIGN principle 4), so the purge re-check sees the API
+//     it purges (a purge re-checks its preconditions when it acts), so the purge re-check sees the API
 //     server, never the cache.
 //
 // It is safe for concurrent use.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -17,6 +18,7 @@ func TestParse(t *testing.T) {
 		stdout, stderr string
 	}{
 		{name: "help", args: []string{"-h"}, code: 0, stdout: "Tool does a thing."},
+		{name: "help names the exit codes", args: []string{"-h"}, code: 0, stdout: "3 dry run that would act"},
 		{name: "long help", args: []string{"-help"}, code: 0, stdout: "-n int"},
 		{name: "bad value", args: []string{"-n", "x"}, code: 2, stderr: "-n"},
 		{name: "unknown flag", args: []string{"-m"}, code: 2, stderr: "-m"},
@@ -41,13 +43,62 @@ func TestExit(t *testing.T) {
 	if code := c.Exit(Usagef("-dir is required"), &errOut); code != 2 || !strings.Contains(errOut.String(), "-dir is required") {
 		t.Fatalf("usage: exit %d, %q", code, errOut.String())
 	}
-	if code := c.Exit(DryRun("deleted"), &errOut); code != 1 || !strings.Contains(errOut.String(), "add -yes") {
+	if code := c.Exit(DryRun("deleted"), &errOut); code != ExitDryRun || !strings.Contains(errOut.String(), "add -yes") {
 		t.Fatalf("dry run: exit %d, %q", code, errOut.String())
 	}
 	if code := c.Exit(flag.ErrHelp, &errOut); code != 0 {
 		t.Fatalf("help: exit %d", code)
 	}
+	errOut.Reset()
+	if code := c.Exit(Refused(errors.New("the guard said no")), &errOut); code != ExitRefused || !strings.Contains(errOut.String(), "the guard said no") {
+		t.Fatalf("refused: exit %d, %q", code, errOut.String())
+	}
+	errLocked := errors.New("locked")
+	c.Refusals = []error{errLocked}
+	if code := c.Exit(fmt.Errorf("deleting: %w", errLocked), &errOut); code != ExitRefused {
+		t.Fatalf("a listed refusal: exit %d", code)
+	}
+	if code := c.Exit(errors.New("disk on fire"), &errOut); code != ExitFailed {
+		t.Fatalf("failure: exit %d", code)
+	}
+	if code := c.Exit(YesWithout(true, "-delete"), &errOut); code != ExitUsage || !strings.Contains(errOut.String(), "-yes confirms -delete") {
+		t.Fatalf("-yes alone: exit %d, %q", code, errOut.String())
+	}
+	if YesWithout(false, "-delete") != nil {
+		t.Fatal("YesWithout(false) is an error")
+	}
 	if !errors.Is(DryRun("x"), ErrDryRun) {
 		t.Fatal("DryRun does not wrap ErrDryRun")
+	}
+}
+
+// TestBadFlagIsOneLine: a malformed flag prints the reason and a pointer to
+// -h, not the whole usage.
+func TestBadFlagIsOneLine(t *testing.T) {
+	c := Command{Name: "tool", Usage: "tool [-n N]", About: "Tool does a thing."}
+	fs := c.FlagSet()
+	fs.Int("n", 1, "how many")
+	var out, errOut bytes.Buffer
+	if code := c.Exit(c.Parse(fs, []string{"-n", "x"}, &out, &errOut), &errOut); code != ExitUsage {
+		t.Fatalf("exit %d", code)
+	}
+	lines := strings.Split(strings.TrimSpace(errOut.String()), "\n")
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "tool: ") || !strings.Contains(lines[0], "-n") || !strings.HasSuffix(lines[0], "(see tool -h)") {
+		t.Fatalf("stderr is not one line naming -n and pointing at -h:\n%s", errOut.String())
+	}
+}
+
+func TestCount(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		noun string
+		want string
+	}{
+		{1, "lvstore", "1 lvstore"}, {2, "lvstore", "2 lvstores"}, {0, "orphan", "0 orphans"},
+		{1, "entry", "1 entry"}, {3, "entry", "3 entries"}, {2, "key", "2 keys"}, {2, "block file", "2 block files"},
+	} {
+		if got := Count(tc.n, tc.noun); got != tc.want {
+			t.Errorf("Count(%d, %q) = %q, want %q", tc.n, tc.noun, got, tc.want)
+		}
 	}
 }

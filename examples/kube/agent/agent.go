@@ -46,7 +46,6 @@ import (
 	"github.com/caretaker-storage/caretaker/diskscan"
 	"github.com/caretaker-storage/caretaker/examples/kube/crstore"
 	"github.com/caretaker-storage/caretaker/examples/kube/longhorn"
-	"github.com/caretaker-storage/caretaker/internal/backoff"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/salvage"
 )
@@ -75,7 +74,7 @@ type Config struct {
 }
 
 // retry is the delay after failed cycles in a row.
-var retry = backoff.Policy{Initial: 250 * time.Millisecond, Max: 30 * time.Second}
+var retry = retryPolicy{Initial: 250 * time.Millisecond, Max: 30 * time.Second}
 
 // ErrConfig is wrapped by errors about an incomplete Config.
 var ErrConfig = errors.New("agent: invalid config")

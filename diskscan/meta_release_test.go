@@ -1,0 +1,164 @@
+package diskscan
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/caretaker-storage/caretaker/diskscan/internal/disktest"
+)
+
+// releaseMeta is a volume.meta as an engine release writes it, and what it
+// reads as.
+type releaseMeta struct {
+	release string
+	file    string
+	want    VolumeMeta
+}
+
+// releaseMetas are the volume.meta forms of every released v1 engine, as
+// its replica.go writes them: encoding/json's Encoder of the release's
+// Info (its exported fields in order, then a newline).
+func releaseMetas() []releaseMeta {
+	base := VolumeMeta{Size: 10 << 30, Head: "volume-head-003.img", Dirty: true, Parent: "volume-snap-b.img", SectorSize: 512}
+	with := func(f func(*VolumeMeta)) VolumeMeta { m := base; f(&m); return m }
+	return []releaseMeta{
+		{"v0.1.0", `{"Size":10737418240,"Head":"volume-head-003.img","Dirty":true,"Rebuilding":false,"Parent":"volume-snap-b.img","SectorSize":512}` + "\n", base},
+		{"v0.2.0–v1.0.2", `{"Size":10737418240,"Head":"volume-head-003.img","Dirty":true,"Rebuilding":false,"Parent":"volume-snap-b.img","SectorSize":512,"BackingFileName":""}` + "\n", base},
+		{"v0.2.0–v1.0.2 with a backing file", `{"Size":10737418240,"Head":"volume-head-003.img","Dirty":true,"Rebuilding":false,"Parent":"volume-snap-b.img","SectorSize":512,"BackingFileName":"centos7.qcow2"}` + "\n",
+			with(func(m *VolumeMeta) { m.BackingFileName = "centos7.qcow2" })},
+		{"v1.1.0", `{"Size":10737418240,"Head":"volume-head-003.img","Dirty":true,"Rebuilding":false,"Error":"","Parent":"volume-snap-b.img","SectorSize":512,"BackingFileName":""}` + "\n", base},
+		{"v1.1.0 in error", `{"Size":10737418240,"Head":"volume-head-003.img","Dirty":false,"Rebuilding":true,"Error":"stat failed","Parent":"volume-snap-b.img","SectorSize":512,"BackingFileName":""}` + "\n",
+			with(func(m *VolumeMeta) { m.Dirty, m.Rebuilding, m.Error = false, true, "stat failed" })},
+		{"v1.1.1–v1.11", `{"Size":10737418240,"Head":"volume-head-003.img","Dirty":true,"Rebuilding":false,"Error":"","Parent":"volume-snap-b.img","SectorSize":512,"BackingFilePath":"/host/var/lib/longhorn/backing-images/img-0a1b2c3d/backing"}` + "\n",
+			with(func(m *VolumeMeta) { m.BackingFilePath = "/host/var/lib/longhorn/backing-images/img-0a1b2c3d/backing" })},
+		{"v1.12", `{"Size":10737418240,"Head":"volume-head-003.img","Dirty":true,"Rebuilding":false,"Error":"","Parent":"volume-snap-b.img","SectorSize":512,"BackingFilePath":"","Encrypted":true}` + "\n",
+			with(func(m *VolumeMeta) { m.Encrypted = true })},
+	}
+}
+
+// TestParseVolumeMetaEveryRelease: the volume.meta of every engine
+// release parses, through the fast path, to what it says; the reference
+// agrees. (Before, every key but Encrypted was required, so a replica
+// written by an engine older than v1.1.1 was "not a replica".)
+func TestParseVolumeMetaEveryRelease(t *testing.T) {
+	for _, r := range releaseMetas() {
+		m, err := ParseVolumeMeta([]byte(r.file))
+		if err != nil || !reflect.DeepEqual(m, r.want) {
+			t.Errorf("%s: %+v, %v; want %+v", r.release, m, err, r.want)
+		}
+		if fast, ok := parseMetaFast([]byte(r.file)); !ok || fast != r.want {
+			t.Errorf("%s: the fast path read %+v, %v", r.release, fast, ok)
+		}
+		checkMetaAgainstRef(t, []byte(r.file))
+	}
+}
+
+// TestParseVolumeMetaRequiresWhatEveryReleaseWrites: without one of the
+// keys every release writes (or with it null), a volume.meta is corrupt,
+// and the error names the key.
+func TestParseVolumeMetaRequiresWhatEveryReleaseWrites(t *testing.T) {
+	v010 := releaseMetas()[0].file
+	for _, k := range metaKeys {
+		var without string
+		for _, part := range strings.Split(strings.Trim(strings.TrimSpace(v010), "{}"), ",") {
+			if !strings.HasPrefix(part, `"`+k+`":`) {
+				without += "," + part
+			}
+		}
+		without = "{" + strings.TrimPrefix(without, ",") + "}"
+		if _, err := ParseVolumeMeta([]byte(without)); !errorsIs(err, ErrCorrupt) || !strings.Contains(err.Error(), k) {
+			t.Errorf("without %s: %v", k, err)
+		}
+		checkMetaAgainstRef(t, []byte(without))
+	}
+}
+
+// longhornSeesVolumeMeta is longhorn-manager's own test of a replica
+// directory's volume.meta (controller/monitor/disk_monitor.go,
+// isVolumeMetaFileExist → util.GetVolumeMeta): the file is read and
+// json.Unmarshal'ed into util.VolumeMeta; no key is required. A directory
+// whose name ends in -<8 letters or digits> (util.GetPossibleReplicaDirectoryNames)
+// that no replica expects and that passes this is an orphan to Longhorn.
+func longhornSeesVolumeMeta(data []byte) bool {
+	var m struct {
+		Size            int64
+		Head            string
+		Dirty           bool
+		Rebuilding      bool
+		Error           string
+		Parent          string
+		SectorSize      int64
+		BackingFilePath string
+		BackingFile     any
+	}
+	return json.Unmarshal(data, &m) == nil
+}
+
+// TestScanSeesEveryReleaseAndSaysWhyNot: a replica directory written by
+// each engine release is an orphan to the scan; a directory Longhorn
+// would report as an orphan whose volume.meta caretaker does not take for
+// a replica's is skipped with the reason, never left out silently.
+func TestScanSeesEveryReleaseAndSaysWhyNot(t *testing.T) {
+	d := makeDisk(t, t.TempDir(), "n", "d", "u")
+	wantOrphan := map[string]bool{}
+	for i, r := range releaseMetas() {
+		name := "pvc-rel" + string(rune('a'+i)) + "-r-0000000" + string(rune('a'+i))
+		replica(t, d, name, disktest.Replica{Meta: []byte(r.file)})
+		wantOrphan[name] = true
+	}
+	engine := string(disktest.Meta(1 << 20))
+	damaged := map[string]string{
+		"pvc-empty-r-0000000e":    `{}`,
+		"pvc-null-r-0000000f":     `null`,
+		"pvc-nosize-r-0000000g":   strings.Replace(engine, `"Size":1048576,`, ``, 1),
+		"pvc-nohead-r-0000000h":   strings.Replace(engine, `"Head":"volume-head-000.img",`, ``, 1),
+		"pvc-negative-r-0000000i": strings.Replace(engine, `1048576`, `-1`, 1),
+		"pvc-headnull-r-0000000j": strings.Replace(engine, `"volume-head-000.img"`, `null`, 1),
+		"pvc-other-r-0000000k":    `{"Size":1,"Head":"h","Dirty":false,"Rebuilding":false,"Parent":"","SectorSize":512,"Error":7}`,
+	}
+	for name, meta := range damaged {
+		replica(t, d, name, disktest.Replica{Meta: []byte(meta)})
+	}
+	f := newFixture(t, d)
+	f.expect(d, "pvc-kept-r-00000009") // an expected set that is not empty, so Delete may purge
+	rep := f.scan().Disks[0]
+	orphans := map[string]bool{}
+	for _, o := range rep.Orphans {
+		orphans[o.Name] = true
+	}
+	skipped := skippedReasons(rep)
+	for name := range wantOrphan {
+		if !orphans[name] {
+			t.Errorf("%s: not an orphan (skipped: %q)", name, skipped[name])
+		}
+	}
+	for name, meta := range damaged {
+		if orphans[name] {
+			t.Errorf("%s (%s): an orphan", name, meta)
+			continue
+		}
+		if !strings.Contains(skipped[name], MetaFile) {
+			t.Errorf("%s (%s): skipped %q, want the reason naming %s", name, meta, skipped[name], MetaFile)
+		}
+		if longhornSeesVolumeMeta([]byte(meta)) && skipped[name] == "" {
+			t.Errorf("%s: Longhorn reports it as an orphan, caretaker says nothing", name)
+		}
+	}
+	// Every Longhorn orphan among these is an orphan or skipped with a reason.
+	for name := range wantOrphan {
+		if !orphans[name] && skipped[name] == "" {
+			t.Errorf("%s: missing from the report", name)
+		}
+	}
+	// Delete checks volume.meta again at purge time, by the same rule: a
+	// v0.1.0 replica can be purged.
+	if err := f.o.Delete(context.Background(), record(t, d, "pvc-rela-r-0000000a")); err != nil {
+		t.Errorf("Delete of a v0.1.0 replica: %v", err)
+	}
+	if !longhornSeesVolumeMeta([]byte(damaged["pvc-empty-r-0000000e"])) {
+		t.Error("the Longhorn check refuses {}: the test's premise is wrong")
+	}
+}
