@@ -62,7 +62,12 @@ import (
 // tombstone without a matching marker is never removed.
 //
 // A refusal wraps orphan.ErrPreconditionFailed and a sentinel of this
-// package saying why; nothing was deleted. A directory that is already
+// package saying why; nothing was deleted. Every refusal because the
+// directory changed under the purge is one: replaced by a symbolic link
+// or another directory, moved or removed between the lstat of 4 and the
+// rename of 8 (ErrChanged), or found swapped after the rename
+// (ErrNotReplica). The Sweeper reports it as a refusal, and the next
+// scan, which sees what is there now, forgets the record. A directory that is already
 // gone is success. An error wrapping ctx's error means the purge stopped
 // part way and left a marked tombstone that FinishInterrupted finishes.
 // Other errors (I/O, the expected source failing) are retryable.
@@ -140,7 +145,7 @@ func (o *Orphans) Delete(ctx context.Context, r orphan.Record) error {
 	}
 	check := treeWalk{ctx: ctx, bound: bound, afterRemove: o.hooks.afterRemove}
 	if err := check.walk(rr, name, name, before, 0); err != nil {
-		return err
+		return changedUnder(rr, name, before, err)
 	}
 
 	if err := ctx.Err(); err != nil {
@@ -185,6 +190,26 @@ func (o *Orphans) Delete(ctx context.Context, r orphan.Record) error {
 		return fmt.Errorf("purge of %s stopped, tombstone %s left for FinishInterrupted: %w", name, tomb, err)
 	}
 	return removeMarker(rr, p)
+}
+
+// changedUnder classifies an error of the purge's checks of name, whose
+// lstat was before: if name is no longer that directory (replaced by a
+// symbolic link or another directory, moved, removed), the purge is
+// refused with ErrChanged, so the Sweeper reports a refusal rather than
+// retrying a failure for ever; refusals and ctx's error stay as they are,
+// and so does any other error while name is still the directory checked.
+func changedUnder(rr *os.Root, name string, before fs.FileInfo, err error) error {
+	if errors.Is(err, orphan.ErrPreconditionFailed) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	now, lerr := rr.Lstat(name)
+	switch {
+	case errors.Is(lerr, fs.ErrNotExist):
+		return refuse(ErrChanged, "%s vanished while its purge checked it (%v)", name, err)
+	case lerr == nil && !sameEntry(before, now):
+		return refuse(ErrChanged, "%s was replaced by %s while its purge checked it (%v)", name, safefile.Describe(now.Mode()), err)
+	}
+	return err
 }
 
 // busyKey names a directory being purged.

@@ -11,7 +11,8 @@ import (
 // Sentinel errors, for errors.Is. A purge Delete refuses wraps
 // orphan.ErrPreconditionFailed and one of ErrUnsafePath, ErrNotReplica,
 // ErrDiskChanged, ErrDiskInvalid, ErrUnknownDisk, ErrStillExpected,
-// ErrNoneExpected, ErrMountPoint, ErrNotRegular or ErrForeignTombstone.
+// ErrNoneExpected, ErrMountPoint, ErrNotRegular, ErrForeignTombstone or
+// ErrChanged.
 var (
 	// ErrUnsafePath: a data directory name that is empty, "." or "..", or
 	// contains a slash or a NUL byte. Nothing with such a name is ever
@@ -34,6 +35,12 @@ var (
 	// ErrNoneExpected: the expected set of the disk is empty, which is
 	// treated as a broken view unless Options.AllowNoneExpected is set.
 	ErrNoneExpected = errors.New("diskscan: no replica is expected on the disk")
+
+	// ErrChanged: the directory, or one inside it, was replaced, moved or
+	// removed between the purge's checks and its acts (a symbolic link or
+	// another directory in its place): what is there now was not checked,
+	// so it is left alone. The next scan sees what is there.
+	ErrChanged = errors.New("diskscan: directory changed under the purge")
 
 	// ErrMountPoint: a mount point (another filesystem, or a bind mount
 	// of the same one) is at or below the directory. A purge never crosses

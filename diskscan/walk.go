@@ -107,7 +107,7 @@ type treeWalk struct {
 // directory is not an error.
 func (w *treeWalk) walk(parent *os.Root, name, path string, want fs.FileInfo, depth int) error {
 	if depth > maxTreeDepth {
-		return fmt.Errorf("diskscan: %s is more than %d directories deep: left alone", path, maxTreeDepth)
+		return refuse(ErrNotReplica, "%s is more than %d directories deep: left alone", path, maxTreeDepth)
 	}
 	if want == nil {
 		fi, err := parent.Lstat(name)
@@ -120,7 +120,7 @@ func (w *treeWalk) walk(parent *os.Root, name, path string, want fs.FileInfo, de
 		want = fi
 	}
 	if !want.IsDir() {
-		return fmt.Errorf("diskscan: %s is %s, not a directory", path, safefile.Describe(want.Mode()))
+		return refuse(ErrChanged, "%s is %s, not a directory", path, safefile.Describe(want.Mode()))
 	}
 	sub, err := w.enter(parent, name, path, want)
 	if err != nil {
@@ -155,7 +155,7 @@ func (w *treeWalk) enter(parent *os.Root, name, path string, want fs.FileInfo) (
 		return nil, err
 	}
 	if !sameEntry(want, st) {
-		return nil, fmt.Errorf("diskscan: %s changed while being purged: left alone", path)
+		return nil, refuse(ErrChanged, "%s changed while being purged: left alone", path)
 	}
 	if _, dev, _, _ := fileIdentity(st); dev != w.bound.dev {
 		return nil, refuse(ErrMountPoint, "%s is on another filesystem (device %#x, the disk's is %#x): a purge never crosses a filesystem boundary", path, dev, w.bound.dev)
@@ -177,7 +177,7 @@ func (w *treeWalk) enter(parent *os.Root, name, path string, want fs.FileInfo) (
 		again, err = self.Stat()
 		self.Close()
 		if err == nil && !sameEntry(st, again) {
-			err = fmt.Errorf("diskscan: %s changed while being purged: left alone", path)
+			err = refuse(ErrChanged, "%s changed while being purged: left alone", path)
 		}
 	}
 	if err != nil {

@@ -186,9 +186,18 @@ func TestSweeperMarksFailedPurges(t *testing.T) {
 		t.Fatalf("Error condition after a refusal = %+v", c)
 	}
 
-	// A plan that keeps the record clears it.
-	plan := orphan.Decide(orphan.Input{Now: testEpoch, Records: []orphan.Record{got},
-		Scopes:     map[orphan.Scope]orphan.ScopeStatus{{NodeID: "n1"}: {Health: orphan.HealthReady}, {NodeID: "n1", Disk: "disk-1"}: {Health: orphan.HealthReady}},
+	// A plan that keeps the record while its deletion is still requested
+	// leaves it: the request has not ended, and Error=True says why.
+	scopes := map[orphan.Scope]orphan.ScopeStatus{{NodeID: "n1"}: {Health: orphan.HealthReady}, {NodeID: "n1", Disk: "disk-1"}: {Health: orphan.HealthReady}}
+	plan := orphan.Decide(orphan.Input{Now: testEpoch, Records: []orphan.Record{got}, Scopes: scopes,
+		Candidates: []orphan.Candidate{{Item: got.Item(), Verdict: orphan.Undecided("busy")}}})
+	if len(plan.Conditions) != 0 {
+		t.Fatalf("a requested record's Error=True is cleared while its deletion is pending: %+v", plan.Conditions)
+	}
+
+	// Once no deletion is requested of it, a plan that keeps it clears it.
+	got.DeletionRequested = false
+	plan = orphan.Decide(orphan.Input{Now: testEpoch, Records: []orphan.Record{got}, Scopes: scopes,
 		Candidates: []orphan.Candidate{{Item: got.Item(), Verdict: orphan.Undecided("busy")}}})
 	if len(plan.Conditions) != 1 {
 		t.Fatalf("plan conditions = %+v", plan.Conditions)

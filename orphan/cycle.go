@@ -24,10 +24,11 @@ func JudgeAll(ctx context.Context, j Judge, items []Item) ([]Candidate, error) {
 // MergeScopes combines scope statuses from several sources (an Inventory's
 // snapshot, the host's view of node and disk eviction) into one map. For a
 // scope present in several, the graver health wins: any health that
-// forgets beats Unknown, which beats Ready; between two that forget, the
-// later source wins. The guard's evidence is kept from every source:
-// NoneExpected if any source says so, the largest OwnedUnlisted, and so
-// for each group in ScopeStatus.Groups. The inputs are not modified.
+// forgets beats one that holds, which beats Unknown, which beats Ready;
+// between two of one sort, the later source wins. The guard's evidence is
+// kept from every source: NoneExpected if any source says so, the largest
+// OwnedUnlisted, and so for each group in ScopeStatus.Groups. The inputs
+// are not modified.
 //
 // MergeScopes cannot tell which items a status's own OwnedUnlisted and
 // NoneExpected speak for: two Inventories reporting them for one scope
@@ -106,6 +107,8 @@ func gravity(h Health) int {
 	case h == HealthReady:
 		return 0
 	case h.Forgets():
+		return 3
+	case h.Holds():
 		return 2
 	}
 	return 1
@@ -119,8 +122,8 @@ type Cycle struct {
 	Selector Selector
 	// Scopes are the host's own scope statuses, merged over the
 	// snapshot's with MergeScopes. They must give the health of every
-	// node the cycle covers (Ready, NodeUnavailable, NodeEvicted) and each
-	// evicted disk. A disk is Ready to Run only under a node listed here:
+	// node the cycle covers (Ready, NodeUnavailable, NodeEvicted,
+	// NodeDeleted) and each evicted disk. A disk is Ready to Run only under a node listed here:
 	// an adapter's node-level Ready (SPDK answered, the backupstore
 	// listed) means only that its own scan of the node was complete, so
 	// under Combine it must not vouch for another adapter's disks, and

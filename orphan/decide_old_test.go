@@ -21,10 +21,13 @@ import (
 type planOld struct {
 	Plan
 	condsOld condListsOld
+	vols     map[string]VolumeState
+	msg      []byte
 }
 
 func decideOld(in Input) Plan {
 	var plan planOld
+	plan.vols = in.Volumes
 	cands := indexCandidatesOld(in.Candidates, in.Records, &plan)
 	guard := newGuardState(in, cands.counts)
 	scopes := scopeResolverOld{scopes: in.Scopes, guard: guard}
@@ -48,24 +51,18 @@ func decideOld(in Input) Plan {
 		r := in.Records[i]
 		st, scope := f.rs.st, f.rs.scope
 		ci, seen := int(f.ci), f.seen
-		switch {
-		case specOf(r.Kind) == nil:
+		if specOf(r.Kind) == nil {
 			plan.Keep = append(plan.Keep, Keep{Record: r, Reason: unknownKindReason(r.Kind)})
 			continue
-		case st.Health.Forgets():
-			plan.forgetOld(r, ForgetReason(st.Health), st.Message)
-			continue
-		case st.Health != HealthReady && r.DeletionRequested && r.NotCleanable():
-			// Forgetting keeps the data whatever the scope holds; keeping
-			// would leave the user's deletion hanging until the scope is
-			// known again.
-			plan.forgetOld(r, ReasonNotCleanable, "deletion requested, but the record says its data is not cleanable")
-			continue
-		case st.Health != HealthReady:
-			plan.Keep = append(plan.Keep, Keep{Record: r, Reason: "scope " + scope.String() + " was not scanned completely: " + st.Message})
+		}
+		if plan.outsideReady(r, st, scope) { // the rules outside a Ready scope are shared
 			continue
 		}
 		hit := scopes.hitOf(f.rs, r.Kind, r.DataEngine)
+		var cp *Copy
+		if seen {
+			cp = cands.named[ci].Item.Copy
+		}
 		var c namedCandidateOld
 		if seen && !f.orphan {
 			c = cands.named[ci] // for its verdict; an orphan's is known
@@ -81,8 +78,11 @@ func decideOld(in Input) Plan {
 		case !f.orphan && c.Verdict.Outcome == OutcomeOwned:
 			plan.forgetOld(r, ReasonOwned, c.Verdict.Reason)
 			continue
+		case r.Dismissed:
+			plan.dismissed(r)
+			continue
 		case !f.orphan:
-			plan.keepOld(r, hit, "undecided: "+c.Verdict.Reason)
+			plan.keepOld(r, hit, cp, "undecided: "+c.Verdict.Reason)
 			continue
 		}
 		due, auto := in.Policy.DueAt(r)
@@ -90,9 +90,12 @@ func decideOld(in Input) Plan {
 		switch {
 		case !isDue && auto:
 			plan.requeueOld(due)
-			plan.keepOld(r, hit, "auto-deletion due at "+due.UTC().Format(time.RFC3339))
+			plan.keepOld(r, hit, cp, "auto-deletion due at "+due.UTC().Format(time.RFC3339))
 		case !isDue:
-			plan.keepOld(r, hit, "orphan; waiting for a deletion request")
+			plan.keepOld(r, hit, cp, "orphan; waiting for a deletion request")
+		case r.NotCleanable() && !r.DeletionRequested && heldMark(r):
+			plan.requeueOld(in.Now)
+			plan.keepOld(r, hit, cp, "purge due once DataCleanable=True is recorded again")
 		case r.NotCleanable():
 			what := "auto-deletion due"
 			if r.DeletionRequested {
@@ -101,9 +104,9 @@ func decideOld(in Input) Plan {
 			plan.forgetOld(r, ReasonNotCleanable, what+", but the record says its data is not cleanable")
 		case !r.Cleanable():
 			plan.requeueOld(in.Now)
-			plan.keepOld(r, hit, "purge due once DataCleanable=True is recorded")
+			plan.keepOld(r, hit, cp, "purge due once DataCleanable=True is recorded")
 		case hit.rule != "":
-			plan.refuseOld(r, hit)
+			plan.refuseOld(r, hit, cp)
 		case !sameScopeOld(cands.named[ci].scope, scope):
 			// The name's observation lies in another scope (an instance
 			// seen on another node: the node is not in Longhorn's formula;
@@ -114,7 +117,7 @@ func decideOld(in Input) Plan {
 			plan.forgetOld(r, ReasonGone, "no longer seen in "+scope.String()+"; its name was seen in "+cands.named[ci].scope.String())
 		default:
 			if lc := lastCopyHit(&in, &r, &cands.named[ci].Item); lc.rule != "" {
-				plan.refuseOld(r, lc)
+				plan.refuseOld(r, lc, cp)
 				continue
 			}
 			plan.Purge = append(plan.Purge, Purge{Record: r, Candidate: cands.named[ci].Candidate, Auto: !r.DeletionRequested})
@@ -197,7 +200,7 @@ func (p *planOld) createOld(in Input, cands *candidatesOld, scopes *scopeResolve
 		k := j % namesPerBlockOld
 		rec := Record{Name: spelled[k*nameLen : (k+1)*nameLen], Kind: c.Item.Kind, NodeID: c.Item.NodeID, DataEngine: c.Item.DataEngine,
 			Parameters: c.Item.Parameters, Labels: labels.of(c.Item), CreatedAt: in.Now}
-		rec.Conditions = p.newConditionsOld(rec, scopes.hitOf(scopes.resolve(c.scope), rec.Kind, rec.DataEngine))
+		rec.Conditions = p.newConditionsOld(rec, scopes.hitOf(scopes.resolve(c.scope), rec.Kind, rec.DataEngine), c.Item.Copy)
 		p.Create = append(p.Create, rec)
 		if due, auto := in.Policy.DueAt(rec); auto {
 			p.requeueOld(due)
@@ -307,16 +310,16 @@ func sameScopeOld(a, b Scope) bool {
 
 // keep keeps a record of a Ready scope and plans the conditions it lacks;
 // hit is the guard's for its scope.
-func (p *planOld) keepOld(r Record, hit guardHit, reason string) {
+func (p *planOld) keepOld(r Record, hit guardHit, cp *Copy, reason string) {
 	p.Keep = append(p.Keep, Keep{Record: r, Reason: reason})
-	p.setConditionsOld(r, hit)
+	p.setConditionsOld(r, hit, cp)
 }
 
 // refuse keeps a record whose due purge the guard stopped.
-func (p *planOld) refuseOld(r Record, hit guardHit) {
+func (p *planOld) refuseOld(r Record, hit guardHit, cp *Copy) {
 	p.Keep = append(p.Keep, Keep{Record: r, Reason: "purge refused: " + hit.String()})
 	p.Refused = append(p.Refused, Refusal{Name: r.Name, Reason: hit.String()})
-	p.setConditionsOld(r, hit)
+	p.setConditionsOld(r, hit, cp)
 }
 
 // forget plans dropping a record, and the DataCleanable=False its
@@ -329,9 +332,9 @@ func (p *planOld) forgetOld(r Record, reason ForgetReason, msg string) {
 // newConditions are the conditions a new record is created with: what
 // setConditions would plan for it (and, like them, shared between records
 // that need the same).
-func (p *planOld) newConditionsOld(r Record, hit guardHit) []metav1.Condition {
+func (p *planOld) newConditionsOld(r Record, hit guardHit, cp *Copy) []metav1.Condition {
 	n := len(p.Conditions)
-	p.setConditionsOld(r, hit)
+	p.setConditionsOld(r, hit, cp)
 	if len(p.Conditions) == n {
 		return nil
 	}
@@ -389,12 +392,16 @@ func (lc *labelCacheOld) of(it Item) map[string]string {
 // record clears it); InstanceExist=True for kinds that carry it (the
 // record's item was seen, or it would have been forgotten); and
 // PurgeGuarded as the guard's hit says (zero: not guarded).
-func (p *planOld) setConditionsOld(r Record, hit guardHit) {
+func (p *planOld) setConditionsOld(r Record, hit guardHit, cp *Copy) {
 	var k condKeyOld
+	if cc, ok := copyCondNeeded(&r, cp, p.vols, &p.msg); ok {
+		k.set |= setCopyOld
+		k.copy = cc
+	}
 	if !r.Cleanable() {
 		k.set |= setCleanableOld
 	}
-	if !meta.IsStatusConditionFalse(r.Conditions, ConditionError) {
+	if clearsError(r) {
 		k.set |= setNoErrorOld
 	}
 	if s := specOf(r.Kind); s != nil && s.InstanceExist && !meta.IsStatusConditionTrue(r.Conditions, ConditionInstanceExist) {
@@ -455,8 +462,9 @@ func (cl *condListsOld) of(k condKeyOld) []metav1.Condition {
 // condKey says which conditions a record needs; records that need the
 // same share one slice of them (a plan is read-only).
 type condKeyOld struct {
-	set uint8
-	hit guardHit
+	set  uint8
+	hit  guardHit
+	copy copyCond
 }
 
 const (
@@ -465,6 +473,7 @@ const (
 	setInstanceExistOld
 	setGuardedOld
 	setGuardClearOld
+	setCopyOld
 )
 
 func (k condKeyOld) conditions() []metav1.Condition {
@@ -486,6 +495,9 @@ func (k condKeyOld) conditions() []metav1.Condition {
 	if k.set&setGuardClearOld != 0 {
 		cs = append(cs, metav1.Condition{Type: ConditionPurgeGuarded, Status: metav1.ConditionFalse, Reason: ReasonGuardClear,
 			Message: "the mass-deletion guard no longer covers this record's scope"})
+	}
+	if k.set&setCopyOld != 0 {
+		cs = append(cs, k.copy.condition())
 	}
 	return slices.Clip(cs)
 }
@@ -516,7 +528,7 @@ func resolveScopeOld(scopes map[Scope]ScopeStatus, s Scope) (ScopeStatus, bool) 
 	case !diskListed && !nodeListed:
 		return ScopeStatus{}, false
 	case !diskListed && node.Health == HealthReady:
-		return ScopeStatus{Health: HealthDiskInvalid, Message: "disk " + s.Disk + " is no longer part of node " + s.NodeID}, true
+		return ScopeStatus{Health: HealthDiskRemoved, Message: "disk " + s.Disk + " is no longer part of node " + s.NodeID}, true
 	case !diskListed:
 		return node, true
 	case !nodeListed:
@@ -907,7 +919,7 @@ func (p *planOld) applyAutoRulesOld(gs *guardState, auto []int, in Input) {
 	kept := p.Purge[:0:0]
 	for i, pu := range p.Purge {
 		if h, ok := hits[i]; ok {
-			p.refuseOld(pu.Record, h)
+			p.refuseOld(pu.Record, h, pu.Candidate.Item.Copy)
 		} else {
 			kept = append(kept, pu)
 		}

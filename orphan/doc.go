@@ -60,9 +60,10 @@
 //     period since CreatedAt is over.
 //  2. In this very cycle its scope was scanned completely and is Ready, and
 //     so is its node: a node's health dominates its disks' (a node that is
-//     evicted or unavailable forgets every record on every one of its
-//     disks, whatever the disk scan says), and a disk is Ready only under a
-//     node the host listed as Ready. See Decide for the whole precedence.
+//     evicted or deleted forgets every record on every one of its disks,
+//     one that is down holds them all, whatever the disk scan says), and a
+//     disk is Ready only under a node the host listed as Ready. See Decide
+//     for the whole precedence.
 //  3. Its item was seen and judged an orphan by every observation of it.
 //  4. The record is marked DataCleanable=True (Longhorn's rule). Decide
 //     plans the mark (Plan.Conditions) while the scope is Ready and the
@@ -89,9 +90,18 @@
 // does.
 //
 // Everything that is unsure is kept (HealthUnknown, OutcomeUndecided — the
-// zero Verdict — and one name observed as two kinds); everything that is
-// out of date is forgotten, never purged (the item disappeared, became
-// owned, or its node or disk is down, evicted or changed).
+// zero Verdict — and one name observed as two kinds); a record whose node
+// is down or whose disk cannot be read is kept too, marked
+// DataCleanable=False with the reason (Health.Holds), and is cleanable
+// again once its scope is Ready; everything that is out of date is
+// forgotten, never purged (the item disappeared or became owned, or its
+// node or disk was evicted, deleted, removed or replaced: Health.Forgets).
+//
+// A user may dismiss an orphan (Record.Dismissed; in Kubernetes the label
+// LabelDismissed): its data is never purged, auto-deletion passes it by,
+// a deletion requested of it is refused (Plan.Refused), and its record
+// stays, so the next scan does not record the data anew. Clearing the
+// dismissal returns it to the normal rules.
 //
 // # The last copy of a volume
 //
@@ -112,6 +122,14 @@
 // automatic purge of replica data (each refusal says why); see
 // VolumeState.
 //
+// The record shows what the inspection found: ConditionRecoverable, True
+// (reason Recoverable, with the revision counter and the copy's rank
+// among its volume's copies) or False (reason NotRecoverable, with every
+// reason). When the volume is degraded or faulted, the reason is
+// Reusable and the message adds what a host needs to re-adopt the copy
+// as a failed replica (directory, disk, head, size, revision counter);
+// caretaker itself never re-adopts a copy.
+//
 // # The host's duties
 //
 //  1. Build the Adapter (diskscan.NewOrphans, spdk.NewOrphans,
@@ -126,9 +144,10 @@
 //  3. In each reconcile, take Monitor.Latest and add what only the cluster
 //     knows as Scopes: every node's health (Ready, or NodeUnavailable when
 //     it is down, its Kubernetes Ready condition is Unknown or its manager
-//     is missing, NodeEvicted when eviction is requested) and each evicted
-//     disk (DiskEvicted). Records of a disk under a node the host does not
-//     list as Ready are never purged. Then call Sweeper.Run — or JudgeAll,
+//     is missing, NodeEvicted when eviction is requested, NodeDeleted when
+//     its node object is gone) and each evicted disk (DiskEvicted); a disk
+//     the node no longer has is simply not listed. Records of a disk under
+//     a node the host does not list as Ready are never purged. Then call Sweeper.Run — or JudgeAll,
 //     Decide and Sweeper.Sync separately.
 //  4. Requeue at Plan.RequeueAt when it is set (it is Now when a due purge
 //     waits only for this plan's DataCleanable mark).
@@ -190,6 +209,30 @@
 //     manager, eviction requested) before the disk; Decide resolves scopes
 //     in the same order, and also refuses a disk whose node the host did
 //     not list.
+//   - Outages keep records (longhorn/longhorn#7795). Longhorn today marks
+//     an Orphan DataCleanable=False when its node is down, deleted or
+//     missing its manager, or its disk is not ready
+//     (updateDataCleanableCondition, checkOrphanedReplicaDataCleanable), and
+//     its NodeController then deletes every Orphan so marked, whatever
+//     the auto-deletion setting; an Orphan whose disk stat fails goes too.
+//     The direction of its pending fixes (longhorn/longhorn-manager#3961,
+//     #4571) is what Decide does: a node down or without its manager, and
+//     a disk that cannot be read, keep their records, marked
+//     DataCleanable=False with the reason (HealthNodeUnavailable,
+//     HealthDiskInvalid) and never purged while so; records are forgotten
+//     only when the node or disk is evicted, the disk removed from the
+//     node or replaced by another (HealthDiskChanged: a new UUID under the
+//     path), the node deleted, or a Ready scan no longer sees the data.
+//     Longhorn reports a deleted node as NodeUnavailable and a removed
+//     disk as DiskInvalid; caretaker, which keeps those two for outages,
+//     reports them as NodeDeleted and DiskRemoved.
+//   - Dismissal (longhorn/longhorn#11286) is caretaker's own. Longhorn's
+//     proposed fix, the label longhorn.io/delete-custom-resource-only
+//     (longhorn/longhorn-manager#3924), deletes the Orphan and keeps the
+//     data, after which the next scan records the data again; a dismissed
+//     record instead stays, so it is not found anew, and its DataCleanable
+//     is False (reason Dismissed), which Longhorn's own orphan controller
+//     also honours.
 //   - The Guard and its PurgeGuarded condition are caretaker's own; Longhorn
 //     has no mass-deletion check.
 //   - DataCleanable=True carries the reason "Ready" and Error=False the

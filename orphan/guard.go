@@ -376,7 +376,7 @@ func (p *Plan) applyAutoRules(gs *guardState, auto []int, in Input) bool {
 	kept := p.Purge[:0:0]
 	for i, pu := range p.Purge {
 		if h, ok := hits[i]; ok {
-			p.refuse(pu.Record, h)
+			p.refuse(pu.Record, h, pu.Candidate.Item.Copy)
 		} else {
 			kept = append(kept, pu)
 		}

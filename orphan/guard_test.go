@@ -15,8 +15,10 @@ import (
 
 // TestDecideNodeHealthDominatesDisk covers every node × disk health: a
 // requested, cleanable purge happens only when both are Ready, a node that
-// forgets forgets with its own reason whatever the disk says, and a disk
-// under a node nobody listed is never Ready.
+// forgets forgets with its own reason whatever the disk says, a node that
+// holds (down) holds whatever the disk says unless the disk forgets, a
+// requested record where a health holds is forgotten (its data kept), and
+// a disk under a node nobody listed is never Ready.
 func TestDecideNodeHealthDominatesDisk(t *testing.T) {
 	d1 := orphan.Scope{NodeID: "n1", Disk: "disk-1"}
 	n1 := orphan.Scope{NodeID: "n1"}
@@ -25,7 +27,8 @@ func TestDecideNodeHealthDominatesDisk(t *testing.T) {
 	rec.DeletionRequested = true
 
 	healths := []orphan.Health{"(absent)", orphan.HealthReady, orphan.HealthUnknown, orphan.HealthNodeUnavailable,
-		orphan.HealthNodeEvicted, orphan.HealthDiskInvalid, orphan.HealthDiskChanged, orphan.HealthDiskEvicted}
+		orphan.HealthNodeEvicted, orphan.HealthDiskInvalid, orphan.HealthDiskChanged, orphan.HealthDiskEvicted,
+		orphan.HealthNodeDeleted, orphan.HealthDiskRemoved}
 	forgets := func(h orphan.Health) bool { return h != "(absent)" && h.Forgets() }
 	for _, node := range healths {
 		for _, disk := range healths {
@@ -49,7 +52,11 @@ func TestDecideNodeHealthDominatesDisk(t *testing.T) {
 				case node == "(absent)" && disk == "(absent)":
 					want = "" // outside the input's authority
 				case disk == "(absent)" && node == orphan.HealthReady:
-					want = "forget:" + string(orphan.HealthDiskInvalid)
+					want = "forget:" + string(orphan.HealthDiskRemoved)
+				case node.Holds():
+					want = "forget:" + string(node) // requested where nothing can be purged
+				case node == orphan.HealthReady && disk.Holds():
+					want = "forget:" + string(disk)
 				case node == orphan.HealthReady && disk == orphan.HealthReady:
 					want = "purge"
 				default:

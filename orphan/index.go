@@ -29,6 +29,7 @@ type namedCandidate struct {
 	scope  int32 // the last observation's scope, as an index in candidates.scopes
 	orphan bool  // the merged verdict is OutcomeOrphan
 	merged bool  // the merged verdict is in candidates.merged, not cs[last]'s own
+	copied bool  // cs[last].Item.Copy is set
 }
 
 // verdict is the merged verdict of named[i].
@@ -145,7 +146,7 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan, sums *sumSource,
 			plan.Rejected = append(plan.Rejected, Rejected{Item: c.Item, Err: err})
 			continue
 		}
-		out.named = append(out.named, namedCandidate{sum: sum, last: int32(ci), scope: sid, orphan: orphan})
+		out.named = append(out.named, namedCandidate{sum: sum, last: int32(ci), scope: sid, orphan: orphan, copied: c.Item.Copy != nil})
 	}
 	sums.endCandidates()
 	out.merge()
@@ -236,7 +237,7 @@ func (cd *candidates) merge() {
 		default:
 			v, merged = c.Verdict, false
 		}
-		*nc = namedCandidate{sum: e.sum, last: e.last, scope: e.scope, orphan: v.Outcome == OutcomeOrphan, merged: merged}
+		*nc = namedCandidate{sum: e.sum, last: e.last, scope: e.scope, orphan: v.Outcome == OutcomeOrphan, merged: merged, copied: e.copied}
 		if merged {
 			if cd.merged == nil {
 				cd.merged = map[int32]Verdict{}

@@ -69,10 +69,21 @@ type Store interface {
 	// new records share them (copy what you keep, as MemStore does).
 	Create(ctx context.Context, r Record) (Record, error)
 
-	// Update replaces a record's DeletionRequested and Conditions (other
-	// fields are immutable and ignored). If r.ResourceVersion is not empty
-	// and stale, it fails with ErrConflict, which is retryable after a
-	// fresh Get. A missing record is ErrNotFound.
+	// Update replaces a record's DeletionRequested, Dismissed and
+	// Conditions (other fields are immutable and ignored). If
+	// r.ResourceVersion is not empty and stale, it fails with ErrConflict,
+	// which is retryable after a fresh Get. A missing record is
+	// ErrNotFound.
+	//
+	// Dismissed is a user's: a Store keeps it with the record, as its own
+	// state, for as long as the record exists (Create stores it, Get and
+	// List return it, Update replaces it), and never clears it by itself.
+	// A Kubernetes Store keeps it as the label LabelDismissed=true, so a
+	// user dismisses with kubectl label; caretaker's drivers only ever
+	// write it back as they read it (the Sweeper updates a fresh read of
+	// each record). Deleting the record drops the dismissal with it: a
+	// dismissal lives exactly as long as its record, which is why Decide
+	// never forgets a dismissed record while its data is there.
 	Update(ctx context.Context, r Record) (Record, error)
 
 	// Delete removes a record. A record that is already gone is success.

@@ -90,6 +90,7 @@ func (s *MemStore) Update(ctx context.Context, r Record) (Record, error) {
 	}
 	upd := r.Clone()
 	cur.DeletionRequested = upd.DeletionRequested
+	cur.Dismissed = upd.Dismissed
 	cur.Conditions = upd.Conditions
 	cur.ResourceVersion = s.nextVersion()
 	s.records[r.Name] = cur
@@ -115,6 +116,20 @@ func (s *MemStore) RequestDeletion(ctx context.Context, name string) error {
 		return err
 	}
 	r.DeletionRequested = true
+	_, err = s.Update(ctx, r)
+	return err
+}
+
+// SetDismissed dismisses a record (its data is kept and never purged) or,
+// with dismissed false, returns it to the normal rules, as a user
+// labelling the Orphan object would. It fails with ErrNotFound if the
+// record is gone.
+func (s *MemStore) SetDismissed(ctx context.Context, name string, dismissed bool) error {
+	r, err := s.Get(ctx, name)
+	if err != nil {
+		return err
+	}
+	r.Dismissed = dismissed
 	_, err = s.Update(ctx, r)
 	return err
 }

@@ -79,16 +79,20 @@ type Plan struct {
 	Purge []Purge
 	// Keep are records left as they are, with why.
 	Keep []Keep
-	// Conditions are status conditions to write on kept records of a
-	// Ready scope: Longhorn's DataCleanable=True, Error=False and, for
-	// instance kinds, InstanceExist=True where they are missing, and
-	// caretaker's PurgeGuarded. (A Forget carries its own
+	// Conditions are status conditions to write on kept records: on
+	// those of a Ready scope, Longhorn's DataCleanable=True, Error=False
+	// and, for instance kinds, InstanceExist=True where they are missing,
+	// and caretaker's PurgeGuarded and Recoverable (ConditionRecoverable,
+	// the verdict of this cycle's inspection of the record's item,
+	// Item.Copy); on held and dismissed records,
+	// DataCleanable=False with the reason. (A Forget carries its own
 	// DataCleanable=False; the Sweeper writes Error=True when a purge
 	// fails.) Each record appears at most once, with every condition that
 	// changes.
 	Conditions []SetConditions
 	// Refused are purges that were due (requested, or by the policy) but
-	// that the Guard stopped. Their records are in Keep too.
+	// that the Guard stopped, and deletions requested of dismissed
+	// records. Their records are in Keep too.
 	Refused []Refusal
 	// Rejected are candidates that could have mattered (judged orphan, or
 	// possibly a record's item) but could not be named, lacking a field;
@@ -186,22 +190,25 @@ type Rejected struct {
 // its disk. Its health is resolved from Input.Scopes with the node first,
 // because a node's health dominates its disks':
 //
-//   - the node's health forgets (NodeUnavailable, NodeEvicted, ...): that
+//   - the node's health forgets (NodeEvicted, NodeDeleted, ...): that
 //     health, whatever any disk of the node says;
-//   - else the disk's own health forgets (DiskInvalid, DiskChanged,
-//     DiskEvicted): that health;
-//   - else the disk is not listed: DiskInvalid if the node is Ready (the
-//     disk is no longer part of it), Unknown if the node is Unknown, and
-//     outside the input's authority if the node is not listed either;
+//   - else the disk's own health forgets (DiskChanged, DiskEvicted,
+//     DiskRemoved): that health;
+//   - else the disk is not listed: DiskRemoved if the node is Ready (the
+//     disk is no longer part of it), the node's health if it is listed,
+//     and outside the input's authority if the node is not listed either;
+//   - else the node holds (NodeUnavailable): that health, whatever the
+//     disk scan says;
 //   - else the node is Unknown or not listed: Unknown (a disk scan says
 //     nothing about whether its node is down or being evicted, so a disk
 //     is only ever Ready under a node the host listed as Ready);
-//   - else the disk's health (Ready or Unknown).
+//   - else the disk's health (Ready, Unknown or DiskInvalid).
 //
 // A node scope (instances, backups) is simply the node's listed health.
 // An empty health is Unknown. A host that learns a node's Kubernetes Ready
-// condition is Unknown reports HealthNodeUnavailable, as Longhorn does;
-// HealthUnknown means only "could not tell this cycle" and keeps records.
+// condition is Unknown, or that its manager pod is missing, reports
+// HealthNodeUnavailable, as Longhorn does; HealthUnknown means only "could
+// not tell this cycle" and keeps records as they are.
 //
 // # Records
 //
@@ -209,17 +216,32 @@ type Rejected struct {
 // record of a kind the table does not hold is kept as it is, with a
 // reason, before any of them: see Kind.Valid):
 //  1. its scope's health forgets: forget, with that health as the reason;
-//  2. its scope is Unknown: keep, unless its deletion was requested and it
+//  2. it is dismissed (Record.Dismissed) and its scope is not Ready: keep
+//     it as dismissed (see 8);
+//  3. its scope's health holds (a node down, a disk that cannot be read;
+//     longhorn/longhorn#7795): if its deletion was requested, forget
+//     (with the health as the reason: the record goes, the data stays, as
+//     Longhorn does with an Orphan that is not cleanable); otherwise keep
+//     it, marked DataCleanable=False with the health as the reason;
+//  4. its scope is Unknown: keep, unless its deletion was requested and it
 //     is marked DataCleanable=False: forget (ReasonNotCleanable; forgetting
 //     never touches data, and the user's deletion completes);
-//  3. its name is not the one its parameters give: forget (ReasonMismatch);
-//  4. no candidate of that name was seen: forget (ReasonGone);
-//  5. the candidate is owned: forget (ReasonOwned);
-//  6. the candidate is undecided: keep;
-//  7. the candidate is an orphan and deletion was requested, or the policy
+//  5. its name is not the one its parameters give: forget (ReasonMismatch);
+//  6. no candidate of that name was seen: forget (ReasonGone);
+//  7. the candidate is owned: forget (ReasonOwned);
+//  8. it is dismissed: keep, marked DataCleanable=False (ReasonDismissed),
+//     whatever the policy says; a deletion requested of it is refused and
+//     reported in Refused (forgetting it would let the next scan record
+//     the data anew, undismissed);
+//  9. the candidate is undecided: keep;
+//  10. the candidate is an orphan and deletion was requested, or the policy
 //     auto-deletes its kind and the grace period since CreatedAt is over:
-//     - marked DataCleanable=False (a forget cut short, or a host, left
-//     it): forget (ReasonNotCleanable), as Longhorn does;
+//     - marked DataCleanable=False by Decide itself (a hold of rule 3 or a
+//     dismissal, now over) and not requested: keep; this plan marks it
+//     DataCleanable=True and requeues at once, as for a new record;
+//     - marked DataCleanable=False otherwise (a forget cut short, or a
+//     host, left it), or requested while so marked: forget
+//     (ReasonNotCleanable), as Longhorn does;
 //     - not marked DataCleanable=True yet: keep; this plan marks it and
 //     requeues at once, so the next cycle purges (Longhorn's rule: data is
 //     purged only while DataCleanable is True);
@@ -234,8 +256,16 @@ type Rejected struct {
 //     and otherwise keep.
 //
 // Every record kept in a Ready scope that is not marked DataCleanable=True
-// gets it in Conditions; a record the Guard covers gets PurgeGuarded=True,
-// and one that had it and is no longer covered PurgeGuarded=False.
+// gets it in Conditions (a dismissed one excepted); a record the Guard
+// covers gets PurgeGuarded=True, and one that had it and is no longer
+// covered PurgeGuarded=False. Error=True, which the Sweeper writes when a
+// purge fails or is refused, is cleared by a plan that keeps the record,
+// unless its deletion is still requested: then it stays until the record
+// is purged or forgotten, so a deletion that cannot go on is never left
+// with nothing to show. A record kept in a Ready scope (a dismissed one
+// excepted) whose item this cycle has a Copy gets ConditionRecoverable as
+// the inspection found it, unless it carries that condition already; new
+// records are created with it.
 //
 // A candidate judged orphan in a Ready scope with no record gets one
 // created, marked DataCleanable=True. Candidates seen more than once with
@@ -256,6 +286,7 @@ func decide(in Input, sums *sumSource, sc *scratch) Plan {
 	// once: room for all of them, so large plans never grow by copying.
 	plan.Keep = make([]Keep, 0, len(in.Records))
 	plan.Conditions = make([]SetConditions, 0, len(in.Records))
+	plan.conds.vols, plan.conds.msg = in.Volumes, &sc.msg
 
 	// What each record's plan depends on is looked up first, in input
 	// order, which is the order the records lie in memory; then records
@@ -272,26 +303,20 @@ func decide(in Input, sums *sumSource, sc *scratch) Plan {
 		r := in.Records[i]
 		st, scope := f.rs.st, f.rs.scope
 		ci, seen := int(f.ci), f.seen
-		switch {
-		case specOf(r.Kind) == nil:
+		if specOf(r.Kind) == nil {
 			// Another orphan type of Longhorn's (shard-instance...): its
 			// owner handles it; caretaker neither purges nor forgets it.
 			plan.Keep = append(plan.Keep, Keep{Record: r, Reason: unknownKindReason(r.Kind)})
 			continue
-		case st.Health.Forgets():
-			plan.forget(r, ForgetReason(st.Health), st.Message)
-			continue
-		case st.Health != HealthReady && r.DeletionRequested && r.NotCleanable():
-			// Forgetting keeps the data whatever the scope holds; keeping
-			// would leave the user's deletion hanging until the scope is
-			// known again.
-			plan.forget(r, ReasonNotCleanable, "deletion requested, but the record says its data is not cleanable")
-			continue
-		case st.Health != HealthReady:
-			plan.Keep = append(plan.Keep, Keep{Record: r, Reason: "scope " + scope.String() + " was not scanned completely: " + st.Message})
+		}
+		if plan.outsideReady(r, st, scope) {
 			continue
 		}
 		hit := scopes.hitOf(f.rs, r.Kind, r.DataEngine)
+		var cp *Copy // this cycle's inspection of its item, for ConditionRecoverable
+		if seen && cands.named[ci].copied {
+			cp = cands.cs[cands.named[ci].last].Item.Copy
+		}
 		var v Verdict
 		if seen && !f.orphan {
 			v = cands.verdict(ci) // an orphan's is known
@@ -307,8 +332,11 @@ func decide(in Input, sums *sumSource, sc *scratch) Plan {
 		case !f.orphan && v.Outcome == OutcomeOwned:
 			plan.forget(r, ReasonOwned, v.Reason)
 			continue
+		case r.Dismissed:
+			plan.dismissed(r)
+			continue
 		case !f.orphan:
-			plan.keep(r, hit, "undecided: "+v.Reason)
+			plan.keep(r, hit, cp, "undecided: "+v.Reason)
 			continue
 		}
 		due, auto := in.Policy.DueAt(r)
@@ -316,9 +344,14 @@ func decide(in Input, sums *sumSource, sc *scratch) Plan {
 		switch {
 		case !isDue && auto:
 			plan.requeue(due)
-			plan.keep(r, hit, "auto-deletion due at "+due.UTC().Format(time.RFC3339))
+			plan.keep(r, hit, cp, "auto-deletion due at "+due.UTC().Format(time.RFC3339))
 		case !isDue:
-			plan.keep(r, hit, "orphan; waiting for a deletion request")
+			plan.keep(r, hit, cp, "orphan; waiting for a deletion request")
+		case r.NotCleanable() && !r.DeletionRequested && heldMark(r):
+			// Decide's own mark of an outage or a dismissal that is over:
+			// the record is cleanable again, as a new one is.
+			plan.requeue(in.Now)
+			plan.keep(r, hit, cp, "purge due once DataCleanable=True is recorded again")
 		case r.NotCleanable():
 			what := "auto-deletion due"
 			if r.DeletionRequested {
@@ -327,9 +360,9 @@ func decide(in Input, sums *sumSource, sc *scratch) Plan {
 			plan.forget(r, ReasonNotCleanable, what+", but the record says its data is not cleanable")
 		case !r.Cleanable():
 			plan.requeue(in.Now)
-			plan.keep(r, hit, "purge due once DataCleanable=True is recorded")
+			plan.keep(r, hit, cp, "purge due once DataCleanable=True is recorded")
 		case hit.rule != "":
-			plan.refuse(r, hit)
+			plan.refuse(r, hit, cp)
 		case !sameScope(cands.scope(ci), scope):
 			// The name's observation lies in another scope (an instance
 			// seen on another node: the node is not in Longhorn's formula;
@@ -340,7 +373,7 @@ func decide(in Input, sums *sumSource, sc *scratch) Plan {
 			plan.forget(r, ReasonGone, "no longer seen in "+scope.String()+"; its name was seen in "+cands.scope(ci).String())
 		default:
 			if lc := lastCopyHit(&in, &r, &cands.cs[cands.named[ci].last].Item); lc.rule != "" {
-				plan.refuse(r, lc)
+				plan.refuse(r, lc, cp)
 				continue
 			}
 			plan.Purge = append(plan.Purge, Purge{Record: r, Candidate: cands.candidate(ci), Auto: !r.DeletionRequested})
@@ -441,7 +474,7 @@ func (p *Plan) create(in Input, cands *candidates, scopes *scopeResolver, sc *sc
 		k := j % namesPerBlock
 		rec := Record{Name: spelled[k*nameLen : (k+1)*nameLen], Kind: c.Item.Kind, NodeID: c.Item.NodeID, DataEngine: c.Item.DataEngine,
 			Parameters: c.Item.Parameters, Labels: labels.of(c.Item), CreatedAt: in.Now}
-		rec.Conditions = p.newConditions(rec, scopes.hitOf(scopes.resolveID(nc.scope, cands.scopes), rec.Kind, rec.DataEngine))
+		rec.Conditions = p.newConditions(rec, scopes.hitOf(scopes.resolveID(nc.scope, cands.scopes), rec.Kind, rec.DataEngine), c.Item.Copy)
 		p.Create = append(p.Create, rec)
 		if due, auto := in.Policy.DueAt(rec); auto {
 			p.requeue(due)
@@ -561,18 +594,104 @@ func sameScope(a, b Scope) bool {
 	return a == b
 }
 
+// outsideReady plans a record whose scope is not Ready, and reports
+// whether it did; see Decide's rules 1 to 5. Forgetting never touches
+// data, so a deletion requested where nothing can be purged ends as a
+// forget, never as a request left hanging.
+func (p *Plan) outsideReady(r Record, st ScopeStatus, scope Scope) bool {
+	switch {
+	case st.Health == HealthReady:
+		return false
+	case st.Health.Forgets():
+		p.forget(r, ForgetReason(st.Health), st.Message)
+	case r.Dismissed:
+		p.dismissed(r)
+	case st.Health.Holds() && r.DeletionRequested:
+		// Longhorn's rule: deleting an Orphan whose data is not cleanable
+		// removes the object and keeps the data.
+		p.forget(r, ForgetReason(st.Health), "deletion requested while "+scope.String()+" is "+string(st.Health)+
+			": the record goes, the data stays: "+st.Message)
+	case st.Health.Holds():
+		p.hold(r, st, scope)
+	case r.DeletionRequested && r.NotCleanable():
+		// Forgetting keeps the data whatever the scope holds; keeping
+		// would leave the user's deletion hanging until the scope is
+		// known again.
+		p.forget(r, ReasonNotCleanable, "deletion requested, but the record says its data is not cleanable")
+	default:
+		p.Keep = append(p.Keep, Keep{Record: r, Reason: "scope " + scope.String() + " was not scanned completely: " + st.Message})
+	}
+	return true
+}
+
+// ReasonDismissed is the reason of the DataCleanable=False condition
+// Decide writes on a dismissed record (Record.Dismissed).
+const ReasonDismissed = "Dismissed"
+
+// RefusalDismissed is the Reason of the Refusal Decide plans for a
+// deletion requested of a dismissed record. The Sweeper reports it to its
+// Hooks as EventRefused, not EventGuarded: it is a user's choice, not the
+// Guard reading a broken view.
+const RefusalDismissed = "dismissed: deletion requested, but the data of a dismissed orphan is never purged"
+
+// hold keeps a record of a scope whose health holds (a node down, a disk
+// that cannot be read) and marks it DataCleanable=False with the health as
+// the reason, unless it is marked so already. The mark is Decide's own:
+// once the scope is Ready again, Decide marks the record
+// DataCleanable=True (see heldMark).
+func (p *Plan) hold(r Record, st ScopeStatus, scope Scope) {
+	p.Keep = append(p.Keep, Keep{Record: r, Reason: "scope " + scope.String() + " is " + string(st.Health) +
+		": kept, not cleanable until it is Ready: " + st.Message})
+	p.markNotCleanable(r, string(st.Health), st.Message)
+}
+
+// dismissed keeps a dismissed record and marks it DataCleanable=False
+// (ReasonDismissed). A deletion requested of it is refused visibly: the
+// data of a dismissed orphan is never purged, and forgetting the record
+// would let the next scan record the data anew, undismissed.
+func (p *Plan) dismissed(r Record) {
+	reason := "dismissed: its data is kept"
+	if r.DeletionRequested {
+		reason = RefusalDismissed
+		p.Refused = append(p.Refused, Refusal{Name: r.Name, Reason: reason})
+	}
+	p.Keep = append(p.Keep, Keep{Record: r, Reason: reason})
+	p.markNotCleanable(r, ReasonDismissed, "a user dismissed this orphan: its data is never purged")
+}
+
+// markNotCleanable plans DataCleanable=False with reason on a kept record
+// that is not marked so already.
+func (p *Plan) markNotCleanable(r Record, reason, msg string) {
+	if c := meta.FindStatusCondition(r.Conditions, ConditionDataCleanable); c != nil &&
+		c.Status == metav1.ConditionFalse && c.Reason == reason {
+		return
+	}
+	p.Conditions = append(p.Conditions, SetConditions{Record: r, Conditions: []metav1.Condition{
+		{Type: ConditionDataCleanable, Status: metav1.ConditionFalse, Reason: reason, Message: msg}}})
+}
+
+// heldMark reports whether r's DataCleanable=False is a mark Decide sets
+// while a record is held (a health that holds) or dismissed, rather than
+// a host's: such a mark ends with the hold, and a due auto-deletion waits
+// for DataCleanable=True instead of forgetting the record.
+func heldMark(r Record) bool {
+	c := meta.FindStatusCondition(r.Conditions, ConditionDataCleanable)
+	return c != nil && c.Status == metav1.ConditionFalse && !r.Dismissed &&
+		(Health(c.Reason).Holds() || c.Reason == ReasonDismissed)
+}
+
 // keep keeps a record of a Ready scope and plans the conditions it lacks;
 // hit is the guard's for its scope.
-func (p *Plan) keep(r Record, hit guardHit, reason string) {
+func (p *Plan) keep(r Record, hit guardHit, cp *Copy, reason string) {
 	p.Keep = append(p.Keep, Keep{Record: r, Reason: reason})
-	p.setConditions(r, hit)
+	p.setConditions(r, hit, cp)
 }
 
 // refuse keeps a record whose due purge the guard stopped.
-func (p *Plan) refuse(r Record, hit guardHit) {
+func (p *Plan) refuse(r Record, hit guardHit, cp *Copy) {
 	p.Keep = append(p.Keep, Keep{Record: r, Reason: "purge refused: " + hit.String()})
 	p.Refused = append(p.Refused, Refusal{Name: r.Name, Reason: hit.String()})
-	p.setConditions(r, hit)
+	p.setConditions(r, hit, cp)
 }
 
 // forget plans dropping a record, and the DataCleanable=False its
@@ -585,8 +704,8 @@ func (p *Plan) forget(r Record, reason ForgetReason, msg string) {
 // newConditions are the conditions a new record is created with: what
 // setConditions would plan for it (and, like them, shared between records
 // that need the same).
-func (p *Plan) newConditions(r Record, hit guardHit) []metav1.Condition {
-	k := conditionsNeeded(r, hit)
+func (p *Plan) newConditions(r Record, hit guardHit, cp *Copy) []metav1.Condition {
+	k := conditionsNeeded(r, hit, cp, p.conds.vols, p.conds.msg)
 	if k.set == 0 {
 		return nil
 	}
@@ -641,9 +760,11 @@ func (lc *labelCache) of(it Item) map[string]string {
 // it True when a purge fails or is refused, and a plan that keeps the
 // record clears it); InstanceExist=True for kinds that carry it (the
 // record's item was seen, or it would have been forgotten); and
-// PurgeGuarded as the guard's hit says (zero: not guarded).
-func (p *Plan) setConditions(r Record, hit guardHit) {
-	if k := conditionsNeeded(r, hit); k.set != 0 {
+// PurgeGuarded as the guard's hit says (zero: not guarded); and
+// Recoverable as this cycle's inspection of its item says (cp; nil: left
+// as it is).
+func (p *Plan) setConditions(r Record, hit guardHit, cp *Copy) {
+	if k := conditionsNeeded(r, hit, cp, p.conds.vols, p.conds.msg); k.set != 0 {
 		p.Conditions = append(p.Conditions, SetConditions{Record: r, Conditions: p.conds.of(k)})
 	}
 }
@@ -652,12 +773,16 @@ func (p *Plan) setConditions(r Record, hit guardHit) {
 // zero set when there are none. New records take it without a
 // SetConditions entry, so Plan.Conditions never grows past its room for
 // the kept records.
-func conditionsNeeded(r Record, hit guardHit) condKey {
+func conditionsNeeded(r Record, hit guardHit, cp *Copy, vols map[string]VolumeState, msg *[]byte) condKey {
 	var k condKey
+	if cc, ok := copyCondNeeded(&r, cp, vols, msg); ok {
+		k.set |= setCopy
+		k.copy = cc
+	}
 	if !r.Cleanable() {
 		k.set |= setCleanable
 	}
-	if !meta.IsStatusConditionFalse(r.Conditions, ConditionError) {
+	if clearsError(r) {
 		k.set |= setNoError
 	}
 	if s := specOf(r.Kind); s != nil && s.InstanceExist && !meta.IsStatusConditionTrue(r.Conditions, ConditionInstanceExist) {
@@ -676,6 +801,17 @@ func conditionsNeeded(r Record, hit guardHit) condKey {
 	return k
 }
 
+// clearsError reports whether a kept record gets Error=False: when it has
+// no Error condition, or Error=True from a purge that failed or was
+// refused, unless its deletion is still requested. A requested record
+// keeps its Error=True until it is purged or forgotten, so a deletion that
+// cannot go on (its directory replaced since the scan, say) never sits
+// requested with nothing to show.
+func clearsError(r Record) bool {
+	c := meta.FindStatusCondition(r.Conditions, ConditionError)
+	return c == nil || c.Status != metav1.ConditionFalse && !(c.Status == metav1.ConditionTrue && r.DeletionRequested)
+}
+
 // condLists shares one slice of conditions between the records that need
 // the same. A plan needs few different ones (a few sets, times the
 // guard's hits), so the first are found by a linear search, without
@@ -683,6 +819,9 @@ func conditionsNeeded(r Record, hit guardHit) condKey {
 type condLists struct {
 	recent []condList
 	all    map[condKey][]metav1.Condition
+
+	vols map[string]VolumeState // the Input's, for ConditionRecoverable
+	msg  *[]byte                // where ConditionRecoverable's messages are spelled
 }
 
 type condList struct {
@@ -715,8 +854,9 @@ func (cl *condLists) of(k condKey) []metav1.Condition {
 // condKey says which conditions a record needs; records that need the
 // same share one slice of them (a plan is read-only).
 type condKey struct {
-	set uint8
-	hit guardHit
+	set  uint8
+	hit  guardHit
+	copy copyCond
 }
 
 const (
@@ -725,6 +865,7 @@ const (
 	setInstanceExist
 	setGuarded
 	setGuardClear
+	setCopy
 )
 
 func (k condKey) conditions() []metav1.Condition {
@@ -746,6 +887,9 @@ func (k condKey) conditions() []metav1.Condition {
 	if k.set&setGuardClear != 0 {
 		cs = append(cs, metav1.Condition{Type: ConditionPurgeGuarded, Status: metav1.ConditionFalse, Reason: ReasonGuardClear,
 			Message: "the mass-deletion guard no longer covers this record's scope"})
+	}
+	if k.set&setCopy != 0 {
+		cs = append(cs, k.copy.condition())
 	}
 	return slices.Clip(cs)
 }
@@ -776,7 +920,7 @@ func resolveScope(scopes map[Scope]ScopeStatus, s Scope) (ScopeStatus, bool) {
 	case !diskListed && !nodeListed:
 		return ScopeStatus{}, false
 	case !diskListed && node.Health == HealthReady:
-		return ScopeStatus{Health: HealthDiskInvalid, Message: "disk " + s.Disk + " is no longer part of node " + s.NodeID}, true
+		return ScopeStatus{Health: HealthDiskRemoved, Message: "disk " + s.Disk + " is no longer part of node " + s.NodeID}, true
 	case !diskListed:
 		return node, true
 	case !nodeListed:

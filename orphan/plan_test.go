@@ -128,10 +128,15 @@ func TestDecideTable(t *testing.T) {
 		{name: "empty health counts as unknown", scopes: map[orphan.Scope]orphan.ScopeStatus{d1: {}}, verdict: ptr(orphan.Orphan("x")), record: &requested, want: "keep"},
 		{name: "disk evicted forgets even if requested", scopes: map[orphan.Scope]orphan.ScopeStatus{d1: {Health: orphan.HealthDiskEvicted}}, verdict: ptr(orphan.Orphan("x")), record: &requested, want: "forget:DiskEvicted"},
 		{name: "disk changed forgets", scopes: map[orphan.Scope]orphan.ScopeStatus{d1: {Health: orphan.HealthDiskChanged}}, record: &rec, want: "forget:DiskChanged"},
-		{name: "disk invalid forgets", scopes: map[orphan.Scope]orphan.ScopeStatus{d1: {Health: orphan.HealthDiskInvalid}}, record: &rec, want: "forget:DiskInvalid"},
-		{name: "node down forgets its disks' records", scopes: map[orphan.Scope]orphan.ScopeStatus{n1: {Health: orphan.HealthNodeUnavailable}}, verdict: ptr(orphan.Orphan("x")), record: &requested, want: "forget:NodeUnavailable"},
+		{name: "disk invalid keeps", scopes: map[orphan.Scope]orphan.ScopeStatus{n1: {Health: orphan.HealthReady}, d1: {Health: orphan.HealthDiskInvalid}}, record: &rec, want: "keep"},
+		{name: "disk invalid under an unlisted node keeps", scopes: map[orphan.Scope]orphan.ScopeStatus{d1: {Health: orphan.HealthDiskInvalid}}, record: &rec, want: "keep"},
+		{name: "node down keeps its disks' records", scopes: map[orphan.Scope]orphan.ScopeStatus{n1: {Health: orphan.HealthNodeUnavailable}}, verdict: ptr(orphan.Orphan("x")), record: &rec, want: "keep"},
+		{name: "node down keeps records due for auto-deletion", scopes: map[orphan.Scope]orphan.ScopeStatus{n1: {Health: orphan.HealthNodeUnavailable}}, verdict: ptr(orphan.Orphan("x")), record: &rec, policy: autoNow, now: later, want: "keep"},
+		{name: "node down forgets a requested record, keeping its data", scopes: map[orphan.Scope]orphan.ScopeStatus{n1: {Health: orphan.HealthNodeUnavailable}}, verdict: ptr(orphan.Orphan("x")), record: &requested, want: "forget:NodeUnavailable"},
 		{name: "node evicted forgets", scopes: map[orphan.Scope]orphan.ScopeStatus{n1: {Health: orphan.HealthNodeEvicted}}, record: &rec, want: "forget:NodeEvicted"},
-		{name: "disk gone from a ready node forgets", scopes: ready(n1), verdict: ptr(orphan.Orphan("x")), record: &requested, want: "forget:DiskInvalid"},
+		{name: "node deleted forgets", scopes: map[orphan.Scope]orphan.ScopeStatus{n1: {Health: orphan.HealthNodeDeleted}}, record: &rec, want: "forget:NodeDeleted"},
+		{name: "disk evicted under a down node forgets", scopes: map[orphan.Scope]orphan.ScopeStatus{n1: {Health: orphan.HealthNodeUnavailable}, d1: {Health: orphan.HealthDiskEvicted}}, record: &rec, want: "forget:DiskEvicted"},
+		{name: "disk gone from a ready node forgets", scopes: ready(n1), verdict: ptr(orphan.Orphan("x")), record: &requested, want: "forget:DiskRemoved"},
 		{name: "disk missing on an unknown node keeps", scopes: map[orphan.Scope]orphan.ScopeStatus{n1: {Health: orphan.HealthUnknown}}, record: &requested, want: "keep"},
 		{name: "another node's record is left alone", scopes: ready(orphan.Scope{NodeID: "n2", Disk: "disk-1"}), record: &requested},
 		{name: "auto-deletion before grace is kept with requeue", scopes: ready(d1), verdict: ptr(orphan.Orphan("x")), record: &rec, policy: autoNow, now: testEpoch.Add(30 * time.Second), want: "keep", requeue: testEpoch.Add(time.Minute)},
@@ -397,7 +402,8 @@ func referenceDecide(in orphan.Input) referencePlan {
 		}
 		return "", false
 	}
-	forgets := func(h orphan.Health) bool { return h != orphan.HealthReady && h != orphan.HealthUnknown }
+	holds := func(h orphan.Health) bool { return h == orphan.HealthNodeUnavailable || h == orphan.HealthDiskInvalid }
+	forgets := func(h orphan.Health) bool { return h != orphan.HealthReady && h != orphan.HealthUnknown && !holds(h) }
 	// lookup ranks what applies: a forgetting node, a forgetting disk, a
 	// missing disk, a node that is not Ready, then the disk itself.
 	lookup := func(s orphan.Scope) (orphan.Health, bool) {
@@ -414,7 +420,9 @@ func referenceDecide(in orphan.Input) referencePlan {
 		case !diskOK && !nodeOK:
 			return "", false
 		case !diskOK && nodeH == orphan.HealthReady:
-			return orphan.HealthDiskInvalid, true
+			return orphan.HealthDiskRemoved, true
+		case holds(nodeH):
+			return nodeH, true
 		case !diskOK, !nodeOK, nodeH != orphan.HealthReady:
 			return orphan.HealthUnknown, true
 		}
@@ -606,7 +614,7 @@ func referenceDecide(in orphan.Input) referencePlan {
 		if c := condOf(r, "DataCleanable"); c == nil || c.Status != "True" {
 			parts = append(parts, "DataCleanable=True:Ready")
 		}
-		if c := condOf(r, "Error"); c == nil || c.Status != "False" {
+		if c := condOf(r, "Error"); c == nil || c.Status != "False" && !(c.Status == "True" && r.DeletionRequested) {
 			parts = append(parts, "Error=False:NoError")
 		}
 		if r.Kind == orphan.KindEngineInstance || r.Kind == orphan.KindReplicaInstance {
@@ -620,6 +628,20 @@ func referenceDecide(in orphan.Input) referencePlan {
 			parts = append(parts, "PurgeGuarded=True:"+rule) // random records never carry the same message
 		case pg != nil && pg.Status == "True":
 			parts = append(parts, "PurgeGuarded=False:Clear")
+		}
+		// The inspection's verdict, from the observation kept; random
+		// records never carry a Recoverable condition of their own.
+		if l, _ := last(r.Name); l.Item.Copy != nil {
+			c := l.Item.Copy
+			st := in.Volumes[c.Volume]
+			switch {
+			case !c.Recoverable:
+				parts = append(parts, "Recoverable=False:NotRecoverable")
+			case c.Volume != "" && (st == orphan.VolumeDegraded || st == orphan.VolumeFaulted):
+				parts = append(parts, "Recoverable=True:Reusable")
+			default:
+				parts = append(parts, "Recoverable=True:Recoverable")
+			}
 		}
 		if len(parts) > 0 {
 			sort.Strings(parts)
@@ -643,6 +665,32 @@ func referenceDecide(in orphan.Input) referencePlan {
 			out.actions[r.Name] = "forget:" + string(h)
 			continue
 		}
+		cl := condOf(r, "DataCleanable")
+		markFalse := func(reason string) {
+			if cl == nil || cl.Status != "False" || cl.Reason != reason {
+				out.marks[r.Name] = fmt.Sprint([]string{"DataCleanable=False:" + reason})
+			}
+		}
+		dismiss := func() {
+			out.actions[r.Name] = "keep"
+			if r.DeletionRequested {
+				out.refused[r.Name] = "dismissed"
+			}
+			markFalse("Dismissed")
+		}
+		if h != orphan.HealthReady && r.Dismissed {
+			dismiss()
+			continue
+		}
+		if holds(h) {
+			if r.DeletionRequested {
+				out.actions[r.Name] = "forget:" + string(h)
+			} else {
+				out.actions[r.Name] = "keep"
+				markFalse(string(h))
+			}
+			continue
+		}
 		if h == orphan.HealthUnknown {
 			if c := condOf(r, "DataCleanable"); r.DeletionRequested && c != nil && c.Status == "False" {
 				out.actions[r.Name] = "forget:NotCleanable"
@@ -663,6 +711,9 @@ func referenceDecide(in orphan.Input) referencePlan {
 		case outcome == orphan.OutcomeOwned:
 			out.actions[r.Name] = "forget:Owned"
 			continue
+		case r.Dismissed:
+			dismiss()
+			continue
 		case outcome == orphan.OutcomeUndecided:
 			out.actions[r.Name] = "keep"
 			mark(r, guardRule(r))
@@ -674,12 +725,16 @@ func referenceDecide(in orphan.Input) referencePlan {
 		}
 		due := r.CreatedAt.Add(in.Policy.GracePeriod)
 		isDue := r.DeletionRequested || (auto && !in.Now.Before(due))
-		cl := condOf(r, "DataCleanable")
+		heldMark := cl != nil && cl.Status == "False" && (holds(orphan.Health(cl.Reason)) || cl.Reason == "Dismissed")
 		switch {
 		case !isDue:
 			if auto {
 				earliest(due)
 			}
+			out.actions[r.Name] = "keep"
+			mark(r, guardRule(r))
+		case cl != nil && cl.Status == "False" && !r.DeletionRequested && heldMark:
+			earliest(in.Now)
 			out.actions[r.Name] = "keep"
 			mark(r, guardRule(r))
 		case cl != nil && cl.Status == "False":
@@ -786,7 +841,8 @@ func referenceDecide(in orphan.Input) referencePlan {
 }
 
 var healths = []orphan.Health{"", orphan.HealthReady, orphan.HealthReady, orphan.HealthReady, orphan.HealthUnknown,
-	orphan.HealthNodeUnavailable, orphan.HealthNodeEvicted, orphan.HealthDiskInvalid, orphan.HealthDiskChanged, orphan.HealthDiskEvicted}
+	orphan.HealthNodeUnavailable, orphan.HealthNodeEvicted, orphan.HealthDiskInvalid, orphan.HealthDiskChanged, orphan.HealthDiskEvicted,
+	orphan.HealthNodeDeleted, orphan.HealthDiskRemoved}
 
 func randomItem(rng *rand.Rand) orphan.Item {
 	node := fmt.Sprintf("n%d", rng.IntN(3))
@@ -846,11 +902,16 @@ func randomInput(rng *rand.Rand) orphan.Input {
 		}
 		seenRec[r.Name] = true
 		r.DeletionRequested = rng.IntN(3) == 0
+		r.Dismissed = rng.IntN(8) == 0
 		switch rng.IntN(4) {
 		case 0:
-			r.Conditions = []metav1.Condition{{Type: orphan.ConditionDataCleanable, Status: metav1.ConditionFalse, Reason: "DiskEvicted"}}
+			reason := []string{"DiskEvicted", "NodeUnavailable", "DiskInvalid", "Dismissed"}[rng.IntN(4)]
+			r.Conditions = []metav1.Condition{{Type: orphan.ConditionDataCleanable, Status: metav1.ConditionFalse, Reason: reason}}
 		case 1, 2:
 			r.Conditions = []metav1.Condition{{Type: orphan.ConditionDataCleanable, Status: metav1.ConditionTrue, Reason: "Cleanable"}}
+		}
+		if rng.IntN(5) == 0 {
+			r.Conditions = append(r.Conditions, metav1.Condition{Type: orphan.ConditionError, Status: metav1.ConditionTrue, Reason: "PurgeRefused"})
 		}
 		if rng.IntN(6) == 0 {
 			r.Conditions = append(r.Conditions, metav1.Condition{Type: orphan.ConditionPurgeGuarded, Status: metav1.ConditionTrue, Reason: "WholeScope", Message: "stale"})

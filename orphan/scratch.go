@@ -14,6 +14,7 @@ type scratch struct {
 	tmp     []sortKey // the radix sort's second array
 	order   []int
 	creates []int32
+	msg     []byte // ConditionRecoverable's message, spelled to compare
 }
 
 // take returns n zero values: *buf's array when it has room, else a new

@@ -143,7 +143,8 @@ func (e *RecordError) Unwrap() error { return e.Err }
 // values (nil if none).
 //
 // For each purge, Sync re-reads the record from the Store (gone, its
-// deletion request withdrawn, or not marked DataCleanable=True: refused),
+// deletion request withdrawn, dismissed, or not marked DataCleanable=True:
+// refused),
 // re-judges its item with the Judge (anything but orphan: refused),
 // records an auto-deletion as a deletion request in the Store so that a
 // crash leaves the intent behind (the record the Store answers must still
@@ -186,7 +187,11 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 	for _, r := range plan.Refused {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "orphan: purge refused",
 			slog.String("orphan", r.Name), slog.String("reason", r.Reason), slog.String("at", "plan"))
-		e := recordEvent(guarded[r.Name], OpPurge, EventGuarded, 0, nil)
+		outcome := EventGuarded
+		if r.Reason == RefusalDismissed {
+			outcome = EventRefused
+		}
+		e := recordEvent(guarded[r.Name], OpPurge, outcome, 0, nil)
 		e.Name, e.Reason = r.Name, r.Reason
 		s.hooks.Observe(e)
 	}
@@ -425,6 +430,9 @@ func (s *Sweeper) purge(ctx context.Context, p Purge) (refusal string, err error
 	if !p.Auto && !cur.DeletionRequested {
 		return refusalWithdrawn, nil
 	}
+	if cur.Dismissed {
+		return "the orphan is dismissed: its data is never purged", nil
+	}
 	if !cur.Cleanable() {
 		return "the record is not marked DataCleanable=True", nil
 	}
@@ -449,7 +457,7 @@ func (s *Sweeper) purge(ctx context.Context, p Purge) (refusal string, err error
 		// What the Store answers is the record as stored: a Store that let
 		// another writer's change through (a forget's DataCleanable=False)
 		// must not have the purge go on over it.
-		if !cur.Cleanable() || !cur.DeletionRequested {
+		if !cur.Cleanable() || !cur.DeletionRequested || cur.Dismissed {
 			return "the record changed while its auto-deletion was recorded", nil
 		}
 	}

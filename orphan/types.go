@@ -69,6 +69,17 @@ const (
 	LabelValueManagedBy = "longhorn-manager"
 )
 
+// LabelDismissed is the label a Kubernetes Store keeps Record.Dismissed
+// in, with the value LabelValueDismissed; any other value, or none, is
+// not dismissed. It is caretaker's own (Longhorn has no dismissal):
+//
+//	kubectl -n longhorn-system label orphan NAME caretaker.io/dismissed=true
+//	kubectl -n longhorn-system label orphan NAME caretaker.io/dismissed-
+const (
+	LabelDismissed      = "caretaker.io/dismissed"
+	LabelValueDismissed = "true"
+)
+
 // NamePrefix starts every orphan record name.
 const NamePrefix = "orphan-"
 
@@ -113,6 +124,12 @@ type Copy struct {
 	// inspector saw, 1 for the best recoverable one; 0 when not ranked or
 	// not recoverable.
 	Rank int
+	// Head and Size are what a host needs, besides the record's directory
+	// and disk, to re-adopt a recoverable copy as a failed replica of its
+	// volume (longhorn/longhorn#10726): the head image's name and the
+	// volume's size in bytes the copy holds. Empty when not known.
+	Head string
+	Size int64
 }
 
 // Param returns the parameter key, or "" if it is not set.
@@ -347,6 +364,15 @@ type Record struct {
 	// timestamp on the object.
 	DeletionRequested bool
 
+	// Dismissed says a user dismissed the orphan: its data is kept and
+	// never purged, auto-deletion passes it by, and the record stays (so
+	// the next scan does not find the data anew). Clearing it returns the
+	// record to the normal rules. A Store keeps it as the record's own
+	// state (see Store); in Kubernetes, a label (examples/kube uses
+	// LabelDismissed). A dismissal is caretaker's own: Longhorn has none
+	// (longhorn/longhorn#11286 asks for one).
+	Dismissed bool
+
 	// Conditions are the record's status conditions (DataCleanable, ...).
 	Conditions []metav1.Condition
 
@@ -450,27 +476,66 @@ func (s Scope) String() string {
 }
 
 // Health is the state of a scope. Except for HealthReady and HealthUnknown,
-// the values are the reasons Longhorn gives a DataCleanable=False
-// condition, and they all mean: forget the scope's records, keep the data.
+// the values are reasons for a DataCleanable=False condition, and they
+// come in two sorts (see Holds and Forgets), as Longhorn's pending fix for
+// longhorn/longhorn#7795 draws the line: an outage (a node down or without
+// its manager, a disk whose state cannot be read) keeps the scope's
+// records, marked not cleanable; a scope that is gone for good (evicted,
+// removed, deleted, replaced by another disk) forgets them. Neither ever
+// touches data.
 type Health string
 
 // The healths.
 const (
 	// HealthReady: the scope was scanned completely; what was not seen is gone.
 	HealthReady Health = "Ready"
-	// HealthUnknown: the scan could not finish this cycle; keep every record,
-	// create none, purge none.
+	// HealthUnknown: the scan could not finish this cycle; keep every record
+	// as it is, create none, purge none.
 	HealthUnknown Health = "Unknown"
 
+	// Healths that hold: the scope's records are kept, marked
+	// DataCleanable=False with the health as the reason, and are cleanable
+	// again once the scope is Ready.
+
+	// HealthNodeUnavailable: the node is down, its Kubernetes Ready
+	// condition is Unknown, or its manager pod is missing.
 	HealthNodeUnavailable Health = "NodeUnavailable"
-	HealthNodeEvicted     Health = "NodeEvicted"
-	HealthDiskInvalid     Health = "DiskInvalid"
-	HealthDiskChanged     Health = "DiskChanged"
-	HealthDiskEvicted     Health = "DiskEvicted"
+	// HealthDiskInvalid: the disk's state cannot be read or trusted this
+	// cycle (its config is missing or corrupt, its replicas directory is
+	// no directory, its filesystem is shared with another disk).
+	HealthDiskInvalid Health = "DiskInvalid"
+
+	// Healths that forget: the scope's records are dropped, their data
+	// kept. So is any other value a host passes.
+
+	// HealthNodeEvicted: eviction is requested for the node.
+	HealthNodeEvicted Health = "NodeEvicted"
+	// HealthNodeDeleted: the node object is gone from the cluster.
+	// caretaker's own reason: Longhorn reports a deleted node as
+	// NodeUnavailable, which caretaker reserves for outages.
+	HealthNodeDeleted Health = "NodeDeleted"
+	// HealthDiskChanged: the disk at the path is another disk (its UUID
+	// changed): what lies under the path is not what the records describe.
+	HealthDiskChanged Health = "DiskChanged"
+	// HealthDiskEvicted: eviction is requested for the disk.
+	HealthDiskEvicted Health = "DiskEvicted"
+	// HealthDiskRemoved: the disk is no longer part of its node. Decide
+	// gives it to a disk a Ready node does not list. caretaker's own
+	// reason: Longhorn reports a removed disk as DiskInvalid, which
+	// caretaker reserves for a disk it cannot read.
+	HealthDiskRemoved Health = "DiskRemoved"
 )
 
-// Forgets reports whether records in a scope of this health are forgotten.
-func (h Health) Forgets() bool { return h != HealthReady && h != HealthUnknown && h != "" }
+// Holds reports whether records in a scope of this health are kept,
+// marked not cleanable: HealthNodeUnavailable and HealthDiskInvalid.
+func (h Health) Holds() bool { return h == HealthNodeUnavailable || h == HealthDiskInvalid }
+
+// Forgets reports whether records in a scope of this health are forgotten:
+// every health but HealthReady, HealthUnknown (or empty) and the ones
+// that hold.
+func (h Health) Forgets() bool {
+	return h != HealthReady && h != HealthUnknown && h != "" && !h.Holds()
+}
 
 // ScopeStatus is a scope's health and the reason for it, with the evidence
 // an Inventory gathered that the mass-deletion guard (see Guard) weighs.

@@ -65,6 +65,10 @@ func (c CopyInventory) Scan(ctx context.Context) (orphan.Snapshot, error) {
 			Revision:    in.Revision,
 			Rank:        r.Rank,
 		}
+		if h, ok := in.ReuseHint(); ok {
+			cp := snap.Items[at[j]].Copy
+			cp.Head, cp.Size = h.Head, h.Size
+		}
 	}
 	return snap, nil
 }

@@ -58,6 +58,10 @@ func TestCopyInventoryFillsTheRecord(t *testing.T) {
 		if c == nil || c.Volume != w.Volume || c.Recoverable != w.Recoverable || c.Revision != w.Revision || c.Rank != w.Rank || (len(c.Reasons) > 0) == w.Recoverable {
 			t.Errorf("%s: copy %+v, want %+v", it.Param(orphan.ParamDataName), c, w)
 		}
+		// The reuse hint's head and size, for a recoverable copy only.
+		if c != nil && c.Recoverable && (c.Head != "volume-head-002.img" || c.Size != 4*mib) || c != nil && !c.Recoverable && (c.Head != "" || c.Size != 0) {
+			t.Errorf("%s: head %q, size %d", it.Param(orphan.ParamDataName), c.Head, c.Size)
+		}
 	}
 	if !equalSnapshots(before, snapshot(t, disk)) {
 		t.Error("the scan changed the disk")

@@ -28,6 +28,7 @@ type part struct {
 // parts are the quickstart's sections, in the order they run.
 var parts = []part{
 	{"Orphaned replica directories (packages orphan + diskscan)", runDiskscan},
+	{"The last copy of a faulted volume (packages salvage + orphan)", runLastCopy},
 	{"Orphaned v2 runtime objects (packages orphan + spdk)", runSPDK},
 	{"Asynchronous backup deletion (package backupdelete)", runBackup},
 	{"Offline replica rebuilding (package rebuild)", runRebuild},

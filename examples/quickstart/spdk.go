@@ -8,12 +8,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/caretaker-storage/caretaker/instance"
+	"github.com/caretaker-storage/caretaker/instance/instancetest"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
@@ -23,19 +23,6 @@ const (
 	v2Node = "node-1"
 	v2IM   = "instance-manager-v2-node-1"
 )
-
-// v2Records is the cluster's view of engines and replicas (Longhorn: the
-// Engine and Replica custom resources), as an instance.Lookup.
-type v2Records struct {
-	mu sync.Mutex
-	m  map[string]instance.View
-}
-
-func (r *v2Records) LookupInstance(_ context.Context, _ orphan.Kind, name string) (instance.View, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.m[name], nil
-}
 
 // runSPDK starts a fake SPDK on a socket in dir, fills it with the runtime
 // objects a node has after rejoining the cluster, and runs the v2 orphan
@@ -55,16 +42,18 @@ func runSPDK(ctx context.Context, w io.Writer, dir string) error {
 
 	running := instance.View{Exists: true, DesiredState: instance.StateRunning, CurrentState: instance.StateRunning, OwnerNodeID: v2Node, InstanceManager: v2IM}
 	stopped := instance.View{Exists: true, DesiredState: instance.StateStopped, CurrentState: instance.StateStopped, OwnerNodeID: v2Node}
-	records := &v2Records{m: map[string]instance.View{
-		"vol-live-e-0":            running,
-		"vol-live-r-11111111":     running,
-		"vol-image-r-22222222":    running,
-		"vol-moved-e-0":           {Exists: true, DesiredState: instance.StateRunning, CurrentState: instance.StateRunning, OwnerNodeID: "node-2", InstanceManager: "instance-manager-v2-node-2"},
-		"vol-detached-e-0":        stopped, // detached while node-1 was offline
-		"vol-detached-r-44444444": stopped,
-		// vol-gone was deleted while node-1 was offline: no records, and
-		// vol-redo's replica record was deleted too.
-	}}
+	// The cluster's view of engines and replicas (Longhorn: the Engine and
+	// Replica custom resources). MemLookup also counts its records
+	// (spdk.RecordCounter), so an empty view would stop every purge.
+	records := &instancetest.MemLookup{}
+	records.Put(orphan.KindEngineInstance, "vol-live-e-0", running)
+	records.Put(orphan.KindReplicaInstance, "vol-live-r-11111111", running)
+	records.Put(orphan.KindReplicaInstance, "vol-image-r-22222222", running)
+	records.Put(orphan.KindEngineInstance, "vol-moved-e-0", instance.View{Exists: true, DesiredState: instance.StateRunning, CurrentState: instance.StateRunning, OwnerNodeID: "node-2", InstanceManager: "instance-manager-v2-node-2"})
+	records.Put(orphan.KindEngineInstance, "vol-detached-e-0", stopped) // detached while node-1 was offline
+	records.Put(orphan.KindReplicaInstance, "vol-detached-r-44444444", stopped)
+	// vol-gone was deleted while node-1 was offline: no records, and
+	// vol-redo's replica record was deleted too.
 
 	orphans, err := spdk.NewOrphans(client, records, spdk.Options{NodeID: v2Node, InstanceManager: v2IM})
 	if err != nil {

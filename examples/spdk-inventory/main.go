@@ -443,9 +443,30 @@ func (e *Expected) lookup(node, im string) instance.Lookup {
 	}
 	add(orphan.KindEngineInstance, e.Engines)
 	add(orphan.KindReplicaInstance, e.Replicas)
-	return instance.LookupFunc(func(_ context.Context, kind orphan.Kind, name string) (instance.View, error) {
-		return views[string(kind)+"/"+name], nil
-	})
+	counts := map[orphan.Kind]int{}
+	for k := range views {
+		kind, _, _ := strings.Cut(k, "/")
+		counts[orphan.Kind(kind)]++
+	}
+	return expectedLookup{views: views, counts: counts}
+}
+
+// expectedLookup is the expected set as the host's view of its records.
+// It counts them too (spdk.RecordCounter), so an -expected file that
+// lists no engine (or no replica) beside SPDK's runtime objects makes
+// the guard refuse every purge of that kind: a file that lists nothing
+// is far more often a wrong file than a node of orphans.
+type expectedLookup struct {
+	views  map[string]instance.View // by kind/name
+	counts map[orphan.Kind]int
+}
+
+func (l expectedLookup) LookupInstance(_ context.Context, kind orphan.Kind, name string) (instance.View, error) {
+	return l.views[string(kind)+"/"+name], nil
+}
+
+func (l expectedLookup) CountInstances(_ context.Context, kind orphan.Kind) (int, error) {
+	return l.counts[kind], nil
 }
 
 func or(s, def string) string {

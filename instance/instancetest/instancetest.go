@@ -139,3 +139,23 @@ func (m *MemLookup) LookupInstance(_ context.Context, kind orphan.Kind, name str
 	defer m.mu.Unlock()
 	return m.records[memKey{kind, name}], nil
 }
+
+// CountInstances returns how many records of kind the lookup holds. So
+// MemLookup is a spdk.RecordCounter: an empty view beside SPDK's runtime
+// objects is reported as the guard's NoneExpected evidence. MemLookup
+// holds no data engine, so every record counts (a host's view of the v2
+// engine's records only). It fails only with ctx's error.
+func (m *MemLookup) CountInstances(ctx context.Context, kind orphan.Kind) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for k := range m.records {
+		if k.kind == kind {
+			n++
+		}
+	}
+	return n, nil
+}

@@ -161,6 +161,80 @@ func runStoreTests(t *testing.T, newStore func(t *testing.T) orphan.Store) {
 		}
 	})
 
+	t.Run("DismissalIsKept", func(t *testing.T) {
+		s := newStore(t)
+		check := func(what, name string, want bool) {
+			t.Helper()
+			r, err := s.Get(ctx, name)
+			if err != nil {
+				t.Fatalf("%s: Get: %v", what, err)
+			}
+			if r.Dismissed != want {
+				t.Errorf("%s: Get's Dismissed = %v, want %v", what, r.Dismissed, want)
+			}
+			list, err := s.List(ctx, orphan.Selector{})
+			if err != nil {
+				t.Fatalf("%s: List: %v", what, err)
+			}
+			for _, l := range list {
+				if l.Name == name && l.Dismissed != want {
+					t.Errorf("%s: List's Dismissed = %v, want %v", what, l.Dismissed, want)
+				}
+			}
+		}
+		// Created dismissed.
+		a := SampleRecord("node-1", "pvc-1-0123abcd")
+		a.Dismissed = true
+		got, err := s.Create(ctx, a)
+		if err != nil {
+			t.Fatalf("Create: %v", err)
+		}
+		if !got.Dismissed {
+			t.Errorf("Create's result is not dismissed")
+		}
+		check("created dismissed", a.Name, true)
+
+		// Dismissed by an Update; conditions written later on a fresh read
+		// keep it.
+		b, err := s.Create(ctx, SampleRecord("node-1", "pvc-2-0123abcd"))
+		if err != nil {
+			t.Fatalf("Create: %v", err)
+		}
+		check("created", b.Name, false)
+		b.Dismissed = true
+		if b, err = s.Update(ctx, b); err != nil {
+			t.Fatalf("Update (dismiss): %v", err)
+		}
+		check("dismissed by Update", b.Name, true)
+		b.Conditions = []metav1.Condition{{Type: orphan.ConditionDataCleanable, Status: metav1.ConditionFalse,
+			Reason: "Dismissed", Message: "test", LastTransitionTime: metav1.NewTime(time.Unix(1700000000, 0).UTC())}}
+		if b, err = s.Update(ctx, b); err != nil {
+			t.Fatalf("Update (conditions): %v", err)
+		}
+		check("conditions written", b.Name, true)
+
+		// Un-dismissed: back to normal.
+		b.Dismissed = false
+		if _, err = s.Update(ctx, b); err != nil {
+			t.Fatalf("Update (un-dismiss): %v", err)
+		}
+		check("un-dismissed", b.Name, false)
+
+		// A deletion requested of a dismissed record keeps the dismissal.
+		c, err := s.Create(ctx, SampleRecord("node-1", "pvc-3-0123abcd"))
+		if err != nil {
+			t.Fatalf("Create: %v", err)
+		}
+		c.Dismissed, c.DeletionRequested = true, true
+		if _, err = s.Update(ctx, c); err != nil {
+			t.Fatalf("Update (dismiss and request): %v", err)
+		}
+		check("dismissed and requested", c.Name, true)
+		if r, err := s.Get(ctx, c.Name); err != nil || !r.DeletionRequested {
+			t.Errorf("dismissed and requested: Get = %+v, %v; want DeletionRequested", r, err)
+		}
+	})
+
 	t.Run("StaleUpdateIsConflict", func(t *testing.T) {
 		s := newStore(t)
 		stored, err := s.Create(ctx, SampleRecord("node-1", "pvc-1-0123abcd"))

@@ -27,6 +27,7 @@ import (
 	"github.com/caretaker-storage/caretaker/examples/kube/crstore"
 	"github.com/caretaker-storage/caretaker/examples/kube/longhorn"
 	"github.com/caretaker-storage/caretaker/orphan"
+	"github.com/caretaker-storage/caretaker/salvage"
 )
 
 // Config configures the controller of one node.
@@ -115,10 +116,16 @@ func Setup(mgr manager.Manager, cfg Config) (*Controller, error) {
 	if c.orphans, err = diskscan.NewOrphans(c.expected, diskscan.Options{}); err != nil {
 		return nil, err
 	}
-	if c.sweeper, err = orphan.NewSweeper(cfg.Store, c.orphans, orphan.SweeperOptions{Logger: cfg.Logger}); err != nil {
+	// Each orphaned directory is inspected as a copy of its volume: its
+	// Orphan shows the verdict, and the last-copy guard knows its volume.
+	adapter, err := salvage.WithCopies(c.orphans, salvage.Options{})
+	if err != nil {
 		return nil, err
 	}
-	c.monitor = orphan.NewMonitor(c.orphans, orphan.MonitorOptions{Period: cfg.Period, OnChange: func(orphan.Observation) { c.poke() }})
+	if c.sweeper, err = orphan.NewSweeper(cfg.Store, adapter, orphan.SweeperOptions{Logger: cfg.Logger}); err != nil {
+		return nil, err
+	}
+	c.monitor = orphan.NewMonitor(adapter, orphan.MonitorOptions{Period: cfg.Period, OnChange: func(orphan.Observation) { c.poke() }})
 	if err := mgr.Add(monitorRunnable{c}); err != nil {
 		return nil, err
 	}
@@ -155,6 +162,9 @@ func Setup(mgr manager.Manager, cfg Config) (*Controller, error) {
 		})),
 		// What the replicas expect.
 		source.Kind(cache, client.Object(newUnstructured(ReplicaGVK)), toNode(inNS)),
+		// Volumes that fault, heal or go change what the last-copy guard
+		// lets through.
+		source.Kind(cache, client.Object(newUnstructured(VolumeGVK)), toNode(inNS)),
 	}
 	for _, src := range sources {
 		if err := ctrl.Watch(src); err != nil {
@@ -250,6 +260,26 @@ func (c *Controller) refresh(ctx context.Context) error {
 	return nil
 }
 
+// volumeStates lists the Volumes of the namespace from the manager's
+// cache: their robustness, and whether the list is complete. The cache
+// answers only once its informer has synced; any error (the context
+// ending first, an informer that cannot list) leaves the list incomplete,
+// so every volume is unknown to the last-copy guard and no recoverable
+// orphan is auto-deleted.
+func (c *Controller) volumeStates(ctx context.Context) (map[string]orphan.VolumeState, bool) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(VolumeGVK.GroupVersion().WithKind(VolumeGVK.Kind + "List"))
+	if err := c.cache.List(ctx, list, client.InNamespace(c.cfg.Namespace)); err != nil {
+		c.log.Warn("volumes not listed: every volume is unknown to the last-copy guard", "err", err)
+		return nil, false
+	}
+	vols := make([]*unstructured.Unstructured, len(list.Items))
+	for i := range list.Items {
+		vols[i] = &list.Items[i]
+	}
+	return longhorn.VolumeStates(vols), true
+}
+
 func (c *Controller) hostScopes() map[orphan.Scope]orphan.ScopeStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -273,11 +303,14 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if obs.Err != nil {
 		return reconcile.Result{}, fmt.Errorf("orphanctrl: scan %d: %w", obs.Seq, obs.Err)
 	}
+	volumes, complete := c.volumeStates(ctx)
 	plan, res, err := c.sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
-		Selector:   orphan.Selector{NodeID: c.cfg.NodeID},
-		Scopes:     c.hostScopes(),
-		Policy:     c.cfg.Policy,
-		ObservedAt: obs.StartedAt,
+		Selector:        orphan.Selector{NodeID: c.cfg.NodeID},
+		Scopes:          c.hostScopes(),
+		Policy:          c.cfg.Policy,
+		ObservedAt:      obs.StartedAt,
+		Volumes:         volumes,
+		VolumesComplete: complete,
 	})
 	if len(res.Created)+len(res.Forgotten)+len(res.Purged)+len(res.Refused)+len(res.Failed) > 0 {
 		c.log.Info("swept", "scan", obs.Seq, "created", res.Created, "forgotten", res.Forgotten,

@@ -6,12 +6,16 @@
 //
 // Setup adds two parts to a manager:
 //
-//   - the orphan.Monitor over the diskscan adapter, as a Runnable that
-//     does not need leader election (every node runs its own);
+//   - the orphan.Monitor over the diskscan adapter, wrapped by
+//     salvage.WithCopies so each orphaned directory is inspected as a copy
+//     of its volume, as a Runnable that does not need leader election
+//     (every node runs its own);
 //   - a controller whose every request is the node's one key, fed by the
 //     Monitor's changes through a channel source and by the manager's
-//     cache (the node's Orphans, its Longhorn Node, the Replicas). Its
-//     reconcile runs one orphan.Sweeper cycle.
+//     cache (the node's Orphans, its Longhorn Node, the Replicas, the
+//     Volumes). Its reconcile runs one orphan.Sweeper cycle, with every
+//     Volume's robustness for the last-copy guard (a list the cache
+//     could not give is incomplete: every volume is then unknown).
 //
 // The records are kept by Store, an orphan.Store over client.Client that
 // lists through the manager's cache and reads every record it acts on

@@ -23,7 +23,8 @@ const maxAttempts = 10
 // finalizer, Longhorn's conditions) and its deletion rules: Update with
 // DeletionRequested deletes the object (the finalizer holds it), and
 // Delete removes the finalizer before deleting, so Delete never looks like
-// a user's deletion request.
+// a user's deletion request. Record.Dismissed is the label
+// caretaker.io/dismissed=true, as in crstore.
 //
 // Reads are split on purpose:
 //   - List reads through Client, normally the manager's cached client. A
@@ -103,7 +104,7 @@ func (s *Store) Create(ctx context.Context, r orphan.Record) (orphan.Record, err
 	o := &Orphan{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: r.Name, Namespace: s.namespace,
-			Labels: maps.Clone(r.Labels), Finalizers: []string{crstore.Finalizer},
+			Labels: crstore.WithDismissal(r.Labels, r.Dismissed), Finalizers: []string{crstore.Finalizer},
 		},
 		Spec: crstore.OrphanSpec{
 			NodeID: r.NodeID, OrphanType: string(r.Kind), DataEngine: string(r.DataEngine),
@@ -145,6 +146,16 @@ func (s *Store) Update(ctx context.Context, r orphan.Record) (orphan.Record, err
 		if r.ResourceVersion != "" && r.ResourceVersion != cur.ResourceVersion {
 			return orphan.Record{}, fmt.Errorf("orphanctrl: update %s: %w: at resourceVersion %s, not %s",
 				r.Name, orphan.ErrConflict, cur.ResourceVersion, r.ResourceVersion)
+		}
+		if r.Dismissed != crstore.Dismissed(cur.Labels) {
+			cur.Labels = crstore.WithDismissal(cur.Labels, r.Dismissed)
+			err := s.c.Update(ctx, cur)
+			if apierrors.IsConflict(err) && r.ResourceVersion == "" {
+				continue
+			}
+			if err != nil {
+				return orphan.Record{}, wrap("update (dismissal)", r.Name, err)
+			}
 		}
 		if want := conditionsOf(cur, r.Conditions); !slices.Equal(want, cur.Status.Conditions) {
 			cur.Status.Conditions = want
@@ -237,6 +248,7 @@ func recordOf(o *Orphan) orphan.Record {
 		Labels:            maps.Clone(o.Labels),
 		CreatedAt:         o.CreationTimestamp.Time,
 		DeletionRequested: o.DeletionTimestamp != nil,
+		Dismissed:         crstore.Dismissed(o.Labels),
 		ResourceVersion:   o.ResourceVersion,
 	}
 	r.Conditions = crstore.MetaConditions(o.Status.Conditions)

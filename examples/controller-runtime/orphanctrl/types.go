@@ -93,12 +93,13 @@ func NewScheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
-// Longhorn's Node and Replica kinds, which the controller reads from the
-// manager's cache as unstructured objects (package longhorn of
+// Longhorn's Node, Replica and Volume kinds, which the controller reads
+// from the manager's cache as unstructured objects (package longhorn of
 // examples/kube reads their fields).
 var (
 	NodeGVK    = GroupVersion.WithKind("Node")
 	ReplicaGVK = GroupVersion.WithKind("Replica")
+	VolumeGVK  = GroupVersion.WithKind("Volume")
 )
 
 func newUnstructured(gvk schema.GroupVersionKind) *unstructured.Unstructured {

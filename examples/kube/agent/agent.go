@@ -3,20 +3,27 @@
 // with the replica directories on the node's disks, and purges a
 // directory when its Orphan is deleted.
 //
-// It watches three kinds of Longhorn object through informers: its own
+// It watches four kinds of Longhorn object through informers: its own
 // Node (which disks to scan, and whether the node or a disk is being
-// evicted), the Replicas (which directories the cluster expects), and the
-// Orphans labelled with its node (deletion requests). The diskscan adapter
-// runs under an orphan.Monitor; on every change, and on every event, the
+// evicted), the Replicas (which directories the cluster expects), the
+// Volumes (each one's robustness, for the last-copy guard), and the
+// Orphans labelled with its node (deletion requests). The diskscan
+// adapter, wrapped by salvage.WithCopies so that each orphaned directory
+// is inspected as a copy of its volume, runs under an orphan.Monitor; on every change, and on every event, the
 // agent runs one orphan.Sweeper cycle over the crstore Store. Everything
 // else is the core's: the plan carries every condition (DataCleanable,
-// Error, PurgeGuarded) and every release, and the Sweeper writes them.
+// Error, PurgeGuarded, Recoverable) and every release, and the Sweeper
+// writes them.
 //
 // Deletion follows Longhorn's rule, which the orphan core applies: the
 // data of a deleted Orphan is purged only when its DataCleanable condition
 // is True (the core marks it while the node and disk are Ready);
 // otherwise the finalizer is removed and the data stays. The core's
-// mass-deletion guard is on.
+// mass-deletion guard is on, and so is its last-copy guard: the agent
+// passes every Volume's robustness (Cycle.Volumes, complete once the
+// informer has synced), so a recoverable orphan of a faulted volume is
+// never purged, and one of a degraded or unknown (detached) volume is not
+// auto-deleted; an orphan of a deleted volume is.
 package agent
 
 import (
@@ -40,6 +47,7 @@ import (
 	"github.com/caretaker-storage/caretaker/examples/kube/crstore"
 	"github.com/caretaker-storage/caretaker/examples/kube/longhorn"
 	"github.com/caretaker-storage/caretaker/orphan"
+	"github.com/caretaker-storage/caretaker/salvage"
 )
 
 // Config configures an Agent.
@@ -81,8 +89,9 @@ type Agent struct {
 	sweeper  *orphan.Sweeper
 	trigger  chan struct{}
 
-	mu     sync.Mutex
-	scopes map[orphan.Scope]orphan.ScopeStatus // the host's view, from the Node object
+	mu      sync.Mutex
+	scopes  map[orphan.Scope]orphan.ScopeStatus // the host's view, from the Node object
+	volumes cache.SharedIndexInformer           // the Volumes, once Run starts it
 }
 
 // New returns an agent; it does nothing until Run.
@@ -111,11 +120,18 @@ func New(cfg Config) (*Agent, error) {
 	if a.orphans, err = diskscan.NewOrphans(a.expected, diskscan.Options{}); err != nil {
 		return nil, err
 	}
-	store := crstore.New(cfg.Client, crstore.Options{Namespace: cfg.Namespace, OwnerID: cfg.NodeID, FieldManager: cfg.FieldManager})
-	if a.sweeper, err = orphan.NewSweeper(store, a.orphans, orphan.SweeperOptions{Hooks: cfg.Hooks}); err != nil {
+	// Each orphaned directory is inspected as a copy of its volume, so its
+	// Orphan shows whether the data is recoverable and the last-copy
+	// guard knows which volume it may be the last copy of.
+	adapter, err := salvage.WithCopies(a.orphans, salvage.Options{})
+	if err != nil {
 		return nil, err
 	}
-	a.monitor = orphan.NewMonitor(a.orphans, orphan.MonitorOptions{Period: cfg.Period, Hooks: cfg.Hooks, OnChange: func(orphan.Observation) { a.poke() }})
+	store := crstore.New(cfg.Client, crstore.Options{Namespace: cfg.Namespace, OwnerID: cfg.NodeID, FieldManager: cfg.FieldManager})
+	if a.sweeper, err = orphan.NewSweeper(store, adapter, orphan.SweeperOptions{Hooks: cfg.Hooks}); err != nil {
+		return nil, err
+	}
+	a.monitor = orphan.NewMonitor(adapter, orphan.MonitorOptions{Period: cfg.Period, Hooks: cfg.Hooks, OnChange: func(orphan.Observation) { a.poke() }})
 	return a, nil
 }
 
@@ -130,12 +146,17 @@ func (a *Agent) Run(ctx context.Context) error {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", a.cfg.NodeID).String()
 	})
 	replicaF := factory(nil)
+	volumeF := factory(nil)
 	orphanF := factory(func(o *metav1.ListOptions) {
 		o.LabelSelector = labels.Set{orphan.LabelNode: a.cfg.NodeID}.String()
 	})
 	nodeInf := nodeF.ForResource(longhorn.NodeGVR).Informer()
 	replicaInf := replicaF.ForResource(longhorn.ReplicaGVR).Informer()
 	orphanInf := orphanF.ForResource(crstore.GVR).Informer()
+	volumeInf := volumeF.ForResource(longhorn.VolumeGVR).Informer()
+	a.mu.Lock()
+	a.volumes = volumeInf
+	a.mu.Unlock()
 
 	onEvent := func(f func()) cache.ResourceEventHandlerFuncs {
 		return cache.ResourceEventHandlerFuncs{
@@ -167,14 +188,19 @@ func (a *Agent) Run(ctx context.Context) error {
 	if _, err := orphanInf.AddEventHandler(onEvent(a.poke)); err != nil {
 		return err
 	}
+	// A volume that faults, heals or is deleted changes what the
+	// last-copy guard lets through.
+	if _, err := volumeInf.AddEventHandler(onEvent(a.poke)); err != nil {
+		return err
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for _, f := range []dynamicinformer.DynamicSharedInformerFactory{nodeF, replicaF, orphanF} {
+	for _, f := range []dynamicinformer.DynamicSharedInformerFactory{nodeF, replicaF, orphanF, volumeF} {
 		f.Start(ctx.Done())
 		defer f.Shutdown()
 	}
-	for _, f := range []dynamicinformer.DynamicSharedInformerFactory{nodeF, replicaF, orphanF} {
+	for _, f := range []dynamicinformer.DynamicSharedInformerFactory{nodeF, replicaF, orphanF, volumeF} {
 		for gvr, ok := range f.WaitForCacheSync(ctx.Done()) {
 			if !ok {
 				if ctx.Err() != nil {
@@ -267,6 +293,30 @@ func (a *Agent) hostScopes() map[orphan.Scope]orphan.ScopeStatus {
 	return a.scopes
 }
 
+// volumeStates is the robustness of every Volume in the namespace, and
+// whether that list is complete: only once the informer has synced (its
+// list was read whole). Before that the states are empty and incomplete,
+// so every volume is unknown to the last-copy guard and no recoverable
+// orphan is auto-deleted.
+func (a *Agent) volumeStates() (map[string]orphan.VolumeState, bool) {
+	a.mu.Lock()
+	inf := a.volumes
+	a.mu.Unlock()
+	if inf == nil || !inf.HasSynced() {
+		return nil, false
+	}
+	objs := inf.GetStore().List()
+	vols := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, obj := range objs {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return nil, false // not a Volume as the API server serves it: trust none
+		}
+		vols = append(vols, u)
+	}
+	return longhorn.VolumeStates(vols), true
+}
+
 // loop runs a cycle on every poke, after a failure with a growing delay,
 // and when the plan says time alone will change it.
 func (a *Agent) loop(ctx context.Context) {
@@ -315,11 +365,14 @@ func (a *Agent) cycle(ctx context.Context) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("scan %d: %w", obs.Seq, obs.Err)
 	}
 	host := a.hostScopes()
+	volumes, complete := a.volumeStates()
 	plan, res, err := a.sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
-		Selector:   orphan.Selector{NodeID: a.cfg.NodeID},
-		Scopes:     host,
-		Policy:     a.cfg.Policy,
-		ObservedAt: obs.StartedAt,
+		Selector:        orphan.Selector{NodeID: a.cfg.NodeID},
+		Scopes:          host,
+		Policy:          a.cfg.Policy,
+		ObservedAt:      obs.StartedAt,
+		Volumes:         volumes,
+		VolumesComplete: complete,
 	})
 	if a.log.Enabled(ctx, slog.LevelDebug) {
 		for _, k := range plan.Keep {

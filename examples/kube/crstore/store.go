@@ -46,6 +46,16 @@ type Options struct {
 //	Record.NodeID, Kind,     spec.nodeID, spec.orphanType,
 //	  DataEngine, Parameters   spec.dataEngine, spec.parameters
 //	Record.Conditions        status.conditions (Longhorn's condition type)
+//	Record.Dismissed         label caretaker.io/dismissed=true (orphan.LabelDismissed)
+//
+// A user dismisses an Orphan with
+//
+//	kubectl -n longhorn-system label orphan NAME caretaker.io/dismissed=true
+//
+// and returns it to normal by removing the label (caretaker.io/dismissed-):
+// the label is the dismissal, so it lives exactly as long as the object.
+// Update sets or removes it only when Record.Dismissed differs from it,
+// in a metadata update of its own before the status is written.
 //
 // Objects are created with the Finalizer. Update with DeletionRequested
 // issues a delete, which the finalizer turns into a deletion timestamp, so
@@ -135,7 +145,7 @@ func (s *Store) Create(ctx context.Context, r orphan.Record) (orphan.Record, err
 		},
 		"spec": specOf(r),
 	}}
-	u.SetLabels(maps.Clone(r.Labels))
+	u.SetLabels(WithDismissal(r.Labels, r.Dismissed))
 	u.SetFinalizers([]string{Finalizer})
 	created, err := s.ri.Create(ctx, u, metav1.CreateOptions{FieldManager: s.opts.FieldManager})
 	if err != nil {
@@ -173,6 +183,16 @@ func (s *Store) Update(ctx context.Context, r orphan.Record) (orphan.Record, err
 			return orphan.Record{}, fmt.Errorf("crstore: update %s: %w: at resourceVersion %s, not %s",
 				r.Name, orphan.ErrConflict, cur.GetResourceVersion(), r.ResourceVersion)
 		}
+		if r.Dismissed != dismissed(cur) {
+			cur.SetLabels(WithDismissal(cur.GetLabels(), r.Dismissed))
+			cur, err = s.ri.Update(ctx, cur, metav1.UpdateOptions{FieldManager: s.opts.FieldManager})
+			if apierrors.IsConflict(err) && r.ResourceVersion == "" {
+				continue
+			}
+			if err != nil {
+				return orphan.Record{}, s.wrap("update (dismissal)", r.Name, err)
+			}
+		}
 		want := conditionsOf(cur, r.Conditions)
 		if !slices.Equal(want, readConditions(cur)) {
 			setStatus(cur, "", r.Conditions)
@@ -196,6 +216,30 @@ func (s *Store) Update(ctx context.Context, r orphan.Record) (orphan.Record, err
 		return recordOf(cur)
 	}
 	return orphan.Record{}, fmt.Errorf("crstore: update %s: %w: still changing after %d attempts", r.Name, orphan.ErrConflict, maxAttempts)
+}
+
+// dismissed reports whether the object carries the dismissal label.
+func dismissed(u *unstructured.Unstructured) bool { return Dismissed(u.GetLabels()) }
+
+// Dismissed reports whether labels carry the dismissal
+// (orphan.LabelDismissed=true): what Record.Dismissed is read from.
+func Dismissed(labels map[string]string) bool {
+	return labels[orphan.LabelDismissed] == orphan.LabelValueDismissed
+}
+
+// WithDismissal returns a copy of labels with the dismissal label set
+// (on) or removed.
+func WithDismissal(labels map[string]string, on bool) map[string]string {
+	out := maps.Clone(labels)
+	if on {
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[orphan.LabelDismissed] = orphan.LabelValueDismissed
+	} else {
+		delete(out, orphan.LabelDismissed)
+	}
+	return out
 }
 
 // requestDeletion makes sure the object carries the finalizer, then
@@ -311,6 +355,7 @@ func recordOf(u *unstructured.Unstructured) (orphan.Record, error) {
 		Labels:            u.GetLabels(),
 		CreatedAt:         u.GetCreationTimestamp().Time,
 		DeletionRequested: u.GetDeletionTimestamp() != nil,
+		Dismissed:         dismissed(u),
 		ResourceVersion:   u.GetResourceVersion(),
 	}
 	r.Conditions = MetaConditions(readConditions(u))

@@ -1,5 +1,5 @@
-// Package longhorn reads what a caretaker host needs of Longhorn's Node and
-// Replica objects, as unstructured objects, so that examples/kube's agent
+// Package longhorn reads what a caretaker host needs of Longhorn's Node,
+// Replica and Volume objects, as unstructured objects, so that examples/kube's agent
 // and examples/controller-runtime's controller read them the same way.
 package longhorn
 
@@ -19,6 +19,7 @@ import (
 var (
 	NodeGVR    = schema.GroupVersionResource{Group: "longhorn.io", Version: "v1beta2", Resource: "nodes"}
 	ReplicaGVR = schema.GroupVersionResource{Group: "longhorn.io", Version: "v1beta2", Resource: "replicas"}
+	VolumeGVR  = schema.GroupVersionResource{Group: "longhorn.io", Version: "v1beta2", Resource: "volumes"}
 )
 
 // NodeView is what a host takes from its Longhorn Node object: the
@@ -35,17 +36,29 @@ type NodeView struct {
 }
 
 // ViewOfNode reads spec.evictionRequested, spec.disks.<name>.{path,
-// diskType,evictionRequested} and status.diskStatus.<name>.diskUUID of the
-// Longhorn Node nodeID. A nil object means the node is gone: the node's
-// scope is then HealthNodeUnavailable.
+// diskType,evictionRequested}, status.diskStatus.<name>.diskUUID and the
+// Ready entry of status.conditions of the Longhorn Node nodeID.
+//
+// The node's scope is, in this order: HealthNodeDeleted for a nil object
+// (the node is gone: its records are forgotten, their data kept);
+// HealthNodeEvicted when eviction is requested; HealthNodeUnavailable when
+// its Ready condition is False or Unknown (Longhorn's node controller
+// writes False with the reason ManagerPodDown, ManagerPodMissing,
+// KubernetesNodeGone, KubernetesNodeNotReady, ...: its records are kept,
+// marked not cleanable, as longhorn/longhorn#7795 asks); otherwise
+// HealthReady, also for a node whose status has no Ready condition yet.
 func ViewOfNode(nodeID string, u *unstructured.Unstructured) NodeView {
 	node := orphan.Scope{NodeID: nodeID}
 	v := NodeView{Scopes: map[orphan.Scope]orphan.ScopeStatus{}}
 	if u == nil {
-		v.Scopes[node] = orphan.ScopeStatus{Health: orphan.HealthNodeUnavailable, Message: "the Longhorn node object " + nodeID + " does not exist"}
+		v.Scopes[node] = orphan.ScopeStatus{Health: orphan.HealthNodeDeleted, Message: "the Longhorn node object " + nodeID + " does not exist"}
 		return v
 	}
 	v.Scopes[node] = orphan.ScopeStatus{Health: orphan.HealthReady}
+	if status, reason, msg, ok := readyCondition(u); ok && status != "True" {
+		v.Scopes[node] = orphan.ScopeStatus{Health: orphan.HealthNodeUnavailable,
+			Message: fmt.Sprintf("the Longhorn node %s is not ready (Ready=%s, %s): %s", nodeID, status, reason, msg)}
+	}
 	if evict, _, _ := unstructured.NestedBool(u.Object, "spec", "evictionRequested"); evict {
 		v.Scopes[node] = orphan.ScopeStatus{Health: orphan.HealthNodeEvicted, Message: "eviction is requested for node " + nodeID}
 	}
@@ -83,6 +96,20 @@ func ViewOfNode(nodeID string, u *unstructured.Unstructured) NodeView {
 	return v
 }
 
+// readyCondition finds the Ready entry of a Longhorn Node's
+// status.conditions (a list of {type, status, reason, message}).
+func readyCondition(u *unstructured.Unstructured) (status, reason, msg string, ok bool) {
+	list, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, item := range list {
+		m, _ := item.(map[string]any)
+		str := func(k string) string { s, _ := m[k].(string); return s }
+		if str("type") == "Ready" {
+			return str("status"), str("reason"), str("message"), true
+		}
+	}
+	return "", "", "", false
+}
+
 // ReplicaRefOf reads what diskscan's Judge needs of a Longhorn Replica:
 // its name and spec.{nodeID,diskID,diskPath,dataDirectoryName}.
 func ReplicaRefOf(u *unstructured.Unstructured) diskscan.ReplicaRef {
@@ -94,4 +121,23 @@ func ReplicaRefOf(u *unstructured.Unstructured) diskscan.ReplicaRef {
 		DiskPath:          str("diskPath"),
 		DataDirectoryName: str("dataDirectoryName"),
 	}
+}
+
+// VolumeStates reads status.robustness of Longhorn Volume objects into
+// the last-copy guard's volume states, by volume name (orphan.Cycle's
+// Volumes). Longhorn's robustness values (longhorn-manager's
+// VolumeRobustness in k8s/pkg/apis/longhorn/v1beta2/volume.go) are
+// "healthy", "degraded", "faulted" and "unknown", and caretaker's
+// VolumeHealthy, VolumeDegraded and VolumeFaulted are spelled the same.
+// Longhorn reports "unknown" for a detached volume, and an object whose
+// status has no robustness yet reads as "": both are states the guard
+// does not know, so it treats the volume as unknown (a recoverable
+// orphan of it is not auto-deleted), never as deleted.
+func VolumeStates(objs []*unstructured.Unstructured) map[string]orphan.VolumeState {
+	out := make(map[string]orphan.VolumeState, len(objs))
+	for _, u := range objs {
+		r, _, _ := unstructured.NestedString(u.Object, "status", "robustness")
+		out[u.GetName()] = orphan.VolumeState(r)
+	}
+	return out
 }

@@ -19,12 +19,14 @@ import (
 	"github.com/caretaker-storage/caretaker/examples/kube/crd"
 )
 
-// Stand-ins for Longhorn's Node and Replica CRDs (tests only).
+// Stand-ins for Longhorn's Node, Replica and Volume CRDs (tests only).
 var (
 	//go:embed testdata/nodes.longhorn.io.yaml
 	nodesCRD []byte
 	//go:embed testdata/replicas.longhorn.io.yaml
 	replicasCRD []byte
+	//go:embed testdata/volumes.longhorn.io.yaml
+	volumesCRD []byte
 )
 
 // Shared is the cluster a test package's TestMain started with Main.
@@ -33,8 +35,8 @@ var Shared *Cluster
 // skipReason is set when Main runs the tests without a cluster.
 var skipReason string
 
-// Main starts a cluster with the Orphan CRD and the Longhorn Node and
-// Replica stand-ins, runs the package's tests, stops the cluster, and
+// Main starts a cluster with the Orphan CRD and the Longhorn Node, Replica
+// and Volume stand-ins, runs the package's tests, stops the cluster, and
 // exits. When the binaries are missing it fails, or, when the CI
 // environment variable is unset, runs the tests so that each skips with
 // the reason. The cluster's logs
@@ -87,7 +89,7 @@ func (c *Cluster) installCRDs() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ReadyTimeout)
 	defer cancel()
-	for _, manifest := range [][]byte{crd.Orphans, nodesCRD, replicasCRD} {
+	for _, manifest := range [][]byte{crd.Orphans, nodesCRD, replicasCRD, volumesCRD} {
 		if err := InstallCRD(ctx, dc, manifest); err != nil {
 			return err
 		}

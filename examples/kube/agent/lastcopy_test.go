@@ -1,0 +1,172 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+
+	"github.com/caretaker-storage/caretaker/examples/kube/internal/kubetest"
+	"github.com/caretaker-storage/caretaker/examples/kube/longhorn"
+	"github.com/caretaker-storage/caretaker/salvage/salvagetest"
+)
+
+// recoverableDir writes a Longhorn v1 replica directory, in the engine's
+// format, that an inspection finds recoverable: one snapshot and a head,
+// with a revision counter.
+func (e *env) recoverableDir(d disk, dataName string, revision int64) {
+	e.t.Helper()
+	r := salvagetest.Replica{Size: 1 << 20, Counter: true, Revision: revision,
+		Snapshots: []salvagetest.Layer{{Writes: []salvagetest.Write{salvagetest.Block(0, 'a')}}},
+		Head:      salvagetest.Layer{Writes: []salvagetest.Write{salvagetest.Block(1, 'b')}}}
+	if err := salvagetest.WriteReplica(d.dir(dataName), r); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// setVolume creates or updates the Longhorn Volume name with
+// status.robustness.
+func (e *env) setVolume(name, robustness string) {
+	e.t.Helper()
+	ctx := context.Background()
+	ri := e.dc.Resource(longhorn.VolumeGVR).Namespace(e.ns)
+	obj, err := ri.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		obj, err = ri.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "longhorn.io/v1beta2", "kind": "Volume",
+			"metadata": map[string]any{"name": name, "namespace": e.ns},
+			"spec":     map[string]any{"numberOfReplicas": int64(3), "size": "1048576"},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	obj.Object["status"] = map[string]any{"robustness": robustness, "state": "detached"}
+	if _, err := ri.UpdateStatus(ctx, obj, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// TestLastCopyOfAFaultedVolumeIsNeverAutoPurged: with auto-deletion on,
+// the recoverable orphan of a faulted volume stays, and its Orphan shows
+// why (PurgeGuarded=True, LastCopy) and what it holds (Recoverable=True,
+// Reusable, with the reuse hint); the orphan of a deleted volume (no
+// Volume object, the list complete) is purged. Once the volume is healthy
+// again, its orphan goes too.
+func TestLastCopyOfAFaultedVolumeIsNeverAutoPurged(t *testing.T) {
+	const (
+		faultedDir = "pvc-faulted-ccccccc1"
+		goneDir    = "pvc-gone-ddddddd1"
+	)
+	e := newEnv(t)
+	d := e.addNode("node-1", "disk-1")
+	e.owned(d, ownedDir)
+	e.setVolume("pvc-faulted", "faulted")
+	e.recoverableDir(d, faultedDir, 9)
+	e.recoverableDir(d, goneDir, 4)
+	faulted, gone := longhornName(d, faultedDir), longhornName(d, goneDir)
+	e.startAgent("node-1", "-auto-delete=replica-data", "-grace-period=0")
+
+	e.waitFor("the deleted volume's orphan to be purged", func() error {
+		if exists(t, d.dir(goneDir)) {
+			return errors.New(goneDir + " still there")
+		}
+		if _, ok := e.nodeOrphans("node-1")[gone]; ok {
+			return errors.New("its Orphan is still there")
+		}
+		return nil
+	})
+	e.waitFor("the faulted volume's orphan to show the refusal and the verdict", func() error {
+		o, ok := e.nodeOrphans("node-1")[faulted]
+		if !ok {
+			return errors.New("no Orphan")
+		}
+		g, r := condition(o, "PurgeGuarded"), condition(o, "Recoverable")
+		switch {
+		case g["status"] != "True" || g["reason"] != "LastCopy":
+			return fmt.Errorf("PurgeGuarded = %v", g)
+		case !strings.Contains(fmt.Sprint(g["message"]), "volume pvc-faulted, which is faulted"):
+			return fmt.Errorf("PurgeGuarded message = %v", g["message"])
+		case r["status"] != "True" || r["reason"] != "Reusable":
+			return fmt.Errorf("Recoverable = %v", r)
+		}
+		msg := fmt.Sprint(r["message"])
+		for _, want := range []string{"revision counter 9", "rank 1", "dataDirectoryName=" + faultedDir, "diskPath=" + d.path,
+			"head=volume-head-001.img", "size=1048576", "revisionCounter=9"} {
+			if !strings.Contains(msg, want) {
+				return fmt.Errorf("Recoverable message %q lacks %q", msg, want)
+			}
+		}
+		return nil
+	})
+	if !exists(t, d.dir(faultedDir)) {
+		t.Fatal("the last copy of the faulted volume was purged")
+	}
+	// `kubectl get orphans` shows the verdict and the refusal: the API
+	// server's table of the CRD's printer columns.
+	row := e.orphanTable()[faulted]
+	if row["Recoverable"] != "Reusable" || row["Guarded"] != "LastCopy" {
+		t.Fatalf("kubectl get orphans row = %v; want Recoverable Reusable and Guarded LastCopy", row)
+	}
+	if !exists(t, d.dir(ownedDir)) {
+		t.Fatal("auto-deletion removed the directory a Replica expects")
+	}
+
+	e.setVolume("pvc-faulted", "healthy")
+	e.waitFor("the healthy volume's orphan to be purged", func() error {
+		if exists(t, d.dir(faultedDir)) {
+			return errors.New(faultedDir + " still there")
+		}
+		return nil
+	})
+}
+
+// orphanTable is what `kubectl get orphans` prints: the API server's
+// Table of the namespace's Orphans (the CRD's additionalPrinterColumns),
+// as column name to cell, by Orphan name.
+func (e *env) orphanTable() map[string]map[string]any {
+	e.t.Helper()
+	cfg := kubetest.Require(e.t).Config
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodGet, strings.TrimRight(cfg.Host, "/")+"/apis/longhorn.io/v1beta2/namespaces/"+e.ns+"/orphans", nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	resp, err := hc.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		e.t.Fatalf("table of orphans: %s, %v: %s", resp.Status, err, body)
+	}
+	var table metav1.Table
+	if err := json.Unmarshal(body, &table); err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string]map[string]any{}
+	for _, r := range table.Rows {
+		cells := map[string]any{}
+		for i, c := range table.ColumnDefinitions {
+			if i < len(r.Cells) {
+				cells[c.Name] = r.Cells[i]
+			}
+		}
+		name, _ := cells["Name"].(string)
+		out[name] = cells
+	}
+	return out
+}
