@@ -129,10 +129,7 @@ func TestNodeDownKeepsOrphans(t *testing.T) {
 func TestDismissedOrphanKeepsData(t *testing.T) {
 	e := newEnv(t)
 	d := e.addNode("node-1", "disk-1")
-	// A replica the cluster expects: a disk of orphans only, beside an
-	// empty replica list, is the guard's NoneExpected, which refuses every
-	// auto-deletion on it.
-	e.owned(d, ownedDir)
+	e.owned(d, ownedDir) // an empty expected list would hold every purge back (the Guard's NoneExpected)
 	e.orphanDir(d, orphanDirA)
 	e.orphanDir(d, orphanDirB)
 	first := e.startAgent("node-1")
