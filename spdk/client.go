@@ -455,7 +455,10 @@ func (cn *conn) abandonLocked(id uint64, w waiter) error {
 
 // leave withdraws the waiter for id, passes on the reading if it was
 // handed to it meanwhile, and recycles its channel. A request that may
-// have left stays owed its reply (see waiter).
+// have left stays owed its reply (see waiter), also when the reading was
+// handed to its call as it stopped waiting: handOff took it out of
+// pending, but SPDK still owes it the reply, which is dropped when it
+// comes rather than failing the connection as a reply to nothing sent.
 func (cn *conn) leave(id uint64, ch chan reply) {
 	cn.mu.Lock()
 	var err error
@@ -466,16 +469,24 @@ func (cn *conn) leave(id uint64, ch chan reply) {
 			err = cn.abandonLocked(id, w)
 		}
 	}
+	// Every send on ch happens under cn.mu with id taken out of pending,
+	// so what ch holds now is all it will ever get.
+	var promoted bool
+	select {
+	case m := <-ch:
+		if m.promote {
+			promoted = true
+			// Only a request written whole is handed the reading.
+			err = cn.abandonLocked(id, waiter{state: reqWritten})
+		}
+	default:
+	}
 	cn.mu.Unlock()
 	if err != nil {
 		cn.fail(err)
 	}
-	select {
-	case m := <-ch:
-		if m.promote {
-			cn.handOff()
-		}
-	default:
+	if promoted {
+		cn.handOff()
 	}
 	replyChans.Put(ch)
 }
