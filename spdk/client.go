@@ -175,17 +175,26 @@ func (c *Client) connect(ctx context.Context) (*conn, uint64, error) {
 	}
 	if c.conn == nil {
 		// Dialing under the lock is deliberate: concurrent callers share
-		// one connection, and a Unix socket dial is fast or fails fast.
+		// one connection, and a Unix socket dial is fast or fails fast:
+		// connect(2) on Go's non-blocking socket connects, or fails, at
+		// once. So the dial does not stop when ctx ends: a connection made
+		// as this call's ctx ends is the one the calls share, and SPDK has
+		// already accepted it; dropping it would cost a connection for
+		// nothing. Only a ctx that ended before the dial keeps it from
+		// starting.
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
 		var d net.Dialer
-		nc, err := d.DialContext(ctx, "unix", c.path)
+		nc, err := d.DialContext(context.WithoutCancel(ctx), "unix", c.path)
 		if err != nil {
-			if ctxErr := ctx.Err(); ctxErr != nil {
-				return nil, 0, ctxErr
-			}
 			return nil, 0, fmt.Errorf("%w: %w", ErrConnection, err)
 		}
 		c.conn = newConn(nc, c.maxSize)
 		c.live.Store(c.conn)
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
 	}
 	return c.conn, c.nextID.Add(1), nil
 }
