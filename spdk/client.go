@@ -188,6 +188,9 @@ func (c *Client) connect(ctx context.Context) (*conn, uint64, error) {
 		var d net.Dialer
 		nc, err := d.DialContext(context.WithoutCancel(ctx), "unix", c.path)
 		if err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return nil, 0, ctxErr
+			}
 			return nil, 0, fmt.Errorf("%w: %w", ErrConnection, err)
 		}
 		c.conn = newConn(nc, c.maxSize)
