@@ -175,9 +175,18 @@ func (c *Client) connect(ctx context.Context) (*conn, uint64, error) {
 	}
 	if c.conn == nil {
 		// Dialing under the lock is deliberate: concurrent callers share
-		// one connection, and a Unix socket dial is fast or fails fast.
+		// one connection, and a Unix socket dial is fast or fails fast:
+		// connect(2) on Go's non-blocking socket connects, or fails, at
+		// once. So the dial does not stop when ctx ends: a connection made
+		// as this call's ctx ends is the one the calls share, and SPDK has
+		// already accepted it; dropping it would cost a connection for
+		// nothing. Only a ctx that ended before the dial keeps it from
+		// starting.
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
 		var d net.Dialer
-		nc, err := d.DialContext(ctx, "unix", c.path)
+		nc, err := d.DialContext(context.WithoutCancel(ctx), "unix", c.path)
 		if err != nil {
 			if ctxErr := ctx.Err(); ctxErr != nil {
 				return nil, 0, ctxErr
@@ -186,6 +195,9 @@ func (c *Client) connect(ctx context.Context) (*conn, uint64, error) {
 		}
 		c.conn = newConn(nc, c.maxSize)
 		c.live.Store(c.conn)
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
 	}
 	return c.conn, c.nextID.Add(1), nil
 }
@@ -455,7 +467,10 @@ func (cn *conn) abandonLocked(id uint64, w waiter) error {
 
 // leave withdraws the waiter for id, passes on the reading if it was
 // handed to it meanwhile, and recycles its channel. A request that may
-// have left stays owed its reply (see waiter).
+// have left stays owed its reply (see waiter), also when the reading was
+// handed to its call as it stopped waiting: handOff took it out of
+// pending, but SPDK still owes it the reply, which is dropped when it
+// comes rather than failing the connection as a reply to nothing sent.
 func (cn *conn) leave(id uint64, ch chan reply) {
 	cn.mu.Lock()
 	var err error
@@ -466,16 +481,24 @@ func (cn *conn) leave(id uint64, ch chan reply) {
 			err = cn.abandonLocked(id, w)
 		}
 	}
+	// Every send on ch happens under cn.mu with id taken out of pending,
+	// so what ch holds now is all it will ever get.
+	var promoted bool
+	select {
+	case m := <-ch:
+		if m.promote {
+			promoted = true
+			// Only a request written whole is handed the reading.
+			err = cn.abandonLocked(id, waiter{state: reqWritten})
+		}
+	default:
+	}
 	cn.mu.Unlock()
 	if err != nil {
 		cn.fail(err)
 	}
-	select {
-	case m := <-ch:
-		if m.promote {
-			cn.handOff()
-		}
-	default:
+	if promoted {
+		cn.handOff()
 	}
 	replyChans.Put(ch)
 }
