@@ -141,6 +141,19 @@ type Cycle struct {
 	Volumes          map[string]VolumeState
 	VolumesComplete  bool
 	LastCopyOverride map[string]bool
+	// LookupVolume, if set, gives a volume's state at the moment of a
+	// purge: the state Volumes gave when the cycle started may be stale
+	// by then (a volume faulted since loses its last copy). Right before
+	// each purge the last-copy guard covers, Run asks it for the record's
+	// volume and judges the purge anew by the guard's rules (see
+	// VolumeState) with that state, VolumesComplete and LastCopyOverride:
+	// a purge they refuse does not happen and is in Result.Refused with
+	// the guard's rule. known false means the host has no such volume
+	// (deleted when VolumesComplete, else unknown). An error refuses the
+	// purge. It is called from several goroutines at once (up to the
+	// Sweeper's Concurrency) and must honour ctx. Nil: no re-check, the
+	// states in Volumes decide.
+	LookupVolume func(ctx context.Context, volume string) (state VolumeState, known bool, err error)
 	// ObservedAt is when the snapshot's scan started (Observation.StartedAt),
 	// by the Sweeper's clock. A snapshot taken before a purge still shows
 	// the purged data; with ObservedAt set, Run creates no record for data
@@ -151,7 +164,8 @@ type Cycle struct {
 // Run judges snap's items with the Sweeper's Adapter, lists the records
 // c.Selector picks from its Store, decides with the merged scopes and the
 // ledger of automatic purges the Sweeper carries (saved first in a
-// LedgerStore), and syncs the plan. It returns the plan it carried out and the sync's
+// LedgerStore), and syncs the plan, re-checking each purge's volume with
+// c.LookupVolume when it is set. It returns the plan it carried out and the sync's
 // result. A failure before the sync (judging, listing) changes nothing.
 func (s *Sweeper) Run(ctx context.Context, snap Snapshot, c Cycle) (Plan, Result, error) {
 	cands, err := JudgeAll(ctx, s.adapter, snap.Items)
@@ -186,7 +200,11 @@ func (s *Sweeper) Run(ctx context.Context, snap Snapshot, c Cycle) (Plan, Result
 		return Plan{}, Result{}, err
 	}
 	plan.Create = s.dropPurgedSince(c.ObservedAt, plan.Create)
-	res, err := s.Sync(ctx, plan)
+	var vr *volumeRecheck
+	if c.LookupVolume != nil {
+		vr = &volumeRecheck{lookup: c.LookupVolume, guard: c.Guard, complete: c.VolumesComplete, override: c.LastCopyOverride}
+	}
+	res, err := s.sync(ctx, plan, vr)
 	return plan, res, err
 }
 

@@ -120,7 +120,10 @@
 // mention is not auto-deleted either; orphans of deleted and healthy
 // volumes go as before. So a host that passes no volume states gets no
 // automatic purge of replica data (each refusal says why); see
-// VolumeState.
+// VolumeState. The states are those of when the cycle starts; with
+// Cycle.LookupVolume set, Sweeper.Run looks the volume up again right
+// before each purge the guard covers and refuses the purge if the state
+// then says so, or if the lookup fails.
 //
 // The record shows what the inspection found: ConditionRecoverable, True
 // (reason Recoverable, with the revision counter and the copy's rank

@@ -1,6 +1,9 @@
 package orphan
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 // VolumeState is what the host knows of a volume, for the last-copy
 // guard: a recoverable orphan may be the only copy of a volume's data
@@ -38,6 +41,13 @@ import "fmt"
 // complete list gets deleted and healthy volumes' orphans auto-deleted.
 // Guard.AllowLastCopy turns the guard off. Refusals are the guard's
 // (Plan.Refused, Result.Refused, PurgeGuarded=True with the rule).
+//
+// The states above are those of when the cycle started. A host that sets
+// Cycle.LookupVolume has Sweeper.Run look each covered orphan's volume up
+// again right before its purge and apply the same rules to that state: a
+// volume faulted since the plan (or one listed deleted that is back)
+// keeps its copy, and a failed lookup refuses the purge. Sweeper.Sync
+// alone does not re-check.
 type VolumeState string
 
 // The volume states. The first three are spelled as Longhorn's volume
@@ -65,15 +75,8 @@ func lastCopyHit(in *Input, r *Record, it *Item) guardHit {
 	if in.Guard.AllowLastCopy {
 		return guardHit{}
 	}
-	volume, what := "", ""
-	switch {
-	case it.Copy != nil && !it.Copy.Recoverable:
-		return guardHit{}
-	case it.Copy != nil:
-		volume, what = it.Copy.Volume, "a recoverable copy"
-	case r.Kind == KindReplicaData:
-		volume, what = volumeOfDataName(r.Param(ParamDataName)), "a copy not inspected, so possibly recoverable,"
-	default:
+	volume, what, covered := lastCopyCovers(r, it)
+	if !covered {
 		return guardHit{}
 	}
 	auto := !r.DeletionRequested
@@ -108,6 +111,60 @@ func lastCopyHit(in *Input, r *Record, it *Item) guardHit {
 		}
 	}
 	return guardHit{}
+}
+
+// lastCopyCovers says whether the last-copy guard covers r, whose
+// observation is it, and of which volume ("" when it cannot be told) the
+// copy is; what describes the copy for a refusal's message.
+func lastCopyCovers(r *Record, it *Item) (volume, what string, covered bool) {
+	switch {
+	case it.Copy != nil && !it.Copy.Recoverable:
+		return "", "", false
+	case it.Copy != nil:
+		return it.Copy.Volume, "a recoverable copy", true
+	case r.Kind == KindReplicaData:
+		return volumeOfDataName(r.Param(ParamDataName)), "a copy not inspected, so possibly recoverable,", true
+	}
+	return "", "", false
+}
+
+// volumeRecheck is the last-copy guard's re-check at the moment of a
+// purge (Cycle.LookupVolume): the cycle's guard input, with the volume's
+// state looked up anew.
+type volumeRecheck struct {
+	lookup   func(ctx context.Context, volume string) (VolumeState, bool, error)
+	guard    Guard
+	complete bool
+	override map[string]bool
+}
+
+// refusal is the last-copy guard's refusal of cur's purge, whose
+// observation is it, by its volume's state now; "" when the purge may go
+// on. The rule is lastCopyHit's, given an input of that one volume. A
+// failed lookup refuses: the purge never goes on on an error.
+func (vr *volumeRecheck) refusal(ctx context.Context, cur *Record, it *Item) string {
+	if vr == nil || vr.lookup == nil || vr.guard.AllowLastCopy {
+		return ""
+	}
+	volume, _, covered := lastCopyCovers(cur, it)
+	if !covered {
+		return ""
+	}
+	in := Input{Guard: vr.guard, VolumesComplete: vr.complete, LastCopyOverride: vr.override}
+	if volume != "" {
+		state, known, err := vr.lookup(ctx, volume)
+		if err != nil {
+			return guardHit{GuardVolumeUnknown, fmt.Sprintf(
+				"looking up the state of volume %s at the moment of deletion failed (%v): no purge goes on without it", volume, err)}.String()
+		}
+		if known {
+			in.Volumes = map[string]VolumeState{volume: state}
+		}
+	}
+	if hit := lastCopyHit(&in, cur, it); hit.rule != "" {
+		return hit.String() + " (state looked up at the moment of deletion)"
+	}
+	return ""
 }
 
 // volumeOfDataName is the volume a Longhorn replica directory is named

@@ -146,6 +146,8 @@ func (e *RecordError) Unwrap() error { return e.Err }
 // deletion request withdrawn, dismissed, or not marked DataCleanable=True:
 // refused),
 // re-judges its item with the Judge (anything but orphan: refused),
+// under Run with Cycle.LookupVolume set looks the volume of a copy the
+// last-copy guard covers up again (the guard refuses: refused),
 // records an auto-deletion as a deletion request in the Store so that a
 // crash leaves the intent behind (the record the Store answers must still
 // be cleanable and requested, or the purge is refused), and only then
@@ -159,6 +161,12 @@ func (e *RecordError) Unwrap() error { return e.Err }
 // record clears it. When the Adapter is a Finisher, Sync finally asks it
 // to finish purges a crash interrupted.
 func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
+	return s.sync(ctx, plan, nil)
+}
+
+// sync is Sync, with the last-copy guard's re-check of each purge's
+// volume when vr is not nil (Run's Cycle.LookupVolume).
+func (s *Sweeper) sync(ctx context.Context, plan Plan, vr *volumeRecheck) (Result, error) {
 	var (
 		mu   sync.Mutex
 		res  Result
@@ -252,7 +260,7 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 		purging[p.Record.Name] = true
 		g.Go(func() error {
 			started := s.clock.Now()
-			refusal, err := s.purge(ctx, p)
+			refusal, err := s.purge(ctx, p, vr)
 			took := s.clock.Since(started)
 			e := recordEvent(p.Record, OpPurge, EventOK, took, nil)
 			e.Auto = p.Auto
@@ -419,7 +427,7 @@ const (
 
 // purge re-checks and deletes. It returns a non-empty refusal when a
 // precondition no longer holds.
-func (s *Sweeper) purge(ctx context.Context, p Purge) (refusal string, err error) {
+func (s *Sweeper) purge(ctx context.Context, p Purge, vr *volumeRecheck) (refusal string, err error) {
 	cur, err := s.store.Get(ctx, p.Record.Name)
 	if errors.Is(err, ErrNotFound) {
 		return refusalGone, nil
@@ -445,6 +453,12 @@ func (s *Sweeper) purge(ctx context.Context, p Purge) (refusal string, err error
 	}
 	if v.Outcome != OutcomeOrphan {
 		return "re-judged " + v.Outcome.String() + ": " + v.Reason, nil
+	}
+	// Before the auto-deletion is recorded: a refusal after it would leave
+	// the purge stored as a deletion request, which the guard lets through
+	// for a degraded volume.
+	if refusal := vr.refusal(ctx, &cur, &p.Candidate.Item); refusal != "" {
+		return refusal, nil
 	}
 	if !cur.DeletionRequested {
 		cur.DeletionRequested = true
