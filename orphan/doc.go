@@ -114,7 +114,8 @@
 // volume it belongs to and whether it is recoverable, and a replica
 // directory nobody inspected counts as possibly recoverable. Then:
 // a recoverable orphan of a faulted volume is never purged, unless a
-// person's request is confirmed by Input.LastCopyOverride; one of a
+// person's request is confirmed by Input.LastCopyOverride (in Kubernetes
+// the label LabelLastCopyOverride, with the Orphan deleted); one of a
 // degraded volume is not auto-deleted until the volume is healthy (it
 // may be reused as a replica, #10726); one of a volume the host did not
 // mention is not auto-deleted either; orphans of deleted and healthy

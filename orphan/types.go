@@ -80,6 +80,22 @@ const (
 	LabelValueDismissed = "true"
 )
 
+// LabelLastCopyOverride is the label by which a person confirms that this
+// copy may be purged although its volume is faulted, with the value
+// LabelValueLastCopyOverride; any other value, or none, is no override. It
+// lets a requested deletion through, never an automatic one: a Kubernetes
+// host passes the names of the Orphans that carry it in
+// Cycle.LastCopyOverride, and the last-copy guard (see VolumeState) still
+// keeps the data until the Orphan is also deleted. It is caretaker's own
+// (Longhorn has no last-copy guard):
+//
+//	kubectl -n longhorn-system label orphan NAME caretaker.io/last-copy-override=true
+//	kubectl -n longhorn-system delete orphan NAME
+const (
+	LabelLastCopyOverride      = "caretaker.io/last-copy-override"
+	LabelValueLastCopyOverride = "true"
+)
+
 // NamePrefix starts every orphan record name.
 const NamePrefix = "orphan-"
 

@@ -280,6 +280,33 @@ func (c *Controller) volumeStates(ctx context.Context) (map[string]orphan.Volume
 	return longhorn.VolumeStates(vols), true
 }
 
+// lastCopyOverrides names the node's Orphans that carry a person's
+// last-copy override (the label caretaker.io/last-copy-override=true),
+// from the manager's cache, the same the Store lists. The override lets
+// a requested purge of a faulted volume's copy through, so only an Orphan
+// that is also deleted (kubectl delete orphan) is purged. A list the
+// cache cannot give names none: every such purge is then refused.
+func (c *Controller) lastCopyOverrides(ctx context.Context) map[string]bool {
+	var list OrphanList
+	err := c.cache.List(ctx, &list, client.InNamespace(c.cfg.Namespace),
+		client.MatchingLabels{orphan.LabelNode: c.cfg.NodeID})
+	if err != nil {
+		c.log.Warn("orphans not listed: no last-copy override this cycle", "err", err)
+		return nil
+	}
+	var out map[string]bool
+	for i := range list.Items {
+		if !crstore.LastCopyOverridden(list.Items[i].Labels) {
+			continue
+		}
+		if out == nil {
+			out = map[string]bool{}
+		}
+		out[list.Items[i].Name] = true
+	}
+	return out
+}
+
 func (c *Controller) hostScopes() map[orphan.Scope]orphan.ScopeStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -305,12 +332,13 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	volumes, complete := c.volumeStates(ctx)
 	plan, res, err := c.sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
-		Selector:        orphan.Selector{NodeID: c.cfg.NodeID},
-		Scopes:          c.hostScopes(),
-		Policy:          c.cfg.Policy,
-		ObservedAt:      obs.StartedAt,
-		Volumes:         volumes,
-		VolumesComplete: complete,
+		Selector:         orphan.Selector{NodeID: c.cfg.NodeID},
+		Scopes:           c.hostScopes(),
+		Policy:           c.cfg.Policy,
+		ObservedAt:       obs.StartedAt,
+		Volumes:          volumes,
+		VolumesComplete:  complete,
+		LastCopyOverride: c.lastCopyOverrides(ctx),
 	})
 	if len(res.Created)+len(res.Forgotten)+len(res.Purged)+len(res.Refused)+len(res.Failed) > 0 {
 		c.log.Info("swept", "scan", obs.Seq, "created", res.Created, "forgotten", res.Forgotten,

@@ -15,7 +15,12 @@
 //     cache (the node's Orphans, its Longhorn Node, the Replicas, the
 //     Volumes). Its reconcile runs one orphan.Sweeper cycle, with every
 //     Volume's robustness for the last-copy guard (a list the cache
-//     could not give is incomplete: every volume is then unknown).
+//     could not give is incomplete: every volume is then unknown), and
+//     the names of the node's Orphans that carry a person's last-copy
+//     override, the label caretaker.io/last-copy-override=true
+//     (orphan.LabelLastCopyOverride): it lets the purge of a faulted
+//     volume's copy through once the Orphan is also deleted, never an
+//     automatic one.
 //
 // The records are kept by Store, an orphan.Store over client.Client that
 // lists through the manager's cache and reads every record it acts on

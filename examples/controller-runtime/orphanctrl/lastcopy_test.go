@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -129,4 +131,115 @@ func TestLastCopyOfAFaultedVolumeIsNeverAutoPurged(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// label is `kubectl -n NS label orphan NAME KEY=VALUE`.
+func (e *env) label(name, key, value string) {
+	e.t.Helper()
+	o := &orphanctrl.Orphan{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns}}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, key, value)
+	if err := e.c.Patch(context.Background(), o, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		e.t.Fatalf("kubectl label orphan %s %s: %v", name, key, err)
+	}
+}
+
+// TestLastCopyOverrideLetsARequestedPurgeThrough: three recoverable
+// orphans of a faulted volume, with auto-deletion on. The one a user
+// deletes without the label caretaker.io/last-copy-override=true stays
+// (its data kept, the Orphan held by its finalizer with PurgeGuarded=True,
+// LastCopy); the one labelled and deleted is purged; the one labelled but
+// not deleted stays, since the override never lets an automatic purge
+// through. Labelling the deleted one afterwards lets its purge through
+// too.
+func TestLastCopyOverrideLetsARequestedPurgeThrough(t *testing.T) {
+	const (
+		deletedDir  = "pvc-faulted-aaaaaaa1"
+		labelledDir = "pvc-faulted-bbbbbbb1"
+		bothDir     = "pvc-faulted-ccccccc1"
+	)
+	e := newEnv(t)
+	d := e.addNode("node-1", "disk-1")
+	e.owned(d, ownedDir)
+	e.setVolume("pvc-faulted", "faulted")
+	e.recoverableDir(d, deletedDir, 3)
+	e.recoverableDir(d, labelledDir, 4)
+	e.recoverableDir(d, bothDir, 5)
+	deleted, labelled, both := longhornName(d, deletedDir), longhornName(d, labelledDir), longhornName(d, bothDir)
+	e.start("node-1", manager.Options{}, func(_ manager.Manager, cfg *orphanctrl.Config) {
+		cfg.Policy = orphan.Policy{Kinds: []orphan.Kind{orphan.KindReplicaData}}
+	})
+
+	guarded := func(o *orphanctrl.Orphan) error {
+		if gs, gr, gm := conditionOf(o, "PurgeGuarded"); gs != "True" || gr != "LastCopy" {
+			return fmt.Errorf("%s: PurgeGuarded = %s %s %q", o.Name, gs, gr, gm)
+		}
+		return nil
+	}
+	e.waitFor("the three orphans to be guarded as last copies", func() error {
+		got := e.nodeOrphans("node-1")
+		for _, n := range []string{deleted, labelled, both} {
+			o, ok := got[n]
+			if !ok {
+				return fmt.Errorf("%s missing", n)
+			}
+			if err := guarded(o); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+
+	e.deleteOrphan(deleted)
+	e.label(labelled, orphan.LabelLastCopyOverride, orphan.LabelValueLastCopyOverride)
+	e.label(both, orphan.LabelLastCopyOverride, orphan.LabelValueLastCopyOverride)
+	e.deleteOrphan(both)
+	e.waitFor("the labelled and deleted orphan's data to be purged", func() error {
+		if exists(t, d.dir(bothDir)) {
+			return errors.New(bothDir + " still there")
+		}
+		return nil
+	})
+	e.waitGone(both)
+
+	// The cycle that purged it saw the earlier deletion and label too.
+	got := e.nodeOrphans("node-1")
+	if !exists(t, d.dir(deletedDir)) {
+		t.Fatal("the deleted orphan of a faulted volume was purged without the override")
+	}
+	o, ok := got[deleted]
+	switch {
+	case !ok:
+		t.Fatal("the Orphan deleted without the override is gone")
+	case o.DeletionTimestamp == nil || len(o.Finalizers) == 0:
+		t.Fatalf("the Orphan deleted without the override: deletionTimestamp %v, finalizers %v", o.DeletionTimestamp, o.Finalizers)
+	}
+	if err := guarded(o); err != nil {
+		t.Fatal(err)
+	}
+	if !exists(t, d.dir(labelledDir)) {
+		t.Fatal("the labelled orphan was purged without a deletion request")
+	}
+	o, ok = got[labelled]
+	switch {
+	case !ok:
+		t.Fatal("the labelled Orphan is gone")
+	case o.DeletionTimestamp != nil:
+		t.Fatal("the labelled Orphan was deleted without a user's request")
+	}
+	if err := guarded(o); err != nil {
+		t.Fatal(err)
+	}
+
+	// The label given after the deletion lets the purge through too.
+	e.label(deleted, orphan.LabelLastCopyOverride, orphan.LabelValueLastCopyOverride)
+	e.waitFor("the deleted orphan, labelled afterwards, to be purged", func() error {
+		if exists(t, d.dir(deletedDir)) {
+			return errors.New(deletedDir + " still there")
+		}
+		return nil
+	})
+	e.waitGone(deleted)
+	if !exists(t, d.dir(labelledDir)) {
+		t.Fatal("the labelled orphan was purged without a deletion request")
+	}
 }

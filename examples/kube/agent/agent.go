@@ -7,7 +7,8 @@
 // Node (which disks to scan, and whether the node or a disk is being
 // evicted), the Replicas (which directories the cluster expects), the
 // Volumes (each one's robustness, for the last-copy guard), and the
-// Orphans labelled with its node (deletion requests). The diskscan
+// Orphans labelled with its node (deletion requests, and a person's
+// last-copy override). The diskscan
 // adapter, wrapped by salvage.WithCopies so that each orphaned directory
 // is inspected as a copy of its volume, runs under an orphan.Monitor; on every change, and on every event, the
 // agent runs one orphan.Sweeper cycle over the crstore Store. Everything
@@ -22,8 +23,13 @@
 // mass-deletion guard is on, and so is its last-copy guard: the agent
 // passes every Volume's robustness (Cycle.Volumes, complete once the
 // informer has synced), so a recoverable orphan of a faulted volume is
-// never purged, and one of a degraded or unknown (detached) volume is not
-// auto-deleted; an orphan of a deleted volume is.
+// never purged unless a person confirms it, and one of a degraded or
+// unknown (detached) volume is not auto-deleted; an orphan of a deleted
+// volume is. A person confirms with the label
+// caretaker.io/last-copy-override=true (orphan.LabelLastCopyOverride) on
+// the Orphan: the agent passes the names of its Orphans that carry it in
+// Cycle.LastCopyOverride, which lets the purge through once the Orphan is
+// also deleted (never an automatic one).
 package agent
 
 import (
@@ -92,6 +98,7 @@ type Agent struct {
 	mu      sync.Mutex
 	scopes  map[orphan.Scope]orphan.ScopeStatus // the host's view, from the Node object
 	volumes cache.SharedIndexInformer           // the Volumes, once Run starts it
+	orphanc cache.SharedIndexInformer           // the node's Orphans, once Run starts it
 }
 
 // New returns an agent; it does nothing until Run.
@@ -156,6 +163,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	volumeInf := volumeF.ForResource(longhorn.VolumeGVR).Informer()
 	a.mu.Lock()
 	a.volumes = volumeInf
+	a.orphanc = orphanInf
 	a.mu.Unlock()
 
 	onEvent := func(f func()) cache.ResourceEventHandlerFuncs {
@@ -317,6 +325,33 @@ func (a *Agent) volumeStates() (map[string]orphan.VolumeState, bool) {
 	return longhorn.VolumeStates(vols), true
 }
 
+// lastCopyOverrides names the node's Orphans that carry a person's
+// last-copy override (the label caretaker.io/last-copy-override=true),
+// from the informer's cache. The override lets a requested purge of a
+// faulted volume's copy through, so only an Orphan that is also deleted
+// (kubectl delete orphan) is purged. Before the informer has synced, no
+// Orphan has one.
+func (a *Agent) lastCopyOverrides() map[string]bool {
+	a.mu.Lock()
+	inf := a.orphanc
+	a.mu.Unlock()
+	if inf == nil || !inf.HasSynced() {
+		return nil
+	}
+	var out map[string]bool
+	for _, obj := range inf.GetStore().List() {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok || !crstore.LastCopyOverridden(u.GetLabels()) {
+			continue
+		}
+		if out == nil {
+			out = map[string]bool{}
+		}
+		out[u.GetName()] = true
+	}
+	return out
+}
+
 // loop runs a cycle on every poke, after a failure with a growing delay,
 // and when the plan says time alone will change it.
 func (a *Agent) loop(ctx context.Context) {
@@ -366,13 +401,15 @@ func (a *Agent) cycle(ctx context.Context) (time.Time, error) {
 	}
 	host := a.hostScopes()
 	volumes, complete := a.volumeStates()
+	overrides := a.lastCopyOverrides()
 	plan, res, err := a.sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
-		Selector:        orphan.Selector{NodeID: a.cfg.NodeID},
-		Scopes:          host,
-		Policy:          a.cfg.Policy,
-		ObservedAt:      obs.StartedAt,
-		Volumes:         volumes,
-		VolumesComplete: complete,
+		Selector:         orphan.Selector{NodeID: a.cfg.NodeID},
+		Scopes:           host,
+		Policy:           a.cfg.Policy,
+		ObservedAt:       obs.StartedAt,
+		Volumes:          volumes,
+		VolumesComplete:  complete,
+		LastCopyOverride: overrides,
 	})
 	if a.log.Enabled(ctx, slog.LevelDebug) {
 		for _, k := range plan.Keep {

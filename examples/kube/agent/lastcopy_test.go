@@ -16,6 +16,7 @@ import (
 
 	"github.com/caretaker-storage/caretaker/examples/kube/internal/kubetest"
 	"github.com/caretaker-storage/caretaker/examples/kube/longhorn"
+	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/salvage/salvagetest"
 )
 
@@ -127,6 +128,105 @@ func TestLastCopyOfAFaultedVolumeIsNeverAutoPurged(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestLastCopyOverrideLetsARequestedPurgeThrough: three recoverable
+// orphans of a faulted volume, with auto-deletion on. The one a user
+// deletes without the label caretaker.io/last-copy-override=true stays
+// (its data kept, the Orphan held by its finalizer with PurgeGuarded=True,
+// LastCopy); the one labelled and deleted is purged; the one labelled but
+// not deleted stays, since the override never lets an automatic purge
+// through. Labelling the deleted one afterwards lets its purge through
+// too.
+func TestLastCopyOverrideLetsARequestedPurgeThrough(t *testing.T) {
+	const (
+		deletedDir  = "pvc-faulted-aaaaaaa1"
+		labelledDir = "pvc-faulted-bbbbbbb1"
+		bothDir     = "pvc-faulted-ccccccc1"
+	)
+	e := newEnv(t)
+	d := e.addNode("node-1", "disk-1")
+	e.owned(d, ownedDir)
+	e.setVolume("pvc-faulted", "faulted")
+	e.recoverableDir(d, deletedDir, 3)
+	e.recoverableDir(d, labelledDir, 4)
+	e.recoverableDir(d, bothDir, 5)
+	deleted, labelled, both := longhornName(d, deletedDir), longhornName(d, labelledDir), longhornName(d, bothDir)
+	e.startAgent("node-1", "-auto-delete=replica-data", "-grace-period=0")
+
+	guarded := func(o *unstructured.Unstructured) error {
+		if g := condition(o, "PurgeGuarded"); g["status"] != "True" || g["reason"] != "LastCopy" {
+			return fmt.Errorf("%s: PurgeGuarded = %v", o.GetName(), g)
+		}
+		return nil
+	}
+	e.waitFor("the three orphans to be guarded as last copies", func() error {
+		got := e.nodeOrphans("node-1")
+		for _, n := range []string{deleted, labelled, both} {
+			o, ok := got[n]
+			if !ok {
+				return fmt.Errorf("%s missing; have %v", n, keys(got))
+			}
+			if err := guarded(o); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+
+	e.deleteOrphan(deleted)
+	e.label(labelled, orphan.LabelLastCopyOverride, orphan.LabelValueLastCopyOverride)
+	e.label(both, orphan.LabelLastCopyOverride, orphan.LabelValueLastCopyOverride)
+	e.deleteOrphan(both)
+	e.waitFor("the labelled and deleted orphan's data to be purged", func() error {
+		if exists(t, d.dir(bothDir)) {
+			return errors.New(bothDir + " still there")
+		}
+		return nil
+	})
+	e.waitGone(both)
+
+	// The cycle that purged it saw the earlier deletion and label too.
+	got := e.nodeOrphans("node-1")
+	if !exists(t, d.dir(deletedDir)) {
+		t.Fatal("the deleted orphan of a faulted volume was purged without the override")
+	}
+	o, ok := got[deleted]
+	switch {
+	case !ok:
+		t.Fatalf("the Orphan deleted without the override is gone; have %v", keys(got))
+	case o.GetDeletionTimestamp() == nil || len(o.GetFinalizers()) == 0:
+		t.Fatalf("the Orphan deleted without the override: deletionTimestamp %v, finalizers %v", o.GetDeletionTimestamp(), o.GetFinalizers())
+	}
+	if err := guarded(o); err != nil {
+		t.Fatal(err)
+	}
+	if !exists(t, d.dir(labelledDir)) {
+		t.Fatal("the labelled orphan was purged without a deletion request")
+	}
+	o, ok = got[labelled]
+	switch {
+	case !ok:
+		t.Fatalf("the labelled Orphan is gone; have %v", keys(got))
+	case o.GetDeletionTimestamp() != nil:
+		t.Fatal("the labelled Orphan was deleted without a user's request")
+	}
+	if err := guarded(o); err != nil {
+		t.Fatal(err)
+	}
+
+	// The label given after the deletion lets the purge through too.
+	e.label(deleted, orphan.LabelLastCopyOverride, orphan.LabelValueLastCopyOverride)
+	e.waitFor("the deleted orphan, labelled afterwards, to be purged", func() error {
+		if exists(t, d.dir(deletedDir)) {
+			return errors.New(deletedDir + " still there")
+		}
+		return nil
+	})
+	e.waitGone(deleted)
+	if !exists(t, d.dir(labelledDir)) {
+		t.Fatal("the labelled orphan was purged without a deletion request")
+	}
 }
 
 // orphanTable is what `kubectl get orphans` prints: the API server's

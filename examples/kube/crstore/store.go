@@ -54,6 +54,13 @@ type Options struct {
 //
 // and returns it to normal by removing the label (caretaker.io/dismissed-):
 // the label is the dismissal, so it lives exactly as long as the object.
+//
+// The label caretaker.io/last-copy-override=true (orphan.LabelLastCopyOverride)
+// is a person's confirmation that the copy may be purged although its
+// volume is faulted. It is no field of the record: the host reads it
+// (LastCopyOverridden) into orphan.Cycle.LastCopyOverride, and it lets
+// only a requested deletion (kubectl delete orphan) through. The Store
+// never writes it.
 // Update sets or removes it only when Record.Dismissed differs from it,
 // in a metadata update of its own before the status is written.
 //
@@ -225,6 +232,14 @@ func dismissed(u *unstructured.Unstructured) bool { return Dismissed(u.GetLabels
 // (orphan.LabelDismissed=true): what Record.Dismissed is read from.
 func Dismissed(labels map[string]string) bool {
 	return labels[orphan.LabelDismissed] == orphan.LabelValueDismissed
+}
+
+// LastCopyOverridden reports whether labels carry a person's last-copy
+// override (orphan.LabelLastCopyOverride=true): the host passes the names
+// of such Orphans in orphan.Cycle.LastCopyOverride, which lets a requested
+// purge of a faulted volume's copy through, never an automatic one.
+func LastCopyOverridden(labels map[string]string) bool {
+	return labels[orphan.LabelLastCopyOverride] == orphan.LabelValueLastCopyOverride
 }
 
 // WithDismissal returns a copy of labels with the dismissal label set
