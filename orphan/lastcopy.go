@@ -98,7 +98,7 @@ func lastCopyHit(in *Input, r *Record, it *Item) guardHit {
 	case VolumeFaulted:
 		if auto || !in.LastCopyOverride[r.Name] {
 			return guardHit{GuardLastCopy, fmt.Sprintf(
-				"it holds %s of volume %s, which is faulted: it may be the last copy of the volume's data; only a person's override (Input.LastCopyOverride) lets a requested purge through", what, volume)}
+				"it holds %s of volume %s, which is faulted: it may be the last copy of the volume's data; only a person's override (the Orphan label "+LabelLastCopyOverride+"="+LabelValueLastCopyOverride+" where the host reads it, or the host's LastCopyOverride) lets a requested deletion through", what, volume)}
 		}
 	default:
 		if auto {
