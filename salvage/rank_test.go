@@ -40,7 +40,7 @@ func runRanking(t *testing.T, cands []candidate, wantBasis salvage.Basis) {
 		}
 		ins = append(ins, inspect(t, dir, salvage.Options{}))
 	}
-	before := [2]map[string]fileState{snapshot(t, disks[0]), snapshot(t, disks[1])}
+	before := [2]map[string]string{snapshot(t, disks[0]), snapshot(t, disks[1])}
 	// The ranking must not depend on the order of the candidates.
 	for round := range 5 {
 		perm := rand.Perm(len(ins))

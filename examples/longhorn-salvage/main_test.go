@@ -6,9 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
-	"io"
-	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,55 +15,20 @@ import (
 	"testing"
 
 	"github.com/caretaker-storage/caretaker/examples/internal/cli/clitest"
+	"github.com/caretaker-storage/caretaker/salvage/salvagetest"
 )
 
-// state records every entry under root (mode, size, mtime, content hash),
-// without following links.
+// state records every entry under root (salvagetest.TreeState).
 func state(t *testing.T, root string) map[string]string {
 	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		s := fmt.Sprintf("%v %d %d", fi.Mode(), fi.Size(), fi.ModTime().UnixNano())
-		if fi.Mode().IsRegular() {
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			h := sha256.New()
-			_, err = io.Copy(h, f)
-			f.Close()
-			if err != nil {
-				return err
-			}
-			s += fmt.Sprintf(" %x", h.Sum(nil))
-		}
-		out[p] = s
-		return nil
-	})
+	st, err := salvagetest.TreeState(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return st
 }
 
-func sameState(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
-}
+func sameState(a, b map[string]string) bool { return maps.Equal(a, b) }
 
 // listed is what the JSON contract promises per directory.
 type listed struct {
