@@ -334,3 +334,33 @@ func isRPC(err error, code int, msg string) bool {
 	var rerr *spdk.RPCError
 	return errors.As(err, &rerr) && rerr.Code == code && rerr.Message == msg
 }
+
+// TestDeletingARaidMemberEmptiesItsSlot: deleting a RAID bdev's member
+// does not fail either; SPDK's RAID module takes the member out
+// (bdev_raid.c raid_bdev_event_base_bdev -> raid_bdev_remove_base_bdev)
+// and keeps its slot, unnamed, with the nil UUID, not configured. A RAID1
+// bdev stays online while a member is left.
+func TestDeletingARaidMemberEmptiesItsSlot(t *testing.T) {
+	g := seedGolden(t)
+	ctx := context.Background()
+	if err := spdk.BdevNvmeDetachController(ctx, g.c, goldenRemoteCtrl, spdk.NvmeTransportID{}); err != nil {
+		t.Fatal(err)
+	}
+	raids, err := spdk.BdevRaidGetBdevs(ctx, g.c, "")
+	if err != nil || len(raids) != 1 {
+		t.Fatal(raids, err)
+	}
+	r := raids[0]
+	gone := spdk.RaidBaseBdev{UUID: "00000000-0000-0000-0000-000000000000", DataSize: r.BaseBdevsList[1].DataSize}
+	if r.State != "online" || r.NumBaseBdevs != 2 || r.NumBaseBdevsDiscovered != 1 || r.NumBaseBdevsOperational != 1 ||
+		r.BaseBdevsList[0].Name != "disk-1/"+goldenHead || r.BaseBdevsList[1] != gone {
+		t.Fatalf("after detaching the remote replica: %+v", r)
+	}
+	if err := spdk.BdevLvolDelete(ctx, g.c, g.head); err != nil {
+		t.Fatalf("deleting the local member: %v", err)
+	}
+	raids, _ = spdk.BdevRaidGetBdevs(ctx, g.c, "")
+	if r := raids[0]; r.State != "offline" || r.NumBaseBdevsDiscovered != 0 || r.BaseBdevsList[0].Name != "" {
+		t.Fatalf("after deleting both members: %+v", r)
+	}
+}
