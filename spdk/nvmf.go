@@ -82,9 +82,9 @@ func (n NvmfNamespace) Bdev() string {
 // its paths, one per connection to a target. Its namespaces are bdevs
 // named NvmeBdevName(Name, nsid).
 //
-// SPDK before multipath (up to v21.07) wrote one trid per controller
-// instead of ctrlrs; BdevNvmeGetControllers turns that into one path with
-// an empty State.
+// SPDK before multipath wrote one trid per controller instead of ctrlrs
+// (the example of SPDK's doc/jsonrpc.md still shows that shape);
+// BdevNvmeGetControllers turns it into one path with an empty State.
 type BdevNvmeController struct {
 	Name   string      `json:"name"`
 	Ctrlrs []NvmeCtrlr `json:"ctrlrs"`
@@ -252,9 +252,11 @@ func NvmfSubsystemRemoveListener(ctx context.Context, c Caller, nqn string, addr
 // its Traddr, Trsvcid and Subnqn detaches nothing if the controller now
 // connects elsewhere.
 //
-// An unknown name is an error matching ErrNotFound (-ENODEV); a path that
-// matches none of the controller's is an *RPCError of code -6 (-ENXIO,
-// "No such device or address"), CodeNoSuchPath.
+// An unknown name is an error matching ErrNotFound (-ENODEV from
+// bdev_nvme_delete; Longhorn's own detach treats it as "already gone"); a
+// path that matches none of the controller's is an *RPCError of code -6
+// (-ENXIO, "No such device or address"), CodeNoSuchPath, and detaches
+// nothing.
 func BdevNvmeDetachController(ctx context.Context, c Caller, name string, path NvmeTransportID) error {
 	params := struct {
 		Name string `json:"name"`
