@@ -333,7 +333,11 @@ func (c *Cleaner) await(ctx context.Context, keyspace, id string) error {
 	}
 }
 
-// jobStatus reads one job's status and error message.
+// jobStatus reads one job's status and error message. Releases of the
+// Management API before getJobStatus checked for a missing job answer an
+// unknown ID with HTTP 500 (the agent dereferenced the null job in
+// NodeOpsProvider.getJobStatus): that reads as failing status reads, and
+// await gives the job up after PollFailures of them, retryably.
 func (c *Cleaner) jobStatus(ctx context.Context, id string) (string, string, error) {
 	q := url.Values{"job_id": {id}}
 	status, body, err := c.do(ctx, http.MethodGet, jobPath, q, nil, "application/json")
