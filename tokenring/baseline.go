@@ -25,7 +25,7 @@ import (
 // they are called on, nor the topologies given to them.
 type Baselines struct {
 	// Topologies are the topologies some node's baseline refers to, each
-	// once, oldest first.
+	// once.
 	Topologies []Topology `json:"topologies,omitempty"`
 	// Nodes maps each endpoint to its baseline.
 	Nodes map[string]Baseline `json:"nodes,omitempty"`
@@ -55,6 +55,10 @@ const (
 	BaselineJoined BaselineReason = "Joined"
 	// BaselineCleaned: a cleanup for this topology finished on the node.
 	BaselineCleaned BaselineReason = "Cleaned"
+	// BaselineNoLoss: the node lost no range between its previous
+	// baseline and this topology (it only kept or gained), so it holds
+	// nothing this topology does not give it.
+	BaselineNoLoss BaselineReason = "NoLoss"
 )
 
 // DataPresence says whether the cluster holds data that a range move
@@ -125,7 +129,10 @@ func HoldsData(t Topology) bool {
 //   - with data, a member without a baseline gets one, reason
 //     BaselineJoined: now, or now without the nodes first seen with it
 //     that joined after it (ObserveOptions.JoinOrder); a member with a
-//     baseline keeps it;
+//     baseline keeps it while it lost ranges since (its cleanup is due),
+//     and otherwise moves on to now, reason BaselineNoLoss (so a range it
+//     gains and later loses is still seen, and a keyspace created later
+//     is compared from a recent ring);
 //   - a keyspace now has that a baseline lacks is added to it, with its
 //     replication as first seen (NetworkTopologyStrategy factors only for
 //     the datacenters that baseline's ring has): it was created after the
@@ -136,7 +143,8 @@ func HoldsData(t Topology) bool {
 //     anew), and topologies nobody refers to are dropped.
 //
 // now must pass Topology.Validate, and b must pass Validate; otherwise
-// the error says why and b is not changed.
+// the error says why and b is not changed. With data, Observe runs the
+// package's Analyze once per distinct baseline, as Baselines.Analyze does.
 func (b Baselines) Observe(now Topology, opts ObserveOptions) (Baselines, error) {
 	if err := now.Validate(); err != nil {
 		return b, fmt.Errorf("observed topology: %w", err)
@@ -155,30 +163,53 @@ func (b Baselines) Observe(now Topology, opts ObserveOptions) (Baselines, error)
 		return out, nil
 	}
 
-	// Keep the baselines of members, each topology once, with the
-	// keyspaces created since it.
-	remap := map[int]int{}
+	// Members with a baseline keep it, with the keyspaces created since;
+	// those that lost nothing since move on to now.
+	groups := map[int][]string{}
 	var newcomers []string
 	for _, ep := range members {
-		old, ok := b.Nodes[ep]
-		if !ok {
+		if old, ok := b.Nodes[ep]; ok {
+			groups[old.Topology] = append(groups[old.Topology], ep)
+		} else {
 			newcomers = append(newcomers, ep)
-			continue
 		}
-		idx, seen := remap[old.Topology]
-		if !seen {
-			idx = len(out.Topologies)
-			remap[old.Topology] = idx
-			out.Topologies = append(out.Topologies, adoptKeyspaces(b.Topologies[old.Topology], now))
-		}
-		out.Nodes[ep] = Baseline{Topology: idx, Reason: old.Reason}
 	}
-	if len(newcomers) == 0 {
-		return out, nil
+	nowIdx := -1
+	useNow := func() int {
+		if nowIdx < 0 {
+			nowIdx = len(out.Topologies)
+			out.Topologies = append(out.Topologies, now)
+		}
+		return nowIdx
+	}
+	for _, oldIdx := range slices.Sorted(maps.Keys(groups)) {
+		base := adoptKeyspaces(b.Topologies[oldIdx], now)
+		a, err := Analyze(base, now)
+		if err != nil {
+			return b, fmt.Errorf("baseline of %q: %w", groups[oldIdx], err)
+		}
+		keptIdx := -1
+		unchanged := reflect.DeepEqual(base, now)
+		for _, ep := range groups[oldIdx] {
+			reason := b.Nodes[ep].Reason
+			switch {
+			case a.Nodes[ep].NeedsCleanup():
+				if keptIdx < 0 {
+					keptIdx = len(out.Topologies)
+					out.Topologies = append(out.Topologies, base)
+				}
+				out.Nodes[ep] = Baseline{Topology: keptIdx, Reason: reason}
+			case unchanged:
+				out.Nodes[ep] = Baseline{Topology: useNow(), Reason: reason}
+			default:
+				out.Nodes[ep] = Baseline{Topology: useNow(), Reason: BaselineNoLoss}
+			}
+		}
 	}
 	if len(newcomers) == 1 {
-		out.Topologies = append(out.Topologies, now)
-		out.Nodes[newcomers[0]] = Baseline{Topology: len(out.Topologies) - 1, Reason: BaselineJoined}
+		out.Nodes[newcomers[0]] = Baseline{Topology: useNow(), Reason: BaselineJoined}
+	}
+	if len(newcomers) <= 1 {
 		return out, nil
 	}
 
@@ -291,7 +322,7 @@ func (b Baselines) Validate() error {
 			return fmt.Errorf("%w: %q refers to topology %d of %d", ErrInvalidBaselines, ep, bl.Topology, len(b.Topologies))
 		}
 		switch bl.Reason {
-		case BaselineNoData, BaselineJoined, BaselineCleaned:
+		case BaselineNoData, BaselineJoined, BaselineCleaned, BaselineNoLoss:
 		default:
 			return fmt.Errorf("%w: %q has reason %q", ErrInvalidBaselines, ep, bl.Reason)
 		}

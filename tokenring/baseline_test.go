@@ -3,7 +3,11 @@ package tokenring
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -212,14 +216,18 @@ func TestSeveralNodesFirstSeenTogether(t *testing.T) {
 // datacenters is compared over the datacenters that ring had, not refused.
 func TestAdoptedKeyspaceFitsTheBaselineRing(t *testing.T) {
 	locs := map[string]Location{"A": {"dc1", "r1"}, "B": {"dc2", "r1"}}
+	shop := map[string]Replication{"shop": simple(1)}
 	var b Baselines
-	b = mustObserve(t, b, Topology{ring(locs, 10, "A"), withKeyspaces(nil)}, ObserveOptions{})
-	now := Topology{ring(locs, 10, "A", 20, "B"), withKeyspaces(map[string]Replication{"geo": nts(map[string]int{"dc1": 1, "dc2": 1})})}
-	b = mustObserve(t, b, now, ObserveOptions{})
-	a := mustAnalyzeBaselines(t, b, now)
-	if got := a.NeedsCleanup(); len(got) != 0 {
-		t.Errorf("NeedsCleanup = %v: A holds all of dc1's replica before and after", got)
+	b = mustObserve(t, b, Topology{ring(locs, 10, "A"), withKeyspaces(shop)}, ObserveOptions{})
+	b = mustObserve(t, b, Topology{ring(locs, 10, "A", 20, "B"), withKeyspaces(shop)}, ObserveOptions{}) // A lost half of shop
+	shop["geo"] = nts(map[string]int{"dc1": 1, "dc2": 1})
+	now := Topology{ring(locs, 10, "A", 20, "B"), withKeyspaces(shop)}
+
+	a := mustAnalyzeBaselines(t, b, now) // adopts geo into A's baseline, whose ring has no dc2
+	if got := a.NeedsCleanup(); !reflect.DeepEqual(got, []string{"A"}) || len(lostOf(a, "A", "geo")) != 0 {
+		t.Errorf("NeedsCleanup = %v, A lost %v of geo; want [A] for shop only: A holds all of dc1's replica of geo", got, lostOf(a, "A", "geo"))
 	}
+	b = mustObserve(t, b, now, ObserveOptions{})
 	if got := b.Topologies[b.Nodes["A"].Topology].Keyspaces["geo"]; !reflect.DeepEqual(got, nts(map[string]int{"dc1": 1})) {
 		t.Errorf("A's baseline adopted geo as %+v, want dc1 only", got)
 	}
@@ -248,5 +256,143 @@ func TestBaselinesRefuseMisuse(t *testing.T) {
 	b = mustObserve(t, b, Topology{provA, shop}, ObserveOptions{})
 	if _, ok := b.Nodes["B"]; ok || len(b.Topologies) != 1 {
 		t.Errorf("after B left: %+v", b)
+	}
+}
+
+// TestBaselinesNeverMissStaleData replays random provisionings and
+// scale-outs (joins only, SimpleStrategy keyspaces created at random
+// moments) against a model of every node's disk: a node holds each point
+// of a keyspace that it replicated at any time since the keyspace existed
+// and the node was in the ring; a point it holds and no longer replicates
+// is stale. Whatever the host observes (every event, only before joins,
+// or hardly ever, with or without the join order), a node with stale data
+// must be asked to clean up; observing after every event, exactly those
+// nodes are.
+func TestBaselinesNeverMissStaleData(t *testing.T) {
+	r := rand.New(rand.NewPCG(3102, 26))
+	withStale := 0
+	for iter := range 400 {
+		// The events: joins of nodes N0..Nn-1 and creations of keyspaces.
+		nodes := 2 + r.IntN(5)
+		used := map[Token]bool{}
+		tokensOf := make([][]Token, nodes)
+		for n := range tokensOf {
+			for range 1 + r.IntN(3) {
+				tok := Token(r.IntN(2000) - 1000)
+				for used[tok] {
+					tok = Token(r.IntN(2000) - 1000)
+				}
+				used[tok] = true
+				tokensOf[n] = append(tokensOf[n], tok)
+			}
+		}
+		type event struct {
+			join     int // node index, or -1
+			keyspace string
+			repl     Replication
+		}
+		var events []event
+		for n := range nodes {
+			events = append(events, event{join: n})
+		}
+		for k := range r.IntN(3) {
+			at := r.IntN(len(events) + 1)
+			ev := event{join: -1, keyspace: fmt.Sprintf("ks%d", k), repl: simple(1 + r.IntN(3))}
+			events = slices.Insert(events, at, ev)
+		}
+		policy := r.IntN(4) // 0 every event, 1 before joins, 2 rarely with order, 3 rarely without
+		var order []string
+
+		var b Baselines
+		ring := Ring{}
+		keyspaces := withKeyspaces(nil)
+		held := map[string]map[string]map[Token]bool{} // node → keyspace → probe points
+		probes := slices.Sorted(maps.Keys(used))
+		topology := func() Topology {
+			return Topology{Ring: Ring{Owners: slices.Clone(ring.Owners)}, Keyspaces: maps.Clone(keyspaces)}
+		}
+		write := func() { // every current replica receives every point
+			rr := newRefRing(ring)
+			for ks, repl := range keyspaces {
+				for _, p := range probes {
+					for _, ep := range rr.ownersOf(repl, p) {
+						if held[ep] == nil {
+							held[ep] = map[string]map[Token]bool{}
+						}
+						if held[ep][ks] == nil {
+							held[ep][ks] = map[Token]bool{}
+						}
+						held[ep][ks][p] = true
+					}
+				}
+			}
+		}
+		observe := func() {
+			if len(ring.Owners) == 0 {
+				return
+			}
+			opts := ObserveOptions{}
+			if policy == 2 {
+				opts.JoinOrder = order
+			}
+			var err error
+			if b, err = b.Observe(topology(), opts); err != nil {
+				t.Fatalf("iteration %d: %v", iter, err)
+			}
+		}
+		for _, ev := range events {
+			if ev.join >= 0 && (policy == 1 || (policy >= 2 && r.IntN(4) == 0)) {
+				observe() // the host's duty: before a node starts joining
+			}
+			if ev.join >= 0 {
+				ep := fmt.Sprintf("N%d", ev.join)
+				for _, tok := range tokensOf[ev.join] {
+					ring.Owners = append(ring.Owners, TokenOwner{Token: tok, Endpoint: ep})
+				}
+				order = append(order, ep)
+			} else {
+				keyspaces[ev.keyspace] = ev.repl
+			}
+			write()
+			if policy == 0 {
+				observe()
+			}
+		}
+		observe()
+		now := topology()
+		a, err := b.Analyze(now)
+		if err != nil {
+			t.Fatalf("iteration %d: %v", iter, err)
+		}
+		rr := newRefRing(ring)
+		var stale []string
+		for _, ep := range slices.Sorted(maps.Keys(held)) {
+			for ks, points := range held[ep] {
+				for p := range points {
+					if !slices.Contains(rr.ownersOf(keyspaces[ks], p), ep) {
+						stale = append(stale, ep)
+						break
+					}
+				}
+				if slices.Contains(stale, ep) {
+					break
+				}
+			}
+		}
+		got := a.NeedsCleanup()
+		if len(stale) > 0 {
+			withStale++
+		}
+		for _, ep := range stale {
+			if !slices.Contains(got, ep) {
+				t.Fatalf("iteration %d (policy %d, events %+v): %s holds stale data but NeedsCleanup = %v", iter, policy, events, ep, got)
+			}
+		}
+		if policy == 0 && !reflect.DeepEqual(got, stale) {
+			t.Fatalf("iteration %d (observing every event, events %+v): NeedsCleanup = %v, stale = %v", iter, events, got, stale)
+		}
+	}
+	if withStale < 100 {
+		t.Errorf("only %d of 400 runs left stale data: the test checks too little", withStale)
 	}
 }
