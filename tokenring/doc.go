@@ -106,11 +106,15 @@
 //
 // A cluster's first provisioning adds nodes one after another: each join
 // takes ranges from the nodes already there, and whatever those nodes
-// wrote for them stays on their disks. scylla-operator records a node's
-// baseline (its last-cleaned-up ring hash) only when it first sees the
-// node's Service annotated, which during provisioning is usually after
-// the later nodes joined, so no cleanup ever runs (scylla-operator#3102;
-// a later decommission then waits for ScyllaDB's own slow cleanup).
+// wrote for them stays on their disks. scylla-operator seeds a node's
+// baseline, its last-cleaned-up ring hash, with the node's current ring
+// hash the first time its member Service carries one (MemberService in
+// pkg/controller/scylladbdatacenter/resource.go); during provisioning
+// that is usually after the later nodes joined, so no cleanup ever runs
+// (scylla-operator#3102; a later decommission then waits for ScyllaDB's
+// own slow cleanup). Decide's TriggerHash seeds NeverCleanedUp instead
+// and so cleans every node, the last one included; TriggerOwnership
+// needs per-node baselines.
 //
 // Baselines fixes it as data. Observe gives a node its baseline when it
 // is first seen in the ring: the topology it joined, so the nodes that
