@@ -140,8 +140,12 @@ var _ tokenring.Cleaner = (*Cleaner)(nil)
 // tokenring.ErrInvalidURL) and returns a Cleaner for it.
 func New(baseURL string, opts Options) (*Cleaner, error) {
 	u, err := url.Parse(baseURL)
+	shown := baseURL
+	if at := strings.LastIndexByte(shown, '@'); at >= 0 {
+		shown = "<redacted>" + shown[at:] // never echo what may be a password
+	}
 	invalid := func(why string) error {
-		return fmt.Errorf("mgmtapi: base URL %q: %w: %s", baseURL, tokenring.ErrInvalidURL, why)
+		return fmt.Errorf("mgmtapi: base URL %q: %w: %s", shown, tokenring.ErrInvalidURL, why)
 	}
 	switch {
 	case err != nil || !strings.Contains(baseURL, "://"):
@@ -149,7 +153,7 @@ func New(baseURL string, opts Options) (*Cleaner, error) {
 	case u.Scheme != "http" && u.Scheme != "https":
 		return nil, invalid("scheme must be http or https")
 	case u.User != nil:
-		return nil, fmt.Errorf("mgmtapi: base URL %q: %w: credentials are not supported", u.Redacted(), tokenring.ErrInvalidURL)
+		return nil, invalid("credentials are not supported")
 	case u.Host == "":
 		return nil, invalid("no host")
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":

@@ -340,7 +340,7 @@ func TestLocalSystemKeyspaceOK(t *testing.T) {
 }
 
 func TestNewRefusesBadURLs(t *testing.T) {
-	for _, u := range []string{"", "10.0.0.1:8080", "ftp://h", "http://user:pw@h", "http://", "http://h?x=1", "http://h#f"} {
+	for _, u := range []string{"", "10.0.0.1:8080", "ftp://h", "http://user:pw@h", "user:pw@h:8080", "http://", "http://h?x=1", "http://h#f"} {
 		if _, err := mgmtapi.New(u, mgmtapi.Options{}); !errors.Is(err, tokenring.ErrInvalidURL) {
 			t.Errorf("New(%q): %v, want ErrInvalidURL", u, err)
 		} else if strings.Contains(err.Error(), "pw") {
