@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -358,5 +360,36 @@ func waitForWaiter(t *testing.T, fc *clocktesting.FakeClock) {
 			t.Fatal("the Cleaner never waited on the clock")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// CleanerFor builds each node's Cleaner from its endpoint, as a driver
+// cleaning many nodes asks for them.
+func TestCleanerFor(t *testing.T) {
+	srv := tokenringtest.NewMgmtServer(cluster(), tokenringtest.MgmtServerOptions{})
+	defer srv.Close()
+	host, port, err := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := strconv.Atoi(port)
+	cleanerFor := mgmtapi.CleanerFor("http", p, mgmtapi.Options{PollInterval: time.Millisecond})
+	c, err := cleanerFor(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CleanupKeyspace(context.Background(), "shop"); err != nil || len(srv.Cleaned()) != 1 {
+		t.Errorf("cleanup through CleanerFor: %v, cleaned %v", err, srv.Cleaned())
+	}
+	for _, bad := range []func() error{
+		func() error { _, err := cleanerFor(""); return err },
+		func() error { _, err := mgmtapi.CleanerFor("ftp", 0, mgmtapi.Options{})("10.0.0.1"); return err },
+	} {
+		if err := bad(); !errors.Is(err, tokenring.ErrInvalidURL) {
+			t.Errorf("CleanerFor with a bad endpoint or scheme: %v, want ErrInvalidURL", err)
+		}
+	}
+	if c, err := mgmtapi.CleanerFor("http", 0, mgmtapi.Options{})("fd00::1"); err != nil || c == nil {
+		t.Errorf("CleanerFor of an IPv6 endpoint: %v", err)
 	}
 }
