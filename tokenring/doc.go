@@ -106,14 +106,14 @@
 //
 // A cluster's first provisioning adds nodes one after another: each join
 // takes ranges from the nodes already there, and whatever those nodes
-// wrote for them stays on their disks. scylla-operator seeds a node's
-// baseline, its last-cleaned-up ring hash, with the node's current ring
-// hash the first time its member Service carries one (MemberService in
+// wrote for them stays on their disks. scylla-operator first sets a
+// node's baseline, its last-cleaned-up ring hash, to the node's current
+// ring hash the first time its member Service carries one (MemberService in
 // pkg/controller/scylladbdatacenter/resource.go); during provisioning
 // that is usually after the later nodes joined, so no cleanup ever runs
 // (scylla-operator#3102; a later decommission then waits for ScyllaDB's
-// own slow cleanup). Decide's TriggerHash seeds NeverCleanedUp instead
-// and so cleans every node, the last one included; TriggerOwnership
+// own slow cleanup). Decide's TriggerHash starts from NeverCleanedUp
+// instead and so cleans every node, the last one included; TriggerOwnership
 // needs per-node baselines.
 //
 // Baselines fixes it as data. Observe gives a node its baseline when it
@@ -122,7 +122,8 @@
 // lost to it. While the cluster holds no data (DataPresence; by default
 // HoldsData: any keyspace that is not LocalStrategy, replicated system
 // keyspaces included), every baseline simply follows the ring: nothing
-// can be left behind. A keyspace created after a node's baseline is
+// can be left behind. A node that lost nothing since its baseline moves
+// on to the observed topology. A keyspace created after a node's baseline is
 // compared from that baseline, not skipped as new: data written after
 // the first node started and before the others joined is left behind
 // too. The host's duty is to call Observe before each node starts to
