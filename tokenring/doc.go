@@ -90,15 +90,48 @@
 //     status when it reports a change.
 //  5. Only for TriggerOwnership: keep, per node, a baseline Topology (the
 //     ring and the vnode keyspaces' replication when the node was last
-//     cleaned, or when it joined). Each reconcile read the current ring
-//     (ReadRing) and replication, call Analyze(baseline, now) once per
-//     distinct baseline, and pass the result in DecideOptions.Analysis.
-//     When you apply ActionRecordCleanup, make "now" that node's baseline;
-//     otherwise a replication change keeps asking for cleanups. Never keep
-//     a topology that fails Topology.Validate: a replication that does not
-//     match the ring (a datacenter it does not have, no replicas at all)
-//     would make every node look as if it lost its ranges, so Analyze
-//     refuses it with ErrUnknownDatacenter or ErrInvalidReplication.
+//     cleaned, or when it joined). The Baselines record does this for you:
+//     each reconcile read the current ring (ReadRing) and replication,
+//     call Baselines.Observe(now) and save the record, then
+//     Baselines.Analyze(now), and pass the result in
+//     DecideOptions.Analysis. When you apply ActionRecordCleanup, call
+//     Baselines.RecordCleanup(node, now); otherwise a replication change
+//     keeps asking for cleanups. Never keep a topology that fails
+//     Topology.Validate: a replication that does not match the ring (a
+//     datacenter it does not have, no replicas at all) would make every
+//     node look as if it lost its ranges, so Analyze refuses it with
+//     ErrUnknownDatacenter or ErrInvalidReplication.
+//
+// # Cleanup after provisioning
+//
+// A cluster's first provisioning adds nodes one after another: each join
+// takes ranges from the nodes already there, and whatever those nodes
+// wrote for them stays on their disks. scylla-operator first sets a
+// node's baseline, its last-cleaned-up ring hash, to the node's current
+// ring hash the first time its member Service carries one (MemberService in
+// pkg/controller/scylladbdatacenter/resource.go); during provisioning
+// that is usually after the later nodes joined, so no cleanup ever runs
+// (scylla-operator#3102; a later decommission then waits for ScyllaDB's
+// own slow cleanup). Decide's TriggerHash starts from NeverCleanedUp
+// instead and so cleans every node, the last one included; TriggerOwnership
+// needs per-node baselines.
+//
+// Baselines fixes it as data. Observe gives a node its baseline when it
+// is first seen in the ring: the topology it joined, so the nodes that
+// were there before it keep older baselines and Analyze finds what they
+// lost to it. While the cluster holds no data (DataPresence; by default
+// HoldsData: any keyspace that is not LocalStrategy, replicated system
+// keyspaces included), every baseline simply follows the ring: nothing
+// can be left behind. A node that lost nothing since its baseline moves
+// on to the observed topology. A keyspace created after a node's baseline is
+// compared from that baseline, not skipped as new: data written after
+// the first node started and before the others joined is left behind
+// too. The host's duty is to call Observe before each node starts to
+// join; when it cannot (it started late), ObserveOptions.JoinOrder
+// rebuilds the ring each node joined from the order the host knows
+// (StatefulSet ordinals), and without it each node first seen with
+// others is taken to have joined first: an extra cleanup, never a
+// missed one.
 //
 // # A complete loop
 //
@@ -138,7 +171,8 @@
 // Sentinels for errors.Is: ErrNotMurmur3 (every *TokenError: a token that is
 // not a canonical signed 64-bit decimal), ErrInvalidRing,
 // ErrInvalidReplication, ErrUnknownDatacenter and ErrMissingLocation
-// (Topology.Validate and Analyze's input),
+// (Topology.Validate and Analyze's input), ErrNoBaseline and
+// ErrInvalidBaselines (Baselines),
 // ErrNotJoined and ErrInconsistentRing (retry later), ErrNotFound (HTTP
 // 404; caretaker's shared NotFound class), ErrKeyspaceNotFound (ScyllaDB said the keyspace does not exist),
 // ErrRedirect, ErrMalformedReply and ErrTooLarge (REST replies, the

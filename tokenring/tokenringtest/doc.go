@@ -9,6 +9,11 @@
 //     tokenring.Client and of code that talks HTTP. With
 //     ServerOptions.AuthToken it plays the Scylla Manager Agent: TLS and a
 //     bearer token. It listens on 127.0.0.1 only.
+//   - MgmtServer, a fake Management API for Apache Cassandra (k8ssandra's
+//     management-api, which cass-operator runs beside each Cassandra
+//     node): keyspace listing and replication, the asynchronous keyspace
+//     cleanup and its job status, with jobs that take time, fail, or
+//     vanish, for tests of package mgmtapi's Cleaner.
 //
 // RunConformanceTests is the conformance suite for every interface package
 // tokenring asks hosts to implement: a host with another path to the node

@@ -1,0 +1,39 @@
+package mgmtapi
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+
+	"github.com/caretaker-storage/caretaker/tokenring"
+)
+
+// DefaultPort is where the Management API listens in cass-operator's
+// pods (pkg/httphelper/client.go, callNodeMgmtEndpoint, dials
+// <protocol>://<pod IP>:8080).
+const DefaultPort = 8080
+
+// CleanerFor returns a function that builds the Cleaner of one node, at
+// scheme://endpoint:port (0 means DefaultPort), for drivers that clean
+// many nodes: it has the signature of tokenring's CleanerFor. Every
+// Cleaner it builds shares opts and one HTTP client (opts.HTTPClient, or
+// one made from opts.TLSConfig), so connections are pooled. An empty
+// endpoint, or a scheme other than http and https, is an error wrapping
+// tokenring.ErrInvalidURL.
+func CleanerFor(scheme string, port int, opts Options) func(endpoint string) (tokenring.Cleaner, error) {
+	if port == 0 {
+		port = DefaultPort
+	}
+	if opts.HTTPClient == nil {
+		transport := http.DefaultTransport.(*http.Transport).Clone()
+		transport.TLSClientConfig = opts.TLSConfig
+		opts.HTTPClient = &http.Client{Transport: transport}
+	}
+	return func(endpoint string) (tokenring.Cleaner, error) {
+		if endpoint == "" {
+			return nil, errors.Join(tokenring.ErrInvalidURL, errors.New("mgmtapi: empty endpoint"))
+		}
+		return New(scheme+"://"+net.JoinHostPort(endpoint, strconv.Itoa(port)), opts)
+	}
+}
