@@ -7,6 +7,7 @@
 #   VERSITYGW_CACHE  directory for the binary
 #                    (default ${XDG_CACHE_HOME:-$HOME/.cache}/caretaker/versitygw-v1.8.0,
 #                    where internal/s3test looks for it)
+#   GO               the go command (default go)
 set -euo pipefail
 
 version=v1.8.0
@@ -26,7 +27,7 @@ start=$(date +%s)
 tmp="$(mktemp -d "$cache/.install.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
 # Outside any module, so that this repository's go.mod plays no part.
-(cd "$tmp" && GOBIN="$tmp" GOFLAGS=-trimpath go install "github.com/versity/versitygw/cmd/versitygw@$version")
+(cd "$tmp" && GOBIN="$tmp" GOFLAGS=-trimpath "${GO:-go}" install "github.com/versity/versitygw/cmd/versitygw@$version")
 mv "$tmp/versitygw" "$bin"
 echo "install-versitygw: installed in $(( $(date +%s) - start ))s" >&2
 echo "$bin"
