@@ -144,7 +144,9 @@ func ranksBefore(a, b lockSeen) bool {
 	return lhformat.RanksBefore(a.seen(), b.seen())
 }
 
-func (l lockSeen) seen() lhformat.SeenLock { return lhformat.SeenLock{LockFile: l.LockFile, Time: l.mtime} }
+func (l lockSeen) seen() lhformat.SeenLock {
+	return lhformat.SeenLock{LockFile: l.LockFile, Time: l.mtime}
+}
 
 // acquire takes a lock of type t on the volume directory vol, following
 // Longhorn's protocol: write the lock file (not acquired), wait

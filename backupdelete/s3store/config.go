@@ -181,11 +181,11 @@ func ConfigFromEnv(targetURL string, getenv func(string) string) Config {
 
 // checked is a Config that passed check.
 type checked struct {
-	target    Target
-	region    string
-	endpoint  *url.URL // nil: AWS
-	pathStyle bool
-	roots     *x509.CertPool // nil: the system's
+	target                Target
+	region                string
+	endpoint              *url.URL // nil: AWS
+	pathStyle             bool
+	roots                 *x509.CertPool // nil: the system's
 	httpProxy, httpsProxy *url.URL
 	noProxy               []string
 }

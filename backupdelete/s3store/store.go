@@ -312,4 +312,3 @@ func (st *stats) reset() {
 	}
 	st.retries.Store(0)
 }
-
