@@ -46,7 +46,7 @@ import (
 )
 
 var command = cli.Command{
-	Name:  "backup-delete",
+	Name: "backup-delete",
 	Usage: "backup-delete -dir MOUNT [-volume VOLUME -backup BACKUP [-yes]] [-lock-wait D]\n" +
 		"       backup-delete -target s3://BUCKET@REGION/PATH [-volume VOLUME -backup BACKUP [-yes]] [-lock-wait D]\n" +
 		"       backup-delete -prepare DIR",
