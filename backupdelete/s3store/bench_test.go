@@ -587,6 +587,14 @@ func TestFixtureServedByServer(t *testing.T) {
 // proxy: caretaker's targeted collection, then Longhorn's algorithm on the
 // same data, restoring between runs. Metrics: each one's requests and
 // time per deletion and the ratios (caretaker/Longhorn).
+//
+// On a shared 2-core machine (make bench PKGS=./backupdelete/s3store
+// BENCHTIME=1x), 85 blocks freed: caretaker 111 requests (one
+// DeleteObjects, the 99 remaining cfgs read) in 1.3-2.3 s; Longhorn's
+// algorithm 25,037 requests (24,738 of them listings of the block
+// directories, then a listing and a DeleteObject per freed block) in
+// 45-70 s. req-ratio 0.0044, time-ratio 0.019-0.053. Neither includes the
+// lock's 2 s settle wait, the same for both.
 func BenchmarkDeleteMiddleBackup(b *testing.B) {
 	f := benchFixture(b)
 	p := s3test.NewProxy(b, f.srv)
