@@ -15,4 +15,3 @@ func blockFromKey(k string) (string, bool) {
 	}
 	return lhformat.BlockFromPath(k[i+len("/blocks/"):])
 }
-
