@@ -292,3 +292,26 @@ func TestReadSide(t *testing.T) {
 	}
 	must(t, e.store.Check(ctx))
 }
+
+// TestCollectBlocks: a block no backup references (leaked by a process
+// that crashed after deleting a cfg) is collected by CollectBlocks, which
+// deletes no backup and keeps every referenced block.
+func TestCollectBlocks(t *testing.T) {
+	e := newEnv(t, false, Options{})
+	threeBackups(t, e.store)
+	ctx := ctxT(t)
+	leaked := checksum("leaked")
+	must(t, e.store.WriteBlock(ctx, "vol-a", leaked, []byte("x")))
+	c, err := e.store.CollectBlocks(ctx, "vol-a")
+	must(t, err)
+	if !c.Full || c.Removed != 1 || c.Referenced != 4 {
+		t.Fatalf("%+v", c)
+	}
+	if got := e.blocks(t, "vol-a"); got[leaked] || len(got) != 4 {
+		t.Fatalf("blocks %v", got)
+	}
+	wantUntouched(t, e)
+	if c, err := e.store.CollectBlocks(ctx, "vol-none"); err != nil || c.Removed != 0 {
+		t.Fatalf("%+v %v", c, err)
+	}
+}
