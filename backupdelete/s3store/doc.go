@@ -62,16 +62,16 @@
 // Longhorn does.
 //
 // Requests: a deletion of one backup of a volume with n remaining backups
-// and k unreferenced candidates costs 14 + (n - 2) + ceil(k/1000) - 1
-// requests with DeleteObjects (Stats counts them; TestDeleteTargeted
-// asserts the 14 of n = 2, k = 1): PutObject, ListObjectsV2 and GetObject
-// of the lock, PutObject when acquired, DeleteObject at release; GetObject
-// of volume.cfg and of the cfg, DeleteObject of the cfg, two listings of
-// backups/ (one per 1000 backups), n GetObjects, the DeleteObjects
-// batches, and PutObject of volume.cfg. Longhorn lists every block of the
-// volume (one request per 1000) and deletes each unreferenced block with
-// its own DeleteObject. Batches are of up to 1000 keys (S3's limit), each
-// key's error checked; a server that answers DeleteObjects with
+// and k unreferenced candidates costs 11 + n + ceil(k/1000) requests
+// (Stats counts them; TestDeleteTargeted asserts the 14 of n = 2, k = 1),
+// plus a GetObject per other lock object and a listing per further 1000
+// backups: PutObject, ListObjectsV2 and GetObject of the lock, PutObject
+// when acquired, DeleteObject at release; GetObject of volume.cfg and of
+// the cfg, DeleteObject of the cfg, two listings of backups/, n
+// GetObjects, the DeleteObjects batches, and PutObject of volume.cfg.
+// Longhorn lists every block of the volume (one request per 1000) and
+// deletes each unreferenced block with its own DeleteObject. Batches are
+// of up to 1000 keys (S3's limit), each key's error checked; a server that answers DeleteObjects with
 // NotImplemented (Google Cloud Storage's S3 interoperability API, the
 // reason Longhorn deletes one object per request: longhorn/longhorn#1594)
 // gets single deletes, Options.DeleteConcurrency at a time, and the Store
