@@ -76,25 +76,73 @@ func (s *Store) DeleteCompletedBackup(ctx context.Context, ref backupdelete.Back
 	return err
 }
 
+// CollectBlocks lists every block object of the volume and deletes those
+// no backup references, under a deletion lock, deleting no backup: the
+// full collection Longhorn runs on every deletion. A deletion by this
+// Store already does it after a collection of its own in the volume was
+// interrupted or skipped; a host runs it to collect what a process that
+// crashed between a cfg's deletion and its blocks' left (see the package
+// documentation, "Crash safety"), or on a schedule.
+func (s *Store) CollectBlocks(ctx context.Context, volume string) (Collection, error) {
+	if !backupdelete.ValidName(volume) {
+		return Collection{}, fmt.Errorf("%w: volume name %q", backupdelete.ErrInvalidRef, volume)
+	}
+	c, err := s.runCollection(ctx, backupdelete.BackupRef{Volume: volume}, false, true)
+	if err != nil {
+		return c, fmt.Errorf("s3store: collect blocks of %s: %w", volume, err)
+	}
+	return c, nil
+}
+
 func (s *Store) deleteBackup(ctx context.Context, ref backupdelete.BackupRef, requireComplete bool) (Collection, error) {
 	if err := ref.Validate(); err != nil {
 		return Collection{}, err
 	}
+	c, err := s.runCollection(ctx, ref, requireComplete, false)
+	if err != nil {
+		return c, fmt.Errorf("s3store: delete backup %s: %w", ref, err)
+	}
+	return c, nil
+}
+
+// runCollection runs the steps under a deletion lock. With sweep, no
+// backup is deleted and every block object is a candidate.
+func (s *Store) runCollection(ctx context.Context, ref backupdelete.BackupRef, requireComplete, sweep bool) (Collection, error) {
 	lock, err := s.acquire(ctx, ref.Volume, LockDeletion)
 	if err != nil {
-		return Collection{}, fmt.Errorf("s3store: delete backup %s: %w", ref, err)
+		return Collection{}, err
 	}
 	defer lock.Release()
-	c := &collection{s: s, ctx: ctx, ref: ref, vol: lhformat.VolumePath(ref.Volume), requireComplete: requireComplete}
-	for _, step := range []func() error{c.readVolume, c.readDeleted, c.removeCfg, c.scan, c.relist, c.remove, c.updateVolume} {
+	s.mu.Lock()
+	dirty := s.dirty[ref.Volume]
+	s.mu.Unlock()
+	c := &collection{s: s, ctx: ctx, ref: ref, vol: lhformat.VolumePath(ref.Volume), requireComplete: requireComplete,
+		sweep: sweep, full: sweep || dirty || s.opts.FullCollection}
+	steps := []func() error{c.readVolume, c.readDeleted, c.removeCfg, c.scan, c.relist, c.remove, c.updateVolume}
+	if sweep {
+		steps = []func() error{c.readVolume, c.scan, c.relist, c.remove, c.updateVolume}
+	}
+	for _, step := range steps {
 		if c.done {
 			break
 		}
-		if err := step(); err != nil {
-			return c.out, fmt.Errorf("s3store: delete backup %s: %w", ref, err)
+		if err = step(); err != nil {
+			break
 		}
 	}
-	return c.out, nil
+	// A collection that removed a cfg and did not finish deleting its
+	// blocks, or skipped them, leaves blocks no backup references; this
+	// Store's next deletion in the volume lists them. One that listed
+	// every block and finished leaves none.
+	s.mu.Lock()
+	switch {
+	case (err != nil && c.cfgRemoved) || (err == nil && c.out.Skipped != "" && !c.done):
+		s.dirty[ref.Volume] = true
+	case err == nil && c.out.Full && c.out.Skipped == "":
+		delete(s.dirty, ref.Volume)
+	}
+	s.mu.Unlock()
+	return c.out, err
 }
 
 // collection is one deletion in progress under its lock.
@@ -104,7 +152,10 @@ type collection struct {
 	ref             backupdelete.BackupRef
 	vol             string // the volume's directory
 	requireComplete bool
+	sweep           bool // CollectBlocks: no backup is deleted
+	full            bool // every block object is a candidate
 	done            bool // nothing more to do
+	cfgRemoved      bool
 
 	out Collection
 	// candidates are the deleted backup's distinct blocks; nil means
@@ -121,6 +172,10 @@ type collection struct {
 // with no volume.cfg and no cfg for the backup is gone: success.
 func (c *collection) readVolume() error {
 	data, _, err := c.s.get(c.ctx, c.vol+"/"+lhformat.VolumeCfg, c.s.opts.MaxConfigBytes)
+	if errors.Is(err, backupdelete.ErrNotFound) && c.sweep {
+		c.done = true // no volume.cfg: no volume to collect in
+		return nil
+	}
 	if errors.Is(err, backupdelete.ErrNotFound) {
 		exists, xerr := c.s.BackupExists(c.ctx, c.ref)
 		if xerr != nil {
@@ -183,7 +238,7 @@ func (c *collection) readDeleted() error {
 			c.out.Abandoned = true
 		}
 	}
-	if err != nil || b.InProgress() || c.s.opts.FullCollection {
+	if err != nil || b.InProgress() || c.full {
 		return nil
 	}
 	seen := make(map[string]struct{}, len(b.Blocks))
@@ -199,6 +254,7 @@ func (c *collection) readDeleted() error {
 
 // removeCfg deletes the deleted backup's cfg (gone already is success).
 func (c *collection) removeCfg() error {
+	c.cfgRemoved = true // or perhaps, if the answer is lost
 	return c.s.del(c.ctx, c.vol+"/"+lhformat.BackupCfgPath(c.ref.Name))
 }
 

@@ -197,8 +197,11 @@ func (s *Store) writeLock(ctx context.Context, volume string, l LockFile) error 
 // its object's Last-Modified from the listing, cut to the second: that
 // is the time Longhorn's FileTime reads with a HeadObject (whose
 // Last-Modified header has one-second precision), one request fewer per
-// lock, and the same rank. An object that cannot be read or parsed is
-// skipped, as Longhorn does; one that vanished was released.
+// lock, and the same rank. An object that cannot be parsed is skipped,
+// as Longhorn does; one that vanished was released. One that cannot be
+// read (a 503, a dropped connection) fails the listing: Longhorn skips it
+// too, but a live lock skipped because the server hiccuped would let two
+// exclusive takers proceed.
 func (s *Store) listLocks(ctx context.Context, volume string) ([]lhformat.SeenLock, error) {
 	var names []listed
 	err := s.list(ctx, lhformat.VolumePath(volume)+"/"+lhformat.LocksDir, false, func(objs []listed, _ []string) error {
@@ -218,8 +221,11 @@ func (s *Store) listLocks(ctx context.Context, volume string) ([]lhformat.SeenLo
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
 		}
-		if err != nil {
+		if errors.Is(err, backupdelete.ErrNotFound) || errors.Is(err, backupdelete.ErrCorrupt) {
 			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read lock %s: %w", o.name, err)
 		}
 		lf, err := lhformat.ParseLockFile(data)
 		if err != nil || lf.Name+lhformat.LockSuffix != o.name {

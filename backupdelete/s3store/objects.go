@@ -92,6 +92,11 @@ func (s *Store) listFrom(ctx context.Context, rel, start string, recursive bool,
 			return &RequestError{Op: "ListObjectsV2", Key: prefix, Status: 200, Class: ErrMalformed,
 				msg: why, extra: []error{backupdelete.ErrCorrupt}}
 		}
+		if aws.ToString(out.Name) != s.target.Bucket {
+			// Every S3 listing names its bucket (ListBucketResult's Name);
+			// an answer that does not is not a listing of ours.
+			return malformed("the answer is not a listing of the bucket")
+		}
 		if len(out.Contents)+len(out.CommonPrefixes) > s.opts.ListPageSize {
 			return malformed(fmt.Sprintf("a page of %d entries, more than the %d asked for", len(out.Contents)+len(out.CommonPrefixes), s.opts.ListPageSize))
 		}

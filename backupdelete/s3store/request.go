@@ -64,6 +64,7 @@ type RequestError struct {
 	Attempts int
 	msg      string
 	extra    []error
+	retry    bool // another attempt may succeed
 }
 
 func (e *RequestError) Error() string {
@@ -92,7 +93,7 @@ func (e *RequestError) Error() string {
 func (e *RequestError) Unwrap() []error { return append([]error{e.Class}, e.extra...) }
 
 // retryable reports whether another attempt may succeed.
-func (e *RequestError) retryable() bool { return e.Class == ErrUnavailable }
+func (e *RequestError) retryable() bool { return e.retry || e.Class == ErrUnavailable }
 
 // call sends one request with f, retrying retryable failures with
 // backoff, each attempt bounded by RequestTimeout and counted under op.
@@ -171,8 +172,9 @@ func (s *Store) classify(op, key string, err error, timedOut bool) *RequestError
 	case errors.As(err, &dnsErr):
 		re.Class, re.msg = ErrUnreachable, "no such host"
 	case errors.Is(err, syscall.ECONNREFUSED):
-		// A server restarting refuses connections for a moment: retried.
-		re.Class, re.msg = ErrUnavailable, "connection refused"
+		// A server restarting refuses connections for a moment: retried,
+		// and ErrUnreachable if it goes on (a wrong endpoint).
+		re.Class, re.msg, re.retry = ErrUnreachable, "connection refused", true
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.EPIPE) || (errors.As(err, &netErr) && netErr.Timeout()):
 		re.Class, re.msg = ErrUnavailable, "the connection was dropped"

@@ -143,6 +143,12 @@ type Store struct {
 	// NotImplemented once; from then on this Store deletes one object
 	// per request.
 	noMultiDelete atomic.Bool
+
+	mu sync.Mutex
+	// dirty holds the volumes where a collection of this Store removed
+	// a cfg and did not finish (or skipped) deleting its blocks: the
+	// next deletion there lists every block object.
+	dirty map[string]bool
 }
 
 // New checks cfg and returns a Store for its target. It sends no
@@ -166,6 +172,7 @@ func New(cfg Config) (*Store, error) {
 		}
 	}
 	s.stats.byOp = map[string]*atomic.Int64{}
+	s.dirty = map[string]bool{}
 
 	var creds aws.CredentialsProvider = aws.AnonymousCredentials{}
 	if cfg.AccessKeyID != "" {
