@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caretaker-storage/caretaker/backupdelete"
 	"github.com/caretaker-storage/caretaker/backupdelete/internal/lhformat"
 	"github.com/caretaker-storage/caretaker/internal/s3test"
 )
@@ -142,11 +143,13 @@ func onOp(op string, n int, fault func() *s3test.Fault) func(string, *http.Reque
 	}
 }
 
-// The server is killed in the middle of a deletion (its backup cfg
-// already removed, the blocks not yet), and the deletion fails. Once the
-// server is back, a retry, as the Driver makes one, finishes the job: the
-// cfg is gone, so every block object is listed and only the unreferenced
-// ones are removed.
+// The server is killed in the middle of a deletion the Driver started
+// (the backup's cfg already removed, its blocks not yet), so the command
+// fails. Once the server is restarted, the Driver's next reconcile finds
+// the backup gone and finalizes it, as Longhorn does; nothing referenced
+// was lost. The blocks only the deleted backup referenced are left
+// behind until the next deletion in the volume: with no cfg to name them,
+// it lists every block object and removes the unreferenced ones.
 func TestFaultServerRestartedMidDeletion(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -157,18 +160,31 @@ func TestFaultServerRestartedMidDeletion(t *testing.T) {
 	f := faultFixture(t, srv)
 	p := s3test.NewProxy(t, srv)
 	var once sync.Once
-	killed := false
+	var killed atomic.Bool
 	p.SetHook(func(op string, _ *http.Request) *s3test.Fault {
 		if op == "DeleteObjects" {
-			once.Do(func() { srv.Kill(); killed = true })
+			once.Do(func() { srv.Kill(); killed.Store(true) })
 		}
 		return nil
 	})
 	st := faultStore(t, f, p.URL, Options{})
-	if _, err := deleteWithin(t, st, f, 20*time.Second); err == nil {
-		t.Fatal("a deletion whose server died mid-way succeeded")
+	done := make(chan error, 1)
+	drv := backupdelete.NewDriver(st, backupdelete.DriverOptions{OnDone: func(_ backupdelete.BackupRef, err error) { done <- err }})
+	defer drv.Close()
+	ref := f.ref(faultVictim)
+	res, err := drv.Reconcile(ctx, backupdelete.Request{Ref: ref, State: backupdelete.StateCompleted})
+	if err != nil || res.State != backupdelete.StateDeleting {
+		t.Fatalf("Reconcile: %+v, %v; want Deleting", res, err)
 	}
-	if !killed {
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a deletion whose server died mid-way succeeded")
+		}
+	case <-ctx.Done():
+		t.Fatal("the deletion command did not end after its server died")
+	}
+	if !killed.Load() {
 		t.Fatal("the deletion never reached its DeleteObjects: the server was not killed mid-deletion")
 	}
 	p.SetHook(nil)
@@ -176,15 +192,25 @@ func TestFaultServerRestartedMidDeletion(t *testing.T) {
 		t.Fatal(err)
 	}
 	nothingReferencedLost(t, f)
-	if _, err := os.Stat(f.srv.ObjectPath(f.bucket, f.volDir()+"/"+lhformat.BackupCfgPath(f.backups[faultVictim].Name))); !os.IsNotExist(err) {
+	cfg := f.srv.ObjectPath(f.bucket, f.volDir()+"/"+lhformat.BackupCfgPath(f.backups[faultVictim].Name))
+	if _, err := os.Stat(cfg); !os.IsNotExist(err) {
 		t.Fatalf("the server was killed before the cfg was removed (stat: %v): not the case under test", err)
 	}
+
+	res, err = drv.Reconcile(ctx, backupdelete.Request{Ref: ref, State: res.State, Message: res.Message})
+	if err != nil || !res.Finalize {
+		t.Fatalf("Reconcile after the restart: %+v, %v; want the gone backup finalized", res, err)
+	}
+	nothingReferencedLost(t, f)
+
+	// The next deletion in the volume (here: the same backup again, as a
+	// retry would be) collects what the killed one left.
 	c, err := deleteWithin(t, st, f, 20*time.Second)
 	if err != nil {
-		t.Fatalf("the retry after the restart: %v", err)
+		t.Fatalf("the deletion after the restart: %v", err)
 	}
 	if !c.Full || c.Removed != len(f.unique(faultVictim)) {
-		t.Fatalf("the retry: %+v, want a full listing removing the %d blocks only the deleted backup had", c, len(f.unique(faultVictim)))
+		t.Fatalf("%+v, want a full listing removing the %d blocks only the deleted backup had", c, len(f.unique(faultVictim)))
 	}
 	// The killed deletion could not remove its lock object; it stays
 	// until it expires, as a crashed Longhorn deleter's does.
