@@ -343,13 +343,13 @@ func (c *collection) updateVolume() error {
 		}
 		lastJSON, _ := json.Marshal(last)
 		atJSON, _ := json.Marshal(at)
-		c.volRaw.set("LastBackupName", lastJSON)
-		c.volRaw.set("LastBackupAt", atJSON)
+		c.volRaw.Set("LastBackupName", lastJSON)
+		c.volRaw.Set("LastBackupAt", atJSON)
 		changed = true
 	}
 	if c.out.Skipped == "" {
 		count, _ := json.Marshal(strconv.Itoa(c.out.Referenced))
-		c.volRaw.set("BlockCount", count)
+		c.volRaw.Set("BlockCount", count)
 		changed = true
 	}
 	if !changed {
@@ -358,7 +358,7 @@ func (c *collection) updateVolume() error {
 	if err := c.ctx.Err(); err != nil {
 		return err
 	}
-	data, err := c.volRaw.marshalVolume()
+	data, err := c.volRaw.MarshalVolume()
 	if err != nil {
 		return err
 	}
@@ -413,21 +413,7 @@ func (l *latestBackup) consider(name, snapshotCreatedAt string) error {
 }
 
 // blockCountOf is volume.cfg's BlockCount, if it has one.
-func blockCountOf(volRaw rawObject) (int, bool) {
-	raw, ok := volRaw.vals["BlockCount"]
-	if !ok {
-		return 0, false
-	}
-	var str string
-	if err := json.Unmarshal(raw, &str); err != nil {
-		return 0, false
-	}
-	n, err := strconv.Atoi(str)
-	if err != nil || n < 0 {
-		return 0, false
-	}
-	return n, true
-}
+func blockCountOf(volRaw rawObject) (int, bool) { return volRaw.BlockCount() }
 
 // readVolumeRaw reads volume.cfg both as its members with raw values
 // (rewritten with only the changed values replaced, in Longhorn's field

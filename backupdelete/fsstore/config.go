@@ -1,14 +1,11 @@
 package fsstore
 
 import (
-	"bytes"
-	"encoding/json"
-	"fmt"
-	"strconv"
-	"strings"
-
-	"github.com/caretaker-storage/caretaker/backupdelete"
+	"github.com/caretaker-storage/caretaker/backupdelete/internal/lhformat"
 )
+
+// The cfg format is Longhorn's and shared with s3store (package
+// internal/lhformat); these are its names in this package.
 
 // Volume is volume.cfg. The Go-style capitalised keys and the string
 // encoding of 64-bit numbers are Longhorn's. Longhorn also tags some string
@@ -16,307 +13,36 @@ import (
 // CompressionMethod, StorageClassName, DataEngine), so their values are
 // JSON strings holding JSON strings ("\"lz4\""); ParseVolume unwraps them
 // and WriteVolume wraps them again.
-type Volume struct {
-	Name                 string
-	Size                 int64
-	Labels               map[string]string
-	CreatedTime          string
-	LastBackupName       string
-	LastBackupAt         string
-	BlockCount           int64
-	BackingImageName     string
-	BackingImageChecksum string
-	CompressionMethod    string
-	StorageClassName     string
-	DataEngine           string
-}
+type Volume = lhformat.Volume
 
 // Backup is backups/backup_<name>.cfg. An empty CreatedTime means the
 // backup is still being written.
-type Backup struct {
-	Name              string
-	VolumeName        string
-	SnapshotName      string
-	SnapshotCreatedAt string
-	CreatedTime       string
-	Size              int64
-	Labels            map[string]string
-	Parameters        map[string]string
-	IsIncremental     bool
-	CompressionMethod string
-	Blocks            []BlockMapping
-}
-
-// InProgress reports whether the backup is still being written.
-func (b Backup) InProgress() bool { return b.CreatedTime == "" }
+type Backup = lhformat.Backup
 
 // BlockMapping is one block of a backup: where it goes in the volume and
 // the checksum naming its file.
-type BlockMapping struct {
-	Offset        int64
-	BlockChecksum string
-}
-
-// volumeJSON is volume.cfg as Longhorn's struct encodes it.
-type volumeJSON struct {
-	Name                 string
-	Size                 int64 `json:",string"`
-	Labels               map[string]string
-	CreatedTime          string
-	LastBackupName       string
-	LastBackupAt         string
-	BlockCount           int64           `json:",string"`
-	BackingImageName     json.RawMessage `json:",omitempty"`
-	BackingImageChecksum json.RawMessage `json:",omitempty"`
-	CompressionMethod    json.RawMessage `json:",omitempty"`
-	StorageClassName     json.RawMessage `json:",omitempty"`
-	DataEngine           json.RawMessage `json:",omitempty"`
-}
-
-// backupJSON is a backup cfg as Longhorn's struct encodes it, in its field
-// order. ProcessingBlocks is an exported pointer Longhorn never tags, so it
-// is written as null; SingleFile is a struct, so omitempty does not drop it.
-type backupJSON struct {
-	Name                  string
-	VolumeName            string
-	SnapshotName          string
-	SnapshotCreatedAt     string
-	CreatedTime           string
-	Size                  int64 `json:",string"`
-	Labels                map[string]string
-	Parameters            map[string]string
-	IsIncremental         bool
-	CompressionMethod     string
-	NewlyUploadedDataSize int64 `json:",string"`
-	ReUploadedDataSize    int64 `json:",string"`
-	ProcessingBlocks      *struct{}
-	Blocks                []BlockMapping `json:",omitempty"`
-	SingleFile            struct{ FilePath string }
-}
+type BlockMapping = lhformat.BlockMapping
 
 // ParseVolume parses volume.cfg. Bad JSON, a wrong type, or a name that is
 // not a valid backupstore name is an error wrapping backupdelete.ErrCorrupt.
-func ParseVolume(data []byte) (Volume, error) {
-	var j volumeJSON
-	if err := json.Unmarshal(data, &j); err != nil {
-		return Volume{}, corrupt("volume.cfg", err)
-	}
-	v := Volume{Name: j.Name, Size: j.Size, Labels: j.Labels, CreatedTime: j.CreatedTime,
-		LastBackupName: j.LastBackupName, LastBackupAt: j.LastBackupAt, BlockCount: j.BlockCount}
-	for _, f := range []struct {
-		raw json.RawMessage
-		dst *string
-		key string
-	}{
-		{j.BackingImageName, &v.BackingImageName, "BackingImageName"},
-		{j.BackingImageChecksum, &v.BackingImageChecksum, "BackingImageChecksum"},
-		{j.CompressionMethod, &v.CompressionMethod, "CompressionMethod"},
-		{j.StorageClassName, &v.StorageClassName, "StorageClassName"},
-		{j.DataEngine, &v.DataEngine, "DataEngine"},
-	} {
-		s, err := unwrapStringField(f.raw)
-		if err != nil {
-			return Volume{}, corrupt("volume.cfg", fmt.Errorf("%s: %w", f.key, err))
-		}
-		*f.dst = s
-	}
-	if !backupdelete.ValidName(v.Name) {
-		return Volume{}, corrupt("volume.cfg", fmt.Errorf("invalid volume name %q", v.Name))
-	}
-	if v.Size < 0 || v.BlockCount < 0 {
-		return Volume{}, corrupt("volume.cfg", fmt.Errorf("negative Size or BlockCount"))
-	}
-	return v, nil
-}
-
-// unwrapStringField reads a field Longhorn tags `json:",string"` on a Go
-// string: normally a JSON string holding a JSON string. A plain string (a
-// writer that did not double-encode) is accepted as is; null or absent is "".
-func unwrapStringField(raw json.RawMessage) (string, error) {
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return "", nil
-	}
-	var outer string
-	if err := json.Unmarshal(raw, &outer); err != nil {
-		return "", err
-	}
-	if inner, err := strconv.Unquote(outer); err == nil && len(outer) >= 2 && outer[0] == '"' {
-		return inner, nil
-	}
-	return outer, nil
-}
-
-// encodeVolume writes v as Longhorn does.
-func encodeVolume(v Volume) ([]byte, error) {
-	wrap := func(s string) json.RawMessage {
-		inner, _ := json.Marshal(s)
-		outer, _ := json.Marshal(string(inner))
-		return outer
-	}
-	return json.Marshal(volumeJSON{
-		Name: v.Name, Size: v.Size, Labels: v.Labels, CreatedTime: v.CreatedTime,
-		LastBackupName: v.LastBackupName, LastBackupAt: v.LastBackupAt, BlockCount: v.BlockCount,
-		BackingImageName: wrap(v.BackingImageName), BackingImageChecksum: wrap(v.BackingImageChecksum),
-		CompressionMethod: wrap(v.CompressionMethod), StorageClassName: wrap(v.StorageClassName),
-		DataEngine: wrap(v.DataEngine),
-	})
-}
+func ParseVolume(data []byte) (Volume, error) { return lhformat.ParseVolume(data) }
 
 // ParseBackup parses a backup cfg. Bad JSON, a wrong type, an invalid name
 // or a block checksum that cannot name a block file is an error wrapping
 // backupdelete.ErrCorrupt: a cfg that cannot be trusted stops block
 // collection rather than letting it guess.
-func ParseBackup(data []byte) (Backup, error) {
-	var j backupJSON
-	if err := json.Unmarshal(data, &j); err != nil {
-		return Backup{}, corrupt("backup cfg", err)
-	}
-	b := Backup{Name: j.Name, VolumeName: j.VolumeName, SnapshotName: j.SnapshotName,
-		SnapshotCreatedAt: j.SnapshotCreatedAt, CreatedTime: j.CreatedTime, Size: j.Size,
-		Labels: j.Labels, Parameters: j.Parameters, IsIncremental: j.IsIncremental,
-		CompressionMethod: j.CompressionMethod, Blocks: j.Blocks}
-	if err := checkBackup(b.Name, b.VolumeName, b.Blocks); err != nil {
-		return Backup{}, err
-	}
-	return b, nil
-}
+func ParseBackup(data []byte) (Backup, error) { return lhformat.ParseBackup(data) }
 
-func checkBackup(name, volume string, blocks []BlockMapping) error {
-	if err := checkNames(name, volume); err != nil {
-		return err
-	}
-	for i, m := range blocks {
-		if !validChecksum(m.BlockChecksum) {
-			return corrupt("backup cfg", errBadChecksum(i, m.BlockChecksum))
-		}
-		if m.Offset < 0 {
-			return corrupt("backup cfg", fmt.Errorf("block %d: negative offset", i))
-		}
-	}
-	return nil
-}
+// rawObject is volume.cfg's members with raw values, rewritten key by
+// key (see lhformat.RawObject).
+type rawObject = lhformat.RawObject
 
-func checkNames(name, volume string) error {
-	if !backupdelete.ValidName(name) {
-		return corrupt("backup cfg", fmt.Errorf("invalid backup name %q", name))
-	}
-	if !backupdelete.ValidName(volume) {
-		return corrupt("backup cfg", fmt.Errorf("invalid volume name %q", volume))
-	}
-	return nil
-}
-
-func errBadChecksum(i int, ck string) error {
-	return fmt.Errorf("block %d: invalid checksum %q", i, ck)
-}
-
-// encodeBackup writes b as Longhorn does.
-func encodeBackup(b Backup) ([]byte, error) {
-	return json.Marshal(backupJSON{
-		Name: b.Name, VolumeName: b.VolumeName, SnapshotName: b.SnapshotName,
-		SnapshotCreatedAt: b.SnapshotCreatedAt, CreatedTime: b.CreatedTime, Size: b.Size,
-		Labels: b.Labels, Parameters: b.Parameters, IsIncremental: b.IsIncremental,
-		CompressionMethod: b.CompressionMethod, Blocks: b.Blocks,
-	})
-}
-
-func corrupt(what string, err error) error {
-	return fmt.Errorf("%w: %s: %v", backupdelete.ErrCorrupt, what, err)
-}
-
-// volumeKeyOrder is the field order of Longhorn's Volume struct
-// (longhorn/backupstore backupstore.go, type Volume), in which
-// json.Marshal writes volume.cfg.
-var volumeKeyOrder = []string{
-	"Name", "Size", "Labels", "CreatedTime", "LastBackupName", "LastBackupAt", "BlockCount",
-	"BackingImageName", "BackingImageChecksum", "CompressionMethod", "StorageClassName", "DataEngine",
-}
-
-// rawObject is a JSON object's members with their values as raw bytes, in
-// the order the file has them. It is how volume.cfg is rewritten: only
-// the changed values are replaced, every other value keeps its bytes, and
-// fields this package does not know (a newer Longhorn's) survive.
-type rawObject struct {
-	keys []string
-	vals map[string]json.RawMessage
-}
-
-// parseVolumeObject reads volume.cfg's members. A key that matches one of
-// Longhorn's field names regardless of case is stored under that name, as
-// encoding/json (and so Longhorn) reads it; of duplicates the last wins,
-// as there too.
-func parseVolumeObject(data []byte) (rawObject, error) {
-	o := rawObject{vals: map[string]json.RawMessage{}}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return o, fmt.Errorf("not a JSON object")
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return o, err
-		}
-		key, _ := tok.(string)
-		for _, k := range volumeKeyOrder {
-			if strings.EqualFold(key, k) {
-				key = k
-				break
-			}
-		}
-		var val json.RawMessage
-		if err := dec.Decode(&val); err != nil {
-			return o, err
-		}
-		if _, dup := o.vals[key]; !dup {
-			o.keys = append(o.keys, key)
-		}
-		o.vals[key] = val
-	}
-	if _, err := dec.Token(); err != nil {
-		return o, err
-	}
-	return o, nil
-}
-
-// set replaces (or adds) a member's value.
-func (o *rawObject) set(key string, val json.RawMessage) {
-	if _, ok := o.vals[key]; !ok {
-		o.keys = append(o.keys, key)
-	}
-	o.vals[key] = val
-}
-
-// marshalVolume writes the members as Longhorn's struct would: its fields
-// in its order, then any others in the order the file had them. Values
-// are compacted, as json.Marshal compacts a json.RawMessage.
-func (o *rawObject) marshalVolume() ([]byte, error) {
-	var buf bytes.Buffer
-	buf.WriteByte('{')
-	write := func(key string) error {
-		if buf.Len() > 1 {
-			buf.WriteByte(',')
-		}
-		k, _ := json.Marshal(key)
-		buf.Write(k)
-		buf.WriteByte(':')
-		return json.Compact(&buf, o.vals[key])
-	}
-	known := map[string]bool{}
-	for _, k := range volumeKeyOrder {
-		known[k] = true
-		if _, ok := o.vals[k]; ok {
-			if err := write(k); err != nil {
-				return nil, err
-			}
-		}
-	}
-	for _, k := range o.keys {
-		if !known[k] {
-			if err := write(k); err != nil {
-				return nil, err
-			}
-		}
-	}
-	buf.WriteByte('}')
-	return buf.Bytes(), nil
-}
+var (
+	encodeVolume      = lhformat.EncodeVolume
+	encodeBackup      = lhformat.EncodeBackup
+	checkBackup       = lhformat.CheckBackup
+	checkNames        = lhformat.CheckNames
+	errBadChecksum    = lhformat.ErrBadChecksum
+	corrupt           = lhformat.Corrupt
+	parseVolumeObject = lhformat.ParseVolumeObject
+)

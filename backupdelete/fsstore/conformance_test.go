@@ -28,7 +28,7 @@ func TestConformance(t *testing.T) {
 			}
 			return s.WriteBackup(ctx, Backup{
 				Name: r.Name, VolumeName: r.Volume, SnapshotCreatedAt: "2026-11-01T00:00:00Z", CreatedTime: createdTime,
-				Blocks: []BlockMapping{{0, shared}, {2 << 20, own}},
+				Blocks: []BlockMapping{{Offset: 0, BlockChecksum: shared}, {Offset: 2 << 20, BlockChecksum: own}},
 			})
 		}
 		return backupstoretest.StoreHarness{

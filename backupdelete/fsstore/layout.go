@@ -1,27 +1,26 @@
 package fsstore
 
 import (
-	"crypto/sha512"
 	"encoding/binary"
-	"encoding/hex"
-	"path"
-	"strings"
+
+	"github.com/caretaker-storage/caretaker/backupdelete/internal/lhformat"
 )
 
 // Names and directories of Longhorn's backupstore layout
 // (longhorn/backupstore config.go, deltablock.go, lock.go).
+// They are shared with s3store (package internal/lhformat).
 const (
-	BaseDir      = "backupstore" // under the mount point
-	volumesDir   = "volumes"
-	volumeCfg    = "volume.cfg"
-	backupsDir   = "backups"
-	backupPrefix = "backup_"
-	cfgSuffix    = ".cfg"
-	blocksDir    = "blocks"
-	blockSuffix  = ".blk"
-	locksDir     = "locks"
-	lockPrefix   = "lock-"
-	lockSuffix   = ".lck"
+	BaseDir      = lhformat.BaseDir // under the mount point
+	volumesDir   = lhformat.VolumesDir
+	volumeCfg    = lhformat.VolumeCfg
+	backupsDir   = lhformat.BackupsDir
+	backupPrefix = lhformat.BackupPrefix
+	cfgSuffix    = lhformat.CfgSuffix
+	blocksDir    = lhformat.BlocksDir
+	blockSuffix  = lhformat.BlockSuffix
+	locksDir     = lhformat.LocksDir
+	lockPrefix   = lhformat.LockPrefix
+	lockSuffix   = lhformat.LockSuffix
 	tmpInfix     = ".tmp." // Longhorn's temporary files: <file>.tmp.<unixnano>
 )
 
@@ -34,36 +33,18 @@ const dirMode = 0o700
 // backupstore/volumes/<c[0:2]>/<c[2:4]>/<volume>, where c is the lowercase
 // hex SHA-512 of the volume name. The name must be valid
 // (backupdelete.ValidName); it is not checked here.
-func VolumePath(volume string) string {
-	sum := sha512.Sum512([]byte(volume))
-	c := hex.EncodeToString(sum[:2])
-	return path.Join(BaseDir, volumesDir, c[0:2], c[2:4], volume)
-}
+func VolumePath(volume string) string { return lhformat.VolumePath(volume) }
 
 // backupCfgPath is relative to the volume directory.
-func backupCfgPath(backup string) string {
-	return backupsDir + "/" + backupPrefix + backup + cfgSuffix
-}
+func backupCfgPath(backup string) string { return lhformat.BackupCfgPath(backup) }
 
 // blockPath is relative to the volume directory; ck must be validChecksum.
-func blockPath(ck string) string {
-	return blocksDir + "/" + ck[0:2] + "/" + ck[2:4] + "/" + ck + blockSuffix
-}
+func blockPath(ck string) string { return lhformat.BlockPath(ck) }
 
 // validChecksum accepts what can name a block file: 4 to 128 lowercase hex
 // digits. Longhorn writes 64 (the first half of a SHA-512 in hex); a cfg
 // naming anything else is corrupt, never a path.
-func validChecksum(ck string) bool {
-	if len(ck) < 4 || len(ck) > 128 {
-		return false
-	}
-	for i := 0; i < len(ck); i++ {
-		if !lowerHex[ck[i]] {
-			return false
-		}
-	}
-	return true
-}
+func validChecksum(ck string) bool { return lhformat.ValidChecksum(ck) }
 
 // validChecksumBytes is validChecksum on bytes.
 func validChecksumBytes(ck []byte) bool {
@@ -109,20 +90,11 @@ var hexVal = func() (t [256]byte) {
 	return t
 }()
 
-// lowerHex marks the bytes 0-9a-f; a table keeps validChecksum, which
-// runs for every block of every backup a deletion reads, branch-light.
-var lowerHex = func() (t [256]bool) {
-	for _, c := range "0123456789abcdef" {
-		t[c] = true
-	}
-	return t
-}()
+// lowerHex marks the bytes 0-9a-f (lhformat's table): it keeps the
+// checksum checks, which run for every block of every backup a deletion
+// reads, branch-light.
+var lowerHex = lhformat.LowerHex
 
 // backupNameFromFile returns the backup name of a file in backups/, or ""
 // for anything else (temporary files, strays).
-func backupNameFromFile(file string) string {
-	if !strings.HasPrefix(file, backupPrefix) || !strings.HasSuffix(file, cfgSuffix) {
-		return ""
-	}
-	return file[len(backupPrefix) : len(file)-len(cfgSuffix)]
-}
+func backupNameFromFile(file string) string { return lhformat.BackupNameFromFile(file) }

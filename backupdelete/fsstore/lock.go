@@ -2,8 +2,6 @@ package fsstore
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,17 +12,18 @@ import (
 	"time"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
+	"github.com/caretaker-storage/caretaker/backupdelete/internal/lhformat"
 )
 
 // LockType is a lock's type, as Longhorn numbers them. Locks of the same
 // type are compatible; locks of different types exclude each other.
-type LockType int
+type LockType = lhformat.LockType
 
 // The lock types.
 const (
-	LockBackup   LockType = 1 // creating a backup
-	LockRestore  LockType = 1 // restoring one (compatible with creating)
-	LockDeletion LockType = 2 // deleting a backup
+	LockBackup   = lhformat.LockBackup   // creating a backup
+	LockRestore  = lhformat.LockRestore  // restoring one (compatible with creating)
+	LockDeletion = lhformat.LockDeletion // deleting a backup
 )
 
 // Lock timing. LockExpiry, LockRefresh and LockSettle are Longhorn's
@@ -32,13 +31,13 @@ const (
 // LOCK_CHECK_WAIT_TIME); DefaultLockCheckInterval is caretaker's own.
 const (
 	// LockExpiry: a lock whose file was not modified for longer is dead.
-	LockExpiry = 150 * time.Second
+	LockExpiry = lhformat.LockExpiry
 	// LockRefresh: a holder rewrites its lock file this often.
-	LockRefresh = 60 * time.Second
+	LockRefresh = lhformat.LockRefresh
 	// LockSettle: after writing its lock file, a taker waits this long
 	// before listing, so that two takers racing see each other (file times
 	// have second precision and node clocks differ).
-	LockSettle = 2 * time.Second
+	LockSettle = lhformat.LockSettle
 	// DefaultLockCheckInterval: how often a taker that waits for a
 	// conflicting lock (Options.LockWait > 0) looks again. Longhorn's
 	// FileLock.Lock does not wait: it looks once after LockSettle and
@@ -49,14 +48,10 @@ const (
 )
 
 // LockFile is the content of locks/lock-<16 hex>.lck.
-type LockFile struct {
-	Name     string
-	Type     LockType
-	Acquired bool
-}
+type LockFile = lhformat.LockFile
 
 // maxLockFileBytes bounds a lock file read; real ones are ~60 bytes.
-const maxLockFileBytes = 64 << 10
+const maxLockFileBytes = lhformat.MaxLockFileBytes
 
 // ParseLockFile parses a lock file. Bad JSON, an empty or path-like name,
 // or an unknown type is an error wrapping backupdelete.ErrCorrupt.
@@ -141,18 +136,16 @@ type lockSeen struct {
 // expired is Longhorn's FileLock.isExpired (longhorn/backupstore
 // lock.go): a lock is dead when its file time is more than LockExpiry
 // before now. Exactly LockExpiry old, it is still live.
-func expired(now, mtime time.Time) bool { return now.Sub(mtime) > LockExpiry }
+func expired(now, mtime time.Time) bool { return lhformat.Expired(now, mtime) }
 
 // ranksBefore is Longhorn's compareLocks(a, b) < 0: acquired locks first,
 // then older file times, then smaller names.
 func ranksBefore(a, b lockSeen) bool {
-	if a.Acquired != b.Acquired {
-		return a.Acquired
-	}
-	if !a.mtime.Equal(b.mtime) {
-		return a.mtime.Before(b.mtime)
-	}
-	return a.Name < b.Name
+	return lhformat.RanksBefore(a.seen(), b.seen())
+}
+
+func (l lockSeen) seen() lhformat.SeenLock {
+	return lhformat.SeenLock{LockFile: l.LockFile, Time: l.mtime}
 }
 
 // acquire takes a lock of type t on the volume directory vol, following
@@ -343,13 +336,7 @@ func (s *Store) checkInterval() time.Duration {
 
 // newLockName returns "lock-" and 16 lowercase hex digits, as Longhorn's
 // util.GenerateName("lock") does.
-func newLockName() (string, error) {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	return lockPrefix + hex.EncodeToString(b[:]), nil
-}
+func newLockName() (string, error) { return lhformat.NewLockName() }
 
 // BackupRunningError is why DeleteCompletedBackup left a backup whose cfg
 // has an empty CreatedTime: a backup lock of its volume is live, so a

@@ -320,7 +320,7 @@ func TestOurFilesReadAsLonghorns(t *testing.T) {
 	if err := s.WriteVolume(ctx, Volume{Name: "vol-a", Size: 1 << 40, BlockCount: 2, LastBackupName: "backup-1", CompressionMethod: "lz4", DataEngine: "v1"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.WriteBackup(ctx, Backup{Name: "backup-1", VolumeName: "vol-a", CreatedTime: "2026-11-01T00:00:00Z", Size: 1 << 33, Blocks: []BlockMapping{{0, ckA}, {2097152, ckS}}}); err != nil {
+	if err := s.WriteBackup(ctx, Backup{Name: "backup-1", VolumeName: "vol-a", CreatedTime: "2026-11-01T00:00:00Z", Size: 1 << 33, Blocks: []BlockMapping{{Offset: 0, BlockChecksum: ckA}, {Offset: 2097152, BlockChecksum: ckS}}}); err != nil {
 		t.Fatal(err)
 	}
 	v := newLonghornVolume(t, mount, "vol-a")

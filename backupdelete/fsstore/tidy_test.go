@@ -165,7 +165,7 @@ func TestDirectoriesHaveLonghornsMode(t *testing.T) {
 	if err := s.WriteBlock(ctx, "vol-a", ck, []byte("lz4 block")); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.WriteBackup(ctx, Backup{Name: "backup-1", VolumeName: "vol-a", Blocks: []BlockMapping{{0, ck}}}); err != nil {
+	if err := s.WriteBackup(ctx, Backup{Name: "backup-1", VolumeName: "vol-a", Blocks: []BlockMapping{{Offset: 0, BlockChecksum: ck}}}); err != nil {
 		t.Fatal(err)
 	}
 	lock, err := s.Lock(ctx, "vol-a", LockBackup)

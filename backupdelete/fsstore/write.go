@@ -2,8 +2,6 @@ package fsstore
 
 import (
 	"context"
-	"crypto/sha512"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
+	"github.com/caretaker-storage/caretaker/backupdelete/internal/lhformat"
 	"github.com/hashicorp/go-multierror"
 	"k8s.io/utils/clock"
 )
@@ -65,10 +64,7 @@ func (s *Store) WriteBlock(ctx context.Context, volume, checksum string, data []
 // BlockChecksum is the name Longhorn gives a block: the first 64 hex
 // digits of the SHA-512 of its uncompressed content (longhorn/backupstore
 // util.GetChecksum, PRESERVED_CHECKSUM_LENGTH).
-func BlockChecksum(uncompressed []byte) string {
-	sum := sha512.Sum512(uncompressed)
-	return hex.EncodeToString(sum[:])[:64]
-}
+func BlockChecksum(uncompressed []byte) string { return lhformat.BlockChecksum(uncompressed) }
 
 // Lock takes a lock of the given type on a volume with Longhorn's
 // protocol (see LockFile); release it with Lock.Release. A backup creator
