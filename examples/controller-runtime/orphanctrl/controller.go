@@ -46,13 +46,24 @@ type Config struct {
 	// one key to two workers at once, so more workers never sweep the node
 	// twice at the same time; they only sit idle.
 	MaxConcurrentReconciles int
+	// CreatesPerSweep bounds the new records one sweep creates; zero means
+	// DefaultCreatesPerSweep. A node that finds thousands of orphans at
+	// once creates their records over many short sweeps, and a deletion a
+	// user asks for meanwhile is purged by the next one, not after all of
+	// them.
+	CreatesPerSweep int
 	// Store keeps the records; nil means NewStore(mgr.GetClient(),
-	// mgr.GetAPIReader(), Namespace, NodeID). A Store of your own must read
-	// Get from the API server, not from a cache: it is the purge re-check.
+	// mgr.GetAPIReader(), Namespace, NodeID), whose own writes do not wake
+	// the controller again. A Store of your own must read Get from the API
+	// server, not from a cache: it is the purge re-check. Its List is
+	// called once per sweep and may read the manager's cache.
 	Store orphan.Store
 	// Logger receives the controller's decisions; nil means silent.
 	Logger *slog.Logger
 }
+
+// DefaultCreatesPerSweep is Config.CreatesPerSweep's default.
+const DefaultCreatesPerSweep = 50
 
 // ErrConfig is wrapped by errors about an incomplete Config.
 var ErrConfig = errors.New("orphanctrl: invalid config")
@@ -72,6 +83,8 @@ type Controller struct {
 	expected *diskscan.StaticExpected
 	monitor  *orphan.Monitor
 	sweeper  *orphan.Sweeper
+	records  *pinnedStore
+	echo     *echoes // nil for a Store of the user's
 	events   chan event.GenericEvent
 
 	mu       sync.Mutex // guards the view below (the runnable's first refresh and Reconcile)
@@ -99,14 +112,23 @@ func Setup(mgr manager.Manager, cfg Config) (*Controller, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.CreatesPerSweep <= 0 {
+		cfg.CreatesPerSweep = DefaultCreatesPerSweep
+	}
+	var echo *echoes
 	if cfg.Store == nil {
-		cfg.Store = NewStore(mgr.GetClient(), mgr.GetAPIReader(), cfg.Namespace, cfg.NodeID)
+		echo = newEchoes()
+		st := NewStore(echoClient{mgr.GetClient(), echo}, mgr.GetAPIReader(), cfg.Namespace, cfg.NodeID)
+		st.echo = echo
+		cfg.Store = st
 	}
 	c := &Controller{
 		cfg:      cfg,
 		log:      cfg.Logger.With("node", cfg.NodeID),
 		key:      reconcile.Request{NamespacedName: types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.NodeID}},
 		cache:    mgr.GetCache(),
+		records:  &pinnedStore{Store: cfg.Store},
+		echo:     echo,
 		expected: diskscan.NewStaticExpected(),
 		// One pending event is enough: every event is the same key.
 		events: make(chan event.GenericEvent, 1),
@@ -122,7 +144,7 @@ func Setup(mgr manager.Manager, cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.sweeper, err = orphan.NewSweeper(cfg.Store, adapter, orphan.SweeperOptions{Logger: cfg.Logger}); err != nil {
+	if c.sweeper, err = orphan.NewSweeper(c.records, adapter, orphan.SweeperOptions{Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
 	c.monitor = orphan.NewMonitor(adapter, orphan.MonitorOptions{Period: cfg.Period, OnChange: func(orphan.Observation) { c.poke() }})
@@ -140,31 +162,21 @@ func Setup(mgr manager.Manager, cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	cache := mgr.GetCache()
-	toNode := func(ok func(client.Object) bool) handler.EventHandler {
-		return handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			if !ok(o) {
-				return nil
-			}
-			return []reconcile.Request{c.key}
-		})
-	}
-	inNS := func(o client.Object) bool { return o.GetNamespace() == cfg.Namespace }
 	sources := []source.Source{
 		// Monitor changes, as events of the node.
-		source.Channel(c.events, toNode(func(client.Object) bool { return true })),
-		// Deletion requests and changes of this node's Orphans.
-		source.Kind(cache, client.Object(&Orphan{}), toNode(func(o client.Object) bool {
-			return inNS(o) && o.GetLabels()[orphan.LabelNode] == cfg.NodeID
+		source.Channel(c.events, handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+			return []reconcile.Request{c.key}
 		})),
-		// The node's disks and eviction.
-		source.Kind(cache, client.Object(newUnstructured(NodeGVK)), toNode(func(o client.Object) bool {
-			return inNS(o) && o.GetName() == cfg.NodeID
-		})),
-		// What the replicas expect.
-		source.Kind(cache, client.Object(newUnstructured(ReplicaGVK)), toNode(inNS)),
-		// Volumes that fault, heal or go change what the last-copy guard
-		// lets through.
-		source.Kind(cache, client.Object(newUnstructured(VolumeGVK)), toNode(inNS)),
+		// Deletion requests and changes of this node's Orphans, but not
+		// the echoes of the controller's own writes.
+		source.Kind(cache, client.Object(&Orphan{}), c.wake(c.orphanChanged)),
+		// The node's disks, eviction and readiness.
+		source.Kind(cache, client.Object(newUnstructured(NodeGVK)), c.wake(c.nodeChanged)),
+		// What the replicas that claim this node's disks expect.
+		source.Kind(cache, client.Object(newUnstructured(ReplicaGVK)), c.wake(c.replicaChanged)),
+		// Volumes of this node's orphans that fault, heal or go change what
+		// the last-copy guard lets through.
+		source.Kind(cache, client.Object(newUnstructured(VolumeGVK)), c.wake(c.volumeChanged)),
 	}
 	for _, src := range sources {
 		if err := ctrl.Watch(src); err != nil {
@@ -229,12 +241,21 @@ func (c *Controller) refresh(ctx context.Context) error {
 	if err := c.cache.List(ctx, list, client.InNamespace(c.cfg.Namespace)); err != nil {
 		return fmt.Errorf("orphanctrl: listing replicas: %w", err)
 	}
-	refs := make([]diskscan.ReplicaRef, 0, len(list.Items))
+	v := longhorn.ViewOfNode(c.cfg.NodeID, node)
+	// The expected set holds the replicas that can claim a directory on
+	// the disks this node scans, and nothing else: a replica of another
+	// node changes neither it nor the scan.
+	uuids := make(map[string]bool, len(v.Disks))
+	for _, d := range v.Disks {
+		uuids[d.UUID] = true
+	}
+	refs := make([]diskscan.ReplicaRef, 0)
 	for i := range list.Items {
-		refs = append(refs, longhorn.ReplicaRefOf(&list.Items[i]))
+		if r := longhorn.ReplicaRefOf(&list.Items[i]); c.claimsHere(r, uuids) {
+			refs = append(refs, r)
+		}
 	}
 	slices.SortFunc(refs, func(a, b diskscan.ReplicaRef) int { return strings.Compare(a.Name, b.Name) })
-	v := longhorn.ViewOfNode(c.cfg.NodeID, node)
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -280,29 +301,21 @@ func (c *Controller) volumeStates(ctx context.Context) (map[string]orphan.Volume
 	return longhorn.VolumeStates(vols), true
 }
 
-// lastCopyOverrides names the node's Orphans that carry a person's
+// lastCopyOverrides names the node's records that carry a person's
 // last-copy override (the label caretaker.io/last-copy-override=true),
-// from the manager's cache, the same the Store lists. The override lets
-// a requested purge of a faulted volume's copy through, so only an Orphan
-// that is also deleted (kubectl delete orphan) is purged. A list the
-// cache cannot give names none: every such purge is then refused.
-func (c *Controller) lastCopyOverrides(ctx context.Context) map[string]bool {
-	var list OrphanList
-	err := c.cache.List(ctx, &list, client.InNamespace(c.cfg.Namespace),
-		client.MatchingLabels{orphan.LabelNode: c.cfg.NodeID})
-	if err != nil {
-		c.log.Warn("orphans not listed: no last-copy override this cycle", "err", err)
-		return nil
-	}
+// from the list the sweep plans from. The override lets a requested
+// purge of a faulted volume's copy through, so only an Orphan that is
+// also deleted (kubectl delete orphan) is purged.
+func lastCopyOverrides(recs []orphan.Record) map[string]bool {
 	var out map[string]bool
-	for i := range list.Items {
-		if !crstore.LastCopyOverridden(list.Items[i].Labels) {
+	for _, r := range recs {
+		if !crstore.LastCopyOverridden(r.Labels) {
 			continue
 		}
 		if out == nil {
 			out = map[string]bool{}
 		}
-		out[list.Items[i].Name] = true
+		out[r.Name] = true
 	}
 	return out
 }
@@ -330,15 +343,25 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if obs.Err != nil {
 		return reconcile.Result{}, fmt.Errorf("orphanctrl: scan %d: %w", obs.Seq, obs.Err)
 	}
+	// The records, from the Store's List (the manager's cache for the
+	// default Store): the Sweeper plans from this very list, and this
+	// sweep creates the records of at most CreatesPerSweep new orphans.
+	sel := orphan.Selector{NodeID: c.cfg.NodeID}
+	recs, err := c.cfg.Store.List(ctx, sel)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("orphanctrl: listing records: %w", err)
+	}
+	snap, held := paced(obs.Snapshot, recs, c.cfg.CreatesPerSweep)
+	c.records.pin(recs)
 	volumes, complete := c.volumeStates(ctx)
-	plan, res, err := c.sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
-		Selector:         orphan.Selector{NodeID: c.cfg.NodeID},
+	plan, res, err := c.sweeper.Run(ctx, snap, orphan.Cycle{
+		Selector:         sel,
 		Scopes:           c.hostScopes(),
 		Policy:           c.cfg.Policy,
 		ObservedAt:       obs.StartedAt,
 		Volumes:          volumes,
 		VolumesComplete:  complete,
-		LastCopyOverride: c.lastCopyOverrides(ctx),
+		LastCopyOverride: lastCopyOverrides(recs),
 	})
 	if len(res.Created)+len(res.Forgotten)+len(res.Purged)+len(res.Refused)+len(res.Failed) > 0 {
 		c.log.Info("swept", "scan", obs.Seq, "created", res.Created, "forgotten", res.Forgotten,
@@ -347,6 +370,12 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		// controller-runtime requeues the key with its per-item backoff.
 		return reconcile.Result{}, err
+	}
+	if held > 0 {
+		// More new orphans wait: the next sweep comes right away, after
+		// any deletion request that arrived during this one.
+		c.log.Info("records of new orphans held for the next sweep", "held", held)
+		return reconcile.Result{RequeueAfter: time.Millisecond}, nil
 	}
 	if !plan.RequeueAt.IsZero() {
 		return reconcile.Result{RequeueAfter: max(time.Until(plan.RequeueAt), time.Millisecond)}, nil
