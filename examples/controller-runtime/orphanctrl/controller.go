@@ -117,7 +117,7 @@ func Setup(mgr manager.Manager, cfg Config) (*Controller, error) {
 	}
 	var echo *echoes
 	if cfg.Store == nil {
-		echo = newEchoes()
+		echo = newEchoes(nil) // its wake is the controller's poke, below
 		st := NewStore(echoClient{mgr.GetClient(), echo}, mgr.GetAPIReader(), cfg.Namespace, cfg.NodeID)
 		st.echo = echo
 		cfg.Store = st
@@ -133,6 +133,9 @@ func Setup(mgr manager.Manager, cfg Config) (*Controller, error) {
 		// One pending event is enough: every event is the same key.
 		events: make(chan event.GenericEvent, 1),
 		scopes: map[orphan.Scope]orphan.ScopeStatus{{NodeID: cfg.NodeID}: {Health: orphan.HealthUnknown, Message: "the node object is not read yet"}},
+	}
+	if echo != nil {
+		echo.wake = c.poke
 	}
 	var err error
 	if c.orphans, err = diskscan.NewOrphans(c.expected, diskscan.Options{}); err != nil {

@@ -2,6 +2,7 @@ package orphanctrl
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -12,62 +13,89 @@ import (
 // Store just created, updated or deleted) does not wake the node again:
 // each such sweep would find nothing to do. A write is known by the
 // resourceVersion the API server answered it with, a deletion by the
-// object's name. An event that arrives before its write has returned is
-// not recognised; it costs one sweep that finds nothing to do.
+// object's name. The watch event often arrives before the write's answer:
+// an event of an object with a write in flight is held until the write
+// returns, and wakes the node then only if it was not the write's.
 type echoes struct {
-	mu      sync.Mutex
-	written map[string]string // name → resourceVersion of our last write
-	deleted map[string]bool   // names we asked the API server to delete
+	wake func() // enqueues the node
+
+	mu       sync.Mutex
+	written  map[string][]string // name → resourceVersions of our last writes
+	inFlight map[string]int      // name → writes not answered yet
+	held     map[string][]string // name → resourceVersions of events held meanwhile
+	deleted  map[string]bool     // names we asked the API server to delete
 }
 
-func newEchoes() *echoes {
-	return &echoes{written: map[string]string{}, deleted: map[string]bool{}}
+// keepWritten is how many of an object's last writes are remembered: a
+// Store call makes at most three in a row.
+const keepWritten = 4
+
+func newEchoes(wake func()) *echoes {
+	return &echoes{wake: wake, written: map[string][]string{}, inFlight: map[string]int{},
+		held: map[string][]string{}, deleted: map[string]bool{}}
 }
 
-func (e *echoes) wrote(o client.Object) {
+// begin notes a write of name about to be sent.
+func (e *echoes) begin(name string) {
 	if e == nil {
 		return
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.written[o.GetName()] = o.GetResourceVersion()
+	e.inFlight[name]++
 }
 
-// created notes a new object: a deletion of an older one of that name is
-// over.
-func (e *echoes) created(o client.Object) {
+// end notes the answer to a write begun: o as the API server returned it
+// if err is nil. When no write of the name is left in flight, an event
+// held meanwhile that was not ours wakes the node.
+func (e *echoes) end(o client.Object, err error) {
 	if e == nil {
 		return
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.deleted, o.GetName())
-	e.written[o.GetName()] = o.GetResourceVersion()
+	name := o.GetName()
+	if err == nil {
+		w := append(e.written[name], o.GetResourceVersion())
+		e.written[name] = w[max(0, len(w)-keepWritten):]
+	}
+	e.inFlight[name]--
+	wake := false
+	if e.inFlight[name] <= 0 {
+		delete(e.inFlight, name)
+		for _, rv := range e.held[name] {
+			wake = wake || !slices.Contains(e.written[name], rv)
+		}
+		delete(e.held, name)
+	}
+	e.mu.Unlock()
+	if wake {
+		e.wake()
+	}
 }
 
-// deletedByUs reports whether the controller is deleting the object
-// name: its deletionTimestamp appearing is then our own echo.
-func (e *echoes) deletedByUs(name string) bool {
+// echo reports whether o, as a watch event shows it, need not wake the
+// node now: it is the result of one of the controller's last writes of
+// the object, or a write of it is in flight (the event is then held, see
+// end).
+func (e *echoes) echo(o client.Object) bool {
 	if e == nil {
 		return false
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.deleted[name]
-}
-
-// ours reports whether o, as a watch event shows it, is the result of
-// the controller's last write of that object.
-func (e *echoes) ours(o client.Object) bool {
-	if e == nil {
-		return false
+	name, rv := o.GetName(), o.GetResourceVersion()
+	if slices.Contains(e.written[name], rv) {
+		return true
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	rv, ok := e.written[o.GetName()]
-	return ok && rv == o.GetResourceVersion()
+	if e.inFlight[name] > 0 {
+		e.held[name] = append(e.held[name], rv)
+		return true
+	}
+	return false
 }
 
+// deleting marks (on) or unmarks the object name as being deleted by the
+// controller.
 func (e *echoes) deleting(name string, on bool) {
 	if e == nil {
 		return
@@ -79,6 +107,17 @@ func (e *echoes) deleting(name string, on bool) {
 	} else {
 		delete(e.deleted, name)
 	}
+}
+
+// deletedByUs reports whether the controller is deleting the object
+// name: its deletionTimestamp appearing is then our own echo.
+func (e *echoes) deletedByUs(name string) bool {
+	if e == nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.deleted[name]
 }
 
 // gone reports whether the deletion of the object name was the
@@ -102,31 +141,30 @@ type echoClient struct {
 }
 
 func (c echoClient) Create(ctx context.Context, o client.Object, opts ...client.CreateOption) error {
+	// A new object: a deletion of an older one of that name is over.
+	c.e.deleting(o.GetName(), false)
+	c.e.begin(o.GetName())
 	err := c.Client.Create(ctx, o, opts...)
-	if err == nil {
-		c.e.created(o)
-	}
+	c.e.end(o, err)
 	return err
 }
 
 func (c echoClient) Update(ctx context.Context, o client.Object, opts ...client.UpdateOption) error {
+	c.e.begin(o.GetName())
 	err := c.Client.Update(ctx, o, opts...)
-	if err == nil {
-		c.e.wrote(o)
-	}
+	c.e.end(o, err)
 	return err
 }
 
 func (c echoClient) Patch(ctx context.Context, o client.Object, p client.Patch, opts ...client.PatchOption) error {
+	c.e.begin(o.GetName())
 	err := c.Client.Patch(ctx, o, p, opts...)
-	if err == nil {
-		c.e.wrote(o)
-	}
+	c.e.end(o, err)
 	return err
 }
 
-// Delete marks the name before the call: the DELETED event may come
-// before the answer.
+// Delete marks the name before the call: the DELETED event, or the
+// update that sets the deletion timestamp, may come before the answer.
 func (c echoClient) Delete(ctx context.Context, o client.Object, opts ...client.DeleteOption) error {
 	c.e.deleting(o.GetName(), true)
 	err := c.Client.Delete(ctx, o, opts...)
@@ -147,17 +185,15 @@ type echoStatus struct {
 }
 
 func (s echoStatus) Update(ctx context.Context, o client.Object, opts ...client.SubResourceUpdateOption) error {
+	s.e.begin(o.GetName())
 	err := s.SubResourceWriter.Update(ctx, o, opts...)
-	if err == nil {
-		s.e.wrote(o)
-	}
+	s.e.end(o, err)
 	return err
 }
 
 func (s echoStatus) Patch(ctx context.Context, o client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+	s.e.begin(o.GetName())
 	err := s.SubResourceWriter.Patch(ctx, o, p, opts...)
-	if err == nil {
-		s.e.wrote(o)
-	}
+	s.e.end(o, err)
 	return err
 }

@@ -64,7 +64,7 @@ func (c *Controller) orphanChanged(old, new client.Object) bool {
 	}
 	switch {
 	case old == nil: // created
-		if c.echo.ours(new) {
+		if c.echo.echo(new) {
 			return false
 		}
 		// Someone else's object of a name we once deleted: its deletion
@@ -74,7 +74,7 @@ func (c *Controller) orphanChanged(old, new client.Object) bool {
 	case new == nil: // deleted
 		return !c.echo.gone(old.GetName())
 	}
-	if c.echo.ours(new) {
+	if c.echo.echo(new) {
 		return false
 	}
 	if old.GetDeletionTimestamp() == nil && new.GetDeletionTimestamp() != nil && c.echo.deletedByUs(new.GetName()) {
