@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -87,7 +88,8 @@ type Controller struct {
 	echo     *echoes // nil for a Store of the user's
 	events   chan event.GenericEvent
 
-	mu       sync.Mutex // guards the view below (the runnable's first refresh and Reconcile)
+	mu       sync.Mutex           // guards the view below (the runnable's first refresh and Reconcile)
+	created  map[string]time.Time // records created lately, until the cache shows them
 	disks    []diskscan.Disk
 	replicas []diskscan.ReplicaRef
 	scopes   map[orphan.Scope]orphan.ScopeStatus
@@ -98,7 +100,8 @@ var _ reconcile.Reconciler = (*Controller)(nil)
 // Setup builds the controller of cfg.NodeID and adds to mgr its two
 // parts: the disk monitor (a Runnable) and the reconciler, neither of
 // which needs leader election. mgr's scheme must hold the Orphan types
-// (NewScheme), and its cache must see cfg.Namespace.
+// (NewScheme), and its cache must see cfg.Namespace: give the manager
+// CacheOptions(cfg.Namespace, cfg.NodeID), which keeps it node-local.
 func Setup(mgr manager.Manager, cfg Config) (*Controller, error) {
 	if cfg.NodeID == "" {
 		return nil, fmt.Errorf("%w: NodeID is required", ErrConfig)
@@ -304,6 +307,46 @@ func (c *Controller) volumeStates(ctx context.Context) (map[string]orphan.Volume
 	return longhorn.VolumeStates(vols), true
 }
 
+// heldRequeue is the pause before the sweep that goes on with the new
+// orphans one held back.
+const heldRequeue = 100 * time.Millisecond
+
+// createdWait is how long a record this controller created is taken to
+// exist though the cache does not show it yet. After it, the record's
+// orphan is planned again (a record someone deleted meanwhile is made
+// anew).
+const createdWait = 30 * time.Second
+
+// justCreated forgets the created records recs shows, and returns
+// whether a name was created within createdWait.
+func (c *Controller) justCreated(recs []orphan.Record) func(string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range recs {
+		delete(c.created, r.Name)
+	}
+	now := time.Now()
+	for name, at := range c.created {
+		if now.Sub(at) > createdWait {
+			delete(c.created, name)
+		}
+	}
+	pending := maps.Clone(c.created)
+	return func(name string) bool { _, ok := pending[name]; return ok }
+}
+
+func (c *Controller) noteCreated(names []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.created == nil {
+		c.created = map[string]time.Time{}
+	}
+	now := time.Now()
+	for _, n := range names {
+		c.created[n] = now
+	}
+}
+
 // lastCopyOverrides names the node's records that carry a person's
 // last-copy override (the label caretaker.io/last-copy-override=true),
 // from the list the sweep plans from. The override lets a requested
@@ -354,7 +397,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("orphanctrl: listing records: %w", err)
 	}
-	snap, held := paced(obs.Snapshot, recs, c.cfg.CreatesPerSweep)
+	snap, held := paced(obs.Snapshot, recs, c.cfg.CreatesPerSweep, c.justCreated(recs))
 	c.records.pin(recs)
 	volumes, complete := c.volumeStates(ctx)
 	plan, res, err := c.sweeper.Run(ctx, snap, orphan.Cycle{
@@ -366,6 +409,8 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		VolumesComplete:  complete,
 		LastCopyOverride: lastCopyOverrides(recs),
 	})
+	c.records.unpin()
+	c.noteCreated(res.Created)
 	if len(res.Created)+len(res.Forgotten)+len(res.Purged)+len(res.Refused)+len(res.Failed) > 0 {
 		c.log.Info("swept", "scan", obs.Seq, "created", res.Created, "forgotten", res.Forgotten,
 			"purged", res.Purged, "refused", res.Refused, "failed", len(res.Failed))
@@ -375,10 +420,11 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	if held > 0 {
-		// More new orphans wait: the next sweep comes right away, after
-		// any deletion request that arrived during this one.
+		// More new orphans wait (or records just created wait for the
+		// cache to show them): the next sweep comes shortly, after any
+		// deletion request that arrived during this one.
 		c.log.Info("records of new orphans held for the next sweep", "held", held)
-		return reconcile.Result{RequeueAfter: time.Millisecond}, nil
+		return reconcile.Result{RequeueAfter: heldRequeue}, nil
 	}
 	if !plan.RequeueAt.IsZero() {
 		return reconcile.Result{RequeueAfter: max(time.Until(plan.RequeueAt), time.Millisecond)}, nil

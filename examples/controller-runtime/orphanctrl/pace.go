@@ -26,6 +26,13 @@ func (p *pinnedStore) pin(recs []orphan.Record) {
 	p.pinned, p.set = recs, true
 }
 
+// unpin drops a pinned list that was not used.
+func (p *pinnedStore) unpin() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pinned, p.set = nil, false
+}
+
 // List implements orphan.Store.
 func (p *pinnedStore) List(ctx context.Context, sel orphan.Selector) ([]orphan.Record, error) {
 	p.mu.Lock()
@@ -45,12 +52,15 @@ func (p *pinnedStore) List(ctx context.Context, sel orphan.Selector) ([]orphan.R
 }
 
 // paced returns snap with at most limit of the items that have no record
-// yet, in the snapshot's order, and how many it held back. Every item
-// that has a record stays: an item left out looks gone, and its record
-// would be forgotten. Leaving out new orphans only makes the mass-deletion
-// guard more careful (fewer items in a scope, the same owned ones), and no
-// record exists for them to act on.
-func paced(snap orphan.Snapshot, recs []orphan.Record, limit int) (orphan.Snapshot, int) {
+// in recs, in the snapshot's order, and how many it held back. Every item
+// that has a record in recs stays: an item left out looks gone, and its
+// record would be forgotten. Leaving out new orphans only makes the
+// mass-deletion guard more careful (fewer items in a scope, the same
+// owned ones), and no record in recs exists for them to act on. Items
+// whose record this controller has just created (justCreated) but recs
+// does not show yet (the cache lags) are held back too, rather than
+// created again.
+func paced(snap orphan.Snapshot, recs []orphan.Record, limit int, justCreated func(name string) bool) (orphan.Snapshot, int) {
 	have := make(map[string]bool, len(recs))
 	for _, r := range recs {
 		have[r.Name] = true
@@ -59,7 +69,7 @@ func paced(snap orphan.Snapshot, recs []orphan.Record, limit int) (orphan.Snapsh
 	fresh, held := 0, 0
 	for _, it := range snap.Items {
 		if name, err := it.Name(); err == nil && !have[name] {
-			if fresh == limit {
+			if fresh == limit || justCreated(name) {
 				held++
 				continue
 			}
