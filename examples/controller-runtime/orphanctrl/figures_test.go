@@ -145,7 +145,7 @@ func scaleFigures(t *testing.T, nodes int) {
 	e.waitOrphans("node-0", names...)
 	converged := time.Since(started)
 	base := quiet(e)
-	startCalls, startLists := log.since(0)
+	startCalls, startLists := log.len(), lists(log, 0) // the calls with the watches
 	runtime.GC()
 	var m1 runtime.MemStats
 	runtime.ReadMemStats(&m1)
@@ -194,13 +194,18 @@ func scaleFigures(t *testing.T, nodes int) {
 		}
 	}
 	churn := quiet(e) - base
-	churnCalls, churnLists := log.since(n0)
+	churnCalls, churnLists := log.len()-n0, lists(log, n0)
 
 	t.Logf("FIGURES nodes=%d cached{orphans=%d nodes=%d replicas=%d volumes=%d} cachedJSON=%dKiB heapGrowth=%dKiB "+
 		"start{requests=%d lists=%d converged=%s} churnElsewhere{reconciles=%d requests=%d lists=%d}",
 		nodes, counts["Orphan"], counts["Node"], counts["Replica"], counts["Volume"], bytes>>10,
 		(int64(m1.HeapAlloc)-int64(m0.HeapAlloc))>>10,
-		len(startCalls), startLists, converged.Round(time.Millisecond), churn, len(churnCalls), churnLists)
+		startCalls, startLists, converged.Round(time.Millisecond), churn, churnCalls, churnLists)
+}
+
+func lists(l *requestLog, n int) int {
+	_, lists := l.since(n)
+	return lists
 }
 
 // setupClient is a direct client that creates a cluster's objects

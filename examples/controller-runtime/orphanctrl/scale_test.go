@@ -175,14 +175,18 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// since returns the calls after the first n, and how many of them are
+// since returns the calls after the first n but the watches (an
+// informer renews its watch now and then), and how many of them are
 // LISTs (a GET that names no object and does not watch).
 func (l *requestLog) since(n int) (calls []string, lists int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	calls = append(calls, l.calls[n:]...)
-	for _, c := range calls {
-		if strings.HasPrefix(c, "GET ") && !strings.Contains(c, "watch=true") && isCollection(c) {
+	for _, c := range l.calls[n:] {
+		if strings.Contains(c, "watch=true") {
+			continue
+		}
+		calls = append(calls, c)
+		if strings.HasPrefix(c, "GET ") && isCollection(c) {
 			lists++
 		}
 	}
