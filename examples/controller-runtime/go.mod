@@ -7,6 +7,7 @@ require (
 	github.com/caretaker-storage/caretaker/examples/kube v0.0.0
 	github.com/go-logr/logr v1.4.2
 	github.com/google/uuid v1.6.0
+	golang.org/x/sync v0.20.0
 	golang.org/x/sys v0.31.0
 	k8s.io/api v0.34.3
 	k8s.io/apimachinery v0.34.3
@@ -50,7 +51,6 @@ require (
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
 	golang.org/x/net v0.38.0 // indirect
 	golang.org/x/oauth2 v0.27.0 // indirect
-	golang.org/x/sync v0.20.0 // indirect
 	golang.org/x/term v0.30.0 // indirect
 	golang.org/x/text v0.23.0 // indirect
 	golang.org/x/time v0.9.0 // indirect

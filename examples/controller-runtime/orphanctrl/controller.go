@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -46,13 +47,24 @@ type Config struct {
 	// one key to two workers at once, so more workers never sweep the node
 	// twice at the same time; they only sit idle.
 	MaxConcurrentReconciles int
+	// CreatesPerSweep bounds the new records one sweep creates; zero means
+	// DefaultCreatesPerSweep. A node that finds thousands of orphans at
+	// once creates their records over many short sweeps, and a deletion a
+	// user asks for meanwhile is purged by the next one, not after all of
+	// them.
+	CreatesPerSweep int
 	// Store keeps the records; nil means NewStore(mgr.GetClient(),
-	// mgr.GetAPIReader(), Namespace, NodeID). A Store of your own must read
-	// Get from the API server, not from a cache: it is the purge re-check.
+	// mgr.GetAPIReader(), Namespace, NodeID), whose own writes do not wake
+	// the controller again. A Store of your own must read Get from the API
+	// server, not from a cache: it is the purge re-check. Its List is
+	// called once per sweep and may read the manager's cache.
 	Store orphan.Store
 	// Logger receives the controller's decisions; nil means silent.
 	Logger *slog.Logger
 }
+
+// DefaultCreatesPerSweep is Config.CreatesPerSweep's default.
+const DefaultCreatesPerSweep = 50
 
 // ErrConfig is wrapped by errors about an incomplete Config.
 var ErrConfig = errors.New("orphanctrl: invalid config")
@@ -72,9 +84,12 @@ type Controller struct {
 	expected *diskscan.StaticExpected
 	monitor  *orphan.Monitor
 	sweeper  *orphan.Sweeper
+	records  *pinnedStore
+	echo     *echoes // nil for a Store of the user's
 	events   chan event.GenericEvent
 
-	mu       sync.Mutex // guards the view below (the runnable's first refresh and Reconcile)
+	mu       sync.Mutex           // guards the view below (the runnable's first refresh and Reconcile)
+	created  map[string]time.Time // records created lately, until the cache shows them
 	disks    []diskscan.Disk
 	replicas []diskscan.ReplicaRef
 	scopes   map[orphan.Scope]orphan.ScopeStatus
@@ -85,7 +100,8 @@ var _ reconcile.Reconciler = (*Controller)(nil)
 // Setup builds the controller of cfg.NodeID and adds to mgr its two
 // parts: the disk monitor (a Runnable) and the reconciler, neither of
 // which needs leader election. mgr's scheme must hold the Orphan types
-// (NewScheme), and its cache must see cfg.Namespace.
+// (NewScheme), and its cache must see cfg.Namespace: give the manager
+// CacheOptions(cfg.Namespace, cfg.NodeID), which keeps it node-local.
 func Setup(mgr manager.Manager, cfg Config) (*Controller, error) {
 	if cfg.NodeID == "" {
 		return nil, fmt.Errorf("%w: NodeID is required", ErrConfig)
@@ -99,18 +115,30 @@ func Setup(mgr manager.Manager, cfg Config) (*Controller, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.CreatesPerSweep <= 0 {
+		cfg.CreatesPerSweep = DefaultCreatesPerSweep
+	}
+	var echo *echoes
 	if cfg.Store == nil {
-		cfg.Store = NewStore(mgr.GetClient(), mgr.GetAPIReader(), cfg.Namespace, cfg.NodeID)
+		echo = newEchoes(nil) // its wake is the controller's poke, below
+		st := NewStore(echoClient{mgr.GetClient(), echo}, mgr.GetAPIReader(), cfg.Namespace, cfg.NodeID)
+		st.echo = echo
+		cfg.Store = st
 	}
 	c := &Controller{
 		cfg:      cfg,
 		log:      cfg.Logger.With("node", cfg.NodeID),
 		key:      reconcile.Request{NamespacedName: types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.NodeID}},
 		cache:    mgr.GetCache(),
+		records:  &pinnedStore{Store: cfg.Store},
+		echo:     echo,
 		expected: diskscan.NewStaticExpected(),
 		// One pending event is enough: every event is the same key.
 		events: make(chan event.GenericEvent, 1),
 		scopes: map[orphan.Scope]orphan.ScopeStatus{{NodeID: cfg.NodeID}: {Health: orphan.HealthUnknown, Message: "the node object is not read yet"}},
+	}
+	if echo != nil {
+		echo.wake = c.poke
 	}
 	var err error
 	if c.orphans, err = diskscan.NewOrphans(c.expected, diskscan.Options{}); err != nil {
@@ -122,7 +150,7 @@ func Setup(mgr manager.Manager, cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.sweeper, err = orphan.NewSweeper(cfg.Store, adapter, orphan.SweeperOptions{Logger: cfg.Logger}); err != nil {
+	if c.sweeper, err = orphan.NewSweeper(c.records, adapter, orphan.SweeperOptions{Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
 	c.monitor = orphan.NewMonitor(adapter, orphan.MonitorOptions{Period: cfg.Period, OnChange: func(orphan.Observation) { c.poke() }})
@@ -140,31 +168,21 @@ func Setup(mgr manager.Manager, cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	cache := mgr.GetCache()
-	toNode := func(ok func(client.Object) bool) handler.EventHandler {
-		return handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			if !ok(o) {
-				return nil
-			}
-			return []reconcile.Request{c.key}
-		})
-	}
-	inNS := func(o client.Object) bool { return o.GetNamespace() == cfg.Namespace }
 	sources := []source.Source{
 		// Monitor changes, as events of the node.
-		source.Channel(c.events, toNode(func(client.Object) bool { return true })),
-		// Deletion requests and changes of this node's Orphans.
-		source.Kind(cache, client.Object(&Orphan{}), toNode(func(o client.Object) bool {
-			return inNS(o) && o.GetLabels()[orphan.LabelNode] == cfg.NodeID
+		source.Channel(c.events, handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+			return []reconcile.Request{c.key}
 		})),
-		// The node's disks and eviction.
-		source.Kind(cache, client.Object(newUnstructured(NodeGVK)), toNode(func(o client.Object) bool {
-			return inNS(o) && o.GetName() == cfg.NodeID
-		})),
-		// What the replicas expect.
-		source.Kind(cache, client.Object(newUnstructured(ReplicaGVK)), toNode(inNS)),
-		// Volumes that fault, heal or go change what the last-copy guard
-		// lets through.
-		source.Kind(cache, client.Object(newUnstructured(VolumeGVK)), toNode(inNS)),
+		// Deletion requests and changes of this node's Orphans, but not
+		// the echoes of the controller's own writes.
+		source.Kind(cache, client.Object(&Orphan{}), c.wake(c.orphanChanged)),
+		// The node's disks, eviction and readiness.
+		source.Kind(cache, client.Object(newUnstructured(NodeGVK)), c.wake(c.nodeChanged)),
+		// What the replicas that claim this node's disks expect.
+		source.Kind(cache, client.Object(newUnstructured(ReplicaGVK)), c.wake(c.replicaChanged)),
+		// Volumes of this node's orphans that fault, heal or go change what
+		// the last-copy guard lets through.
+		source.Kind(cache, client.Object(newUnstructured(VolumeGVK)), c.wake(c.volumeChanged)),
 	}
 	for _, src := range sources {
 		if err := ctrl.Watch(src); err != nil {
@@ -229,12 +247,21 @@ func (c *Controller) refresh(ctx context.Context) error {
 	if err := c.cache.List(ctx, list, client.InNamespace(c.cfg.Namespace)); err != nil {
 		return fmt.Errorf("orphanctrl: listing replicas: %w", err)
 	}
-	refs := make([]diskscan.ReplicaRef, 0, len(list.Items))
+	v := longhorn.ViewOfNode(c.cfg.NodeID, node)
+	// The expected set holds the replicas that can claim a directory on
+	// the disks this node scans, and nothing else: a replica of another
+	// node changes neither it nor the scan.
+	uuids := make(map[string]bool, len(v.Disks))
+	for _, d := range v.Disks {
+		uuids[d.UUID] = true
+	}
+	refs := make([]diskscan.ReplicaRef, 0)
 	for i := range list.Items {
-		refs = append(refs, longhorn.ReplicaRefOf(&list.Items[i]))
+		if r := longhorn.ReplicaRefOf(&list.Items[i]); c.claimsHere(r, uuids) {
+			refs = append(refs, r)
+		}
 	}
 	slices.SortFunc(refs, func(a, b diskscan.ReplicaRef) int { return strings.Compare(a.Name, b.Name) })
-	v := longhorn.ViewOfNode(c.cfg.NodeID, node)
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -280,29 +307,61 @@ func (c *Controller) volumeStates(ctx context.Context) (map[string]orphan.Volume
 	return longhorn.VolumeStates(vols), true
 }
 
-// lastCopyOverrides names the node's Orphans that carry a person's
-// last-copy override (the label caretaker.io/last-copy-override=true),
-// from the manager's cache, the same the Store lists. The override lets
-// a requested purge of a faulted volume's copy through, so only an Orphan
-// that is also deleted (kubectl delete orphan) is purged. A list the
-// cache cannot give names none: every such purge is then refused.
-func (c *Controller) lastCopyOverrides(ctx context.Context) map[string]bool {
-	var list OrphanList
-	err := c.cache.List(ctx, &list, client.InNamespace(c.cfg.Namespace),
-		client.MatchingLabels{orphan.LabelNode: c.cfg.NodeID})
-	if err != nil {
-		c.log.Warn("orphans not listed: no last-copy override this cycle", "err", err)
-		return nil
+// heldRequeue is the pause before the sweep that goes on with the new
+// orphans one held back.
+const heldRequeue = 100 * time.Millisecond
+
+// createdWait is how long a record this controller created is taken to
+// exist though the cache does not show it yet. After it, the record's
+// orphan is planned again (a record someone deleted meanwhile is made
+// anew).
+const createdWait = 30 * time.Second
+
+// justCreated forgets the created records recs shows, and returns
+// whether a name was created within createdWait.
+func (c *Controller) justCreated(recs []orphan.Record) func(string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range recs {
+		delete(c.created, r.Name)
 	}
+	now := time.Now()
+	for name, at := range c.created {
+		if now.Sub(at) > createdWait {
+			delete(c.created, name)
+		}
+	}
+	pending := maps.Clone(c.created)
+	return func(name string) bool { _, ok := pending[name]; return ok }
+}
+
+func (c *Controller) noteCreated(names []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.created == nil {
+		c.created = map[string]time.Time{}
+	}
+	now := time.Now()
+	for _, n := range names {
+		c.created[n] = now
+	}
+}
+
+// lastCopyOverrides names the node's records that carry a person's
+// last-copy override (the label caretaker.io/last-copy-override=true),
+// from the list the sweep plans from. The override lets a requested
+// purge of a faulted volume's copy through, so only an Orphan that is
+// also deleted (kubectl delete orphan) is purged.
+func lastCopyOverrides(recs []orphan.Record) map[string]bool {
 	var out map[string]bool
-	for i := range list.Items {
-		if !crstore.LastCopyOverridden(list.Items[i].Labels) {
+	for _, r := range recs {
+		if !crstore.LastCopyOverridden(r.Labels) {
 			continue
 		}
 		if out == nil {
 			out = map[string]bool{}
 		}
-		out[list.Items[i].Name] = true
+		out[r.Name] = true
 	}
 	return out
 }
@@ -330,16 +389,28 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if obs.Err != nil {
 		return reconcile.Result{}, fmt.Errorf("orphanctrl: scan %d: %w", obs.Seq, obs.Err)
 	}
+	// The records, from the Store's List (the manager's cache for the
+	// default Store): the Sweeper plans from this very list, and this
+	// sweep creates the records of at most CreatesPerSweep new orphans.
+	sel := orphan.Selector{NodeID: c.cfg.NodeID}
+	recs, err := c.cfg.Store.List(ctx, sel)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("orphanctrl: listing records: %w", err)
+	}
+	snap, held := paced(obs.Snapshot, recs, c.cfg.CreatesPerSweep, c.justCreated(recs))
+	c.records.pin(recs)
 	volumes, complete := c.volumeStates(ctx)
-	plan, res, err := c.sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
-		Selector:         orphan.Selector{NodeID: c.cfg.NodeID},
+	plan, res, err := c.sweeper.Run(ctx, snap, orphan.Cycle{
+		Selector:         sel,
 		Scopes:           c.hostScopes(),
 		Policy:           c.cfg.Policy,
 		ObservedAt:       obs.StartedAt,
 		Volumes:          volumes,
 		VolumesComplete:  complete,
-		LastCopyOverride: c.lastCopyOverrides(ctx),
+		LastCopyOverride: lastCopyOverrides(recs),
 	})
+	c.records.unpin()
+	c.noteCreated(res.Created)
 	if len(res.Created)+len(res.Forgotten)+len(res.Purged)+len(res.Refused)+len(res.Failed) > 0 {
 		c.log.Info("swept", "scan", obs.Seq, "created", res.Created, "forgotten", res.Forgotten,
 			"purged", res.Purged, "refused", res.Refused, "failed", len(res.Failed))
@@ -347,6 +418,13 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		// controller-runtime requeues the key with its per-item backoff.
 		return reconcile.Result{}, err
+	}
+	if held > 0 {
+		// More new orphans wait (or records just created wait for the
+		// cache to show them): the next sweep comes shortly, after any
+		// deletion request that arrived during this one.
+		c.log.Info("records of new orphans held for the next sweep", "held", held)
+		return reconcile.Result{RequeueAfter: heldRequeue}, nil
 	}
 	if !plan.RequeueAt.IsZero() {
 		return reconcile.Result{RequeueAfter: max(time.Until(plan.RequeueAt), time.Millisecond)}, nil

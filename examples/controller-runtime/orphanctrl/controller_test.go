@@ -438,11 +438,13 @@ func TestOneReconcilePerNode(t *testing.T) {
 	}
 }
 
-// annotate changes an Orphan without changing what it means: an event.
+// annotate changes an Orphan without changing what it means: an event
+// that wakes the controller (a label, which a person may set; an
+// annotation alone does not wake it).
 func (e *env) annotate(name, value string) {
 	e.t.Helper()
 	o := &orphanctrl.Orphan{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns}}
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{"caretaker.test/event":%q}}}`, value)
+	patch := fmt.Sprintf(`{"metadata":{"labels":{"caretaker.test/event":%q}}}`, value)
 	if err := e.c.Patch(context.Background(), o, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
 		e.t.Fatal(err)
 	}

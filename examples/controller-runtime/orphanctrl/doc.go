@@ -22,6 +22,17 @@
 //     volume's copy through once the Orphan is also deleted, never an
 //     automatic one.
 //
+// A DaemonSet's copies each hold and do what their own node needs:
+// CacheOptions is the manager's cache for it (this node's Orphans and
+// Longhorn Node only, every Replica and Volume stripped to the fields read;
+// replicas are not selected by label because Longhorn's labels follow a
+// replica's spec only when longhorn-manager writes it), an event wakes the
+// node only when it changes what the node's sweep reads and is not the
+// echo of the controller's own write, and a first sweep that finds
+// thousands of orphans creates their records a few at a time
+// (Config.CreatesPerSweep) so that a deletion asked for meanwhile is
+// served by the next sweep.
+//
 // The records are kept by Store, an orphan.Store over client.Client that
 // lists through the manager's cache and reads every record it acts on
 // through the uncached API reader: the Sweeper's re-read before a purge

@@ -6,7 +6,6 @@ import (
 	"os"
 
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/caretaker-storage/caretaker/examples/controller-runtime/orphanctrl"
@@ -24,14 +23,17 @@ func ExampleSetup() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	node := os.Getenv("NODE_NAME")
 	mgr, err := manager.New(cfg, manager.Options{
 		Scheme: scheme,
-		Cache:  cache.Options{DefaultNamespaces: map[string]cache.Config{"longhorn-system": {}}},
+		// Only this node's Orphans and Longhorn Node; Replicas and Volumes
+		// stripped to the fields the controller reads.
+		Cache: orphanctrl.CacheOptions("longhorn-system", node),
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := orphanctrl.Setup(mgr, orphanctrl.Config{NodeID: os.Getenv("NODE_NAME"), Namespace: "longhorn-system"}); err != nil {
+	if _, err := orphanctrl.Setup(mgr, orphanctrl.Config{NodeID: node, Namespace: "longhorn-system"}); err != nil {
 		log.Fatal(err)
 	}
 	if err := mgr.Start(context.Background()); err != nil {

@@ -25,7 +25,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -147,12 +146,13 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// newManager returns a manager whose cache sees ns, with no metrics or
-// probe listeners. Many managers share the test process, hence
+// newManager returns a manager whose cache holds what node's controller
+// needs of ns (orphanctrl.CacheOptions), with no metrics or probe
+// listeners. Many managers share the test process, hence
 // SkipNameValidation.
-func newManager(cfg *rest.Config, ns string, opts manager.Options) (manager.Manager, error) {
+func newManager(cfg *rest.Config, ns, node string, opts manager.Options) (manager.Manager, error) {
 	opts.Scheme = scheme
-	opts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}
+	opts.Cache = orphanctrl.CacheOptions(ns, node)
 	opts.Metrics = metricsserver.Options{BindAddress: "0"}
 	opts.HealthProbeBindAddress = "0"
 	opts.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
@@ -168,7 +168,7 @@ func runChild(args []string) int {
 		return 1
 	}
 	cfg.QPS, cfg.Burst = 50, 100
-	mgr, err := newManager(cfg, args[1], manager.Options{})
+	mgr, err := newManager(cfg, args[1], args[2], manager.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -193,6 +193,7 @@ type env struct {
 	c    client.Client
 	ns   string
 	base string
+	cfg  *rest.Config // the managers' REST config; nil means restCfg
 }
 
 func newEnv(t *testing.T) *env {
@@ -217,15 +218,19 @@ type tweak func(mgr manager.Manager, cfg *orphanctrl.Config)
 // start runs a manager with node's controller until the test ends.
 func (e *env) start(node string, opts manager.Options, tw tweak) manager.Manager {
 	e.t.Helper()
-	mgr, err := newManager(restCfg, e.ns, opts)
+	cfg := restCfg
+	if e.cfg != nil {
+		cfg = e.cfg
+	}
+	mgr, err := newManager(cfg, e.ns, node, opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	cfg := orphanctrl.Config{NodeID: node, Namespace: e.ns, Period: scanPeriod}
+	ccfg := orphanctrl.Config{NodeID: node, Namespace: e.ns, Period: scanPeriod}
 	if tw != nil {
-		tw(mgr, &cfg)
+		tw(mgr, &ccfg)
 	}
-	if _, err := orphanctrl.Setup(mgr, cfg); err != nil {
+	if _, err := orphanctrl.Setup(mgr, ccfg); err != nil {
 		e.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -40,6 +40,7 @@ type Store struct {
 	api       client.Reader
 	namespace string
 	ownerID   string
+	echo      *echoes // the controller's, when Setup built this Store; else nil
 }
 
 var _ orphan.Store = (*Store)(nil)
@@ -199,7 +200,15 @@ func (s *Store) requestDeletion(ctx context.Context, o *Orphan) error {
 
 // Delete implements orphan.Store: it removes the finalizer, then deletes
 // the object if no deletion was requested. A missing object is success.
-func (s *Store) Delete(ctx context.Context, name string) error {
+func (s *Store) Delete(ctx context.Context, name string) (err error) {
+	// Removing the finalizer of an object being deleted deletes it: its
+	// DELETED event is this call's echo from the start.
+	s.echo.deleting(name, true)
+	defer func() {
+		if err != nil {
+			s.echo.deleting(name, false)
+		}
+	}()
 	for range maxAttempts {
 		cur, err := s.get(ctx, name)
 		if apierrors.IsNotFound(err) {
