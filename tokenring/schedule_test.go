@@ -58,8 +58,8 @@ func TestSchedulerWavesTable(t *testing.T) {
 		want    [][]string
 	}{
 		{
-			name: "SimpleStrategy RF 2 on three nodes: every pair shares a range",
-			topo: Topology{Ring: ring(abc, 10, "a", 20, "b", 30, "c"), Keyspaces: one("ks", simple(2))},
+			name:   "SimpleStrategy RF 2 on three nodes: every pair shares a range",
+			topo:   Topology{Ring: ring(abc, 10, "a", 20, "b", 30, "c"), Keyspaces: one("ks", simple(2))},
 			needed: []string{"c", "b", "a"},
 			want:   [][]string{{"a"}, {"b"}, {"c"}},
 		},
