@@ -17,6 +17,8 @@ import (
 	"k8s.io/utils/clock"
 )
 
+//go:generate go run go.uber.org/mock/mockgen@v0.6.0 -source=cleanupdriver.go -destination=mocks/cleanupdriver.go -package=mocks
+
 // CleanupState is what a CleanupDriver records of one cleanup campaign
 // (the cleanups one topology change asks for), so that a new driver after
 // a restart goes on where the last one stopped.
@@ -263,7 +265,13 @@ type attemptResult struct {
 // their goroutines, leaves them recorded as running (the node may still
 // be cleaning) and returns ctx's error. Nodes given up are in the
 // report's Failed and in the returned *multierror.Error. A store error
-// stops the run the same way and is returned.
+// stops the run the same way and is returned. Saves are made even after
+// ctx ended (a cleanup that finished as the run stopped is recorded
+// done), each bounded by 30 seconds instead.
+//
+// A failed attempt (RunCleanup returned an error: the node answered, or
+// the connection failed) no longer counts as running; it waits for its
+// backoff, and its next attempt stops any cleanup left on the node first.
 func (d *CleanupDriver) Run(ctx context.Context, needed []string) (CleanupRunReport, error) {
 	rep := CleanupRunReport{Failed: map[string]error{}, Attempts: map[string]int{}}
 	if _, err := d.sched.Next(needed, nil); err != nil {

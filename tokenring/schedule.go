@@ -289,7 +289,11 @@ func (s *Scheduler) markConflicts(t Topology, c compiledRing, names endpointName
 		cur := newCursors(c, p)
 		for i := len(c.owner) - 1; i >= 0; i-- {
 			ep := c.owner[i]
-			if k := p.partOf[ep]; k >= 0 {
+			k := p.partOf[ep]
+			if k < 0 && i < len(c.owner)-1 {
+				continue // no part moves: the same replicas as the range after
+			}
+			if k >= 0 {
 				if err := cur[k].back(p, &p.parts[k], ep); err != nil {
 					return fmt.Errorf("keyspace %q: %w", ks, err)
 				}
@@ -298,9 +302,21 @@ func (s *Scheduler) markConflicts(t Topology, c compiledRing, names endpointName
 			for k := range cur {
 				reps = append(reps, cur[k].reps...)
 			}
-			for a := range reps {
-				for b := a + 1; b < len(reps); b++ {
-					s.mark(ids[reps[a]], ids[reps[b]])
+			if i == len(c.owner)-1 || p.parts[k].needsWalks() {
+				for a := range reps {
+					for b := a + 1; b < len(reps); b++ {
+						s.mark(ids[reps[a]], ids[reps[b]])
+					}
+				}
+				continue
+			}
+			// Without rack repeats the part's replicas here are ep and
+			// some of those of the range after (partCursor.back), and the
+			// other parts did not move: every pair without ep was marked
+			// for that range already.
+			for _, x := range reps {
+				if x != ep {
+					s.mark(ids[ep], ids[x])
 				}
 			}
 		}

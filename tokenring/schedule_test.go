@@ -541,9 +541,11 @@ func TestSchedulerAgreesWithReference(t *testing.T) {
 // --- the benchmark ----------------------------------------------------------
 
 // BenchmarkScheduler300x256: 300 nodes of 256 vnodes in three datacenters
-// of three racks, NetworkTopologyStrategy with factor 3 in each, every
-// node needing a cleanup: building the Scheduler (the conflict sweep)
-// and planning every wave.
+// of three racks, keyspace ks at NetworkTopologyStrategy with factor 3 in
+// each and logs at SimpleStrategy factor 2, every node needing a cleanup.
+// build is NewScheduler (the conflict sweep of 76,800 tokens per
+// replication); waves plans every wave; next is one decision with a third
+// of the nodes running.
 func BenchmarkScheduler300x256(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	rg := benchRing(r, 300, "10.0.")
@@ -551,20 +553,39 @@ func BenchmarkScheduler300x256(b *testing.B) {
 		"ks":   {Strategy: NetworkTopologyStrategy, Datacenters: map[string]int{"dc0": 3, "dc1": 3, "dc2": 3}},
 		"logs": {Strategy: SimpleStrategy, ReplicationFactor: 2},
 	}}
-	var needed []string
+	var needed, running []string
 	for ep := range rg.Locations {
 		needed = append(needed, ep)
 	}
-	b.ResetTimer()
-	var waves [][]string
-	for b.Loop() {
-		s, err := NewScheduler(topo, ScheduleLimits{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if waves, err = s.Waves(needed, nil); err != nil {
-			b.Fatal(err)
-		}
+	sort.Strings(needed)
+	for i := 0; i < len(needed); i += 3 {
+		running = append(running, needed[i])
 	}
-	b.ReportMetric(float64(len(waves)), "waves")
+	s, err := NewScheduler(topo, ScheduleLimits{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("build", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := NewScheduler(topo, ScheduleLimits{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("waves", func(b *testing.B) {
+		var waves [][]string
+		for b.Loop() {
+			if waves, err = s.Waves(needed, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(len(waves)), "waves")
+	})
+	b.Run("next", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.Next(needed, running); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
