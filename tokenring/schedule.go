@@ -201,7 +201,8 @@ func (s *Scheduler) Next(needed, running []string) (ScheduleStep, error) {
 // Waves plans the whole cleanup: a list of waves, each a set of nodes
 // (sorted) that may run together under every rule, covering each needed
 // node that is not running exactly once. Nodes in running are taken to
-// run during the first wave and to finish with it.
+// run during the first wave and to finish with it; when nothing can start
+// beside them, to finish before the first wave.
 //
 // The waves are those Next gives when each wave finishes before the next
 // starts, unless the plain greedy (candidates by name, each started when

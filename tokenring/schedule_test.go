@@ -514,6 +514,30 @@ func TestSchedulerAgreesWithReference(t *testing.T) {
 				t.Fatalf("iter %d: %s is neither started, held nor running", iter, ep)
 			}
 		}
+		// Waves beside running nodes: the first wave runs beside them
+		// (or, when nothing can, after them), and the running nodes are
+		// not planned again.
+		wavesR, err := s.Waves(needed, running)
+		if err != nil {
+			t.Fatalf("iter %d: Waves beside %v: %v", iter, running, err)
+		}
+		var coveredR []string
+		for w, wave := range wavesR {
+			var beside []string
+			if w == 0 && len(step.Start) > 0 {
+				beside = running
+			}
+			if err := refCheckWave(topo, conflicts, limits, wave, beside); err != nil {
+				t.Fatalf("iter %d: wave %d %v beside %v: %v", iter, w, wave, beside, err)
+			}
+			coveredR = append(coveredR, wave...)
+		}
+		slices.Sort(coveredR)
+		wantR := slices.DeleteFunc(slices.Clone(needed), func(ep string) bool { return slices.Contains(running, ep) })
+		if !slices.Equal(coveredR, wantR) {
+			t.Fatalf("iter %d: waves beside %v cover %v, want %v", iter, running, coveredR, wantR)
+		}
+
 		shuffled := slices.Clone(needed)
 		r.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
 		shuffled = append(shuffled, shuffled...) // duplicates change nothing
