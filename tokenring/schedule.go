@@ -96,8 +96,8 @@ type Scheduler struct {
 	index map[string]int
 	dc    []int // datacenter number per node
 	rack  []int // rack number per node, unique across datacenters
-	// dcNames and rackNames name the numbers.
-	dcNames, rackNames []string
+	// dcNames names the datacenter numbers.
+	dcNames []string
 	// conflict is a bit matrix: row i has bit j set when nodes i and j
 	// replicate a common range.
 	conflict []uint64
@@ -158,9 +158,8 @@ func NewScheduler(t Topology, limits ScheduleLimits) (*Scheduler, error) {
 		}
 		r, ok := racks[loc]
 		if !ok {
-			r = len(s.rackNames)
+			r = len(racks)
 			racks[loc] = r
-			s.rackNames = append(s.rackNames, loc.Rack)
 		}
 		s.dc = append(s.dc, d)
 		s.rack = append(s.rack, r)
