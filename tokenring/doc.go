@@ -46,6 +46,24 @@
 //     RingSource, LocationSource or Cleaner in one line; package mocks has
 //     generated mocks of the interfaces.
 //
+// # Scheduling cleanups
+//
+// Which nodes may clean at the same time is a decision of its own.
+// scylla-operator starts the cleanup Jobs of every node that needs one in
+// one pass (syncJobs, pkg/controller/scyllacluster/sync_jobs.go);
+// scylla-operator#3015 asks for cleanups rack by rack with a limit, and
+// two replicas of one range should never compact at once. NewScheduler
+// takes the Topology (ring, locations, replication) and ScheduleLimits
+// (zero value: at most DefaultMaxPerDatacenter per datacenter, one rack
+// of a datacenter at a time); Scheduler.Next says which of the nodes that
+// need a cleanup to start beside those running, with a Hold reason for
+// each other, and Scheduler.Waves plans them all in waves. Both are pure.
+// CleanupDriver runs Next with RunCleanup on each node's Cleaner, retries
+// failures with backoff, and records done and running nodes in a
+// CleanupStateStore so that a restart resumes without overlapping
+// replicas (a node recorded as running counts as running until it is
+// re-run). The scylla-cleanup example's -plan prints the waves.
+//
 // # What the client trusts
 //
 // The Manager Agent's bearer token is sent to the base URL's origin over
@@ -182,6 +200,12 @@
 // *APIError. IsRetryable classifies any error of this package. RunCleanup
 // continues past failing keyspaces and returns them all in a
 // *multierror.Error and in its report.
+// NewScheduler refuses a ring without tokens (ErrInvalidRing), an
+// endpoint without a datacenter and rack (ErrMissingLocation) and
+// negative limits (ErrInvalidLimits); Next, Waves and CleanupDriver.Run
+// refuse endpoints outside the ring (ErrUnknownEndpoint). An attempt
+// whose report does not prove every keyspace cleaned wraps
+// ErrCleanupNotProven and is never recorded done.
 // Decide never fails: an annotation it cannot trust becomes a wait with
 // ReasonUnexpectedServiceState and a Degraded condition, never a Job.
 //

@@ -4,10 +4,15 @@
 // token ring, host ID, snitch, keyspace and cleanup endpoints as one node
 // of a described cluster, until SIGINT, SIGTERM or the end of its context.
 //
-//	fake-scylla [-addr 127.0.0.1:PORT] [-scenario six-nodes | -seed FILE]
+//	fake-scylla [-addr 127.0.0.1:PORT] [-scenario six-nodes | -seed FILE] [-every-node]
 //
 // -addr defaults to 127.0.0.1:0, a free port; the URL is printed. It must
 // be a loopback address: the fake has no authentication.
+//
+// With -every-node it serves every node of the cluster, each as itself on
+// a free port of -addr's host (whose port must then be 0), and prints a
+// line "node ENDPOINT: url URL" per node, ready to pass to scylla-cleanup
+// as -node-api ENDPOINT=URL. The "url:" line is the local node's.
 //
 // Scenarios:
 //
@@ -16,6 +21,11 @@
 //     is 10.0.0.1's. Keyspaces: shop (clean it) and system (local).
 //   - scaled-out: the same, after 10.0.0.7 joined rack r1 with eight tokens
 //     of its own: save a baseline against six-nodes, then compare with it.
+//   - nine-nodes: nine nodes 10.0.0.1 to 10.0.0.9 in racks r1, r2, r3
+//     (three each). With shop at NetworkTopologyStrategy dc1=3 each range
+//     has a replica in every rack, so cleaning every node at once would
+//     clean replicas of one range together: scylla-cleanup -plan runs one
+//     rack at a time.
 //
 // A seed file is a tokenringtest.Cluster in JSON:
 //
@@ -56,31 +66,16 @@ import (
 
 var command = cli.Command{
 	Name:  "fake-scylla",
-	Usage: "fake-scylla [-addr 127.0.0.1:PORT] [-scenario NAME | -seed FILE]",
+	Usage: "fake-scylla [-addr 127.0.0.1:PORT] [-scenario NAME | -seed FILE] [-every-node]",
 	About: "fake-scylla serves a fake ScyllaDB REST API (tokenring/tokenringtest) on a loopback address, as one node " +
 		"of a built-in or described cluster, until interrupted. Point scylla-cleanup -api at the URL it prints.",
 }
 
 // scenarios are the built-in clusters, by name.
 var scenarios = map[string]func() tokenringtest.Cluster{
-	"six-nodes":  func() tokenringtest.Cluster { return rackedCluster(6) },
-	"scaled-out": func() tokenringtest.Cluster { return rackedCluster(7) },
-}
-
-// rackedCluster is n nodes 10.0.0.1.. of dc1, in racks r1, r2, r3 in turn
-// (the seventh joins r1), eight tokens each, seen from 10.0.0.1, with
-// keyspace shop to clean and a local system keyspace. The tokens are the
-// same on every run.
-func rackedCluster(n int) tokenringtest.Cluster {
-	c := tokenringtest.Cluster{Local: "10.0.0.1",
-		Keyspaces: []tokenringtest.Keyspace{{Name: "shop"}, {Name: "system", Local: true}}}
-	for i := range n {
-		c.Nodes = append(c.Nodes, tokenringtest.Node{
-			Endpoint: fmt.Sprintf("10.0.0.%d", i+1), HostID: fmt.Sprintf("host-%d", i+1),
-			Datacenter: "dc1", Rack: fmt.Sprintf("r%d", i%3+1), Tokens: tokenringtest.GenerateTokens(uint64(i+1), 8),
-		})
-	}
-	return c
+	"six-nodes":  func() tokenringtest.Cluster { return tokenringtest.RackedCluster(6) },
+	"scaled-out": func() tokenringtest.Cluster { return tokenringtest.RackedCluster(7) },
+	"nine-nodes": func() tokenringtest.Cluster { return tokenringtest.RackedCluster(9) },
 }
 
 func scenarioNames() []string {
@@ -110,6 +105,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	addr := fs.String("addr", "127.0.0.1:0", "loopback `host:port` to serve on (port 0: a free one)")
 	scenarioName := fs.String("scenario", "", "built-in cluster to serve: "+strings.Join(scenarioNames(), ", ")+" (default six-nodes)")
 	seedPath := fs.String("seed", "", "JSON `file` of the cluster to serve (the form is in the command doc)")
+	everyNode := fs.Bool("every-node", false, "serve every node of the cluster, each on its own free port of -addr's host")
 	if err := command.Parse(fs, args, stdout, stderr); err != nil {
 		return err
 	}
@@ -118,6 +114,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	}
 	if err := checkLoopback(*addr); err != nil {
 		return cli.Usagef("-addr %q: %v", *addr, err)
+	}
+	if _, port, _ := net.SplitHostPort(*addr); *everyNode && port != "0" {
+		return cli.Usagef("-every-node serves each node on a free port: give -addr with port 0, not %q", *addr)
 	}
 	var cluster tokenringtest.Cluster
 	if *seedPath != "" {
@@ -137,26 +136,45 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		cluster = build()
 	}
 
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return fmt.Errorf("-addr %s: %w", *addr, err)
+	locals := []string{cluster.Local}
+	if *everyNode {
+		locals = locals[:0]
+		for _, n := range cluster.Nodes {
+			locals = append(locals, n.Endpoint)
+		}
+		slices.Sort(locals)
 	}
-	// tokenringtest.Server picks its own port; -addr forwards to it.
-	fake := tokenringtest.NewServer(cluster, tokenringtest.ServerOptions{})
-	defer fake.Close()
-	target, err := url.Parse(fake.URL)
-	if err != nil {
-		ln.Close()
-		return err
+	served := make(chan error, len(locals))
+	var srvs []*http.Server
+	defer func() {
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, srv := range srvs {
+			_ = srv.Shutdown(shutdown)
+		}
+	}()
+	urls := map[string]string{}
+	for _, local := range locals {
+		view := cluster.Clone()
+		view.Local = local
+		u, srv, err := serveNode(*addr, view, served)
+		if err != nil {
+			return err
+		}
+		srvs = append(srvs, srv)
+		urls[local] = u
+		if *everyNode {
+			fmt.Fprintf(stdout, "node %s: url %s\n", local, u)
+		}
 	}
-	srv := &http.Server{Handler: httputil.NewSingleHostReverseProxy(target), ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-
-	u := "http://" + ln.Addr().String()
+	u := urls[cluster.Local]
 	fmt.Fprintf(stdout, "url: %s\n", u)
-	fmt.Fprintf(stdout, "fake-scylla ready: node %s of %s, keyspaces %s; stop with Ctrl-C\n",
-		cluster.Local, cli.Count(len(cluster.Nodes), "node"), keyspaceNames(cluster))
+	what := "node " + cluster.Local
+	if *everyNode {
+		what = "every node"
+	}
+	fmt.Fprintf(stdout, "fake-scylla ready: %s of %s, keyspaces %s; stop with Ctrl-C\n",
+		what, cli.Count(len(cluster.Nodes), "node"), keyspaceNames(cluster))
 	if ready != nil {
 		ready <- u
 	}
@@ -167,11 +185,39 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	}
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(shutdown); err != nil {
-		return err
+	for _, srv := range srvs {
+		if err := srv.Shutdown(shutdown); err != nil {
+			return err
+		}
 	}
+	srvs = nil
 	fmt.Fprintln(stdout, "fake-scylla stopped")
 	return nil
+}
+
+// serveNode serves cluster, as its Local node sees it, on a listener of
+// addr; the fake server (tokenringtest.Server picks its own port) lives
+// as long as the returned http.Server, which forwards to it.
+func serveNode(addr string, cluster tokenringtest.Cluster, served chan<- error) (string, *http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("-addr %s: %w", addr, err)
+	}
+	fake := tokenringtest.NewServer(cluster, tokenringtest.ServerOptions{})
+	target, err := url.Parse(fake.URL)
+	if err != nil {
+		fake.Close()
+		ln.Close()
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: httputil.NewSingleHostReverseProxy(target), ReadHeaderTimeout: 10 * time.Second}
+	srv.RegisterOnShutdown(fake.Close)
+	go func() {
+		if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+			served <- err
+		}
+	}()
+	return "http://" + ln.Addr().String(), srv, nil
 }
 
 // checkLoopback accepts host:port with a loopback IP host (or localhost).

@@ -20,6 +20,18 @@
 //	# keyspaces in which it lost them (-all cleans every keyspace anyway)
 //	go run ./examples/scylla-cleanup -baseline before.json -run-cleanup -yes
 //
+//	# plan the cleanups of every node (or, with -baseline, of those that
+//	# lost ranges): waves of nodes that may clean together, never two
+//	# replicas of one range at once, at most 6 per datacenter, one rack of
+//	# it at a time (-max-per-dc N, -rack-at-a-time=false change that)
+//	go run ./examples/scylla-cleanup -plan -keyspace shop=NetworkTopologyStrategy:dc1=3
+//	go run ./examples/scylla-cleanup -plan -json -keyspace shop=NetworkTopologyStrategy:dc1=3
+//
+//	# follow the plan: clean wave after wave, each node through its own
+//	# API (-node-api ENDPOINT=URL, or -api's scheme and port on the
+//	# endpoint's address)
+//	go run ./examples/scylla-cleanup -plan -run-cleanup -yes -keyspace shop=NetworkTopologyStrategy:dc1=3
+//
 // Exit codes: 0 done (or nothing to do), 1 failed, 2 bad usage, 3 dry run
 // that would clean, 4 refused by a safety rule.
 //
@@ -105,6 +117,26 @@ func (a *apiFlag) Set(v string) error {
 	return nil
 }
 
+// nodeAPIFlags collects repeated -node-api ENDPOINT=URL flags.
+type nodeAPIFlags map[string]string
+
+func (n nodeAPIFlags) String() string { return fmt.Sprint(map[string]string(n)) }
+
+func (n nodeAPIFlags) Set(spec string) error {
+	ep, u, ok := strings.Cut(spec, "=")
+	if !ok || ep == "" {
+		return fmt.Errorf("want ENDPOINT=URL, got %q", spec)
+	}
+	if _, err := tokenring.NewClient(u, tokenring.ClientOptions{}); err != nil {
+		return fmt.Errorf("node %s: %w", ep, err)
+	}
+	if _, dup := n[ep]; dup {
+		return fmt.Errorf("node %s given twice", ep)
+	}
+	n[ep] = u
+	return nil
+}
+
 // config is the parsed command line.
 type config struct {
 	api               apiFlag
@@ -114,23 +146,30 @@ type config struct {
 	all               bool
 	timeout           time.Duration
 	keyspaces         keyspaceFlags
+	// The cluster-wide plan.
+	plan, json  bool
+	maxPerDC    int
+	rackAtATime bool
+	nodeAPIs    nodeAPIFlags
 }
 
 var command = cli.Command{
 	Name:  "scylla-cleanup",
-	Usage: "scylla-cleanup [-api URL] [-save FILE -keyspace SPEC... | -baseline FILE [-keyspace SPEC]...] [-run-cleanup [-all] [-yes]]",
+	Usage: "scylla-cleanup [-api URL] [-save FILE -keyspace SPEC... | -baseline FILE [-keyspace SPEC]...] [-plan [-json] [-max-per-dc N] [-rack-at-a-time=false] [-node-api ENDPOINT=URL]...] [-run-cleanup [-all] [-yes]]",
 	About: "scylla-cleanup inspects a ScyllaDB node's token ring through its REST API (or the Scylla Manager Agent) " +
 		"and prints the node's token ring hash, as scylla-operator annotates it. With -save it records the ring and " +
 		"the -keyspace replication before scaling; with -baseline it says which nodes lost ranges since (they need a " +
 		"cleanup) and which only gained. With -run-cleanup -yes it runs a cleanup on this node; without -yes it lists " +
 		"the keyspaces it would clean, cleans nothing and exits 3. With -baseline, -run-cleanup cleans only if this " +
-		"node lost ranges, and only the keyspaces in which it lost them, unless -all is given.",
+		"node lost ranges, and only the keyspaces in which it lost them, unless -all is given. With -plan it plans the " +
+		"cleanups of the whole cluster (or, with -baseline, of the nodes that lost ranges) in waves that never clean two " +
+		"replicas of one range together, and -plan -run-cleanup -yes follows the waves.",
 }
 
 // parseArgs parses the command line; errors name the flag and what is
 // wrong with it. -h prints the help to stdout and returns flag.ErrHelp.
 func parseArgs(args []string, stdout, stderr io.Writer) (config, error) {
-	c := config{api: "http://127.0.0.1:10000", keyspaces: keyspaceFlags{}}
+	c := config{api: "http://127.0.0.1:10000", keyspaces: keyspaceFlags{}, nodeAPIs: nodeAPIFlags{}}
 	fs := command.FlagSet()
 	fs.Var(&c.api, "api", "ScyllaDB REST API, http://host:10000, or the Manager Agent, https://host:10001")
 	fs.StringVar(&c.tokenFile, "agent-token-file", "", "file holding the Scylla Manager Agent's auth token (needs an https -api)")
@@ -142,10 +181,23 @@ func parseArgs(args []string, stdout, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.all, "all", false, "with -baseline, make -run-cleanup clean every keyspace even if this node lost no ranges")
 	fs.DurationVar(&c.timeout, "timeout", time.Minute, "deadline for reading the ring (a cleanup has no deadline)")
 	fs.Var(c.keyspaces, "keyspace", "name=SimpleStrategy:RF or name=NetworkTopologyStrategy:dc1=RF,dc2=RF (repeatable)")
+	fs.BoolVar(&c.plan, "plan", false, "plan the cleanups of the cluster in waves (with -run-cleanup: clean every node of the plan)")
+	fs.BoolVar(&c.json, "json", false, `with -plan, print only the plan as JSON: {"waves": [["10.0.0.1", ...], ...]}`)
+	fs.IntVar(&c.maxPerDC, "max-per-dc", 0, fmt.Sprintf("with -plan, at most this many cleanups at once per datacenter (0: %d)", tokenring.DefaultMaxPerDatacenter))
+	fs.BoolVar(&c.rackAtATime, "rack-at-a-time", true, "with -plan, clean one rack of a datacenter at a time (false: racks together, when they share no range)")
+	fs.Var(c.nodeAPIs, "node-api", "with -plan -run-cleanup, the API of one node, ENDPOINT=URL (repeatable; default: -api's scheme and port on the endpoint)")
 	if err := command.Parse(fs, args, stdout, stderr); err != nil {
 		return config{}, err
 	}
 	switch {
+	case !c.plan && (c.json || c.maxPerDC != 0 || !c.rackAtATime || len(c.nodeAPIs) > 0):
+		return config{}, cli.Usagef("-json, -max-per-dc, -rack-at-a-time and -node-api only change -plan, which was not given")
+	case c.maxPerDC < 0:
+		return config{}, cli.Usagef("-max-per-dc %d: want 0 (the default, %d) or more", c.maxPerDC, tokenring.DefaultMaxPerDatacenter)
+	case c.plan && c.save != "":
+		return config{}, cli.Usagef("-plan and -save conflict: save a baseline before scaling, plan the cleanups after")
+	case c.json && c.runCleanup:
+		return config{}, cli.Usagef("-json prints the plan only: drop -run-cleanup, or -json to follow the plan")
 	case c.save != "" && c.baseline != "":
 		return config{}, cli.Usagef("-save and -baseline conflict: save a baseline before scaling, compare with it after")
 	case c.save != "" && len(c.keyspaces) == 0:
@@ -174,6 +226,10 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 }
 
 func run(w io.Writer, c config) error {
+	out := w // the human report; with -json, only the plan is printed
+	if c.json {
+		w = io.Discard
+	}
 	api := string(c.api)
 	opts := tokenring.ClientOptions{}
 	if c.tokenFile != "" {
@@ -213,12 +269,14 @@ func run(w io.Writer, c config) error {
 	}
 
 	var analysis *tokenring.Analysis // from -baseline
-	if c.save != "" || c.baseline != "" {
+	var topo tokenring.Topology      // the ring now, and the replication
+	if c.save != "" || c.baseline != "" || c.plan {
 		ring, err := tokenring.ReadRing(ctx, client, client)
 		if err != nil {
 			return err
 		}
 		now := tokenring.Topology{Ring: ring, Keyspaces: c.keyspaces}
+		topo = now
 		if err := now.Validate(); err != nil {
 			// A datacenter typo would make every node look as if it lost
 			// its ranges: refuse before saving or reporting anything.
@@ -231,12 +289,16 @@ func run(w io.Writer, c config) error {
 			fmt.Fprintf(w, "saved %s of %s and %s to %s\n", cli.Count(len(ring.Owners), "token"), cli.Count(len(ring.Locations), "endpoint"), cli.Count(len(c.keyspaces), "keyspace"), c.save)
 		}
 		if c.baseline != "" {
-			a, err := report(w, c.baseline, now)
+			a, keyspaces, err := report(w, c.baseline, now)
 			if err != nil {
 				return err
 			}
 			analysis = &a
+			topo.Keyspaces = keyspaces
 		}
+	}
+	if c.plan {
+		return plan(w, out, c, topo, analysis, opts, m.Endpoint)
 	}
 
 	if !c.runCleanup {
@@ -303,24 +365,24 @@ func (o onlyKeyspaces) CleanupKeyspaces(ctx context.Context) ([]string, error) {
 
 // report prints who lost and who gained ranges since baseline, and
 // returns the analysis.
-func report(w io.Writer, baseline string, now tokenring.Topology) (tokenring.Analysis, error) {
+func report(w io.Writer, baseline string, now tokenring.Topology) (tokenring.Analysis, map[string]tokenring.Replication, error) {
 	b, err := os.ReadFile(baseline)
 	if err != nil {
-		return tokenring.Analysis{}, fmt.Errorf("-baseline: %w", err)
+		return tokenring.Analysis{}, nil, fmt.Errorf("-baseline: %w", err)
 	}
 	var before tokenring.Topology
 	if err := json.Unmarshal(b, &before); err != nil {
-		return tokenring.Analysis{}, fmt.Errorf("-baseline %s: %w", baseline, err)
+		return tokenring.Analysis{}, nil, fmt.Errorf("-baseline %s: %w", baseline, err)
 	}
 	if len(now.Keyspaces) == 0 {
 		now.Keyspaces = before.Keyspaces // replication unchanged unless given
 	}
 	if len(now.Keyspaces) == 0 {
-		return tokenring.Analysis{}, errors.New("no keyspaces: pass -keyspace when saving or now")
+		return tokenring.Analysis{}, nil, errors.New("no keyspaces: pass -keyspace when saving or now")
 	}
 	a, err := tokenring.Analyze(before, now)
 	if err != nil {
-		return tokenring.Analysis{}, err
+		return tokenring.Analysis{}, nil, err
 	}
 	endpoints := make([]string, 0, len(a.Nodes))
 	for ep := range a.Nodes {
@@ -343,7 +405,7 @@ func report(w io.Writer, baseline string, now tokenring.Topology) (tokenring.Ana
 			fmt.Fprintf(w, "%-16s no cleanup: unchanged\n", ep)
 		}
 	}
-	return a, nil
+	return a, now.Keyspaces, nil
 }
 
 func writeTopology(path string, s tokenring.Topology) error {

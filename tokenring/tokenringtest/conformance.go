@@ -22,11 +22,14 @@ type Harness struct {
 	// Cleaner makes the tokenring.Cleaner under test, with what the
 	// harness can observe of it.
 	Cleaner func(t *testing.T, c Cluster) CleanerHarness
+	// CleanupStateStore makes an empty tokenring.CleanupStateStore.
+	CleanupStateStore func(t *testing.T) tokenring.CleanupStateStore
 }
 
 // RunConformanceTests checks that the implementations h makes honour the
 // contracts of package tokenring's host interfaces, one subtest per
-// interface: "RingSource", "LocationSource" and "Cleaner". A Harness with
+// interface: "RingSource", "LocationSource", "Cleaner" and
+// "CleanupStateStore". A Harness with
 // no maker set is a test failure: it would check nothing.
 //
 // A host with its own path to the node runs it in one line:
@@ -38,7 +41,7 @@ type Harness struct {
 //	}
 func RunConformanceTests(t *testing.T, h Harness) {
 	t.Helper()
-	if h.RingSource == nil && h.LocationSource == nil && h.Cleaner == nil {
+	if h.RingSource == nil && h.LocationSource == nil && h.Cleaner == nil && h.CleanupStateStore == nil {
 		t.Fatal("tokenringtest: RunConformanceTests needs at least one maker in the Harness")
 	}
 	if h.RingSource != nil {
@@ -49,6 +52,9 @@ func RunConformanceTests(t *testing.T, h Harness) {
 	}
 	if h.Cleaner != nil {
 		t.Run("Cleaner", func(t *testing.T) { testCleaner(t, h.Cleaner) })
+	}
+	if h.CleanupStateStore != nil {
+		t.Run("CleanupStateStore", func(t *testing.T) { testCleanupStateStore(t, h.CleanupStateStore) })
 	}
 }
 
