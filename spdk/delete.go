@@ -109,15 +109,59 @@ func (o *Orphans) deleteEngine(ctx context.Context, r orphan.Record, name, uuid 
 	if raid.UUID != uuid {
 		return fmt.Errorf("%w: engine %s: RAID bdev UUID is %q, record has %q", ErrUUIDMismatch, name, raid.UUID, uuid)
 	}
-	view, err := o.records.LookupInstance(ctx, orphan.KindEngineInstance, name)
-	if err != nil {
-		return fmt.Errorf("looking up engine record %s: %w", name, err)
+	stillOrphan := func(ctx context.Context) error {
+		view, err := o.records.LookupInstance(ctx, orphan.KindEngineInstance, name)
+		if err != nil {
+			return fmt.Errorf("looking up engine record %s: %w", name, err)
+		}
+		if v := instance.Verdict(r.Item(), view); v.Outcome != orphan.OutcomeOrphan {
+			return fmt.Errorf("%w: engine %s is %s: %s", orphan.ErrPreconditionFailed, name, v.Outcome, v.Reason)
+		}
+		return nil
 	}
-	if v := instance.Verdict(r.Item(), view); v.Outcome != orphan.OutcomeOrphan {
-		return fmt.Errorf("%w: engine %s is %s: %s", orphan.ErrPreconditionFailed, name, v.Outcome, v.Reason)
+	if err := stillOrphan(ctx); err != nil {
+		return err
+	}
+	// Stop exposing the RAID bdev, delete it, then detach the controllers
+	// it was built on: Longhorn's own order (Engine.Delete).
+	subs, err := readSubsystems(ctx, o.rpc)
+	if err != nil {
+		return fmt.Errorf("engine %s: %w", name, err)
+	}
+	names := map[string]bool{name: true}
+	if vol, ok := engineVolume(name); ok {
+		names["volume-"+vol] = true
+	}
+	target := bdevTarget{uuid: uuid, name: name}
+	exposed, err := exposurePlan(subs, map[string]bdevTarget{name: target, uuid: target}, names)
+	if err != nil {
+		return fmt.Errorf("engine %s: %w", name, err)
+	}
+	ctrls, err := readControllers(ctx, o.rpc)
+	if err != nil {
+		return fmt.Errorf("engine %s: %w", name, err)
+	}
+	attached := engineControllers(ctrls, raid)
+	for _, s := range exposed {
+		if err := unexpose(ctx, o.rpc, s, stillOrphan); err != nil {
+			return fmt.Errorf("engine %s: %w", name, err)
+		}
+	}
+	if err := stillOrphan(ctx); err != nil {
+		return err
+	}
+	if raid, found, err := findEngine(ctx, o.rpc, name); err != nil {
+		return fmt.Errorf("re-reading engine %s: %w", name, err)
+	} else if found && raid.UUID != uuid {
+		return fmt.Errorf("%w: engine %s: RAID bdev UUID is %q, record has %q", ErrUUIDMismatch, name, raid.UUID, uuid)
 	}
 	if err := BdevRaidDelete(ctx, o.rpc, name); err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("deleting engine %s: %w", name, err)
+	}
+	for _, c := range attached {
+		if err := detach(ctx, o.rpc, c, stillOrphan); err != nil {
+			return fmt.Errorf("engine %s: %w", name, err)
+		}
 	}
 	return nil
 }
@@ -133,6 +177,27 @@ func (o *Orphans) deleteReplica(ctx context.Context, name, uuid string) error {
 	order, err := PurgeOrder(bdevs, name, uuid)
 	if err != nil || len(order) == 0 {
 		return err
+	}
+	// Stop exposing the replica's lvols before deleting them.
+	subs, err := readSubsystems(ctx, o.rpc)
+	if err != nil {
+		return fmt.Errorf("replica %s: %w", name, err)
+	}
+	targets := make(map[string]bdevTarget, 2*len(order))
+	names := map[string]bool{name: true}
+	for _, l := range order {
+		t := bdevTarget{uuid: l.UUID, name: l.Name}
+		targets[l.UUID], targets[l.Alias] = t, t
+		names[l.Name] = true
+	}
+	exposed, err := exposurePlan(subs, targets, names)
+	if err != nil {
+		return fmt.Errorf("replica %s: %w", name, err)
+	}
+	for _, s := range exposed {
+		if err := unexpose(ctx, o.rpc, s, func(ctx context.Context) error { return o.noReplicaRecord(ctx, name) }); err != nil {
+			return fmt.Errorf("replica %s: %w", name, err)
+		}
 	}
 	for _, l := range order {
 		// A replica record may appear at any time (a restore, a user
