@@ -39,6 +39,15 @@ var ErrReplicaRecordExists = fmt.Errorf("%w: a replica record of that name exist
 //	                   (PurgeOrder), each by UUID, head last      InstanceUUID; every lvol of the tree has a
 //	                                                              name of that replica and no RAID bdev uses it
 //
+// Before deleting, a purge stops exposing what it deletes: it removes the
+// namespaces and then the subsystems that are wholly the engine's or
+// replica's (LonghornNQN of its name, or of the exposed lvol's), and
+// after an engine's RAID bdev it detaches the Longhorn controllers the
+// RAID bdev was built on. Each step re-reads what it removes and asks the
+// records again; a subsystem or controller that changed, or a subsystem
+// caretaker cannot attribute exposing a bdev to be deleted, stops the
+// purge with ErrExposureChanged before anything more is removed.
+//
 // The head goes last so that a purge interrupted half-way leaves the
 // replica still listed under the same UUID, and the next sweep finishes
 // it. Deleting a snapshot whose only clone is the head relies on SPDK
