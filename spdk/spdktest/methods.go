@@ -96,6 +96,9 @@ func (s *Server) dispatch(method string, params json.RawMessage) (any, *rpcError
 		}
 		return checksumReply{*l.checksum}, nil
 	}
+	if result, err, ok := s.dispatchNvmf(method, params); ok {
+		return result, err
+	}
 	return nil, &rpcError{spdk.CodeMethodNotFound, "Method not found"}
 }
 
@@ -191,6 +194,9 @@ func (s *Server) bdevs(name *string) (any, *rpcError) {
 	for _, r := range s.raids {
 		out = append(out, s.raidBdev(r))
 	}
+	for _, c := range s.ctrlrs {
+		out = append(out, s.nvmeBdev(c))
+	}
 	if name == nil {
 		if out == nil {
 			out = []bdevReply{}
@@ -242,8 +248,9 @@ func (s *Server) lvolBdev(l *lvol) bdevReply {
 		DriverSpecific:   driverSpecific{Lvol: &info},
 	}
 	// A RAID bdev claims its members (raid_bdev_configure_base_bdev takes
-	// the module's exclusive_write claim).
-	if s.raidMember(l) {
+	// the module's exclusive_write claim), and so does an NVMe-oF
+	// namespace its bdev (spdk_nvmf_subsystem_add_ns_ext).
+	if s.claimed(bdevRef{lvol: l}) {
 		b.Claimed, b.ClaimType = true, "exclusive_write"
 	}
 	return b
@@ -263,11 +270,15 @@ func (s *Server) raidMember(l *lvol) bool {
 
 func (s *Server) raidBdev(r *raid) bdevReply {
 	info := s.raidInfo(r)
-	return bdevReply{
+	b := bdevReply{
 		Bdev:             spdk.Bdev{Name: r.name, Aliases: []string{}, ProductName: spdk.ProductRaidVolume, BlockSize: 4096, NumBlocks: raidBlocks, UUID: r.uuid},
 		SupportedIOTypes: ioTypes{Read: true, Write: true, Unmap: true, WriteZeroes: true, Flush: true, Reset: true},
 		DriverSpecific:   driverSpecific{Raid: &info},
 	}
+	if s.exposed(bdevRef{raid: r}) {
+		b.Claimed, b.ClaimType = true, "exclusive_write"
+	}
+	return b
 }
 
 // getXattr answers bdev_lvol_get_xattr: the value as a JSON string, -19
@@ -308,6 +319,8 @@ func (s *Server) deleteLvol(name string) (any, *rpcError) {
 		}
 	}
 	s.lvols = slices.DeleteFunc(s.lvols, func(x *lvol) bool { return x == l })
+	// Deleting an exposed lvol does not fail: its namespace goes.
+	s.hotRemove(bdevRef{lvol: l})
 	return true, nil
 }
 
@@ -319,5 +332,6 @@ func (s *Server) deleteRaid(name string) (any, *rpcError) {
 		return nil, &rpcError{spdk.CodeNoSuchDevice, "raid bdev " + name + " not found"}
 	}
 	s.raids = slices.DeleteFunc(s.raids, func(x *raid) bool { return x == r })
+	s.hotRemove(bdevRef{raid: r})
 	return true, nil
 }

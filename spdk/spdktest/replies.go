@@ -54,6 +54,9 @@ type driverSpecific struct {
 	Aio  *aioInfo           `json:"aio,omitempty"`
 	Lvol *lvolInfo          `json:"lvol,omitempty"`
 	Raid *spdk.BdevRaidInfo `json:"raid,omitempty"`
+	// Nvme and MpPolicy are an NVMe bdev's (nvmfreplies.go).
+	Nvme     []nvmeNsInfo `json:"nvme,omitempty"`
+	MpPolicy string       `json:"mp_policy,omitempty"`
 }
 
 // aioInfo is driver_specific.aio, as bdev_aio_dump_info_json

@@ -47,6 +47,12 @@ type Server struct {
 	closed   bool
 	seq      uint64
 
+	// NVMe-oF state (nvmf.go): subsystems in creation order, the
+	// discovery subsystem first, and NVMe bdev controllers.
+	subsystems []*subsystem
+	ctrlrs     []*nvmeCtrlr
+	seqCntlid  uint16 // the last controller ID a remote target gave
+
 	wg   sync.WaitGroup
 	done chan struct{}
 }
@@ -77,6 +83,7 @@ func Start(socketPath string, opts Options) (*Server, error) {
 	if s.newUUID == nil {
 		s.newUUID = s.sequentialUUID
 	}
+	s.subsystems = []*subsystem{newDiscoverySubsystem()}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil

@@ -145,6 +145,8 @@ func (s *Server) RecreateLvol(lvs, name string) (string, error) {
 		return "", err
 	}
 	l.uuid, l.created, l.xattrs, l.checksum = s.newUUID(), s.now(), nil, nil
+	// The lvol that was deleted took its namespaces with it.
+	s.hotRemove(bdevRef{lvol: l})
 	return l.uuid, nil
 }
 
@@ -223,6 +225,7 @@ func (s *Server) RecreateRaid(name string) (string, error) {
 		return "", fmt.Errorf("%w: RAID bdev %s", ErrNotFound, name)
 	}
 	r.uuid = s.newUUID()
+	s.hotRemove(bdevRef{raid: r})
 	return r.uuid, nil
 }
 
