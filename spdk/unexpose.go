@@ -89,12 +89,18 @@ func unexpose(ctx context.Context, c Caller, s Exposure, recheck func(context.Co
 		if err != nil || gone {
 			return err
 		}
-		i := slices.IndexFunc(cur.Namespaces, func(n ExposedNamespace) bool { return n.NSID == ns.NSID })
-		if i < 0 {
-			continue // removed meanwhile
+		// Namespaces may only have gone (removed here, or hot-removed
+		// with their bdev); a new or changed one stops the purge.
+		for _, n := range cur.Namespaces {
+			if !slices.Contains(s.Namespaces, ExposedNamespace{NSID: n.NSID, BdevName: n.BdevName, BdevUUID: s.uuidOf(n.NSID)}) {
+				return fmt.Errorf("%w: subsystem %s now has namespace %d=%s, judged %s", ErrExposureChanged, s.NQN, n.NSID, n.BdevName, nsList(s.Namespaces))
+			}
 		}
-		if cur.Namespaces[i].BdevName != ns.BdevName || cur.SerialNumber != s.SerialNumber {
-			return fmt.Errorf("%w: subsystem %s namespace %d now exposes %q", ErrExposureChanged, s.NQN, ns.NSID, cur.Namespaces[i].BdevName)
+		if cur.SerialNumber != s.SerialNumber {
+			return fmt.Errorf("%w: subsystem %s serial number is now %q, was %q", ErrExposureChanged, s.NQN, cur.SerialNumber, s.SerialNumber)
+		}
+		if !slices.ContainsFunc(cur.Namespaces, func(n ExposedNamespace) bool { return n.NSID == ns.NSID }) {
+			continue // removed meanwhile
 		}
 		if err := NvmfSubsystemRemoveNs(ctx, c, s.NQN, ns.NSID); err != nil {
 			return fmt.Errorf("removing namespace %d of subsystem %s: %w", ns.NSID, s.NQN, err)
@@ -119,6 +125,16 @@ func unexpose(ctx context.Context, c Caller, s Exposure, recheck func(context.Co
 		return fmt.Errorf("deleting subsystem %s: %w", s.NQN, err)
 	}
 	return nil
+}
+
+// uuidOf returns the judged bdev UUID of namespace nsid.
+func (s Exposure) uuidOf(nsid uint32) string {
+	for _, n := range s.Namespaces {
+		if n.NSID == nsid {
+			return n.BdevUUID
+		}
+	}
+	return ""
 }
 
 // rereadSubsystem reads the one subsystem named nqn.
