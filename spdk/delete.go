@@ -150,7 +150,11 @@ func (o *Orphans) deleteEngine(ctx context.Context, r orphan.Record, name, uuid 
 	if err != nil {
 		return fmt.Errorf("engine %s: %w", name, err)
 	}
-	attached := engineControllers(ctrls, raid)
+	raids, err := BdevRaidGetBdevs(ctx, o.rpc, RaidCategoryAll)
+	if err != nil {
+		return fmt.Errorf("re-reading RAID bdevs for engine %s: %w", name, err)
+	}
+	attached := engineControllers(ctrls, raids, name)
 	for _, s := range exposed {
 		if err := unexpose(ctx, o.rpc, s, stillOrphan); err != nil {
 			return fmt.Errorf("engine %s: %w", name, err)

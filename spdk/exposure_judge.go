@@ -32,27 +32,37 @@ type ExposureFinding struct {
 // rt (ReadExposures). It never fails: an unreadable record is an
 // undecided verdict. It may be called concurrently.
 func (o *Orphans) JudgeExposures(ctx context.Context, inv ExposureInventory, rt Runtime) []ExposureFinding {
+	return o.judgeExposures(ctx, inv, rt, true)
+}
+
+// judgeExposures judges inv; without withOwners, the findings that go
+// with their owner carry no verdict (Scan judges their owners as items).
+func (o *Orphans) judgeExposures(ctx context.Context, inv ExposureInventory, rt Runtime, withOwners bool) []ExposureFinding {
 	out := make([]ExposureFinding, 0, len(inv.Subsystems)+len(inv.Controllers))
 	for _, s := range inv.Subsystems {
-		f := o.judgeOwner(ctx, s.Owner, s.Note, rt, true)
+		f := o.judgeOwner(ctx, s.Owner, s.Note, rt, true, withOwners)
 		f.Object = "subsystem " + s.NQN
 		out = append(out, f)
 	}
 	for _, c := range inv.Controllers {
-		f := o.judgeOwner(ctx, c.Owner, c.Note, rt, c.Owner.By == AttributedByRelation)
+		f := o.judgeOwner(ctx, c.Owner, c.Note, rt, c.Owner.By == AttributedByRelation, withOwners)
 		f.Object = "controller " + c.Name
 		out = append(out, f)
 	}
 	return out
 }
 
-func (o *Orphans) judgeOwner(ctx context.Context, owner Owner, note string, rt Runtime, goesWith bool) ExposureFinding {
+func (o *Orphans) judgeOwner(ctx context.Context, owner Owner, note string, rt Runtime, goesWith, judge bool) ExposureFinding {
 	f := ExposureFinding{Owner: owner}
 	if !owner.Attributed() {
 		f.Verdict = orphan.Undecided("cannot attribute it to an engine or replica: " + note)
 		return f
 	}
 	if uuid, ok := runtimeUUID(rt, owner); ok && goesWith {
+		f.WithOwner = true
+		if !judge {
+			return f
+		}
 		v, err := o.Judge(ctx, o.item(owner.Kind, owner.Name, uuid))
 		if err != nil {
 			v = orphan.Undecided(err.Error())
@@ -104,7 +114,7 @@ func (o *Orphans) exposureSkips(ctx context.Context, rt Runtime) []orphan.Skippe
 		return []orphan.Skipped{{Scope: scope, Name: "nvmf", Reason: "NVMe-oF exposures and controllers not readable: " + err.Error()}}
 	}
 	var out []orphan.Skipped
-	for _, f := range o.JudgeExposures(ctx, inv, rt) {
+	for _, f := range o.judgeExposures(ctx, inv, rt, false) {
 		if f.WithOwner {
 			continue
 		}

@@ -371,3 +371,55 @@ func TestPurgeDoesNotHang(t *testing.T) {
 		t.Fatalf("removed %q", got)
 	}
 }
+
+// TestEnginePurgeLeavesControllerAnotherEngineUses: the gone engine's
+// remote is also a base of another RAID bdev; it is that one's too, and
+// stays. And a controller some engine builds a RAID bdev on between the
+// purge's listing and its detach is left: it is that engine's now.
+func TestEnginePurgeLeavesControllerAnotherEngineUses(t *testing.T) {
+	x := newExposureScene(t)
+	must(x.srv.AddRaid("other-e-0", spdk.NvmeBdevName(goneRemote, 1)))(t)
+	x.srv.ResetCalls()
+	if err := x.purge(t, orphan.KindEngineInstance, goneEngine); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(x.srv.ControllerNames(), goneRemote) || x.srv.CallCount("bdev_nvme_detach_controller") != 0 {
+		t.Fatal("a controller another RAID bdev uses was detached")
+	}
+
+	x = newExposureScene(t)
+	x.srv.Inject(spdktest.Fault{Method: "bdev_raid_delete", Then: func() {
+		if _, err := x.srv.AddRaid("gone-e-1", spdk.NvmeBdevName(goneRemote, 1)); err != nil {
+			t.Error(err)
+		}
+	}})
+	if err := x.purge(t, orphan.KindEngineInstance, goneEngine); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(x.srv.ControllerNames(), goneRemote) || x.srv.CallCount("bdev_nvme_detach_controller") != 0 {
+		t.Fatal("a controller a new RAID bdev was built on was detached")
+	}
+}
+
+// TestEnginePurgeStopsWhenControllerMoves: between the listing and the
+// detach the controller is re-attached elsewhere (same name, another
+// address): nothing is detached.
+func TestEnginePurgeStopsWhenControllerMoves(t *testing.T) {
+	x := newExposureScene(t)
+	x.srv.Inject(spdktest.Fault{Method: "bdev_raid_delete", Then: func() {
+		c := newClient(t, x.srv, spdk.ClientOptions{})
+		if err := spdk.BdevNvmeDetachController(context.Background(), c, goneRemote, spdk.NvmeTransportID{}); err != nil {
+			t.Error(err)
+		}
+		if _, err := x.srv.AttachController(goneRemote, spdk.NvmeTransportID{Trtype: "TCP", Adrfam: "IPv4", Traddr: "10.0.0.9", Trsvcid: "20001", Subnqn: spdk.LonghornNQN(goneRemote)}); err != nil {
+			t.Error(err)
+		}
+	}})
+	err := x.purge(t, orphan.KindEngineInstance, goneEngine)
+	if !errors.Is(err, spdk.ErrExposureChanged) {
+		t.Fatalf("err = %v, want ErrExposureChanged", err)
+	}
+	if !slices.Contains(x.srv.ControllerNames(), goneRemote) {
+		t.Fatal("the re-attached controller was detached")
+	}
+}

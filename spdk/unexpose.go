@@ -198,15 +198,22 @@ func nsList(ns []ExposedNamespace) string {
 	return strings.Join(parts, ",")
 }
 
-// engineControllers returns the Longhorn controllers the RAID bdev raid
-// is built on: those a purge of the engine detaches after deleting it.
-// Controllers that are not attached the way Longhorn attaches are left:
-// the RAID bdev's deletion releases them, and Scan reports them.
-func engineControllers(ctrls []AttachedController, raid RaidBdev) []AttachedController {
+// engineControllers returns the Longhorn controllers the engine's RAID
+// bdev (named engine, among raids) is built on and no other RAID bdev
+// is: those a purge of the engine detaches after deleting it. Controllers
+// that are not attached the way Longhorn attaches, or that another RAID
+// bdev also uses, are left: the RAID bdev's deletion releases them, and
+// Scan reports them.
+func engineControllers(ctrls []AttachedController, raids []RaidBdev, engine string) []AttachedController {
 	var out []AttachedController
 	for _, c := range ctrls {
-		used := slices.ContainsFunc(raid.BaseBdevsList, func(b RaidBaseBdev) bool { return isControllerBdev(c.Name, b.Name) })
-		if used && longhornRemote(c) != "" {
+		var users []string
+		for _, r := range raids {
+			if slices.ContainsFunc(r.BaseBdevsList, func(b RaidBaseBdev) bool { return isControllerBdev(c.Name, b.Name) }) {
+				users = append(users, r.Name)
+			}
+		}
+		if slices.Equal(users, []string{engine}) && longhornRemote(c) != "" {
 			out = append(out, c)
 		}
 	}
@@ -214,8 +221,9 @@ func engineControllers(ctrls []AttachedController, raid RaidBdev) []AttachedCont
 }
 
 // detach detaches one judged controller, path by path. Right before, it
-// calls recheck, re-reads the controller (its paths must be the judged
-// ones) and the RAID bdevs (none may be built on its bdevs any more).
+// calls recheck and re-reads the controller (its paths must be the judged
+// ones) and the RAID bdevs: one built on its bdevs now makes it another
+// engine's, and it is left.
 // Each path is detached by its full transport ID, which SPDK compares at
 // the moment it detaches. A controller already gone is success.
 func detach(ctx context.Context, c Caller, ctrl AttachedController, recheck func(context.Context) error) error {
@@ -243,7 +251,11 @@ func detach(ctx context.Context, c Caller, ctrl AttachedController, recheck func
 	for _, r := range raids {
 		for _, b := range r.BaseBdevsList {
 			if isControllerBdev(ctrl.Name, b.Name) {
-				return fmt.Errorf("%w: controller %s: RAID bdev %s is built on %s", ErrExposureChanged, ctrl.Name, r.Name, b.Name)
+				// A RAID bdev built on it since (an engine being created
+				// again reuses the replica's controller name): it is not
+				// the purged engine's any more. Left, and not an error:
+				// the engine is gone.
+				return nil
 			}
 		}
 	}
