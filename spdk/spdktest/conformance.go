@@ -90,6 +90,12 @@ func runCallerTests(t *testing.T, mk func(*testing.T, spdk.ClientOptions) spdk.C
 			// A category of the wrong type fails SPDK's decoder, which
 			// bdev_raid_rpc.c answers with a parse error.
 			{"bdev_raid_get_bdevs", map[string]any{"category": 7}, spdk.CodeParseError},
+			// The NVMe-oF methods: an unknown controller is -ENODEV to
+			// detach; nvmf_rpc.c answers an unknown NQN -32602; listing an
+			// unknown controller is EINVAL, positive.
+			{"bdev_nvme_detach_controller", map[string]string{"name": "missing"}, spdk.CodeNoSuchDevice},
+			{"nvmf_delete_subsystem", map[string]string{"nqn": "nqn.2023-01.io.longhorn.spdk:missing"}, spdk.CodeInvalidParams},
+			{"bdev_nvme_get_controllers", map[string]string{"name": "missing"}, 22},
 		} {
 			err := c.Call(ctx, tc.method, tc.params, nil)
 			var rerr *spdk.RPCError

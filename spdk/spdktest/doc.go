@@ -20,12 +20,23 @@
 // creation_time, RAID bdevs), bdev_lvol_get_lvstores,
 // bdev_lvol_get_lvols, bdev_raid_get_bdevs, bdev_lvol_delete,
 // bdev_raid_delete, bdev_lvol_get_xattr, bdev_lvol_set_xattr and
-// bdev_lvol_get_snapshot_checksum (Longhorn's SPDK). State is built
-// through the Go API (AddLvstore, AddLvol, Snapshot, Clone, AddRaid,
-// SetLvolXattr, SetSnapshotChecksum) with SPDK's semantics: a snapshot
+// bdev_lvol_get_snapshot_checksum (Longhorn's SPDK); and for NVMe-oF,
+// nvmf_get_subsystems (the discovery subsystem first), nvmf_create_subsystem,
+// nvmf_delete_subsystem, nvmf_subsystem_add_ns, nvmf_subsystem_remove_ns,
+// nvmf_subsystem_add_listener, nvmf_subsystem_remove_listener,
+// bdev_nvme_attach_controller, bdev_nvme_get_controllers and
+// bdev_nvme_detach_controller, with NVMe bdevs ("<controller>n1") in
+// bdev_get_bdevs. State is built through the Go API (AddLvstore, AddLvol,
+// Snapshot, Clone, AddRaid, SetLvolXattr, SetSnapshotChecksum,
+// AddSubsystem, AddNamespace, AddListener, AddHost, AttachController,
+// SetControllerState) or those RPCs, with SPDK's semantics: a snapshot
 // takes its lvol's place under the lvol's parent, and deleting a snapshot
-// with one clone re-parents the clone. bdev_get_bdevs takes a timeout but
-// never waits: a bdev the fake does not have will not appear.
+// with one clone re-parents the clone; a namespace claims its bdev (a
+// claimed bdev cannot be exposed) and is listed under the bdev's name (an
+// lvol's UUID) with the bdev's UUID; deleting a bdev never fails for
+// being exposed or a RAID member: its namespaces are hot-removed and its
+// RAID slots emptied, as SPDK's remove event does. bdev_get_bdevs takes a
+// timeout but never waits: a bdev the fake does not have will not appear.
 //
 // # Host duties
 //
@@ -34,7 +45,8 @@
 //  2. Build the state, point an spdk.Client at SocketPath.
 //  3. Inject faults before the calls they should hit (by method, and by
 //     params when one method is called for different purposes); assert
-//     with Calls, CallCount, Lvols, LvolAliases and RaidNames. Fault
+//     with Calls, CallCount, Lvols, LvolAliases, RaidNames, Subsystems and
+//     ControllerNames. Fault
 //     delays follow Options.Clock, so a test with a fake clock decides
 //     when a delayed reply leaves.
 //
@@ -71,8 +83,18 @@
 // included, and "raid bdev <name> not found" for a missing RAID bdev;
 // -32603 "No such file or directory" for an xattr the lvol does not have;
 // -32603 "Operation not permitted" when deleting an lvol with more than
-// one clone. The state-building methods return errors wrapping ErrExists
-// or ErrNotFound (the library's one NotFound class).
+// one clone. The NVMe-oF subsystem methods (lib/nvmf/nvmf_rpc.c) answer
+// -32602 "Invalid parameters" for params their decoder rejects and for an
+// unknown NQN, NSID, bdev or listener alike; nvmf_get_subsystems answers
+// an unknown NQN -19; a tgt_name other than "nvmf_tgt" is -32603 "Unable
+// to find a target.". The NVMe bdev methods (module/bdev/nvme) answer a
+// decoder failure -32603 "spdk_json_decode_object failed", a bad trtype
+// or adrfam -22, bdev_nvme_get_controllers an unknown name 22 (positive)
+// "Controller <name> does not exist", bdev_nvme_detach_controller an
+// unknown name -19 and a path matching none -6, and
+// bdev_nvme_attach_controller an existing path -114. The state-building
+// methods return errors wrapping ErrExists or ErrNotFound (the library's
+// one NotFound class).
 //
 // # Concurrency
 //

@@ -25,8 +25,12 @@ import (
 
 // goldenState is what the golden tests seed: an lvstore on its AIO bdev, a
 // replica head with one snapshot (so the head is a clone), the snapshot's
-// Longhorn xattrs and checksum, and an engine over the head and a remote
-// replica's bdev the fake does not list.
+// Longhorn xattrs and checksum, an engine over the head and a remote
+// replica's NVMe bdev, the NVMe controller attached to that remote
+// replica, and the engine exposed as Longhorn exposes an engine's
+// spdk-tcp-nvmf frontend: a subsystem named by go-spdk-helper's GetNQN
+// with the RAID bdev as its namespace, listening on TCP. (The head cannot
+// be exposed too: the engine claims it, and so would a namespace.)
 type goldenState struct {
 	srv       *spdktest.Server
 	c         *spdk.Client
@@ -44,6 +48,13 @@ const (
 	goldenRemote   = "vol-r-99999999n1"
 	goldenChecksum = uint64(13859014760662026744)
 	goldenStamp    = "2026-07-16T04:13:30Z"
+	// goldenRemoteCtrl is the controller whose namespace bdev is
+	// goldenRemote (bdev_nvme names it "<controller>n1").
+	goldenRemoteCtrl = "vol-r-99999999"
+	// Longhorn's NQN of a replica: "nqn.2023-01.io.longhorn.spdk:<name>"
+	// (go-spdk-helper pkg/types GetNQN).
+	goldenNQN       = "nqn.2023-01.io.longhorn.spdk:" + goldenEngine
+	goldenRemoteNQN = "nqn.2023-01.io.longhorn.spdk:" + goldenRemoteCtrl
 )
 
 func seedGolden(t *testing.T) goldenState {
@@ -74,6 +85,16 @@ func seedGolden(t *testing.T) goldenState {
 	must("", srv.SetLvolXattr("disk-1", goldenSnap, "snapshot_timestamp", goldenStamp))
 	must("", srv.SetSnapshotChecksum("disk-1", goldenSnap, goldenChecksum))
 	g.raid = must(srv.AddRaid(goldenEngine, "disk-1/"+goldenHead, goldenRemote))
+	if b := must(srv.AttachController(goldenRemoteCtrl, spdk.NvmeTransportID{Trtype: "tcp", Adrfam: "ipv4", Traddr: "10.0.0.6",
+		Trsvcid: "20002", Subnqn: goldenRemoteNQN})); b != goldenRemote {
+		t.Fatalf("attaching %s made bdev %s, want %s", goldenRemoteCtrl, b, goldenRemote)
+	}
+	must("", srv.AddSubsystem(goldenNQN, spdktest.SubsystemOptions{SerialNumber: "SPDK0001", AllowAnyHost: true}))
+	if _, err := srv.AddNamespace(goldenNQN, goldenEngine); err != nil {
+		t.Fatal(err)
+	}
+	must("", srv.AddListener(goldenNQN, spdk.NvmfListenAddress{Trtype: "tcp", Adrfam: "ipv4", Traddr: "10.0.0.5", Trsvcid: "20001"}))
+	must("", srv.AddHost(goldenNQN, "nqn.2014-08.org.nvmexpress:uuid:host-1"))
 	g.c = spdk.NewClient(spdk.ClientOptions{SocketPath: srv.SocketPath()})
 	t.Cleanup(func() { g.c.Close() })
 	return g
@@ -95,6 +116,7 @@ type goldenCase struct {
 	method string
 	params any
 	one    bool // the golden file is one element of the listed reply
+	fresh  bool // the call changes the state: run it on a state of its own
 	// into is what go-spdk-helper decodes the reply into.
 	into func() any
 	// zero are the fields go-spdk-helper decodes that stay zero for
@@ -140,8 +162,9 @@ func goldenCases(g goldenState) []goldenCase {
 			zero: with("ClaimType", "DriverSpecific.Aio", "DriverSpecific.Raid", "DriverSpecific.Lvol.NumAllocatedClusters",
 				"DriverSpecific.Lvol.BaseSnapshot", "DriverSpecific.Lvol.Xattrs")},
 		{file: "bdev_get_bdevs_raid.json", method: "bdev_get_bdevs", params: map[string]string{"name": goldenEngine}, one: true, into: bdev,
-			// BdevRaidGet fills Raid.Name itself: SPDK leaves it out.
-			zero: with("CreationTime", "Aliases", "ClaimType", "DriverSpecific.Aio", "DriverSpecific.Lvol",
+			// BdevRaidGet fills Raid.Name itself: SPDK leaves it out. The
+			// engine's namespace claims it.
+			zero: with("CreationTime", "Aliases", "DriverSpecific.Aio", "DriverSpecific.Lvol",
 				"DriverSpecific.Raid.Name", "DriverSpecific.Raid.StripSizeKb", "DriverSpecific.Raid.BaseBdevsList[].DataOffset")},
 		{file: "bdev_lvol_get_xattr.json", method: "bdev_lvol_get_xattr", params: map[string]string{"name": g.snap, "xattr_name": "snapshot_timestamp"},
 			into: func() any { return new(string) }},
@@ -149,6 +172,42 @@ func goldenCases(g goldenState) []goldenCase {
 			into: func() any { return new(ghBdevLvolSnapshotChecksum) }},
 		{file: "bdev_lvol_set_xattr.json", method: "bdev_lvol_set_xattr", params: map[string]string{"name": g.head, "xattr_name": "user_created", "xattr_value": "false"},
 			into: func() any { return new(bool) }},
+		{file: "bdev_get_bdevs_nvme.json", method: "bdev_get_bdevs", params: map[string]string{"name": goldenRemote}, one: true, into: bdev,
+			// A remote replica's namespace bdev: no alias, no creation
+			// time; the remote subsystem has no serial number or firmware
+			// revision and offers no optional admin command (oacs 0s).
+			zero: slices.DeleteFunc(with("CreationTime", "Aliases", "DriverSpecific.Aio", "DriverSpecific.Lvol", "DriverSpecific.Raid",
+				"DriverSpecific.Nvme[].CtrlrData.SerialNumber", "DriverSpecific.Nvme[].CtrlrData.FirmwareRevision",
+				"DriverSpecific.Nvme[].CtrlrData.Oacs.Firmware", "DriverSpecific.Nvme[].CtrlrData.Oacs.Format",
+				"DriverSpecific.Nvme[].CtrlrData.Oacs.NsManage", "DriverSpecific.Nvme[].CtrlrData.Oacs.Security"),
+				func(f string) bool { return f == "DriverSpecific.Nvme" || f == "DriverSpecific.MpPolicy" })},
+		{file: "nvmf_get_subsystems.json", method: "nvmf_get_subsystems", params: map[string]string{"nqn": goldenNQN},
+			into: func() any { return new([]ghNvmfSubsystem) },
+			// Created without a namespace limit (SPDK leaves
+			// max_namespaces out); no EUI-64, no ANA, no PTPL file.
+			zero: []string{"[].MaxNamespaces", "[].Namespaces[].Eui64", "[].Namespaces[].Anagrpid", "[].Namespaces[].PtplFile"}},
+		{file: "nvmf_get_subsystems_discovery.json", method: "nvmf_get_subsystems", params: map[string]string{"nqn": spdktest.DiscoveryNQN},
+			into: func() any { return new([]ghNvmfSubsystem) },
+			// SPDK writes none of the NVMe members for the discovery
+			// subsystem, which listens nowhere until told and lists no host.
+			zero: []string{"[].ListenAddresses", "[].Hosts", "[].SerialNumber", "[].ModelNumber", "[].MaxNamespaces", "[].MinCntlid",
+				"[].MaxCntlid", "[].Namespaces"}},
+		{file: "bdev_nvme_get_controllers.json", method: "bdev_nvme_get_controllers", params: map[string]string{"name": goldenRemoteCtrl},
+			into: func() any { return new([]ghBdevNvmeControllerInfo) },
+			// Attached without hostaddr and hostsvcid.
+			zero: []string{"[].Ctrlrs[].Host.Addr", "[].Ctrlrs[].Host.Svcid"}},
+		{file: "nvmf_create_subsystem.json", method: "nvmf_create_subsystem", params: map[string]any{"nqn": "nqn.2023-01.io.longhorn.spdk:vol-e-1", "allow_any_host": true},
+			into: func() any { return new(bool) }, fresh: true},
+		{file: "nvmf_subsystem_add_ns.json", method: "nvmf_subsystem_add_ns", params: map[string]any{"nqn": goldenNQN, "namespace": map[string]string{"bdev_name": "disk-1/" + goldenSnap}},
+			into: func() any { return new(uint32) }, fresh: true},
+		{file: "nvmf_subsystem_add_listener.json", method: "nvmf_subsystem_add_listener",
+			params: map[string]any{"nqn": goldenNQN, "listen_address": map[string]string{"trtype": "tcp", "adrfam": "ipv4", "traddr": "10.0.0.5", "trsvcid": "20003"}},
+			into:   func() any { return new(bool) }, fresh: true},
+		{file: "bdev_nvme_attach_controller.json", method: "bdev_nvme_attach_controller",
+			params: map[string]any{"name": "vol-r-77777777", "trtype": "tcp", "adrfam": "ipv4", "traddr": "10.0.0.7", "trsvcid": "20004",
+				"subnqn": "nqn.2023-01.io.longhorn.spdk:vol-r-77777777", "multipath": "disable", "ctrlr_loss_timeout_sec": 30,
+				"reconnect_delay_sec": 5, "fast_io_fail_timeout_sec": 15},
+			into: func() any { return new([]string) }, fresh: true},
 	}
 }
 
@@ -172,7 +231,7 @@ func TestRepliesHaveGoldenShapes(t *testing.T) {
 	for _, tc := range append(goldenCases(g), deleteCases(t)...) {
 		t.Run(tc.file, func(t *testing.T) {
 			srv := g
-			if tc.method == "bdev_lvol_delete" || tc.method == "bdev_raid_delete" {
+			if tc.fresh || tc.method == "bdev_lvol_delete" || tc.method == "bdev_raid_delete" {
 				srv = seedGolden(t)
 			}
 			var got any
@@ -197,6 +256,11 @@ func deleteCases(t *testing.T) []goldenCase {
 	return []goldenCase{
 		{file: "bdev_lvol_delete.json", method: "bdev_lvol_delete", params: map[string]string{"name": "disk-1/" + goldenHead}},
 		{file: "bdev_raid_delete.json", method: "bdev_raid_delete", params: map[string]string{"name": goldenEngine}},
+		{file: "nvmf_delete_subsystem.json", method: "nvmf_delete_subsystem", params: map[string]string{"nqn": goldenNQN}, fresh: true},
+		{file: "nvmf_subsystem_remove_ns.json", method: "nvmf_subsystem_remove_ns", params: map[string]any{"nqn": goldenNQN, "nsid": 1}, fresh: true},
+		{file: "nvmf_subsystem_remove_listener.json", method: "nvmf_subsystem_remove_listener",
+			params: map[string]any{"nqn": goldenNQN, "listen_address": map[string]string{"trtype": "TCP", "adrfam": "IPv4", "traddr": "10.0.0.5", "trsvcid": "20001"}}, fresh: true},
+		{file: "bdev_nvme_detach_controller.json", method: "bdev_nvme_detach_controller", params: map[string]string{"name": goldenRemoteCtrl}, fresh: true},
 	}
 }
 
@@ -258,6 +322,10 @@ func TestRepliesDecodeAsGoSPDKHelperDoes(t *testing.T) {
 	g := seedGolden(t)
 	for _, tc := range goldenCases(g) {
 		t.Run(tc.file, func(t *testing.T) {
+			g := g
+			if tc.fresh {
+				g = seedGolden(t)
+			}
 			raw := g.raw(t, tc.method, tc.params)
 			v := tc.into()
 			if tc.one {

@@ -4,7 +4,7 @@ import "encoding/json"
 
 // Mirrors of the reply types of Longhorn's SPDK client,
 // github.com/longhorn/go-spdk-helper (pkg/spdk/types: bdev.go, lvol.go,
-// raid.go, aio.go, at its newest commits, 2026-11), field for field with
+// raid.go, aio.go, nvmf.go, nvme.go, at its newest commits, 2026-11), field for field with
 // the same json tags, so the golden tests decode the fake's replies as
 // that client does. Only the layout is carried over; the names are
 // go-spdk-helper's so a reader can hold one beside the other.
@@ -74,14 +74,100 @@ type ghSupportedIoTypes struct {
 	NvmeIo          bool `json:"nvme_io"`
 }
 
-// ghBdevDriverSpecific is BdevDriverSpecific. Its Nvme member
-// (BdevDriverSpecificNvme) is kept raw: the fake lists no NVMe bdevs.
+// ghBdevDriverSpecific is BdevDriverSpecific; Nvme is
+// BdevDriverSpecificNvme.
 type ghBdevDriverSpecific struct {
 	Aio      *ghBdevDriverSpecificAio  `json:"aio,omitempty"`
 	Lvol     *ghBdevDriverSpecificLvol `json:"lvol,omitempty"`
 	Raid     *ghBdevRaidInfo           `json:"raid,omitempty"`
-	Nvme     json.RawMessage           `json:"nvme,omitempty"`
+	Nvme     []ghNvmeNamespaceInfo     `json:"nvme,omitempty"`
 	MpPolicy string                    `json:"mp_policy,omitempty"`
+}
+
+// ghNvmeNamespaceInfo is NvmeNamespaceInfo (nvme.go).
+type ghNvmeNamespaceInfo struct {
+	CtrlrData struct {
+		AnaReporting     bool   `json:"ana_reporting"`
+		Cntlid           uint16 `json:"cntlid"`
+		FirmwareRevision string `json:"firmware_revision"`
+		ModelNumber      string `json:"model_number"`
+		MultiCtrlr       bool   `json:"multi_ctrlr"`
+		Oacs             struct {
+			Firmware uint32 `json:"firmware"`
+			Format   uint32 `json:"format"`
+			NsManage uint32 `json:"ns_manage"`
+			Security uint32 `json:"security"`
+		} `json:"oacs"`
+		SerialNumber string `json:"serial_number"`
+		Subnqn       string `json:"subnqn"`
+		VendorID     string `json:"vendor_id"`
+	} `json:"ctrlr_data"`
+	NsData struct {
+		ID       uint32 `json:"id"`
+		CanShare bool   `json:"can_share"`
+		AnaState string `json:"ana_state,omitempty"`
+	} `json:"ns_data"`
+	Trid ghNvmeTransportID `json:"trid"`
+	VS   struct {
+		NvmeVersion string `json:"nvme_version"`
+	} `json:"vs"`
+}
+
+// ghNvmeTransportID is NvmeTransportID (nvme.go).
+type ghNvmeTransportID struct {
+	Trtype  string `json:"trtype,omitempty"`
+	Adrfam  string `json:"adrfam,omitempty"`
+	Traddr  string `json:"traddr,omitempty"`
+	Trsvcid string `json:"trsvcid,omitempty"`
+	Subnqn  string `json:"subnqn,omitempty"`
+}
+
+// ghBdevNvmeControllerInfo is BdevNvmeControllerInfo (nvme.go), what
+// BdevNvmeGetControllers decodes.
+type ghBdevNvmeControllerInfo struct {
+	Name   string `json:"name"`
+	Ctrlrs []struct {
+		State  string            `json:"state"`
+		Cntlid uint16            `json:"cntlid"`
+		Trid   ghNvmeTransportID `json:"trid"`
+		Host   struct {
+			Nqn   string `json:"nqn"`
+			Addr  string `json:"addr"`
+			Svcid string `json:"svcid"`
+		} `json:"host"`
+	} `json:"ctrlrs"`
+}
+
+// ghNvmfSubsystem is NvmfSubsystem (nvmf.go), what NvmfGetSubsystems
+// decodes. Its Anagrpid is NvmfANAGroupID, a string type whose
+// UnmarshalJSON takes a string or a number: kept raw here.
+type ghNvmfSubsystem struct {
+	Nqn             string `json:"nqn"`
+	Subtype         string `json:"subtype"`
+	ListenAddresses []struct {
+		Trtype  string `json:"trtype"`
+		Adrfam  string `json:"adrfam"`
+		Traddr  string `json:"traddr"`
+		Trsvcid string `json:"trsvcid"`
+	} `json:"listen_addresses"`
+	AllowAnyHost bool `json:"allow_any_host"`
+	Hosts        []struct {
+		Nqn string `json:"nqn"`
+	} `json:"hosts"`
+	SerialNumber  string `json:"serial_number,omitempty"`
+	ModelNumber   string `json:"model_number,omitempty"`
+	MaxNamespaces uint32 `json:"max_namespaces,omitempty"`
+	MinCntlid     uint16 `json:"min_cntlid,omitempty"`
+	MaxCntlid     uint16 `json:"max_cntlid,omitempty"`
+	Namespaces    []struct {
+		Nsid     uint32          `json:"nsid,omitempty"`
+		BdevName string          `json:"bdev_name"`
+		Nguid    string          `json:"nguid,omitempty"`
+		Eui64    string          `json:"eui64,omitempty"`
+		UUID     string          `json:"uuid,omitempty"`
+		Anagrpid json.RawMessage `json:"anagrpid,omitempty"`
+		PtplFile string          `json:"ptpl_file,omitempty"`
+	} `json:"namespaces"`
 }
 
 type ghBdevDriverSpecificAio struct {

@@ -169,6 +169,14 @@ func (s *Server) raidInfo(r *raid) spdk.BdevRaidInfo {
 	n := uint32(len(r.base))
 	info := spdk.BdevRaidInfo{UUID: r.uuid, State: r.state, RaidLevel: r.level, NumBaseBdevs: n, NumBaseBdevsDiscovered: n, NumBaseBdevsOperational: n, BaseBdevsList: []spdk.RaidBaseBdev{}}
 	for _, b := range r.base {
+		if b == "" {
+			// A slot whose bdev was removed (raid_bdev_remove_base_bdev):
+			// no name, the nil UUID, not configured.
+			info.BaseBdevsList = append(info.BaseBdevsList, spdk.RaidBaseBdev{UUID: "00000000-0000-0000-0000-000000000000", DataSize: raidBlocks})
+			info.NumBaseBdevsDiscovered--
+			info.NumBaseBdevsOperational--
+			continue
+		}
 		m := spdk.RaidBaseBdev{Name: b, UUID: derivedUUID("member", b), IsConfigured: true, DataSize: raidBlocks}
 		if l := s.lookupLvol(b); l != nil && l.uuid != "" {
 			m.UUID, m.DataSize = l.uuid, l.blocks
@@ -318,8 +326,10 @@ func (s *Server) deleteLvol(name string) (any, *rpcError) {
 			p.clones = append(p.clones, c)
 		}
 	}
+	// Deleting an exposed lvol, or a RAID bdev's member, does not fail:
+	// its namespace, or its slot in the RAID bdev, goes.
+	s.removeRaidMember(func(b string) bool { return s.lookupLvol(b) == l })
 	s.lvols = slices.DeleteFunc(s.lvols, func(x *lvol) bool { return x == l })
-	// Deleting an exposed lvol does not fail: its namespace goes.
 	s.hotRemove(bdevRef{lvol: l})
 	return true, nil
 }

@@ -716,6 +716,7 @@ func (s *Server) rpcDetachController(params json.RawMessage) (any, *rpcError) {
 	if len(c.paths) == 0 {
 		s.ctrlrs = slices.DeleteFunc(s.ctrlrs, func(x *nvmeCtrlr) bool { return x == c })
 		s.hotRemove(bdevRef{nvme: c})
+		s.removeRaidMember(func(b string) bool { return b == c.bdevName() })
 	}
 	return true, nil
 }
@@ -739,6 +740,29 @@ func pathMatches(p *nvmePath, want spdk.NvmeTransportID, hostaddr, hostsvcid str
 func (s *Server) hotRemove(ref bdevRef) {
 	for _, ss := range s.subsystems {
 		ss.ns = slices.DeleteFunc(ss.ns, func(n *namespace) bool { return n.bdev == ref })
+	}
+}
+
+// removeRaidMember empties the slot of every RAID bdev whose member is
+// (isGone) a bdev that went away, as SPDK's RAID module does on the bdev's
+// remove event (bdev_raid.c raid_bdev_event_base_bdev ->
+// raid_bdev_remove_base_bdev): the slot stays, without a name, and a
+// RAID bdev left with no member goes offline. It is called with the
+// member still resolvable; s.mu is held.
+func (s *Server) removeRaidMember(isGone func(base string) bool) {
+	for _, r := range s.raids {
+		left := 0
+		for i, b := range r.base {
+			if b != "" && isGone(b) {
+				r.base[i] = ""
+			}
+			if r.base[i] != "" {
+				left++
+			}
+		}
+		if left == 0 && len(r.base) > 0 {
+			r.state = "offline"
+		}
 	}
 }
 

@@ -112,8 +112,11 @@ type nvmeVS struct {
 	NvmeVersion string `json:"nvme_version"`
 }
 
+// nvmeNsData is ns_data; ana_state is written when the controller
+// reports ANA, as an SPDK target does.
 type nvmeNsData struct {
 	ID       uint32 `json:"id"`
+	AnaState string `json:"ana_state,omitempty"`
 	CanShare bool   `json:"can_share"`
 }
 
@@ -135,7 +138,7 @@ func (s *Server) nvmeBdev(c *nvmeCtrlr) bdevReply {
 	p := c.paths[0]
 	info := nvmeNsInfo{Trid: p.trid, CtrlrData: nvmeCtrlrData{Cntlid: p.cntlid, VendorID: nvmfVendorID, ModelNumber: modelNumberDefault,
 		SerialNumber: "", FirmwareRevision: "", Subnqn: p.trid.Subnqn, MultiCtrlr: true, AnaReporting: true},
-		VS: nvmeVS{NvmeVersion: nvmfNvmeVersion}, NsData: nvmeNsData{ID: 1, CanShare: true}}
+		VS: nvmeVS{NvmeVersion: nvmfNvmeVersion}, NsData: nvmeNsData{ID: 1, AnaState: "optimized", CanShare: true}}
 	b := bdevReply{
 		Bdev:             spdk.Bdev{Name: c.bdevName(), Aliases: []string{}, ProductName: productNVMe, BlockSize: 4096, NumBlocks: raidBlocks, UUID: c.uuid},
 		SupportedIOTypes: ioTypes{Read: true, Write: true, Unmap: true, WriteZeroes: true, Flush: true, Reset: true, Compare: true, CompareAndWrite: true, Abort: true, NvmeAdmin: true, NvmeIo: true},
