@@ -137,12 +137,8 @@ func (o *Orphans) deleteEngine(ctx context.Context, r orphan.Record, name, uuid 
 	if err != nil {
 		return fmt.Errorf("engine %s: %w", name, err)
 	}
-	names := map[string]bool{name: true}
-	if vol, ok := engineVolume(name); ok {
-		names["volume-"+vol] = true
-	}
 	target := bdevTarget{uuid: uuid, name: name}
-	exposed, err := exposurePlan(subs, map[string]bdevTarget{name: target, uuid: target}, names)
+	exposed, err := exposurePlan(subs, map[string]bdevTarget{name: target, uuid: target}, orphan.KindEngineInstance, name)
 	if err != nil {
 		return fmt.Errorf("engine %s: %w", name, err)
 	}
@@ -197,13 +193,11 @@ func (o *Orphans) deleteReplica(ctx context.Context, name, uuid string) error {
 		return fmt.Errorf("replica %s: %w", name, err)
 	}
 	targets := make(map[string]bdevTarget, 2*len(order))
-	names := map[string]bool{name: true}
 	for _, l := range order {
 		t := bdevTarget{uuid: l.UUID, name: l.Name}
 		targets[l.UUID], targets[l.Alias] = t, t
-		names[l.Name] = true
 	}
-	exposed, err := exposurePlan(subs, targets, names)
+	exposed, err := exposurePlan(subs, targets, orphan.KindReplicaInstance, name)
 	if err != nil {
 		return fmt.Errorf("replica %s: %w", name, err)
 	}

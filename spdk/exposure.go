@@ -320,15 +320,29 @@ func relateSubsystem(s Exposure, idx objectIndex, rt Runtime) (Owner, string) {
 // a namespace exposes: the NQN names the bdev's own object, or it is the
 // stable volume NQN of an engine's volume.
 func nqnFits(suffix string, o bdevObject) bool {
-	if suffix == o.name || suffix == o.owner {
-		return true
+	return suffix == o.name || namesOf(o.kind, o.owner)(suffix)
+}
+
+// namesOf returns the test for the names of a Longhorn NQN that are the
+// engine's or replica's named name: the engine's own and its volume's
+// stable NQN "volume-<volume>"; the replica's own and its lvols'
+// ("<replica>-snap-<s>", "-rebuilding", "-cloning", "-expired-<8>").
+func namesOf(kind orphan.Kind, name string) func(string) bool {
+	if kind == orphan.KindEngineInstance {
+		vol, ok := engineVolume(name)
+		return func(n string) bool { return n == name || ok && n == "volume-"+vol }
 	}
-	if o.kind == orphan.KindEngineInstance {
-		if vol, ok := engineVolume(o.owner); ok && suffix == "volume-"+vol {
-			return true
-		}
+	return ownNames(kind, name)
+}
+
+// ownNames is namesOf without the names an engine shares with the other
+// engines of its volume: what an empty subsystem must be named to be the
+// object's by its name alone.
+func ownNames(kind orphan.Kind, name string) func(string) bool {
+	if kind == orphan.KindEngineInstance {
+		return func(n string) bool { return n == name }
 	}
-	return false
+	return func(n string) bool { return n == name || ownedLvolName(name, n, true) }
 }
 
 // nameOwner finds the engine or replica a Longhorn name names: a listed
@@ -337,8 +351,13 @@ func nqnFits(suffix string, o bdevObject) bool {
 // replica.
 func nameOwner(name string, rt Runtime) (orphan.Kind, string, bool) {
 	for _, e := range rt.Engines {
-		if e.Name == name {
-			return orphan.KindEngineInstance, name, true
+		if ownNames(orphan.KindEngineInstance, e.Name)(name) {
+			return orphan.KindEngineInstance, e.Name, true
+		}
+	}
+	for _, r := range rt.Replicas {
+		if ownNames(orphan.KindReplicaInstance, r.Name())(name) {
+			return orphan.KindReplicaInstance, r.Name(), true
 		}
 	}
 	if _, ok := engineVolume(name); ok {
@@ -451,8 +470,9 @@ func longhornRemote(c AttachedController) string {
 	return r
 }
 
-// ReadExposures lists lvols, RAID bdevs, bdevs, subsystems and
-// controllers through c and relates them (RelateExposures). A target
+// ReadExposures lists lvols, RAID bdevs, subsystems, controllers and
+// (when there are controllers) every bdev through c, and relates them
+// (RelateExposures); it returns the Runtime it related them to. A target
 // without NVMe-oF (nvmf_get_subsystems or bdev_nvme_get_controllers
 // answering -32601, method not found) exposes and attaches nothing. Any
 // other failure, and a listing of the wrong shape, is an error: an

@@ -423,3 +423,25 @@ func TestEnginePurgeStopsWhenControllerMoves(t *testing.T) {
 		t.Fatal("the re-attached controller was detached")
 	}
 }
+
+// TestEnginePurgeRemovesItsEmptySubsystemNotTheVolumes: an empty
+// subsystem under the engine's own NQN (its RAID bdev hot-removed from
+// it) goes with the engine; an empty one under the volume's stable NQN,
+// which the volume's other engines share, stays.
+func TestEnginePurgeRemovesItsEmptySubsystemNotTheVolumes(t *testing.T) {
+	x := newExposureScene(t)
+	c := newClient(t, x.srv, spdk.ClientOptions{})
+	if err := spdk.NvmfSubsystemRemoveNs(context.Background(), c, spdk.LonghornNQN(goneEngine), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.srv.AddSubsystem(spdk.LonghornNQN("volume-gone"), spdktest.SubsystemOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	x.srv.ResetCalls()
+	if err := x.purge(t, orphan.KindEngineInstance, goneEngine); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := x.nqns(), []string{spdk.LonghornNQN(goneReplica), spdk.LonghornNQN(liveReplica), spdk.LonghornNQN("volume-gone")}; !slices.Equal(got, want) {
+		t.Fatalf("subsystems left %v, want %v", got, want)
+	}
+}

@@ -45,6 +45,8 @@ func TestRelateExposuresAttributesByRelationThenName(t *testing.T) {
 	subs := []spdk.Exposure{
 		{NQN: spdk.LonghornNQN("vol1-e-0"), Namespaces: []spdk.ExposedNamespace{ns(1, "vol1-e-0")}},
 		{NQN: spdk.LonghornNQN("volume-vol1"), Namespaces: []spdk.ExposedNamespace{ns(1, "uuid-e1")}},
+		// The same under another volume's stable NQN: not vol1-e-0's.
+		{NQN: spdk.LonghornNQN("volume-vol3"), Namespaces: []spdk.ExposedNamespace{ns(1, "vol1-e-0")}},
 		{NQN: spdk.LonghornNQN(repA), Namespaces: []spdk.ExposedNamespace{ns(1, "uuid-a")}},
 		{NQN: spdk.LonghornNQN(repA + "-snap-s1"), Namespaces: []spdk.ExposedNamespace{ns(1, "uuid-a-s1")}},
 		{NQN: spdk.LonghornNQN(repB), Namespaces: []spdk.ExposedNamespace{ns(1, "disk-1/"+repB)}},
@@ -59,6 +61,13 @@ func TestRelateExposuresAttributesByRelationThenName(t *testing.T) {
 		{NQN: spdk.LonghornNQN("bi-img1-disk-1"), Namespaces: []spdk.ExposedNamespace{ns(1, "uuid-bi")}},
 		{NQN: spdk.LonghornNQN(repA + "-two"), Namespaces: []spdk.ExposedNamespace{ns(1, "uuid-a"), ns(2, "uuid-b")}},
 		{NQN: spdk.LonghornNQN("vol8-r-88888888"), Namespaces: []spdk.ExposedNamespace{ns(1, "Malloc0")}},
+		// Empty, named after one of repA's lvols (a rebuilding left over).
+		{NQN: spdk.LonghornNQN(repA + "-rebuilding")},
+		// Empty, the stable volume NQN vol1's engines share: no one
+		// engine's by name alone.
+		{NQN: spdk.LonghornNQN("volume-vol4")},
+		// repB's head under the NQN of one of its snapshots: still repB's.
+		{NQN: spdk.LonghornNQN(repB + "-snap-s9"), Namespaces: []spdk.ExposedNamespace{ns(1, "uuid-b")}},
 	}
 	path := func(sub string) []spdk.ControllerPath {
 		return []spdk.ControllerPath{{SubNQN: sub, Traddr: "10.0.0.2", Trsvcid: "20001"}}
@@ -80,18 +89,22 @@ func TestRelateExposuresAttributesByRelationThenName(t *testing.T) {
 		return spdk.Owner{Kind: k, Name: n, By: spdk.AttributedByName}
 	}
 	wantSubs := map[string]spdk.Owner{
-		spdk.LonghornNQN("vol1-e-0"):        rel(orphan.KindEngineInstance, "vol1-e-0"),
-		spdk.LonghornNQN("volume-vol1"):     rel(orphan.KindEngineInstance, "vol1-e-0"),
-		spdk.LonghornNQN(repA):              rel(orphan.KindReplicaInstance, repA),
-		spdk.LonghornNQN(repA + "-snap-s1"): rel(orphan.KindReplicaInstance, repA),
-		spdk.LonghornNQN(repB):              rel(orphan.KindReplicaInstance, repB),
-		spdk.LonghornNQN("vol7-r-77777777"): {},
-		"nqn.2016-06.io.spdk:cnode1":        {},
-		spdk.LonghornNQN("vol5-r-55555555"): byName(orphan.KindReplicaInstance, "vol5-r-55555555"),
-		spdk.LonghornNQN("something-else"):  {},
-		spdk.LonghornNQN("bi-img1-disk-1"):  {},
-		spdk.LonghornNQN(repA + "-two"):     {},
-		spdk.LonghornNQN("vol8-r-88888888"): {},
+		spdk.LonghornNQN("vol1-e-0"):           rel(orphan.KindEngineInstance, "vol1-e-0"),
+		spdk.LonghornNQN("volume-vol1"):        rel(orphan.KindEngineInstance, "vol1-e-0"),
+		spdk.LonghornNQN(repA):                 rel(orphan.KindReplicaInstance, repA),
+		spdk.LonghornNQN(repA + "-snap-s1"):    rel(orphan.KindReplicaInstance, repA),
+		spdk.LonghornNQN(repB):                 rel(orphan.KindReplicaInstance, repB),
+		spdk.LonghornNQN("vol7-r-77777777"):    {},
+		"nqn.2016-06.io.spdk:cnode1":           {},
+		spdk.LonghornNQN("vol5-r-55555555"):    byName(orphan.KindReplicaInstance, "vol5-r-55555555"),
+		spdk.LonghornNQN("something-else"):     {},
+		spdk.LonghornNQN("bi-img1-disk-1"):     {},
+		spdk.LonghornNQN(repA + "-two"):        {},
+		spdk.LonghornNQN("vol8-r-88888888"):    {},
+		spdk.LonghornNQN(repA + "-rebuilding"): byName(orphan.KindReplicaInstance, repA),
+		spdk.LonghornNQN("volume-vol4"):        {},
+		spdk.LonghornNQN("volume-vol3"):        {},
+		spdk.LonghornNQN(repB + "-snap-s9"):    rel(orphan.KindReplicaInstance, repB),
 	}
 	if len(inv.Subsystems) != len(wantSubs) {
 		t.Fatalf("%d subsystems, want %d", len(inv.Subsystems), len(wantSubs))

@@ -27,9 +27,9 @@ type bdevTarget struct {
 
 // exposurePlan picks, out of every subsystem, those a purge must remove
 // before deleting the bdevs in targets (keyed by every name SPDK may use
-// for them: a RAID bdev's name and UUID, an lvol's UUID and alias). names
-// are the Longhorn names that are the purged object's (the NQN of one of
-// its subsystems is LonghornNQN of one of them).
+// for them: a RAID bdev's name and UUID, an lvol's UUID and alias) of the
+// engine or replica (kind) named name. The NQN of one of its subsystems
+// is LonghornNQN of one of its names (namesOf).
 //
 // A subsystem with a namespace on a target must be wholly the object's:
 // a Longhorn NQN of one of names, and every namespace on a target.
@@ -37,12 +37,15 @@ type bdevTarget struct {
 // another object, one exposing other bdevs too) refuses the purge with
 // ErrExposureChanged: caretaker neither removes what it cannot attribute
 // nor deletes a bdev out from under it. An empty subsystem whose NQN is
-// LonghornNQN of one of names is the object's too and goes with it.
-func exposurePlan(subs []Exposure, targets map[string]bdevTarget, names map[string]bool) ([]Exposure, error) {
+// LonghornNQN of one of its own names (ownNames: not the stable volume
+// NQN an engine shares with its volume's other engines) is the object's
+// too and goes with it.
+func exposurePlan(subs []Exposure, targets map[string]bdevTarget, kind orphan.Kind, name string) ([]Exposure, error) {
+	names, own := namesOf(kind, name), ownNames(kind, name)
 	var out []Exposure
 	for _, s := range subs {
 		suffix, longhorn := strings.CutPrefix(s.NQN, LonghornNQNPrefix)
-		ours := longhorn && names[suffix]
+		ours := longhorn && names(suffix)
 		touched := 0
 		for i, ns := range s.Namespaces {
 			if t, ok := targets[ns.BdevName]; ok {
@@ -51,7 +54,7 @@ func exposurePlan(subs []Exposure, targets map[string]bdevTarget, names map[stri
 			}
 		}
 		switch {
-		case touched == 0 && len(s.Namespaces) == 0 && ours:
+		case touched == 0 && len(s.Namespaces) == 0 && longhorn && own(suffix):
 			out = append(out, s)
 		case touched == 0:
 		case !ours:
