@@ -215,7 +215,8 @@ func newObjectIndex(rt Runtime) objectIndex {
 // A subsystem belongs to an engine or replica by SPDK's relations when
 // every namespace's bdev is that object's RAID bdev or one of its lvols
 // (by UUID or alias) and, if its NQN is Longhorn's, the name in it is
-// the object's, the lvol's exposed, or "volume-<volume>" of an engine.
+// the exposed bdev's own, the object's, one of a replica's lvol names, or
+// an engine's volume's stable "volume-<volume>".
 // A subsystem without namespaces belongs by name to the engine or
 // replica its Longhorn NQN names ("<replica>-snap-..." and the other lvol
 // forms name their replica). Anything else (namespaces of two objects, a
