@@ -82,9 +82,9 @@ func (n NvmfNamespace) Bdev() string {
 // its paths, one per connection to a target. Its namespaces are bdevs
 // named NvmeBdevName(Name, nsid).
 //
-// SPDK before multipath (up to v21.07) wrote one trid per controller
-// instead of ctrlrs; BdevNvmeGetControllers turns that into one path with
-// an empty State.
+// SPDK before multipath wrote one trid per controller instead of ctrlrs
+// (the example of SPDK's doc/jsonrpc.md still shows that shape);
+// BdevNvmeGetControllers turns it into one path with an empty State.
 type BdevNvmeController struct {
 	Name   string      `json:"name"`
 	Ctrlrs []NvmeCtrlr `json:"ctrlrs"`
@@ -145,10 +145,11 @@ func NvmeBdevName(controller string, nsid uint32) string {
 // NvmfGetSubsystems lists the NVMe-oF subsystems of SPDK's default target:
 // all of them for nqn "", else the one whose NQN is nqn (a missing one is
 // an error matching ErrNotFound: SPDK answers -ENODEV). A null result, an
-// element without an NQN, or an NVMe subsystem with a namespace without
-// an NSID or a bdev, a host without an NQN or a listener without a
-// transport is a *ResultError: an unreadable listing never means "nothing
-// is exposed".
+// element without an NQN or a subtype, a subsystem lacking a list SPDK
+// always writes (listen_addresses, hosts, an NVMe subsystem's
+// namespaces), or one with a namespace without an NSID or a bdev, a host
+// without an NQN or a listener without a transport is a *ResultError: an
+// unreadable listing never means "nothing is exposed".
 func NvmfGetSubsystems(ctx context.Context, c Caller, nqn string) ([]NvmfSubsystem, error) {
 	const method = "nvmf_get_subsystems"
 	var params any
@@ -251,9 +252,11 @@ func NvmfSubsystemRemoveListener(ctx context.Context, c Caller, nqn string, addr
 // its Traddr, Trsvcid and Subnqn detaches nothing if the controller now
 // connects elsewhere.
 //
-// An unknown name is an error matching ErrNotFound (-ENODEV); a path that
-// matches none of the controller's is an *RPCError of code -6 (-ENXIO,
-// "No such device or address"), CodeNoSuchPath.
+// An unknown name is an error matching ErrNotFound (-ENODEV from
+// bdev_nvme_delete; Longhorn's own detach treats it as "already gone"); a
+// path that matches none of the controller's is an *RPCError of code -6
+// (-ENXIO, "No such device or address"), CodeNoSuchPath, and detaches
+// nothing.
 func BdevNvmeDetachController(ctx context.Context, c Caller, name string, path NvmeTransportID) error {
 	params := struct {
 		Name string `json:"name"`
@@ -285,11 +288,26 @@ var (
 	errNoHostNQN      = errors.New("host without an nqn")
 	errNoTransport    = errors.New("address without a transport type")
 	errNoPath         = errors.New("controller with no path (neither ctrlrs nor trid)")
+	errNoSubtype      = errors.New("subsystem without a subtype")
+	errNoList         = errors.New("list missing or null")
 )
 
 // checkSubsystem rejects what a null or foreign element inside a
-// subsystem decodes to: SPDK writes every one of these.
+// subsystem decodes to, and a subsystem without what dump_nvmf_subsystem
+// always writes (subtype, listen_addresses, hosts, and for an NVMe
+// subsystem namespaces): read as "exposes nothing", such a reply would
+// hide what is exposed.
 func checkSubsystem(s *NvmfSubsystem) error {
+	switch {
+	case s.Subtype == "":
+		return errNoSubtype
+	case s.ListenAddresses == nil:
+		return fmt.Errorf("listen_addresses: %w", errNoList)
+	case s.Hosts == nil:
+		return fmt.Errorf("hosts: %w", errNoList)
+	case s.Subtype == SubtypeNVMe && s.Namespaces == nil:
+		return fmt.Errorf("namespaces of an NVMe subsystem: %w", errNoList)
+	}
 	for i, a := range s.ListenAddresses {
 		if a.Trtype == "" {
 			return fmt.Errorf("listen address %d: %w", i, errNoTransport)

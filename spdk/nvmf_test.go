@@ -79,6 +79,11 @@ func TestNvmfListingsRejectHollowElements(t *testing.T) {
 		name, method, result string
 	}{
 		{"null namespace", "nvmf_get_subsystems", `[{"nqn":"n","subtype":"NVMe","namespaces":[null]}]`},
+		{"no subtype", "nvmf_get_subsystems", `[{"nqn":"n","listen_addresses":[],"hosts":[],"namespaces":[]}]`},
+		{"NVMe without namespaces", "nvmf_get_subsystems", `[{"nqn":"n","subtype":"NVMe","listen_addresses":[],"hosts":[]}]`},
+		{"NVMe with null namespaces", "nvmf_get_subsystems", `[{"nqn":"n","subtype":"NVMe","listen_addresses":[],"hosts":[],"namespaces":null}]`},
+		{"no hosts", "nvmf_get_subsystems", `[{"nqn":"n","subtype":"Discovery","listen_addresses":[]}]`},
+		{"null listen_addresses", "nvmf_get_subsystems", `[{"nqn":"n","subtype":"Discovery","listen_addresses":null,"hosts":[]}]`},
 		{"namespace without nsid", "nvmf_get_subsystems", `[{"nqn":"n","subtype":"NVMe","namespaces":[{"bdev_name":"b"}]}]`},
 		{"namespace without bdev", "nvmf_get_subsystems", `[{"nqn":"n","subtype":"NVMe","namespaces":[{"nsid":1}]}]`},
 		{"null host", "nvmf_get_subsystems", `[{"nqn":"n","subtype":"NVMe","hosts":[null]}]`},
@@ -250,6 +255,7 @@ func FuzzNvmfListings(f *testing.F) {
 	for _, seed := range []string{
 		`[{"nqn":"nqn.2014-08.org.nvmexpress.discovery","subtype":"Discovery","listen_addresses":[],"allow_any_host":true,"hosts":[]}]`,
 		`[{"nqn":"n","subtype":"NVMe","namespaces":[{"nsid":1,"bdev_name":"b"}],"hosts":[{"nqn":"h"}],"listen_addresses":[{"trtype":"TCP"}]}]`,
+		`[{"nqn":"n","subtype":"NVMe","namespaces":[],"hosts":[],"listen_addresses":[]}]`,
 		`[{"name":"c","ctrlrs":[{"state":"enabled","trid":{"trtype":"TCP"}}]}]`,
 		`[{"name":"c","trid":{"trtype":"PCIe"}}]`,
 		`null`, `[null]`, `{}`, `[{"nqn":"n","namespaces":[null]}]`,
@@ -260,8 +266,8 @@ func FuzzNvmfListings(f *testing.F) {
 		ctx := context.Background()
 		if subs, err := spdk.NvmfGetSubsystems(ctx, &jsonCaller{result: result}, ""); err == nil {
 			for _, s := range subs {
-				if s.NQN == "" {
-					t.Fatalf("subsystem without NQN from %s", result)
+				if s.NQN == "" || s.Subtype == "" || s.Hosts == nil || s.ListenAddresses == nil || (s.Subtype == spdk.SubtypeNVMe && s.Namespaces == nil) {
+					t.Fatalf("hollow subsystem %+v from %s", s, result)
 				}
 				for _, n := range s.Namespaces {
 					if n.NSID == 0 || n.Bdev() == "" {

@@ -24,6 +24,7 @@
 // nvmf_get_subsystems (the discovery subsystem first), nvmf_create_subsystem,
 // nvmf_delete_subsystem, nvmf_subsystem_add_ns, nvmf_subsystem_remove_ns,
 // nvmf_subsystem_add_listener, nvmf_subsystem_remove_listener,
+// nvmf_subsystem_get_listeners,
 // bdev_nvme_attach_controller, bdev_nvme_get_controllers and
 // bdev_nvme_detach_controller, with NVMe bdevs ("<controller>n1") in
 // bdev_get_bdevs. State is built through the Go API (AddLvstore, AddLvol,

@@ -196,6 +196,8 @@ func goldenCases(g goldenState) []goldenCase {
 			into: func() any { return new([]ghBdevNvmeControllerInfo) },
 			// Attached without hostaddr and hostsvcid.
 			zero: []string{"[].Ctrlrs[].Host.Addr", "[].Ctrlrs[].Host.Svcid"}},
+		{file: "nvmf_subsystem_get_listeners.json", method: "nvmf_subsystem_get_listeners", params: map[string]string{"nqn": goldenNQN},
+			into: func() any { return new([]ghNvmfSubsystemListener) }},
 		{file: "nvmf_create_subsystem.json", method: "nvmf_create_subsystem", params: map[string]any{"nqn": "nqn.2023-01.io.longhorn.spdk:vol-e-1", "allow_any_host": true},
 			into: func() any { return new(bool) }, fresh: true},
 		{file: "nvmf_subsystem_add_ns.json", method: "nvmf_subsystem_add_ns", params: map[string]any{"nqn": goldenNQN, "namespace": map[string]string{"bdev_name": "disk-1/" + goldenSnap}},

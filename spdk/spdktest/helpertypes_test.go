@@ -242,3 +242,15 @@ type ghLvolInfo struct {
 type ghBdevLvolSnapshotChecksum struct {
 	Checksum uint64 `json:"checksum"`
 }
+
+// ghNvmfSubsystemListener is NvmfSubsystemListener (nvmf.go), what
+// NvmfSubsystemGetListeners decodes.
+type ghNvmfSubsystemListener struct {
+	Address struct {
+		Trtype  string `json:"trtype"`
+		Adrfam  string `json:"adrfam"`
+		Traddr  string `json:"traddr"`
+		Trsvcid string `json:"trsvcid"`
+	} `json:"address"`
+	AnaState string `json:"ana_state"`
+}

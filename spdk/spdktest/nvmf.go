@@ -255,6 +255,8 @@ func (s *Server) dispatchNvmf(method string, params json.RawMessage) (result any
 		result, err = s.rpcListener(params, true)
 	case "nvmf_subsystem_remove_listener": // nvmf_rpc.c rpc_nvmf_subsystem_remove_listener
 		result, err = s.rpcListener(params, false)
+	case "nvmf_subsystem_get_listeners": // nvmf_rpc.c rpc_nvmf_subsystem_get_listeners
+		result, err = s.rpcGetListeners(params)
 	case "bdev_nvme_attach_controller": // bdev_nvme_rpc.c rpc_bdev_nvme_attach_controller
 		result, err = s.rpcAttachController(params)
 	case "bdev_nvme_get_controllers": // bdev_nvme_rpc.c rpc_bdev_nvme_get_controllers
@@ -598,6 +600,29 @@ func (s *Server) rpcListener(params json.RawMessage, add bool) (any, *rpcError) 
 		ss.listeners = slices.Delete(ss.listeners, i, i+1)
 	}
 	return true, nil
+}
+
+// rpcGetListeners is _rpc_nvmf_subsystem_query with
+// rpc_nvmf_get_listeners_paused: a decoder failure or an unknown NQN is
+// "Invalid parameters", an unknown target "Unable to find a target"
+// (without the period the other handlers write).
+func (s *Server) rpcGetListeners(params json.RawMessage) (any, *rpcError) {
+	var p nqnParams
+	if !hasParams(params) || !decodeObject(params, &p, "nqn", "tgt_name") || p.NQN == nil {
+		return nil, errInvalidParams()
+	}
+	if !knownTarget(p.TgtName) {
+		return nil, &rpcError{spdk.CodeInternalError, "Unable to find a target"}
+	}
+	ss := s.findSubsystem(*p.NQN)
+	if ss == nil {
+		return nil, errInvalidParams()
+	}
+	out := []listenerReply{}
+	for _, a := range ss.listeners {
+		out = append(out, listenerReply{Address: a, AnaState: "optimized"})
+	}
+	return out, nil
 }
 
 func (s *Server) rpcAttachController(params json.RawMessage) (any, *rpcError) {

@@ -227,6 +227,9 @@ func TestNvmfErrorRepliesAreSPDKs(t *testing.T) {
 		{"listener exists", "nvmf_subsystem_add_listener", map[string]any{"nqn": goldenNQN, "listen_address": map[string]any{"trtype": "tcp", "traddr": "10.0.0.5", "trsvcid": "20001"}}, spdk.CodeInvalidParams, invalid},
 		{"bad trtype", "nvmf_subsystem_add_listener", map[string]any{"nqn": goldenNQN, "listen_address": map[string]any{"trtype": "udp", "traddr": "10.0.0.5"}}, spdk.CodeInvalidParams, invalid},
 		{"no such listener", "nvmf_subsystem_remove_listener", map[string]any{"nqn": goldenNQN, "listen_address": map[string]any{"trtype": "tcp", "traddr": "10.0.0.5", "trsvcid": "1"}}, spdk.CodeInvalidParams, invalid},
+		{"get_listeners: no such subsystem", "nvmf_subsystem_get_listeners", map[string]any{"nqn": "nqn.2023-01.x:nope"}, spdk.CodeInvalidParams, invalid},
+		{"get_listeners: decoder", "nvmf_subsystem_get_listeners", map[string]any{}, spdk.CodeInvalidParams, invalid},
+		{"get_listeners: no such target", "nvmf_subsystem_get_listeners", map[string]any{"nqn": goldenNQN, "tgt_name": "x"}, spdk.CodeInternalError, "Unable to find a target"},
 		{"decoder: unknown member", "nvmf_subsystem_remove_listener", map[string]any{"nqn": goldenNQN, "sock_impl": "posix", "listen_address": map[string]any{"trtype": "tcp", "traddr": "10.0.0.5", "trsvcid": "20001"}}, spdk.CodeInvalidParams, invalid},
 
 		// bdev_nvme_rpc.c rpc_bdev_nvme_attach_controller.
@@ -289,9 +292,34 @@ func TestGoSPDKHelperNvmfListings(t *testing.T) {
 	if err := g.c.Call(ctx, "bdev_nvme_detach_controller", map[string]string{"name": goldenRemoteCtrl}, &ok); err != nil || !ok {
 		t.Fatalf("detach: %v, %v", ok, err)
 	}
-	// Its NvmfDeleteSubsystem sends {"nqn"} and reads a bool.
-	if err := g.c.Call(ctx, "nvmf_delete_subsystem", map[string]string{"nqn": goldenNQN}, &ok); err != nil || !ok {
-		t.Fatalf("delete: %v, %v", ok, err)
+
+	// Its StopExposeBdev (pkg/spdk/client/advanced.go): list the
+	// subsystems, find the NQN, list its listeners and remove each (with
+	// the names SPDK listed), remove each namespace, delete the subsystem.
+	for _, s := range subs {
+		if s.Nqn != goldenNQN {
+			continue
+		}
+		var listeners []ghNvmfSubsystemListener
+		if err := g.c.Call(ctx, "nvmf_subsystem_get_listeners", map[string]string{"nqn": s.Nqn}, &listeners); err != nil || len(listeners) != 1 {
+			t.Fatalf("get_listeners: %+v, %v", listeners, err)
+		}
+		for _, l := range listeners {
+			if err := g.c.Call(ctx, "nvmf_subsystem_remove_listener", map[string]any{"nqn": s.Nqn, "listen_address": l.Address}, &ok); err != nil || !ok {
+				t.Fatalf("remove_listener %+v: %v, %v", l.Address, ok, err)
+			}
+		}
+		for _, ns := range s.Namespaces {
+			if err := g.c.Call(ctx, "nvmf_subsystem_remove_ns", map[string]any{"nqn": s.Nqn, "nsid": ns.Nsid}, &ok); err != nil || !ok {
+				t.Fatalf("remove_ns %d: %v, %v", ns.Nsid, ok, err)
+			}
+		}
+		if err := g.c.Call(ctx, "nvmf_delete_subsystem", map[string]string{"nqn": s.Nqn}, &ok); err != nil || !ok {
+			t.Fatalf("delete: %v, %v", ok, err)
+		}
+	}
+	if got := g.srv.Subsystems(); len(got) != 1 || got[0].NQN != spdktest.DiscoveryNQN {
+		t.Errorf("after StopExposeBdev: %+v", got)
 	}
 }
 

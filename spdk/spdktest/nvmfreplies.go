@@ -149,3 +149,11 @@ func (s *Server) nvmeBdev(c *nvmeCtrlr) bdevReply {
 	}
 	return b
 }
+
+// listenerReply is one element of nvmf_subsystem_get_listeners, as
+// dump_nvmf_subsystem_listener (nvmf_rpc.c) writes it: the address and
+// its ANA state, "optimized" unless set otherwise.
+type listenerReply struct {
+	Address  spdk.NvmfListenAddress `json:"address"`
+	AnaState string                 `json:"ana_state"`
+}
