@@ -445,3 +445,32 @@ func TestEnginePurgeRemovesItsEmptySubsystemNotTheVolumes(t *testing.T) {
 		t.Fatalf("subsystems left %v, want %v", got, want)
 	}
 }
+
+// TestReplicaPurgeRefusesExposureUnderLiveReplicasName: the gone
+// replica's head is exposed under the live replica's NQN. Whoever
+// connects there expects the live replica: the purge removes nothing.
+func TestReplicaPurgeRefusesExposureUnderLiveReplicasName(t *testing.T) {
+	x := newExposureScene(t)
+	c := newClient(t, x.srv, spdk.ClientOptions{})
+	ctx := context.Background()
+	for _, nqn := range []string{spdk.LonghornNQN(goneReplica), spdk.LonghornNQN(liveReplica)} {
+		if err := spdk.NvmfDeleteSubsystem(ctx, c, nqn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := x.srv.AddSubsystem(spdk.LonghornNQN(liveReplica), spdktest.SubsystemOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	must(x.srv.AddNamespace(spdk.LonghornNQN(liveReplica), x.uuids[goneReplica]))(t)
+	x.srv.ResetCalls()
+	err := x.purge(t, orphan.KindReplicaInstance, goneReplica)
+	if !errors.Is(err, spdk.ErrExposureChanged) {
+		t.Fatalf("err = %v, want ErrExposureChanged", err)
+	}
+	if got := methodsCalled(x.srv); len(got) != 0 {
+		t.Fatalf("removed %q", got)
+	}
+	if !slices.Contains(x.srv.LvolAliases(), "disk-1/"+goneReplica) || !slices.Contains(x.nqns(), spdk.LonghornNQN(liveReplica)) {
+		t.Fatal("something was removed")
+	}
+}
