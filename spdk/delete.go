@@ -39,6 +39,15 @@ var ErrReplicaRecordExists = fmt.Errorf("%w: a replica record of that name exist
 //	                   (PurgeOrder), each by UUID, head last      InstanceUUID; every lvol of the tree has a
 //	                                                              name of that replica and no RAID bdev uses it
 //
+// Before deleting, a purge stops exposing what it deletes: it removes the
+// namespaces and then the subsystems that are wholly the engine's or
+// replica's (LonghornNQN of its name, or of the exposed lvol's), and
+// after an engine's RAID bdev it detaches the Longhorn controllers the
+// RAID bdev was built on. Each step re-reads what it removes and asks the
+// records again; a subsystem or controller that changed, or a subsystem
+// caretaker cannot attribute exposing a bdev to be deleted, stops the
+// purge with ErrExposureChanged before anything more is removed.
+//
 // The head goes last so that a purge interrupted half-way leaves the
 // replica still listed under the same UUID, and the next sweep finishes
 // it. Deleting a snapshot whose only clone is the head relies on SPDK
@@ -109,15 +118,59 @@ func (o *Orphans) deleteEngine(ctx context.Context, r orphan.Record, name, uuid 
 	if raid.UUID != uuid {
 		return fmt.Errorf("%w: engine %s: RAID bdev UUID is %q, record has %q", ErrUUIDMismatch, name, raid.UUID, uuid)
 	}
-	view, err := o.records.LookupInstance(ctx, orphan.KindEngineInstance, name)
-	if err != nil {
-		return fmt.Errorf("looking up engine record %s: %w", name, err)
+	stillOrphan := func(ctx context.Context) error {
+		view, err := o.records.LookupInstance(ctx, orphan.KindEngineInstance, name)
+		if err != nil {
+			return fmt.Errorf("looking up engine record %s: %w", name, err)
+		}
+		if v := instance.Verdict(r.Item(), view); v.Outcome != orphan.OutcomeOrphan {
+			return fmt.Errorf("%w: engine %s is %s: %s", orphan.ErrPreconditionFailed, name, v.Outcome, v.Reason)
+		}
+		return nil
 	}
-	if v := instance.Verdict(r.Item(), view); v.Outcome != orphan.OutcomeOrphan {
-		return fmt.Errorf("%w: engine %s is %s: %s", orphan.ErrPreconditionFailed, name, v.Outcome, v.Reason)
+	if err := stillOrphan(ctx); err != nil {
+		return err
+	}
+	// Stop exposing the RAID bdev, delete it, then detach the controllers
+	// it was built on: Longhorn's own order (Engine.Delete).
+	subs, err := readSubsystems(ctx, o.rpc)
+	if err != nil {
+		return fmt.Errorf("engine %s: %w", name, err)
+	}
+	target := bdevTarget{uuid: uuid, name: name}
+	exposed, err := exposurePlan(subs, map[string]bdevTarget{name: target, uuid: target}, orphan.KindEngineInstance, name)
+	if err != nil {
+		return fmt.Errorf("engine %s: %w", name, err)
+	}
+	ctrls, err := readControllers(ctx, o.rpc)
+	if err != nil {
+		return fmt.Errorf("engine %s: %w", name, err)
+	}
+	raids, err := BdevRaidGetBdevs(ctx, o.rpc, RaidCategoryAll)
+	if err != nil {
+		return fmt.Errorf("re-reading RAID bdevs for engine %s: %w", name, err)
+	}
+	attached := engineControllers(ctrls, raids, name)
+	for _, s := range exposed {
+		if err := unexpose(ctx, o.rpc, s, stillOrphan); err != nil {
+			return fmt.Errorf("engine %s: %w", name, err)
+		}
+	}
+	if err := stillOrphan(ctx); err != nil {
+		return err
+	}
+	if raid, found, err := findEngine(ctx, o.rpc, name); err != nil {
+		return fmt.Errorf("re-reading engine %s: %w", name, err)
+	} else if found && raid.UUID != uuid {
+		return fmt.Errorf("%w: engine %s: RAID bdev UUID is %q, record has %q", ErrUUIDMismatch, name, raid.UUID, uuid)
 	}
 	if err := BdevRaidDelete(ctx, o.rpc, name); err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("deleting engine %s: %w", name, err)
+	}
+	for _, c := range attached {
+		if err := detach(ctx, o.rpc, c, stillOrphan); err != nil {
+			return fmt.Errorf("engine %s: %w", name, err)
+		}
 	}
 	return nil
 }
@@ -133,6 +186,25 @@ func (o *Orphans) deleteReplica(ctx context.Context, name, uuid string) error {
 	order, err := PurgeOrder(bdevs, name, uuid)
 	if err != nil || len(order) == 0 {
 		return err
+	}
+	// Stop exposing the replica's lvols before deleting them.
+	subs, err := readSubsystems(ctx, o.rpc)
+	if err != nil {
+		return fmt.Errorf("replica %s: %w", name, err)
+	}
+	targets := make(map[string]bdevTarget, 2*len(order))
+	for _, l := range order {
+		t := bdevTarget{uuid: l.UUID, name: l.Name}
+		targets[l.UUID], targets[l.Alias] = t, t
+	}
+	exposed, err := exposurePlan(subs, targets, orphan.KindReplicaInstance, name)
+	if err != nil {
+		return fmt.Errorf("replica %s: %w", name, err)
+	}
+	for _, s := range exposed {
+		if err := unexpose(ctx, o.rpc, s, func(ctx context.Context) error { return o.noReplicaRecord(ctx, name) }); err != nil {
+			return fmt.Errorf("replica %s: %w", name, err)
+		}
 	}
 	for _, l := range order {
 		// A replica record may appear at any time (a restore, a user

@@ -61,13 +61,45 @@
 //	being deleted, error, unknown
 //
 // A RAID bdev holds no data: its base bdevs are the replicas' lvols and
-// NVMe-oF connections to other nodes' replicas, which an engine purge never
-// touches. caretaker does not list or delete NVMe-oF exposures. A replica
+// NVMe-oF connections to other nodes' replicas. An engine purge never
+// touches those lvols; it stops exposing the RAID bdev first and detaches
+// the connections after it (see NVMe-oF exposures below). A replica
 // purge also refuses a tree with an lvol that is not the replica's (a clone
 // another volume made of its snapshot, a head whose name only looks like
 // one of its lvols) and a tree a RAID bdev is built on; lvols named after
 // the replica that SPDK does not relate to it (a stray "-rebuilding" lvol)
 // are left alone and listed in Snapshot.Skipped once the head is gone.
+//
+// # NVMe-oF exposures and attached controllers
+//
+// A v2 volume also leaves network objects in SPDK: subsystems exposing an
+// engine's RAID bdev or a replica's lvols (nvmf_get_subsystems), and NVMe
+// bdev controllers an engine attached to reach its remote replicas
+// (bdev_nvme_get_controllers). ReadExposures lists them and
+// RelateExposures ties them to engines and replicas, first by SPDK's own
+// relations (a namespace's bdev is a RAID bdev or an lvol; a controller's
+// bdev "<controller>n1" is a RAID bdev's base), then by Longhorn's names
+// (LonghornNQN; a controller named after the replica it reaches, with
+// that replica's NQN as subnqn).
+//
+// They are judged as their owner is: a subsystem or controller goes with
+// its engine's or replica's purge when that engine or replica is an
+// orphan. A purge removes them in Longhorn's order (Engine.Delete):
+// namespaces, then the subsystem, then the RAID bdev or lvols, then the
+// controllers the RAID bdev was built on; before each step it re-reads
+// the subsystem (same serial number and namespaces, each namespace's bdev
+// still with the judged UUID) or the controller (same paths, no RAID bdev
+// built on it), asks the records again, and stops with
+// ErrExposureChanged if anything differs. A purge refuses, with
+// ErrExposureChanged, when a bdev it deletes is exposed by a subsystem it
+// cannot attribute to the purged object (a foreign NQN, another object's
+// name, other bdevs in the same subsystem): nothing is removed out from
+// under another user. Subsystems and controllers whose owner SPDK no
+// longer runs on this node (an empty subsystem named after a deleted
+// replica, a controller left after its RAID bdev) are judged by their
+// Longhorn name against the records and reported in Snapshot.Skipped,
+// as is everything caretaker cannot attribute; caretaker does not remove
+// them on its own.
 //
 // # Deviation from Longhorn's proposal and from its code
 //
@@ -227,7 +259,9 @@
 // the record cannot be checked (not v2, no UUID, another node or instance
 // manager), the engine's records no longer make it an orphan, or the
 // replica's tree holds an lvol that is not the replica's or is used by a
-// RAID bdev. Any other error (RPC, connection, ErrUnexpectedResult, a
+// RAID bdev; ErrExposureChanged (also wrapping it) when a subsystem or
+// controller the purge removes changed since it was read, or a bdev it
+// deletes is exposed by a subsystem it cannot attribute. Any other error (RPC, connection, ErrUnexpectedResult, a
 // failed record lookup) leaves the purge to be retried, and nothing is
 // deleted after an unreadable reply.
 //

@@ -195,3 +195,32 @@ func Example() {
 	// records created: 2
 	// records left: 0 lvols left: 0 RAID bdevs left: 0
 }
+
+// ExampleReadExposures lists what a node exposes over NVMe-oF and what
+// its engines attached, related to the engines and replicas.
+func ExampleReadExposures() {
+	srv, stop := exampleServer()
+	defer stop()
+	// The engine reaches a second replica on another node, as Longhorn
+	// attaches it, and exposes its RAID bdev.
+	_, _ = srv.AttachController("vol-r-9f8e7d6c", spdk.NvmeTransportID{Trtype: "TCP", Traddr: "10.0.0.2", Trsvcid: "20001", Subnqn: spdk.LonghornNQN("vol-r-9f8e7d6c")})
+	_ = srv.AddSubsystem(spdk.LonghornNQN("vol-e-0"), spdktest.SubsystemOptions{AllowAnyHost: true})
+	_, _ = srv.AddNamespace(spdk.LonghornNQN("vol-e-0"), "vol-e-0")
+	client := spdk.NewClient(spdk.ClientOptions{SocketPath: srv.SocketPath()})
+	defer client.Close()
+
+	inv, _, err := spdk.ReadExposures(context.Background(), client)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, s := range inv.Subsystems {
+		fmt.Println("subsystem", s.NQN, "->", s.Owner.Kind, s.Owner.Name, "by", s.Owner.By)
+	}
+	for _, c := range inv.Controllers {
+		fmt.Println("controller", c.Name, "->", c.Owner.Kind, c.Owner.Name, "by", c.Owner.By)
+	}
+	// Output:
+	// subsystem nqn.2023-01.io.longhorn.spdk:vol-e-0 -> engine-instance vol-e-0 by relation
+	// controller vol-r-9f8e7d6c -> replica-instance vol-r-9f8e7d6c by name
+}

@@ -109,6 +109,7 @@ func (o *Orphans) Scan(ctx context.Context) (orphan.Snapshot, error) {
 		return orphan.Snapshot{}, err
 	}
 	snap := o.snapshot(rt)
+	snap.Skipped = append(snap.Skipped, o.exposureSkips(ctx, rt)...)
 	if c, ok := o.records.(RecordCounter); ok {
 		o.noteNoneExpected(ctx, c, rt, snap.Scopes)
 	}

@@ -39,6 +39,10 @@ func TestFlags(t *testing.T) {
 	cycle := file("cycle.json", `{"lvstores": [{"name": "disk-1", "lvols": [{"name": "a", "parent": "b"}, {"name": "b", "parent": "a"}]}]}`)
 	twice := file("twice.json", `{"lvstores": [{"name": "disk-1", "lvols": [{"name": "a"}, {"name": "a"}]}]}`)
 	broken := file("broken.json", `{"lvstores": [`)
+	noNQN := file("nonqn.json", `{"lvstores": [], "raids": [], "subsystems": [{"namespaces": ["x"]}]}`)
+	badListen := file("listen.json", `{"lvstores": [], "raids": [], "subsystems": [{"nqn": "n", "listen": "10.0.0.1"}]}`)
+	ctrlNoNQN := file("ctrl.json", `{"lvstores": [], "raids": [], "controllers": [{"name": "c", "traddr": "10.0.0.2"}]}`)
+	nsNoBdev := file("nsbdev.json", `{"lvstores": [], "raids": [], "subsystems": [{"nqn": "n", "namespaces": ["nope"]}]}`)
 	missing := filepath.Join(dir, "missing.json")
 	notSocket := file("plain-file", "")
 
@@ -66,6 +70,10 @@ func TestFlags(t *testing.T) {
 			Stderr: []string{"-seed " + orphanParent, "lvol a: parent nope is not an lvol of this lvstore"}},
 		{Name: "cycle", Args: []string{"-socket", sock, "-seed", cycle}, Code: 1, Stderr: []string{"-seed " + cycle, "cycle"}},
 		{Name: "lvol twice", Args: []string{"-socket", sock, "-seed", twice}, Code: 1, Stderr: []string{"lvol a is given twice"}},
+		{Name: "subsystem without nqn", Args: []string{"-socket", sock, "-seed", noNQN}, Code: 1, Stderr: []string{"subsystems[0] has no nqn"}},
+		{Name: "listen without port", Args: []string{"-socket", sock, "-seed", badListen}, Code: 1, Stderr: []string{"subsystem n: listen"}},
+		{Name: "controller without subnqn", Args: []string{"-socket", sock, "-seed", ctrlNoNQN}, Code: 1, Stderr: []string{"controllers[0] needs a name, a traddr and a subnqn"}},
+		{Name: "namespace of no bdev", Args: []string{"-socket", sock, "-seed", nsNoBdev}, Code: 1, Stderr: []string{"seeding: subsystem n", "nope"}},
 		{Name: "broken file", Args: []string{"-socket", sock, "-seed", broken}, Code: 1, Stderr: []string{"-seed " + broken}},
 		{Name: "missing file", Args: []string{"-socket", sock, "-seed", missing}, Code: 1, Stderr: []string{"-seed", missing}},
 		{Name: "a live server's socket", Args: []string{"-socket", live}, Code: 1,

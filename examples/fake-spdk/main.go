@@ -1,9 +1,10 @@
 // Command fake-spdk serves a fake SPDK target (package spdk/spdktest) on a
 // Unix socket, so that spdk-inventory, or any SPDK JSON-RPC client, can be
 // tried without SPDK. It holds lvstores, lvols with their snapshots and
-// clones, and RAID bdevs, and answers bdev_get_bdevs,
-// bdev_lvol_get_lvstores, bdev_lvol_get_lvols, bdev_raid_get_bdevs,
-// bdev_lvol_delete and bdev_raid_delete as SPDK does, until SIGINT,
+// clones, RAID bdevs, NVMe-oF subsystems and NVMe bdev controllers, and
+// answers the methods package spdk/spdktest serves (bdev_get_bdevs,
+// bdev_lvol_get_lvols, bdev_raid_get_bdevs, nvmf_get_subsystems,
+// bdev_nvme_get_controllers, the deletes...) as SPDK does, until SIGINT,
 // SIGTERM or the end of its context.
 //
 //	fake-spdk [-socket PATH] [-scenario rejoin | -seed FILE]
@@ -20,7 +21,15 @@
 //     the engine of a volume that moved to node-2, a detached volume's
 //     engine and replica, a volume deleted while the node was away (RAID
 //     bdev, replica with two snapshots and an expired clone) and a replica
-//     whose record was deleted (vol-redo-r-55555555).
+//     whose record was deleted (vol-redo-r-55555555). The deleted volume
+//     left NVMe-oF behind as Longhorn builds it: its engine's RAID bdev and
+//     its replica's head are still exposed (subsystems
+//     nqn.2023-01.io.longhorn.spdk:vol-gone-e-0 and :vol-gone-r-33333333),
+//     and its engine's RAID bdev is built on a controller attached to its
+//     remote replica on node-2 (vol-gone-r-66666666, bdev
+//     vol-gone-r-66666666n1). The live engine is exposed too, and a
+//     controller to a live remote replica (vol-live-r-77777777) is
+//     attached with no RAID bdev on it yet.
 //   - empty: one lvstore, disk-1, and nothing in it.
 //
 // A seed file has the same form as the scenarios (scenarios/*.json):
@@ -31,11 +40,18 @@
 //	    {"name": "vol-r-1234abcd", "parent": "vol-r-1234abcd-snap-s1"},
 //	    {"name": "vol-r-1234abcd-clone", "parent": "vol-r-1234abcd-snap-s1"}
 //	  ]}],
-//	  "raids": [{"name": "vol-e-0", "base": ["vol-r-1234abcd"]}]
+//	  "controllers": [{"name": "vol-r-9876fedc", "traddr": "10.0.0.2", "trsvcid": "20001",
+//	    "subnqn": "nqn.2023-01.io.longhorn.spdk:vol-r-9876fedc"}],
+//	  "raids": [{"name": "vol-e-0", "base": ["vol-r-1234abcd", "vol-r-9876fedcn1"]}],
+//	  "subsystems": [{"nqn": "nqn.2023-01.io.longhorn.spdk:vol-e-0", "namespaces": ["vol-e-0"],
+//	    "listen": "10.0.0.1:20001"}]
 //	}
 //
 // An lvol's parent is the snapshot it is a clone of, in the same lvstore;
-// an lvol some other lvol names as its parent is a snapshot. Unknown
+// an lvol some other lvol names as its parent is a snapshot. A
+// controller's namespace is the bdev "<name>n1"; a subsystem's namespaces
+// name bdevs as SPDK resolves them (an lvol's "<lvstore>/<lvol>" or UUID,
+// a RAID bdev's name), and a bdev can be in one namespace only. Unknown
 // fields, missing parents and cycles are errors naming the entry.
 package main
 
@@ -59,7 +75,7 @@ var command = cli.Command{
 	Name:  "fake-spdk",
 	Usage: "fake-spdk [-socket PATH] [-scenario NAME | -seed FILE]",
 	About: "fake-spdk serves a fake SPDK target (spdk/spdktest) on a Unix socket, seeded from a built-in scenario " +
-		"or a JSON file of lvstores, lvols (with snapshot parents) and RAID bdevs, until interrupted. " +
+		"or a JSON file of lvstores, lvols (with snapshot parents), NVMe controllers, RAID bdevs and NVMe-oF subsystems, until interrupted. " +
 		"Point spdk-inventory (or any SPDK JSON-RPC client) at the socket it prints.",
 }
 
@@ -113,8 +129,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		return fmt.Errorf("seeding: %w", err)
 	}
 	fmt.Fprintf(stdout, "socket: %s\n", srv.SocketPath())
-	fmt.Fprintf(stdout, "fake-spdk ready: %s in %s, %s; stop with Ctrl-C\n",
-		cli.Count(len(srv.Lvols()), "lvol"), cli.Count(len(seed.Lvstores), "lvstore"), cli.Count(len(srv.RaidNames()), "RAID bdev"))
+	fmt.Fprintf(stdout, "fake-spdk ready: %s in %s, %s, %s, %s; stop with Ctrl-C\n",
+		cli.Count(len(srv.Lvols()), "lvol"), cli.Count(len(seed.Lvstores), "lvstore"), cli.Count(len(srv.RaidNames()), "RAID bdev"),
+		cli.Count(len(seed.Subsystems), "NVMe-oF subsystem"), cli.Count(len(srv.ControllerNames()), "NVMe controller"))
 	if ready != nil {
 		ready <- srv.SocketPath()
 	}

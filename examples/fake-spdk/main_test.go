@@ -25,7 +25,7 @@ func serve(t *testing.T, args ...string) (string, *clitest.Buffer, func() int) {
 func TestRejoinScenario(t *testing.T) {
 	sock := filepath.Join(shortDir(t), "s.sock")
 	got, out, stop := serve(t, "-socket", sock)
-	if got != sock || !strings.Contains(out.String(), "socket: "+sock) || !strings.Contains(out.String(), "fake-spdk ready: 12 lvols in 1 lvstore, 4 RAID bdevs") {
+	if got != sock || !strings.Contains(out.String(), "socket: "+sock) || !strings.Contains(out.String(), "fake-spdk ready: 12 lvols in 1 lvstore, 4 RAID bdevs, 3 NVMe-oF subsystems, 2 NVMe controllers") {
 		t.Fatalf("ready on %s, printed:\n%s", got, out.String())
 	}
 	ctx := context.Background()
@@ -50,6 +50,35 @@ func TestRejoinScenario(t *testing.T) {
 	}
 	if want := []string{"vol-detached-r-44444444", "vol-gone-r-33333333", "vol-image-r-22222222", "vol-live-r-11111111", "vol-redo-r-55555555"}; !slices.Equal(replicas, want) {
 		t.Errorf("replica heads %v, want %v", replicas, want)
+	}
+
+	// The deleted volume's exposures and its engine's controller are
+	// related to it by SPDK's own relations; the live remote's controller
+	// by its Longhorn name.
+	inv, _, err := spdk.ReadExposures(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners := map[string]string{}
+	for _, s := range inv.Subsystems {
+		owners[s.NQN] = string(s.Owner.Kind) + " " + s.Owner.Name + " " + string(s.Owner.By)
+	}
+	for _, ctrl := range inv.Controllers {
+		owners[ctrl.Name] = string(ctrl.Owner.Kind) + " " + ctrl.Owner.Name + " " + string(ctrl.Owner.By)
+	}
+	for k, want := range map[string]string{
+		spdk.LonghornNQN("vol-gone-e-0"):        "engine-instance vol-gone-e-0 relation",
+		spdk.LonghornNQN("vol-gone-r-33333333"): "replica-instance vol-gone-r-33333333 relation",
+		spdk.LonghornNQN("vol-live-e-0"):        "engine-instance vol-live-e-0 relation",
+		"vol-gone-r-66666666":                   "engine-instance vol-gone-e-0 relation",
+		"vol-live-r-77777777":                   "replica-instance vol-live-r-77777777 name",
+	} {
+		if owners[k] != want {
+			t.Errorf("%s: owner %q, want %q", k, owners[k], want)
+		}
+	}
+	if len(owners) != 5 {
+		t.Errorf("exposures and controllers: %v", owners)
 	}
 
 	// The snapshot trees are SPDK's: vol-gone's head sits under s2, under

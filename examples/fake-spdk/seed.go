@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"strings"
 
+	"github.com/caretaker-storage/caretaker/spdk"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
 
@@ -17,7 +19,32 @@ import (
 // built-in scenarios in scenarios/*.json. Unknown fields are an error.
 type Seed struct {
 	Lvstores []SeedLvstore `json:"lvstores"`
-	Raids    []SeedRaid    `json:"raids"`
+	// Controllers are attached before the RAID bdevs, so that a RAID bdev
+	// can be built on a controller's bdev "<name>n1".
+	Controllers []SeedController `json:"controllers,omitempty"`
+	Raids       []SeedRaid       `json:"raids"`
+	// Subsystems are created last: a namespace may expose any lvol
+	// (by "<lvstore>/<lvol>") or RAID bdev.
+	Subsystems []SeedSubsystem `json:"subsystems,omitempty"`
+}
+
+// SeedController is an NVMe bdev controller attached to a remote target,
+// as a Longhorn engine attaches a remote replica: named after the
+// replica, with subnqn "nqn.2023-01.io.longhorn.spdk:<replica>". Its
+// namespace's bdev is "<name>n1".
+type SeedController struct {
+	Name    string `json:"name"`
+	Traddr  string `json:"traddr"`
+	Trsvcid string `json:"trsvcid"`
+	Subnqn  string `json:"subnqn"`
+}
+
+// SeedSubsystem is an NVMe-oF subsystem exposing the named bdevs, one
+// namespace each, listening on Listen ("ip:port") over TCP when given.
+type SeedSubsystem struct {
+	NQN        string   `json:"nqn"`
+	Namespaces []string `json:"namespaces,omitempty"`
+	Listen     string   `json:"listen,omitempty"`
 }
 
 // SeedLvstore is an lvstore and its lvols.
@@ -115,6 +142,31 @@ func parseSeed(data []byte) (*Seed, error) {
 			return nil, err
 		}
 	}
+	ctrls := map[string]bool{}
+	for i, c := range s.Controllers {
+		if c.Name == "" || c.Traddr == "" || c.Subnqn == "" {
+			return nil, fmt.Errorf("controllers[%d] needs a name, a traddr and a subnqn", i)
+		}
+		if ctrls[c.Name] {
+			return nil, fmt.Errorf("controller %s is given twice", c.Name)
+		}
+		ctrls[c.Name] = true
+	}
+	nqns := map[string]bool{}
+	for i, ss := range s.Subsystems {
+		if ss.NQN == "" {
+			return nil, fmt.Errorf("subsystems[%d] has no nqn", i)
+		}
+		if nqns[ss.NQN] {
+			return nil, fmt.Errorf("subsystem %s is given twice", ss.NQN)
+		}
+		nqns[ss.NQN] = true
+		if ss.Listen != "" {
+			if _, _, err := net.SplitHostPort(ss.Listen); err != nil {
+				return nil, fmt.Errorf("subsystem %s: listen: %w", ss.NQN, err)
+			}
+		}
+	}
 	raids := map[string]bool{}
 	for i, r := range s.Raids {
 		if r.Name == "" {
@@ -177,9 +229,31 @@ func (s *Seed) apply(srv *spdktest.Server) error {
 			}
 		}
 	}
+	for _, c := range s.Controllers {
+		trid := spdk.NvmeTransportID{Trtype: "TCP", Adrfam: "IPv4", Traddr: c.Traddr, Trsvcid: c.Trsvcid, Subnqn: c.Subnqn}
+		if _, err := srv.AttachController(c.Name, trid); err != nil {
+			return err
+		}
+	}
 	for _, r := range s.Raids {
 		if _, err := srv.AddRaid(r.Name, r.Base...); err != nil {
 			return err
+		}
+	}
+	for _, ss := range s.Subsystems {
+		if err := srv.AddSubsystem(ss.NQN, spdktest.SubsystemOptions{AllowAnyHost: true}); err != nil {
+			return err
+		}
+		for _, b := range ss.Namespaces {
+			if _, err := srv.AddNamespace(ss.NQN, b); err != nil {
+				return fmt.Errorf("subsystem %s: %w", ss.NQN, err)
+			}
+		}
+		if ss.Listen != "" {
+			host, port, _ := net.SplitHostPort(ss.Listen)
+			if err := srv.AddListener(ss.NQN, spdk.NvmfListenAddress{Trtype: "tcp", Adrfam: "ipv4", Traddr: host, Trsvcid: port}); err != nil {
+				return fmt.Errorf("subsystem %s: %w", ss.NQN, err)
+			}
 		}
 	}
 	return nil

@@ -52,6 +52,10 @@ func runSPDK(ctx context.Context, w io.Writer, dir string) error {
 	records.Put(orphan.KindEngineInstance, "vol-moved-e-0", instance.View{Exists: true, DesiredState: instance.StateRunning, CurrentState: instance.StateRunning, OwnerNodeID: "node-2", InstanceManager: "instance-manager-v2-node-2"})
 	records.Put(orphan.KindEngineInstance, "vol-detached-e-0", stopped) // detached while node-1 was offline
 	records.Put(orphan.KindReplicaInstance, "vol-detached-r-44444444", stopped)
+	// A replica of another volume, running on node-2; an engine on
+	// node-1 has attached it (an NVMe controller) and not yet built its
+	// RAID bdev.
+	records.Put(orphan.KindReplicaInstance, "vol-other-r-77777777", instance.View{Exists: true, DesiredState: instance.StateRunning, CurrentState: instance.StateRunning, OwnerNodeID: "node-2", InstanceManager: "instance-manager-v2-node-2"})
 	// vol-gone was deleted while node-1 was offline: no records, and
 	// vol-redo's replica record was deleted too.
 
@@ -84,7 +88,12 @@ func runSPDK(ctx context.Context, w io.Writer, dir string) error {
 			it.Param(orphan.ParamInstanceUUID)[:8], v.Outcome, shortReason(afterColon(v.Reason)))
 	}
 	for _, s := range snap.Skipped {
-		fmt.Fprintf(w, "  skipped %s: %s\n", s.Name, s.Reason)
+		if !strings.HasPrefix(s.Reason, "nvmf: ") { // listed with the exposures
+			fmt.Fprintf(w, "  skipped %s: %s\n", s.Name, s.Reason)
+		}
+	}
+	if err := printExposures(ctx, w, client, orphans); err != nil {
+		return err
 	}
 	fmt.Fprintln(w, "  (vol-detached is a detached volume: its replica record is stopped, and its head")
 	fmt.Fprintln(w, "  lvol and snapshots are the volume's data. The proposal longhorn/longhorn#10933 would call")
@@ -166,15 +175,58 @@ func runSPDK(ctx context.Context, w io.Writer, dir string) error {
 	for _, r := range srv.RaidNames() {
 		fmt.Fprintf(w, "  raid %s\n", r)
 	}
+	for _, ss := range srv.Subsystems() {
+		if ss.Subtype != spdk.SubtypeDiscovery {
+			fmt.Fprintf(w, "  subsystem %s\n", ss.NQN)
+		}
+	}
+	for _, c := range srv.ControllerNames() {
+		fmt.Fprintf(w, "  controller %s\n", c)
+	}
+	return nil
+}
+
+// printExposures lists the NVMe-oF subsystems and NVMe controllers with
+// the engine or replica each belongs to and its verdict.
+func printExposures(ctx context.Context, w io.Writer, c spdk.Caller, orphans *spdk.Orphans) error {
+	inv, rt, err := spdk.ReadExposures(ctx, c)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "  NVMe-oF exposures and attached controllers (Longhorn names them nqn.2023-01.io.longhorn.spdk:<name>):")
+	findings := orphans.JudgeExposures(ctx, inv, rt)
+	names := make([]string, 0, len(findings))
+	for _, s := range inv.Subsystems {
+		names = append(names, "subsystem …:"+strings.TrimPrefix(s.NQN, spdk.LonghornNQNPrefix))
+	}
+	for _, ctrl := range inv.Controllers {
+		names = append(names, "controller "+ctrl.Name)
+	}
+	for i, f := range findings {
+		owner := strings.TrimSuffix(string(f.Owner.Kind), "-instance")
+		what := "kept with its " + owner
+		switch {
+		case !f.WithOwner:
+			what = "reported, kept: " + f.Verdict.Reason
+		case f.Verdict.Outcome == orphan.OutcomeOrphan:
+			what = "removed by its " + owner + "'s purge"
+		}
+		fmt.Fprintf(w, "    %-31s %-16s %-24s %-9s %s\n", names[i], f.Owner.Kind, f.Owner.Name, f.Verdict.Outcome, what)
+	}
+	fmt.Fprintln(w, "  (A purge stops exposing first, namespace then subsystem, then deletes the RAID bdev or the")
+	fmt.Fprintln(w, "  lvols, then detaches the controllers the RAID bdev was built on: longhorn-spdk-engine's")
+	fmt.Fprintln(w, "  Engine.Delete order. Each step re-reads what it removes and asks the records again.)")
 	return nil
 }
 
 // buildV2Node creates the runtime objects: a live volume, a live replica
 // on a backing image, the engine of a volume that moved to node-2, a
 // detached volume (its engine's RAID bdev left behind, its replica with a
-// snapshot), a volume deleted while the node was offline (engine plus a
-// replica with snapshots and an expired clone), and a replica whose record
-// was deleted and is about to be recreated.
+// snapshot), a volume deleted while the node was offline (engine on a
+// controller to its remote replica, plus a replica with snapshots and an
+// expired clone, both still exposed over NVMe-oF), a replica whose record
+// was deleted and is about to be recreated, and a controller to a live
+// replica on node-2.
 func buildV2Node(srv *spdktest.Server) error {
 	steps := []func() (string, error){
 		func() (string, error) { return srv.AddLvstore("disk-1") },
@@ -194,7 +246,16 @@ func buildV2Node(srv *spdktest.Server) error {
 			return srv.Snapshot("disk-1", "vol-detached-r-44444444", "vol-detached-r-44444444-snap-daily")
 		},
 		func() (string, error) { return srv.AddRaid("vol-detached-e-0", "remote-replica-n2") },
-		func() (string, error) { return srv.AddRaid("vol-gone-e-0", "remote-replica-n3") },
+		// vol-gone's engine reached its other replica, on node-2, through
+		// an NVMe controller named after it (longhorn-spdk-engine
+		// connectNVMfBdev), and built its RAID bdev on that bdev.
+		func() (string, error) {
+			return srv.AttachController("vol-gone-r-66666666", remoteReplica("vol-gone-r-66666666", "20001"))
+		},
+		func() (string, error) { return srv.AddRaid("vol-gone-e-0", "vol-gone-r-66666666n1") },
+		func() (string, error) {
+			return srv.AttachController("vol-other-r-77777777", remoteReplica("vol-other-r-77777777", "20011"))
+		},
 		func() (string, error) { return srv.AddLvol("disk-1", "vol-gone-r-33333333") },
 		func() (string, error) {
 			return srv.Snapshot("disk-1", "vol-gone-r-33333333", "vol-gone-r-33333333-snap-s1")
@@ -206,6 +267,13 @@ func buildV2Node(srv *spdktest.Server) error {
 			return srv.Clone("disk-1", "vol-gone-r-33333333-snap-s1", "vol-gone-r-33333333-expired-5e6f7a8b")
 		},
 		func() (string, error) { return srv.AddLvol("disk-1", "vol-redo-r-55555555") },
+		// What Longhorn exposes: the engines' RAID bdevs and a replica's
+		// head (go-spdk-helper StartExposeBdev); vol-gone's are leftovers.
+		func() (string, error) { return "", expose(srv, "vol-live-e-0", "vol-live-e-0", "20001") },
+		func() (string, error) { return "", expose(srv, "vol-gone-e-0", "vol-gone-e-0", "20002") },
+		func() (string, error) {
+			return "", expose(srv, "vol-gone-r-33333333", "disk-1/vol-gone-r-33333333", "20012")
+		},
 	}
 	for _, step := range steps {
 		if _, err := step(); err != nil {
@@ -213,6 +281,23 @@ func buildV2Node(srv *spdktest.Server) error {
 		}
 	}
 	return nil
+}
+
+// remoteReplica is where a replica on node-2 is exposed.
+func remoteReplica(name, port string) spdk.NvmeTransportID {
+	return spdk.NvmeTransportID{Trtype: "TCP", Adrfam: "IPv4", Traddr: "10.0.0.2", Trsvcid: port, Subnqn: spdk.LonghornNQN(name)}
+}
+
+// expose exposes bdev under Longhorn's NQN for name, on a TCP listener.
+func expose(srv *spdktest.Server, name, bdev, port string) error {
+	nqn := spdk.LonghornNQN(name)
+	if err := srv.AddSubsystem(nqn, spdktest.SubsystemOptions{AllowAnyHost: true}); err != nil {
+		return err
+	}
+	if _, err := srv.AddNamespace(nqn, bdev); err != nil {
+		return err
+	}
+	return srv.AddListener(nqn, spdk.NvmfListenAddress{Trtype: "tcp", Adrfam: "ipv4", Traddr: "10.0.0.1", Trsvcid: port})
 }
 
 // shortReason cuts a verdict reason at its first ';'.

@@ -43,12 +43,23 @@ func TestSPDKPart(t *testing.T) {
 		"  lvol disk-1/vol-redo-r-55555555\n",
 		"  lvol disk-1/bi-ubuntu-disk-1\n",
 		"  raid vol-moved-e-0\n",
+		// The deleted volume's exposures and its engine's controller to
+		// its remote replica are removed with their engine and replica;
+		// the live engine's exposure and a live remote's controller stay.
+		"subsystem …:vol-gone-e-0        engine-instance  vol-gone-e-0             orphan    removed by its engine's purge",
+		"subsystem …:vol-gone-r-33333333 replica-instance vol-gone-r-33333333      orphan    removed by its replica's purge",
+		"controller vol-gone-r-66666666  engine-instance  vol-gone-e-0             orphan    removed by its engine's purge",
+		"subsystem …:vol-live-e-0        engine-instance  vol-live-e-0             owned     kept with its engine",
+		"controller vol-other-r-77777777 replica-instance vol-other-r-77777777     owned     reported, kept: replica record vol-other-r-77777777 exists",
+		"  subsystem nqn.2023-01.io.longhorn.spdk:vol-live-e-0\n",
+		"  controller vol-other-r-77777777\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	for _, gone := range []string{"lvol disk-1/vol-gone", "raid vol-gone-e-0", "raid vol-detached-e-0", "record orphan-", dir} {
+	for _, gone := range []string{"lvol disk-1/vol-gone", "raid vol-gone-e-0", "raid vol-detached-e-0", "record orphan-", dir,
+		"  subsystem nqn.2023-01.io.longhorn.spdk:vol-gone", "  controller vol-gone-r-66666666\n", "skipped"} {
 		if gone == "record orphan-" {
 			// Never a record for the detached volume's replica.
 			for _, line := range strings.Split(out, "\n") {

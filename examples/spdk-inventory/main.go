@@ -1,5 +1,7 @@
 // Command spdk-inventory lists the v2 engines (RAID bdevs) and replicas
-// (head lvols) in a node's SPDK target, and, given the engines and replicas
+// (head lvols) in a node's SPDK target, with the NVMe-oF subsystems that
+// expose them and the NVMe controllers engines attached to remote
+// replicas, and, given the engines and replicas
 // the cluster has records of, says which are orphans and why
 // (instance.Verdict). It deletes nothing unless asked with -delete
 // -yes, and then only what it judged an orphan, re-checked at the moment
@@ -200,7 +202,13 @@ func run(ctx context.Context, args []string, w, stderr io.Writer) error {
 		fmt.Fprintln(w, line)
 	}
 	for _, s := range snap.Skipped {
+		if strings.HasPrefix(s.Reason, "nvmf: ") {
+			continue // listed with the exposures below
+		}
 		fmt.Fprintf(w, "skipped %s: %s\n", s.Name, s.Reason)
+	}
+	if err := listExposures(ctx, w, client, adapter, exp != nil); err != nil {
+		return err
 	}
 	for scope, st := range snap.Scopes {
 		if st.Health != orphan.HealthReady {
@@ -264,6 +272,51 @@ func run(ctx context.Context, args []string, w, stderr io.Writer) error {
 		return err // a failure outranks a refusal
 	}
 	return refused
+}
+
+// listExposures lists the NVMe-oF subsystems and the NVMe controllers,
+// with the engine or replica each belongs to and, when judged, the
+// verdict: a subsystem or controller goes with its engine's or replica's
+// deletion; the others are only reported.
+func listExposures(ctx context.Context, w io.Writer, c spdk.Caller, adapter *spdk.Orphans, judged bool) error {
+	inv, rt, err := spdk.ReadExposures(ctx, c)
+	if err != nil {
+		return err
+	}
+	findings := adapter.JudgeExposures(ctx, inv, rt)
+	owner := func(o spdk.Owner, note string) string {
+		if !o.Attributed() {
+			return "unattributed (" + note + ")"
+		}
+		return fmt.Sprintf("%s %s (by %s)", o.Kind, o.Name, o.By)
+	}
+	verdict := func(i int) string {
+		if !judged {
+			return ""
+		}
+		f := findings[i]
+		with := ""
+		if f.WithOwner {
+			with = ", goes with its " + string(f.Owner.Kind)
+		}
+		return fmt.Sprintf("  %s%s: %s", f.Verdict.Outcome, with, f.Verdict.Reason)
+	}
+	for i, s := range inv.Subsystems {
+		ns := make([]string, len(s.Namespaces))
+		for j, n := range s.Namespaces {
+			ns[j] = fmt.Sprintf("%d=%s", n.NSID, n.BdevName)
+		}
+		fmt.Fprintf(w, "subsystem %s serial %q namespaces [%s] %s%s\n", s.NQN, s.SerialNumber, strings.Join(ns, " "), owner(s.Owner, s.Note), verdict(i))
+	}
+	for i, c := range inv.Controllers {
+		paths := make([]string, len(c.Paths))
+		for j, p := range c.Paths {
+			paths[j] = fmt.Sprintf("%s:%s %s", p.Traddr, p.Trsvcid, p.SubNQN)
+		}
+		fmt.Fprintf(w, "controller %s -> [%s] bdevs [%s] used by [%s] %s%s\n", c.Name, strings.Join(paths, ", "),
+			strings.Join(c.Bdevs, " "), strings.Join(c.UsedBy, " "), owner(c.Owner, c.Note), verdict(len(inv.Subsystems)+i))
+	}
+	return nil
 }
 
 // noRecordsGiven is the record lookup of a run without -expected: the

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caretaker-storage/caretaker/spdk"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
 
@@ -189,3 +190,59 @@ func TestInventoryHelpNamesTheKubectlCommand(t *testing.T) {
 }
 
 func flagErrHelp() error { return flag.ErrHelp }
+
+// TestInventoryListsExposures: the deleted volume's engine is exposed and
+// built on a controller to its remote replica; a controller to a live
+// remote replica has no RAID bdev yet. The listing names each one's owner
+// and verdict, and -delete removes the exposure and the controller with
+// the engine and leaves the live remote's controller.
+func TestInventoryListsExposures(t *testing.T) {
+	srv, dir := node(t)
+	remote := func(name string) spdk.NvmeTransportID {
+		return spdk.NvmeTransportID{Trtype: "TCP", Adrfam: "IPv4", Traddr: "10.0.0.2", Trsvcid: "20001", Subnqn: spdk.LonghornNQN(name)}
+	}
+	bdev, err := srv.AttachController("gone-r-44444444", remote("gone-r-44444444"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.AddRaid("gone2-e-0", bdev); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.AttachController("keep-r-55555555", remote("keep-r-55555555")); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.AddSubsystem(spdk.LonghornNQN("gone2-e-0"), spdktest.SubsystemOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.AddNamespace(spdk.LonghornNQN("gone2-e-0"), "gone2-e-0"); err != nil {
+		t.Fatal(err)
+	}
+	list := `{"engines": [{"name": "keep-e-0"}], "replicas": [{"name": "keep-r-11111111"}, {"name": "stop-r-33333333", "desiredState": "stopped", "currentState": "stopped"},
+	  {"name": "keep-r-55555555", "ownerID": "n2", "instanceManagerName": "im2"}]}`
+	expected := write(t, dir, "e.json", list)
+	out, err := exec(srv, "-expected", expected)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"subsystem nqn.2023-01.io.longhorn.spdk:gone2-e-0 serial \"\" namespaces [1=gone2-e-0] engine-instance gone2-e-0 (by relation)  orphan, goes with its engine-instance: engine-instance gone2-e-0: no engine record exists",
+		"controller gone-r-44444444 -> [10.0.0.2:20001 nqn.2023-01.io.longhorn.spdk:gone-r-44444444] bdevs [gone-r-44444444n1] used by [gone2-e-0] engine-instance gone2-e-0 (by relation)  orphan, goes with its engine-instance",
+		"controller keep-r-55555555 -> [10.0.0.2:20001 nqn.2023-01.io.longhorn.spdk:keep-r-55555555] bdevs [keep-r-55555555n1] used by [] replica-instance keep-r-55555555 (by name)  owned: replica record keep-r-55555555 exists",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("listing lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = exec(srv, "-expected", expected, "-delete", "-yes")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if got := strings.Join(srv.ControllerNames(), " "); got != "keep-r-55555555" {
+		t.Errorf("controllers left: %s\n%s", got, out)
+	}
+	for _, s := range srv.Subsystems() {
+		if s.NQN == spdk.LonghornNQN("gone2-e-0") {
+			t.Errorf("the deleted engine's subsystem is left\n%s", out)
+		}
+	}
+}
