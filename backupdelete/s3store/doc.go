@@ -135,8 +135,9 @@
 // hiccuped would let two exclusive takers proceed. A lock is refreshed
 // until Release or until the taker's context ends; Release deletes the
 // object with the taker's context freed of its cancellation
-// (context.WithoutCancel) and bounded by RequestTimeout, so that a
-// cancelled deletion does not hold backups back for LockExpiry. That
+// (context.WithoutCancel), within RequestTimeout or 5 s, whichever is
+// shorter, so that a cancelled deletion does not hold backups back for
+// LockExpiry and returns at most that long after its context ended. That
 // DeleteObject is the one request sent after a cancellation.
 //
 // Consistency. The protocol works if a taker's listing, LockSettle (2 s)
