@@ -77,8 +77,10 @@ func (t Target) String() string {
 // newService): s3://bucket@region/path, or s3://bucket/path with the
 // region from AWS_REGION. The scheme must be s3; the bucket and the path
 // must not be empty (a path of "/" is accepted, as there, and means the
-// bucket's root); leading slashes are trimmed from the path. A URL with a
-// password (s3://bucket:secret@region/) is refused, so that a credential
+// bucket's root); leading slashes are trimmed from the path, and a
+// trailing one dropped. A path with empty, "." or ".." elements inside is
+// refused: Longhorn's filepath.Join would silently clean it into another
+// prefix. A URL with a password (s3://bucket:secret@region/) is refused, so that a credential
 // never rides in a URL that gets logged.
 func ParseURL(raw string) (Target, error) {
 	u, err := url.Parse(raw)

@@ -156,3 +156,36 @@ func TestProxies(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseURL: no input panics; an accepted one has a bucket, a prefix
+// with no leading or trailing slash and no . or .. element, and prints
+// back to a URL that parses to the same target; a rejected one never
+// echoes a password.
+func FuzzParseURL(f *testing.F) {
+	for _, s := range []string{"s3://b@r/p", "s3://b/p/", "s3://b:pw@r/p", "s3://b@r//a//b", "s3://b@r/../x", "s3://@/", "s3:/x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		tg, err := ParseURL(in)
+		if err != nil {
+			if u, perr := url.Parse(in); perr == nil && u.User != nil {
+				if pw, ok := u.User.Password(); ok && len(pw) > 3 && strings.Contains(err.Error(), pw) {
+					t.Fatalf("the password is in %q", err)
+				}
+			}
+			return
+		}
+		if tg.Bucket == "" || strings.HasPrefix(tg.Prefix, "/") || strings.HasSuffix(tg.Prefix, "/") {
+			t.Fatalf("%q: %+v", in, tg)
+		}
+		for _, el := range strings.Split(tg.Prefix, "/") {
+			if el == "." || el == ".." || (el == "" && tg.Prefix != "") {
+				t.Fatalf("%q: prefix %q", in, tg.Prefix)
+			}
+		}
+		again, err := ParseURL(tg.String())
+		if err != nil || again != tg {
+			t.Fatalf("%q -> %q -> %+v %v", in, tg.String(), again, err)
+		}
+	})
+}
