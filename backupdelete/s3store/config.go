@@ -340,3 +340,29 @@ func portOf(u *url.URL) string {
 	}
 	return strconv.Itoa(80)
 }
+
+// String prints the Config with its credentials redacted, so that a host
+// that logs it (%v, %+v, %s) leaks nothing.
+func (c Config) String() string {
+	red := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		return "[REDACTED]"
+	}
+	return fmt.Sprintf("{URL:%s Region:%s AccessKeyID:%s SecretAccessKey:%s SessionToken:%s Endpoint:%s CACert:%d bytes VirtualHostedStyle:%s HTTPProxy:%s HTTPSProxy:%s NoProxy:%s}",
+		c.URL, c.Region, red(c.AccessKeyID), red(c.SecretAccessKey), red(c.SessionToken), c.Endpoint, len(c.CACert),
+		c.VirtualHostedStyle, redactURL(c.HTTPProxy), redactURL(c.HTTPSProxy), c.NoProxy)
+}
+
+// GoString is String, for %#v.
+func (c Config) GoString() string { return "s3store.Config" + c.String() }
+
+// redactURL hides a proxy URL's password.
+func redactURL(v string) string {
+	u, err := url.Parse(v)
+	if err != nil || u.User == nil {
+		return v
+	}
+	return u.Redacted()
+}

@@ -2,6 +2,7 @@ package s3store
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -188,4 +189,31 @@ func FuzzParseURL(f *testing.F) {
 			t.Fatalf("%q -> %q -> %+v %v", in, tg.String(), again, err)
 		}
 	})
+}
+
+// TestConfigPrintsNoCredentials: a Config logged with any verb shows no
+// credential.
+func TestConfigPrintsNoCredentials(t *testing.T) {
+	c := Config{URL: "s3://b@r/p", AccessKeyID: "AKIDVISIBLE", SecretAccessKey: "the-secret-key", SessionToken: "the-token",
+		HTTPSProxy: "http://user:proxy-password@proxy:3128"}
+	for _, verb := range []string{"%v", "%+v", "%s", "%#v"} {
+		out := fmt.Sprintf(verb, c)
+		for _, sec := range []string{"AKIDVISIBLE", "the-secret-key", "the-token", "proxy-password"} {
+			if strings.Contains(out, sec) {
+				t.Errorf("%s prints %q: %s", verb, sec, out)
+			}
+		}
+	}
+	if out := fmt.Sprint(&c); strings.Contains(out, "the-secret-key") {
+		t.Errorf("a *Config prints the secret: %s", out)
+	}
+	s, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, verb := range []string{"%v", "%+v", "%#v"} {
+		if out := fmt.Sprintf(verb, s); strings.Contains(out, "the-secret-key") || strings.Contains(out, "AKIDVISIBLE") {
+			t.Errorf("a Store printed with %s shows a credential: %s", verb, out)
+		}
+	}
 }

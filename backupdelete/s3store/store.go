@@ -319,3 +319,10 @@ func (st *stats) reset() {
 	}
 	st.retries.Store(0)
 }
+
+// String names the Store by its target; printing a Store never shows its
+// client or credentials.
+func (s *Store) String() string { return "s3store.Store(" + s.target.String() + ")" }
+
+// GoString is String, for %#v.
+func (s *Store) GoString() string { return s.String() }
