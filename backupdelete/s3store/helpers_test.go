@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caretaker-storage/caretaker/backupdelete"
 	"github.com/caretaker-storage/caretaker/internal/s3test"
 	"k8s.io/utils/clock"
 )
@@ -137,4 +136,3 @@ func (e *env) blocks(t *testing.T, volume string) map[string]bool {
 	return out
 }
 
-var _ = backupdelete.BackupRef{}
