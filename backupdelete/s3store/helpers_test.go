@@ -135,4 +135,3 @@ func (e *env) blocks(t *testing.T, volume string) map[string]bool {
 	}
 	return out
 }
-
