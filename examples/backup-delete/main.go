@@ -1,13 +1,22 @@
-// Command backup-delete points at a backupstore directory in Longhorn's
-// layout (for example an NFS mount that Longhorn backs up to), lists its
-// volumes and backups, and deletes one backup asynchronously through
-// backupdelete's Driver, printing each state transition. It is a dry run
-// unless -yes is given: the dry run shows which block files the deletion
-// would free.
+// Command backup-delete points at a backupstore in Longhorn's layout,
+// either a directory (for example an NFS mount that Longhorn backs up to)
+// or an S3 backup target, lists its volumes and backups, and deletes one
+// backup asynchronously through backupdelete's Driver, printing each state
+// transition. It is a dry run unless -yes is given: the dry run shows
+// which block files the deletion would free.
 //
 //	go run ./examples/backup-delete -dir /mnt/backupstore
 //	go run ./examples/backup-delete -dir /mnt/backupstore -volume pvc-1234 -backup backup-0123456789abcdef
 //	go run ./examples/backup-delete -dir /mnt/backupstore -volume pvc-1234 -backup backup-0123456789abcdef -yes
+//
+// An S3 target is Longhorn's backup-target URL, s3://bucket@region/path,
+// with the credentials and settings of Longhorn's backup-target secret in
+// the environment: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, and for an
+// S3-compatible store AWS_ENDPOINTS (plus AWS_CERT, VIRTUAL_HOSTED_STYLE,
+// HTTP_PROXY, HTTPS_PROXY, NO_PROXY, AWS_SESSION_TOKEN as needed):
+//
+//	AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=... AWS_ENDPOINTS=https://minio.example:9000 \
+//	  go run ./examples/backup-delete -target s3://backups@us-east-1/longhorn -volume pvc-1234 -backup backup-0123456789abcdef
 //
 // A -dir that does not hold backupstore/volumes/ is refused with an error
 // naming the path it expected, and the command exits 1. A dry run of a
@@ -37,10 +46,15 @@ import (
 )
 
 var command = cli.Command{
-	Name:  "backup-delete",
-	Usage: "backup-delete -dir MOUNT [-volume VOLUME -backup BACKUP [-yes]] [-lock-wait D]\n       backup-delete -prepare DIR",
-	About: "backup-delete points at a backupstore directory in Longhorn's layout (for example the NFS mount " +
-		"Longhorn backs up to), lists its volumes and backups, and deletes one backup asynchronously through " +
+	Name: "backup-delete",
+	Usage: "backup-delete -dir MOUNT [-volume VOLUME -backup BACKUP [-yes]] [-lock-wait D]\n" +
+		"       backup-delete -target s3://BUCKET@REGION/PATH [-volume VOLUME -backup BACKUP [-yes]] [-lock-wait D]\n" +
+		"       backup-delete -prepare DIR",
+	About: "backup-delete points at a backupstore in Longhorn's layout, a directory (for example the NFS mount " +
+		"Longhorn backs up to) or an S3 backup target (-target, with the credentials of Longhorn's backup-target " +
+		"secret in the environment: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINTS for an S3-compatible " +
+		"store, AWS_CERT, VIRTUAL_HOSTED_STYLE, HTTP_PROXY, HTTPS_PROXY, NO_PROXY), lists its volumes and backups, " +
+		"and deletes one backup asynchronously through " +
 		"backupdelete's Driver, printing each state transition. Without -yes a deletion is a dry run: it says " +
 		"which block files the deletion would free, deletes nothing and exits 3.",
 	Refusals: []error{backupdelete.ErrLocked, backupdelete.ErrInProgress},
@@ -57,7 +71,8 @@ func main() {
 // exit code.
 func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := command.FlagSet()
-	dir := fs.String("dir", "", "the backupstore mount point (the directory holding backupstore/) (required)")
+	dir := fs.String("dir", "", "the backupstore mount point (the directory holding backupstore/) (this or -target)")
+	target := fs.String("target", "", "an S3 backup target, s3://bucket@region/path, as Longhorn's backup-target setting (this or -dir)")
 	volume := fs.String("volume", "", "the volume of the backup to delete (with -backup)")
 	backup := fs.String("backup", "", "the backup to delete (with -volume); without -yes, a dry run")
 	yes := fs.Bool("yes", false, "really delete the -backup (default: dry run)")
@@ -71,14 +86,19 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return command.Exit(cli.Usagef("-prepare takes no other flag"), stderr)
 	case *prepareDir != "":
 		return command.Exit(prepare(ctx, stdout, *prepareDir), stderr)
-	case *dir == "":
-		return command.Exit(cli.Usagef("-dir is required"), stderr)
+	case *dir == "" && *target == "":
+		return command.Exit(cli.Usagef("-dir is required (or -target for an S3 backup target)"), stderr)
+	case *dir != "" && *target != "":
+		return command.Exit(cli.Usagef("-dir and -target both name the backupstore: give one"), stderr)
 	case *backup != "" && *volume == "":
 		return command.Exit(cli.Usagef("-backup %s needs -volume, the backup's volume", *backup), stderr)
 	case *volume != "" && *backup == "":
 		return command.Exit(cli.Usagef("-volume %s needs -backup, the backup to delete (to list, give -dir alone)", *volume), stderr)
 	case *yes && *backup == "":
 		return command.Exit(cli.YesWithout(true, "a deletion (-volume and -backup)"), stderr)
+	}
+	if *target != "" {
+		return command.Exit(runS3(ctx, stdout, *target, os.Getenv, *volume, *backup, *yes, *lockWait), stderr)
 	}
 	return command.Exit(run(ctx, stdout, *dir, *volume, *backup, *yes, *lockWait), stderr)
 }
@@ -92,7 +112,22 @@ func run(ctx context.Context, w io.Writer, dir, volume, backup string, yes bool,
 		return err
 	}
 	defer store.Close()
+	return runOn(ctx, w, store, volume, backup, yes)
+}
 
+// backupStore is what the tool needs of a backupstore: fsstore.Store and
+// s3store.Store both have it.
+type backupStore interface {
+	backupdelete.Backupstore
+	Volumes(ctx context.Context) ([]string, error)
+	Backups(ctx context.Context, volume string) ([]string, error)
+	BlockFiles(ctx context.Context, volume string) (int, error)
+	ReadBackup(ctx context.Context, ref backupdelete.BackupRef) (fsstore.Backup, error)
+}
+
+// runOn lists the store and, given a backup, deletes it (or says what it
+// would free).
+func runOn(ctx context.Context, w io.Writer, store backupStore, volume, backup string, yes bool) error {
 	if err := list(ctx, w, store); err != nil {
 		return err
 	}
@@ -152,7 +187,7 @@ func checkRoot(dir string) error {
 }
 
 // list prints every volume with its backups.
-func list(ctx context.Context, w io.Writer, store *fsstore.Store) error {
+func list(ctx context.Context, w io.Writer, store backupStore) error {
 	vols, err := store.Volumes(ctx)
 	if err != nil {
 		return err
@@ -184,7 +219,7 @@ func list(ctx context.Context, w io.Writer, store *fsstore.Store) error {
 }
 
 // wouldFree counts the blocks only ref references.
-func wouldFree(ctx context.Context, store *fsstore.Store, ref backupdelete.BackupRef) (int, error) {
+func wouldFree(ctx context.Context, store backupStore, ref backupdelete.BackupRef) (int, error) {
 	target, err := store.ReadBackup(ctx, ref)
 	if err != nil {
 		return 0, err
@@ -216,7 +251,7 @@ func wouldFree(ctx context.Context, store *fsstore.Store, ref backupdelete.Backu
 // would, printing each transition. Unlike a controller it gives up when
 // the deletion failed on the volume's lock (a backup or restore held it
 // past -lock-wait): that is a refusal, and a script may try again later.
-func deleteAsync(ctx context.Context, w io.Writer, store *fsstore.Store, ref backupdelete.BackupRef) error {
+func deleteAsync(ctx context.Context, w io.Writer, store backupStore, ref backupdelete.BackupRef) error {
 	wake := make(chan struct{}, 1)
 	var mu sync.Mutex
 	var lastErr error // the last deletion's outcome, from OnDone

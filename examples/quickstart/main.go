@@ -5,6 +5,12 @@
 //
 //	go run ./examples/quickstart
 //
+// With -backup-target, the backup part runs on an S3 backup target
+// instead (Longhorn's URL, s3://bucket@region/path, with the credentials
+// of Longhorn's backup-target secret in the environment: AWS_ACCESS_KEY_ID,
+// AWS_SECRET_ACCESS_KEY, AWS_ENDPOINTS for an S3-compatible store). It
+// writes a throw-away volume there and deletes its backups again.
+//
 // Each package contributes one part, in its own file; parts lists them in
 // the order they run.
 package main
@@ -30,18 +36,21 @@ var parts = []part{
 	{"Orphaned replica directories (packages orphan + diskscan)", runDiskscan},
 	{"The last copy of a faulted volume (packages salvage + orphan)", runLastCopy},
 	{"Orphaned v2 runtime objects (packages orphan + spdk)", runSPDK},
-	{"Asynchronous backup deletion (package backupdelete)", runBackup},
+	{"Asynchronous backup deletion (package backupdelete)", runBackupPart},
 	{"Offline replica rebuilding (package rebuild)", runRebuild},
 	{"Cleanup after scaling (package tokenring)", runTokenRing},
 }
 
 var command = cli.Command{
 	Name:  "quickstart",
-	Usage: "quickstart [-keep]",
+	Usage: "quickstart [-keep] [-backup-target s3://BUCKET@REGION/PATH]",
 	About: "quickstart runs caretaker's main jobs on an embedded default: a throw-away Longhorn-style disk, " +
 		"backupstore, SPDK fake and token ring, all in a temporary directory that is removed at the end. " +
 		"It prints what it found, why each item is or is not an orphan, and what it did. " +
-		"It touches nothing outside its temporary directory.",
+		"It touches nothing outside its temporary directory, unless -backup-target names an S3 backup target " +
+		"(credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINTS, as Longhorn's backup-target " +
+		"secret has them): the backup part then writes a throw-away volume there and deletes its backups again, " +
+		"leaving its volume.cfg.",
 }
 
 func main() {
@@ -56,6 +65,7 @@ func main() {
 func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := command.FlagSet()
 	keep := fs.Bool("keep", false, "keep the temporary directory instead of removing it")
+	fs.StringVar(&backupTarget, "backup-target", "", "run the backup part on this S3 backup target, s3://bucket@region/path (default: a temporary directory)")
 	if err := command.Parse(fs, args, stdout, stderr); err != nil {
 		return command.Exit(err, stderr)
 	}

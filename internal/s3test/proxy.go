@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -101,7 +102,9 @@ func NewProxy(t testing.TB, s *Server) *Proxy {
 			r.Out.URL.Host = target.Host
 			r.Out.Host = r.In.Host // signed; must reach the server unchanged
 		},
-		ErrorLog: nil,
+		// A server that is down (killed on purpose) answers 502; the
+		// log line for each would drown the test's output.
+		ErrorLog: log.New(io.Discard, "", 0),
 	}
 	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
 	p.URL = p.srv.URL
