@@ -8,7 +8,7 @@
 // # In short
 //
 // You implement a Backupstore, or open Longhorn's layout on a mount with
-// fsstore.Open. The one constructor is NewDriver(store, DriverOptions{}).
+// fsstore.Open or in an S3 bucket with s3store.New. The one constructor is NewDriver(store, DriverOptions{}).
 // The loop, per backup being deleted, in your backup controller:
 //
 //	res, err := drv.Reconcile(ctx, backupdelete.Request{Ref: ref, State: state, Message: msg})
@@ -42,7 +42,8 @@
 // The host plugs in a Backupstore (delete a backup; does it exist), and for
 // the failed-backup orphans a BackupLister (its backup records). Package
 // fsstore is a real Backupstore: a filesystem in Longhorn's backupstore
-// layout with its lock protocol, for an NFS or CIFS mount. Package
+// layout with its lock protocol, for an NFS or CIFS mount; package
+// s3store is the same in an S3 bucket (Longhorn's s3:// targets). Package
 // backupstoretest has the conformance suite every host interface runs in
 // one line (RunConformanceTests), in-memory implementations and a fault
 // injector; package mocks has gomock mocks.
@@ -65,7 +66,7 @@
 //     a give-up comes back as State Error with a message.
 //  5. For failed backups, build the adapter with NewOrphans over your
 //     BackupLister and the Backupstore (which must be a
-//     CompletedBackupDeleter: fsstore.Store is), and run orphan's loop with
+//     CompletedBackupDeleter: fsstore.Store and s3store.Store are), and run orphan's loop with
 //     it, exactly as for diskscan and spdk (below): orphan.NewMonitor on it,
 //     orphan.NewSweeper over your orphan Store and it, Cycle.ObservedAt =
 //     Observation.StartedAt. Enable auto-deletion with

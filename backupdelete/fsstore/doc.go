@@ -7,7 +7,8 @@
 // # Format (every decision, with its source)
 //
 // Checked against longhorn/backupstore (backupstore.go, config.go, deltablock.go, lock.go,
-// vfs/vfs.go):
+// vfs/vfs.go). Package s3store shares this format code, so an S3 bucket
+// holds the same bytes under the same keys:
 //
 //   - Paths: <mount>/backupstore/volumes/<c[0:2]>/<c[2:4]>/<volume>/, c
 //     the lowercase hex SHA-512 of the volume name; inside, volume.cfg,

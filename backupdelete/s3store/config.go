@@ -77,8 +77,10 @@ func (t Target) String() string {
 // newService): s3://bucket@region/path, or s3://bucket/path with the
 // region from AWS_REGION. The scheme must be s3; the bucket and the path
 // must not be empty (a path of "/" is accepted, as there, and means the
-// bucket's root); leading slashes are trimmed from the path. A URL with a
-// password (s3://bucket:secret@region/) is refused, so that a credential
+// bucket's root); leading slashes are trimmed from the path, and a
+// trailing one dropped. A path with empty, "." or ".." elements inside is
+// refused: Longhorn's filepath.Join would silently clean it into another
+// prefix. A URL with a password (s3://bucket:secret@region/) is refused, so that a credential
 // never rides in a URL that gets logged.
 func ParseURL(raw string) (Target, error) {
 	u, err := url.Parse(raw)
@@ -337,4 +339,30 @@ func portOf(u *url.URL) string {
 		return "443"
 	}
 	return strconv.Itoa(80)
+}
+
+// String prints the Config with its credentials redacted, so that a host
+// that logs it (%v, %+v, %s) leaks nothing.
+func (c Config) String() string {
+	red := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		return "[REDACTED]"
+	}
+	return fmt.Sprintf("{URL:%s Region:%s AccessKeyID:%s SecretAccessKey:%s SessionToken:%s Endpoint:%s CACert:%d bytes VirtualHostedStyle:%s HTTPProxy:%s HTTPSProxy:%s NoProxy:%s}",
+		c.URL, c.Region, red(c.AccessKeyID), red(c.SecretAccessKey), red(c.SessionToken), c.Endpoint, len(c.CACert),
+		c.VirtualHostedStyle, redactURL(c.HTTPProxy), redactURL(c.HTTPSProxy), c.NoProxy)
+}
+
+// GoString is String, for %#v.
+func (c Config) GoString() string { return "s3store.Config" + c.String() }
+
+// redactURL hides a proxy URL's password.
+func redactURL(v string) string {
+	u, err := url.Parse(v)
+	if err != nil || u.User == nil {
+		return v
+	}
+	return u.Redacted()
 }

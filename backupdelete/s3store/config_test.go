@@ -2,6 +2,7 @@ package s3store
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -153,6 +154,66 @@ func TestProxies(t *testing.T) {
 		}
 		if err != nil || got != c.want {
 			t.Errorf("%s: proxy %q %v, want %q", c.url, got, err, c.want)
+		}
+	}
+}
+
+// FuzzParseURL: no input panics; an accepted one has a bucket, a prefix
+// with no leading or trailing slash and no . or .. element, and prints
+// back to a URL that parses to the same target; a rejected one never
+// echoes a password.
+func FuzzParseURL(f *testing.F) {
+	for _, s := range []string{"s3://b@r/p", "s3://b/p/", "s3://b:pw@r/p", "s3://b@r//a//b", "s3://b@r/../x", "s3://@/", "s3:/x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		tg, err := ParseURL(in)
+		if err != nil {
+			if u, perr := url.Parse(in); perr == nil && u.User != nil {
+				if pw, ok := u.User.Password(); ok && len(pw) > 3 && strings.Contains(err.Error(), pw) {
+					t.Fatalf("the password is in %q", err)
+				}
+			}
+			return
+		}
+		if tg.Bucket == "" || strings.HasPrefix(tg.Prefix, "/") || strings.HasSuffix(tg.Prefix, "/") {
+			t.Fatalf("%q: %+v", in, tg)
+		}
+		for _, el := range strings.Split(tg.Prefix, "/") {
+			if el == "." || el == ".." || (el == "" && tg.Prefix != "") {
+				t.Fatalf("%q: prefix %q", in, tg.Prefix)
+			}
+		}
+		again, err := ParseURL(tg.String())
+		if err != nil || again != tg {
+			t.Fatalf("%q -> %q -> %+v %v", in, tg.String(), again, err)
+		}
+	})
+}
+
+// TestConfigPrintsNoCredentials: a Config logged with any verb shows no
+// credential.
+func TestConfigPrintsNoCredentials(t *testing.T) {
+	c := Config{URL: "s3://b@r/p", AccessKeyID: "AKIDVISIBLE", SecretAccessKey: "the-secret-key", SessionToken: "the-token",
+		HTTPSProxy: "http://user:proxy-password@proxy:3128"}
+	for _, verb := range []string{"%v", "%+v", "%s", "%#v"} {
+		out := fmt.Sprintf(verb, c)
+		for _, sec := range []string{"AKIDVISIBLE", "the-secret-key", "the-token", "proxy-password"} {
+			if strings.Contains(out, sec) {
+				t.Errorf("%s prints %q: %s", verb, sec, out)
+			}
+		}
+	}
+	if out := fmt.Sprint(&c); strings.Contains(out, "the-secret-key") {
+		t.Errorf("a *Config prints the secret: %s", out)
+	}
+	s, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, verb := range []string{"%v", "%+v", "%#v"} {
+		if out := fmt.Sprintf(verb, s); strings.Contains(out, "the-secret-key") || strings.Contains(out, "AKIDVISIBLE") {
+			t.Errorf("a Store printed with %s shows a credential: %s", verb, out)
 		}
 	}
 }

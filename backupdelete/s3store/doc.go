@@ -129,14 +129,18 @@
 // object's Last-Modified (Longhorn's FileTime reads it with a
 // HeadObject); we take it from the listing, cut to the second, which is
 // the same value at the HEAD header's one-second precision and one
-// request fewer per lock. Longhorn skips a lock object it cannot read;
+// request fewer per lock. Expiry compares Options.Clock with the server's
+// Last-Modified, as Longhorn compares its node's clock: a node clock
+// ahead of the server's by more than LockExpiry - LockRefresh (90 s) sees
+// live locks as expired, so keep the hosts' clocks synchronised. Longhorn skips a lock object it cannot read;
 // we skip one we cannot parse, but one we cannot read (a 503, a dropped
 // connection) fails the look: skipping a live lock because the server
 // hiccuped would let two exclusive takers proceed. A lock is refreshed
 // until Release or until the taker's context ends; Release deletes the
 // object with the taker's context freed of its cancellation
-// (context.WithoutCancel) and bounded by RequestTimeout, so that a
-// cancelled deletion does not hold backups back for LockExpiry. That
+// (context.WithoutCancel), within RequestTimeout or 5 s, whichever is
+// shorter, so that a cancelled deletion does not hold backups back for
+// LockExpiry and returns at most that long after its context ended. That
 // DeleteObject is the one request sent after a cancellation.
 //
 // Consistency. The protocol works if a taker's listing, LockSettle (2 s)

@@ -127,9 +127,9 @@ func (h *host) exists(name string) bool {
 
 func (h *host) blockCount() int { return len(h.e.blocks(h.t, "vol-a")) }
 
-// seedVolume: backup-a small, backup-b with many blocks of its own,
+// fillVolume: backup-a small, backup-b with many blocks of its own,
 // sharing one block.
-func seedVolume(h *host) {
+func fillVolume(h *host) {
 	h.create("backup-a", epoch, checksum("shared"), checksum("a1"))
 	big := []string{checksum("shared")}
 	for i := range 40 {
@@ -140,7 +140,7 @@ func seedVolume(h *host) {
 
 func TestDriverNormal(t *testing.T) {
 	h := newHost(t)
-	seedVolume(h)
+	fillVolume(h)
 	if n := h.blockCount(); n != 42 {
 		t.Fatalf("%d blocks", n)
 	}
@@ -179,7 +179,7 @@ func TestDriverNormal(t *testing.T) {
 // then the deletion completes.
 func TestDriverError(t *testing.T) {
 	h := newHost(t)
-	seedVolume(h)
+	fillVolume(h)
 	var mu sync.Mutex
 	deny := true
 	h.e.proxy.SetHook(func(op string, r *http.Request) *s3test.Fault {
@@ -231,7 +231,7 @@ func TestDriverError(t *testing.T) {
 // compatible with ours, does not hold the retry back.
 func TestDriverControllerCrash(t *testing.T) {
 	h := newHost(t)
-	seedVolume(h)
+	fillVolume(h)
 	cfg := h.e.cfg
 	cfg.Options.Clock = clocktesting.NewFakeClock(epoch) // never advances: the settle wait never ends
 	stuck, err := New(cfg)
@@ -281,7 +281,7 @@ func TestDriverControllerCrash(t *testing.T) {
 // its last collection there did not finish.
 func TestDriverServerRestartMidDeletion(t *testing.T) {
 	h := newHost(t)
-	seedVolume(h)
+	fillVolume(h)
 	var mu sync.Mutex
 	down := false
 	h.e.proxy.SetHook(func(op string, r *http.Request) *s3test.Fault {

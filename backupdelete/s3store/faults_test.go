@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
 	"github.com/caretaker-storage/caretaker/internal/s3test"
@@ -58,6 +59,10 @@ func TestDeleteObjectsBatches(t *testing.T) {
 	}
 	if n := e.proxy.Count("DeleteObjects"); n != 3 {
 		t.Fatalf("%d DeleteObjects requests, want 3 (%v)", n, e.proxy.Counts())
+	}
+	// 11 + n + ceil(k/1000) (see the package documentation).
+	if total := e.proxy.Total(); total != 11+1+3 {
+		t.Fatalf("%d requests, want 15 (%v)", total, e.proxy.Counts())
 	}
 	if got := e.blocks(t, "vol-a"); len(got) != 1 || !got[checksum("shared")] {
 		t.Fatalf("%d blocks left, want the shared one", len(got))
@@ -336,5 +341,62 @@ func TestHostileServers(t *testing.T) {
 				t.Errorf("a credential in the error %q", err)
 			}
 		}
+	}
+}
+
+// TestSlowListingTimesOut: a listing slower than RequestTimeout is cut off
+// and retried, then fails with ErrUnavailable; nothing is deleted.
+func TestSlowListingTimesOut(t *testing.T) {
+	e := newEnv(t, true, Options{RequestTimeout: 150 * time.Millisecond, MaxAttempts: 2})
+	threeBackups(t, e.store)
+	e.proxy.SetHook(func(op string, r *http.Request) *s3test.Fault {
+		if op == "ListObjectsV2" && strings.Contains(r.URL.RawQuery, "backups") {
+			return &s3test.Fault{Delay: 5 * time.Second}
+		}
+		return nil
+	})
+	start := time.Now()
+	err := e.store.DeleteBackup(ctxT(t), ref("backup-1"))
+	var re *RequestError
+	if !errors.Is(err, ErrUnavailable) || !errors.As(err, &re) || re.Attempts != 2 || !strings.Contains(err.Error(), "no answer within") {
+		t.Fatalf("%v, want a timeout after 2 attempts", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("took %v", d)
+	}
+	e.proxy.SetHook(nil)
+	// The cfg was deleted before the listing; the blocks all stay.
+	if got := e.blocks(t, "vol-a"); len(got) != 4 {
+		t.Fatalf("blocks %v", got)
+	}
+}
+
+// TestNoHangPastContext: with the server holding every request, a
+// deletion returns at its context's deadline, plus at most the bounded
+// deletion of its lock object (here RequestTimeout, 500 ms), and deletes
+// nothing.
+func TestNoHangPastContext(t *testing.T) {
+	e := newEnv(t, true, Options{RequestTimeout: 500 * time.Millisecond})
+	threeBackups(t, e.store)
+	e.proxy.SetHook(func(op string, r *http.Request) *s3test.Fault {
+		if strings.Contains(r.URL.Path, "/locks/") && op != "DeleteObject" || op == "ListObjectsV2" {
+			return nil // the lock is taken; everything after it hangs
+		}
+		return &s3test.Fault{Delay: 3 * time.Second}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := e.store.DeleteBackup(ctx, ref("backup-1"))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("%v, want the context's deadline", err)
+	}
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Fatalf("returned after %v", d)
+	}
+	e.proxy.SetHook(nil)
+	wantUntouched(t, e)
+	if s := e.store.Stats().String(); strings.Contains(s, e.srv.SecretKey) || strings.Contains(s, e.srv.AccessKey) {
+		t.Fatalf("a credential in Stats: %s", s)
 	}
 }

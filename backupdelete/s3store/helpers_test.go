@@ -7,19 +7,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caretaker-storage/caretaker/backupdelete"
 	"github.com/caretaker-storage/caretaker/internal/s3test"
 	"k8s.io/utils/clock"
 )
 
 func TestMain(m *testing.M) { s3test.Main(m) }
 
-// fastClock is the real clock with every wait divided by 1000: the lock
-// protocol's 2 s settle takes 2 ms, so tests that are not about the lock's
-// timing run quickly against a real server, whose object times are real.
+// fastClock is the real clock with every wait shorter than LockRefresh
+// divided by 1000: the lock protocol's 2 s settle takes 2 ms, so tests
+// that are not about the lock's timing run quickly against a real server,
+// whose object times are real. The refresh keeps its real 60 s, so that
+// request counts are those of a real deletion.
 type fastClock struct{ clock.RealClock }
 
-func (fastClock) NewTimer(d time.Duration) clock.Timer { return clock.RealClock{}.NewTimer(d / 1000) }
+func (fastClock) NewTimer(d time.Duration) clock.Timer {
+	if d >= LockRefresh {
+		return clock.RealClock{}.NewTimer(d)
+	}
+	return clock.RealClock{}.NewTimer(d / 1000)
+}
 func (fastClock) After(d time.Duration) <-chan time.Time {
 	return clock.RealClock{}.After(d / 1000)
 }
@@ -129,5 +135,3 @@ func (e *env) blocks(t *testing.T, volume string) map[string]bool {
 	}
 	return out
 }
-
-var _ = backupdelete.BackupRef{}

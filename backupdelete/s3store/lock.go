@@ -66,17 +66,28 @@ func (l *Lock) Name() string { return l.file.Name }
 // Release stops the refresh and deletes the lock object. It is
 // idempotent. The delete is sent with the context the lock was taken
 // with, minus its cancellation (context.WithoutCancel), bounded by
-// RequestTimeout: a deletion cancelled mid-way still removes its lock
-// object, so that backups are not held back until it expires.
+// releaseTimeout: a deletion cancelled mid-way still removes its lock
+// object, so that backups are not held back until it expires, and
+// returns at most releaseTimeout after its context ended.
 func (l *Lock) Release() error {
 	l.once.Do(func() {
 		close(l.stop)
 		<-l.done
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), l.s.opts.RequestTimeout)
-		defer cancel()
-		l.err = l.s.del(ctx, l.s.lockRel(l.volume, l.file.Name))
+		l.err = l.s.deleteLockObject(l.ctx, l.volume, l.file.Name)
 	})
 	return l.err
+}
+
+// maxReleaseTimeout bounds the deletion of a lock object after its
+// taker's context ended (with RequestTimeout, whichever is shorter).
+const maxReleaseTimeout = 5 * time.Second
+
+// deleteLockObject deletes our lock object even when ctx has ended, within
+// min(RequestTimeout, maxReleaseTimeout), retries included.
+func (s *Store) deleteLockObject(ctx context.Context, volume, name string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(s.opts.RequestTimeout, maxReleaseTimeout))
+	defer cancel()
+	return s.del(ctx, s.lockRel(volume, name))
 }
 
 func (s *Store) lockRel(volume, name string) string {
@@ -116,9 +127,7 @@ func (s *Store) acquire(ctx context.Context, volume string, t LockType) (*Lock, 
 	start := s.clock.Now()
 	written := start
 	fail := func(err error) (*Lock, error) {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.RequestTimeout)
-		defer cancel()
-		_ = s.del(dctx, s.lockRel(volume, name))
+		_ = s.deleteLockObject(ctx, volume, name)
 		return nil, err
 	}
 	if err := s.wait(ctx, LockSettle); err != nil {

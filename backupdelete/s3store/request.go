@@ -2,6 +2,8 @@ package s3store
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -142,6 +144,9 @@ func (s *Store) classify(op, key string, err error, timedOut bool) *RequestError
 	var deser *smithy.DeserializationError
 	var netErr net.Error
 	var dnsErr *net.DNSError
+	var certErr *tls.CertificateVerificationError
+	var unknownCA x509.UnknownAuthorityError
+	var hostErr x509.HostnameError
 	switch {
 	case errors.As(err, &tooLarge):
 		re.Class, re.msg = ErrTooLarge, tooLarge.Error()
@@ -167,6 +172,8 @@ func (s *Store) classify(op, key string, err error, timedOut bool) *RequestError
 		if re.msg == "" {
 			re.msg = "the server's answer could not be read as S3's"
 		}
+	case errors.As(err, &certErr) || errors.As(err, &unknownCA) || errors.As(err, &hostErr):
+		re.Class, re.msg = ErrUnreachable, "the server's TLS certificate is not trusted (a private CA goes in Config.CACert, Longhorn's AWS_CERT)"
 	case timedOut:
 		re.Class, re.msg = ErrUnavailable, fmt.Sprintf("no answer within %v", s.opts.RequestTimeout)
 	case errors.As(err, &dnsErr):

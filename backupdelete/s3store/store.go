@@ -235,7 +235,7 @@ func (s *Store) Target() Target { return s.target }
 
 // Stats counts a Store's requests. Each attempt of a request counts
 // once, under its S3 operation name (ListObjectsV2, GetObject,
-// PutObject, DeleteObject, DeleteObjects, HeadBucket). It never holds a
+// PutObject, DeleteObject, DeleteObjects). It never holds a
 // credential.
 type Stats struct {
 	// Requests is the number of requests sent, by operation.
@@ -319,3 +319,10 @@ func (st *stats) reset() {
 	}
 	st.retries.Store(0)
 }
+
+// String names the Store by its target; printing a Store never shows its
+// client or credentials.
+func (s *Store) String() string { return "s3store.Store(" + s.target.String() + ")" }
+
+// GoString is String, for %#v.
+func (s *Store) GoString() string { return s.String() }

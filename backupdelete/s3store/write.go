@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
+	"github.com/caretaker-storage/caretaker/backupdelete/fsstore"
 	"github.com/caretaker-storage/caretaker/backupdelete/internal/lhformat"
 )
 
@@ -180,3 +181,5 @@ var (
 	_ backupdelete.Backupstore            = (*Store)(nil)
 	_ backupdelete.CompletedBackupDeleter = (*Store)(nil)
 )
+
+var _ fsstore.LonghornStore = (*Store)(nil)
