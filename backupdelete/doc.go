@@ -190,7 +190,9 @@
 // means none) as an Event: the presence check (OpCheck: ok or failed),
 // each Reconcile with the step it took (OpReconcile: started, finished,
 // error, backoff, waiting, or failed when it returned no result), and
-// each delete command (OpDelete: ok or failed), with the backup, its next
+// each delete command (OpDelete: ok or failed), and each collection of a
+// volume before an unseen deletion is finalized (OpCollect: ok or failed;
+// see Collector), with the backup, its next
 // state, the step's Why, the attempt and the duration by
 // DriverOptions.Clock. Op, Outcome, State and Why are fit for a metric's
 // labels. The hooks run after the act, outside the Driver's lock, and

@@ -95,6 +95,10 @@ type Driver struct {
 	queue   []queued // commands waiting for a slot, FIFO
 	active  int      // worker goroutines
 	gen     uint64
+	// collected are the volumes (by target and name) this Driver collected
+	// for a backup it had no record of: one collection per volume covers
+	// every deletion interrupted before the Driver started.
+	collected map[BackupRef]bool
 }
 
 // entry is what the Driver keeps per backup.
@@ -124,7 +128,7 @@ func NewDriver(store Backupstore, opts DriverOptions) *Driver {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Driver{store: store, opts: opts, clock: clocks.Or(opts.Clock), log: log, hooks: noHooks(opts.Hooks), ctx: ctx, cancel: cancel, entries: map[BackupRef]*entry{}}
+	return &Driver{store: store, opts: opts, clock: clocks.Or(opts.Clock), log: log, hooks: noHooks(opts.Hooks), ctx: ctx, cancel: cancel, entries: map[BackupRef]*entry{}, collected: map[BackupRef]bool{}}
 }
 
 // Reconcile runs one step for a backup whose deletion was requested and
@@ -136,6 +140,9 @@ func NewDriver(store Backupstore, opts DriverOptions) *Driver {
 //
 // If the presence check fails, Reconcile returns a valid result (stay
 // Deleting, requeue) together with the check's error, for the host to log.
+// Before it finalizes a backup whose deletion it did not see succeed, it
+// collects the volume through the store's Collector, if the store has one
+// (see Collector); a failed collection is returned the same way.
 // An invalid ref is ErrInvalidRef and a closed Driver ErrClosed, with a
 // zero result.
 func (d *Driver) Reconcile(ctx context.Context, req Request) (StepResult, error) {
@@ -163,6 +170,14 @@ func (d *Driver) Reconcile(ctx context.Context, req Request) (StepResult, error)
 	if checkErr != nil {
 		d.log.LogAttrs(ctx, slog.LevelWarn, "backupdelete: presence check failed", append(refAttrs(req.Ref), slog.Any("err", checkErr))...)
 	}
+	if presence == PresenceAbsent {
+		if err := d.collect(ctx, req.Ref); err != nil {
+			// Not finalized: the backup stays Deleting and is reconciled
+			// again, so its record outlives its deletion's leftovers.
+			presence, checkErr = PresenceUnknown, err
+			d.log.LogAttrs(ctx, slog.LevelWarn, "backupdelete: collection failed", append(refAttrs(req.Ref), slog.Any("err", err))...)
+		}
+	}
 	res, attempt, err := d.step(req, presence)
 	if err != nil {
 		d.hooks.Observe(Event{Op: OpReconcile, Outcome: EventFailed, Ref: req.Ref, Duration: d.clock.Since(started), Err: err})
@@ -172,6 +187,42 @@ func (d *Driver) Reconcile(ctx context.Context, req Request) (StepResult, error)
 	d.hooks.Observe(Event{Op: OpReconcile, Outcome: stepOutcome(req, res), Ref: req.Ref, State: res.State, Why: res.Why,
 		Attempt: attempt, Duration: d.clock.Since(started)})
 	return res, checkErr
+}
+
+// collect runs the store's Collector, if it has one, for a backup found
+// gone whose deletion this Driver did not see succeed: no record (once per
+// volume) or a failed command. A command still running is left to finish:
+// Step waits for it.
+func (d *Driver) collect(ctx context.Context, ref BackupRef) error {
+	col, ok := d.store.(Collector)
+	if !ok {
+		return nil
+	}
+	vol := BackupRef{Target: ref.Target, Volume: ref.Volume}
+	d.mu.Lock()
+	var state RecordState
+	if e := d.entries[ref]; e != nil && e.record != nil {
+		state = e.record.State
+	}
+	need := state == RecordFailed || (state == 0 && !d.collected[vol])
+	d.mu.Unlock()
+	if !need {
+		return nil
+	}
+	started := d.clock.Now()
+	err := col.CollectVolume(ctx, ref)
+	ev := Event{Op: OpCollect, Outcome: EventOK, Ref: ref, Duration: d.clock.Since(started)}
+	if err != nil {
+		err = fmt.Errorf("backupdelete: collect the blocks %s's interrupted deletion left in volume %s: %w", ref, ref.Volume, err)
+		ev.Outcome, ev.Err = EventFailed, err
+	} else {
+		d.mu.Lock()
+		d.collected[vol] = true
+		d.mu.Unlock()
+		d.log.LogAttrs(ctx, slog.LevelInfo, "backupdelete: collected an interrupted deletion's blocks", refAttrs(ref)...)
+	}
+	d.hooks.Observe(ev)
+	return err
 }
 
 // step runs Step under d.mu and applies its result to the Driver's

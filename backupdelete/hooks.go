@@ -45,13 +45,16 @@ const (
 	// OpDelete is one delete command (Backupstore.DeleteBackup) in a
 	// worker goroutine.
 	OpDelete Op = "delete"
+	// OpCollect is Collector.CollectVolume, made by Reconcile before it
+	// finalizes a backup whose deletion it did not see succeed.
+	OpCollect Op = "collect"
 )
 
 // EventOutcome says how an act ended. Its values are few and fixed, so
 // that it can be a metric's label.
 type EventOutcome string
 
-// The outcomes. OpCheck and OpDelete end EventOK or EventFailed;
+// The outcomes. OpCheck, OpDelete and OpCollect end EventOK or EventFailed;
 // OpReconcile ends in the step it took, or EventFailed when Reconcile
 // returned no result (an invalid ref, a closed Driver).
 const (

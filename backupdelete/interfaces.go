@@ -33,6 +33,30 @@ type Backupstore interface {
 	BackupExists(ctx context.Context, ref BackupRef) (bool, error)
 }
 
+// Collector is an optional ability of a Backupstore, found by type
+// assertion: collecting the blocks of a volume that no backup references
+// any more, deleting no backup. A Backupstore implements it when its
+// DeleteBackup can be cut short after the backup is gone and before the
+// blocks only that backup referenced are: s3store.Store's deletion does
+// not list every block object (that listing is most of what Longhorn's
+// deletion costs on S3), so a process that dies between the two leaves
+// those blocks behind, and the backup, being gone, is never deleted again.
+//
+// The Driver calls it when it is about to finalize a backup whose
+// deletion it did not see succeed: it has no record of a command (the
+// host restarted: once per volume and Driver) or its command failed. If
+// the collection fails, the backup stays Deleting and is reconciled again,
+// so its record outlives the leftovers of its deletion. Never called while
+// a command for the backup runs. It must delete only blocks that no backup
+// of the volume references, in-progress ones included, decided under the
+// backupstore's deletion lock.
+type Collector interface {
+	// CollectVolume collects ref.Volume's unreferenced blocks in
+	// ref.Target's backupstore. ref.Name is the backup whose interrupted
+	// deletion asks for it, for errors and logs.
+	CollectVolume(ctx context.Context, ref BackupRef) error
+}
+
 // CompletedBackupDeleter is an optional ability of a Backupstore, found by
 // type assertion: deleting a backup only if nothing is writing it any
 // more (its creation finished, or died mid-upload), decided where the

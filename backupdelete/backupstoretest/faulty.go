@@ -109,3 +109,13 @@ func (f *Faulty) BackupExists(ctx context.Context, ref backupdelete.BackupRef) (
 }
 
 var _ backupdelete.Backupstore = (*Faulty)(nil)
+
+// CollectVolume passes the Driver's collection through to the wrapped
+// store when it is a backupdelete.Collector, and does nothing otherwise,
+// so that wrapping a store in a Faulty does not hide its recovery.
+func (f *Faulty) CollectVolume(ctx context.Context, ref backupdelete.BackupRef) error {
+	if c, ok := f.Store.(backupdelete.Collector); ok {
+		return c.CollectVolume(ctx, ref)
+	}
+	return nil
+}

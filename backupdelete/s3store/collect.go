@@ -94,6 +94,16 @@ func (s *Store) CollectBlocks(ctx context.Context, volume string) (Collection, e
 	return c, nil
 }
 
+// CollectVolume is CollectBlocks for ref's volume: the
+// backupdelete.Collector the Driver calls before it finalizes a backup
+// whose deletion it did not see succeed, so that a deletion cut short
+// between the backup's cfg and its blocks is finished by the Driver's
+// recovery.
+func (s *Store) CollectVolume(ctx context.Context, ref backupdelete.BackupRef) error {
+	_, err := s.CollectBlocks(ctx, ref.Volume)
+	return err
+}
+
 func (s *Store) deleteBackup(ctx context.Context, ref backupdelete.BackupRef, requireComplete bool) (Collection, error) {
 	if err := ref.Validate(); err != nil {
 		return Collection{}, err

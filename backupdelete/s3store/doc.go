@@ -111,15 +111,17 @@
 //
 // One window is wider than on a filesystem. When the process dies (or
 // the server goes away) after the cfg's DeleteObject and before the
-// blocks', the backup is gone, so the Driver finalizes it (Longhorn's
-// rule: a backup no longer in the backupstore is deleted) and does not
-// call DeleteBackup again; the blocks only it referenced stay. The same
-// Store's next deletion in the volume lists them (it remembers the
-// unfinished collection); a new process's does not, since it does not
-// list on its first deletion. Run CollectBlocks on the volumes of
-// backups whose deletion was interrupted (or on a schedule) to collect
-// them; Longhorn's own next deletion in the volume also collects them, as
-// it lists every block.
+// blocks', the backup is gone and the blocks only it referenced stay.
+// The Driver finishes such a deletion: Store implements
+// backupdelete.Collector, so before the Driver finalizes a backup whose
+// deletion it did not see succeed (no record after a restart, once per
+// volume; or a failed command) it calls CollectVolume, which lists every
+// block object of the volume and collects the unreferenced ones, and it
+// keeps the backup Deleting until that succeeds. The same Store's next
+// deletion in the volume also lists them (it remembers the unfinished
+// collection), and so does Longhorn's own next deletion, which lists
+// every block. A host that deletes without the Driver runs CollectBlocks
+// on the volumes of interrupted deletions, or on a schedule.
 //
 // # Locks
 //

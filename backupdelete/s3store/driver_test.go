@@ -275,10 +275,10 @@ func TestDriverControllerCrash(t *testing.T) {
 // TestDriverServerRestartMidDeletion: the server goes away in the middle
 // of a deletion, right after backup-b's cfg is deleted and before its
 // blocks are. The command fails; once the server is back the Driver finds
-// the backup gone and finalizes (Longhorn's rule). Nothing referenced is
-// lost, and the blocks only backup-b referenced are collected by this
-// Store's next deletion in the volume, which lists every block because
-// its last collection there did not finish.
+// the backup gone and, since it did not see the deletion succeed, first
+// collects the volume (Collector), then finalizes. Nothing referenced is
+// lost, and the blocks only backup-b referenced are gone before its
+// record is.
 func TestDriverServerRestartMidDeletion(t *testing.T) {
 	h := newHost(t)
 	fillVolume(h)
@@ -305,16 +305,44 @@ func TestDriverServerRestartMidDeletion(t *testing.T) {
 		t.Fatalf("%d blocks after the failed deletion, want all 42", n)
 	}
 	if res := h.reconcileDelete("backup-b"); !res.Finalize {
-		t.Fatalf("%+v: the cfg is gone, want the deletion finalized", res)
+		t.Fatalf("%+v: the cfg is gone, want the deletion finished and finalized", res)
 	}
-	h.create("backup-c", epoch.Add(2*time.Hour), checksum("shared"), checksum("c1"))
-	c, err := h.e.store.DeleteBackupReport(ctxT(t), h.ref("backup-a"))
+	if h.exists("backup-b") || !h.exists("backup-a") || h.blockCount() != 2 {
+		t.Fatalf("%d blocks left, want backup-a's shared and a1", h.blockCount())
+	}
+}
+
+// TestDriverRestartCollects: the process dies between backup-b's cfg and
+// its blocks; a new process (new Store, new Driver, no record) finds the
+// backup Deleting and gone, collects the volume's unreferenced blocks,
+// then finalizes. Without the collection the 40 blocks only backup-b
+// referenced would stay until some later deletion in the volume.
+func TestDriverRestartCollects(t *testing.T) {
+	h := newHost(t)
+	fillVolume(h)
+	h.e.proxy.SetHook(func(op string, r *http.Request) *s3test.Fault {
+		if op == "DeleteObjects" {
+			return &s3test.Fault{Drop: true} // the process dies here
+		}
+		return nil
+	})
+	if _, err := h.e.store.DeleteBackupReport(ctxT(t), h.ref("backup-b")); err == nil {
+		t.Fatal("the deletion succeeded although its block deletes were dropped")
+	}
+	h.e.proxy.SetHook(nil)
+	if h.exists("backup-b") || h.blockCount() != 42 {
+		t.Fatalf("backup-b exists %v, %d blocks: want the cfg gone and every block left", h.exists("backup-b"), h.blockCount())
+	}
+	fresh, err := New(h.e.cfg)
 	must(t, err)
-	if !c.Full || c.Removed != 41 {
-		t.Fatalf("%+v, want a full collection of a1 and backup-b's 40 blocks", c)
+	drv := backupdelete.NewDriver(fresh, backupdelete.DriverOptions{Clock: h.clk})
+	t.Cleanup(drv.Close)
+	res, err := drv.Reconcile(ctxT(t), backupdelete.Request{Ref: h.ref("backup-b"), State: backupdelete.StateDeleting})
+	if err != nil || !res.Finalize {
+		t.Fatalf("%+v, %v: want collected and finalized", res, err)
 	}
-	if h.exists("backup-a") || !h.exists("backup-c") || h.blockCount() != 2 {
-		t.Fatalf("%d blocks left, want shared and c1", h.blockCount())
+	if !h.exists("backup-a") || h.blockCount() != 2 {
+		t.Fatalf("%d blocks left, want backup-a's 2", h.blockCount())
 	}
 }
 
