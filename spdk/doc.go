@@ -111,8 +111,11 @@
 //
 //   - its Longhorn name says whose it is: a subsystem's NQN is
 //     LonghornNQN of a Longhorn engine, replica or replica-lvol name
-//     (never the "volume-<volume>" frontend NQN, which names no record
-//     and can look like a replica's name); a controller is named after a
+//     (never one starting with "volume-": the engine frontend's stable
+//     NQN "volume-<volume>", longhorn-spdk-engine
+//     pkg/spdk/enginefrontend.go getStableVolumeNQN, names no record and
+//     can look like a replica's name, so even a replica of a volume
+//     named "volume-..." keeps its leftovers); a controller is named after a
 //     replica (or one of its lvols) and every path's subnqn is that
 //     name's LonghornNQN;
 //   - the node runs no engine or replica of that name, and no RAID bdev

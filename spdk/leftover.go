@@ -63,8 +63,10 @@ func (l leftover) object() string {
 //     a Longhorn engine name ("<volume>-e-<n>"), replica name
 //     ("<volume>-r-<8>") or replica lvol name ("<replica>-snap-<s>",
 //     "-rebuilding"...), not starting with "volume-" (an engine
-//     frontend's volume-stable NQN, LonghornNQN("volume-<volume>"), names
-//     no engine record, and can have a replica name's shape);
+//     frontend's volume-stable NQN, LonghornNQN("volume-<volume>") in
+//     longhorn-spdk-engine pkg/spdk/enginefrontend.go,
+//     getStableVolumeNQN, names no engine record, and can have a replica
+//     name's shape: such names are always kept);
 //   - a controller is named like a Longhorn replica or replica lvol, every
 //     path's subnqn is LonghornNQN(<its name>), and no RAID bdev is built
 //     on its bdevs;
