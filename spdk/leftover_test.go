@@ -27,6 +27,7 @@ const (
 	keptRecorded = "kept-r-44444444"  // record exists (on another node): its leftovers are kept
 	claimsLive   = "claim-r-55555555" // no record, but its subsystem exposes keptLive's lvol
 	foreignNQN   = "nqn.2016-06.io.spdk:cnode1"
+	foreignCtrl  = "odd-r-66666666" // no record, but its subnqn is foreignNQN
 )
 
 type leftoverScene struct {
@@ -60,6 +61,11 @@ func newLeftoverScene(t *testing.T) *leftoverScene {
 	sub(spdk.LonghornNQN("volume-left"), "")
 	must(srv.AttachController(leftRemote, remoteTrid(leftRemote)))(t)
 	must(srv.AttachController(keptRecorded, remoteTrid(keptRecorded)))(t)
+	// Named like a gone replica, but connected to another subsystem than
+	// that replica's: not attached the way Longhorn attaches.
+	odd := remoteTrid(foreignCtrl)
+	odd.Subnqn = foreignNQN
+	must(srv.AttachController(foreignCtrl, odd))(t)
 	running := instance.View{Exists: true, DesiredState: instance.StateRunning, CurrentState: instance.StateRunning, OwnerNodeID: nodeID, InstanceManager: imName}
 	x.records.Put(orphan.KindReplicaInstance, keptLive, running)
 	x.records.Put(orphan.KindReplicaInstance, keptRecorded, instance.View{Exists: true, DesiredState: instance.StateRunning, CurrentState: instance.StateRunning, OwnerNodeID: "node-2", InstanceManager: "im-2"})
@@ -125,8 +131,8 @@ func TestPurgeLeftoverExposuresRemovesOnlyProvenLeftovers(t *testing.T) {
 	if got, want := x.nqns(), without(allNQNs(), spdk.LonghornNQN(leftReplica), spdk.LonghornNQN(leftEngine)); !slices.Equal(got, want) {
 		t.Errorf("subsystems left %v, want %v", got, want)
 	}
-	if got := x.srv.ControllerNames(); !slices.Equal(got, []string{keptRecorded}) {
-		t.Errorf("controllers left %v, want only %s", got, keptRecorded)
+	if got := sorted(x.srv.ControllerNames()); !slices.Equal(got, []string{keptRecorded, foreignCtrl}) {
+		t.Errorf("controllers left %v, want only %s and %s", got, keptRecorded, foreignCtrl)
 	}
 	wantRemoved := []string{"controller " + leftRemote, "subsystem " + spdk.LonghornNQN(leftEngine), "subsystem " + spdk.LonghornNQN(leftReplica)}
 	if got := objects(rep.Removed); !slices.Equal(got, wantRemoved) {
@@ -189,7 +195,7 @@ func TestPurgeLeftoverExposuresKeepsWhatHasARecord(t *testing.T) {
 	if got := x.nqns(); !slices.Equal(got, allNQNs()) {
 		t.Errorf("subsystems %v, want all of %v", got, allNQNs())
 	}
-	if got := sorted(x.srv.ControllerNames()); !slices.Equal(got, []string{keptRecorded, leftRemote}) {
+	if got := sorted(x.srv.ControllerNames()); !slices.Equal(got, []string{keptRecorded, leftRemote, foreignCtrl}) {
 		t.Errorf("controllers %v, want both", got)
 	}
 }
@@ -212,7 +218,7 @@ func TestPurgeLeftoverExposuresKeepsWhatGainsARecord(t *testing.T) {
 	if got, want := x.nqns(), without(allNQNs(), spdk.LonghornNQN(leftEngine)); !slices.Equal(got, want) {
 		t.Errorf("subsystems %v, want %v", got, want)
 	}
-	if got := sorted(x.srv.ControllerNames()); !slices.Equal(got, []string{keptRecorded, leftRemote}) {
+	if got := sorted(x.srv.ControllerNames()); !slices.Equal(got, []string{keptRecorded, leftRemote, foreignCtrl}) {
 		t.Errorf("controllers %v, want both", got)
 	}
 	if got, want := objects(rep.Removed), []string{"subsystem " + spdk.LonghornNQN(leftEngine)}; !slices.Equal(got, want) {
@@ -234,7 +240,7 @@ func TestPurgeLeftoverExposuresEmptyView(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Removed) != 0 || !slices.Equal(x.nqns(), allNQNs()) || len(x.srv.ControllerNames()) != 2 {
+	if len(rep.Removed) != 0 || !slices.Equal(x.nqns(), allNQNs()) || len(x.srv.ControllerNames()) != 3 {
 		t.Fatalf("an empty view removed %v; subsystems %v controllers %v", objects(rep.Removed), x.nqns(), x.srv.ControllerNames())
 	}
 	found := false
@@ -311,3 +317,29 @@ func TestPurgeLeftoverExposuresHonoursContext(t *testing.T) {
 }
 
 func sorted(s []string) []string { slices.Sort(s); return s }
+
+// TestPurgeLeftoverExposuresKeepsAControllerARaidNowUses: an engine that
+// builds its RAID bdev on the controller between the judgement and the
+// detach makes the controller that engine's: it stays.
+func TestPurgeLeftoverExposuresKeepsAControllerARaidNowUses(t *testing.T) {
+	x := newLeftoverScene(t)
+	x.srv.Inject(spdktest.Fault{Method: "bdev_nvme_get_controllers", Params: json.RawMessage(`{"name":"` + leftRemote + `"}`),
+		Then: func() { _, _ = x.srv.AddRaid("new-e-0", spdk.NvmeBdevName(leftRemote, 1)) }})
+	rep, err := x.run(t, x.records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sorted(x.srv.ControllerNames()); !slices.Contains(got, leftRemote) {
+		t.Fatalf("controllers %v: %s was detached from under a RAID bdev", got, leftRemote)
+	}
+	if got := x.srv.RaidNames(); !slices.Equal(got, []string{"new-e-0"}) {
+		t.Errorf("RAID bdevs %v", got)
+	}
+	found := false
+	for _, k := range rep.Kept {
+		found = found || k.Object == "controller "+leftRemote && strings.Contains(k.Reason, "RAID bdev new-e-0")
+	}
+	if !found {
+		t.Errorf("kept %+v: want %s kept for the RAID bdev", rep.Kept, leftRemote)
+	}
+}
