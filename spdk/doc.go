@@ -98,8 +98,51 @@
 // longer runs on this node (an empty subsystem named after a deleted
 // replica, a controller left after its RAID bdev) are judged by their
 // Longhorn name against the records and reported in Snapshot.Skipped,
-// as is everything caretaker cannot attribute; caretaker does not remove
-// them on its own.
+// as is everything caretaker cannot attribute.
+//
+// # Leftover exposures and controllers
+//
+// No purge removes those: they have no engine or replica left on the
+// node (an interrupted purge, an instance-manager restart:
+// longhorn/longhorn#13114). A host calls Orphans.PurgeLeftoverExposures
+// after its cycle's purges, on a node it knows is up and not evicted; it
+// removes a subsystem or detaches a controller only when, re-checked
+// right before every call that removes something:
+//
+//   - its Longhorn name says whose it is: a subsystem's NQN is
+//     LonghornNQN of a Longhorn engine, replica or replica-lvol name
+//     (never one starting with "volume-": the engine frontend's stable
+//     NQN "volume-<volume>", longhorn-spdk-engine
+//     pkg/spdk/enginefrontend.go getStableVolumeNQN, names no record and
+//     can look like a replica's name, so even a replica of a volume
+//     named "volume-..." keeps its leftovers); a controller is named after a
+//     replica (or one of its lvols) and every path's subnqn is that
+//     name's LonghornNQN;
+//   - the node runs no engine or replica of that name, and no RAID bdev
+//     is built on the controller;
+//   - the records (the same lookup, asked again) hold no record of it;
+//   - a subsystem has no namespace, or each namespace's bdev is gone: a
+//     namespace over any existing bdev (a live lvol, a RAID bdev,
+//     anything) keeps the subsystem.
+//
+// Subsystems go first (namespaces, then the subsystem, as a purge does),
+// controllers after, path by path by their full transport ID (SPDK
+// compares it when it detaches). These objects are not Longhorn orphan
+// kinds: caretaker creates no orphan record for them (Longhorn's Orphan
+// resources have no such type), so this call is outside the orphan
+// package's loop, and it returns a LeftoverReport of what it removed and
+// what it kept, with the reasons.
+//
+// The guard: the lookup must be a RecordCounter, or the call refuses
+// with ErrNoRecordCount and removes nothing; and when the view holds no
+// record of the owner's kind (engine or replica) at all, every leftover
+// of that kind is kept, as Scan reports NoneExpected for the orphan
+// guard. What that still allows: on any cluster that has at least one
+// v2 replica (or engine) record anywhere, every leftover whose record is
+// gone. What it keeps: the leftovers of the last v2 volume a cluster
+// deleted, until a v2 volume exists again or someone removes them by
+// hand; there is no cap on the number removed once the view holds
+// records, because each removal is proven by name, record and SPDK.
 //
 // # Deviation from Longhorn's proposal and from its code
 //
@@ -188,6 +231,9 @@
 //  5. Treat ErrUUIDMismatch, ErrReplicaRecordExists and other
 //     orphan.ErrPreconditionFailed refusals as "the record is stale": the
 //     next cycle forgets or re-creates it.
+//  6. Optionally, after the purges of a cycle, call
+//     Orphans.PurgeLeftoverExposures and log its report (Kept says why
+//     each object stayed).
 //
 // One complete loop:
 //
@@ -261,7 +307,11 @@
 // replica's tree holds an lvol that is not the replica's or is used by a
 // RAID bdev; ErrExposureChanged (also wrapping it) when a subsystem or
 // controller the purge removes changed since it was read, or a bdev it
-// deletes is exposed by a subsystem it cannot attribute. Any other error (RPC, connection, ErrUnexpectedResult, a
+// deletes is exposed by a subsystem it cannot attribute.
+// Orphans.PurgeLeftoverExposures fails with ErrNoRecordCount (wrapping
+// orphan.ErrPreconditionFailed) when the lookup cannot count records,
+// keeps and reports an object whose re-check fails, and stops on an RPC
+// error or an unreadable reply. Any other error (RPC, connection, ErrUnexpectedResult, a
 // failed record lookup) leaves the purge to be retried, and nothing is
 // deleted after an unreadable reply.
 //

@@ -22,9 +22,10 @@ type ExposureFinding struct {
 	Verdict orphan.Verdict
 	// WithOwner says a purge of the owner's record removes it first (a
 	// subsystem of an engine or replica this node runs, a controller an
-	// engine's RAID bdev is built on). Other findings are only reported:
-	// caretaker removes an exposure or a controller only with its
-	// engine or replica.
+	// engine's RAID bdev is built on). The others are not removed by any
+	// purge of an engine or replica: Orphans.PurgeLeftoverExposures
+	// removes those whose record is gone and that it can prove are
+	// Longhorn's, and reports the rest.
 	WithOwner bool
 }
 
@@ -81,7 +82,7 @@ func (o *Orphans) judgeOwner(ctx context.Context, owner Owner, note string, rt R
 	case view.Exists:
 		f.Verdict = orphan.Verdict{Outcome: orphan.OutcomeOwned, Reason: fmt.Sprintf("%s record %s exists", noun, owner.Name)}
 	default:
-		f.Verdict = orphan.Verdict{Outcome: orphan.OutcomeOrphan, Reason: fmt.Sprintf("no %s record %s exists, and its Longhorn name says it is that %s's; no engine or replica here holds it, so it is reported, not removed", noun, owner.Name, noun)}
+		f.Verdict = orphan.Verdict{Outcome: orphan.OutcomeOrphan, Reason: fmt.Sprintf("no %s record %s exists, and its Longhorn name says it is that %s's; no engine or replica here holds it, so no purge removes it (PurgeLeftoverExposures does, if SPDK agrees)", noun, owner.Name, noun)}
 	}
 	return f
 }

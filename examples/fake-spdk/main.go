@@ -29,7 +29,13 @@
 //     remote replica on node-2 (vol-gone-r-66666666, bdev
 //     vol-gone-r-66666666n1). The live engine is exposed too, and a
 //     controller to a live remote replica (vol-live-r-77777777) is
-//     attached with no RAID bdev on it yet.
+//     attached with no RAID bdev on it yet. An interrupted purge of an
+//     older volume left an empty subsystem of its local replica
+//     (nqn.2023-01.io.longhorn.spdk:vol-old-r-88888888, whose lvols are
+//     gone) and a controller to its remote replica on node-3
+//     (vol-old-r-99999999) that no RAID bdev uses any more: no engine or
+//     replica here holds them, and spdk.Orphans.PurgeLeftoverExposures
+//     removes them once their records are gone too.
 //   - empty: one lvstore, disk-1, and nothing in it.
 //
 // A seed file has the same form as the scenarios (scenarios/*.json):

@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	"github.com/caretaker-storage/caretaker/examples/internal/cli/clitest"
+	"github.com/caretaker-storage/caretaker/instance"
+	"github.com/caretaker-storage/caretaker/instance/instancetest"
+	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
 )
 
@@ -25,7 +28,7 @@ func serve(t *testing.T, args ...string) (string, *clitest.Buffer, func() int) {
 func TestRejoinScenario(t *testing.T) {
 	sock := filepath.Join(shortDir(t), "s.sock")
 	got, out, stop := serve(t, "-socket", sock)
-	if got != sock || !strings.Contains(out.String(), "socket: "+sock) || !strings.Contains(out.String(), "fake-spdk ready: 12 lvols in 1 lvstore, 4 RAID bdevs, 3 NVMe-oF subsystems, 2 NVMe controllers") {
+	if got != sock || !strings.Contains(out.String(), "socket: "+sock) || !strings.Contains(out.String(), "fake-spdk ready: 12 lvols in 1 lvstore, 4 RAID bdevs, 4 NVMe-oF subsystems, 3 NVMe controllers") {
 		t.Fatalf("ready on %s, printed:\n%s", got, out.String())
 	}
 	ctx := context.Background()
@@ -72,13 +75,62 @@ func TestRejoinScenario(t *testing.T) {
 		spdk.LonghornNQN("vol-live-e-0"):        "engine-instance vol-live-e-0 relation",
 		"vol-gone-r-66666666":                   "engine-instance vol-gone-e-0 relation",
 		"vol-live-r-77777777":                   "replica-instance vol-live-r-77777777 name",
+		spdk.LonghornNQN("vol-old-r-88888888"):  "replica-instance vol-old-r-88888888 name",
+		"vol-old-r-99999999":                    "replica-instance vol-old-r-99999999 name",
 	} {
 		if owners[k] != want {
 			t.Errorf("%s: owner %q, want %q", k, owners[k], want)
 		}
 	}
-	if len(owners) != 5 {
+	if len(owners) != 7 {
 		t.Errorf("exposures and controllers: %v", owners)
+	}
+
+	// The older volume's leftovers have no engine or replica here and no
+	// record: they are removed; the live remote's controller has a record
+	// and stays, and so does everything that goes with an engine's or a
+	// replica's purge.
+	records := &instancetest.MemLookup{}
+	running := instance.View{Exists: true, DesiredState: instance.StateRunning, CurrentState: instance.StateRunning, OwnerNodeID: "node-1", InstanceManager: "instance-manager-v2-node-1"}
+	records.Put(orphan.KindEngineInstance, "vol-live-e-0", running)
+	records.Put(orphan.KindReplicaInstance, "vol-live-r-11111111", running)
+	records.Put(orphan.KindReplicaInstance, "vol-live-r-77777777", instance.View{Exists: true, DesiredState: instance.StateRunning, CurrentState: instance.StateRunning, OwnerNodeID: "node-2"})
+	orphans, err := spdk.NewOrphans(c, records, spdk.Options{NodeID: "node-1", InstanceManager: "instance-manager-v2-node-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := orphans.PurgeLeftoverExposures(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var removed, kept []string
+	for _, r := range rep.Removed {
+		removed = append(removed, r.Object)
+	}
+	for _, k := range rep.Kept {
+		kept = append(kept, k.Object)
+	}
+	slices.Sort(removed)
+	if want := []string{"controller vol-old-r-99999999", "subsystem " + spdk.LonghornNQN("vol-old-r-88888888")}; !slices.Equal(removed, want) {
+		t.Errorf("leftovers removed %v, want %v", removed, want)
+	}
+	if want := []string{"controller vol-live-r-77777777"}; !slices.Equal(kept, want) {
+		t.Errorf("leftovers kept %v, want %v", kept, want)
+	}
+	inv, _, err = spdk.ReadExposures(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, s := range inv.Subsystems {
+		left = append(left, s.NQN)
+	}
+	for _, ctrl := range inv.Controllers {
+		left = append(left, ctrl.Name)
+	}
+	if want := []string{spdk.LonghornNQN("vol-gone-e-0"), spdk.LonghornNQN("vol-gone-r-33333333"), spdk.LonghornNQN("vol-live-e-0"),
+		"vol-gone-r-66666666", "vol-live-r-77777777"}; !slices.Equal(left, want) {
+		t.Errorf("SPDK holds %v after the leftover pass, want %v", left, want)
 	}
 
 	// The snapshot trees are SPDK's: vol-gone's head sits under s2, under

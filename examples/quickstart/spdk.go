@@ -27,7 +27,8 @@ const (
 // runSPDK starts a fake SPDK on a socket in dir, fills it with the runtime
 // objects a node has after rejoining the cluster, and runs the v2 orphan
 // loop: inventory, instance judgement, plan, records, deletion with the
-// UUID and replica-record checks.
+// UUID and replica-record checks; then it removes the NVMe-oF leftovers
+// no engine or replica holds any more (PurgeLeftoverExposures).
 func runSPDK(ctx context.Context, w io.Writer, dir string) error {
 	srv, err := spdktest.Start(filepath.Join(dir, "spdk.sock"), spdktest.Options{})
 	if err != nil {
@@ -168,6 +169,24 @@ func runSPDK(ctx context.Context, w io.Writer, dir string) error {
 		}
 		fmt.Fprintf(w, "  refused: %s: %s\n", byName[rf.Name], reason)
 	}
+
+	// What no purge removes: exposures and controllers whose engine or
+	// replica this node no longer runs.
+	fmt.Fprintln(w, "\nAfter the purges, the leftovers no engine or replica holds any more (PurgeLeftoverExposures):")
+	left, err := orphans.PurgeLeftoverExposures(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range left.Removed {
+		fmt.Fprintf(w, "  removed %s: %s\n", r.Object, r.Reason)
+	}
+	for _, k := range left.Kept {
+		fmt.Fprintf(w, "  kept    %s: %s\n", k.Object, k.Reason)
+	}
+	fmt.Fprintln(w, "  (Removed only when the NQN or the controller's name and subnqn are a Longhorn engine's or")
+	fmt.Fprintln(w, "  replica's, no record of that name exists, no namespace exposes an existing bdev and no RAID")
+	fmt.Fprintln(w, "  bdev uses the controller, each asked again right before the call that removes it.)")
+
 	fmt.Fprintln(w, "\nLeft in SPDK:")
 	for _, a := range srv.LvolAliases() {
 		fmt.Fprintf(w, "  lvol %s\n", a)
@@ -206,6 +225,8 @@ func printExposures(ctx context.Context, w io.Writer, c spdk.Caller, orphans *sp
 		owner := strings.TrimSuffix(string(f.Owner.Kind), "-instance")
 		what := "kept with its " + owner
 		switch {
+		case !f.WithOwner && f.Verdict.Outcome == orphan.OutcomeOrphan:
+			what = "leftover: no record, no " + owner + " here"
 		case !f.WithOwner:
 			what = "reported, kept: " + f.Verdict.Reason
 		case f.Verdict.Outcome == orphan.OutcomeOrphan:
@@ -225,8 +246,9 @@ func printExposures(ctx context.Context, w io.Writer, c spdk.Caller, orphans *sp
 // snapshot), a volume deleted while the node was offline (engine on a
 // controller to its remote replica, plus a replica with snapshots and an
 // expired clone, both still exposed over NVMe-oF), a replica whose record
-// was deleted and is about to be recreated, and a controller to a live
-// replica on node-2.
+// was deleted and is about to be recreated, a controller to a live
+// replica on node-2, and an older volume's leftovers: an empty subsystem
+// of its local replica and a controller to its remote one.
 func buildV2Node(srv *spdktest.Server) error {
 	steps := []func() (string, error){
 		func() (string, error) { return srv.AddLvstore("disk-1") },
@@ -267,6 +289,14 @@ func buildV2Node(srv *spdktest.Server) error {
 			return srv.Clone("disk-1", "vol-gone-r-33333333-snap-s1", "vol-gone-r-33333333-expired-5e6f7a8b")
 		},
 		func() (string, error) { return srv.AddLvol("disk-1", "vol-redo-r-55555555") },
+		// An interrupted purge of vol-old (longhorn/longhorn#13114): the
+		// subsystem of its local replica, whose lvols are gone, stayed
+		// behind empty, and so did the controller its engine had attached
+		// to its remote replica on node-3, after the RAID bdev went.
+		func() (string, error) { return "", expose(srv, "vol-old-r-88888888", "", "20021") },
+		func() (string, error) {
+			return srv.AttachController("vol-old-r-99999999", spdk.NvmeTransportID{Trtype: "TCP", Adrfam: "IPv4", Traddr: "10.0.0.3", Trsvcid: "20001", Subnqn: spdk.LonghornNQN("vol-old-r-99999999")})
+		},
 		// What Longhorn exposes: the engines' RAID bdevs and a replica's
 		// head (go-spdk-helper StartExposeBdev); vol-gone's are leftovers.
 		func() (string, error) { return "", expose(srv, "vol-live-e-0", "vol-live-e-0", "20001") },
@@ -288,14 +318,17 @@ func remoteReplica(name, port string) spdk.NvmeTransportID {
 	return spdk.NvmeTransportID{Trtype: "TCP", Adrfam: "IPv4", Traddr: "10.0.0.2", Trsvcid: port, Subnqn: spdk.LonghornNQN(name)}
 }
 
-// expose exposes bdev under Longhorn's NQN for name, on a TCP listener.
+// expose exposes bdev (none if "") under Longhorn's NQN for name, on a
+// TCP listener.
 func expose(srv *spdktest.Server, name, bdev, port string) error {
 	nqn := spdk.LonghornNQN(name)
 	if err := srv.AddSubsystem(nqn, spdktest.SubsystemOptions{AllowAnyHost: true}); err != nil {
 		return err
 	}
-	if _, err := srv.AddNamespace(nqn, bdev); err != nil {
-		return err
+	if bdev != "" {
+		if _, err := srv.AddNamespace(nqn, bdev); err != nil {
+			return err
+		}
 	}
 	return srv.AddListener(nqn, spdk.NvmfListenAddress{Trtype: "tcp", Adrfam: "ipv4", Traddr: "10.0.0.1", Trsvcid: port})
 }

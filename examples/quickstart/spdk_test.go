@@ -51,6 +51,13 @@ func TestSPDKPart(t *testing.T) {
 		"controller vol-gone-r-66666666  engine-instance  vol-gone-e-0             orphan    removed by its engine's purge",
 		"subsystem …:vol-live-e-0        engine-instance  vol-live-e-0             owned     kept with its engine",
 		"controller vol-other-r-77777777 replica-instance vol-other-r-77777777     owned     reported, kept: replica record vol-other-r-77777777 exists",
+		// An older volume's leftovers, which no engine or replica here
+		// holds: removed after the purges, as their records are gone.
+		"subsystem …:vol-old-r-88888888  replica-instance vol-old-r-88888888       orphan    leftover: no record, no replica here",
+		"controller vol-old-r-99999999   replica-instance vol-old-r-99999999       orphan    leftover: no record, no replica here",
+		"  removed subsystem nqn.2023-01.io.longhorn.spdk:vol-old-r-88888888: no replica record vol-old-r-88888888 exists and this node runs none\n",
+		"  removed controller vol-old-r-99999999: no replica record vol-old-r-99999999 exists and this node runs none\n",
+		"  kept    controller vol-other-r-77777777: replica record vol-other-r-77777777 exists\n",
 		"  subsystem nqn.2023-01.io.longhorn.spdk:vol-live-e-0\n",
 		"  controller vol-other-r-77777777\n",
 	} {
@@ -59,7 +66,8 @@ func TestSPDKPart(t *testing.T) {
 		}
 	}
 	for _, gone := range []string{"lvol disk-1/vol-gone", "raid vol-gone-e-0", "raid vol-detached-e-0", "record orphan-", dir,
-		"  subsystem nqn.2023-01.io.longhorn.spdk:vol-gone", "  controller vol-gone-r-66666666\n", "skipped"} {
+		"  subsystem nqn.2023-01.io.longhorn.spdk:vol-gone", "  controller vol-gone-r-66666666\n", "skipped",
+		"  subsystem nqn.2023-01.io.longhorn.spdk:vol-old", "  controller vol-old-r-99999999\n", "removed subsystem nqn.2023-01.io.longhorn.spdk:vol-gone", "removed controller vol-gone"} {
 		if gone == "record orphan-" {
 			// Never a record for the detached volume's replica.
 			for _, line := range strings.Split(out, "\n") {
