@@ -322,7 +322,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Lock()
 	a.volumes = vols
 	a.mu.Unlock()
-	volCtl := localWatch(ctx, vri, vols, longhorn.StripVolume, vols.apply)
+	volCtl := localWatch(ctx, vri, vols, vols.keep, longhorn.StripVolume, vols.apply)
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -374,7 +374,7 @@ func (a *Agent) watchReplicas(ctx context.Context, ri dynamic.ResourceInterface,
 		lr := newLocalReplicas(a.cfg.NodeID, a.diskUUIDs, changed)
 		a.mu.Unlock()
 		wctx, stop := context.WithCancel(ctx)
-		ctl := localWatch(wctx, ri, lr, longhorn.StripReplica, lr.apply)
+		ctl := localWatch(wctx, ri, lr, lr.keep, longhorn.StripReplica, lr.apply)
 		a.mu.Lock()
 		a.replicas, a.replicaCtl = lr, ctl
 		a.mu.Unlock()

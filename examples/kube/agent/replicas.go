@@ -65,6 +65,11 @@ func (s *localReplicas) claimsHere(r diskscan.ReplicaRef) bool {
 	return r.NodeID == s.nodeID || (r.DiskID != "" && s.disks[r.DiskID]) || (r.DiskID == "" && r.NodeID == "")
 }
 
+// keep is localWatch's keep: whether a listed replica is the node's.
+func (s *localReplicas) keep(u *unstructured.Unstructured) bool {
+	return s.claimsHere(longhorn.ReplicaRefOf(u))
+}
+
 // apply is localWatch's apply: it keeps, replaces or drops the delta's
 // replica, and calls changed only when the node's share changed.
 func (s *localReplicas) apply(d cache.Delta) {

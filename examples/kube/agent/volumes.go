@@ -47,6 +47,14 @@ func newLocalVolumes(ri dynamic.ResourceInterface, ns string, changed func()) *l
 	return &localVolumes{ri: ri, ns: ns, changed: changed, want: map[string]*volEntry{}}
 }
 
+// keep is localWatch's keep: whether a listed volume is wanted.
+func (v *localVolumes) keep(u *unstructured.Unstructured) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	_, ok := v.want[u.GetName()]
+	return ok
+}
+
 // apply is localWatch's apply.
 func (v *localVolumes) apply(d cache.Delta) {
 	key, err := deltaKey(d)
