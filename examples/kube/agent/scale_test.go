@@ -225,7 +225,7 @@ func (e *scaleEnv) addNodes(from, to int) {
 		if _, err := nodes.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
 			return err
 		}
-		for j := range scaleReplicas {
+		for j := range scaleReplicasVar {
 			vol := fmt.Sprintf("vol-%s-%02d", node, j)
 			dn := dataName(vol)
 			if err := diskscantest.MakeReplica(d.path, dn, diskscantest.Replica{Size: 1 << 20, Written: 4096}); err != nil {
@@ -464,15 +464,24 @@ func TestScale(t *testing.T) {
 		for i := range scaleLarge {
 			agents[scaleNode(i)] = e.startAgent(scaleNode(i))
 		}
-		e.waitFor("every restarted agent's first sweep", func() error {
+		// Converged: every agent has swept (where it counts its sweeps),
+		// and no agent's requests grew for two scan periods.
+		e.waitFor("every restarted agent to converge", func() error {
+			before := map[string]int{}
 			for n, s := range agents {
 				if sw := sweepsOf(s); sw == 0 {
 					return fmt.Errorf("%s has not swept", n)
 				}
+				before[n] = s.rc.total()
+			}
+			time.Sleep(2 * scalePeriod)
+			for n, s := range agents {
+				if got := s.rc.total(); got != before[n] || got < 8 {
+					return fmt.Errorf("%s: %d requests, %d two periods ago", n, got, before[n])
+				}
 			}
 			return nil
 		})
-		time.Sleep(2 * scalePeriod)
 		var maxReq, maxList, sumReq int
 		var maxBytes int64
 		for n, s := range agents {
