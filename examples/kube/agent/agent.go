@@ -79,7 +79,19 @@ type Config struct {
 	// Hooks, if set, observe every scan of the Monitor and every step of
 	// the Sweeper (package metrics turns them into Prometheus metrics).
 	Hooks orphan.Hooks
+	// MaxCreates bounds the Orphans one sweep creates; zero means
+	// DefaultMaxCreates. A node that suddenly has thousands of orphans
+	// creates them in batches, sweep after sweep, and a user's deletion
+	// is carried out by the next sweep instead of after the whole backlog
+	// (orphan.SweeperOptions.MaxCreates).
+	MaxCreates int
 }
+
+// DefaultMaxCreates is Config.MaxCreates's default: at two writes per
+// Orphan (the create, then its status: the Orphan CRD has a status
+// subresource, so the API server drops a status sent with the create), a
+// batch is about 200 writes, a few seconds.
+const DefaultMaxCreates = 100
 
 // retry is the delay after failed cycles in a row.
 var retry = retryPolicy{Initial: 250 * time.Millisecond, Max: 30 * time.Second}
@@ -174,7 +186,11 @@ func New(cfg Config) (*Agent, error) {
 			return a.orphanc
 		},
 	}
-	if a.sweeper, err = orphan.NewSweeper(a.store, adapter, orphan.SweeperOptions{Hooks: cfg.Hooks}); err != nil {
+	if cfg.MaxCreates <= 0 {
+		cfg.MaxCreates = DefaultMaxCreates
+		a.cfg.MaxCreates = cfg.MaxCreates
+	}
+	if a.sweeper, err = orphan.NewSweeper(a.store, adapter, orphan.SweeperOptions{Hooks: cfg.Hooks, MaxCreates: cfg.MaxCreates}); err != nil {
 		return nil, err
 	}
 	a.monitor = orphan.NewMonitor(adapter, orphan.MonitorOptions{Period: cfg.Period, Hooks: cfg.Hooks, OnChange: func(orphan.Observation) { a.poke() }})
@@ -548,6 +564,11 @@ func (a *Agent) loop(ctx context.Context) {
 		case !next.IsZero():
 			failures = 0
 			wait = max(time.Until(next), 0)
+			if wait == 0 {
+				// A batch of creates: the next sweep plans from the cache,
+				// so let the batch's own writes reach it first.
+				a.echo.settle(ctx, echoSettle)
+			}
 		default:
 			failures = 0
 			continue

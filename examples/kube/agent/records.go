@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
@@ -155,4 +156,23 @@ func (e *echoes) isEcho(obj any, deleted bool) bool {
 	delete(e.written, name)
 	delete(e.deleted, name)
 	return false
+}
+
+// echoSettle bounds how long a sweep that follows a batch of creates waits
+// for the batch to come back through the watch.
+const echoSettle = 2 * time.Second
+
+// settle waits until every write the agent made has come back through
+// its watch, at most max or until ctx is done.
+func (e *echoes) settle(ctx context.Context, max time.Duration) {
+	deadline := time.Now().Add(max)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		e.mu.Lock()
+		pending := len(e.written) + len(e.deleted)
+		e.mu.Unlock()
+		if pending == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond) // polling the agent's own bookkeeping, bounded by max
+	}
 }

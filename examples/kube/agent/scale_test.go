@@ -142,7 +142,10 @@ type scaleEnv struct {
 	disks    map[string]disk
 }
 
-func (e *scaleEnv) startAgent(node string) *simAgent {
+func (e *scaleEnv) startAgent(node string) *simAgent { return e.startAgentWith(node, nil) }
+
+// startAgentWith starts node's agent with its Config changed by tweak.
+func (e *scaleEnv) startAgentWith(node string, tweak func(*agent.Config)) *simAgent {
 	e.t.Helper()
 	rc := newReqCounter()
 	cfg := rest.CopyConfig(e.agentCfg)
@@ -155,7 +158,11 @@ func (e *scaleEnv) startAgent(node string) *simAgent {
 		e.t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	a, err := agent.New(agent.Config{Client: client, Namespace: e.ns, NodeID: node, Period: scalePeriod, Logger: log})
+	acfg := agent.Config{Client: client, Namespace: e.ns, NodeID: node, Period: scalePeriod, Logger: log}
+	if tweak != nil {
+		tweak(&acfg)
+	}
+	a, err := agent.New(acfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -521,4 +528,64 @@ func waitBound(t *testing.T, bound time.Duration, what string, cond func() error
 		}
 		time.Sleep(50 * time.Millisecond) // polling the API server and the disk with a deadline
 	}
+}
+
+// TestBacklogDoesNotHoldADeletion: a node that suddenly has hundreds of
+// orphaned directories creates their Orphans in batches
+// (Config.MaxCreates), and a user's deletion of one of the first is
+// carried out before the backlog is done.
+func TestBacklogDoesNotHoldADeletion(t *testing.T) {
+	c := kubetest.Require(t)
+	e := &scaleEnv{env: newEnv(t), disks: map[string]disk{}}
+	var err error
+	if e.agentCfg, err = clientcmd.BuildConfigFromFlags("", c.AgentKubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	const backlog = 120
+	d := e.addNode("node-backlog", "disk-1")
+	e.owned(d, dataName("live")) // one owned replica: the disk is not all orphans
+	var names []string
+	for i := range backlog {
+		dn := dataName(fmt.Sprintf("gone-%03d", i))
+		e.orphanDir(d, dn)
+		names = append(names, dn)
+	}
+	s := e.startAgentWith(d.node, func(cfg *agent.Config) { cfg.MaxCreates = 20 })
+	t.Cleanup(func() { s.stop(t) })
+	var victim string
+	e.waitFor("the first Orphans", func() error {
+		list, err := e.orphans().List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for i := range list.Items {
+			if condition(&list.Items[i], "DataCleanable")["status"] == "True" {
+				victim = list.Items[i].GetName()
+				return nil
+			}
+		}
+		return fmt.Errorf("%d Orphans, none cleanable yet", len(list.Items))
+	})
+	var victimDir string
+	for _, dn := range names {
+		if longhornName(d, dn) == victim {
+			victimDir = d.dir(dn)
+		}
+	}
+	e.deleteOrphan(victim)
+	e.waitFor("the deleted Orphan's directory to be gone", func() error {
+		if _, err := os.Stat(victimDir); !os.IsNotExist(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+	list, err := e.orphans().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) >= backlog {
+		t.Errorf("the deletion was carried out only after all %d Orphans were created", len(list.Items))
+	}
+	t.Logf("the deletion was carried out with %d of %d Orphans created", len(list.Items), backlog)
+	e.waitAllOrphans(backlog - 1)
 }
