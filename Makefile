@@ -80,7 +80,7 @@ kube-test:
 
 ## scale: examples/kube's agent at 10, 50 and 100 nodes on a real kube-apiserver and etcd:
 ## RSS, requests and bytes per agent process, and the ratio of 100 to 10 (minutes; not in CI).
-## CARETAKER_SCALE_REPLICAS sets the replicas per node (default 50).
+## CARETAKER_SCALE_REPLICAS sets the replicas per node (default 20).
 .PHONY: scale
 scale:
 	@command -v etcd >/dev/null 2>&1 || { echo "scale: installing Debian's etcd-server"; \

@@ -399,11 +399,18 @@ func (a *Agent) watchReplicas(ctx context.Context, ri dynamic.ResourceInterface,
 				changed() // ready now: judge the disks with the whole share
 			}
 		}()
+	wait:
 		select {
 		case <-ctx.Done():
 			stop()
 			return
 		case <-a.changes:
+			a.mu.Lock()
+			same := maps.Equal(lr.disks, a.diskUUIDs)
+			a.mu.Unlock()
+			if same {
+				goto wait // the change this watch started from
+			}
 			stop()
 		}
 	}
