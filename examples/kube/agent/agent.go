@@ -399,19 +399,29 @@ func (a *Agent) watchReplicas(ctx context.Context, ri dynamic.ResourceInterface,
 				changed() // ready now: judge the disks with the whole share
 			}
 		}()
-	wait:
-		select {
-		case <-ctx.Done():
+		if !a.waitDisksChanged(ctx, lr) {
 			stop()
 			return
+		}
+		stop()
+	}
+}
+
+// waitDisksChanged waits until the node's disk UUIDs differ from those
+// lr was started for (true), or ctx is done (false). A signal of the
+// change lr started from is no change.
+func (a *Agent) waitDisksChanged(ctx context.Context, lr *localReplicas) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
 		case <-a.changes:
-			a.mu.Lock()
-			same := maps.Equal(lr.disks, a.diskUUIDs)
-			a.mu.Unlock()
-			if same {
-				goto wait // the change this watch started from
-			}
-			stop()
+		}
+		a.mu.Lock()
+		same := maps.Equal(lr.disks, a.diskUUIDs)
+		a.mu.Unlock()
+		if !same {
+			return true
 		}
 	}
 }

@@ -33,7 +33,7 @@ type countingProxy struct {
 	url string
 }
 
-func startCountingProxy(t *testing.T, target string) *countingProxy {
+func startCountingProxy(t *testing.T, target, token string) *countingProxy {
 	t.Helper()
 	u, err := url.Parse(target)
 	if err != nil {
@@ -41,6 +41,12 @@ func startCountingProxy(t *testing.T, target string) *countingProxy {
 	}
 	rc := newReqCounter()
 	rp := httputil.NewSingleHostReverseProxy(u)
+	direct := rp.Director
+	rp.Director = func(r *http.Request) {
+		direct(r)
+		r.Host = u.Host
+		r.Header.Set("Authorization", "Bearer "+token) // the agent user's: the agent speaks plain HTTP to the proxy
+	}
 	rp.FlushInterval = -1 // watches stream
 	rp.Transport = countingTransport{&http.Transport{
 		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, // the test cluster's self-signed certificate
@@ -90,10 +96,10 @@ type reportAgent struct {
 func (e *scaleEnv) startReportAgent(node, token string) *reportAgent {
 	e.t.Helper()
 	c := kubetest.Require(e.t)
-	p := startCountingProxy(e.t, c.Config.Host)
+	p := startCountingProxy(e.t, c.Config.Host, token)
 	kc := filepath.Join(e.base, "kubeconfig-"+node)
 	cfg := "apiVersion: v1\nkind: Config\nclusters:\n- name: proxy\n  cluster:\n    server: " + p.url +
-		"\nusers:\n- name: agent\n  user:\n    token: " + token +
+		"\nusers:\n- name: agent\n  user: {}" +
 		"\ncontexts:\n- name: proxy\n  context:\n    cluster: proxy\n    user: agent\ncurrent-context: proxy\n"
 	if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
 		e.t.Fatal(err)
