@@ -3,12 +3,17 @@
 // with the replica directories on the node's disks, and purges a
 // directory when its Orphan is deleted.
 //
-// It watches four kinds of Longhorn object through informers: its own
-// Node (which disks to scan, and whether the node or a disk is being
-// evicted), the Replicas (which directories the cluster expects), the
-// Volumes (each one's robustness, for the last-copy guard), and the
-// Orphans labelled with its node (deletion requests, and a person's
-// last-copy override). The diskscan
+// It watches four kinds of Longhorn object: its own Node (which disks to
+// scan, and whether the node or a disk is being evicted), the Replicas
+// (which directories the cluster expects), the Volumes (each one's
+// robustness, for the last-copy guard), and the Orphans labelled with its
+// node (deletion requests, and a person's last-copy override). What it
+// holds of them is its node's, not the cluster's: the Replicas that can
+// claim a directory on its disks and the Volumes of its orphans, each
+// object stripped to the fields it reads (see Run, and replicas.go for
+// why the Replica watch has no label selector). Sweeps read the Orphans
+// from that cache; every step that acts re-reads its record from the API
+// server. The diskscan
 // adapter, wrapped by salvage.WithCopies so that each orphaned directory
 // is inspected as a copy of its volume, runs under an orphan.Monitor; on every change, and on every event, the
 // agent runs one orphan.Sweeper cycle over the crstore Store. Everything
@@ -39,6 +44,7 @@ import (
 	"log/slog"
 	"maps"
 	"reflect"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -353,6 +359,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	replicasDirty.Store(false)
 	a.replicasChanged()
+	// The first lists decoded every Replica and Volume of the namespace,
+	// a page at a time, and kept the node's: give the pages' memory back
+	// now rather than whenever the runtime's scavenger gets to it, so the
+	// agent's resident memory is its node's from the start.
+	debug.FreeOSMemory()
 	a.log.Info("informers synced; starting the disk monitor", "period", a.cfg.Period)
 	wg.Add(1)
 	go func() {
@@ -635,5 +646,13 @@ func (a *Agent) cycle(ctx context.Context) (time.Time, error) {
 		a.log.Info("swept", "scan", obs.Seq, "created", res.Created, "forgotten", res.Forgotten,
 			"purged", res.Purged, "refused", res.Refused, "failed", len(res.Failed))
 	}
-	return plan.RequeueAt, err
+	next := plan.RequeueAt
+	if len(res.Forgotten)+len(res.Purged) > 0 && (next.IsZero() || next.After(time.Now())) {
+		// A forgotten record whose data is still there is recorded anew by
+		// the next plan. The agent's own writes wake no sweep (they are
+		// echoes), so a sweep that forgot or purged asks for one more,
+		// which runs once its writes have reached the cache.
+		next = time.Now()
+	}
+	return next, err
 }
