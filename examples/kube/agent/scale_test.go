@@ -36,7 +36,7 @@ import (
 const (
 	scaleSmall    = 10
 	scaleLarge    = 50
-	scaleReplicas = 5
+	scaleReplicas = 3
 	scalePeriod   = time.Second
 	// churnBound bounds a new orphan directory to its Orphan object, and
 	// a deletion of an Orphan to its directory gone, on a loaded CI
