@@ -84,3 +84,14 @@ kube-test:
 	  KUBE_APISERVER=$$apiserver ETCD=$$etcd CI=$${CI:-1} $(GO) test -race -count=1 ./...) && \
 	(cd examples/controller-runtime && $(GO) vet ./... && \
 	  KUBE_APISERVER=$$apiserver ETCD=$$etcd CI=$${CI:-1} $(GO) test -race -count=1 ./...)
+
+## scale: examples/kube's agent at 10, 50 and 100 nodes on a real kube-apiserver and etcd:
+## RSS, requests and bytes per agent process, and the ratio of 100 to 10 (minutes; not in CI).
+## CARETAKER_SCALE_REPLICAS sets the replicas per node (default 20).
+.PHONY: scale
+scale:
+	@command -v etcd >/dev/null 2>&1 || { echo "scale: installing Debian's etcd-server"; \
+	  apt-get update -qq && apt-get install -y -qq etcd-server >/dev/null; }
+	@apiserver=$$(examples/kube/hack/build-apiserver.sh) && etcd=$$(command -v etcd) && \
+	(cd examples/kube && KUBE_APISERVER=$$apiserver ETCD=$$etcd CI=1 CARETAKER_SCALE_REPORT=1 \
+	  $(GO) test -count=1 -timeout 40m -run 'TestScaleReport$$' -v ./agent/)

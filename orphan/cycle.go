@@ -200,6 +200,12 @@ func (s *Sweeper) Run(ctx context.Context, snap Snapshot, c Cycle) (Plan, Result
 		return Plan{}, Result{}, err
 	}
 	plan.Create = s.dropPurgedSince(c.ObservedAt, plan.Create)
+	if s.maxCreates > 0 && len(plan.Create) > s.maxCreates {
+		plan.Create = plan.Create[:s.maxCreates:s.maxCreates]
+		if now := s.clock.Now(); plan.RequeueAt.IsZero() || now.Before(plan.RequeueAt) {
+			plan.RequeueAt = now
+		}
+	}
 	var vr *volumeRecheck
 	if c.LookupVolume != nil {
 		vr = &volumeRecheck{lookup: c.LookupVolume, guard: c.Guard, complete: c.VolumesComplete, override: c.LastCopyOverride}

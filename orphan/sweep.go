@@ -39,6 +39,8 @@ type Sweeper struct {
 	mu     sync.Mutex
 	purged map[string]time.Time // record name → when this Sweeper purged it
 
+	maxCreates int // SweeperOptions.MaxCreates
+
 	ledgerMu     sync.Mutex  // held by Run from reading the ledger to keeping the plan's
 	ledger       []AutoPurge // the last plan's Plan.AutoPurges
 	ledgerLoaded bool        // the ledger was loaded from a LedgerStore
@@ -67,6 +69,15 @@ type SweeperOptions struct {
 	// FinishInterrupted; each timed by Clock. Nil means none. See Hooks
 	// for when and how they are called.
 	Hooks Hooks
+	// MaxCreates, if positive, bounds the records one Run creates. When a
+	// plan has more (the first scan of a disk with thousands of orphans),
+	// Run creates the first MaxCreates of them, carries out the rest of
+	// the plan, and sets the plan's RequeueAt to now: the host runs again
+	// at once, with the records and deletion requests read anew, so a
+	// user's deletion waits for one batch of creates, not for the whole
+	// backlog. The creates left out are planned again by the next Run.
+	// Zero means no bound. Sync carries out whatever plan it is given.
+	MaxCreates int
 }
 
 // ErrIncomplete is returned by constructors given a nil part.
@@ -86,7 +97,8 @@ func NewSweeper(store Store, a Adapter, opts SweeperOptions) (*Sweeper, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Sweeper{store: store, adapter: a, clock: clocks.Or(opts.Clock), limit: limit, log: log, hooks: noHooks(opts.Hooks)}, nil
+	return &Sweeper{store: store, adapter: a, clock: clocks.Or(opts.Clock), limit: limit, log: log, hooks: noHooks(opts.Hooks),
+		maxCreates: max(opts.MaxCreates, 0)}, nil
 }
 
 // Result says what a sync did. Names are record names; lists are in no

@@ -3,12 +3,17 @@
 // with the replica directories on the node's disks, and purges a
 // directory when its Orphan is deleted.
 //
-// It watches four kinds of Longhorn object through informers: its own
-// Node (which disks to scan, and whether the node or a disk is being
-// evicted), the Replicas (which directories the cluster expects), the
-// Volumes (each one's robustness, for the last-copy guard), and the
-// Orphans labelled with its node (deletion requests, and a person's
-// last-copy override). The diskscan
+// It watches four kinds of Longhorn object: its own Node (which disks to
+// scan, and whether the node or a disk is being evicted), the Replicas
+// (which directories the cluster expects), the Volumes (each one's
+// robustness, for the last-copy guard), and the Orphans labelled with its
+// node (deletion requests, and a person's last-copy override). What it
+// holds of them is its node's, not the cluster's: the Replicas that can
+// claim a directory on its disks and the Volumes of its orphans, each
+// object stripped to the fields it reads (see Run, and replicas.go for
+// why the Replica watch has no label selector). Sweeps read the Orphans
+// from that cache; every step that acts re-reads its record from the API
+// server. The diskscan
 // adapter, wrapped by salvage.WithCopies so that each orphaned directory
 // is inspected as a copy of its volume, runs under an orphan.Monitor; on every change, and on every event, the
 // agent runs one orphan.Sweeper cycle over the crstore Store. Everything
@@ -37,6 +42,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"reflect"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,7 +85,19 @@ type Config struct {
 	// Hooks, if set, observe every scan of the Monitor and every step of
 	// the Sweeper (package metrics turns them into Prometheus metrics).
 	Hooks orphan.Hooks
+	// MaxCreates bounds the Orphans one sweep creates; zero means
+	// DefaultMaxCreates. A node that suddenly has thousands of orphans
+	// creates them in batches, sweep after sweep, and a user's deletion
+	// is carried out by the next sweep instead of after the whole backlog
+	// (orphan.SweeperOptions.MaxCreates).
+	MaxCreates int
 }
+
+// DefaultMaxCreates is Config.MaxCreates's default: at two writes per
+// Orphan (the create, then its status: the Orphan CRD has a status
+// subresource, so the API server drops a status sent with the create), a
+// batch is about 200 writes, a few seconds.
+const DefaultMaxCreates = 100
 
 // retry is the delay after failed cycles in a row.
 var retry = retryPolicy{Initial: 250 * time.Millisecond, Max: 30 * time.Second}
@@ -93,12 +113,40 @@ type Agent struct {
 	expected *diskscan.StaticExpected
 	monitor  *orphan.Monitor
 	sweeper  *orphan.Sweeper
+	store    *cachedStore
+	echo     *echoes
 	trigger  chan struct{}
+	sweeps   atomic.Int64
+	changes  chan struct{} // the node's disk UUIDs changed: re-list the replicas
 
-	mu      sync.Mutex
-	scopes  map[orphan.Scope]orphan.ScopeStatus // the host's view, from the Node object
-	volumes cache.SharedIndexInformer           // the Volumes, once Run starts it
-	orphanc cache.SharedIndexInformer           // the node's Orphans, once Run starts it
+	mu         sync.Mutex
+	scopes     map[orphan.Scope]orphan.ScopeStatus // the host's view, from the Node object
+	nodeView   *longhorn.NodeView                  // the last one applied
+	diskUUIDs  map[string]bool                     // the node's disks, from the Node object
+	replicas   *localReplicas                      // the node's share of the Replicas, once Run starts it
+	replicaCtl cache.Controller                    // the watch that fills replicas
+	volumes    *localVolumes                       // the volumes the guard asks about, once Run starts it
+	orphanc    cache.SharedIndexInformer           // the node's Orphans, once Run starts it
+	nodec      cache.SharedIndexInformer           // the node's Node object, once Run starts it
+}
+
+// errReplicasNotReady is the expected set's answer while the Replica
+// watch has not listed the replicas of the node's current disks.
+var errReplicasNotReady = errors.New("agent: the node's replicas are not listed yet")
+
+// expectedWhenReady answers from the agent's expected set only once the
+// Replica watch has synced for the node's current disks: before that, a
+// directory's replica may not be in it yet, and the disk is undecided.
+type expectedWhenReady struct {
+	set   *diskscan.StaticExpected
+	ready func() bool
+}
+
+func (e expectedWhenReady) Expected(ctx context.Context, d diskscan.Disk) (diskscan.NameSet, error) {
+	if !e.ready() {
+		return nil, errReplicasNotReady
+	}
+	return e.set.Expected(ctx, d)
 }
 
 // New returns an agent; it does nothing until Run.
@@ -119,12 +167,14 @@ func New(cfg Config) (*Agent, error) {
 		cfg:      cfg,
 		log:      cfg.Logger.With("node", cfg.NodeID),
 		expected: diskscan.NewStaticExpected(),
+		echo:     newEchoes(),
 		trigger:  make(chan struct{}, 1),
+		changes:  make(chan struct{}, 1),
 		// Until the Node object is read, nothing is known about the node.
 		scopes: map[orphan.Scope]orphan.ScopeStatus{{NodeID: cfg.NodeID}: {Health: orphan.HealthUnknown, Message: "the node object is not read yet"}},
 	}
 	var err error
-	if a.orphans, err = diskscan.NewOrphans(a.expected, diskscan.Options{}); err != nil {
+	if a.orphans, err = diskscan.NewOrphans(expectedWhenReady{set: a.expected, ready: a.replicasReady}, diskscan.Options{}); err != nil {
 		return nil, err
 	}
 	// Each orphaned directory is inspected as a copy of its volume, so its
@@ -134,46 +184,95 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	store := crstore.New(cfg.Client, crstore.Options{Namespace: cfg.Namespace, OwnerID: cfg.NodeID, FieldManager: cfg.FieldManager})
-	if a.sweeper, err = orphan.NewSweeper(store, adapter, orphan.SweeperOptions{Hooks: cfg.Hooks}); err != nil {
+	a.store = &cachedStore{
+		Store: crstore.New(cfg.Client, crstore.Options{Namespace: cfg.Namespace, OwnerID: cfg.NodeID, FieldManager: cfg.FieldManager, OnWrite: a.echo.wrote}),
+		inf: func() cache.SharedIndexInformer {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			return a.orphanc
+		},
+	}
+	if cfg.MaxCreates <= 0 {
+		cfg.MaxCreates = DefaultMaxCreates
+		a.cfg.MaxCreates = cfg.MaxCreates
+	}
+	if a.sweeper, err = orphan.NewSweeper(a.store, adapter, orphan.SweeperOptions{Hooks: cfg.Hooks, MaxCreates: cfg.MaxCreates}); err != nil {
 		return nil, err
 	}
 	a.monitor = orphan.NewMonitor(adapter, orphan.MonitorOptions{Period: cfg.Period, Hooks: cfg.Hooks, OnChange: func(orphan.Observation) { a.poke() }})
 	return a, nil
 }
 
+// Stats is what an agent holds and has done, for tests and benchmarks of
+// its cost.
+type Stats struct {
+	// Sweeps is the number of sweeps (orphan.Sweeper Runs) so far.
+	Sweeps int64
+	// Nodes, Replicas, Volumes and Orphans are the objects of each kind
+	// the agent holds in memory now.
+	Nodes, Replicas, Volumes, Orphans int
+}
+
+// Stats returns what the agent holds and has done. It is safe to call
+// at any time, also while Run runs.
+func (a *Agent) Stats() Stats {
+	st := Stats{Sweeps: a.sweeps.Load()}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.nodec != nil {
+		st.Nodes = len(a.nodec.GetStore().ListKeys())
+	}
+	if a.replicas != nil {
+		st.Replicas = a.replicas.Len()
+	}
+	if a.volumes != nil {
+		st.Volumes = a.volumes.Len()
+	}
+	if a.orphanc != nil {
+		st.Orphans = len(a.orphanc.GetStore().ListKeys())
+	}
+	return st
+}
+
+// replicasReady says whether the node's share of the Replicas is listed
+// whole for the node's current disks.
+func (a *Agent) replicasReady() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.replicaCtl != nil && a.replicaCtl.HasSynced() && maps.Equal(a.replicas.disks, a.diskUUIDs)
+}
+
 // Run watches, scans and sweeps until ctx is done. It returns nil when
 // ctx ends, or an error if the informers cannot start.
+//
+// What it watches, and how much of it it keeps: its own Node object (a
+// field selector on its name) and its node's Orphans (a label selector
+// on longhornnode), each stripped by client-go's informer transform to
+// what caretaker reads; every Replica and every Volume of the namespace
+// (no selector is safe for them, see replicas.go), of which it keeps only
+// the replicas that can claim a directory on its disks and the volumes
+// its orphans belong to. Only a change of these wakes a sweep, and not
+// the agent's own writes coming back through its watch.
 func (a *Agent) Run(ctx context.Context) error {
 	ns := a.cfg.Namespace
-	factory := func(tweak dynamicinformer.TweakListOptionsFunc) dynamicinformer.DynamicSharedInformerFactory {
-		return dynamicinformer.NewFilteredDynamicSharedInformerFactory(a.cfg.Client, 0, ns, tweak)
-	}
-	nodeF := factory(func(o *metav1.ListOptions) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	nodeF := dynamicinformer.NewFilteredDynamicSharedInformerFactory(a.cfg.Client, 0, ns, func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", a.cfg.NodeID).String()
 	})
-	replicaF := factory(nil)
-	volumeF := factory(nil)
-	orphanF := factory(func(o *metav1.ListOptions) {
+	orphanF := dynamicinformer.NewFilteredDynamicSharedInformerFactory(a.cfg.Client, 0, ns, func(o *metav1.ListOptions) {
 		o.LabelSelector = labels.Set{orphan.LabelNode: a.cfg.NodeID}.String()
 	})
 	nodeInf := nodeF.ForResource(longhorn.NodeGVR).Informer()
-	replicaInf := replicaF.ForResource(longhorn.ReplicaGVR).Informer()
 	orphanInf := orphanF.ForResource(crstore.GVR).Informer()
-	volumeInf := volumeF.ForResource(longhorn.VolumeGVR).Informer()
-	a.mu.Lock()
-	a.volumes = volumeInf
-	a.orphanc = orphanInf
-	a.mu.Unlock()
-
-	onEvent := func(f func()) cache.ResourceEventHandlerFuncs {
-		return cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { f() },
-			UpdateFunc: func(any, any) { f() },
-			DeleteFunc: func(any) { f() },
-		}
+	if err := nodeInf.SetTransform(longhorn.StripNode); err != nil {
+		return err
 	}
-	// Node and replica events mark the agent's view stale; refresh
+	if err := orphanInf.SetTransform(crstore.StripOrphan); err != nil {
+		return err
+	}
+
+	// Node and replica changes mark the agent's view stale; refresh
 	// rebuilds it once per burst (the initial list is one event per object).
 	nodeKey := ns + "/" + a.cfg.NodeID
 	var nodeDirty, replicasDirty atomic.Bool
@@ -187,28 +286,44 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		}
 	}
+	onEvent := func(f func()) cache.ResourceEventHandlerFuncs {
+		return cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { f() },
+			UpdateFunc: func(any, any) { f() },
+			DeleteFunc: func(any) { f() },
+		}
+	}
 	if _, err := nodeInf.AddEventHandler(onEvent(mark(&nodeDirty))); err != nil {
 		return err
 	}
-	if _, err := replicaInf.AddEventHandler(onEvent(mark(&replicasDirty))); err != nil {
+	// An Orphan event wakes a sweep unless it is the agent's own write.
+	if _, err := orphanInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if !a.echo.isEcho(obj, false) {
+				a.poke()
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if !a.echo.isEcho(obj, false) {
+				a.poke()
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if !a.echo.isEcho(obj, true) {
+				a.poke()
+			}
+		},
+	}); err != nil {
 		return err
 	}
-	if _, err := orphanInf.AddEventHandler(onEvent(a.poke)); err != nil {
-		return err
-	}
-	// A volume that faults, heals or is deleted changes what the
-	// last-copy guard lets through.
-	if _, err := volumeInf.AddEventHandler(onEvent(a.poke)); err != nil {
-		return err
-	}
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for _, f := range []dynamicinformer.DynamicSharedInformerFactory{nodeF, replicaF, orphanF, volumeF} {
+	a.mu.Lock()
+	a.orphanc, a.nodec = orphanInf, nodeInf
+	a.mu.Unlock()
+	for _, f := range []dynamicinformer.DynamicSharedInformerFactory{nodeF, orphanF} {
 		f.Start(ctx.Done())
 		defer f.Shutdown()
 	}
-	for _, f := range []dynamicinformer.DynamicSharedInformerFactory{nodeF, replicaF, orphanF, volumeF} {
+	for _, f := range []dynamicinformer.DynamicSharedInformerFactory{nodeF, orphanF} {
 		for gvr, ok := range f.WaitForCacheSync(ctx.Done()) {
 			if !ok {
 				if ctx.Err() != nil {
@@ -218,15 +333,38 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		}
 	}
-	// Read the caches once so the disks and expected replicas are in
-	// place before the first scan, then follow their changes.
+	// The disks first: they say which replicas the node's share holds.
 	nodeDirty.Store(false)
-	replicasDirty.Store(false)
 	a.nodeChanged(nodeInf.GetStore(), nodeKey)
-	a.replicasChanged(replicaInf.GetStore())
-	a.log.Info("informers synced; starting the disk monitor", "period", a.cfg.Period)
+
+	// A volume that faults, heals or is deleted changes what the
+	// last-copy guard lets through.
+	vri := a.cfg.Client.Resource(longhorn.VolumeGVR).Namespace(ns)
+	vols := newLocalVolumes(vri, ns, a.poke)
+	a.mu.Lock()
+	a.volumes = vols
+	a.mu.Unlock()
+	volCtl := localWatch(ctx, vri, vols, vols.keep, longhorn.StripVolume, vols.apply)
+
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer cancel()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.watchReplicas(ctx, a.cfg.Client.Resource(longhorn.ReplicaGVR).Namespace(ns), mark(&replicasDirty))
+	}()
+	if !cache.WaitForCacheSync(ctx.Done(), volCtl.HasSynced, a.replicasReady) {
+		return nil // ctx ended
+	}
+	replicasDirty.Store(false)
+	a.replicasChanged()
+	// The first lists decoded every Replica and Volume of the namespace,
+	// a page at a time, and kept the node's: give the pages' memory back
+	// now rather than whenever the runtime's scavenger gets to it, so the
+	// agent's resident memory is its node's from the start.
+	debug.FreeOSMemory()
+	a.log.Info("informers synced; starting the disk monitor", "period", a.cfg.Period)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -240,7 +378,7 @@ func (a *Agent) Run(ctx context.Context) error {
 				a.nodeChanged(nodeInf.GetStore(), nodeKey)
 			}
 			if replicasDirty.Swap(false) {
-				a.replicasChanged(replicaInf.GetStore())
+				a.replicasChanged()
 			}
 		}
 	}()
@@ -253,6 +391,52 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
+// watchReplicas keeps the node's share of the Replicas, and lists them
+// anew whenever the node's disk UUIDs change (a replica that names a new
+// disk's UUID was dropped while the disk was not the node's). Until the
+// new list is whole, replicasReady is false and no disk is judged.
+func (a *Agent) watchReplicas(ctx context.Context, ri dynamic.ResourceInterface, changed func()) {
+	for {
+		a.mu.Lock()
+		lr := newLocalReplicas(a.cfg.NodeID, a.diskUUIDs, changed)
+		a.mu.Unlock()
+		wctx, stop := context.WithCancel(ctx)
+		ctl := localWatch(wctx, ri, lr, lr.keep, longhorn.StripReplica, lr.apply)
+		a.mu.Lock()
+		a.replicas, a.replicaCtl = lr, ctl
+		a.mu.Unlock()
+		go func() {
+			if cache.WaitForCacheSync(wctx.Done(), ctl.HasSynced) {
+				changed() // ready now: judge the disks with the whole share
+			}
+		}()
+		if !a.waitDisksChanged(ctx, lr) {
+			stop()
+			return
+		}
+		stop()
+	}
+}
+
+// waitDisksChanged waits until the node's disk UUIDs differ from those
+// lr was started for (true), or ctx is done (false). A signal of the
+// change lr started from is no change.
+func (a *Agent) waitDisksChanged(ctx context.Context, lr *localReplicas) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-a.changes:
+		}
+		a.mu.Lock()
+		same := maps.Equal(lr.disks, a.diskUUIDs)
+		a.mu.Unlock()
+		if !same {
+			return true
+		}
+	}
+}
+
 func (a *Agent) poke() {
 	select {
 	case a.trigger <- struct{}{}:
@@ -261,36 +445,58 @@ func (a *Agent) poke() {
 }
 
 // nodeChanged applies the Node object to the disks scanned and the host
-// scopes.
+// scopes, when what caretaker reads of it changed (Longhorn rewrites a
+// Node's status often: sizes, scheduled replicas, heartbeats).
 func (a *Agent) nodeChanged(store cache.Store, key string) {
 	var u *unstructured.Unstructured
 	if obj, ok, _ := store.GetByKey(key); ok {
 		u, _ = obj.(*unstructured.Unstructured)
 	}
 	v := longhorn.ViewOfNode(a.cfg.NodeID, u)
+	a.mu.Lock()
+	same := a.nodeView != nil && reflect.DeepEqual(*a.nodeView, v)
+	a.mu.Unlock()
+	if same {
+		return
+	}
+	applied := v
 	if err := a.orphans.SetDisks(v.Disks...); err != nil {
 		// Two disks of one name cannot happen in a node map; be safe anyway.
 		a.log.Error("node disks rejected; the node is not scanned", "err", err)
 		v.Scopes = map[orphan.Scope]orphan.ScopeStatus{{NodeID: a.cfg.NodeID}: {Health: orphan.HealthUnknown, Message: err.Error()}}
+		v.Disks = nil
 		_ = a.orphans.SetDisks()
+	}
+	uuids := make(map[string]bool, len(v.Disks))
+	for _, d := range v.Disks {
+		uuids[d.UUID] = true
 	}
 	a.mu.Lock()
 	a.scopes = v.Scopes
+	a.nodeView = &applied
+	disksChanged := !maps.Equal(a.diskUUIDs, uuids)
+	a.diskUUIDs = uuids
 	a.mu.Unlock()
+	if disksChanged {
+		select {
+		case a.changes <- struct{}{}:
+		default:
+		}
+	}
 	a.monitor.Rescan()
 	a.poke()
 }
 
-// replicasChanged rebuilds the expected set from the informer's cache.
-func (a *Agent) replicasChanged(store cache.Store) {
-	objs := store.List()
-	refs := make([]diskscan.ReplicaRef, 0, len(objs))
-	for _, obj := range objs {
-		if u, ok := obj.(*unstructured.Unstructured); ok {
-			refs = append(refs, longhorn.ReplicaRefOf(u))
-		}
+// replicasChanged rebuilds the expected set from the node's share of the
+// Replicas.
+func (a *Agent) replicasChanged() {
+	a.mu.Lock()
+	lr := a.replicas
+	a.mu.Unlock()
+	if lr == nil {
+		return
 	}
-	a.expected.Replace(refs)
+	a.expected.Replace(lr.Refs())
 	a.monitor.Rescan()
 	a.poke()
 }
@@ -301,28 +507,35 @@ func (a *Agent) hostScopes() map[orphan.Scope]orphan.ScopeStatus {
 	return a.scopes
 }
 
-// volumeStates is the robustness of every Volume in the namespace, and
-// whether that list is complete: only once the informer has synced (its
-// list was read whole). Before that the states are empty and incomplete,
-// so every volume is unknown to the last-copy guard and no recoverable
-// orphan is auto-deleted.
-func (a *Agent) volumeStates() (map[string]orphan.VolumeState, bool) {
+// volumeStates is the robustness of the volumes of the node's orphan
+// candidates (snap) and records, and whether it is complete: every one
+// of them read (an existing volume with its state, a missing one known
+// missing). A volume not read is left out with complete false, so the
+// last-copy guard treats it as unknown, never as deleted.
+func (a *Agent) volumeStates(ctx context.Context, snap orphan.Snapshot, recs []orphan.Record) (map[string]orphan.VolumeState, bool) {
 	a.mu.Lock()
-	inf := a.volumes
+	vols := a.volumes
 	a.mu.Unlock()
-	if inf == nil || !inf.HasSynced() {
+	if vols == nil {
 		return nil, false
 	}
-	objs := inf.GetStore().List()
-	vols := make([]*unstructured.Unstructured, 0, len(objs))
-	for _, obj := range objs {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			return nil, false // not a Volume as the API server serves it: trust none
+	names := map[string]bool{}
+	add := func(n string) {
+		if n != "" {
+			names[n] = true
 		}
-		vols = append(vols, u)
 	}
-	return longhorn.VolumeStates(vols), true
+	for _, it := range snap.Items {
+		if it.Copy != nil {
+			add(it.Copy.Volume)
+		}
+		add(volumeOfDataName(it.Param(orphan.ParamDataName)))
+	}
+	for _, r := range recs {
+		add(volumeOfDataName(r.Param(orphan.ParamDataName)))
+	}
+	vols.ensure(ctx, names)
+	return vols.states()
 }
 
 // lastCopyOverrides names the node's Orphans that carry a person's
@@ -379,6 +592,11 @@ func (a *Agent) loop(ctx context.Context) {
 		case !next.IsZero():
 			failures = 0
 			wait = max(time.Until(next), 0)
+			if wait == 0 {
+				// A batch of creates: the next sweep plans from the cache,
+				// so let the batch's own writes reach it first.
+				a.echo.settle(ctx, echoSettle)
+			}
 		default:
 			failures = 0
 			continue
@@ -400,8 +618,15 @@ func (a *Agent) cycle(ctx context.Context) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("scan %d: %w", obs.Seq, obs.Err)
 	}
 	host := a.hostScopes()
-	volumes, complete := a.volumeStates()
+	// The records this sweep plans with, read once from the cache, so
+	// that the volumes looked up are those of exactly these records.
+	recs, err := a.store.pin(ctx, orphan.Selector{NodeID: a.cfg.NodeID})
+	if err != nil {
+		return time.Time{}, err
+	}
+	volumes, complete := a.volumeStates(ctx, obs.Snapshot, recs)
 	overrides := a.lastCopyOverrides()
+	a.sweeps.Add(1)
 	plan, res, err := a.sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
 		Selector:         orphan.Selector{NodeID: a.cfg.NodeID},
 		Scopes:           host,
@@ -421,5 +646,13 @@ func (a *Agent) cycle(ctx context.Context) (time.Time, error) {
 		a.log.Info("swept", "scan", obs.Seq, "created", res.Created, "forgotten", res.Forgotten,
 			"purged", res.Purged, "refused", res.Refused, "failed", len(res.Failed))
 	}
-	return plan.RequeueAt, err
+	next := plan.RequeueAt
+	if len(res.Forgotten)+len(res.Purged) > 0 && (next.IsZero() || next.After(time.Now())) {
+		// A forgotten record whose data is still there is recorded anew by
+		// the next plan. The agent's own writes wake no sweep (they are
+		// echoes), so a sweep that forgot or purged asks for one more,
+		// which runs once its writes have reached the cache.
+		next = time.Now()
+	}
+	return next, err
 }

@@ -6,6 +6,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/caretaker-storage/caretaker/orphan"
 )
@@ -69,4 +70,34 @@ func MetaConditions(cs []Condition) []metav1.Condition {
 		out = append(out, mc)
 	}
 	return out
+}
+
+// StripOrphan is a client-go informer transform (cache.TransformFunc, for
+// SharedIndexInformer.SetTransform) that keeps of an Orphan only what
+// RecordOf and LastCopyOverridden read: apiVersion, kind, name, namespace,
+// uid, resourceVersion, labels, finalizers, creation and deletion
+// timestamps, spec and status.conditions. It drops managedFields and
+// annotations (kubectl's last-applied configuration is a second copy of
+// the object). Anything that is not an *unstructured.Unstructured (a
+// cache.DeletedFinalStateUnknown tombstone) is passed through unchanged.
+func StripOrphan(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	meta := map[string]any{}
+	src, _ := u.Object["metadata"].(map[string]any)
+	for _, k := range []string{"name", "namespace", "uid", "resourceVersion", "labels", "finalizers", "creationTimestamp", "deletionTimestamp"} {
+		if v, ok := src[k]; ok {
+			meta[k] = v
+		}
+	}
+	out := map[string]any{"apiVersion": u.Object["apiVersion"], "kind": u.Object["kind"], "metadata": meta}
+	if spec, ok := u.Object["spec"]; ok {
+		out["spec"] = spec
+	}
+	if conds, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "status", "conditions"); ok {
+		out["status"] = map[string]any{"conditions": conds}
+	}
+	return &unstructured.Unstructured{Object: out}, nil
 }

@@ -31,6 +31,13 @@ type Options struct {
 	// one can tell which agent changed what. Empty means the client's
 	// user agent.
 	FieldManager string
+	// OnWrite, if set, is called after each write the Store makes, with
+	// the object as the API server answered it (a create, an update, a
+	// status update), or with the name and a nil object after a delete.
+	// A host that watches the Orphans uses it to tell its own writes
+	// coming back through its watch from other writers' changes (see
+	// examples/kube/agent). It must not block.
+	OnWrite func(name string, written *unstructured.Unstructured)
 }
 
 // Store is an orphan.Store on Orphan custom resources. It is safe for
@@ -158,12 +165,14 @@ func (s *Store) Create(ctx context.Context, r orphan.Record) (orphan.Record, err
 	if err != nil {
 		return orphan.Record{}, s.wrap("create", r.Name, err)
 	}
+	s.wrote(r.Name, created)
 	if s.opts.OwnerID != "" || len(r.Conditions) > 0 {
 		setStatus(created, s.opts.OwnerID, r.Conditions)
 		updated, err := s.ri.UpdateStatus(ctx, created, metav1.UpdateOptions{FieldManager: s.opts.FieldManager})
 		switch {
 		case err == nil:
 			created = updated
+			s.wrote(r.Name, created)
 		case apierrors.IsConflict(err):
 			// Someone changed it already; the status is theirs now.
 		default:
@@ -199,6 +208,7 @@ func (s *Store) Update(ctx context.Context, r orphan.Record) (orphan.Record, err
 			if err != nil {
 				return orphan.Record{}, s.wrap("update (dismissal)", r.Name, err)
 			}
+			s.wrote(r.Name, cur)
 		}
 		want := conditionsOf(cur, r.Conditions)
 		if !slices.Equal(want, readConditions(cur)) {
@@ -210,6 +220,7 @@ func (s *Store) Update(ctx context.Context, r orphan.Record) (orphan.Record, err
 			if err != nil {
 				return orphan.Record{}, s.wrap("update", r.Name, err)
 			}
+			s.wrote(r.Name, cur)
 		}
 		if r.DeletionRequested && cur.GetDeletionTimestamp() == nil {
 			if err := s.requestDeletion(ctx, cur); err != nil {
@@ -272,6 +283,7 @@ func (s *Store) requestDeletion(ctx context.Context, u *unstructured.Unstructure
 		if u, err = s.ri.Update(ctx, u, metav1.UpdateOptions{FieldManager: s.opts.FieldManager}); err != nil {
 			return err
 		}
+		s.wrote(u.GetName(), u)
 	}
 	uid, rv := u.GetUID(), u.GetResourceVersion()
 	return s.ri.Delete(ctx, u.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
@@ -293,20 +305,26 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 			cur, err = s.ri.Update(ctx, cur, metav1.UpdateOptions{FieldManager: s.opts.FieldManager})
 			switch {
 			case apierrors.IsNotFound(err):
+				s.wrote(name, nil)
 				return nil // it had no other finalizer and was being deleted: gone now
 			case apierrors.IsConflict(err):
 				continue
 			case err != nil:
 				return s.wrap("delete (finalizer)", name, err)
 			}
+			s.wrote(name, cur)
 		}
 		if cur.GetDeletionTimestamp() != nil {
+			if len(cur.GetFinalizers()) == 0 {
+				s.wrote(name, nil) // the last finalizer is off: the object is gone
+			}
 			return nil // other finalizers are someone else's business
 		}
 		uid := cur.GetUID()
 		err = s.ri.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 		switch {
 		case err == nil || apierrors.IsNotFound(err):
+			s.wrote(name, nil)
 			return nil
 		case apierrors.IsConflict(err):
 			continue // replaced by a new object of the same name meanwhile
@@ -315,6 +333,13 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 		}
 	}
 	return fmt.Errorf("crstore: delete %s: %w: still changing after %d attempts", name, orphan.ErrConflict, maxAttempts)
+}
+
+// wrote reports a write to Options.OnWrite.
+func (s *Store) wrote(name string, u *unstructured.Unstructured) {
+	if s.opts.OnWrite != nil {
+		s.opts.OnWrite(name, u)
+	}
 }
 
 // wrap maps API errors to the orphan package's sentinels.
@@ -339,6 +364,10 @@ func specOf(r orphan.Record) map[string]any {
 	}
 	return spec
 }
+
+// RecordOf reads an Orphan object, as List and Get do: a host that lists
+// the records from its own informer's cache reads them with it.
+func RecordOf(u *unstructured.Unstructured) (orphan.Record, error) { return recordOf(u) }
 
 // recordOf reads an Orphan object.
 func recordOf(u *unstructured.Unstructured) (orphan.Record, error) {

@@ -141,3 +141,65 @@ func VolumeStates(objs []*unstructured.Unstructured) map[string]orphan.VolumeSta
 	}
 	return out
 }
+
+// The informer transforms below (client-go's cache.TransformFunc, for
+// SharedIndexInformer.SetTransform or a DeltaFIFO's Transformer) keep of
+// each object only what this package's readers read, so that a host's
+// cache holds a few hundred bytes per object instead of the whole object
+// with its managedFields. Anything that is not an *unstructured.Unstructured
+// (a cache.DeletedFinalStateUnknown tombstone) is passed through unchanged.
+
+// StripReplica keeps metadata.{name,namespace,resourceVersion,uid} and
+// spec.{nodeID,diskID,diskPath,dataDirectoryName,volumeName}: what
+// ReplicaRefOf reads, and the volume.
+func StripReplica(obj any) (any, error) {
+	return strip(obj, []string{"spec", "nodeID"}, []string{"spec", "diskID"}, []string{"spec", "diskPath"},
+		[]string{"spec", "dataDirectoryName"}, []string{"spec", "volumeName"}), nil
+}
+
+// StripVolume keeps the metadata above and status.robustness: what
+// VolumeStates reads.
+func StripVolume(obj any) (any, error) {
+	return strip(obj, []string{"status", "robustness"}), nil
+}
+
+// StripNode keeps the metadata above and spec.evictionRequested,
+// spec.disks, status.diskStatus.<disk>.diskUUID and status.conditions:
+// what ViewOfNode reads (Longhorn's diskStatus also carries each disk's
+// scheduled replicas and sizes, which it drops).
+func StripNode(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	out := strip(u, []string{"spec", "evictionRequested"}, []string{"spec", "disks"}, []string{"status", "conditions"}).(*unstructured.Unstructured)
+	disks, _, _ := unstructured.NestedMap(u.Object, "status", "diskStatus")
+	for name := range disks {
+		if id, ok, _ := unstructured.NestedString(u.Object, "status", "diskStatus", name, "diskUUID"); ok {
+			_ = unstructured.SetNestedField(out.Object, id, "status", "diskStatus", name, "diskUUID")
+		}
+	}
+	return out, nil
+}
+
+// strip returns a new object with u's apiVersion, kind, name, namespace,
+// uid and resourceVersion, and copies of the fields at paths.
+func strip(obj any, paths ...[]string) any {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj
+	}
+	out := &unstructured.Unstructured{Object: map[string]any{}}
+	out.SetAPIVersion(u.GetAPIVersion())
+	out.SetKind(u.GetKind())
+	out.SetName(u.GetName())
+	out.SetNamespace(u.GetNamespace())
+	out.SetUID(u.GetUID())
+	out.SetResourceVersion(u.GetResourceVersion())
+	for _, p := range paths {
+		if v, ok, _ := unstructured.NestedFieldNoCopy(u.Object, p...); ok {
+			_ = unstructured.SetNestedField(out.Object, v, p...)
+		}
+	}
+	return out
+}
