@@ -37,7 +37,7 @@ type fakeCluster struct {
 }
 
 func newFakeCluster(topo Topology) *fakeCluster {
-	return &fakeCluster{conflicts: refConflicts(topo), keyspaces: []string{"shop", "logs"}, hold: 2 * time.Millisecond,
+	return &fakeCluster{conflicts: refConflicts(topo, AcrossDatacenters), keyspaces: []string{"shop", "logs"}, hold: 2 * time.Millisecond,
 		cleaning: map[string]bool{}, stops: map[string]int{}, cleaned: map[string]int{}, fail: map[string]int{}}
 }
 

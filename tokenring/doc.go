@@ -58,6 +58,11 @@
 // of a datacenter at a time); Scheduler.Next says which of the nodes that
 // need a cleanup to start beside those running, with a Hold reason for
 // each other, and Scheduler.Waves plans them all in waves. Both are pure.
+// By default replicas of a range conflict wherever they are, so
+// datacenters that replicate each other's data take turns;
+// ScheduleLimits.ConflictScope WithinDatacenter lets them clean side by
+// side, for clusters whose clients read at LOCAL_QUORUM (see
+// ConflictScope).
 // CleanupDriver runs Next with RunCleanup on each node's Cleaner, retries
 // failures with backoff, and records done and running nodes in a
 // CleanupStateStore so that a restart resumes without overlapping

@@ -28,6 +28,79 @@ type ScheduleLimits struct {
 	// datacenter may then run in several racks at once (still never two
 	// replicas of one range, and never more than MaxPerDatacenter).
 	RacksTogether bool `json:"racksTogether,omitempty"`
+	// ConflictScope says which replicas of a common range count as
+	// conflicting: those anywhere in the cluster (AcrossDatacenters, the
+	// zero value) or only those of one datacenter (WithinDatacenter).
+	// Another value is ErrInvalidLimits.
+	ConflictScope ConflictScope `json:"conflictScope,omitempty"`
+}
+
+// ConflictScope is ScheduleLimits.ConflictScope: where two replicas of a
+// common range must sit for their cleanups never to run together.
+//
+// A cleanup rewrites the SSTables of every range its node holds, and the
+// node serves its reads slowly while it compacts. AcrossDatacenters keeps
+// the literal rule, never two replicas of one range at once, wherever
+// they are: it fits SimpleStrategy keyspaces (whose replicas ignore
+// datacenters), clients that read at QUORUM or ALL across datacenters,
+// and a datacenter that is the only copy of another one's data during a
+// failover. Its cost: when keyspaces replicate to every datacenter, nearly
+// every node of one datacenter shares a range with nodes of the others,
+// so the datacenters take turns instead of cleaning side by side.
+//
+// WithinDatacenter counts only replicas in the same datacenter: with
+// NetworkTopologyStrategy and clients at LOCAL_QUORUM or LOCAL_ONE, a
+// read is served by the replicas of the client's own datacenter, so what
+// a cleanup endangers is the redundancy of the datacenter it runs in, and
+// the datacenters may clean at once. scylla-operator#3015 frames its
+// limits per rack, that is inside one datacenter (rack by rack, at most a
+// number of nodes per rack at once); WithinDatacenter lets each
+// datacenter follow those limits independently.
+type ConflictScope int
+
+// The conflict scopes.
+const (
+	// AcrossDatacenters: two nodes conflict when they replicate a common
+	// range, whatever their datacenters. The default.
+	AcrossDatacenters ConflictScope = iota
+	// WithinDatacenter: two nodes conflict when they replicate a common
+	// range and sit in the same datacenter.
+	WithinDatacenter
+)
+
+// String returns the scope's name: "AcrossDatacenters" or
+// "WithinDatacenter".
+func (c ConflictScope) String() string {
+	switch c {
+	case AcrossDatacenters:
+		return "AcrossDatacenters"
+	case WithinDatacenter:
+		return "WithinDatacenter"
+	}
+	return fmt.Sprintf("ConflictScope(%d)", int(c))
+}
+
+// MarshalText encodes the scope by its name, so JSON reads
+// "WithinDatacenter"; an unknown value is ErrInvalidLimits.
+func (c ConflictScope) MarshalText() ([]byte, error) {
+	if c != AcrossDatacenters && c != WithinDatacenter {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidLimits, c)
+	}
+	return []byte(c.String()), nil
+}
+
+// UnmarshalText decodes a name String returns; another is
+// ErrInvalidLimits.
+func (c *ConflictScope) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "AcrossDatacenters":
+		*c = AcrossDatacenters
+	case "WithinDatacenter":
+		*c = WithinDatacenter
+	default:
+		return fmt.Errorf("%w: conflict scope %q: want AcrossDatacenters or WithinDatacenter", ErrInvalidLimits, b)
+	}
+	return nil
 }
 
 // DefaultMaxPerDatacenter is ScheduleLimits.MaxPerDatacenter's default:
@@ -42,7 +115,8 @@ type HoldReason string
 // The reasons a node is held back, checked in this order.
 const (
 	// HoldReplicaBusy: the node replicates a range (of some keyspace)
-	// that a node running or starting a cleanup also replicates.
+	// that a node running or starting a cleanup also replicates (in the
+	// same datacenter, under WithinDatacenter).
 	HoldReplicaBusy HoldReason = "ReplicaBusy"
 	// HoldDatacenterFull: its datacenter already runs
 	// ScheduleLimits.MaxPerDatacenter cleanups.
@@ -99,7 +173,8 @@ type Scheduler struct {
 	// dcNames names the datacenter numbers.
 	dcNames []string
 	// conflict is a bit matrix: row i has bit j set when nodes i and j
-	// replicate a common range.
+	// replicate a common range (and, under WithinDatacenter, sit in one
+	// datacenter).
 	conflict []uint64
 	words    int
 }
@@ -114,10 +189,12 @@ type Scheduler struct {
 // Two nodes conflict when they replicate a common range of any keyspace
 // of t (LocalStrategy keyspaces replicate nothing; EverywhereStrategy
 // makes every pair conflict), replicas computed as Analyze computes them.
-// Replicas in different datacenters count too: a cleanup rewrites the
-// SSTables of every range the node holds, so two replicas of one range
-// cleaning at once leave the range fewer untouched copies, whatever
-// their datacenters.
+// Under AcrossDatacenters (the default) replicas in different
+// datacenters count too: a cleanup rewrites the SSTables of every range
+// the node holds, so two replicas of one range cleaning at once leave the
+// range fewer untouched copies, whatever their datacenters. Under
+// WithinDatacenter only two replicas in one datacenter conflict; see
+// ConflictScope for when each fits.
 //
 // It costs one sweep of the ring per distinct replication, and a bit
 // matrix of nodes² bits.
@@ -127,6 +204,9 @@ func NewScheduler(t Topology, limits ScheduleLimits) (*Scheduler, error) {
 	}
 	if limits.MaxPerDatacenter == 0 {
 		limits.MaxPerDatacenter = DefaultMaxPerDatacenter
+	}
+	if limits.ConflictScope != AcrossDatacenters && limits.ConflictScope != WithinDatacenter {
+		return nil, fmt.Errorf("%w: %v: want AcrossDatacenters (the default) or WithinDatacenter", ErrInvalidLimits, limits.ConflictScope)
 	}
 	if len(t.Ring.Owners) == 0 {
 		return nil, fmt.Errorf("%w: the ring has no tokens: nothing to schedule against", ErrInvalidRing)
@@ -207,8 +287,8 @@ func (s *Scheduler) Next(needed, running []string) (ScheduleStep, error) {
 // starts, unless the plain greedy (candidates by name, each started when
 // the rules allow) needs fewer waves: then Waves returns the greedy's. So
 // Waves never needs more waves than that greedy, and node v lands in a
-// wave no later than 1 + the number of other needed nodes that share a
-// range with v or sit in v's datacenter (each earlier wave that left v
+// wave no later than 1 + the number of other needed nodes that conflict
+// with v (Conflicts) or sit in v's datacenter (each earlier wave that left v
 // out started one of them first, for the limits or the conflict), plus
 // one when running holds v back in the first wave.
 func (s *Scheduler) Waves(needed, running []string) ([][]string, error) {
@@ -235,8 +315,9 @@ func (s *Scheduler) Waves(needed, running []string) ([][]string, error) {
 }
 
 // Conflicts reports whether two endpoints of the ring replicate a common
-// range, so that their cleanups never run together. An endpoint not in
-// the ring is ErrUnknownEndpoint.
+// range (under WithinDatacenter: and sit in one datacenter), so that
+// their cleanups never run together. An endpoint not in the ring is
+// ErrUnknownEndpoint.
 func (s *Scheduler) Conflicts(a, b string) (bool, error) {
 	i, ok := s.index[a]
 	if !ok {
@@ -256,7 +337,8 @@ func (s *Scheduler) Limits() ScheduleLimits { return s.limits }
 
 // markConflicts sweeps the ring once per distinct replication, backwards
 // as Analyze does (partCursor derives each token's replicas from the next
-// token's), and marks every pair of replicas of each range.
+// token's), and marks every pair of replicas of each range (mark leaves
+// out the pairs the scope does not count).
 func (s *Scheduler) markConflicts(t Topology, c compiledRing, names endpointNames) error {
 	ids := make([]int, len(names.list)) // compiled id → index in s.names
 	for id, ep := range names.list {
@@ -325,6 +407,9 @@ func (s *Scheduler) markConflicts(t Topology, c compiledRing, names endpointName
 }
 
 func (s *Scheduler) mark(i, j int) {
+	if s.limits.ConflictScope == WithinDatacenter && s.dc[i] != s.dc[j] {
+		return
+	}
 	s.conflict[i*s.words+j/64] |= 1 << (j % 64)
 	s.conflict[j*s.words+i/64] |= 1 << (i % 64)
 }

@@ -90,3 +90,31 @@ func ExampleCleanupDriver() {
 	// recorded done: 9 running: 0
 	// 10.0.0.5 cleaned: [shop]
 }
+
+// Two datacenters that each hold every range (factor 2 in each): by
+// default a node shares ranges with nodes of the other datacenter, so the
+// datacenters take turns; WithinDatacenter, for clients that read at
+// LOCAL_QUORUM, counts only replicas in one datacenter, and both clean at
+// once.
+func ExampleConflictScope() {
+	ring := tokenring.Ring{Locations: map[string]tokenring.Location{}}
+	for i, ep := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+		ring.Locations[ep] = tokenring.Location{Datacenter: fmt.Sprintf("dc%d", i%2+1), Rack: "r1"}
+		ring.Owners = append(ring.Owners, tokenring.TokenOwner{Token: tokenring.Token((i + 1) * 10), Endpoint: ep})
+	}
+	topo := tokenring.Topology{Ring: ring, Keyspaces: map[string]tokenring.Replication{
+		"shop": {Strategy: tokenring.NetworkTopologyStrategy, Datacenters: map[string]int{"dc1": 2, "dc2": 2}},
+	}}
+	for _, scope := range []tokenring.ConflictScope{tokenring.AcrossDatacenters, tokenring.WithinDatacenter} {
+		s, err := tokenring.NewScheduler(topo, tokenring.ScheduleLimits{ConflictScope: scope})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		waves, _ := s.Waves([]string{"a", "b", "c", "d", "e", "f", "g", "h"}, nil)
+		fmt.Println(scope, waves)
+	}
+	// Output:
+	// AcrossDatacenters [[a e] [b f] [c g] [d h]]
+	// WithinDatacenter [[a b e f] [c d g h]]
+}

@@ -1,6 +1,7 @@
 package tokenring
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -49,6 +50,18 @@ func TestSchedulerWavesTable(t *testing.T) {
 	oneRack := map[string]Location{"a": {"dc1", "r1"}, "b": {"dc1", "r1"}, "c": {"dc1", "r1"}, "d": {"dc1", "r1"}}
 	twoRacks := map[string]Location{"a": {"dc1", "r1"}, "b": {"dc1", "r2"}, "c": {"dc1", "r1"}, "d": {"dc1", "r2"}}
 	twoDCs := map[string]Location{"a": {"dc1", "r1"}, "b": {"dc2", "r1"}, "c": {"dc1", "r1"}, "d": {"dc2", "r1"}}
+	// Eight nodes alternating between dc1 (a, c, e, g) and dc2 (b, d, f,
+	// h) round the ring, factor 2 in each: each range is on two
+	// neighbours in dc1 (a-c, c-e, e-g, g-a) and two in dc2 (b-d, d-f,
+	// f-h, h-b), and the range (80, 10] is on a, c, b and d.
+	twoDCs8 := map[string]Location{}
+	var pairs8 []any
+	for i, ep := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+		twoDCs8[ep] = Location{Datacenter: fmt.Sprintf("dc%d", i%2+1), Rack: "r1"}
+		pairs8 = append(pairs8, (i+1)*10, ep)
+	}
+	everyDC := Topology{Ring: ring(twoDCs8, pairs8...), Keyspaces: one("ks", nts(map[string]int{"dc1": 2, "dc2": 2}))}
+	all8 := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
 	tests := []struct {
 		name    string
 		topo    Topology
@@ -100,6 +113,44 @@ func TestSchedulerWavesTable(t *testing.T) {
 			// on c and b, (20, 30] on c... so a-b, b-c, c-d, d-a conflict,
 			// and one datacenter's limit is one: no two fit together.
 			want: [][]string{{"a"}, {"c"}, {"b"}, {"d"}},
+		},
+		{
+			name:   "WithinDatacenter: replicas in two datacenters do not conflict, the datacenters run side by side",
+			topo:   Topology{Ring: ring(twoDCs, 10, "a", 20, "b", 30, "c", 40, "d"), Keyspaces: one("ks", nts(map[string]int{"dc1": 1, "dc2": 1}))},
+			limits: ScheduleLimits{MaxPerDatacenter: 1, ConflictScope: WithinDatacenter},
+			needed: []string{"a", "b", "c", "d"},
+			want:   [][]string{{"a", "b"}, {"c", "d"}},
+		},
+		{
+			name:   "factor 2 in each of two datacenters, AcrossDatacenters: the datacenters take turns",
+			topo:   everyDC,
+			needed: all8,
+			// Every wave is one datacenter's: a shares (80, 10] with b
+			// and d, and so on round the ring.
+			want: [][]string{{"a", "e"}, {"b", "f"}, {"c", "g"}, {"d", "h"}},
+		},
+		{
+			name:   "factor 2 in each of two datacenters, WithinDatacenter: both datacenters in every wave",
+			topo:   everyDC,
+			limits: ScheduleLimits{ConflictScope: WithinDatacenter},
+			needed: all8,
+			want:   [][]string{{"a", "b", "e", "f"}, {"c", "d", "g", "h"}},
+		},
+		{
+			name:   "WithinDatacenter keeps SimpleStrategy's replicas of one datacenter apart",
+			topo:   Topology{Ring: ring(twoDCs, 10, "a", 20, "b", 30, "c", 40, "d"), Keyspaces: one("ks", simple(3))},
+			limits: ScheduleLimits{ConflictScope: WithinDatacenter},
+			needed: []string{"a", "b", "c", "d"},
+			// Factor 3 of 4 nodes: a and c share ranges (dc1), b and d
+			// (dc2); across datacenters nothing holds.
+			want: [][]string{{"a", "b"}, {"c", "d"}},
+		},
+		{
+			name:   "WithinDatacenter, EverywhereStrategy: one at a time per datacenter",
+			topo:   Topology{Ring: ring(twoDCs, 10, "a", 20, "b", 30, "c", 40, "d"), Keyspaces: one("ks", Replication{Strategy: EverywhereStrategy})},
+			limits: ScheduleLimits{ConflictScope: WithinDatacenter},
+			needed: []string{"a", "b", "c", "d"},
+			want:   [][]string{{"a", "b"}, {"c", "d"}},
 		},
 		{
 			name:   "nine nodes, three racks, RF 3: a wave per rack",
@@ -286,6 +337,7 @@ func TestSchedulerRejectsBadInput(t *testing.T) {
 		{"a node without a location", noLoc, ScheduleLimits{}, ErrMissingLocation},
 		{"a replication the ring does not have", badRepl, ScheduleLimits{}, ErrUnknownDatacenter},
 		{"negative limit", good, ScheduleLimits{MaxPerDatacenter: -1}, ErrInvalidLimits},
+		{"unknown conflict scope", good, ScheduleLimits{ConflictScope: WithinDatacenter + 1}, ErrInvalidLimits},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s, err := NewScheduler(tt.topo, tt.limits)
@@ -312,8 +364,9 @@ func TestSchedulerRejectsBadInput(t *testing.T) {
 // --- the property test against a naive reference --------------------------
 
 // refConflicts computes, by walking the ring from every token with the
-// naive reference, which members share a range.
-func refConflicts(topo Topology) map[[2]string]bool {
+// naive reference, which members share a range; under WithinDatacenter,
+// only pairs of one datacenter count.
+func refConflicts(topo Topology, scope ConflictScope) map[[2]string]bool {
 	rr := newRefRing(topo.Ring)
 	out := map[[2]string]bool{}
 	for _, repl := range topo.Keyspaces {
@@ -324,7 +377,8 @@ func refConflicts(topo Topology) map[[2]string]bool {
 			reps := rr.replicas(repl, i)
 			for _, a := range reps {
 				for _, b := range reps {
-					if a != b {
+					sameDC := topo.Ring.Locations[a].Datacenter == topo.Ring.Locations[b].Datacenter
+					if a != b && (scope == AcrossDatacenters || sameDC) {
 						out[[2]string{a, b}] = true
 					}
 				}
@@ -406,6 +460,7 @@ func randomLimits(r *rand.Rand) ScheduleLimits {
 func TestSchedulerAgreesWithReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(26, 3015))
 	better := 0
+	narrower := 0 // cases where WithinDatacenter drops a conflict
 	for iter := range 400 {
 		locs := randomCluster(r, "n", 2+r.IntN(10))
 		rg := randomRing(r, locs)
@@ -419,157 +474,170 @@ func TestSchedulerAgreesWithReference(t *testing.T) {
 		}
 		topo := Topology{Ring: rg, Keyspaces: keyspaces}
 		limits := randomLimits(r)
-		s, err := NewScheduler(topo, limits)
-		if err != nil {
-			t.Fatalf("iter %d: NewScheduler: %v", iter, err)
-		}
-		conflicts := refConflicts(topo)
-		members := slices.Clone(s.names)
-		for _, a := range members {
-			for _, b := range members {
-				got, _ := s.Conflicts(a, b)
-				if want := conflicts[[2]string{a, b}]; got != want {
-					t.Fatalf("iter %d: Conflicts(%s, %s) = %v, reference %v\ntopology %+v", iter, a, b, got, want, topo)
+		// Every case under both scopes: the random draws of the second
+		// differ from the first's, which only widens the cases.
+		for _, scope := range []ConflictScope{AcrossDatacenters, WithinDatacenter} {
+			limits.ConflictScope = scope
+			s, err := NewScheduler(topo, limits)
+			if err != nil {
+				t.Fatalf("iter %d %v: NewScheduler: %v", iter, scope, err)
+			}
+			conflicts := refConflicts(topo, scope)
+			if scope == WithinDatacenter && len(conflicts) < len(refConflicts(topo, AcrossDatacenters)) {
+				narrower++
+			}
+			members := slices.Clone(s.names)
+			for _, a := range members {
+				for _, b := range members {
+					got, _ := s.Conflicts(a, b)
+					if want := conflicts[[2]string{a, b}]; got != want {
+						t.Fatalf("iter %d %v: Conflicts(%s, %s) = %v, reference %v\ntopology %+v", iter, scope, a, b, got, want, topo)
+					}
 				}
 			}
-		}
-		var needed []string
-		for _, ep := range members {
-			if r.IntN(4) != 0 {
-				needed = append(needed, ep)
-			}
-		}
-
-		waves, err := s.Waves(needed, nil)
-		if err != nil {
-			t.Fatalf("iter %d: Waves: %v", iter, err)
-		}
-		var covered []string
-		place := map[string]int{}
-		for w, wave := range waves {
-			if len(wave) == 0 {
-				t.Fatalf("iter %d: empty wave %d", iter, w)
-			}
-			if err := refCheckWave(topo, conflicts, limits, wave, nil); err != nil {
-				t.Fatalf("iter %d: wave %d %v: %v", iter, w, wave, err)
-			}
-			covered = append(covered, wave...)
-			for _, ep := range wave {
-				place[ep] = w
-			}
-		}
-		slices.Sort(covered)
-		if want := slices.Clone(needed); !slices.Equal(covered, want) {
-			t.Fatalf("iter %d: waves cover %v, want %v", iter, covered, want)
-		}
-		greedy := refGreedy(topo, conflicts, limits, needed)
-		if len(waves) > len(greedy) {
-			t.Fatalf("iter %d: %d waves, the naive greedy needs %d", iter, len(waves), len(greedy))
-		}
-		if len(waves) < len(greedy) {
-			better++
-		}
-		for _, v := range needed {
-			blockers := 0
-			for _, u := range needed {
-				if u != v && (conflicts[[2]string{u, v}] || locs[u].Datacenter == locs[v].Datacenter) {
-					blockers++
+			var needed []string
+			for _, ep := range members {
+				if r.IntN(4) != 0 {
+					needed = append(needed, ep)
 				}
 			}
-			if place[v] > blockers {
-				t.Fatalf("iter %d: %s in wave %d, beyond the bound %d", iter, v, place[v]+1, blockers+1)
-			}
-		}
 
-		// Next, with some nodes running.
-		var running []string
-		for _, ep := range members {
-			if r.IntN(5) == 0 {
-				running = append(running, ep)
+			waves, err := s.Waves(needed, nil)
+			if err != nil {
+				t.Fatalf("iter %d %v: Waves: %v", iter, scope, err)
 			}
-		}
-		step, err := s.Next(needed, running)
-		if err != nil {
-			t.Fatalf("iter %d: Next: %v", iter, err)
-		}
-		if err := refCheckWave(topo, conflicts, limits, step.Start, running); err != nil {
-			t.Fatalf("iter %d: Next starts %v beside %v: %v", iter, step.Start, running, err)
-		}
-		if len(running) == 0 && len(needed) > 0 && len(step.Start) == 0 {
-			t.Fatalf("iter %d: nothing runs and nothing starts", iter)
-		}
-		accounted := append(slices.Clone(step.Start), running...)
-		for _, h := range step.Held {
-			accounted = append(accounted, h.Endpoint)
-			on := append(slices.Clone(running), step.Start...)
-			if refCheckWave(topo, conflicts, limits, []string{h.Endpoint}, on) == nil {
-				t.Fatalf("iter %d: %s held (%s) though the rules allow it beside %v", iter, h.Endpoint, h.Reason, on)
+			var covered []string
+			place := map[string]int{}
+			for w, wave := range waves {
+				if len(wave) == 0 {
+					t.Fatalf("iter %d %v: empty wave %d", iter, scope, w)
+				}
+				if err := refCheckWave(topo, conflicts, limits, wave, nil); err != nil {
+					t.Fatalf("iter %d %v: wave %d %v: %v", iter, scope, w, wave, err)
+				}
+				covered = append(covered, wave...)
+				for _, ep := range wave {
+					place[ep] = w
+				}
 			}
-			if len(h.By) == 0 {
-				t.Fatalf("iter %d: %s held with nobody named", iter, h.Endpoint)
+			slices.Sort(covered)
+			if want := slices.Clone(needed); !slices.Equal(covered, want) {
+				t.Fatalf("iter %d %v: waves cover %v, want %v", iter, scope, covered, want)
 			}
-		}
-		for _, ep := range needed {
-			if !slices.Contains(accounted, ep) {
-				t.Fatalf("iter %d: %s is neither started, held nor running", iter, ep)
+			greedy := refGreedy(topo, conflicts, limits, needed)
+			if len(waves) > len(greedy) {
+				t.Fatalf("iter %d %v: %d waves, the naive greedy needs %d", iter, scope, len(waves), len(greedy))
 			}
-		}
-		// Waves beside running nodes: the first wave runs beside them
-		// (or, when nothing can, after them), and the running nodes are
-		// not planned again.
-		wavesR, err := s.Waves(needed, running)
-		if err != nil {
-			t.Fatalf("iter %d: Waves beside %v: %v", iter, running, err)
-		}
-		var coveredR []string
-		for w, wave := range wavesR {
-			var beside []string
-			if w == 0 && len(step.Start) > 0 {
-				beside = running
+			if len(waves) < len(greedy) {
+				better++
 			}
-			if err := refCheckWave(topo, conflicts, limits, wave, beside); err != nil {
-				t.Fatalf("iter %d: wave %d %v beside %v: %v", iter, w, wave, beside, err)
+			for _, v := range needed {
+				blockers := 0
+				for _, u := range needed {
+					if u != v && (conflicts[[2]string{u, v}] || locs[u].Datacenter == locs[v].Datacenter) {
+						blockers++
+					}
+				}
+				if place[v] > blockers {
+					t.Fatalf("iter %d %v: %s in wave %d, beyond the bound %d", iter, scope, v, place[v]+1, blockers+1)
+				}
 			}
-			coveredR = append(coveredR, wave...)
-		}
-		slices.Sort(coveredR)
-		wantR := slices.DeleteFunc(slices.Clone(needed), func(ep string) bool { return slices.Contains(running, ep) })
-		if !slices.Equal(coveredR, wantR) {
-			t.Fatalf("iter %d: waves beside %v cover %v, want %v", iter, running, coveredR, wantR)
-		}
 
-		shuffled := slices.Clone(needed)
-		r.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-		shuffled = append(shuffled, shuffled...) // duplicates change nothing
-		again, err := s.Next(shuffled, running)
-		if err != nil || !reflect.DeepEqual(again, step) {
-			t.Fatalf("iter %d: Next depends on the input order: %+v vs %+v (%v)", iter, again, step, err)
-		}
-		// A topology given in another order gives the same plan.
-		topo2 := topo
-		topo2.Ring.Owners = slices.Clone(topo.Ring.Owners)
-		r.Shuffle(len(topo2.Ring.Owners), func(i, j int) {
-			topo2.Ring.Owners[i], topo2.Ring.Owners[j] = topo2.Ring.Owners[j], topo2.Ring.Owners[i]
-		})
-		s2, err := NewScheduler(topo2, limits)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if waves2, _ := s2.Waves(shuffled, nil); !reflect.DeepEqual(waves2, waves) {
-			t.Fatalf("iter %d: Waves depends on the ring's order: %v vs %v", iter, waves2, waves)
+			// Next, with some nodes running.
+			var running []string
+			for _, ep := range members {
+				if r.IntN(5) == 0 {
+					running = append(running, ep)
+				}
+			}
+			step, err := s.Next(needed, running)
+			if err != nil {
+				t.Fatalf("iter %d %v: Next: %v", iter, scope, err)
+			}
+			if err := refCheckWave(topo, conflicts, limits, step.Start, running); err != nil {
+				t.Fatalf("iter %d %v: Next starts %v beside %v: %v", iter, scope, step.Start, running, err)
+			}
+			if len(running) == 0 && len(needed) > 0 && len(step.Start) == 0 {
+				t.Fatalf("iter %d %v: nothing runs and nothing starts", iter, scope)
+			}
+			accounted := append(slices.Clone(step.Start), running...)
+			for _, h := range step.Held {
+				accounted = append(accounted, h.Endpoint)
+				on := append(slices.Clone(running), step.Start...)
+				if refCheckWave(topo, conflicts, limits, []string{h.Endpoint}, on) == nil {
+					t.Fatalf("iter %d %v: %s held (%s) though the rules allow it beside %v", iter, scope, h.Endpoint, h.Reason, on)
+				}
+				if len(h.By) == 0 {
+					t.Fatalf("iter %d %v: %s held with nobody named", iter, scope, h.Endpoint)
+				}
+			}
+			for _, ep := range needed {
+				if !slices.Contains(accounted, ep) {
+					t.Fatalf("iter %d %v: %s is neither started, held nor running", iter, scope, ep)
+				}
+			}
+			// Waves beside running nodes: the first wave runs beside them
+			// (or, when nothing can, after them), and the running nodes are
+			// not planned again.
+			wavesR, err := s.Waves(needed, running)
+			if err != nil {
+				t.Fatalf("iter %d %v: Waves beside %v: %v", iter, scope, running, err)
+			}
+			var coveredR []string
+			for w, wave := range wavesR {
+				var beside []string
+				if w == 0 && len(step.Start) > 0 {
+					beside = running
+				}
+				if err := refCheckWave(topo, conflicts, limits, wave, beside); err != nil {
+					t.Fatalf("iter %d %v: wave %d %v beside %v: %v", iter, scope, w, wave, beside, err)
+				}
+				coveredR = append(coveredR, wave...)
+			}
+			slices.Sort(coveredR)
+			wantR := slices.DeleteFunc(slices.Clone(needed), func(ep string) bool { return slices.Contains(running, ep) })
+			if !slices.Equal(coveredR, wantR) {
+				t.Fatalf("iter %d %v: waves beside %v cover %v, want %v", iter, scope, running, coveredR, wantR)
+			}
+
+			shuffled := slices.Clone(needed)
+			r.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+			shuffled = append(shuffled, shuffled...) // duplicates change nothing
+			again, err := s.Next(shuffled, running)
+			if err != nil || !reflect.DeepEqual(again, step) {
+				t.Fatalf("iter %d %v: Next depends on the input order: %+v vs %+v (%v)", iter, scope, again, step, err)
+			}
+			// A topology given in another order gives the same plan.
+			topo2 := topo
+			topo2.Ring.Owners = slices.Clone(topo.Ring.Owners)
+			r.Shuffle(len(topo2.Ring.Owners), func(i, j int) {
+				topo2.Ring.Owners[i], topo2.Ring.Owners[j] = topo2.Ring.Owners[j], topo2.Ring.Owners[i]
+			})
+			s2, err := NewScheduler(topo2, limits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if waves2, _ := s2.Waves(shuffled, nil); !reflect.DeepEqual(waves2, waves) {
+				t.Fatalf("iter %d %v: Waves depends on the ring's order: %v vs %v", iter, scope, waves2, waves)
+			}
 		}
 	}
-	t.Logf("the scheduler beat the naive greedy in %d of the cases", better)
+	if narrower == 0 {
+		t.Fatal("WithinDatacenter never dropped a conflict: the random cases do not tell the scopes apart")
+	}
+	t.Logf("the scheduler beat the naive greedy in %d of the cases; WithinDatacenter dropped conflicts in %d", better, narrower)
 }
 
 // --- the benchmark ----------------------------------------------------------
 
 // BenchmarkScheduler300x256: 300 nodes of 256 vnodes in three datacenters
 // of three racks, keyspace ks at NetworkTopologyStrategy with factor 3 in
-// each and logs at SimpleStrategy factor 2, every node needing a cleanup.
-// build is NewScheduler (the conflict sweep of 76,800 tokens per
-// replication); waves plans every wave; next is one decision with a third
-// of the nodes running.
+// each and logs at SimpleStrategy factor 2, every node needing a cleanup,
+// under each ConflictScope. build is NewScheduler (the conflict sweep of
+// 76,800 tokens per replication); waves plans every wave (and reports how
+// many); next is one decision with a third of the nodes running.
+//
+//	go test -run '^$' -bench Scheduler300 -benchtime=10x ./tokenring/
 func BenchmarkScheduler300x256(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	rg := benchRing(r, 300, "10.0.")
@@ -585,31 +653,109 @@ func BenchmarkScheduler300x256(b *testing.B) {
 	for i := 0; i < len(needed); i += 3 {
 		running = append(running, needed[i])
 	}
-	s, err := NewScheduler(topo, ScheduleLimits{})
-	if err != nil {
-		b.Fatal(err)
+	for _, scope := range []ConflictScope{AcrossDatacenters, WithinDatacenter} {
+		limits := ScheduleLimits{ConflictScope: scope}
+		s, err := NewScheduler(topo, limits)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(scope.String()+"/build", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := NewScheduler(topo, limits); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(scope.String()+"/waves", func(b *testing.B) {
+			var waves [][]string
+			for b.Loop() {
+				if waves, err = s.Waves(needed, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(waves)), "waves")
+		})
+		b.Run(scope.String()+"/next", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := s.Next(needed, running); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
-	b.Run("build", func(b *testing.B) {
-		for b.Loop() {
-			if _, err := NewScheduler(topo, ScheduleLimits{}); err != nil {
-				b.Fatal(err)
+}
+
+// TestSchedulerNextWithinDatacenter: a node cleaning in dc1 holds back
+// the nodes it shares a range with in any datacenter under the default
+// scope, and only those of dc1 under WithinDatacenter.
+func TestSchedulerNextWithinDatacenter(t *testing.T) {
+	locs := map[string]Location{}
+	var pairs []any
+	for i, ep := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+		locs[ep] = Location{Datacenter: fmt.Sprintf("dc%d", i%2+1), Rack: "r1"}
+		pairs = append(pairs, (i+1)*10, ep)
+	}
+	topo := Topology{Ring: ring(locs, pairs...), Keyspaces: one("ks", nts(map[string]int{"dc1": 2, "dc2": 2}))}
+	for _, tc := range []struct {
+		scope ConflictScope
+		want  ScheduleStep
+	}{
+		{AcrossDatacenters, ScheduleStep{Start: []string{}, Held: []Hold{
+			{"b", HoldReplicaBusy, []string{"a"}},
+			{"c", HoldReplicaBusy, []string{"a"}},
+			{"d", HoldReplicaBusy, []string{"a"}},
+		}}},
+		{WithinDatacenter, ScheduleStep{Start: []string{"b"}, Held: []Hold{
+			{"c", HoldReplicaBusy, []string{"a"}},
+			{"d", HoldReplicaBusy, []string{"b"}},
+		}}},
+	} {
+		t.Run(tc.scope.String(), func(t *testing.T) {
+			s := mustScheduler(t, topo, ScheduleLimits{ConflictScope: tc.scope})
+			got, err := s.Next([]string{"b", "c", "d"}, []string{"a"})
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-	})
-	b.Run("waves", func(b *testing.B) {
-		var waves [][]string
-		for b.Loop() {
-			if waves, err = s.Waves(needed, nil); err != nil {
-				b.Fatal(err)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("Next = %+v\nwant   %+v", got, tc.want)
 			}
-		}
-		b.ReportMetric(float64(len(waves)), "waves")
-	})
-	b.Run("next", func(b *testing.B) {
-		for b.Loop() {
-			if _, err := s.Next(needed, running); err != nil {
-				b.Fatal(err)
+			if got := s.Limits().ConflictScope; got != tc.scope {
+				t.Fatalf("Limits().ConflictScope = %v", got)
 			}
+		})
+	}
+}
+
+// TestConflictScopeJSON: the scope reads by name in JSON, the default is
+// left out, and an unknown name or value is ErrInvalidLimits.
+func TestConflictScopeJSON(t *testing.T) {
+	for _, tc := range []struct {
+		limits ScheduleLimits
+		want   string
+	}{
+		{ScheduleLimits{}, `{}`},
+		{ScheduleLimits{ConflictScope: WithinDatacenter}, `{"conflictScope":"WithinDatacenter"}`},
+	} {
+		b, err := json.Marshal(tc.limits)
+		if err != nil || string(b) != tc.want {
+			t.Fatalf("Marshal(%+v) = %s, %v; want %s", tc.limits, b, err, tc.want)
 		}
-	})
+		var back ScheduleLimits
+		if err := json.Unmarshal(b, &back); err != nil || back != tc.limits {
+			t.Fatalf("Unmarshal(%s) = %+v, %v", b, back, err)
+		}
+	}
+	var l ScheduleLimits
+	if err := json.Unmarshal([]byte(`{"conflictScope":"Rack"}`), &l); !errors.Is(err, ErrInvalidLimits) {
+		t.Fatalf("unknown scope name: %v", err)
+	}
+	if err := json.Unmarshal([]byte(`{"conflictScope":"AcrossDatacenters"}`), &l); err != nil || l.ConflictScope != AcrossDatacenters {
+		t.Fatalf("AcrossDatacenters by name: %+v, %v", l, err)
+	}
+	if _, err := json.Marshal(ScheduleLimits{ConflictScope: 7}); !errors.Is(err, ErrInvalidLimits) {
+		t.Fatalf("Marshal of scope 7: %v", err)
+	}
+	if got := ConflictScope(7).String(); got != "ConflictScope(7)" {
+		t.Fatalf("String = %q", got)
+	}
 }

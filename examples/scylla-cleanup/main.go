@@ -27,10 +27,16 @@
 //	go run ./examples/scylla-cleanup -plan -keyspace shop=NetworkTopologyStrategy:dc1=3
 //	go run ./examples/scylla-cleanup -plan -json -keyspace shop=NetworkTopologyStrategy:dc1=3
 //
-//	# follow the plan: clean wave after wave, each node through its own
+//	# datacenters that replicate each other clean side by side when only
+//	# replicas in one datacenter must not clean together (clients at
+//	# LOCAL_QUORUM)
+//	go run ./examples/scylla-cleanup -plan -conflicts dc -keyspace shop=NetworkTopologyStrategy:dc1=3,dc2=3
+//
+//	# run the plan: each node as soon as the rules allow, through its own
 //	# API (-node-api ENDPOINT=URL, or -api's scheme and port on the
-//	# endpoint's address)
-//	go run ./examples/scylla-cleanup -plan -run-cleanup -yes -keyspace shop=NetworkTopologyStrategy:dc1=3
+//	# endpoint's address); -state records the progress, and the same
+//	# command after a restart resumes without cleaning a done node again
+//	go run ./examples/scylla-cleanup -plan -run-cleanup -yes -state cleanup.json -keyspace shop=NetworkTopologyStrategy:dc1=3
 //
 // Exit codes: 0 done (or nothing to do), 1 failed, 2 bad usage, 3 dry run
 // that would clean, 4 refused by a safety rule.
@@ -150,12 +156,21 @@ type config struct {
 	plan, json  bool
 	maxPerDC    int
 	rackAtATime bool
+	conflicts   string // conflictsCluster or conflictsDC
 	nodeAPIs    nodeAPIFlags
+	state       string // -state FILE for -plan -run-cleanup
+	attempts    int
 }
+
+// The values of -conflicts.
+const (
+	conflictsCluster = "cluster" // tokenring.AcrossDatacenters
+	conflictsDC      = "dc"      // tokenring.WithinDatacenter
+)
 
 var command = cli.Command{
 	Name:  "scylla-cleanup",
-	Usage: "scylla-cleanup [-api URL] [-save FILE -keyspace SPEC... | -baseline FILE [-keyspace SPEC]...] [-plan [-json] [-max-per-dc N] [-rack-at-a-time=false] [-node-api ENDPOINT=URL]...] [-run-cleanup [-all] [-yes]]",
+	Usage: "scylla-cleanup [-api URL] [-save FILE -keyspace SPEC... | -baseline FILE [-keyspace SPEC]...] [-plan [-json] [-max-per-dc N] [-rack-at-a-time=false] [-conflicts dc|cluster] [-node-api ENDPOINT=URL]... [-state FILE] [-attempts N]] [-run-cleanup [-all] [-yes]]",
 	About: "scylla-cleanup inspects a ScyllaDB node's token ring through its REST API (or the Scylla Manager Agent) " +
 		"and prints the node's token ring hash, as scylla-operator annotates it. With -save it records the ring and " +
 		"the -keyspace replication before scaling; with -baseline it says which nodes lost ranges since (they need a " +
@@ -163,7 +178,8 @@ var command = cli.Command{
 		"the keyspaces it would clean, cleans nothing and exits 3. With -baseline, -run-cleanup cleans only if this " +
 		"node lost ranges, and only the keyspaces in which it lost them, unless -all is given. With -plan it plans the " +
 		"cleanups of the whole cluster (or, with -baseline, of the nodes that lost ranges) in waves that never clean two " +
-		"replicas of one range together, and -plan -run-cleanup -yes follows the waves.",
+		"replicas of one range together (with -conflicts dc: never two in one datacenter), and -plan -run-cleanup -yes runs " +
+		"them, each node as soon as the rules allow, recording its progress in -state FILE so that a new run resumes.",
 }
 
 // parseArgs parses the command line; errors name the flag and what is
@@ -185,13 +201,22 @@ func parseArgs(args []string, stdout, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.json, "json", false, `with -plan, print only the plan as JSON: {"waves": [["10.0.0.1", ...], ...]}`)
 	fs.IntVar(&c.maxPerDC, "max-per-dc", 0, fmt.Sprintf("with -plan, at most this many cleanups at once per datacenter (0: %d)", tokenring.DefaultMaxPerDatacenter))
 	fs.BoolVar(&c.rackAtATime, "rack-at-a-time", true, "with -plan, clean one rack of a datacenter at a time (false: racks together, when they share no range)")
+	fs.StringVar(&c.conflicts, "conflicts", conflictsCluster, "with -plan, which replicas of a range never clean together: cluster (anywhere) or dc (in one datacenter; for clients at LOCAL_QUORUM)")
+	fs.StringVar(&c.state, "state", "", "with -plan -run-cleanup, record what is done and what runs in this JSON file, and resume from it")
+	fs.IntVar(&c.attempts, "attempts", 0, fmt.Sprintf("with -plan -run-cleanup, tries per node before giving it up (0: %d)", tokenring.DefaultCleanupMaxAttempts))
 	fs.Var(c.nodeAPIs, "node-api", "with -plan -run-cleanup, the API of one node, ENDPOINT=URL (repeatable; default: -api's scheme and port on the endpoint)")
 	if err := command.Parse(fs, args, stdout, stderr); err != nil {
 		return config{}, err
 	}
 	switch {
-	case !c.plan && (c.json || c.maxPerDC != 0 || !c.rackAtATime || len(c.nodeAPIs) > 0):
-		return config{}, cli.Usagef("-json, -max-per-dc, -rack-at-a-time and -node-api only change -plan, which was not given")
+	case !c.plan && (c.json || c.maxPerDC != 0 || !c.rackAtATime || c.conflicts != conflictsCluster || len(c.nodeAPIs) > 0):
+		return config{}, cli.Usagef("-json, -max-per-dc, -rack-at-a-time, -conflicts and -node-api only change -plan, which was not given")
+	case c.conflicts != conflictsCluster && c.conflicts != conflictsDC:
+		return config{}, cli.Usagef("-conflicts %q: want cluster (replicas anywhere never clean together) or dc (replicas in one datacenter never do)", c.conflicts)
+	case (c.state != "" || c.attempts != 0) && !(c.plan && c.runCleanup):
+		return config{}, cli.Usagef("-state and -attempts only change -plan -run-cleanup")
+	case c.attempts < 0:
+		return config{}, cli.Usagef("-attempts %d: want 0 (the default, %d) or more", c.attempts, tokenring.DefaultCleanupMaxAttempts)
 	case c.maxPerDC < 0:
 		return config{}, cli.Usagef("-max-per-dc %d: want 0 (the default, %d) or more", c.maxPerDC, tokenring.DefaultMaxPerDatacenter)
 	case c.plan && c.save != "":
@@ -298,7 +323,7 @@ func run(w io.Writer, c config) error {
 		}
 	}
 	if c.plan {
-		return plan(w, out, c, topo, analysis, opts, m.Endpoint)
+		return plan(w, out, c, topo, analysis, opts, m.Endpoint, hash)
 	}
 
 	if !c.runCleanup {

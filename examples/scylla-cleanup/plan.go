@@ -8,12 +8,16 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"os"
+	"os/signal"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/caretaker-storage/caretaker/examples/internal/cli"
 	"github.com/caretaker-storage/caretaker/tokenring"
+	"github.com/hashicorp/go-multierror"
 )
 
 // planJSON is what -plan -json prints.
@@ -22,8 +26,8 @@ type planJSON struct {
 }
 
 // plan prints the cluster's cleanup plan (to out as JSON with -json, to w
-// otherwise) and, with -run-cleanup -yes, follows it wave after wave.
-func plan(w, out io.Writer, c config, topo tokenring.Topology, analysis *tokenring.Analysis, opts tokenring.ClientOptions, local string) error {
+// otherwise) and, with -run-cleanup -yes, runs it (follow).
+func plan(w, out io.Writer, c config, topo tokenring.Topology, analysis *tokenring.Analysis, opts tokenring.ClientOptions, local, hash string) error {
 	if len(topo.Keyspaces) == 0 {
 		return errors.New("-plan needs the replication: pass -keyspace (or a -baseline saved with it): without it no two nodes seem to share a range")
 	}
@@ -41,6 +45,9 @@ func plan(w, out io.Writer, c config, topo tokenring.Topology, analysis *tokenri
 		slices.Sort(needed)
 	}
 	limits := tokenring.ScheduleLimits{MaxPerDatacenter: c.maxPerDC, RacksTogether: !c.rackAtATime}
+	if c.conflicts == conflictsDC {
+		limits.ConflictScope = tokenring.WithinDatacenter
+	}
 	sched, err := tokenring.NewScheduler(topo, limits)
 	if err != nil {
 		return fmt.Errorf("-plan: %w", err)
@@ -63,8 +70,12 @@ func plan(w, out io.Writer, c config, topo tokenring.Topology, analysis *tokenri
 	if limits.RacksTogether {
 		rule = "racks together"
 	}
-	fmt.Fprintf(w, "cleanup plan: %s in %s (at most %d at once per datacenter, %s, never two replicas of one range)\n",
-		cli.Count(len(needed), "node"), cli.Count(len(waves), "wave"), limits.MaxPerDatacenter, rule)
+	never := "never two replicas of one range"
+	if limits.ConflictScope == tokenring.WithinDatacenter {
+		never += " in one datacenter"
+	}
+	fmt.Fprintf(w, "cleanup plan: %s in %s (at most %d at once per datacenter, %s, %s)\n",
+		cli.Count(len(needed), "node"), cli.Count(len(waves), "wave"), limits.MaxPerDatacenter, rule, never)
 	for i, wave := range waves {
 		fmt.Fprintf(w, "wave %d: %s (%s)\n", i+1, strings.Join(wave, ", "), racksOf(topo.Ring, wave))
 	}
@@ -72,44 +83,119 @@ func plan(w, out io.Writer, c config, topo tokenring.Topology, analysis *tokenri
 		return nil
 	}
 	if !c.yes {
-		fmt.Fprintf(w, "dry run: -run-cleanup would clean %s wave after wave as above; add -yes to run it\n", cli.Count(len(needed), "node"))
+		fmt.Fprintf(w, "dry run: -run-cleanup would clean %s under the rules above, each as soon as they allow; add -yes to run it\n", cli.Count(len(needed), "node"))
 		return cli.DryRun("cleaned")
 	}
-	for i, wave := range waves {
-		fmt.Fprintf(w, "wave %d: cleaning %s ...\n", i+1, strings.Join(wave, ", "))
-		reports := make([]tokenring.CleanupReport, len(wave))
-		errs := make([]error, len(wave))
-		var wg sync.WaitGroup
-		for k, ep := range wave {
-			cleaner, err := nodeCleaner(c, opts, ep, local, analysis)
-			if err != nil {
-				errs[k] = err
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				reports[k], errs[k] = tokenring.RunCleanup(context.Background(), cleaner)
-			}()
+	return follow(w, c, sched, needed, opts, local, analysis, hash)
+}
+
+// follow runs the plan's cleanups through a tokenring.CleanupDriver: each
+// node starts as soon as the scheduler allows it beside those running (not
+// wave by wave), a failed node is retried with backoff, and with -state
+// the driver's record of what is done and what runs is kept in a file,
+// so that a new run resumes: it re-runs first the nodes that were
+// running, and never again those that are done.
+func follow(w io.Writer, c config, sched *tokenring.Scheduler, needed []string, opts tokenring.ClientOptions, local string,
+	analysis *tokenring.Analysis, hash string) error {
+	var store tokenring.CleanupStateStore = &tokenring.MemCleanupStateStore{}
+	if c.state != "" {
+		fs := fileStateStore{path: c.state, hash: hash}
+		st, err := fs.Load(context.Background())
+		if errors.Is(err, errOtherRing) {
+			return cli.Refused(err)
 		}
-		wg.Wait()
-		var failed []error
-		for k, ep := range wave {
-			if errs[k] != nil {
-				fmt.Fprintf(w, "  %s: failed: %v\n", ep, errs[k])
-				failed = append(failed, fmt.Errorf("node %s: %w", ep, errs[k]))
-				continue
-			}
-			fmt.Fprintf(w, "  %s: cleaned %v\n", ep, reports[k].Cleaned)
+		if err != nil {
+			return err
 		}
-		if len(failed) > 0 {
-			// The next waves may hold replicas of the failed nodes' ranges:
-			// stop here, as a cleanup Job that failed stops scylla-operator.
-			return fmt.Errorf("wave %d failed; later waves not started: %w", i+1, errors.Join(failed...))
+		if len(st.Done)+len(st.Running) > 0 {
+			fmt.Fprintf(w, "resuming from %s: %s recorded done, %s recorded running (re-run first)\n",
+				c.state, cli.Count(len(st.Done), "node"), cli.Count(len(st.Running), "node"))
+		}
+		store = fs
+	}
+
+	var mu sync.Mutex // the hooks and the cleaners' goroutines print
+	printf := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(w, format, args...)
+	}
+	cleaned := 0
+	hooks := tokenring.CleanupHooksFunc(func(e tokenring.CleanupEvent) {
+		switch e.Outcome {
+		case tokenring.CleanupDone:
+			cleaned++
+			printf("  %s: cleaned %v\n", e.Endpoint, e.Report.Cleaned)
+			if len(e.Report.Dropped) > 0 {
+				printf("  %s: dropped meanwhile (nothing to clean) %v\n", e.Endpoint, e.Report.Dropped)
+			}
+		case tokenring.CleanupRetry:
+			printf("  %s: attempt %d failed: %s; retrying after the backoff\n", e.Endpoint, e.Attempt, oneLine(e.Err))
+		case tokenring.CleanupGivenUp:
+			printf("  %s: failed, given up after %s: %s\n", e.Endpoint, cli.Count(e.Attempt, "attempt"), oneLine(e.Err))
+		case tokenring.CleanupInterrupted:
+			printf("  %s: interrupted; it may still be cleaning, and counts as running until it is re-run\n", e.Endpoint)
+		}
+	})
+	cleanerFor := func(ep string) (tokenring.Cleaner, error) {
+		printf("  %s: cleaning ...\n", ep)
+		return nodeCleaner(c, opts, ep, local, analysis)
+	}
+	d := tokenring.NewCleanupDriver(sched, cleanerFor, store, tokenring.CleanupDriverOptions{MaxAttempts: c.attempts, Hooks: hooks})
+
+	// Ctrl-C stops the run; the driver records what was cut short as
+	// running, for the next run to resume.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fmt.Fprintf(w, "cleaning %s, each as soon as the rules above allow ...\n", cli.Count(len(needed), "node"))
+	rep, err := d.Run(ctx, needed)
+	mu.Lock()
+	defer mu.Unlock()
+	before := len(rep.Done) - cleaned
+	switch {
+	case err != nil && c.state != "":
+		fmt.Fprintf(w, "stopped: %s done (%d before this run), %s failed; %s records where to resume\n",
+			cli.Count(len(rep.Done), "node"), before, cli.Count(len(rep.Failed), "node"), c.state)
+	case err != nil:
+		fmt.Fprintf(w, "stopped: %s done, %s failed\n", cli.Count(len(rep.Done), "node"), cli.Count(len(rep.Failed), "node"))
+	case before > 0:
+		fmt.Fprintf(w, "cleaned %s (%d recorded done before this run)\n", cli.Count(cleaned, "node"), before)
+	default:
+		fmt.Fprintf(w, "cleaned %s\n", cli.Count(cleaned, "node"))
+	}
+	if err != nil {
+		return lineError{err}
+	}
+	return nil
+}
+
+// lineError prints an error, go-multierror's lists included, on one line,
+// as the tool's other errors are; errors.Is and errors.As see through it.
+type lineError struct{ err error }
+
+func (e lineError) Error() string { return oneLine(e.err) }
+func (e lineError) Unwrap() error { return e.err }
+
+// oneLine flattens the lists of go-multierror (the driver's failures, and
+// RunCleanup's per keyspace) into "a; b".
+func oneLine(err error) string {
+	var list *multierror.Error
+	if !errors.As(err, &list) || list == nil {
+		return err.Error()
+	}
+	parts := make([]string, 0, len(list.Errors))
+	for _, e := range list.Errors {
+		parts = append(parts, oneLine(e))
+	}
+	msg := strings.Join(parts, "; ")
+	if outer := err.Error(); err != error(list) && !strings.HasPrefix(outer, list.Error()) {
+		// err wraps the list with words of its own: keep them, without
+		// the list's multi-line text.
+		if prefix, _, ok := strings.Cut(outer, list.Error()); ok {
+			return prefix + msg
 		}
 	}
-	fmt.Fprintf(w, "cleaned %s in %s\n", cli.Count(len(needed), "node"), cli.Count(len(waves), "wave"))
-	return nil
+	return msg
 }
 
 // nodeCleaner is the Cleaner of one node: its -node-api, this node's

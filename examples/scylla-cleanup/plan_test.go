@@ -2,11 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -16,6 +21,7 @@ import (
 	"time"
 
 	"github.com/caretaker-storage/caretaker/examples/internal/cli/clitest"
+	"github.com/caretaker-storage/caretaker/tokenring"
 	"github.com/caretaker-storage/caretaker/tokenring/tokenringtest"
 )
 
@@ -191,12 +197,14 @@ func TestPlanJSONOnNineNodes(t *testing.T) {
 	}
 }
 
-// TestPlanRunCleanupFollowsTheWaves cleans the nine nodes through their
-// own APIs: each is cleaned once, wave after wave, never beside a node
-// that shares a range.
-func TestPlanRunCleanupFollowsTheWaves(t *testing.T) {
+// TestPlanRunCleanupThroughTheDriver cleans the nine nodes through their
+// own APIs with -state: each is cleaned once, never beside a node that
+// shares a range; the state file records all nine done, and the same
+// command again re-runs nothing.
+func TestPlanRunCleanupThroughTheDriver(t *testing.T) {
 	rec, nodeAPIs := nineNodes(t)
-	args := append(append([]string{"-api", rec.apis["10.0.0.1"], "-plan", "-run-cleanup"}, shopRF3...), nodeAPIs...)
+	state := filepath.Join(t.TempDir(), "cleanup.json")
+	args := append(append([]string{"-api", rec.apis["10.0.0.1"], "-plan", "-run-cleanup", "-state", state}, shopRF3...), nodeAPIs...)
 
 	code, stdout, stderr := runTool(args...)
 	if code != 3 || !strings.Contains(stdout, "dry run: -run-cleanup would clean 9 nodes") || !strings.Contains(stderr, "add -yes") {
@@ -207,16 +215,20 @@ func TestPlanRunCleanupFollowsTheWaves(t *testing.T) {
 			t.Fatalf("the dry run touched %s", ep)
 		}
 	}
+	if _, err := os.Stat(state); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the dry run wrote the state file: %v", err)
+	}
 
 	code, stdout, stderr = runTool(append(args, "-yes")...)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	for _, want := range []string{
-		"wave 1: 10.0.0.1, 10.0.0.4, 10.0.0.7 (dc1/r1)",
-		"wave 3: cleaning 10.0.0.3, 10.0.0.6, 10.0.0.9 ...",
+		"wave 1: 10.0.0.1, 10.0.0.4, 10.0.0.7 (dc1/r1)", // the plan, as before
+		"cleaning 9 nodes, each as soon as the rules above allow ...",
+		"  10.0.0.9: cleaning ...",
 		"  10.0.0.9: cleaned [shop]",
-		"cleaned 9 nodes in 3 waves",
+		"cleaned 9 nodes\n",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout)
@@ -225,46 +237,241 @@ func TestPlanRunCleanupFollowsTheWaves(t *testing.T) {
 	if len(rec.violations) > 0 {
 		t.Fatalf("replicas of one range cleaned together: %v", rec.violations)
 	}
+	stops := map[string]int{}
 	for ep, fake := range rec.fakes {
 		if got := fake.Node().Cleaned(); !slices.Equal(got, []string{"shop"}) {
 			t.Errorf("%s cleaned %v", ep, got)
 		}
+		stops[ep] = fake.Node().StopCalls()
 	}
-	// Waves follow each other: every node of a wave ends before the next
-	// wave's first start.
-	waveOf := map[string]int{}
-	for i, w := range [][]string{{"10.0.0.1", "10.0.0.4", "10.0.0.7"}, {"10.0.0.2", "10.0.0.5", "10.0.0.8"}, {"10.0.0.3", "10.0.0.6", "10.0.0.9"}} {
-		for _, ep := range w {
-			waveOf[ep] = i
+	recorded := readState(t, state)
+	if len(recorded.Done) != 9 || len(recorded.Running) != 0 || recorded.TokenRingHash == "" {
+		t.Fatalf("state file: %+v", recorded)
+	}
+
+	code, stdout, stderr = runTool(append(args, "-yes")...)
+	if code != 0 {
+		t.Fatalf("second run: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"resuming from " + state + ": 9 nodes recorded done, 0 nodes recorded running", "cleaned 0 nodes (9 recorded done before this run)"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("second run: stdout lacks %q:\n%s", want, stdout)
 		}
 	}
-	ended := map[int]int{}
-	for _, ev := range rec.order {
-		ep := ev[1:]
-		if ev[0] == '-' {
-			ended[waveOf[ep]]++
-			continue
-		}
-		if w := waveOf[ep]; w > 0 && ended[w-1] < 3 {
-			t.Fatalf("%s (wave %d) started before wave %d ended: %v", ep, w+1, w, rec.order)
+	if strings.Contains(stdout, ": cleaning ...") {
+		t.Errorf("second run started a cleanup:\n%s", stdout)
+	}
+	for ep, fake := range rec.fakes {
+		if n := fake.Node().StopCalls(); n != stops[ep] || len(fake.Node().Cleaned()) != 1 {
+			t.Errorf("second run touched %s: %d stop calls (was %d), cleaned %v", ep, n, stops[ep], fake.Node().Cleaned())
 		}
 	}
 }
 
-// TestPlanStopsAfterAFailedWave: a node that fails stops the plan after
-// its wave; the later waves are not started.
-func TestPlanStopsAfterAFailedWave(t *testing.T) {
+func readState(t *testing.T, path string) stateFile {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st stateFile
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	return st
+}
+
+// TestPlanRunCleanupResumes: a state file left by a run that stopped
+// with rack r1 done and 10.0.0.2 cleaning. The new run leaves r1 alone,
+// re-runs 10.0.0.2 before anything else, and cleans the rest.
+func TestPlanRunCleanupResumes(t *testing.T) {
 	rec, nodeAPIs := nineNodes(t)
-	rec.fakes["10.0.0.4"].Override(http.MethodPost, "/storage_service/keyspace_cleanup/shop", http.StatusInternalServerError, "disk full")
-	args := append(append([]string{"-api", rec.apis["10.0.0.1"], "-plan", "-run-cleanup", "-yes"}, shopRF3...), nodeAPIs...)
+	state := filepath.Join(t.TempDir(), "cleanup.json")
+	writeState(t, state, stateFile{TokenRingHash: ringHash(t, rec.apis["10.0.0.1"]),
+		Done: []string{"10.0.0.1", "10.0.0.4", "10.0.0.7"}, Running: []string{"10.0.0.2"}})
+	args := append(append([]string{"-api", rec.apis["10.0.0.1"], "-plan", "-run-cleanup", "-yes", "-state", state}, shopRF3...), nodeAPIs...)
 	code, stdout, stderr := runTool(args...)
-	if code != 1 || !strings.Contains(stdout, "10.0.0.4: failed") || !strings.Contains(stderr, "wave 1 failed; later waves not started") {
+	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	for _, ep := range []string{"10.0.0.2", "10.0.0.3", "10.0.0.5", "10.0.0.6", "10.0.0.8", "10.0.0.9"} {
-		if n := rec.fakes[ep].Node().StopCalls(); n != 0 {
-			t.Errorf("%s of a later wave was started", ep)
+	if !strings.Contains(stdout, "resuming from "+state+": 3 nodes recorded done, 1 node recorded running") ||
+		!strings.Contains(stdout, "cleaned 6 nodes (3 recorded done before this run)") {
+		t.Fatalf("stdout:\n%s", stdout)
+	}
+	if len(rec.violations) > 0 {
+		t.Fatalf("replicas of one range cleaned together: %v", rec.violations)
+	}
+	if len(rec.order) == 0 || rec.order[0] != "+10.0.0.2" {
+		t.Fatalf("the node recorded running was not re-run first: %v", rec.order)
+	}
+	for ep, fake := range rec.fakes {
+		done := ep == "10.0.0.1" || ep == "10.0.0.4" || ep == "10.0.0.7"
+		if cleaned := len(fake.Node().Cleaned()) > 0; cleaned == done {
+			t.Errorf("%s: recorded done %v, cleaned %v", ep, done, fake.Node().Cleaned())
 		}
+	}
+	if st := readState(t, state); len(st.Done) != 9 || len(st.Running) != 0 {
+		t.Fatalf("state file: %+v", st)
+	}
+}
+
+// TestPlanRunCleanupRefusesAnotherRingsState: a state file recorded on
+// another ring is refused (exit 4) before anything is cleaned: the nodes
+// it records done may have lost ranges since.
+func TestPlanRunCleanupRefusesAnotherRingsState(t *testing.T) {
+	rec, nodeAPIs := nineNodes(t)
+	state := filepath.Join(t.TempDir(), "cleanup.json")
+	writeState(t, state, stateFile{TokenRingHash: "another", Done: []string{"10.0.0.1"}})
+	args := append(append([]string{"-api", rec.apis["10.0.0.1"], "-plan", "-run-cleanup", "-yes", "-state", state}, shopRF3...), nodeAPIs...)
+	code, stdout, stderr := runTool(args...)
+	if code != 4 || !strings.Contains(stderr, "recorded on another token ring") {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for ep, fake := range rec.fakes {
+		if fake.Node().StopCalls() != 0 {
+			t.Errorf("%s was touched", ep)
+		}
+	}
+}
+
+func writeState(t *testing.T, path string, st stateFile) {
+	t.Helper()
+	b, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func ringHash(t *testing.T, api string) string {
+	t.Helper()
+	c, err := tokenring.NewClient(api, tokenring.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash, _, err := tokenring.ReadTokenRingHash(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hash
+}
+
+// TestPlanRunCleanupGivesUpAFailingNode: with -attempts 1 a node that
+// fails is given up (exit 1), the others are cleaned, never beside a
+// node sharing a range, and the state leaves it not done, so that a new
+// run cleans it alone.
+func TestPlanRunCleanupGivesUpAFailingNode(t *testing.T) {
+	rec, nodeAPIs := nineNodes(t)
+	rec.fakes["10.0.0.4"].Override(http.MethodPost, "/storage_service/keyspace_cleanup/shop", http.StatusInternalServerError, "disk full")
+	state := filepath.Join(t.TempDir(), "cleanup.json")
+	args := append(append([]string{"-api", rec.apis["10.0.0.1"], "-plan", "-run-cleanup", "-yes", "-attempts", "1", "-state", state}, shopRF3...), nodeAPIs...)
+	code, stdout, stderr := runTool(args...)
+	if code != 1 || !strings.Contains(stdout, "10.0.0.4: failed, given up after 1 attempt: ") ||
+		!strings.Contains(stdout, "stopped: 8 nodes done (0 before this run), 1 node failed") || !strings.Contains(stderr, "node 10.0.0.4") {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if strings.Count(stderr, "\n") != 1 {
+		t.Errorf("the error is not one line:\n%s", stderr)
+	}
+	if len(rec.violations) > 0 {
+		t.Fatalf("replicas of one range cleaned together: %v", rec.violations)
+	}
+	if st := readState(t, state); len(st.Done) != 8 || slices.Contains(st.Done, "10.0.0.4") || len(st.Running) != 0 {
+		t.Fatalf("state file: %+v", st)
+	}
+
+	rec.fakes["10.0.0.4"].Override(http.MethodPost, "/storage_service/keyspace_cleanup/shop", 0, "")
+	stops := map[string]int{}
+	for ep, fake := range rec.fakes {
+		stops[ep] = fake.Node().StopCalls()
+	}
+	code, stdout, stderr = runTool(args...)
+	if code != 0 || !strings.Contains(stdout, "cleaned 1 node (8 recorded done before this run)") {
+		t.Fatalf("second run: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for ep, fake := range rec.fakes {
+		if want := stops[ep] + map[bool]int{true: 1}[ep == "10.0.0.4"]; fake.Node().StopCalls() != want {
+			t.Errorf("second run: %s has %d stop calls, want %d", ep, fake.Node().StopCalls(), want)
+		}
+	}
+}
+
+// TestPlanConflictScope: two datacenters of six nodes, shop at factor 3
+// in each. By default (-conflicts cluster) a node shares ranges with
+// nodes of the other datacenter and no wave mixes them; with -conflicts
+// dc both datacenters clean in every wave, never two replicas of a range
+// in one datacenter, in half the waves.
+func TestPlanConflictScope(t *testing.T) {
+	cluster := tokenringtest.RackedCluster(12)
+	for i := range cluster.Nodes {
+		if i >= 6 {
+			cluster.Nodes[i].Datacenter = "dc2"
+		}
+	}
+	srv := tokenringtest.NewServer(cluster, tokenringtest.ServerOptions{})
+	defer srv.Close()
+	topo := tokenring.Topology{Ring: tokenring.Ring{Locations: map[string]tokenring.Location{}}, Keyspaces: map[string]tokenring.Replication{
+		"shop": {Strategy: tokenring.NetworkTopologyStrategy, Datacenters: map[string]int{"dc1": 3, "dc2": 3}}}}
+	for _, n := range cluster.Nodes {
+		topo.Ring.Locations[n.Endpoint] = tokenring.Location{Datacenter: n.Datacenter, Rack: n.Rack}
+		for _, s := range n.Tokens {
+			tok, _ := tokenring.ParseToken(s)
+			topo.Ring.Owners = append(topo.Ring.Owners, tokenring.TokenOwner{Token: tok, Endpoint: n.Endpoint})
+		}
+	}
+	across, err := tokenring.NewScheduler(topo, tokenring.ScheduleLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dcOf := func(ep string) string { return topo.Ring.Locations[ep].Datacenter }
+	keyspace := []string{"-keyspace", "shop=NetworkTopologyStrategy:dc1=3,dc2=3"}
+	plans := map[string]planJSON{}
+	for _, scope := range []string{"", "cluster", "dc"} {
+		args := append([]string{"-api", srv.URL, "-plan", "-json"}, keyspace...)
+		if scope != "" {
+			args = append(args, "-conflicts", scope)
+		}
+		code, stdout, stderr := runTool(args...)
+		if code != 0 {
+			t.Fatalf("-conflicts %q: exit %d: %s", scope, code, stderr)
+		}
+		var p planJSON
+		if err := json.Unmarshal([]byte(stdout), &p); err != nil {
+			t.Fatal(err)
+		}
+		var all []string
+		for i, wave := range p.Waves {
+			dcs := map[string]bool{}
+			for _, a := range wave {
+				dcs[dcOf(a)] = true
+				for _, b := range wave {
+					shared, _ := across.Conflicts(a, b)
+					if shared && (scope != "dc" || dcOf(a) == dcOf(b)) {
+						t.Errorf("-conflicts %q: wave %d: %s and %s share a range", scope, i+1, a, b)
+					}
+				}
+			}
+			if want := map[bool]int{true: 2, false: 1}[scope == "dc"]; len(dcs) != want {
+				t.Errorf("-conflicts %q: wave %d %v spans %d datacenters, want %d", scope, i+1, wave, len(dcs), want)
+			}
+			all = append(all, wave...)
+		}
+		if len(all) != 12 {
+			t.Errorf("-conflicts %q: waves cover %v", scope, all)
+		}
+		plans[scope] = p
+	}
+	if !slices.EqualFunc(plans[""].Waves, plans["cluster"].Waves, slices.Equal) {
+		t.Errorf("the default is not -conflicts cluster: %v vs %v", plans[""].Waves, plans["cluster"].Waves)
+	}
+	if got, want := len(plans["dc"].Waves), len(plans["cluster"].Waves)/2; got != want {
+		t.Errorf("-conflicts dc: %d waves, want %d (half of cluster's %d)", got, want, len(plans["cluster"].Waves))
+	}
+	code, stdout, _ := runTool(append([]string{"-api", srv.URL, "-plan", "-conflicts", "dc"}, keyspace...)...)
+	if code != 0 || !strings.Contains(stdout, "never two replicas of one range in one datacenter)") {
+		t.Errorf("human plan with -conflicts dc: exit %d\n%s", code, stdout)
 	}
 }
 
@@ -275,6 +482,12 @@ func TestPlanFlags(t *testing.T) {
 		return runCommand(args, stdout, stderr)
 	}, []clitest.Case{
 		{Name: "-h lists the plan flags", Args: []string{"-h"}, Code: 0, Stdout: []string{"-plan", "-json", "-max-per-dc", "-rack-at-a-time", "-node-api"}},
+		{Name: "-h lists the run flags", Args: []string{"-h"}, Code: 0, Stdout: []string{"-conflicts", "-state", "-attempts"}},
+		{Name: "-conflicts without -plan", Args: []string{"-api", api, "-conflicts", "dc"}, Code: 2, Stderr: []string{"only change -plan"}},
+		{Name: "bad -conflicts", Args: []string{"-api", api, "-plan", "-conflicts", "rack"}, Code: 2, Stderr: []string{`-conflicts "rack"`, "cluster", "dc"}},
+		{Name: "-state without -run-cleanup", Args: []string{"-api", api, "-plan", "-state", "x.json"}, Code: 2, Stderr: []string{"only change -plan -run-cleanup"}},
+		{Name: "-attempts without -plan", Args: []string{"-api", api, "-run-cleanup", "-attempts", "2"}, Code: 2, Stderr: []string{"only change -plan -run-cleanup"}},
+		{Name: "negative -attempts", Args: []string{"-api", api, "-plan", "-run-cleanup", "-attempts", "-1"}, Code: 2, Stderr: []string{"-attempts -1"}},
 		{Name: "-json without -plan", Args: []string{"-api", api, "-json"}, Code: 2, Stderr: []string{"only change -plan"}},
 		{Name: "-max-per-dc without -plan", Args: []string{"-api", api, "-max-per-dc", "2"}, Code: 2, Stderr: []string{"only change -plan"}},
 		{Name: "-rack-at-a-time=false without -plan", Args: []string{"-api", api, "-rack-at-a-time=false"}, Code: 2, Stderr: []string{"only change -plan"}},
