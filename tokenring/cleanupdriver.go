@@ -254,7 +254,15 @@ type attemptResult struct {
 	report   CleanupReport
 	err      error
 	took     time.Duration
+	// started: RunCleanup was called, so a cleanup may have begun on the
+	// node. stopped: after the failure, StopCleanups succeeded, so none
+	// runs there now.
+	started, stopped bool
 }
+
+// settleTimeout bounds the StopCleanups a failed attempt sends to make
+// sure the node is not still cleaning.
+const settleTimeout = 30 * time.Second
 
 // Run cleans every node of needed that the state does not record done,
 // and returns when each is done or given up, or when ctx ends. needed
@@ -270,8 +278,15 @@ type attemptResult struct {
 // done), each bounded by 30 seconds instead.
 //
 // A failed attempt (RunCleanup returned an error: the node answered, or
-// the connection failed) no longer counts as running; it waits for its
-// backoff, and its next attempt stops any cleanup left on the node first.
+// the connection failed) may leave the node cleaning: ScyllaDB goes on
+// after its client is gone. So the driver then stops the node's cleanups
+// (StopCleanups, bounded by 30 seconds). Only when that succeeds does the
+// node stop counting as running; until then it holds every node it
+// shares a range with, through its backoff, and its next attempt, which
+// adds no concurrency, starts as soon as the backoff ends. A node given up
+// while it could not be stopped stays recorded as running and keeps
+// holding its neighbours: those left unstarted at the end are reported
+// failed with the reason, never started beside it.
 func (d *CleanupDriver) Run(ctx context.Context, needed []string) (CleanupRunReport, error) {
 	rep := CleanupRunReport{Failed: map[string]error{}, Attempts: map[string]int{}}
 	if _, err := d.sched.Next(needed, nil); err != nil {
@@ -301,12 +316,15 @@ func (d *CleanupDriver) Run(ctx context.Context, needed []string) (CleanupRunRep
 	var wg sync.WaitGroup
 	results := make(chan attemptResult)
 	active := map[string]bool{} // goroutines of this Run
+	// mayRun: nodes whose failed attempt could not be stopped: they may
+	// still be cleaning, and count as running until a stop succeeds.
+	mayRun := map[string]bool{}
 	retryAt := map[string]time.Time{}
 	var failures *multierror.Error
 	var stopErr error
 
 	save := func() error {
-		st := CleanupState{Done: sortedKeys(done), Running: sortedKeys(union(running, active))}
+		st := CleanupState{Done: sortedKeys(done), Running: sortedKeys(union(union(running, active), mayRun))}
 		// Save even after ctx ended: a cleanup that finished as the run
 		// stopped must be recorded done, one that was cut short running.
 		saveCtx, cancelSave := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
@@ -318,6 +336,7 @@ func (d *CleanupDriver) Run(ctx context.Context, needed []string) (CleanupRunRep
 	}
 	start := func(ep string, resumed bool) {
 		active[ep] = true
+		delete(mayRun, ep) // this attempt's own StopCleanups comes first
 		rep.Attempts[ep]++
 		attempt := rep.Attempts[ep]
 		msg := "tokenring: cleanup started"
@@ -329,8 +348,9 @@ func (d *CleanupDriver) Run(ctx context.Context, needed []string) (CleanupRunRep
 		go func() {
 			defer wg.Done()
 			began := d.clock.Now()
-			r, err := d.attempt(runCtx, ep)
-			results <- attemptResult{endpoint: ep, report: r, err: err, took: d.clock.Since(began)}
+			res := d.attempt(runCtx, ep)
+			res.took = d.clock.Since(began)
+			results <- res
 		}()
 	}
 
@@ -360,6 +380,7 @@ func (d *CleanupDriver) Run(ctx context.Context, needed []string) (CleanupRunRep
 			return nil
 		case attempt >= d.opts.MaxAttempts:
 			delete(active, ep)
+			d.settled(ep, res, mayRun)
 			delete(todo, ep)
 			rep.Failed[ep] = res.err
 			failures = multierror.Append(failures, fmt.Errorf("node %s, %d attempts: %w", ep, attempt, res.err))
@@ -371,6 +392,7 @@ func (d *CleanupDriver) Run(ctx context.Context, needed []string) (CleanupRunRep
 				slog.Any("err", res.err))
 		default:
 			delete(active, ep)
+			d.settled(ep, res, mayRun)
 			delay := d.policy.Delay(attempt)
 			retryAt[ep] = d.clock.Now().Add(delay)
 			ev.Outcome = CleanupRetry
@@ -394,7 +416,7 @@ func (d *CleanupDriver) Run(ctx context.Context, needed []string) (CleanupRunRep
 	for stopErr == nil && (len(todo) > 0 || len(active) > 0) {
 		// Start what the Scheduler allows beside the running ones.
 		now := d.clock.Now()
-		var ready []string
+		var ready, resume []string
 		var wake time.Time
 		for ep := range todo {
 			if active[ep] {
@@ -406,9 +428,18 @@ func (d *CleanupDriver) Run(ctx context.Context, needed []string) (CleanupRunRep
 				}
 				continue
 			}
+			if mayRun[ep] {
+				// It may still be cleaning: its next attempt adds no
+				// concurrency, so it needs no room from the Scheduler.
+				resume = append(resume, ep)
+				continue
+			}
 			ready = append(ready, ep)
 		}
-		step, err := d.sched.Next(ready, sortedKeys(active))
+		for _, ep := range resume {
+			start(ep, true)
+		}
+		step, err := d.sched.Next(ready, sortedKeys(union(active, mayRun)))
 		if err != nil {
 			stopErr = err
 			break
@@ -467,6 +498,17 @@ func (d *CleanupDriver) Run(ctx context.Context, needed []string) (CleanupRunRep
 			stopErr = err
 		}
 	}
+	if stopErr == nil {
+		// What is left was held by a node that could not be stopped.
+		for _, ep := range sortedKeys(todo) {
+			if done[ep] || rep.Failed[ep] != nil {
+				continue
+			}
+			err := fmt.Errorf("%w: never started: held while %v, whose cleanup could not be confirmed stopped, counts as running", ErrCleanupNotProven, sortedKeys(mayRun))
+			rep.Failed[ep] = err
+			failures = multierror.Append(failures, fmt.Errorf("node %s: %w", ep, err))
+		}
+	}
 	rep.Done = sortedKeys(done)
 	if stopErr != nil {
 		return rep, stopErr
@@ -476,26 +518,62 @@ func (d *CleanupDriver) Run(ctx context.Context, needed []string) (CleanupRunRep
 
 // attempt runs one node's cleanup and says whether the API proved it: a
 // nil error only when RunCleanup succeeded and its report shows every
-// listed keyspace cleaned or dropped. A panicking Cleaner is a failed
-// attempt, not a crash of the run.
-func (d *CleanupDriver) attempt(ctx context.Context, ep string) (rep CleanupReport, err error) {
+// listed keyspace cleaned or dropped. After a failure (not a cancelled
+// run, whose node stays recorded as running) it stops the node's
+// cleanups, so that the node can stop counting as running. A panicking
+// Cleaner is a failed attempt, not a crash of the run.
+func (d *CleanupDriver) attempt(ctx context.Context, ep string) (res attemptResult) {
+	res.endpoint = ep
+	var c Cleaner
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("tokenring: the cleaner of %s panicked: %v\n%s", ep, p, debug.Stack())
+			res.err = fmt.Errorf("tokenring: the cleaner of %s panicked: %v\n%s", ep, p, debug.Stack())
+		}
+		if res.err != nil && res.started && ctx.Err() == nil {
+			res.stopped = stopSafely(ctx, c)
 		}
 	}()
 	c, err := d.cleaner(ep)
 	if err != nil {
-		return rep, fmt.Errorf("cleaner for %s: %w", ep, err)
+		res.err = fmt.Errorf("cleaner for %s: %w", ep, err)
+		return res
 	}
 	if c == nil {
-		return rep, fmt.Errorf("cleaner for %s: nil Cleaner", ep)
+		res.err = fmt.Errorf("cleaner for %s: nil Cleaner", ep)
+		return res
 	}
-	rep, err = RunCleanup(ctx, c)
-	if err != nil {
-		return rep, err
+	res.started = true
+	res.report, res.err = RunCleanup(ctx, c)
+	if res.err == nil {
+		res.err = proven(res.report)
 	}
-	return rep, proven(rep)
+	return res
+}
+
+// stopSafely stops a node's cleanups after a failed attempt, bounded by
+// settleTimeout; a panic is a failure to stop.
+func stopSafely(ctx context.Context, c Cleaner) (stopped bool) {
+	defer func() {
+		if recover() != nil {
+			stopped = false
+		}
+	}()
+	stopCtx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	return c.StopCleanups(stopCtx) == nil
+}
+
+// settled updates mayRun after a failed attempt: a node whose cleanups
+// were stopped is not cleaning; one where a cleanup may have begun and
+// could not be stopped may be, and keeps holding its neighbours.
+func (d *CleanupDriver) settled(ep string, res attemptResult, mayRun map[string]bool) {
+	switch {
+	case res.stopped:
+		delete(mayRun, ep)
+	case res.started:
+		mayRun[ep] = true
+		d.log.LogAttrs(context.Background(), slog.LevelWarn, "tokenring: cleanup may still run, held as running", slog.String("endpoint", ep))
+	}
 }
 
 // proven says whether a report shows every listed keyspace cleaned or

@@ -16,12 +16,13 @@ import (
 )
 
 // fakeCluster gives each node a Cleaner that models ScyllaDB's cleanup as
-// the driver sees it: a node is cleaning from its StopCleanups (which
-// aborts any cleanup still running there) until its last keyspace
-// returns. A run cut short by its context keeps the node cleaning, as
-// ScyllaDB goes on after its client left, until the node's next
-// StopCleanups. Every start checks, against the naive reference, that no
-// node sharing a range is cleaning at that moment.
+// the driver sees it: a node is cleaning from its first keyspace cleanup
+// until its last keyspace returns, or until StopCleanups aborts it. A run
+// cut short by its context, or whose connection drops (lost), keeps the
+// node cleaning, as ScyllaDB goes on after its client left, until the
+// node's next successful StopCleanups. Every start checks, against the
+// naive reference, that no node sharing a range is cleaning at that
+// moment.
 type fakeCluster struct {
 	conflicts map[[2]string]bool
 	keyspaces []string
@@ -33,12 +34,15 @@ type fakeCluster struct {
 	stops      map[string]int // StopCleanups calls per node
 	cleaned    map[string]int // runs that reached their last keyspace without a failure there
 	fail       map[string]int // keyspace failures still to inject, per node
+	lost       map[string]int // lost connections still to inject (on the last keyspace), per node: the node keeps cleaning
+	stopFail   map[string]int // StopCleanups failures still to inject, per node
 	maxAtOnce  int
 }
 
 func newFakeCluster(topo Topology) *fakeCluster {
 	return &fakeCluster{conflicts: refConflicts(topo, AcrossDatacenters), keyspaces: []string{"shop", "logs"}, hold: 2 * time.Millisecond,
-		cleaning: map[string]bool{}, stops: map[string]int{}, cleaned: map[string]int{}, fail: map[string]int{}}
+		cleaning: map[string]bool{}, stops: map[string]int{}, cleaned: map[string]int{}, fail: map[string]int{},
+		lost: map[string]int{}, stopFail: map[string]int{}}
 }
 
 func (f *fakeCluster) cleanerFor(ep string) (Cleaner, error) {
@@ -55,15 +59,27 @@ func (c *fakeNodeCleaner) StopCleanups(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stops[c.ep]++
+	if f.stopFail[c.ep] > 0 && f.cleaning[c.ep] { // stopping a running cleanup fails
+		f.stopFail[c.ep]--
+		return &APIError{Method: "POST", Path: "/compaction_manager/stop_compaction", StatusCode: 503, Message: "injected"}
+	}
 	delete(f.cleaning, c.ep)
+	return nil
+}
+
+// begin marks the node cleaning, checking that no node sharing a range
+// is. f.mu is held.
+func (f *fakeCluster) begin(ep string) {
+	if f.cleaning[ep] {
+		return
+	}
 	for other := range f.cleaning {
-		if f.conflicts[[2]string{c.ep, other}] {
-			f.violations = append(f.violations, fmt.Sprintf("%s started while %s, which shares a range, was cleaning", c.ep, other))
+		if f.conflicts[[2]string{ep, other}] {
+			f.violations = append(f.violations, fmt.Sprintf("%s started while %s, which shares a range, was cleaning", ep, other))
 		}
 	}
-	f.cleaning[c.ep] = true
+	f.cleaning[ep] = true
 	f.maxAtOnce = max(f.maxAtOnce, len(f.cleaning))
-	return nil
 }
 
 func (c *fakeNodeCleaner) CleanupKeyspaces(ctx context.Context) ([]string, error) {
@@ -72,6 +88,14 @@ func (c *fakeNodeCleaner) CleanupKeyspaces(ctx context.Context) ([]string, error
 
 func (c *fakeNodeCleaner) CleanupKeyspace(ctx context.Context, ks string) error {
 	f := c.f
+	f.mu.Lock()
+	f.begin(c.ep)
+	if f.lost[c.ep] > 0 && ks == f.keyspaces[len(f.keyspaces)-1] {
+		f.lost[c.ep]--
+		f.mu.Unlock()
+		return errors.New("connection reset by peer") // the node goes on cleaning
+	}
+	f.mu.Unlock()
 	select {
 	case <-ctx.Done():
 		return ctx.Err() // the node goes on cleaning: f.cleaning keeps it
@@ -210,8 +234,10 @@ func TestCleanupDriverRetriesAFailure(t *testing.T) {
 		t.Fatal(res.err)
 	}
 	f.check(t)
-	if res.rep.Attempts["n4"] != 2 || f.stops["n4"] != 2 || !slices.Equal(res.rep.Done, all9()) {
-		t.Fatalf("report %+v, n4 started %d times", res.rep, f.stops["n4"])
+	// n4: two attempts, each starting with StopCleanups, and one stop
+	// after the failed one so that its neighbours need not wait for it.
+	if res.rep.Attempts["n4"] != 2 || f.stops["n4"] != 3 || !slices.Equal(res.rep.Done, all9()) {
+		t.Fatalf("report %+v, n4 stopped %d times, want 3", res.rep, f.stops["n4"])
 	}
 	var retry *CleanupEvent
 	for i := range events {
@@ -280,10 +306,12 @@ func TestCleanupDriverResumesAfterRestart(t *testing.T) {
 	if len(st.Done) < 4 || len(st.Running) == 0 || !slices.Equal(st.Done, rep1.Done) {
 		t.Fatalf("state after the stop %+v (report %+v): want 4 or more done and some running", st, rep1)
 	}
+	// Every node still cleaning is recorded running (one recorded running
+	// may not have begun its first keyspace yet).
 	f.mu.Lock()
-	for _, ep := range st.Running {
-		if !f.cleaning[ep] {
-			t.Errorf("%s is recorded running but the fake does not clean it", ep)
+	for ep := range f.cleaning {
+		if !slices.Contains(st.Running, ep) {
+			t.Errorf("%s is cleaning but not recorded running", ep)
 		}
 	}
 	f.mu.Unlock()
@@ -416,5 +444,110 @@ func TestCleanupDriverCountsRecordedRunningAsRunning(t *testing.T) {
 	f.check(t)
 	if !slices.Equal(rep.Done, all9()) || rep.Attempts["n3"] != 1 || rep.Attempts["n1"] != 0 {
 		t.Fatalf("report %+v", rep)
+	}
+}
+
+// runDriver runs d over the nine nodes on fc and returns its result.
+func runDriver(t *testing.T, d *CleanupDriver, fc *clocktesting.FakeClock) (CleanupRunReport, error) {
+	t.Helper()
+	type out struct {
+		rep CleanupRunReport
+		err error
+	}
+	ch := make(chan out, 1)
+	go func() { rep, err := d.Run(context.Background(), all9()); ch <- out{rep, err} }()
+	var res out
+	waitFor(t, fc, time.Minute, func() bool {
+		select {
+		case res = <-ch:
+			return true
+		default:
+			return false
+		}
+	})
+	return res.rep, res.err
+}
+
+// TestCleanupDriverLostConnectionHoldsNeighbours: n4's connection drops
+// mid-cleanup while ScyllaDB goes on cleaning, and the stop sent after
+// the failure fails too. n4 must keep holding every node it shares a
+// range with until a stop succeeds (its retry's own), so no replica of
+// its ranges starts beside it. Counting a failed attempt as finished lets
+// rack r2 start beside the still-cleaning n4.
+func TestCleanupDriverLostConnectionHoldsNeighbours(t *testing.T) {
+	topo := racked9()
+	f := newFakeCluster(topo)
+	f.lost["n4"] = 1
+	f.stopFail["n4"] = 1 // the stop after the failure fails; the retry's succeeds
+	fc := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
+	d := NewCleanupDriver(mustScheduler(t, topo, ScheduleLimits{}), f.cleanerFor, &MemCleanupStateStore{}, CleanupDriverOptions{
+		Clock: fc, Backoff: CleanupBackoff{Initial: time.Minute},
+	})
+	rep, err := runDriver(t, d, fc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.check(t)
+	if rep.Attempts["n4"] != 2 || !slices.Equal(rep.Done, all9()) {
+		t.Fatalf("report %+v: want n4 retried once and every node done", rep)
+	}
+}
+
+// TestCleanupDriverStoppedAfterLostConnection: the same lost connection,
+// but the stop after it succeeds: n4 stops holding its neighbours at once
+// (they need not wait out its backoff), and nothing overlaps.
+func TestCleanupDriverStoppedAfterLostConnection(t *testing.T) {
+	topo := racked9()
+	f := newFakeCluster(topo)
+	f.lost["n4"] = 1
+	fc := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
+	d := NewCleanupDriver(mustScheduler(t, topo, ScheduleLimits{}), f.cleanerFor, &MemCleanupStateStore{}, CleanupDriverOptions{
+		Clock: fc, Backoff: CleanupBackoff{Initial: time.Hour},
+	})
+	rep, err := runDriver(t, d, fc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.check(t)
+	if rep.Attempts["n4"] != 2 || !slices.Equal(rep.Done, all9()) || f.stops["n4"] != 3 {
+		t.Fatalf("report %+v, n4 stopped %d times: want 2 attempts, 3 stops, all done", rep, f.stops["n4"])
+	}
+}
+
+// TestCleanupDriverGivesUpAnUnstoppableNode: n4 loses its connection on
+// its only attempt and cannot be stopped. It is given up, stays recorded
+// running (it may still be cleaning), and counts as running: the nodes
+// the rules hold behind it (here every other rack, one rack at a time)
+// are never started, and are reported failed with the reason. Its
+// rack-mates, which share no range with it, are done.
+func TestCleanupDriverGivesUpAnUnstoppableNode(t *testing.T) {
+	topo := racked9()
+	f := newFakeCluster(topo)
+	f.lost["n4"] = 1
+	f.stopFail["n4"] = 1000
+	fc := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
+	store := &MemCleanupStateStore{}
+	d := NewCleanupDriver(mustScheduler(t, topo, ScheduleLimits{}), f.cleanerFor, store, CleanupDriverOptions{
+		Clock: fc, MaxAttempts: 1,
+	})
+	rep, err := runDriver(t, d, fc)
+	if err == nil {
+		t.Fatal("a run that left nodes unstarted reported success")
+	}
+	f.check(t)
+	if !slices.Equal(rep.Done, []string{"n1", "n7"}) {
+		t.Fatalf("done %v, want only n4's rack-mates n1 and n7", rep.Done)
+	}
+	for _, ep := range []string{"n2", "n3", "n5", "n6", "n8", "n9"} {
+		if !errors.Is(rep.Failed[ep], ErrCleanupNotProven) || !strings.Contains(rep.Failed[ep].Error(), "n4") {
+			t.Errorf("%s: %v, want never started, held by n4", ep, rep.Failed[ep])
+		}
+		if rep.Attempts[ep] != 0 {
+			t.Errorf("%s started %d times beside an unstoppable n4", ep, rep.Attempts[ep])
+		}
+	}
+	st, _ := store.Load(context.Background())
+	if !slices.Contains(st.Running, "n4") {
+		t.Fatalf("state %+v: n4 may still be cleaning and must stay recorded running", st)
 	}
 }

@@ -64,7 +64,9 @@
 // side, for clusters whose clients read at LOCAL_QUORUM (see
 // ConflictScope).
 // CleanupDriver runs Next with RunCleanup on each node's Cleaner, retries
-// failures with backoff, and records done and running nodes in a
+// failures with backoff (a failed node counts as running until its
+// cleanups are stopped: ScyllaDB goes on after a lost connection), and
+// records done and running nodes in a
 // CleanupStateStore so that a restart resumes without overlapping
 // replicas (a node recorded as running counts as running until it is
 // re-run). The scylla-cleanup example's -plan prints the waves.

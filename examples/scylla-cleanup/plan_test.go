@@ -44,6 +44,9 @@ func nineNodes(t *testing.T) (*cleanRecorder, []string) {
 		ep := n.Endpoint
 		front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Method == http.MethodPost && r.URL.Path == "/compaction_manager/stop_compaction" {
+				rec.stop(ep)
+			}
+			if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/storage_service/keyspace_cleanup/") {
 				rec.begin(ep)
 			}
 			proxy.ServeHTTP(w, r)
@@ -58,9 +61,9 @@ func nineNodes(t *testing.T) (*cleanRecorder, []string) {
 	return rec, args
 }
 
-// cleanRecorder notes which nodes clean at each moment (from the stop of
-// running cleanups to the end of the keyspace cleanup: shop is the only
-// keyspace) and every start beside a node that shares a range.
+// cleanRecorder notes which nodes clean at each moment (during the
+// keyspace cleanup: shop is the only keyspace; a stop of running cleanups
+// ends it too) and every start beside a node that shares a range.
 type cleanRecorder struct {
 	shares map[[2]string]bool
 	apis   map[string]string
@@ -69,7 +72,7 @@ type cleanRecorder struct {
 	mu         sync.Mutex
 	cleaning   map[string]bool
 	violations []string
-	order      []string // "+ep" at each begin, "-ep" at each end
+	order      []string // "+ep" at each stop (an attempt's first call, or the stop after a failure), "-ep" at each end
 }
 
 func (r *cleanRecorder) begin(ep string) {
@@ -81,11 +84,17 @@ func (r *cleanRecorder) begin(ep string) {
 		}
 	}
 	r.cleaning[ep] = true
-	r.order = append(r.order, "+"+ep)
 	// Hold each cleanup a little, so that nodes of one wave overlap.
 	r.mu.Unlock()
 	time.Sleep(2 * time.Millisecond)
 	r.mu.Lock()
+}
+
+func (r *cleanRecorder) stop(ep string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.cleaning, ep)
+	r.order = append(r.order, "+"+ep)
 }
 
 func (r *cleanRecorder) end(ep string) {
