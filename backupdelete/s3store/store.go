@@ -166,7 +166,17 @@ func New(cfg Config) (*Store, error) {
 		clock:  clocks.Or(opts.Clock),
 		retry:  backoff.Policy{Initial: opts.RetryInitial, Max: opts.RetryMax},
 	}
-	for _, sec := range []string{cfg.SecretAccessKey, cfg.SessionToken, cfg.AccessKeyID} {
+	secrets := []string{cfg.SecretAccessKey, cfg.SessionToken, cfg.AccessKeyID}
+	for _, p := range []*url.URL{k.httpProxy, k.httpsProxy} {
+		// A proxy's password could come back in a transport error.
+		if p == nil {
+			continue
+		}
+		if pw, ok := p.User.Password(); ok {
+			secrets = append(secrets, pw, url.QueryEscape(pw))
+		}
+	}
+	for _, sec := range secrets {
 		if sec != "" {
 			s.secrets = append(s.secrets, sec)
 		}
@@ -227,6 +237,9 @@ func newTransport(k checked) *http.Transport {
 		return p, nil
 	}
 	tr.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	if k.dial != nil {
+		tr.DialContext = k.dial
+	}
 	return tr
 }
 
