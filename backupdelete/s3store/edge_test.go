@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -405,6 +406,167 @@ func TestProxyCredentialsNeverShown(t *testing.T) {
 			}
 			shown(t, "DeleteBackup's error", err.Error())
 			t.Logf("%v", err)
+		})
+	}
+}
+
+// startTLS starts a versitygw of the test's own that speaks TLS only,
+// with a certificate of a private CA, and serves virtual-hosted-style
+// buckets under testDomain.
+func startTLS(t *testing.T) (srv *s3test.Server, certPEM []byte) {
+	t.Helper()
+	certPEM, keyPEM := testCert(t)
+	srv, err := s3test.StartWith(ctxT(t), t, s3test.ServerOptions{CertPEM: certPEM, KeyPEM: keyPEM, VirtualDomain: testDomain + ":{port}"})
+	must(t, err)
+	if !strings.HasPrefix(srv.Endpoint, "https://") {
+		t.Fatalf("endpoint %s", srv.Endpoint)
+	}
+	return srv, certPEM
+}
+
+// TestTLSEndToEnd: a real versitygw speaking TLS with a certificate of a
+// private CA: trusted with AWS_CERT, refused without it or with another
+// CA; over TLS, virtual-hosted-style buckets resolved through
+// Config.DialContext, and an HTTPS_PROXY reached by CONNECT.
+func TestTLSEndToEnd(t *testing.T) {
+	srv, certPEM := startTLS(t)
+	port := portOfURL(t, srv.Endpoint)
+	otherCA, _ := testCert(t)
+	base := func(bucket, endpoint string, cert []byte, more secretEnv) Config {
+		env := secretEnv{EnvAccessKeyID: srv.AccessKey, EnvSecretAccessKey: srv.SecretKey, EnvEndpoints: endpoint, EnvCert: string(cert)}
+		for k, v := range more {
+			env[k] = v
+		}
+		return ConfigFromEnv("s3://"+bucket+"@"+srv.Region+"/lh/target/", env.get)
+	}
+	t.Run("untrusted", func(t *testing.T) {
+		bucket := srv.NewBucket(t)
+		for name, cert := range map[string][]byte{"no AWS_CERT": nil, "another CA": otherCA} {
+			cfg := base(bucket, srv.Endpoint, cert, nil)
+			cfg.Options.MaxAttempts = 1
+			err := newStore(t, cfg).Check(ctxT(t))
+			if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "AWS_CERT") {
+				t.Errorf("%s: %v, want ErrUnreachable naming AWS_CERT", name, err)
+			}
+		}
+		cfg := base(bucket, "http://127.0.0.1:"+port, certPEM, nil)
+		cfg.Options.MaxAttempts = 1
+		if err := newStore(t, cfg).Check(ctxT(t)); err == nil {
+			t.Errorf("plain HTTP to a TLS-only server passed Check")
+		}
+	})
+	t.Run("AWS_CERT", func(t *testing.T) {
+		bucket := srv.NewBucket(t)
+		d := &dialLog{}
+		cfg := base(bucket, srv.Endpoint, certPEM, nil)
+		cfg.DialContext = d.dial
+		deleteBackup1(t, newStore(t, cfg), srv, bucket, nil)
+		for _, a := range d.dialed() {
+			if a != "127.0.0.1:"+port {
+				t.Errorf("dialed %s", a)
+			}
+		}
+	})
+	t.Run("virtual-hosted", func(t *testing.T) {
+		bucket := srv.NewBucket(t)
+		d := &dialLog{}
+		cfg := base(bucket, "https://"+testDomain+":"+port, certPEM, secretEnv{EnvVirtualHostedStyle: "true"})
+		cfg.DialContext = d.dial
+		deleteBackup1(t, newStore(t, cfg), srv, bucket, nil)
+		dialed := d.dialed()
+		if len(dialed) == 0 {
+			t.Fatal("no connection")
+		}
+		for _, a := range dialed {
+			if a != bucket+"."+testDomain+":"+port {
+				t.Errorf("dialed %s, want the bucket's virtual host %s.%s:%s", a, bucket, testDomain, port)
+			}
+		}
+	})
+	for _, vhs := range []string{"false", "true"} {
+		t.Run("CONNECT proxy, VIRTUAL_HOSTED_STYLE="+vhs, func(t *testing.T) {
+			bucket := srv.NewBucket(t)
+			p := newFwdProxy(t)
+			p.require = basicAuth(proxyUser, proxyPassword)
+			proxy := p.proxyURL(proxyUser, proxyPassword)
+			cfg := base(bucket, "https://"+testDomain+":"+port, certPEM, secretEnv{
+				EnvVirtualHostedStyle: vhs, EnvHTTPProxy: proxy, EnvHTTPSProxy: proxy, EnvNoProxy: "localhost,127.0.0.1,.svc"})
+			d := &dialLog{only: p.URL.Host}
+			cfg.DialContext = d.dial
+			deleteBackup1(t, newStore(t, cfg), srv, bucket, nil)
+			urls, _, connects, auth := p.seen()
+			want := testDomain + ":" + port
+			if vhs == "true" {
+				want = bucket + "." + want
+			}
+			if len(urls) != 0 || len(connects) == 0 {
+				t.Fatalf("https through the proxy: %d absolute-form requests, %d CONNECTs", len(urls), len(connects))
+			}
+			for _, c := range connects {
+				if c != want {
+					t.Errorf("CONNECT %s, want %s", c, want)
+				}
+			}
+			for _, a := range auth {
+				if a != p.require {
+					t.Errorf("a CONNECT without the proxy's credentials: %q", a)
+				}
+			}
+			for _, a := range d.dialed() {
+				if a != p.URL.Host {
+					t.Errorf("the store dialed %s, not the proxy", a)
+				}
+			}
+		})
+	}
+}
+
+// TestVirtualHostedStyleRequests: with VIRTUAL_HOSTED_STYLE=true every
+// request of a deletion names the bucket in the host (the URL's and the
+// Host header) and not in the path, and a real versitygw serving
+// virtual-hosted buckets accepts them; with "false", the reverse. A
+// forward proxy shows each request's absolute URL.
+func TestVirtualHostedStyleRequests(t *testing.T) {
+	srv, err := s3test.StartWith(ctxT(t), t, s3test.ServerOptions{VirtualDomain: testDomain + ":{port}"})
+	must(t, err)
+	port := portOfURL(t, srv.Endpoint)
+	for _, vhs := range []string{"true", "false"} {
+		t.Run(vhs, func(t *testing.T) {
+			bucket := srv.NewBucket(t)
+			p := newFwdProxy(t)
+			cfg := ConfigFromEnv("s3://"+bucket+"@"+srv.Region+"/lh/target/", secretEnv{
+				EnvAccessKeyID: srv.AccessKey, EnvSecretAccessKey: srv.SecretKey, EnvEndpoints: "http://" + testDomain + ":" + port,
+				EnvVirtualHostedStyle: vhs, EnvHTTPProxy: p.proxyURL("", ""),
+			}.get)
+			cfg.DialContext = (&dialLog{only: p.URL.Host}).dial
+			s := newStore(t, cfg)
+			n := deleteBackup1(t, s, srv, bucket, p.reset)
+			urls, hosts, _, _ := p.seen()
+			if int64(len(urls)) != n {
+				t.Fatalf("%d requests, %d through the proxy", n, len(urls))
+			}
+			host := bucket + "." + testDomain + ":" + port
+			path := "/lh/target/"
+			if vhs == "false" {
+				host, path = testDomain+":"+port, "/"+bucket+"/lh/target/"
+			}
+			for i, raw := range urls {
+				u, err := url.Parse(raw)
+				must(t, err)
+				if u.Host != host || hosts[i] != host {
+					t.Errorf("%s: host %s, Host header %s; want %s", raw, u.Host, hosts[i], host)
+				}
+				// A listing's path is the bucket's root (the prefix is in
+				// the query); an object's is its key.
+				root := strings.TrimSuffix(strings.TrimSuffix(path, "lh/target/"), "/")
+				if u.Path != root && u.Path != root+"/" && !strings.HasPrefix(u.Path, path) {
+					t.Errorf("%s: path %q, want %s... or the bucket root", raw, u.Path, path)
+				}
+				if vhs == "true" && strings.Contains(u.Path, bucket) {
+					t.Errorf("%s: the bucket in the path", raw)
+				}
+			}
+			t.Logf("first request: %s (Host %s)", urls[0], hosts[0])
 		})
 	}
 }
