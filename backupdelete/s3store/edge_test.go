@@ -19,9 +19,11 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/caretaker-storage/caretaker/backupdelete"
 	"github.com/caretaker-storage/caretaker/internal/s3test"
 )
 
@@ -569,4 +571,37 @@ func TestVirtualHostedStyleRequests(t *testing.T) {
 			t.Logf("first request: %s (Host %s)", urls[0], hosts[0])
 		})
 	}
+}
+
+// TestEndlessListing: a server whose listing never ends, each page
+// truncated with a new continuation token, is cut off after
+// MaxListPages pages with ErrTooLarge (and backupdelete.ErrCorrupt), long
+// before the context's deadline; nothing is deleted.
+func TestEndlessListing(t *testing.T) {
+	e := newEnv(t, true, Options{MaxListPages: 50})
+	threeBackups(t, e.store)
+	var pages atomic.Int64
+	e.proxy.SetHook(func(op string, _ *http.Request) *s3test.Fault {
+		if op != "ListObjectsV2" {
+			return nil
+		}
+		n := pages.Add(1)
+		return &s3test.Fault{Body: []byte(fmt.Sprintf(`<?xml version="1.0" encoding="UTF-8"?>`+
+			`<ListBucketResult><Name>%s</Name><KeyCount>0</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated>`+
+			`<NextContinuationToken>token-%d</NextContinuationToken></ListBucketResult>`, e.bucket, n))}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := e.store.DeleteBackup(ctx, ref("backup-1"))
+	took := time.Since(start)
+	e.proxy.SetHook(nil)
+	if !errors.Is(err, ErrTooLarge) || !errors.Is(err, backupdelete.ErrCorrupt) || ctx.Err() != nil {
+		t.Fatalf("%v after %v (ctx %v), want ErrTooLarge before the deadline", err, took, ctx.Err())
+	}
+	if n := pages.Load(); n > 50 {
+		t.Errorf("%d pages requested, want at most MaxListPages=50", n)
+	}
+	wantUntouched(t, e)
+	t.Logf("%v after %d pages in %v", err, pages.Load(), took)
 }
