@@ -1,6 +1,7 @@
 package s3store
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -17,13 +18,19 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+
 	"github.com/caretaker-storage/caretaker/backupdelete"
+	"github.com/caretaker-storage/caretaker/backupdelete/internal/lhformat"
 	"github.com/caretaker-storage/caretaker/internal/s3test"
 )
 
@@ -604,4 +611,169 @@ func TestEndlessListing(t *testing.T) {
 	}
 	wantUntouched(t, e)
 	t.Logf("%v after %d pages in %v", err, pages.Load(), took)
+}
+
+// lhWriter writes objects as Longhorn's S3 driver does
+// (longhorn/backupstore s3/s3.go Write and s3/s3_service.go PutObject):
+// the key is filepath.Join of the target URL's path with its leading
+// slashes trimmed (initFunc) and the file's path (updatePath); the body
+// goes through the SDK's upload manager with no Content-Type and no
+// metadata, as one PutObject up to its 5 MiB part size and as a
+// multipart upload above it.
+type lhWriter struct {
+	t      *testing.T
+	client *s3.Client
+	bucket string
+	path   string // the URL's path, leading slashes trimmed
+	keys   map[string]bool
+}
+
+func newLHWriter(t *testing.T, srv *s3test.Server, bucket, targetURL string) *lhWriter {
+	u, err := url.Parse(targetURL)
+	must(t, err)
+	return &lhWriter{t: t, client: srv.Client(t), bucket: bucket, path: strings.TrimLeft(u.Path, "/"), keys: map[string]bool{}}
+}
+
+const lhPartSize = 5 << 20 // the upload manager's default PartSize
+
+func (w *lhWriter) write(rel string, data []byte) {
+	t := w.t
+	t.Helper()
+	key := filepath.Join(w.path, rel)
+	w.keys[key] = true
+	ctx := ctxT(t)
+	if len(data) <= lhPartSize {
+		_, err := w.client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(w.bucket), Key: aws.String(key), Body: bytes.NewReader(data)})
+		must(t, err)
+		return
+	}
+	up, err := w.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(w.bucket), Key: aws.String(key)})
+	must(t, err)
+	var parts []s3types.CompletedPart
+	for i, off := int32(1), 0; off < len(data); i, off = i+1, off+lhPartSize {
+		end := min(off+lhPartSize, len(data))
+		p, err := w.client.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(w.bucket), Key: aws.String(key), UploadId: up.UploadId,
+			PartNumber: aws.Int32(i), Body: bytes.NewReader(data[off:end])})
+		must(t, err)
+		parts = append(parts, s3types.CompletedPart{ETag: p.ETag, PartNumber: aws.Int32(i)})
+	}
+	_, err = w.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String(w.bucket), Key: aws.String(key),
+		UploadId: up.UploadId, MultipartUpload: &s3types.CompletedMultipartUpload{Parts: parts}})
+	must(t, err)
+}
+
+// TestLonghornWrittenFixture: a volume written as Longhorn's S3 driver
+// writes it, under a target URL with an empty path, a path with and
+// without a trailing slash, and a path with extra leading slashes, is
+// read by the store under exactly Longhorn's keys; deleting a backup
+// removes exactly its cfg and its one unique block, rewrites volume.cfg
+// in place, and leaves no other key behind. One remaining backup's cfg is
+// over 5 MiB, so that Longhorn wrote it as a multipart upload.
+func TestLonghornWrittenFixture(t *testing.T) {
+	srv := s3test.Shared(t)
+	many := make([]BlockMapping, 0, 60000)
+	for i := range cap(many) {
+		many = append(many, BlockMapping{Offset: int64(i) << 21, BlockChecksum: checksum(fmt.Sprint("many ", i))})
+	}
+	for _, c := range []struct{ path, prefix string }{
+		{"/", ""}, {"/longhorn/", "longhorn"}, {"/longhorn", "longhorn"}, {"//a/b/", "a/b"},
+	} {
+		t.Run(c.path, func(t *testing.T) {
+			bucket := srv.NewBucket(t)
+			target := "s3://" + bucket + "@" + srv.Region + c.path
+			w := newLHWriter(t, srv, bucket, target)
+			vol := volumePath("vol-a")
+			// Under the empty path, backup-2 is over 5 MiB: Longhorn's
+			// upload manager wrote it in parts.
+			b2Blocks := []BlockMapping{{Offset: 0, BlockChecksum: ckB}, {Offset: 2 << 20, BlockChecksum: ckS}}
+			if c.prefix == "" {
+				b2Blocks = append([]BlockMapping{{Offset: 0, BlockChecksum: ckB}}, many[1:]...)
+			}
+			enc := func(data []byte, err error) []byte { must(t, err); return data }
+			w.write(vol+"/volume.cfg", enc(lhformat.EncodeVolume(lhformat.Volume{Name: "vol-a", Size: 128 << 30, CreatedTime: "2026-11-01T00:00:00Z",
+				LastBackupName: "backup-3", LastBackupAt: "2026-11-03T00:00:00Z", BlockCount: 4, CompressionMethod: "lz4", DataEngine: "v1"})))
+			for _, b := range []struct {
+				name   string
+				blocks []BlockMapping
+			}{
+				{"backup-1", []BlockMapping{{Offset: 0, BlockChecksum: ckA}, {Offset: 2 << 20, BlockChecksum: ckS}}},
+				{"backup-2", b2Blocks},
+				{"backup-3", []BlockMapping{{Offset: 0, BlockChecksum: ckC}, {Offset: 2 << 20, BlockChecksum: ckS}}},
+			} {
+				at := "2026-11-0" + b.name[len(b.name)-1:] + "T00:00:00Z"
+				w.write(vol+"/"+lhformat.BackupCfgPath(b.name), enc(lhformat.EncodeBackup(lhformat.Backup{Name: b.name, VolumeName: "vol-a",
+					SnapshotName: "snap-" + b.name, SnapshotCreatedAt: at, CreatedTime: at, Size: 128 << 30, CompressionMethod: "lz4", Blocks: b.blocks})))
+			}
+			for _, ck := range []string{ckA, ckS, ckB, ckC} {
+				w.write(vol+"/"+lhformat.BlockPath(ck), []byte("lz4 block "+ck))
+			}
+			if c.prefix == "" {
+				head, err := w.client.HeadObject(ctxT(t), &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(vol + "/" + lhformat.BackupCfgPath("backup-2"))})
+				must(t, err)
+				if !strings.Contains(aws.ToString(head.ETag), "-") {
+					t.Fatalf("backup-2's ETag %s is not a multipart upload's", aws.ToString(head.ETag))
+				}
+			}
+			s := newStore(t, Config{URL: target, Endpoint: srv.Endpoint, AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey})
+			if got := s.Target().Prefix; got != c.prefix {
+				t.Fatalf("prefix %q, want Longhorn's %q", got, c.prefix)
+			}
+			ctx := ctxT(t)
+			must(t, s.Check(ctx))
+			if vols, err := s.Volumes(ctx); err != nil || len(vols) != 1 || vols[0] != "vol-a" {
+				t.Fatalf("volumes %v %v", vols, err)
+			}
+			if names, err := s.Backups(ctx, "vol-a"); err != nil || len(names) != 3 {
+				t.Fatalf("backups %v %v", names, err)
+			}
+			b2, err := s.ReadBackup(ctx, ref("backup-2"))
+			must(t, err)
+			if len(b2.Blocks) != len(b2Blocks) {
+				t.Fatalf("backup-2 read with %d blocks, want %d", len(b2.Blocks), len(b2Blocks))
+			}
+			before, err := srv.Keys(bucket, "")
+			must(t, err)
+			if len(before) != len(w.keys) {
+				t.Fatalf("the server holds %d keys, Longhorn wrote %d", len(before), len(w.keys))
+			}
+			for _, k := range before {
+				if !w.keys[k] {
+					t.Fatalf("key %q is not one Longhorn wrote", k)
+				}
+			}
+			must(t, s.DeleteBackup(ctx, ref("backup-1")))
+			after, err := srv.Keys(bucket, "")
+			must(t, err)
+			gone := map[string]bool{}
+			for k := range w.keys {
+				gone[k] = true
+			}
+			for _, k := range after {
+				if !gone[k] {
+					t.Errorf("key %q left behind, not one Longhorn wrote", k)
+				}
+				delete(gone, k)
+			}
+			want := map[string]bool{filepath.Join(w.path, vol, lhformat.BackupCfgPath("backup-1")): true, filepath.Join(w.path, vol, lhformat.BlockPath(ckA)): true}
+			if len(gone) != len(want) {
+				t.Fatalf("removed %v, want %v", gone, want)
+			}
+			for k := range gone {
+				if !want[k] {
+					t.Fatalf("removed %q, want only %v", k, want)
+				}
+			}
+			v, err := s.ReadVolume(ctx, "vol-a")
+			must(t, err)
+			// Longhorn's BlockCount: the blocks the remaining backups
+			// reference.
+			refd := map[string]bool{ckC: true, ckS: true}
+			for _, m := range b2Blocks {
+				refd[m.BlockChecksum] = true
+			}
+			if v.BlockCount != int64(len(refd)) || v.LastBackupName != "backup-3" {
+				t.Fatalf("volume.cfg %+v", v)
+			}
+		})
+	}
 }
