@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -777,3 +778,141 @@ func TestLonghornWrittenFixture(t *testing.T) {
 		})
 	}
 }
+
+// TestNoSecretInLogsHooksOrErrors: a deletion driven by the Driver, with
+// a session token and a proxy with a password, logging everything (debug
+// level) and observing every event, once succeeding and once failing at
+// the proxy and at the server: neither the secret key, nor the session
+// token, nor the proxy password appears in a log record, an event, an
+// error, the Stats or the Store's and the Config's String.
+func TestNoSecretInLogsHooksOrErrors(t *testing.T) {
+	srv := s3test.Shared(t)
+	bucket := srv.NewBucket(t)
+	port := portOfURL(t, srv.Endpoint)
+	const token = "IQoJb3JpZ2luX2VjEXAMPLEsessiontoken0123456789"
+	p := newFwdProxy(t)
+	p.require = basicAuth(proxyUser, proxyPassword)
+	proxy := p.proxyURL(proxyUser, proxyPassword)
+	secrets := []string{srv.SecretKey, token, proxyPassword, url.QueryEscape(proxyPassword), basicAuth(proxyUser, proxyPassword)[len("Basic "):]}
+
+	var out strings.Builder // everything printed: logs, events, errors
+	var mu sync.Mutex
+	logf := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(&out, format+"\n", args...)
+	}
+	logger := slog.New(slog.NewJSONHandler(writerFunc(func(b []byte) (int, error) { logf("%s", b); return len(b), nil }),
+		&slog.HandlerOptions{Level: slog.LevelDebug, AddSource: true}))
+	hooks := backupdelete.HooksFunc(func(e backupdelete.Event) { logf("event %+v %#v %v", e, e, e.Err) })
+
+	run := func(env secretEnv, name string, wantErr bool) {
+		t.Helper()
+		cfg := ConfigFromEnv("s3://"+bucket+"@"+srv.Region+"/lh/target/", env.get)
+		cfg.DialContext = (&dialLog{only: p.URL.Host}).dial
+		cfg.Options.MaxAttempts = 2
+		s := newStore(t, cfg)
+		logf("config %v %+v %#v store %v %+v %#v", cfg, cfg, cfg, s, s, s)
+		done := make(chan error, 4)
+		drv := backupdelete.NewDriver(s, backupdelete.DriverOptions{Logger: logger, Hooks: hooks,
+			OnDone: func(_ backupdelete.BackupRef, err error) { done <- err }})
+		defer drv.Close()
+		req := backupdelete.Request{Ref: backupdelete.BackupRef{Target: "default", Volume: "vol-a", Name: name}, State: backupdelete.StateCompleted}
+		for i := 0; i < 4; i++ {
+			res, err := drv.Reconcile(ctxT(t), req)
+			logf("reconcile %+v %v", res, err)
+			if err != nil {
+				if !wantErr {
+					t.Fatal(err)
+				}
+				break
+			}
+			if res.Finalize {
+				break
+			}
+			req.State, req.Message = res.State, res.Message
+			if res.StartCommand || res.State == backupdelete.StateDeleting {
+				select {
+				case err := <-done:
+					logf("command: %v %+v", err, err)
+					if (err != nil) != wantErr {
+						t.Fatalf("deleting %s: %v", name, err)
+					}
+				case <-time.After(20 * time.Second):
+					t.Fatal("the delete command did not return")
+				}
+			}
+			if wantErr && req.State == backupdelete.StateError {
+				break
+			}
+		}
+		logf("stats %v %+v", s.Stats(), s.Stats())
+	}
+	env := secretEnv{EnvAccessKeyID: srv.AccessKey, EnvSecretAccessKey: srv.SecretKey, EnvSessionToken: token,
+		EnvEndpoints: "http://" + testDomain + ":" + port, EnvHTTPProxy: proxy, EnvHTTPSProxy: proxy, EnvNoProxy: "localhost"}
+	{
+		// The fixture, written without the token.
+		cfg := ConfigFromEnv("s3://"+bucket+"@"+srv.Region+"/lh/target/", env.get)
+		cfg.SessionToken, cfg.HTTPProxy, cfg.Endpoint = "", "", srv.Endpoint
+		threeBackups(t, newStore(t, cfg))
+	}
+	// versitygw refuses a session token for its root user
+	// (InvalidToken): the successful deletion goes without one, and the
+	// token is in the failing runs.
+	noToken := secretEnv{}
+	for k, v := range env {
+		noToken[k] = v
+	}
+	delete(noToken, EnvSessionToken)
+	run(noToken, "backup-1", false)
+	keys, err := srv.Keys(bucket, "lh/target/"+volumePath("vol-a")+"/backups/")
+	must(t, err)
+	if len(keys) != 2 {
+		t.Fatalf("backup-1 not deleted: %v", keys)
+	}
+	// Failures: the proxy refuses the password; the server refuses the
+	// session token; the server refuses the secret key.
+	p.mu.Lock()
+	p.require = basicAuth(proxyUser, "the proxy wants another")
+	p.mu.Unlock()
+	bare := secretEnv{}
+	for k, v := range env {
+		bare[k] = v
+	}
+	// A proxy written as user:password@host:port, without a scheme, as
+	// ProxyFromEnvironment also reads it.
+	bare[EnvHTTPProxy] = strings.TrimPrefix(proxy, "http://")
+	run(bare, "backup-2", true)
+	p.mu.Lock()
+	p.require = basicAuth(proxyUser, proxyPassword)
+	p.mu.Unlock()
+	run(env, "backup-2", true) // the proxy passes; the server: InvalidToken
+	wrong := secretEnv{}
+	for k, v := range env {
+		wrong[k] = v
+	}
+	delete(wrong, EnvSessionToken)
+	wrong[EnvSecretAccessKey] = "wrong-" + srv.SecretKey
+	secrets = append(secrets, wrong[EnvSecretAccessKey])
+	run(wrong, "backup-3", true)
+
+	text := out.String()
+	for _, want := range []string{"deletion finished", "delete command failed", "event", "InvalidToken", "Proxy Authentication Required", "SignatureDoesNotMatch"} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("the capture lacks %q: the test did not see what it checks\n%s", want, text)
+		}
+	}
+	for _, sec := range secrets {
+		if strings.Contains(text, sec) {
+			t.Errorf("a secret (%.6s...) appears in the logs, events or errors", sec)
+		}
+	}
+	if t.Failed() || testing.Verbose() {
+		t.Log(text)
+	}
+}
+
+// writerFunc adapts a function to io.Writer.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
