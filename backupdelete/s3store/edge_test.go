@@ -584,34 +584,60 @@ func TestVirtualHostedStyleRequests(t *testing.T) {
 // TestEndlessListing: a server whose listing never ends, each page
 // truncated with a new continuation token, is cut off after
 // MaxListPages pages with ErrTooLarge (and backupdelete.ErrCorrupt), long
-// before the context's deadline; nothing is deleted.
+// before the context's deadline. When it is the first listing (the
+// locks), nothing is deleted; when it is the listing of every block
+// object (FullCollection), its pages full of block keys, no block is
+// deleted (the backup's cfg went first, as in Longhorn, and the
+// Collector recovery finishes later).
 func TestEndlessListing(t *testing.T) {
-	e := newEnv(t, true, Options{MaxListPages: 50})
-	threeBackups(t, e.store)
-	var pages atomic.Int64
-	e.proxy.SetHook(func(op string, _ *http.Request) *s3test.Fault {
-		if op != "ListObjectsV2" {
-			return nil
-		}
-		n := pages.Add(1)
-		return &s3test.Fault{Body: []byte(fmt.Sprintf(`<?xml version="1.0" encoding="UTF-8"?>`+
-			`<ListBucketResult><Name>%s</Name><KeyCount>0</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated>`+
-			`<NextContinuationToken>token-%d</NextContinuationToken></ListBucketResult>`, e.bucket, n))}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	start := time.Now()
-	err := e.store.DeleteBackup(ctx, ref("backup-1"))
-	took := time.Since(start)
-	e.proxy.SetHook(nil)
-	if !errors.Is(err, ErrTooLarge) || !errors.Is(err, backupdelete.ErrCorrupt) || ctx.Err() != nil {
-		t.Fatalf("%v after %v (ctx %v), want ErrTooLarge before the deadline", err, took, ctx.Err())
+	for _, c := range []struct {
+		name string
+		full bool
+		dir  string // the listing that never ends
+	}{{"locks", false, "/locks/"}, {"blocks", true, "/blocks/"}} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, true, Options{MaxListPages: 50, FullCollection: c.full})
+			threeBackups(t, e.store)
+			var pages atomic.Int64
+			e.proxy.SetHook(func(op string, r *http.Request) *s3test.Fault {
+				prefix := r.URL.Query().Get("prefix")
+				if op != "ListObjectsV2" || !strings.HasSuffix(prefix, c.dir) {
+					return nil
+				}
+				n := pages.Add(1)
+				var keys strings.Builder
+				if c.full {
+					for i := range 10 {
+						ck := checksum(fmt.Sprint("endless ", n, " ", i))
+						fmt.Fprintf(&keys, "<Contents><Key>%s%s/%s/%s.blk</Key><Size>1</Size></Contents>", prefix, ck[0:2], ck[2:4], ck)
+					}
+				}
+				return &s3test.Fault{Body: []byte(fmt.Sprintf(`<?xml version="1.0" encoding="UTF-8"?>`+
+					`<ListBucketResult><Name>%s</Name><Prefix>%s</Prefix>%s<MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated>`+
+					`<NextContinuationToken>token-%d</NextContinuationToken></ListBucketResult>`, e.bucket, prefix, keys.String(), n))}
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			start := time.Now()
+			err := e.store.DeleteBackup(ctx, ref("backup-1"))
+			took := time.Since(start)
+			e.proxy.SetHook(nil)
+			if !errors.Is(err, ErrTooLarge) || !errors.Is(err, backupdelete.ErrCorrupt) || ctx.Err() != nil {
+				t.Fatalf("%v after %v (ctx %v), want ErrTooLarge before the deadline", err, took, ctx.Err())
+			}
+			if n := pages.Load(); n != 50 {
+				t.Errorf("%d pages requested, want MaxListPages=50", n)
+			}
+			if c.full {
+				if got := e.blocks(t, "vol-a"); len(got) != 4 {
+					t.Fatalf("blocks deleted: %v left", got)
+				}
+			} else {
+				wantUntouched(t, e)
+			}
+			t.Logf("%v after %d pages in %v", err, pages.Load(), took)
+		})
 	}
-	if n := pages.Load(); n > 50 {
-		t.Errorf("%d pages requested, want at most MaxListPages=50", n)
-	}
-	wantUntouched(t, e)
-	t.Logf("%v after %d pages in %v", err, pages.Load(), took)
 }
 
 // lhWriter writes objects as Longhorn's S3 driver does
