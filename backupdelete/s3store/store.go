@@ -179,11 +179,13 @@ func New(cfg Config) (*Store, error) {
 	}
 	secrets := []string{cfg.SecretAccessKey, cfg.SessionToken, cfg.AccessKeyID}
 	for _, p := range []*url.URL{k.httpProxy, k.httpsProxy} {
-		// A proxy's password could come back in a transport error.
+		// A proxy's password could come back in a transport error. A
+		// very short one is not searched for: it would mangle every
+		// message, and the proxy's String never shows it anyway.
 		if p == nil {
 			continue
 		}
-		if pw, ok := p.User.Password(); ok {
+		if pw, ok := p.User.Password(); ok && len(pw) >= 6 {
 			secrets = append(secrets, pw, url.QueryEscape(pw))
 		}
 	}
