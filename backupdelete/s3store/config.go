@@ -1,6 +1,7 @@
 package s3store
 
 import (
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -154,6 +155,14 @@ type Config struct {
 	HTTPSProxy string
 	NoProxy    string
 
+	// DialContext, if set, opens the store's TCP connections (to the
+	// endpoint, or to the proxy when one is used) instead of a net.Dialer
+	// with a 10 s timeout: for a host with a dialer or resolver of its own
+	// (a service mesh, a fixed address for the endpoint's name), and for
+	// tests that resolve a bucket's virtual host name to a local server.
+	// TLS, the proxies and the bounds on responses apply as without it.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+
 	// Options tune the store; the zero value is the documented defaults.
 	Options Options
 }
@@ -190,6 +199,7 @@ type checked struct {
 	roots                 *x509.CertPool // nil: the system's
 	httpProxy, httpsProxy *url.URL
 	noProxy               []string
+	dial                  func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // check validates everything up front, so that a wrong setting is a
@@ -264,6 +274,7 @@ func (c Config) check() (checked, error) {
 	if err := c.Options.check(); err != nil {
 		return k, err
 	}
+	k.dial = c.DialContext
 	return k, nil
 }
 
@@ -358,10 +369,23 @@ func (c Config) String() string {
 // GoString is String, for %#v.
 func (c Config) GoString() string { return "s3store.Config" + c.String() }
 
-// redactURL hides a proxy URL's password.
+// redactURL hides a proxy setting's password. It reads the setting as
+// parseProxy does, so that a bare user:password@host:port (which
+// url.Parse takes for a scheme "user" and an opaque rest) is redacted
+// too; a setting it cannot read is hidden whole if it may hold user
+// information.
 func redactURL(v string) string {
-	u, err := url.Parse(v)
-	if err != nil || u.User == nil {
+	if v == "" {
+		return ""
+	}
+	u, err := parseProxy(v)
+	if err != nil {
+		if strings.Contains(v, "@") {
+			return "[REDACTED]"
+		}
+		return v
+	}
+	if u.User == nil {
 		return v
 	}
 	return u.Redacted()

@@ -169,7 +169,8 @@
 // most MaxAttempts attempts), the waits on Options.Clock; the SDK's own
 // retryer is off. Every listing is paginated (Options.ListPageSize), its
 // pages checked (keys inside the prefix, a continuation token that
-// advances, the bucket named); every object read is bounded
+// advances, the bucket named, at most Options.MaxListPages pages); every
+// object read is bounded
 // (MaxConfigBytes for cfgs, 64 KiB for locks) and checked against its
 // Content-Length; every other response body is bounded by
 // MaxResponseBytes. Redirects are never followed.

@@ -3,6 +3,7 @@ package s3store
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -77,8 +78,10 @@ func (s *Store) listFrom(ctx context.Context, rel, start string, recursive bool,
 	if !recursive {
 		in.Delimiter = aws.String("/")
 	}
-	seen := map[string]bool{}
-	for {
+	// The tokens seen, by digest: a page is bounded, its token is not
+	// kept whole.
+	seen := map[[sha256.Size]byte]bool{}
+	for pages := 1; ; pages++ {
 		var out *s3.ListObjectsV2Output
 		err := s.call(ctx, "ListObjectsV2", prefix, func(ctx context.Context) error {
 			var err error
@@ -123,10 +126,15 @@ func (s *Store) listFrom(ctx context.Context, rel, start string, recursive bool,
 			return nil
 		}
 		tok := aws.ToString(out.NextContinuationToken)
-		if tok == "" || seen[tok] {
+		sum := sha256.Sum256([]byte(tok))
+		if tok == "" || seen[sum] {
 			return malformed("a truncated listing whose continuation token is missing or repeats")
 		}
-		seen[tok] = true
+		if pages >= s.opts.MaxListPages {
+			return &RequestError{Op: "ListObjectsV2", Key: prefix, Status: 200, Class: ErrTooLarge,
+				msg: fmt.Sprintf("the listing goes on past %d pages (Options.MaxListPages)", s.opts.MaxListPages), extra: []error{backupdelete.ErrCorrupt}}
+		}
+		seen[sum] = true
 		in.ContinuationToken = aws.String(tok)
 	}
 }

@@ -67,6 +67,13 @@ type Options struct {
 	// backupdelete.ErrCorrupt: a hostile or broken server cannot make a
 	// listing eat the memory.
 	MaxResponseBytes int64
+	// MaxListPages bounds the pages of one listing; default 100,000
+	// (100 million keys at S3's 1000 a page: a volume's blocks of 2 MiB
+	// each up to 200 TiB). Going over is ErrTooLarge and
+	// backupdelete.ErrCorrupt: a server whose listing never ends, each
+	// page with a new continuation token, cannot keep a deletion
+	// listing until its context ends.
+	MaxListPages int
 }
 
 // Defaults of Options.
@@ -79,6 +86,7 @@ const (
 	DefaultDeleteConcurrency = 8
 	DefaultListPageSize      = 1000
 	DefaultMaxResponseBytes  = 16 << 20
+	DefaultMaxListPages      = 100_000
 	// MaxDeleteBatch is S3's limit of keys per DeleteObjects request.
 	MaxDeleteBatch = 1000
 )
@@ -88,7 +96,7 @@ func (o Options) check() error {
 		return &ConfigError{Field: "Options.ListPageSize", Reason: "more than S3's 1000 keys per page"}
 	}
 	if o.MaxAttempts < 0 || o.DeleteConcurrency < 0 || o.ListPageSize < 0 || o.RequestTimeout < 0 ||
-		o.MaxConfigBytes < 0 || o.MaxResponseBytes < 0 || o.LockWait < 0 || o.LockCheckInterval < 0 {
+		o.MaxConfigBytes < 0 || o.MaxResponseBytes < 0 || o.LockWait < 0 || o.LockCheckInterval < 0 || o.MaxListPages < 0 {
 		return &ConfigError{Field: "Options", Reason: "a negative value"}
 	}
 	return nil
@@ -117,6 +125,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxResponseBytes <= 0 {
 		o.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if o.MaxListPages <= 0 {
+		o.MaxListPages = DefaultMaxListPages
 	}
 	return o
 }
@@ -166,7 +177,19 @@ func New(cfg Config) (*Store, error) {
 		clock:  clocks.Or(opts.Clock),
 		retry:  backoff.Policy{Initial: opts.RetryInitial, Max: opts.RetryMax},
 	}
-	for _, sec := range []string{cfg.SecretAccessKey, cfg.SessionToken, cfg.AccessKeyID} {
+	secrets := []string{cfg.SecretAccessKey, cfg.SessionToken, cfg.AccessKeyID}
+	for _, p := range []*url.URL{k.httpProxy, k.httpsProxy} {
+		// A proxy's password could come back in a transport error. A
+		// very short one is not searched for: it would mangle every
+		// message, and the proxy's String never shows it anyway.
+		if p == nil {
+			continue
+		}
+		if pw, ok := p.User.Password(); ok && len(pw) >= 6 {
+			secrets = append(secrets, pw, url.QueryEscape(pw))
+		}
+	}
+	for _, sec := range secrets {
 		if sec != "" {
 			s.secrets = append(s.secrets, sec)
 		}
@@ -227,6 +250,9 @@ func newTransport(k checked) *http.Transport {
 		return p, nil
 	}
 	tr.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	if k.dial != nil {
+		tr.DialContext = k.dial
+	}
 	return tr
 }
 

@@ -11,6 +11,10 @@
 // `make test` runs that script and exports $VERSITYGW; without the binary
 // the tests that need a server skip, saying how to get it.
 //
+// StartWith starts a server that speaks TLS only (versitygw's --cert and
+// --key, for a test of a private CA) and that serves virtual-hosted-style
+// buckets under a base domain (its --virtual-domain).
+//
 // A server is ready when a signed ListBuckets succeeds, so a test never
 // races its start. It is stopped by its process id and its directory
 // removed: Start's at the test's cleanup, Shared's when the test binary

@@ -351,3 +351,22 @@ func TestBinaryFromEnvironment(t *testing.T) {
 		t.Fatalf("the skip message does not say how to install: %v", ErrNoBinary)
 	}
 }
+
+// TestStartWithChecksOptions: a certificate without its key, or a
+// CertPEM that holds no certificate, is refused before any process
+// starts.
+func TestStartWithChecksOptions(t *testing.T) {
+	if _, err := Binary(); err != nil {
+		t.Skip(err)
+	}
+	if _, err := StartWith(ctxT(t), t, ServerOptions{CertPEM: []byte("x")}); err == nil {
+		t.Fatal("a certificate without a key was accepted")
+	}
+	if _, err := StartWith(ctxT(t), t, ServerOptions{CertPEM: []byte("not PEM"), KeyPEM: []byte("not PEM")}); err == nil {
+		t.Fatal("a CertPEM with no certificate was accepted")
+	}
+	s := &Server{addr: "127.0.0.1:7070", opts: ServerOptions{VirtualDomain: "s3.test:{port}"}}
+	if d := s.VirtualDomain(); d != "s3.test:7070" {
+		t.Fatalf("VirtualDomain %q", d)
+	}
+}

@@ -3,6 +3,8 @@ package s3test
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -79,6 +81,8 @@ type Server struct {
 	bin     string
 	addr    string // 127.0.0.1:PORT
 	removeD bool   // remove Dir at Stop
+	opts    ServerOptions
+	roots   *x509.CertPool // trusts opts.CertPEM; nil without TLS
 
 	mu      sync.Mutex
 	proc    *os.Process
@@ -110,6 +114,71 @@ func Start(ctx context.Context, t testing.TB) (*Server, error) {
 		}
 	})
 	return s, nil
+}
+
+// ServerOptions configure a server of one's own (StartWith). The zero
+// value is Start's server: plain HTTP, path-style buckets only.
+type ServerOptions struct {
+	// CertPEM and KeyPEM, both set, make the server speak TLS only
+	// (versitygw's --cert and --key). Endpoint is then
+	// https://127.0.0.1:PORT, and the harness's own clients (Client,
+	// NewBucket, the readiness probe) trust CertPEM, which must therefore
+	// name 127.0.0.1 among its addresses.
+	CertPEM, KeyPEM []byte
+	// VirtualDomain, if set, also serves virtual-hosted-style requests
+	// (versitygw's --virtual-domain): a request whose Host is
+	// BUCKET.VirtualDomain addresses BUCKET. Path-style requests to
+	// 127.0.0.1 keep working. versitygw compares the whole Host header,
+	// port included, so the domain is usually "name:PORT"; with PORT
+	// unknown before the start, write "{port}" and it is replaced by the
+	// server's port.
+	VirtualDomain string
+}
+
+// StartWith is Start with options: a server of its own for t, stopped
+// and removed at t's cleanup.
+func StartWith(ctx context.Context, t testing.TB, o ServerOptions) (*Server, error) {
+	t.Helper()
+	bin, err := Binary()
+	if errors.Is(err, ErrNoBinary) {
+		t.Skip(err.Error())
+	}
+	if err != nil {
+		return nil, err
+	}
+	if (len(o.CertPEM) == 0) != (len(o.KeyPEM) == 0) {
+		return nil, errors.New("s3test: CertPEM and KeyPEM go together")
+	}
+	s, err := startWith(ctx, bin, t.TempDir(), false, o)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Errorf("s3test: stopping versitygw: %v", err)
+		}
+	})
+	return s, nil
+}
+
+// VirtualDomain is the base domain of virtual-hosted-style requests the
+// server answers ("" when it answers none), with "{port}" replaced.
+func (s *Server) VirtualDomain() string {
+	return strings.ReplaceAll(s.opts.VirtualDomain, "{port}", s.addr[strings.LastIndex(s.addr, ":")+1:])
+}
+
+// Roots trusts the server's certificate; nil when it speaks plain HTTP.
+func (s *Server) Roots() *x509.CertPool { return s.roots }
+
+// httpClient is an HTTP client that trusts the server's certificate.
+func (s *Server) httpClient(timeout time.Duration) *http.Client {
+	hc := &http.Client{Timeout: timeout}
+	if s.roots != nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = &tls.Config{RootCAs: s.roots, MinVersion: tls.VersionTLS12}
+		hc.Transport = tr
+	}
+	return hc
 }
 
 var shared struct {
@@ -183,6 +252,10 @@ func tempPrefix() string {
 }
 
 func start(ctx context.Context, bin, dir string, removeDir bool) (*Server, error) {
+	return startWith(ctx, bin, dir, removeDir, ServerOptions{})
+}
+
+func startWith(ctx context.Context, bin, dir string, removeDir bool, o ServerOptions) (*Server, error) {
 	secret := make([]byte, 16)
 	if _, err := rand.Read(secret); err != nil {
 		return nil, err
@@ -194,6 +267,20 @@ func start(ctx context.Context, bin, dir string, removeDir bool) (*Server, error
 		Dir:       dir,
 		bin:       bin,
 		removeD:   removeDir,
+		opts:      o,
+	}
+	scheme := "http://"
+	if len(o.CertPEM) > 0 {
+		s.roots = x509.NewCertPool()
+		if !s.roots.AppendCertsFromPEM(o.CertPEM) {
+			return nil, errors.New("s3test: CertPEM holds no certificate")
+		}
+		scheme = "https://"
+		for name, data := range map[string][]byte{"cert.pem": o.CertPEM, "key.pem": o.KeyPEM} {
+			if err := os.WriteFile(filepath.Join(filepath.Dir(dir), filepath.Base(dir)+"-"+name), data, 0o600); err != nil {
+				return nil, err
+			}
+		}
 	}
 	// A free port can be taken between our probe and the server's bind;
 	// try a few.
@@ -204,7 +291,7 @@ func start(ctx context.Context, bin, dir string, removeDir bool) (*Server, error
 			return nil, err
 		}
 		s.addr = fmt.Sprintf("127.0.0.1:%d", port)
-		s.Endpoint = "http://" + s.addr
+		s.Endpoint = scheme + s.addr
 		if err = s.launch(ctx); err == nil {
 			return s, nil
 		}
@@ -228,14 +315,20 @@ func freePort() (int, error) {
 // failure the process is gone.
 func (s *Server) launch(ctx context.Context) error {
 	out := &tailBuffer{max: 16 << 10}
-	cmd := exec.Command(s.bin,
+	args := []string{
 		"--port", s.addr,
 		"--access", s.AccessKey,
 		"--secret", s.SecretKey,
 		"--region", s.Region,
 		"--health", healthPath,
-		"--quiet",
-		"posix", s.Dir)
+		"--quiet"}
+	if s.roots != nil {
+		args = append(args, "--cert", s.Dir+"-cert.pem", "--key", s.Dir+"-key.pem")
+	}
+	if d := s.VirtualDomain(); d != "" {
+		args = append(args, "--virtual-domain", d)
+	}
+	cmd := exec.Command(s.bin, append(args, "posix", s.Dir)...)
 	// Only what the process needs: versitygw reads many settings from
 	// VGW_* and ROOT_* variables, which must not leak in from the caller.
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
@@ -261,7 +354,7 @@ func (s *Server) launch(ctx context.Context) error {
 func (s *Server) waitReady(ctx context.Context, exited <-chan struct{}) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	hc := &http.Client{Timeout: 2 * time.Second}
+	hc := s.httpClient(2 * time.Second)
 	client := s.newClient(hc)
 	healthy := false
 	var last error
@@ -388,6 +481,8 @@ func (s *Server) newClient(hc *http.Client) *s3.Client {
 	}, func(o *s3.Options) {
 		if hc != nil {
 			o.HTTPClient = hc
+		} else if s.roots != nil {
+			o.HTTPClient = s.httpClient(0)
 		}
 	})
 }
