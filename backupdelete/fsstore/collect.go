@@ -2,16 +2,14 @@ package fsstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"slices"
-	"strconv"
-	"time"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
+	"github.com/caretaker-storage/caretaker/backupdelete/internal/lhformat"
 )
 
 // This file is block collection: what a deletion does under the volume's
@@ -75,7 +73,7 @@ type collection struct {
 	volRaw     rawObject
 	updateLast bool     // the deleted backup was volume.cfg's LastBackupName
 	names      []string // the remaining backups, sorted
-	latest     latestBackup
+	latest     lhformat.LatestBackup
 	// A targeted collection marks the referenced candidates in idx; a
 	// full one (or a recount) builds the set of every referenced block.
 	idx        *candidateIndex
@@ -333,26 +331,7 @@ func (c *collection) unlinked(failed []string, err error) error {
 // updateVolume rewrites volume.cfg's LastBackupName, LastBackupAt and
 // BlockCount when they changed.
 func (c *collection) updateVolume() error {
-	changed := false
-	if c.updateLast {
-		// As Longhorn: when blocks were not collected, the last backup is
-		// cleared rather than guessed.
-		last, at := "", ""
-		if c.out.Skipped == "" {
-			last, at = c.latest.name, c.latest.at
-		}
-		lastJSON, _ := json.Marshal(last)
-		atJSON, _ := json.Marshal(at)
-		c.volRaw.Set("LastBackupName", lastJSON)
-		c.volRaw.Set("LastBackupAt", atJSON)
-		changed = true
-	}
-	if c.out.Skipped == "" {
-		count, _ := json.Marshal(strconv.Itoa(c.out.Referenced))
-		c.volRaw.Set("BlockCount", count)
-		changed = true
-	}
-	if !changed {
+	if !c.volRaw.ApplyDeletion(c.updateLast, c.out.Skipped == "", c.latest, c.out.Referenced) {
 		return nil
 	}
 	if err := c.ctx.Err(); err != nil {
@@ -373,7 +352,7 @@ func (c *collection) updateVolume() error {
 // backup (or, with updateLast, an unparsable SnapshotCreatedAt) is why
 // nothing may be collected. Otherwise it returns the latest backup (with
 // updateLast).
-func checkScans(names []string, scans []scanResult, updateLast bool) (latest latestBackup, skipped string, err error) {
+func checkScans(names []string, scans []scanResult, updateLast bool) (latest lhformat.LatestBackup, skipped string, err error) {
 	for i, sc := range scans {
 		n := names[i]
 		if sc.err != nil {
@@ -386,30 +365,12 @@ func checkScans(names []string, scans []scanResult, updateLast bool) (latest lat
 			return latest, fmt.Sprintf("backup %s in progress", n), nil
 		}
 		if updateLast {
-			if err := latest.consider(n, sc.snapshotCreatedAt); err != nil {
+			if err := latest.Consider(n, sc.snapshotCreatedAt); err != nil {
 				return latest, err.Error(), nil
 			}
 		}
 	}
 	return latest, "", nil
-}
-
-// latestBackup finds the remaining backup with the latest snapshot time,
-// as Longhorn's getLatestBackup does (RFC 3339 SnapshotCreatedAt).
-type latestBackup struct {
-	name, at string
-	t        time.Time
-}
-
-func (l *latestBackup) consider(name, snapshotCreatedAt string) error {
-	t, err := time.Parse(time.RFC3339, snapshotCreatedAt)
-	if err != nil {
-		return fmt.Errorf("backup %s: cannot parse SnapshotCreatedAt %q", name, snapshotCreatedAt)
-	}
-	if l.name == "" || t.After(l.t) {
-		l.name, l.at, l.t = name, snapshotCreatedAt, t
-	}
-	return nil
 }
 
 // blockCountOf is volume.cfg's BlockCount, if it has one.

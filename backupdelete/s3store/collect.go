@@ -2,11 +2,9 @@ package s3store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -398,24 +396,7 @@ func (c *collection) remove() error {
 // updateVolume rewrites volume.cfg's LastBackupName, LastBackupAt and
 // BlockCount when they changed, every other member as it was.
 func (c *collection) updateVolume() error {
-	changed := false
-	if c.updateLast {
-		last, at := "", ""
-		if c.out.Skipped == "" {
-			last, at = c.latest.Name, c.latest.At
-		}
-		lastJSON, _ := json.Marshal(last)
-		atJSON, _ := json.Marshal(at)
-		c.volRaw.Set("LastBackupName", lastJSON)
-		c.volRaw.Set("LastBackupAt", atJSON)
-		changed = true
-	}
-	if c.out.Skipped == "" {
-		count, _ := json.Marshal(strconv.Itoa(c.out.Referenced))
-		c.volRaw.Set("BlockCount", count)
-		changed = true
-	}
-	if !changed {
+	if !c.volRaw.ApplyDeletion(c.updateLast, c.out.Skipped == "", c.latest, c.out.Referenced) {
 		return nil
 	}
 	if err := c.ctx.Err(); err != nil {

@@ -301,6 +301,31 @@ func (o *RawObject) Set(key string, val json.RawMessage) {
 	o.vals[key] = val
 }
 
+// ApplyDeletion sets the members of volume.cfg that a backup's deletion
+// changes, as Longhorn's DeleteDeltaBlockBackup does: when the deleted
+// backup was the volume's last (updateLast), LastBackupName and
+// LastBackupAt become the latest remaining backup, or are cleared rather
+// than guessed when the blocks were not collected; when they were
+// (collected), BlockCount becomes the number of blocks still referenced.
+// It reports whether anything changed.
+func (o *RawObject) ApplyDeletion(updateLast, collected bool, latest LatestBackup, referenced int) bool {
+	if updateLast {
+		last, at := "", ""
+		if collected {
+			last, at = latest.Name, latest.At
+		}
+		lastJSON, _ := json.Marshal(last)
+		atJSON, _ := json.Marshal(at)
+		o.Set("LastBackupName", lastJSON)
+		o.Set("LastBackupAt", atJSON)
+	}
+	if collected {
+		count, _ := json.Marshal(strconv.Itoa(referenced))
+		o.Set("BlockCount", count)
+	}
+	return updateLast || collected
+}
+
 // MarshalVolume writes the members as Longhorn's struct would: its fields
 // in its order, then any others in the order the file had them. Values
 // are compacted, as json.Marshal compacts a json.RawMessage.
