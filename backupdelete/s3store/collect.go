@@ -124,7 +124,9 @@ func (s *Store) runCollection(ctx context.Context, ref backupdelete.BackupRef, r
 	s.mu.Lock()
 	dirty := s.dirty[ref.Volume]
 	s.mu.Unlock()
-	c := &collection{s: s, ctx: ctx, ref: ref, vol: lhformat.VolumePath(ref.Volume), requireComplete: requireComplete,
+	// Every request of the collection runs under the lock's context: once
+	// the lock can no longer be proven held, nothing more is deleted.
+	c := &collection{s: s, ctx: lock.Context(), ref: ref, vol: lhformat.VolumePath(ref.Volume), requireComplete: requireComplete,
 		sweep: sweep, full: sweep || dirty || s.opts.FullCollection}
 	steps := []func() error{c.readVolume, c.readDeleted, c.removeCfg, c.scan, c.relist, c.remove, c.updateVolume}
 	if sweep {
@@ -137,6 +139,9 @@ func (s *Store) runCollection(ctx context.Context, ref backupdelete.BackupRef, r
 		if err = step(); err != nil {
 			break
 		}
+	}
+	if err != nil && errors.Is(context.Cause(c.ctx), ErrLockLost) && !errors.Is(err, ErrLockLost) {
+		err = fmt.Errorf("%w: %w", ErrLockLost, err)
 	}
 	// A collection that removed a cfg and did not finish deleting its
 	// blocks, or skipped them, leaves blocks no backup references; this

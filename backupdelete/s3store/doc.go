@@ -137,7 +137,13 @@
 // live locks as expired, so keep the hosts' clocks synchronised. Longhorn skips a lock object it cannot read;
 // we skip one we cannot parse, but one we cannot read (a 503, a dropped
 // connection) fails the look: skipping a live lock because the server
-// hiccuped would let two exclusive takers proceed. A lock is refreshed
+// hiccuped would let two exclusive takers proceed. A deletion runs under
+// its lock's Context: when no rewrite of the lock object has succeeded for
+// LockHeldFor (90 s: LockExpiry less a minute for clock skew and requests
+// in flight), the lock may soon look expired to others (a backup that
+// reuses a block the deletion is about to delete could start), so the
+// deletion stops with ErrLockLost and deletes nothing more; the Driver
+// retries it. Longhorn's deletion goes on regardless. A lock is refreshed
 // until Release or until the taker's context ends; Release deletes the
 // object with the taker's context freed of its cancellation
 // (context.WithoutCancel), within RequestTimeout or 5 s, whichever is

@@ -48,17 +48,47 @@ type LockConflictError = fsstore.LockConflictError
 type BackupRunningError = fsstore.BackupRunningError
 
 // Lock is a held lock object. It is refreshed every LockRefresh until
-// Release, or until the context it was taken with ends.
+// Release, or until the context it was taken with ends. A refresh that
+// fails is tried again every lockRetry; when none has succeeded for
+// LockHeldFor, the lock can no longer be proven held (others will see it
+// expire LockExpiry after its last write), and Context ends with cause
+// ErrLockLost.
 type Lock struct {
 	s      *Store
 	volume string
 	file   LockFile
 	ctx    context.Context // the taker's, for the refreshes and Release
+	held   context.Context // ends when the lock is lost
+	lose   context.CancelCauseFunc
 	stop   chan struct{}
 	done   chan struct{}
 	once   sync.Once
 	err    error
+
+	mu      sync.Mutex
+	written time.Time // the last successful write of the object, by the Store's clock
 }
+
+// ErrLockLost is the cause of a Lock's Context when its object could not
+// be rewritten for LockHeldFor: past that, others may see it expire and
+// take the volume, so nothing more may be deleted under it. It wraps
+// backupdelete.ErrLocked.
+var ErrLockLost = fmt.Errorf("%w: the lock object could not be refreshed in time, so the lock may have expired for others", backupdelete.ErrLocked)
+
+// LockHeldFor is how long after its last successful write a lock still
+// counts as held: LockExpiry less LockRefresh, which leaves a minute for
+// clock skew between this host and the server whose Last-Modified others
+// compare with their clocks, and for requests in flight.
+const LockHeldFor = LockExpiry - LockRefresh
+
+// lockRetry is how soon a failed refresh is tried again, and the bound
+// of each refresh request.
+const lockRetry = 10 * time.Second
+
+// Context returns a context that ends when the lock is released or lost
+// (context.Cause is then ErrLockLost), or when the context the lock was
+// taken with ends. Work that must not outlive the lock runs under it.
+func (l *Lock) Context() context.Context { return l.held }
 
 // Name returns the lock's name (lock-<16 hex>).
 func (l *Lock) Name() string { return l.file.Name }
@@ -169,18 +199,26 @@ func (s *Store) acquire(ctx context.Context, volume string, t LockType) (*Lock, 
 	if err := s.writeLock(ctx, volume, me); err != nil {
 		return fail(err)
 	}
-	l := &Lock{s: s, volume: volume, file: me, ctx: ctx, stop: make(chan struct{}), done: make(chan struct{})}
+	l := &Lock{s: s, volume: volume, file: me, ctx: ctx, stop: make(chan struct{}), done: make(chan struct{}), written: s.clock.Now()}
+	l.held, l.lose = context.WithCancelCause(ctx)
 	go s.refresh(l)
 	return l, nil
 }
 
 // refresh rewrites the lock object every LockRefresh, so that other
-// takers do not see it expire while a long deletion runs. It stops at
-// Release, or when the taker's context ends.
+// takers do not see it expire while a long deletion runs; a failed
+// rewrite is tried again every lockRetry. When no rewrite has succeeded
+// for LockHeldFor, it ends the lock's Context with ErrLockLost and stops.
+// It stops at Release, or when the taker's context ends.
 func (s *Store) refresh(l *Lock) {
 	defer close(l.done)
+	defer l.lose(nil)
+	wait := LockRefresh
 	for {
-		t := s.clock.NewTimer(LockRefresh)
+		l.mu.Lock()
+		lostAt := l.written.Add(LockHeldFor)
+		l.mu.Unlock()
+		t := s.clock.NewTimer(max(0, min(wait, lostAt.Sub(s.clock.Now()))))
 		select {
 		case <-l.stop:
 			t.Stop()
@@ -189,8 +227,22 @@ func (s *Store) refresh(l *Lock) {
 			t.Stop()
 			return
 		case <-t.C():
-			_ = s.writeLock(l.ctx, l.volume, l.file)
 		}
+		if !s.clock.Now().Before(lostAt) {
+			l.lose(ErrLockLost)
+			return
+		}
+		rctx, cancel := context.WithTimeout(l.ctx, lockRetry)
+		err := s.writeLock(rctx, l.volume, l.file)
+		cancel()
+		if err != nil {
+			wait = lockRetry
+			continue
+		}
+		l.mu.Lock()
+		l.written = s.clock.Now()
+		l.mu.Unlock()
+		wait = LockRefresh
 	}
 }
 
