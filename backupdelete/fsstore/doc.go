@@ -161,7 +161,12 @@
 // context ends, whichever is first; once the context has ended no block
 // is unlinked and volume.cfg is not written, so a deletion stuck past its
 // context (a hung NFS server) holds the volume for at most LockExpiry. A
-// Lock from Store.Lock is refreshed until Release.
+// Lock from Store.Lock is refreshed until Release. A failed rewrite of
+// the lock file is tried again every 10 s; when none has succeeded for
+// LockHeldFor (90 s: LockExpiry less a minute for clock skew and work in
+// flight), others may soon see the lock expire, so the deletion unlinks
+// nothing more and fails with ErrLockLost (Lock.Context ends with that
+// cause). Longhorn's refresh ignores failures and its deletion goes on.
 //
 // # Safety
 //

@@ -88,13 +88,32 @@ func (e *LockConflictError) Error() string {
 
 func (e *LockConflictError) Unwrap() error { return backupdelete.ErrLocked }
 
+// ErrLockLost is the cause of a Lock's Context when its file could not be
+// rewritten for LockHeldFor: past that, others may see it expire and take
+// the volume (a backup that reuses a block a deletion is about to delete
+// could start), so nothing more may be deleted under it. It wraps
+// backupdelete.ErrLocked.
+var ErrLockLost = lhformat.ErrLockLost
+
+// LockHeldFor is how long after its last successful write a lock still
+// counts as held: LockExpiry less LockRefresh, which leaves a minute for
+// clock skew between this host and the file server's mtimes that others
+// compare with their clocks, and for work in flight.
+const LockHeldFor = lhformat.LockHeldFor
+
 // Lock is a held backupstore lock. Its file is refreshed every LockRefresh
-// until Release.
+// until Release, every 10 s after a failed rewrite; when none has
+// succeeded for LockHeldFor, its Context ends with ErrLockLost.
 type Lock struct {
 	vol  *os.Root
 	file LockFile
-	stop chan struct{}
-	done chan struct{}
+	// held ends when the lock is lost, released, or its taker's context
+	// ends; written is the last successful write, by the Store's clock.
+	held    context.Context
+	lose    context.CancelCauseFunc
+	written time.Time
+	stop    chan struct{}
+	done    chan struct{}
 	// abandon, if not nil, stops the refresh early (the operation the
 	// lock is for was cancelled); the file stays until Release.
 	abandon <-chan struct{}
@@ -106,6 +125,11 @@ type Lock struct {
 
 // Name returns the lock's name (lock-<16 hex>).
 func (l *Lock) Name() string { return l.file.Name }
+
+// Context returns a context that ends when the lock is released or lost
+// (context.Cause is then ErrLockLost), or when the context it was taken
+// with ends. Work that must not outlive the lock runs under it.
+func (l *Lock) Context() context.Context { return l.held }
 
 // Release stops the refresh and removes the lock file. It is idempotent.
 func (l *Lock) Release() error {
@@ -204,7 +228,8 @@ func (s *Store) acquire(ctx context.Context, vol *os.Root, volume string, t Lock
 	if err := s.writeLock(vol, me); err != nil {
 		return fail(err)
 	}
-	l := &Lock{vol: vol, file: me, stop: make(chan struct{}), done: make(chan struct{}), abandon: abandon}
+	l := &Lock{vol: vol, file: me, stop: make(chan struct{}), done: make(chan struct{}), abandon: abandon, written: s.clock.Now()}
+	l.held, l.lose = context.WithCancelCause(ctx)
 	go s.refresh(l)
 	return l, nil
 }
@@ -270,24 +295,22 @@ func (s *Store) listLocks(vol *os.Root) ([]lockSeen, error) {
 	return out, nil
 }
 
-// refresh rewrites the lock file every LockRefresh, so that other takers
-// do not see it expire while a long deletion runs. It stops at Release,
-// or when the lock's operation is abandoned.
+// refresh keeps the lock file (lhformat.KeepLock): rewritten every
+// LockRefresh, every LockRetry after a failure; when none has succeeded
+// for LockHeldFor, the lock's Context ends with ErrLockLost. It stops at
+// Release, or when the lock's operation is abandoned.
 func (s *Store) refresh(l *Lock) {
 	defer close(l.done)
-	for {
-		t := s.clock.NewTimer(LockRefresh)
+	defer l.lose(nil)
+	stop := make(chan struct{})
+	go func() {
 		select {
 		case <-l.stop:
-			t.Stop()
-			return
 		case <-l.abandon:
-			t.Stop()
-			return
-		case <-t.C():
-			_ = s.writeLock(l.vol, l.file)
 		}
-	}
+		close(stop)
+	}()
+	lhformat.KeepLock(s.clock, l.written, stop, func() error { return s.writeLock(l.vol, l.file) }, l.lose)
 }
 
 // writeLockFile creates locks/ (with Longhorn's mode) and writes a new

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
+	"github.com/caretaker-storage/caretaker/backupdelete/internal/lhformat"
 	"github.com/caretaker-storage/caretaker/internal/clocks"
 	"k8s.io/utils/clock"
 )
@@ -176,7 +177,11 @@ func (s *Store) deleteBackup(ctx context.Context, ref backupdelete.BackupRef, re
 	}
 	defer lock.Release()
 
-	c, err := s.collect(ctx, vol, ref, requireComplete)
+	// The collection runs under the lock's context: once the lock can no
+	// longer be proven held, it unlinks nothing more.
+	lctx := lock.Context()
+	c, err := s.collect(lctx, vol, ref, requireComplete)
+	err = lhformat.WithLockLost(err, context.Cause(lctx))
 	if err != nil {
 		return c, fmt.Errorf("fsstore: delete backup %s: %w", ref, err)
 	}

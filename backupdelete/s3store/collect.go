@@ -140,9 +140,7 @@ func (s *Store) runCollection(ctx context.Context, ref backupdelete.BackupRef, r
 			break
 		}
 	}
-	if err != nil && errors.Is(context.Cause(c.ctx), ErrLockLost) && !errors.Is(err, ErrLockLost) {
-		err = fmt.Errorf("%w: %w", ErrLockLost, err)
-	}
+	err = lhformat.WithLockLost(err, context.Cause(c.ctx))
 	// A collection that removed a cfg and did not finish deleting its
 	// blocks, or skipped them, leaves blocks no backup references; this
 	// Store's next deletion in the volume lists them. One that listed

@@ -64,26 +64,22 @@ type Lock struct {
 	done   chan struct{}
 	once   sync.Once
 	err    error
-
-	mu      sync.Mutex
-	written time.Time // the last successful write of the object, by the Store's clock
+	// written is when the object was last written, by the Store's clock.
+	written time.Time
 }
 
 // ErrLockLost is the cause of a Lock's Context when its object could not
 // be rewritten for LockHeldFor: past that, others may see it expire and
 // take the volume, so nothing more may be deleted under it. It wraps
-// backupdelete.ErrLocked.
-var ErrLockLost = fmt.Errorf("%w: the lock object could not be refreshed in time, so the lock may have expired for others", backupdelete.ErrLocked)
+// backupdelete.ErrLocked. It is fsstore's.
+var ErrLockLost = fsstore.ErrLockLost
 
 // LockHeldFor is how long after its last successful write a lock still
-// counts as held: LockExpiry less LockRefresh, which leaves a minute for
-// clock skew between this host and the server whose Last-Modified others
-// compare with their clocks, and for requests in flight.
-const LockHeldFor = LockExpiry - LockRefresh
-
-// lockRetry is how soon a failed refresh is tried again, and the bound
-// of each refresh request.
-const lockRetry = 10 * time.Second
+// counts as held (fsstore's): LockExpiry less LockRefresh, which leaves a
+// minute for clock skew between this host and the server whose
+// Last-Modified others compare with their clocks, and for requests in
+// flight.
+const LockHeldFor = fsstore.LockHeldFor
 
 // Context returns a context that ends when the lock is released or lost
 // (context.Cause is then ErrLockLost), or when the context the lock was
@@ -205,45 +201,27 @@ func (s *Store) acquire(ctx context.Context, volume string, t LockType) (*Lock, 
 	return l, nil
 }
 
-// refresh rewrites the lock object every LockRefresh, so that other
-// takers do not see it expire while a long deletion runs; a failed
-// rewrite is tried again every lockRetry. When no rewrite has succeeded
-// for LockHeldFor, it ends the lock's Context with ErrLockLost and stops.
-// It stops at Release, or when the taker's context ends.
+// refresh keeps the lock object (lhformat.KeepLock): rewritten every
+// LockRefresh, every LockRetry after a failure, each rewrite bounded by
+// LockRetry; when none has succeeded for LockHeldFor, the lock's Context
+// ends with ErrLockLost. It stops at Release, or when the taker's context
+// ends.
 func (s *Store) refresh(l *Lock) {
 	defer close(l.done)
 	defer l.lose(nil)
-	wait := LockRefresh
-	for {
-		l.mu.Lock()
-		lostAt := l.written.Add(LockHeldFor)
-		l.mu.Unlock()
-		t := s.clock.NewTimer(max(0, min(wait, lostAt.Sub(s.clock.Now()))))
+	stop := make(chan struct{})
+	go func() {
 		select {
 		case <-l.stop:
-			t.Stop()
-			return
 		case <-l.ctx.Done():
-			t.Stop()
-			return
-		case <-t.C():
 		}
-		if !s.clock.Now().Before(lostAt) {
-			l.lose(ErrLockLost)
-			return
-		}
-		rctx, cancel := context.WithTimeout(l.ctx, lockRetry)
-		err := s.writeLock(rctx, l.volume, l.file)
-		cancel()
-		if err != nil {
-			wait = lockRetry
-			continue
-		}
-		l.mu.Lock()
-		l.written = s.clock.Now()
-		l.mu.Unlock()
-		wait = LockRefresh
-	}
+		close(stop)
+	}()
+	lhformat.KeepLock(s.clock, l.written, stop, func() error {
+		rctx, cancel := context.WithTimeout(l.ctx, lhformat.LockRetry)
+		defer cancel()
+		return s.writeLock(rctx, l.volume, l.file)
+	}, l.lose)
 }
 
 func (s *Store) writeLock(ctx context.Context, volume string, l LockFile) error {
