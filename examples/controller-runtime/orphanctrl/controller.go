@@ -111,7 +111,9 @@ var _ reconcile.Reconciler = (*Controller)(nil)
 // parts: the disk monitor (a Runnable) and the reconciler, neither of
 // which needs leader election. mgr's scheme must hold the Orphan types
 // (NewScheme), and its cache must see cfg.Namespace: give the manager
-// CacheOptions(cfg.Namespace, cfg.NodeID), which keeps it node-local.
+// NewLocalCache(cfg.Namespace, cfg.NodeID).Options() and the LocalCache
+// to cfg.LocalCache, which keeps it node-local (CacheOptions alone keeps
+// every Replica, stripped).
 func Setup(mgr manager.Manager, cfg Config) (*Controller, error) {
 	if cfg.NodeID == "" {
 		return nil, fmt.Errorf("%w: NodeID is required", ErrConfig)
