@@ -33,7 +33,8 @@ import (
 // node's disk while its nodeID and label name another still claims its
 // directory here. A selector that missed one would make its live
 // directory look orphaned, so the watch stays wide and each cached
-// object small.
+// object small. NewLocalCache adds to these options a filter between the
+// wide watch and the informer that keeps only the node's replicas.
 //
 // nodeID must not be empty. A manager that also runs other controllers
 // can start from these options and add its own ByObject entries; a

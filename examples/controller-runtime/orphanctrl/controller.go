@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -61,6 +62,13 @@ type Config struct {
 	Store orphan.Store
 	// Logger receives the controller's decisions; nil means silent.
 	Logger *slog.Logger
+	// LocalCache, if set, is the node-local Replica filter the manager's
+	// cache was built with (NewLocalCache(Namespace, NodeID).Options()):
+	// the controller tells it the node's disks, and judges nothing while
+	// the cache does not yet hold the replicas of the node's current
+	// disks. Nil means a manager built with CacheOptions, whose Replica
+	// cache is cluster-wide.
+	LocalCache *LocalCache
 }
 
 // DefaultCreatesPerSweep is Config.CreatesPerSweep's default.
@@ -88,6 +96,8 @@ type Controller struct {
 	echo     *echoes // nil for a Store of the user's
 	events   chan event.GenericEvent
 
+	ready atomic.Bool // the expected set holds every replica of the node's current disks
+
 	mu       sync.Mutex           // guards the view below (the runnable's first refresh and Reconcile)
 	created  map[string]time.Time // records created lately, until the cache shows them
 	disks    []diskscan.Disk
@@ -101,7 +111,9 @@ var _ reconcile.Reconciler = (*Controller)(nil)
 // parts: the disk monitor (a Runnable) and the reconciler, neither of
 // which needs leader election. mgr's scheme must hold the Orphan types
 // (NewScheme), and its cache must see cfg.Namespace: give the manager
-// CacheOptions(cfg.Namespace, cfg.NodeID), which keeps it node-local.
+// NewLocalCache(cfg.Namespace, cfg.NodeID).Options() and the LocalCache
+// to cfg.LocalCache, which keeps it node-local (CacheOptions alone keeps
+// every Replica, stripped).
 func Setup(mgr manager.Manager, cfg Config) (*Controller, error) {
 	if cfg.NodeID == "" {
 		return nil, fmt.Errorf("%w: NodeID is required", ErrConfig)
@@ -117,6 +129,10 @@ func Setup(mgr manager.Manager, cfg Config) (*Controller, error) {
 	}
 	if cfg.CreatesPerSweep <= 0 {
 		cfg.CreatesPerSweep = DefaultCreatesPerSweep
+	}
+	if lc := cfg.LocalCache; lc != nil && (lc.nodeID != cfg.NodeID || lc.namespace != cfg.Namespace) {
+		return nil, fmt.Errorf("%w: LocalCache is node %s in namespace %s, the controller node %s in namespace %s",
+			ErrConfig, lc.nodeID, lc.namespace, cfg.NodeID, cfg.Namespace)
 	}
 	var echo *echoes
 	if cfg.Store == nil {
@@ -141,7 +157,7 @@ func Setup(mgr manager.Manager, cfg Config) (*Controller, error) {
 		echo.wake = c.poke
 	}
 	var err error
-	if c.orphans, err = diskscan.NewOrphans(c.expected, diskscan.Options{}); err != nil {
+	if c.orphans, err = diskscan.NewOrphans(diskscan.ExpectedFunc(c.expectedWhenReady), diskscan.Options{}); err != nil {
 		return nil, err
 	}
 	// Each orphaned directory is inspected as a copy of its volume: its
@@ -242,11 +258,6 @@ func (c *Controller) refresh(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("orphanctrl: reading node %s: %w", c.cfg.NodeID, err)
 	}
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(ReplicaGVK.GroupVersion().WithKind(ReplicaGVK.Kind + "List"))
-	if err := c.cache.List(ctx, list, client.InNamespace(c.cfg.Namespace)); err != nil {
-		return fmt.Errorf("orphanctrl: listing replicas: %w", err)
-	}
 	v := longhorn.ViewOfNode(c.cfg.NodeID, node)
 	// The expected set holds the replicas that can claim a directory on
 	// the disks this node scans, and nothing else: a replica of another
@@ -255,6 +266,17 @@ func (c *Controller) refresh(ctx context.Context) error {
 	for _, d := range v.Disks {
 		uuids[d.UUID] = true
 	}
+	if c.cfg.LocalCache != nil {
+		// Before the replicas are read: their informer's first list waits
+		// for the disks, and a change of them makes it list anew.
+		c.cfg.LocalCache.setDisks(uuids)
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(ReplicaGVK.GroupVersion().WithKind(ReplicaGVK.Kind + "List"))
+	if err := c.cache.List(ctx, list, client.InNamespace(c.cfg.Namespace)); err != nil {
+		return fmt.Errorf("orphanctrl: listing replicas: %w", err)
+	}
+	ready := c.cfg.LocalCache == nil || c.cfg.LocalCache.ready(list.Items)
 	refs := make([]diskscan.ReplicaRef, 0)
 	for i := range list.Items {
 		if r := longhorn.ReplicaRefOf(&list.Items[i]); c.claimsHere(r, uuids) {
@@ -265,6 +287,11 @@ func (c *Controller) refresh(ctx context.Context) error {
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !ready {
+		// Before the disks and the expected set change: a judgement of a
+		// new disk's directory then finds the set not ready.
+		c.ready.Store(false)
+	}
 	changed := false
 	if !reflect.DeepEqual(v.Disks, c.disks) {
 		if err := c.orphans.SetDisks(v.Disks...); err != nil {
@@ -281,6 +308,10 @@ func (c *Controller) refresh(ctx context.Context) error {
 		c.replicas, changed = refs, true
 	}
 	c.scopes = v.Scopes
+	if ready && !c.ready.Load() {
+		c.ready.Store(true)
+		changed = true
+	}
 	if changed {
 		c.monitor.Rescan()
 	}
@@ -305,6 +336,23 @@ func (c *Controller) volumeStates(ctx context.Context) (map[string]orphan.Volume
 		vols[i] = &list.Items[i]
 	}
 	return longhorn.VolumeStates(vols), true
+}
+
+// notReadyRequeue is the pause before the node's view is read again
+// while the cache lists the replicas of the node's new disks.
+const notReadyRequeue = 250 * time.Millisecond
+
+// errReplicasNotReady is the expected set's answer while the cache does
+// not hold the replicas of the node's current disks.
+var errReplicasNotReady = errors.New("orphanctrl: the replicas of the node's disks are not listed yet")
+
+// expectedWhenReady is the scan's expected source: the expected set, once
+// it holds every replica of the node's current disks.
+func (c *Controller) expectedWhenReady(ctx context.Context, d diskscan.Disk) (diskscan.NameSet, error) {
+	if !c.ready.Load() {
+		return nil, errReplicasNotReady
+	}
+	return c.expected.Expected(ctx, d)
 }
 
 // heldRequeue is the pause before the sweep that goes on with the new
@@ -381,6 +429,12 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if err := c.refresh(ctx); err != nil {
 		return reconcile.Result{}, err
+	}
+	if !c.ready.Load() {
+		// The node's disks changed and the cache lists their replicas
+		// anew: nothing is judged until it holds them.
+		c.log.Info("the node's replicas are being listed anew; sweep deferred")
+		return reconcile.Result{RequeueAfter: notReadyRequeue}, nil
 	}
 	obs, ok := c.monitor.Latest()
 	if !ok {

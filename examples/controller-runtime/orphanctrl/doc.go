@@ -23,10 +23,12 @@
 //     automatic one.
 //
 // A DaemonSet's copies each hold and do what their own node needs:
-// CacheOptions is the manager's cache for it (this node's Orphans and
-// Longhorn Node only, every Replica and Volume stripped to the fields read;
-// replicas are not selected by label because Longhorn's labels follow a
-// replica's spec only when longhorn-manager writes it), an event wakes the
+// NewLocalCache gives the manager's cache for it (this node's Orphans,
+// Longhorn Node and Replicas only, Replicas and every Volume stripped to
+// the fields read; replicas are not selected by label because Longhorn's
+// labels follow a replica's spec only when longhorn-manager writes it, but
+// filtered on the way into the informer by spec.nodeID and spec.diskID,
+// and listed anew when the node's disks change), an event wakes the
 // node only when it changes what the node's sweep reads and is not the
 // echo of the controller's own write, and a first sweep that finds
 // thousands of orphans creates their records a few at a time

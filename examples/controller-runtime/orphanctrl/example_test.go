@@ -24,16 +24,14 @@ func ExampleSetup() {
 		log.Fatal(err)
 	}
 	node := os.Getenv("NODE_NAME")
-	mgr, err := manager.New(cfg, manager.Options{
-		Scheme: scheme,
-		// Only this node's Orphans and Longhorn Node; Replicas and Volumes
-		// stripped to the fields the controller reads.
-		Cache: orphanctrl.CacheOptions("longhorn-system", node),
-	})
+	// Only this node's Orphans, Longhorn Node and Replicas; Replicas and
+	// Volumes stripped to the fields the controller reads.
+	local := orphanctrl.NewLocalCache("longhorn-system", node)
+	mgr, err := manager.New(cfg, manager.Options{Scheme: scheme, Cache: local.Options()})
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := orphanctrl.Setup(mgr, orphanctrl.Config{NodeID: node, Namespace: "longhorn-system"}); err != nil {
+	if _, err := orphanctrl.Setup(mgr, orphanctrl.Config{NodeID: node, Namespace: "longhorn-system", LocalCache: local}); err != nil {
 		log.Fatal(err)
 	}
 	if err := mgr.Start(context.Background()); err != nil {

@@ -147,16 +147,18 @@ func run(m *testing.M) int {
 }
 
 // newManager returns a manager whose cache holds what node's controller
-// needs of ns (orphanctrl.CacheOptions), with no metrics or probe
-// listeners. Many managers share the test process, hence
-// SkipNameValidation.
-func newManager(cfg *rest.Config, ns, node string, opts manager.Options) (manager.Manager, error) {
+// needs of ns (orphanctrl.NewLocalCache), with no metrics or probe
+// listeners, and the LocalCache for the controller's Config. Many
+// managers share the test process, hence SkipNameValidation.
+func newManager(cfg *rest.Config, ns, node string, opts manager.Options) (manager.Manager, *orphanctrl.LocalCache, error) {
+	lc := orphanctrl.NewLocalCache(ns, node)
 	opts.Scheme = scheme
-	opts.Cache = orphanctrl.CacheOptions(ns, node)
+	opts.Cache = lc.Options()
 	opts.Metrics = metricsserver.Options{BindAddress: "0"}
 	opts.HealthProbeBindAddress = "0"
 	opts.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
-	return manager.New(cfg, opts)
+	mgr, err := manager.New(cfg, opts)
+	return mgr, lc, err
 }
 
 // runChild runs one node's controller until SIGTERM: args are the
@@ -168,12 +170,12 @@ func runChild(args []string) int {
 		return 1
 	}
 	cfg.QPS, cfg.Burst = 50, 100
-	mgr, err := newManager(cfg, args[1], args[2], manager.Options{})
+	mgr, lc, err := newManager(cfg, args[1], args[2], manager.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if _, err := orphanctrl.Setup(mgr, orphanctrl.Config{NodeID: args[2], Namespace: args[1], Period: scanPeriod}); err != nil {
+	if _, err := orphanctrl.Setup(mgr, orphanctrl.Config{NodeID: args[2], Namespace: args[1], Period: scanPeriod, LocalCache: lc}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -222,11 +224,11 @@ func (e *env) start(node string, opts manager.Options, tw tweak) manager.Manager
 	if e.cfg != nil {
 		cfg = e.cfg
 	}
-	mgr, err := newManager(cfg, e.ns, node, opts)
+	mgr, lc, err := newManager(cfg, e.ns, node, opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	ccfg := orphanctrl.Config{NodeID: node, Namespace: e.ns, Period: scanPeriod}
+	ccfg := orphanctrl.Config{NodeID: node, Namespace: e.ns, Period: scanPeriod, LocalCache: lc}
 	if tw != nil {
 		tw(mgr, &ccfg)
 	}

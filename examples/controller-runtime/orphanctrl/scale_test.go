@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -240,9 +241,9 @@ func TestIdleSweepMakesNoRequest(t *testing.T) {
 	}
 }
 
-// TestCacheIsNodeLocal: the manager's cache holds node-1's Orphans and
-// Longhorn Node only, and Replicas and Volumes stripped to the fields the
-// controller reads.
+// TestCacheIsNodeLocal: the manager's cache holds node-1's Orphans,
+// Longhorn Node and Replicas only, Replicas and Volumes stripped to the
+// fields the controller reads.
 func TestCacheIsNodeLocal(t *testing.T) {
 	e := newEnv(t)
 	d := e.addNode("node-1", "disk-1")
@@ -251,6 +252,7 @@ func TestCacheIsNodeLocal(t *testing.T) {
 	e.orphanDir(d, orphanDirA)
 	e.orphanDir(other, orphanDirB) // node-2's orphan; node-2 runs a controller of its own
 	e.replica("replica-elsewhere", "node-2", other.uuid, other.path, "pvc-x-ccccccc1")
+	e.replica("replica-here", "node-1", d.uuid, d.path, "pvc-x-ccccccc2")
 	vol := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "longhorn.io/v1beta2", "kind": "Volume",
 		"metadata": map[string]any{"name": "pvc-x", "namespace": e.ns, "labels": map[string]any{"a": "b"}},
@@ -282,6 +284,9 @@ func TestCacheIsNodeLocal(t *testing.T) {
 			t.Errorf("cached Orphan %s keeps its managed fields", o.Name)
 		}
 	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "replica-elsewhere"}, e.replicaObj("replica-elsewhere")); !apierrors.IsNotFound(err) {
+		t.Errorf("node-1's cache has node-2's replica-elsewhere: %v; want not found", err)
+	}
 	nodes := &unstructured.UnstructuredList{}
 	nodes.SetGroupVersionKind(orphanctrl.NodeGVK.GroupVersion().WithKind("NodeList"))
 	if err := c.List(ctx, nodes); err != nil {
@@ -299,8 +304,8 @@ func TestCacheIsNodeLocal(t *testing.T) {
 		name   string
 		want   map[string]any
 	}{
-		{e.replicaObj("replica-elsewhere"), "replica-elsewhere", map[string]any{"spec": map[string]any{
-			"nodeID": "node-2", "diskID": other.uuid, "diskPath": other.path, "dataDirectoryName": "pvc-x-ccccccc1"}}},
+		{e.replicaObj("replica-here"), "replica-here", map[string]any{"spec": map[string]any{
+			"nodeID": "node-1", "diskID": d.uuid, "diskPath": d.path, "dataDirectoryName": "pvc-x-ccccccc2"}}},
 		{e.volumeObj("pvc-x"), "pvc-x", map[string]any{"status": map[string]any{"robustness": "healthy"}}},
 	} {
 		u := tc.gvkObj
