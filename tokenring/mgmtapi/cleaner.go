@@ -10,7 +10,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -131,6 +133,9 @@ type Cleaner struct {
 	pollFailures int
 	jobs         int
 	clock        clock.Clock
+
+	mu      sync.Mutex
+	pending map[string]bool // cleanup jobs started here and not yet seen ended
 }
 
 var _ tokenring.Cleaner = (*Cleaner)(nil)
@@ -194,15 +199,68 @@ func New(baseURL string, opts Options) (*Cleaner, error) {
 
 // StopCleanups implements tokenring.Cleaner. The Management API has no
 // operation that stops a compaction (none in its v0, v1 or v2 resources),
-// so this only checks ctx and returns: a cleanup job left running by an
-// earlier run goes on, and a new job waits behind it in the agent's
-// one-thread job executor, reported WAITING, which CleanupKeyspace waits
-// out like any other.
+// so it waits instead: it returns nil once every cleanup job this Cleaner
+// started has ended (COMPLETED or ERROR, or forgotten by a node that
+// restarted), reading each one's status every PollInterval, and ctx's
+// error if ctx ends first. So a nil return proves that no cleanup this
+// Cleaner started runs on the node, which is what tokenring's
+// CleanupDriver asks before a node whose cleanup failed stops holding the
+// nodes that share its ranges. A job started by another process (an
+// earlier run of the host) is not known here; a new job waits behind it in
+// the agent's one-thread job executor, reported WAITING, which
+// CleanupKeyspace waits out like any other. CleanerFor gives one Cleaner
+// per endpoint, so its jobs are known across attempts.
 func (c *Cleaner) StopCleanups(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("mgmtapi: stop cleanups: %w", err)
+	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("mgmtapi: stop cleanups: %w", err)
+		}
+		c.mu.Lock()
+		ids := make([]string, 0, len(c.pending))
+		for id := range c.pending {
+			ids = append(ids, id)
+		}
+		c.mu.Unlock()
+		if len(ids) == 0 {
+			return nil
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			status, _, err := c.jobStatus(ctx, id)
+			if (err == nil && status != statusWaiting) || errors.Is(err, ErrJobNotFound) {
+				c.ended(id)
+			}
+		}
+		c.mu.Lock()
+		left := len(c.pending)
+		c.mu.Unlock()
+		if left == 0 {
+			return nil
+		}
+		t := c.clock.NewTimer(c.interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("mgmtapi: stop cleanups: %d cleanup job(s) still running, and the Management API cannot stop them: %w", left, ctx.Err())
+		case <-t.C():
+		}
 	}
-	return nil
+}
+
+// started and ended track the cleanup jobs this Cleaner started.
+func (c *Cleaner) started(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending == nil {
+		c.pending = map[string]bool{}
+	}
+	c.pending[id] = true
+}
+
+func (c *Cleaner) ended(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.pending, id)
 }
 
 // CleanupKeyspaces implements tokenring.Cleaner: the keyspaces the node
@@ -273,6 +331,7 @@ func (c *Cleaner) CleanupKeyspace(ctx context.Context, keyspace string) error {
 	if err != nil || id == "" {
 		return err
 	}
+	c.started(id)
 	return c.await(ctx, keyspace, id)
 }
 
@@ -305,6 +364,9 @@ func (c *Cleaner) await(ctx context.Context, keyspace, id string) error {
 	failures := 0
 	for {
 		status, msg, err := c.jobStatus(ctx, id)
+		if (err == nil && status != statusWaiting) || errors.Is(err, ErrJobNotFound) {
+			c.ended(id)
+		}
 		switch {
 		case err == nil && status == statusCompleted:
 			return nil

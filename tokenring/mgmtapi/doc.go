@@ -45,8 +45,9 @@
 // ID the node forgot (it keeps jobs in memory, at most 1000: a Cassandra
 // restart loses them) is ErrJobNotFound: not done, and worth running again.
 //
-// The Management API cannot stop a running compaction: StopCleanups only
-// honours ctx (see Cleaner.StopCleanups). A cleanup cannot be cancelled
+// The Management API cannot stop a running compaction: StopCleanups waits,
+// bounded by ctx, until the cleanup jobs this Cleaner started have ended
+// (see Cleaner.StopCleanups). A cleanup cannot be cancelled
 // either: when ctx ends, CleanupKeyspace returns and the job goes on in
 // the node.
 //
