@@ -267,8 +267,9 @@ func (c *Controller) refresh(ctx context.Context) error {
 		uuids[d.UUID] = true
 	}
 	if c.cfg.LocalCache != nil {
-		// Before the replicas are read: their informer's first list waits
-		// for the disks, and a change of them makes it list anew.
+		// Before the replicas are read: a change of the disks (the first
+		// setting included) makes their informer list anew, and ready is
+		// false until that list is in the cache.
 		c.cfg.LocalCache.setDisks(uuids)
 	}
 	list := &unstructured.UnstructuredList{}

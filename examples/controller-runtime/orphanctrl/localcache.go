@@ -62,7 +62,6 @@ type LocalCache struct {
 	mu       sync.Mutex
 	disks    map[string]bool   // the node's disk UUIDs
 	gen      int               // bumped by every change of disks; 0: not set yet
-	set      chan struct{}     // closed once disks are first set
 	expire   chan struct{}     // closed when gen moves past the watch's list
 	listed   int               // the gen of the informer's last LIST; 0: none
 	known    map[string]string // namespace/name → resourceVersion the informer was given
@@ -76,7 +75,7 @@ func NewLocalCache(namespace, nodeID string) *LocalCache {
 	if namespace == "" {
 		namespace = crstore.DefaultNamespace
 	}
-	return &LocalCache{namespace: namespace, nodeID: nodeID, set: make(chan struct{}), expire: make(chan struct{}),
+	return &LocalCache{namespace: namespace, nodeID: nodeID, expire: make(chan struct{}),
 		known: map[string]string{}}
 }
 
@@ -119,10 +118,9 @@ func (l *LocalCache) setDisks(uuids map[string]bool) {
 	}
 	l.disks = maps.Clone(uuids)
 	l.gen++
-	if l.gen == 1 {
-		close(l.set)
-		return
-	}
+	// The first setting too: the informer may have listed before it
+	// (with no disks: only the replicas naming the node), and must list
+	// again now.
 	close(l.expire)
 	l.expire = make(chan struct{})
 }
@@ -160,9 +158,9 @@ type localLW struct {
 	inner toolscache.ListerWatcherWithContext
 }
 
-// List waits for the node's disks, lists every replica in pages, and
-// returns the node's, at the first page's resource version (every page
-// of a paged list is read at it).
+// List lists every replica in pages and returns the node's (by the disks
+// set so far), at the first page's resource version (every page of a
+// paged list is read at it).
 func (w *localLW) List(o metav1.ListOptions) (runtime.Object, error) {
 	return w.ListWithContext(context.Background(), o)
 }
@@ -170,10 +168,13 @@ func (w *localLW) List(o metav1.ListOptions) (runtime.Object, error) {
 // ListWithContext is List.
 func (w *localLW) ListWithContext(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 	l := w.l
-	select {
-	case <-l.set:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	// It does not wait for the node's disks: the manager syncs this
+	// informer before it starts the runnable that reads them, so a list
+	// that waited would never come. Before the disks are set (gen 0) it
+	// keeps the replicas naming the node; setDisks then makes it list
+	// again, and ready is false until that list is in the cache.
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	l.mu.Lock()
 	gen, disks := l.gen, l.disks
