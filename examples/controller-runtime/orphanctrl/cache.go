@@ -21,7 +21,8 @@ import (
 //   - Replicas: every replica of the namespace (no selector: see below),
 //     each stripped by StripReplica to the five fields the controller
 //     reads;
-//   - Volumes: every volume, stripped by StripVolume to its robustness;
+//   - Volumes: every volume, stripped by StripVolume to its robustness
+//     (NewLocalCache keeps only the node's wanted volumes);
 //   - everything else: managed fields stripped.
 //
 // Replicas are not selected by label. Longhorn labels a replica with its

@@ -319,24 +319,63 @@ func (c *Controller) refresh(ctx context.Context) error {
 	return nil
 }
 
-// volumeStates lists the Volumes of the namespace from the manager's
-// cache: their robustness, and whether the list is complete. The cache
-// answers only once its informer has synced; any error (the context
-// ending first, an informer that cannot list) leaves the list incomplete,
-// so every volume is unknown to the last-copy guard and no recoverable
-// orphan is auto-deleted.
-func (c *Controller) volumeStates(ctx context.Context) (map[string]orphan.VolumeState, bool) {
+// volumeStates lists the Volumes from the manager's cache: their
+// robustness, and whether the list is complete. The cache answers only
+// once its informer has synced; any error (the context ending first, an
+// informer that cannot list) leaves the list incomplete, so every volume
+// is unknown to the last-copy guard and no recoverable orphan is
+// auto-deleted.
+//
+// With a LocalCache, the cache holds only the volumes the sweep asks
+// about (wantedVolumes of snap and recs): they are set as the Volume
+// filter's selection first, and the list is complete only once the cache
+// holds a LIST made with every one of them selected. Until then a wanted
+// volume the cache lacks may only have been filtered out, so the list is
+// incomplete (every volume unknown, never deleted), and pending asks the
+// caller to sweep again shortly.
+func (c *Controller) volumeStates(ctx context.Context, snap orphan.Snapshot, recs []orphan.Record) (states map[string]orphan.VolumeState, complete, pending bool) {
+	lc := c.cfg.LocalCache
+	if lc != nil {
+		lc.setVolumes(wantedVolumes(snap, recs))
+	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(VolumeGVK.GroupVersion().WithKind(VolumeGVK.Kind + "List"))
 	if err := c.cache.List(ctx, list, client.InNamespace(c.cfg.Namespace)); err != nil {
 		c.log.Warn("volumes not listed: every volume is unknown to the last-copy guard", "err", err)
-		return nil, false
+		return nil, false, false
+	}
+	if lc != nil && !lc.volumesReady(list.Items) {
+		c.log.Info("the wanted volumes are being listed anew: every volume is unknown to the last-copy guard this sweep")
+		return nil, false, true
 	}
 	vols := make([]*unstructured.Unstructured, len(list.Items))
 	for i := range list.Items {
 		vols[i] = &list.Items[i]
 	}
-	return longhorn.VolumeStates(vols), true
+	return longhorn.VolumeStates(vols), true, false
+}
+
+// wantedVolumes names the volumes the last-copy guard can ask about in a
+// sweep of snap against recs: each candidate's copy's volume (what the
+// inspection read) and the volume its data directory is named after, and
+// the volume of each record's data directory.
+func wantedVolumes(snap orphan.Snapshot, recs []orphan.Record) map[string]bool {
+	names := map[string]bool{}
+	add := func(n string) {
+		if n != "" {
+			names[n] = true
+		}
+	}
+	for _, it := range snap.Items {
+		if it.Copy != nil {
+			add(it.Copy.Volume)
+		}
+		add(volumeOf(it.Param(orphan.ParamDataName)))
+	}
+	for _, r := range recs {
+		add(volumeOf(r.Param(orphan.ParamDataName)))
+	}
+	return names
 }
 
 // notReadyRequeue is the pause before the node's view is read again
@@ -454,7 +493,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	snap, held := paced(obs.Snapshot, recs, c.cfg.CreatesPerSweep, c.justCreated(recs))
 	c.records.pin(recs)
-	volumes, complete := c.volumeStates(ctx)
+	volumes, complete, volumesPending := c.volumeStates(ctx, obs.Snapshot, recs)
 	plan, res, err := c.sweeper.Run(ctx, snap, orphan.Cycle{
 		Selector:         sel,
 		Scopes:           c.hostScopes(),
@@ -480,6 +519,11 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// deletion request that arrived during this one.
 		c.log.Info("records of new orphans held for the next sweep", "held", held)
 		return reconcile.Result{RequeueAfter: heldRequeue}, nil
+	}
+	if volumesPending && (plan.RequeueAt.IsZero() || time.Until(plan.RequeueAt) > notReadyRequeue) {
+		// The cache lists the newly wanted volumes: the guard judges
+		// them once it holds them.
+		return reconcile.Result{RequeueAfter: notReadyRequeue}, nil
 	}
 	if !plan.RequeueAt.IsZero() {
 		return reconcile.Result{RequeueAfter: max(time.Until(plan.RequeueAt), time.Millisecond)}, nil

@@ -23,6 +23,10 @@ import (
 // most the cache decodes at once.
 const listPage = 500
 
+// firstListWait bounds how long the first LIST waits for the controller
+// to set the selection.
+const firstListWait = 2 * time.Second
+
 // ErrWatchList is returned by the node-local Replica watch when the
 // reflector asks for a streamed initial list (client-go's WatchListClient
 // feature): the node-local cache needs the list, whose end it can tell.
@@ -50,8 +54,17 @@ var ErrWatchList = errors.New("orphanctrl: the node-local replica watch does not
 // so the watch ends with an Expired error and the informer lists anew;
 // until the cache holds that list, the controller answers "expected
 // replicas unknown" for every disk, and nothing is judged an orphan or
-// purged. The first LIST waits for the controller to set the disks once,
-// so a start lists once.
+// purged. The first LIST waits (up to 2 s) for the controller to set the
+// disks, so a start lists once.
+//
+// Volumes are filtered the same way, by name: the cache holds only the
+// volumes the node's sweep asks the last-copy guard about (those of its
+// orphan candidates and records, a handful). A volume becomes wanted
+// when its copy here is orphaned, which no selector knows in advance, so
+// a newly wanted volume ends the watch with Expired and the informer
+// lists anew; until the cache holds that list, the sweep passes the
+// guard an incomplete view, in which every volume is unknown, never
+// deleted.
 //
 // One LocalCache serves one manager: create it with NewLocalCache, give
 // Options() to manager.Options.Cache and the LocalCache to
@@ -59,13 +72,31 @@ var ErrWatchList = errors.New("orphanctrl: the node-local replica watch does not
 type LocalCache struct {
 	namespace, nodeID string
 
+	replicas *filter // selected by the node's disk UUIDs
+	volumes  *filter // selected by the names of the volumes the node's orphans belong to
+}
+
+// filter is the state of one kind's node-local filter: the selection it
+// keeps by (disk UUIDs for Replicas, volume names for Volumes), the
+// generation of that selection, and what the informer was given.
+type filter struct {
+	kind string
+	// keep says whether an object is kept under the selection sel; it
+	// is called with mu held.
+	keep func(u *unstructured.Unstructured, sel map[string]bool) bool
+
 	mu       sync.Mutex
-	disks    map[string]bool   // the node's disk UUIDs
-	gen      int               // bumped by every change of disks; 0: not set yet
+	sel      map[string]bool   // the selection
+	gen      int               // bumped by every change of sel that must re-list; 0: not set yet
+	set      chan struct{}     // closed once sel is first set
 	expire   chan struct{}     // closed when gen moves past the watch's list
 	listed   int               // the gen of the informer's last LIST; 0: none
 	known    map[string]string // namespace/name → resourceVersion the informer was given
 	readyGen int               // the gen whose list the cache was seen to hold
+}
+
+func newFilter(kind string, keep func(*unstructured.Unstructured, map[string]bool) bool) *filter {
+	return &filter{kind: kind, keep: keep, set: make(chan struct{}), expire: make(chan struct{}), known: map[string]string{}}
 }
 
 // NewLocalCache returns the node-local cache filter of nodeID's
@@ -75,8 +106,14 @@ func NewLocalCache(namespace, nodeID string) *LocalCache {
 	if namespace == "" {
 		namespace = crstore.DefaultNamespace
 	}
-	return &LocalCache{namespace: namespace, nodeID: nodeID, expire: make(chan struct{}),
-		known: map[string]string{}}
+	l := &LocalCache{namespace: namespace, nodeID: nodeID}
+	l.replicas = newFilter("replica", l.keep)
+	l.volumes = newFilter("volume", func(u *unstructured.Unstructured, names map[string]bool) bool { return names[u.GetName()] })
+	// No volume is wanted before the first sweep: the Volume informer's
+	// first LIST keeps none, and the first sweep that wants one lists
+	// anew (setVolumes).
+	l.volumes.setSel(map[string]bool{}, true)
+	return l
 }
 
 // Options returns CacheOptions(namespace, nodeID) with the node-local
@@ -93,8 +130,13 @@ func (l *LocalCache) Options() cache.Options {
 // newInformer is cache.Options.NewInformer: the Replica informer gets
 // the node-local ListerWatcher, every other informer controller-runtime's.
 func (l *LocalCache) newInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, idx toolscache.Indexers) toolscache.SharedIndexInformer {
-	if _, ok := obj.(*unstructured.Unstructured); ok && obj.GetObjectKind().GroupVersionKind() == ReplicaGVK {
-		lw = &localLW{l: l, inner: toolscache.ToListerWatcherWithContext(lw)}
+	if _, ok := obj.(*unstructured.Unstructured); ok {
+		switch obj.GetObjectKind().GroupVersionKind() {
+		case ReplicaGVK:
+			lw = &localLW{f: l.replicas, inner: toolscache.ToListerWatcherWithContext(lw)}
+		case VolumeGVK:
+			lw = &localLW{f: l.volumes, inner: toolscache.ToListerWatcherWithContext(lw)}
+		}
 	}
 	return toolscache.NewSharedIndexInformer(lw, obj, resync, idx)
 }
@@ -108,77 +150,127 @@ func (l *LocalCache) keep(u *unstructured.Unstructured, disks map[string]bool) b
 }
 
 // setDisks sets the node's disk UUIDs. If they changed, the running
-// watch ends so that the informer lists anew, and ready is false until
-// the cache holds that list.
+// Replica watch ends so that the informer lists anew, and ready is false
+// until the cache holds that list.
 func (l *LocalCache) setDisks(uuids map[string]bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.gen > 0 && maps.Equal(l.disks, uuids) {
-		return
-	}
-	l.disks = maps.Clone(uuids)
-	l.gen++
-	// The first setting too: the informer may have listed before it
-	// (with no disks: only the replicas naming the node), and must list
-	// again now.
-	close(l.expire)
-	l.expire = make(chan struct{})
+	l.replicas.setSel(uuids, true)
 }
 
 // ready says whether the replicas the cache lists (cached) hold the
-// informer's last LIST for the node's current disks, and every change
-// the watch passed since: each replica given to the informer is there at
-// the version it was given. Once true for a set of disks, it stays true
-// until they change.
+// Replica informer's last LIST for the node's current disks, and every
+// change the watch passed since. Once true for a set of disks, it stays
+// true until they change.
 func (l *LocalCache) ready(cached []unstructured.Unstructured) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.gen == 0 || l.listed != l.gen {
+	return l.replicas.ready(cached)
+}
+
+// setVolumes sets the names of the volumes the node's sweep asks about.
+// A name that was not wanted before may have been dropped by the Volume
+// watch, so the running watch ends, the informer lists anew, and
+// volumesReady is false until the cache holds that list. A smaller set
+// lists nothing anew: the volumes no longer wanted leave the cache with
+// their next event.
+func (l *LocalCache) setVolumes(names map[string]bool) {
+	l.volumes.mu.Lock()
+	grows := false
+	for n := range names {
+		if !l.volumes.sel[n] {
+			grows = true
+			break
+		}
+	}
+	l.volumes.mu.Unlock()
+	l.volumes.setSel(names, grows)
+}
+
+// volumesReady is ready for the Volume informer: whether the cache
+// (cached) holds the LIST made for the wanted volumes set last, and
+// every change since. Only then does a wanted volume missing from the
+// cache not exist.
+func (l *LocalCache) volumesReady(cached []unstructured.Unstructured) bool {
+	return l.volumes.ready(cached)
+}
+
+// setSel sets the selection. With relist (and on the first call), a
+// running watch ends so that the informer lists anew, and ready is false
+// until the cache holds that list; without, the selection changes for
+// the events to come only.
+func (f *filter) setSel(sel map[string]bool, relist bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.gen > 0 && maps.Equal(f.sel, sel) {
+		return
+	}
+	f.sel = maps.Clone(sel)
+	if f.gen > 0 && !relist {
+		return
+	}
+	f.gen++
+	if f.gen == 1 {
+		close(f.set)
+	}
+	// A watch that follows a LIST made before the first selection (see
+	// firstListWait) ends as well.
+	close(f.expire)
+	f.expire = make(chan struct{})
+}
+
+// ready says whether the objects the cache lists (cached) hold the
+// informer's last LIST for the current selection, and every change the
+// watch passed since: each object given to the informer is there at the
+// version it was given. Once true for a generation, it stays true until
+// the next.
+func (f *filter) ready(cached []unstructured.Unstructured) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.gen == 0 || f.listed != f.gen {
 		return false
 	}
-	if l.readyGen == l.gen {
+	if f.readyGen == f.gen {
 		return true
 	}
 	have := make(map[string]string, len(cached))
 	for i := range cached {
 		have[cached[i].GetNamespace()+"/"+cached[i].GetName()] = cached[i].GetResourceVersion()
 	}
-	for k, rv := range l.known {
+	for k, rv := range f.known {
 		if have[k] != rv {
 			return false
 		}
 	}
-	l.readyGen = l.gen
+	f.readyGen = f.gen
 	return true
 }
 
-// localLW is the Replica informer's ListerWatcher.
+// localLW is the ListerWatcher of a filtered informer.
 type localLW struct {
-	l     *LocalCache
+	f     *filter
 	inner toolscache.ListerWatcherWithContext
 }
 
-// List lists every replica in pages and returns the node's (by the disks
-// set so far), at the first page's resource version (every page of a
-// paged list is read at it).
+// List waits for the selection, lists every object in pages, and
+// returns those it keeps, at the first page's resource version (every page
+// of a paged list is read at it).
 func (w *localLW) List(o metav1.ListOptions) (runtime.Object, error) {
 	return w.ListWithContext(context.Background(), o)
 }
 
 // ListWithContext is List.
 func (w *localLW) ListWithContext(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-	l := w.l
-	// It does not wait for the node's disks: the manager syncs this
-	// informer before it starts the runnable that reads them, so a list
-	// that waited would never come. Before the disks are set (gen 0) it
-	// keeps the replicas naming the node; setDisks then makes it list
-	// again, and ready is false until that list is in the cache.
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	f := w.f
+	select {
+	case <-f.set:
+	case <-time.After(firstListWait):
+		// Something read the cache before the controller set the
+		// selection (the manager waits for every informer created
+		// before it started to sync before it starts the controller):
+		// list with none, and list anew once it is set.
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
-	l.mu.Lock()
-	gen, disks := l.gen, l.disks
-	l.mu.Unlock()
+	f.mu.Lock()
+	gen, sel := f.gen, f.sel
+	f.mu.Unlock()
 
 	if o.ResourceVersion == "0" {
 		// "Any version" is served whole from the API server's cache,
@@ -195,28 +287,30 @@ func (w *localLW) ListWithContext(ctx context.Context, o metav1.ListOptions) (ru
 		}
 		list, ok := obj.(*unstructured.UnstructuredList)
 		if !ok {
-			return nil, fmt.Errorf("orphanctrl: replica list is a %T, not an unstructured list", obj)
+			return nil, fmt.Errorf("orphanctrl: %s list is a %T, not an unstructured list", f.kind, obj)
 		}
 		if page == 0 {
 			out.SetAPIVersion(list.GetAPIVersion())
 			out.SetKind(list.GetKind())
 			out.SetResourceVersion(list.GetResourceVersion())
 		}
+		f.mu.Lock()
 		for i := range list.Items {
-			if u := &list.Items[i]; l.keep(u, disks) {
+			if u := &list.Items[i]; f.keep(u, sel) {
 				out.Items = append(out.Items, *u)
 				known[u.GetNamespace()+"/"+u.GetName()] = u.GetResourceVersion()
 			}
 		}
+		f.mu.Unlock()
 		if list.GetContinue() == "" {
 			break
 		}
 		o.Continue = list.GetContinue()
 		o.ResourceVersion, o.ResourceVersionMatch = "", ""
 	}
-	l.mu.Lock()
-	l.listed, l.known = gen, known
-	l.mu.Unlock()
+	f.mu.Lock()
+	f.listed, f.known = gen, known
+	f.mu.Unlock()
 	return out, nil
 }
 
@@ -225,34 +319,35 @@ func (w *localLW) Watch(o metav1.ListOptions) (watch.Interface, error) {
 	return w.WatchWithContext(context.Background(), o)
 }
 
-// WatchWithContext watches every replica and passes the informer the
-// node's changes; it ends with an Expired error when the node's disks
-// change after the list it follows.
+// WatchWithContext watches every object and passes the informer the
+// changes of those it keeps; it ends with an Expired error when the
+// selection changes (so that it must list anew) after the list it
+// follows.
 func (w *localLW) WatchWithContext(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 	if o.SendInitialEvents != nil && *o.SendInitialEvents {
 		return nil, ErrWatchList
 	}
-	l := w.l
-	l.mu.Lock()
-	expire := l.expire
-	if l.listed != l.gen {
+	f := w.f
+	f.mu.Lock()
+	expire := f.expire
+	if f.listed != f.gen {
 		expire = closed
 	}
-	l.mu.Unlock()
+	f.mu.Unlock()
 	inner, err := w.inner.WatchWithContext(ctx, o)
 	if err != nil {
 		return nil, err
 	}
-	lw := &localWatch{l: l, inner: inner, out: make(chan watch.Event), stop: make(chan struct{})}
+	lw := &localWatch{f: f, inner: inner, out: make(chan watch.Event), stop: make(chan struct{})}
 	go lw.run(expire)
 	return lw, nil
 }
 
 var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// localWatch translates a wide Replica watch into the node's.
+// localWatch translates a wide watch into the node's.
 type localWatch struct {
-	l     *LocalCache
+	f     *filter
 	inner watch.Interface
 	out   chan watch.Event
 	stop  chan struct{}
@@ -273,11 +368,12 @@ func (w *localWatch) run(expire <-chan struct{}) {
 		case <-w.stop:
 			return
 		case <-expire:
-			// The disks changed: a replica of a new disk may have been
-			// dropped. Expired makes the reflector list anew.
+			// The selection grew (new disks, a newly wanted volume):
+			// an object it now keeps may have been dropped. Expired
+			// makes the reflector list anew.
 			w.send(watch.Event{Type: watch.Error, Object: &metav1.Status{
 				Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired,
-				Message: "the node's disks changed: listing the node's replicas anew",
+				Message: "the node's " + w.f.kind + " selection changed: listing anew",
 			}})
 			return
 		case ev, ok := <-w.inner.ResultChan():
@@ -300,23 +396,23 @@ func (w *localWatch) send(ev watch.Event) bool {
 	}
 }
 
-// translate maps a wide event to the node's: an event of a replica that
-// is not the node's and was not is dropped; one that makes a replica the
-// node's is an addition; one that makes it another's is a deletion.
+// translate maps a wide event to the node's: an event of an object that
+// is not kept and was not is dropped; one that makes an object kept is
+// an addition; one that makes it not kept is a deletion.
 func (w *localWatch) translate(ev watch.Event) (watch.Event, bool) {
 	u, ok := ev.Object.(*unstructured.Unstructured)
 	if !ok || (ev.Type != watch.Added && ev.Type != watch.Modified && ev.Type != watch.Deleted) {
 		return ev, true // bookmarks and errors
 	}
 	key := u.GetNamespace() + "/" + u.GetName()
-	l := w.l
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	_, had := l.known[key]
-	local := ev.Type != watch.Deleted && l.keep(u, l.disks)
+	f := w.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, had := f.known[key]
+	local := ev.Type != watch.Deleted && f.keep(u, f.sel)
 	switch {
 	case local:
-		l.known[key] = u.GetResourceVersion()
+		f.known[key] = u.GetResourceVersion()
 		if !had {
 			ev.Type = watch.Added
 		} else {
@@ -324,7 +420,7 @@ func (w *localWatch) translate(ev watch.Event) (watch.Event, bool) {
 		}
 		return ev, true
 	case had:
-		delete(l.known, key)
+		delete(f.known, key)
 		return watch.Event{Type: watch.Deleted, Object: u}, true
 	default:
 		return ev, false

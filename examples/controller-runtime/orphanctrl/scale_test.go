@@ -242,7 +242,8 @@ func TestIdleSweepMakesNoRequest(t *testing.T) {
 }
 
 // TestCacheIsNodeLocal: the manager's cache holds node-1's Orphans,
-// Longhorn Node and Replicas only, Replicas and Volumes stripped to the
+// Longhorn Node and Replicas only, and only the Volume of node-1's
+// orphan (not the 20 others), Replicas and Volumes stripped to the
 // fields the controller reads.
 func TestCacheIsNodeLocal(t *testing.T) {
 	e := newEnv(t)
@@ -255,7 +256,7 @@ func TestCacheIsNodeLocal(t *testing.T) {
 	e.replica("replica-here", "node-1", d.uuid, d.path, "pvc-x-ccccccc2")
 	vol := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "longhorn.io/v1beta2", "kind": "Volume",
-		"metadata": map[string]any{"name": "pvc-x", "namespace": e.ns, "labels": map[string]any{"a": "b"}},
+		"metadata": map[string]any{"name": "pvc-lost", "namespace": e.ns, "labels": map[string]any{"a": "b"}},
 		"spec":     map[string]any{"size": "1073741824", "numberOfReplicas": int64(3)},
 	}}
 	if err := e.c.Create(context.Background(), vol); err != nil {
@@ -264,6 +265,9 @@ func TestCacheIsNodeLocal(t *testing.T) {
 	vol.Object["status"] = map[string]any{"robustness": "healthy", "state": "attached"}
 	if err := e.c.Status().Update(context.Background(), vol); err != nil {
 		t.Fatal(err)
+	}
+	for i := range 20 {
+		e.setVolume(fmt.Sprintf("pvc-other-%d", i), "healthy")
 	}
 	e.start("node-2", manager.Options{}, nil)
 	e.waitOrphans("node-2", longhornName(other, orphanDirB))
@@ -299,6 +303,21 @@ func TestCacheIsNodeLocal(t *testing.T) {
 		}
 		t.Errorf("node-1's cache holds the Longhorn nodes %v; want [node-1]", names)
 	}
+	e.waitFor("node-1's cache to hold only the volume of its orphan", func() error {
+		vols := &unstructured.UnstructuredList{}
+		vols.SetGroupVersionKind(orphanctrl.VolumeGVK.GroupVersion().WithKind("VolumeList"))
+		if err := c.List(ctx, vols); err != nil {
+			return err
+		}
+		var names []string
+		for _, v := range vols.Items {
+			names = append(names, v.GetName())
+		}
+		if len(names) != 1 || names[0] != "pvc-lost" {
+			return fmt.Errorf("node-1's cache holds the volumes %v; want [pvc-lost]", names)
+		}
+		return nil
+	})
 	for _, tc := range []struct {
 		gvkObj *unstructured.Unstructured
 		name   string
@@ -306,7 +325,7 @@ func TestCacheIsNodeLocal(t *testing.T) {
 	}{
 		{e.replicaObj("replica-here"), "replica-here", map[string]any{"spec": map[string]any{
 			"nodeID": "node-1", "diskID": d.uuid, "diskPath": d.path, "dataDirectoryName": "pvc-x-ccccccc2"}}},
-		{e.volumeObj("pvc-x"), "pvc-x", map[string]any{"status": map[string]any{"robustness": "healthy"}}},
+		{e.volumeObj("pvc-lost"), "pvc-lost", map[string]any{"status": map[string]any{"robustness": "healthy"}}},
 	} {
 		u := tc.gvkObj
 		if err := c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: tc.name}, u); err != nil {
