@@ -136,6 +136,9 @@ func (l *Lock) Release() error {
 	l.once.Do(func() {
 		close(l.stop)
 		<-l.done
+		// Not in refresh: a taker's context that ended must reach the
+		// lock's Context as its own error (a deadline stays a deadline).
+		l.lose(nil)
 		if err := l.vol.Remove(lockPath(l.file.Name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			l.err = err
 		}
@@ -301,7 +304,6 @@ func (s *Store) listLocks(vol *os.Root) ([]lockSeen, error) {
 // Release, or when the lock's operation is abandoned.
 func (s *Store) refresh(l *Lock) {
 	defer close(l.done)
-	defer l.lose(nil)
 	stop := make(chan struct{})
 	go func() {
 		select {

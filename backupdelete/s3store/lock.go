@@ -99,6 +99,9 @@ func (l *Lock) Release() error {
 	l.once.Do(func() {
 		close(l.stop)
 		<-l.done
+		// Not in refresh: a taker's context that ended must reach the
+		// lock's Context as its own error (a deadline stays a deadline).
+		l.lose(nil)
 		l.err = l.s.deleteLockObject(l.ctx, l.volume, l.file.Name)
 	})
 	return l.err
@@ -208,7 +211,6 @@ func (s *Store) acquire(ctx context.Context, volume string, t LockType) (*Lock, 
 // ends.
 func (s *Store) refresh(l *Lock) {
 	defer close(l.done)
-	defer l.lose(nil)
 	stop := make(chan struct{})
 	go func() {
 		select {
