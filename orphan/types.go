@@ -134,6 +134,13 @@ type Copy struct {
 	Recoverable bool
 	// Reasons say why the copy is not recoverable; empty when it is.
 	Reasons []string
+	// NoData says the inspection proved that the copy holds none of the
+	// volume's data (for example: no layer file has an allocated extent).
+	// It is the only thing that takes a copy out of the last-copy guard:
+	// a copy that holds data but cannot be read back by a tool today
+	// (Recoverable false) is still the volume's data. The zero value,
+	// "may hold data", is the safe one.
+	NoData bool
 	// Revision is the copy's revision counter, 0 when it has none.
 	Revision int64
 	// Rank is the copy's place among the copies of its volume that the
