@@ -70,15 +70,39 @@ const (
 )
 
 // LabelDismissed is the label a Kubernetes Store keeps Record.Dismissed
-// in, with the value LabelValueDismissed; any other value, or none, is
-// not dismissed. It is caretaker's own (Longhorn has no dismissal):
+// in; a Store writes it with the value LabelValueDismissed. It is
+// caretaker's own (Longhorn has no dismissal):
 //
 //	kubectl -n longhorn-system label orphan NAME caretaker.io/dismissed=true
 //	kubectl -n longhorn-system label orphan NAME caretaker.io/dismissed-
+//
+// A Store reads it with ParseDismissal, which errs on the side of keeping
+// data: any value that is not a clear "no" dismisses.
 const (
 	LabelDismissed      = "caretaker.io/dismissed"
 	LabelValueDismissed = "true"
 )
+
+// ParseDismissal reads the value of a LabelDismissed label (present says
+// the label is there at all). A dismissal keeps data, so only a clear
+// "no" is taken as one: a missing label, an empty value, "0", or "false",
+// "no", "off", "f", "n" in any case (surrounding spaces ignored). Every
+// other value dismisses: "true", "1", "yes", "on", "t", "y" in any case as
+// a known spelling (known true), and anything else, "True!" or "dismiss"
+// say, as an unknown spelling (known false) that the host should log, so
+// that the person who wrote it learns that it was read as a dismissal.
+func ParseDismissal(value string, present bool) (dismissed, known bool) {
+	if !present {
+		return false, true
+	}
+	switch strings.ToLower(strings.TrimSpace(value)) {
+	case "", "0", "false", "no", "off", "f", "n":
+		return false, true
+	case "1", "true", "yes", "on", "t", "y":
+		return true, true
+	}
+	return true, false
+}
 
 // LabelLastCopyOverride is the label by which a person confirms that this
 // copy may be purged although its volume is faulted, with the value

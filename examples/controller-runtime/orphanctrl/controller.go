@@ -139,6 +139,7 @@ func Setup(mgr manager.Manager, cfg Config) (*Controller, error) {
 		echo = newEchoes(nil) // its wake is the controller's poke, below
 		st := NewStore(echoClient{mgr.GetClient(), echo}, mgr.GetAPIReader(), cfg.Namespace, cfg.NodeID)
 		st.echo = echo
+		st.spellings = &crstore.DismissalLog{Logger: cfg.Logger}
 		cfg.Store = st
 	}
 	c := &Controller{

@@ -41,6 +41,9 @@ type Store struct {
 	namespace string
 	ownerID   string
 	echo      *echoes // the controller's, when Setup built this Store; else nil
+	// spellings logs dismissal labels of unknown spelling; Setup gives it
+	// the controller's Logger, and a nil one is silent.
+	spellings *crstore.DismissalLog
 }
 
 var _ orphan.Store = (*Store)(nil)
@@ -72,6 +75,7 @@ func (s *Store) List(ctx context.Context, sel orphan.Selector) ([]orphan.Record,
 	out := make([]orphan.Record, 0, len(list.Items))
 	for i := range list.Items {
 		if r := recordOf(&list.Items[i]); sel.Matches(r) {
+			s.spellings.Check(r.Name, r.Labels)
 			out = append(out, r)
 		}
 	}
@@ -93,6 +97,7 @@ func (s *Store) Get(ctx context.Context, name string) (orphan.Record, error) {
 	if err != nil {
 		return orphan.Record{}, wrap("get", name, err)
 	}
+	s.spellings.Check(name, o.Labels)
 	return recordOf(o), nil
 }
 

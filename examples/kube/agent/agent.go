@@ -185,7 +185,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a.store = &cachedStore{
-		Store: crstore.New(cfg.Client, crstore.Options{Namespace: cfg.Namespace, OwnerID: cfg.NodeID, FieldManager: cfg.FieldManager, OnWrite: a.echo.wrote}),
+		Store: crstore.New(cfg.Client, crstore.Options{Namespace: cfg.Namespace, OwnerID: cfg.NodeID, FieldManager: cfg.FieldManager, OnWrite: a.echo.wrote, Logger: a.log}),
 		inf: func() cache.SharedIndexInformer {
 			a.mu.Lock()
 			defer a.mu.Unlock()

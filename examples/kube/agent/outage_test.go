@@ -135,7 +135,8 @@ func TestDismissedOrphanKeepsData(t *testing.T) {
 	first := e.startAgent("node-1")
 	nameA, nameB := longhornName(d, orphanDirA), longhornName(d, orphanDirB)
 	e.waitOrphans("node-1", nameA, nameB)
-	e.label(nameA, orphan.LabelDismissed, orphan.LabelValueDismissed)
+	// Written as a person might: any value but a clear no dismisses.
+	e.label(nameA, orphan.LabelDismissed, "Yes")
 	dismissed := e.waitFor1(nameA, "DataCleanable=False/Dismissed", func(o *unstructured.Unstructured) bool {
 		c := condition(o, "DataCleanable")
 		return c["status"] == "False" && c["reason"] == orphan.ReasonDismissed

@@ -86,6 +86,7 @@ func (s *cachedStore) list(ctx context.Context, sel orphan.Selector) ([]orphan.R
 			return nil, err
 		}
 		if sel.Matches(r) {
+			s.Store.CheckDismissal(r)
 			out = append(out, r)
 		}
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,6 +40,10 @@ type Options struct {
 	// coming back through its watch from other writers' changes (see
 	// examples/kube/agent). It must not block.
 	OnWrite func(name string, written *unstructured.Unstructured)
+	// Logger, if set, is told once per Orphan about a dismissal label
+	// whose value is an unknown spelling (read as a dismissal; see
+	// Dismissed). Nil means silent.
+	Logger *slog.Logger
 }
 
 // Store is an orphan.Store on Orphan custom resources. It is safe for
@@ -82,8 +88,9 @@ type Options struct {
 // orphan.ErrNotFound, AlreadyExists to orphan.ErrAlreadyExists, Conflict
 // to orphan.ErrConflict; the API error stays in the chain.
 type Store struct {
-	ri   dynamic.ResourceInterface
-	opts Options
+	ri        dynamic.ResourceInterface
+	opts      Options
+	spellings *DismissalLog
 }
 
 var _ orphan.Store = (*Store)(nil)
@@ -93,7 +100,7 @@ func New(client dynamic.Interface, opts Options) *Store {
 	if opts.Namespace == "" {
 		opts.Namespace = DefaultNamespace
 	}
-	return &Store{ri: client.Resource(GVR).Namespace(opts.Namespace), opts: opts}
+	return &Store{ri: client.Resource(GVR).Namespace(opts.Namespace), opts: opts, spellings: &DismissalLog{Logger: opts.Logger}}
 }
 
 // Namespace returns the namespace the store works in.
@@ -123,6 +130,7 @@ func (s *Store) List(ctx context.Context, sel orphan.Selector) ([]orphan.Record,
 				return nil, err
 			}
 			if sel.Matches(r) {
+				s.spellings.Check(r.Name, r.Labels)
 				out = append(out, r)
 			}
 		}
@@ -139,6 +147,7 @@ func (s *Store) Get(ctx context.Context, name string) (orphan.Record, error) {
 	if err != nil {
 		return orphan.Record{}, s.wrap("get", name, err)
 	}
+	s.spellings.Check(name, u.GetLabels())
 	return recordOf(u)
 }
 
@@ -239,11 +248,63 @@ func (s *Store) Update(ctx context.Context, r orphan.Record) (orphan.Record, err
 // dismissed reports whether the object carries the dismissal label.
 func dismissed(u *unstructured.Unstructured) bool { return Dismissed(u.GetLabels()) }
 
-// Dismissed reports whether labels carry the dismissal
-// (orphan.LabelDismissed=true): what Record.Dismissed is read from.
+// Dismissed reports whether labels dismiss the orphan: what
+// Record.Dismissed is read from. Any value of orphan.LabelDismissed but a
+// clear "no" (empty, 0, false, no, off in any case) dismisses, so a person
+// who writes True, TRUE, 1 or yes gets the dismissal they meant; see
+// orphan.ParseDismissal.
 func Dismissed(labels map[string]string) bool {
-	return labels[orphan.LabelDismissed] == orphan.LabelValueDismissed
+	v, ok := labels[orphan.LabelDismissed]
+	d, _ := orphan.ParseDismissal(v, ok)
+	return d
 }
+
+// DismissalLog logs, once per Orphan and value, a dismissal label whose
+// value is a spelling orphan.ParseDismissal does not know: it was read as
+// a dismissal, and the person who wrote it should learn so. The zero value
+// and a nil *DismissalLog are silent; it is safe for concurrent use.
+type DismissalLog struct {
+	Logger *slog.Logger
+
+	mu   sync.Mutex
+	seen map[string]string // Orphan name -> the unknown value last logged
+}
+
+// Check logs labels' dismissal value for the Orphan name if it is an
+// unknown spelling not logged before for that Orphan.
+func (l *DismissalLog) Check(name string, labels map[string]string) {
+	if l == nil || l.Logger == nil {
+		return
+	}
+	v, ok := labels[orphan.LabelDismissed]
+	if _, known := orphan.ParseDismissal(v, ok); known {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen[name] == v {
+		return
+	}
+	if l.seen == nil {
+		l.seen = map[string]string{}
+	}
+	if len(l.seen) >= maxDismissalLogNames {
+		clear(l.seen)
+	}
+	l.seen[name] = v
+	l.Logger.Warn("orphan dismissal label has an unknown value; read as dismissed (write true to dismiss, or remove the label)",
+		"orphan", name, "label", orphan.LabelDismissed, "value", v)
+}
+
+// CheckDismissal logs r's dismissal label through Options.Logger if its
+// value is an unknown spelling (see DismissalLog). List and Get do it
+// themselves; a host that reads records from its own cache with RecordOf
+// calls it for each.
+func (s *Store) CheckDismissal(r orphan.Record) { s.spellings.Check(r.Name, r.Labels) }
+
+// maxDismissalLogNames bounds DismissalLog's memory: past it, the names
+// seen are forgotten and may be logged again.
+const maxDismissalLogNames = 4096
 
 // LastCopyOverridden reports whether labels carry a person's last-copy
 // override (orphan.LabelLastCopyOverride=true): the host passes the names
