@@ -86,7 +86,7 @@ func plan(w, out io.Writer, c config, topo tokenring.Topology, analysis *tokenri
 		fmt.Fprintf(w, "dry run: -run-cleanup would clean %s under the rules above, each as soon as they allow; add -yes to run it\n", cli.Count(len(needed), "node"))
 		return cli.DryRun("cleaned")
 	}
-	return follow(w, c, sched, needed, opts, local, analysis, hash)
+	return follow(w, c, sched, needed, opts, local, analysis, hash, topo.Keyspaces)
 }
 
 // follow runs the plan's cleanups through a tokenring.CleanupDriver: each
@@ -96,10 +96,10 @@ func plan(w, out io.Writer, c config, topo tokenring.Topology, analysis *tokenri
 // so that a new run resumes: it re-runs first the nodes that were
 // running, and never again those that are done.
 func follow(w io.Writer, c config, sched *tokenring.Scheduler, needed []string, opts tokenring.ClientOptions, local string,
-	analysis *tokenring.Analysis, hash string) error {
+	analysis *tokenring.Analysis, hash string, keyspaces map[string]tokenring.Replication) error {
 	var store tokenring.CleanupStateStore = &tokenring.MemCleanupStateStore{}
 	if c.state != "" {
-		fs := fileStateStore{path: c.state, hash: hash}
+		fs := fileStateStore{path: c.state, hash: hash, keyspaces: keyspaces}
 		st, err := fs.Load(context.Background())
 		if errors.Is(err, errOtherRing) {
 			return cli.Refused(err)

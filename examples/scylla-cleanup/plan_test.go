@@ -296,7 +296,7 @@ func readState(t *testing.T, path string) stateFile {
 func TestPlanRunCleanupResumes(t *testing.T) {
 	rec, nodeAPIs := nineNodes(t)
 	state := filepath.Join(t.TempDir(), "cleanup.json")
-	writeState(t, state, stateFile{TokenRingHash: ringHash(t, rec.apis["10.0.0.1"]),
+	writeState(t, state, stateFile{TokenRingHash: ringHash(t, rec.apis["10.0.0.1"]), Keyspaces: shopRF3Replication,
 		Done: []string{"10.0.0.1", "10.0.0.4", "10.0.0.7"}, Running: []string{"10.0.0.2"}})
 	args := append(append([]string{"-api", rec.apis["10.0.0.1"], "-plan", "-run-cleanup", "-yes", "-state", state}, shopRF3...), nodeAPIs...)
 	code, stdout, stderr := runTool(args...)
@@ -341,6 +341,46 @@ func TestPlanRunCleanupRefusesAnotherRingsState(t *testing.T) {
 			t.Errorf("%s was touched", ep)
 		}
 	}
+}
+
+// TestPlanRunCleanupRefusesAnotherReplicationsState: ALTER KEYSPACE
+// lowers shop's replication factor from 3 to 2. The ring, and so its
+// hash, is the same, but nodes recorded done under RF 3 may have lost
+// ranges since: the state is refused (exit 4) before anything is cleaned,
+// and so is a state file that records no replication at all.
+func TestPlanRunCleanupRefusesAnotherReplicationsState(t *testing.T) {
+	rec, nodeAPIs := nineNodes(t)
+	hash := ringHash(t, rec.apis["10.0.0.1"])
+	for _, tc := range []struct {
+		name string
+		file stateFile
+		says string
+	}{
+		{"RF decrease", stateFile{TokenRingHash: hash, Keyspaces: shopRF3Replication, Done: []string{"10.0.0.1", "10.0.0.4", "10.0.0.7"}},
+			"keyspace shop was NetworkTopologyStrategy:dc1=3, now NetworkTopologyStrategy:dc1=2"},
+		{"no replication recorded", stateFile{TokenRingHash: hash, Done: []string{"10.0.0.1"}}, "the file records no replication"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state := filepath.Join(t.TempDir(), "cleanup.json")
+			writeState(t, state, tc.file)
+			args := append([]string{"-api", rec.apis["10.0.0.1"], "-plan", "-run-cleanup", "-yes", "-state", state,
+				"-keyspace", "shop=NetworkTopologyStrategy:dc1=2"}, nodeAPIs...)
+			code, stdout, stderr := runTool(args...)
+			if code != 4 || !strings.Contains(stderr, "planned under another replication") || !strings.Contains(stderr, tc.says) {
+				t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+			}
+			for ep, fake := range rec.fakes {
+				if fake.Node().StopCalls() != 0 || len(fake.Node().Cleaned()) != 0 {
+					t.Errorf("%s was touched", ep)
+				}
+			}
+		})
+	}
+}
+
+// shopRF3Replication is shopRF3 as the state file records it.
+var shopRF3Replication = map[string]tokenring.Replication{
+	"shop": {Strategy: tokenring.NetworkTopologyStrategy, Datacenters: map[string]int{"dc1": 3}},
 }
 
 func writeState(t *testing.T, path string, st stateFile) {

@@ -59,7 +59,7 @@ func TestStateFileBadInput(t *testing.T) {
 // a new campaign.
 func TestStateFileSaveLoad(t *testing.T) {
 	dir := t.TempDir()
-	s := fileStateStore{path: filepath.Join(dir, "cleanup.json"), hash: "h1"}
+	s := fileStateStore{path: filepath.Join(dir, "cleanup.json"), hash: "h1", keyspaces: map[string]tokenring.Replication{"shop": {Strategy: tokenring.SimpleStrategy, ReplicationFactor: 2}}}
 	st, err := s.Load(context.Background())
 	if err != nil || len(st.Done)+len(st.Running) != 0 {
 		t.Fatalf("Load of a missing file = %+v, %v", st, err)
@@ -83,5 +83,9 @@ func TestStateFileSaveLoad(t *testing.T) {
 	other := fileStateStore{path: s.path, hash: "h2"}
 	if _, err := other.Load(context.Background()); !errors.Is(err, errOtherRing) {
 		t.Fatalf("Load on another ring: %v", err)
+	}
+	lower := fileStateStore{path: s.path, hash: "h1", keyspaces: map[string]tokenring.Replication{"shop": {Strategy: tokenring.SimpleStrategy, ReplicationFactor: 1}}}
+	if _, err := lower.Load(context.Background()); !errors.Is(err, errOtherRing) || !strings.Contains(err.Error(), "keyspace shop was SimpleStrategy:2, now SimpleStrategy:1") {
+		t.Fatalf("Load under another replication: %v", err)
 	}
 }
