@@ -33,7 +33,13 @@ staticcheck:
 VERSITYGW_INSTALL := internal/s3test/install-versitygw.sh
 WITH_VERSITYGW = vgw=$$(GO=$(GO) $(VERSITYGW_INSTALL)) || { echo "versitygw could not be installed: the S3 tests will skip" >&2; vgw=; }; VERSITYGW=$$vgw
 
+# salvage's qcow2 reader is held to qemu-img (Debian's qemu-utils): installed
+# here when missing and apt-get can run; without it those tests skip and say so.
+QEMU_UTILS = command -v qemu-img >/dev/null 2>&1 || { echo "unit: installing Debian's qemu-utils for the qcow2 tests" >&2; \
+	{ apt-get update -qq && apt-get install -y -qq qemu-utils >/dev/null; } || echo "unit: qemu-utils could not be installed: the qcow2 tests will skip" >&2; }
+
 unit:
+	@$(QEMU_UTILS)
 	@$(WITH_VERSITYGW) $(GO) test -race -count=1 $(PKGS)
 
 build-examples:

@@ -48,6 +48,17 @@
 //     half-copied under their final names, pkg/sync/sync.go):
 //     ReasonRebuilding.
 //
+// Backing images. A backing image is read as the engine reads it, raw or
+// qcow2 (longhorn-engine's backingfile package opens a qcow2 one through
+// QEMU's format): salvage decodes qcow2 versions 2 and 3 itself (L1 and
+// L2 tables, unallocated and zero clusters, zlib-compressed clusters;
+// QEMU's docs/interop/qcow2.txt) and refuses, saying which, a qcow2 file
+// Longhorn does not make (one with a backing file of its own, encrypted,
+// with an external data file or extended L2 entries, zstd-compressed, or
+// marked corrupt by QEMU). A copy whose disk lost its backing image can
+// be given the same image from elsewhere (Options.BackingFile), checked
+// against the backing image manager's backing.cfg beside it.
+//
 // Deviations, each the safer choice: a copy whose revision.counter does
 // not parse stays recoverable (the data does not depend on it; the engine
 // would fail a counter-enabled open) and is ranked without a counter; an

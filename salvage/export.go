@@ -36,9 +36,12 @@ var (
 	// ErrExportNoFiemap: ExportOptions.RequireFiemap is set and the
 	// filesystem of a layer has no FIEMAP.
 	ErrExportNoFiemap = errors.New("salvage: filesystem has no FIEMAP")
-	// ErrExportQcow2: the backing file is a qcow2 image; the engine reads
-	// it through qemu's format, which this export does not decode.
-	ErrExportQcow2 = errors.New("salvage: backing file is a qcow2 image")
+	// ErrExportQcow2: the backing file is a qcow2 image of a kind this
+	// export does not read (the error says which): a version other than 2
+	// or 3, a backing file of its own, encryption, an external data file,
+	// extended L2 entries, zstd compression, or QEMU's corrupt bit. Plain
+	// qcow2 images, compressed or not, are read.
+	ErrExportQcow2 = errors.New("salvage: unsupported qcow2 backing file")
 	// ErrExportChanged: a layer changed (size or modification time) while
 	// it was read: the image may mix old and new data.
 	ErrExportChanged = errors.New("salvage: layer changed during export")
@@ -208,6 +211,26 @@ type exportLayer struct {
 	f    *os.File
 	size int64     // apparent size when opened
 	mod  time.Time // modification time when opened
+	// qcow2 is set for a qcow2 backing file: its virtual disk is read
+	// through it, and its extents are the clusters it maps.
+	qcow2 *qcow2Image
+}
+
+// contentSize is how far the layer's content reaches: past it, reads are
+// zeros.
+func (l *exportLayer) contentSize() int64 {
+	if l.qcow2 != nil {
+		return l.qcow2.info.VirtualSize
+	}
+	return l.size
+}
+
+// readAt reads the layer's content.
+func (l *exportLayer) readAt(p []byte, off int64) (int, error) {
+	if l.qcow2 != nil {
+		return l.qcow2.ReadAt(p, off)
+	}
+	return l.f.ReadAt(p, off)
 }
 
 // exportOpen opens the layers, head first, then the backing file if any.
@@ -243,7 +266,7 @@ func exportOpen(dir string, c Chain) (layers []exportLayer, err error) {
 			return layers, err
 		}
 		layers = append(layers, l)
-		if err := exportCheckRaw(l); err != nil {
+		if err := exportOpenBacking(&layers[len(layers)-1]); err != nil {
 			return layers, err
 		}
 	}
@@ -266,16 +289,18 @@ func exportOpenIn(root *os.Root, name, shown string) (exportLayer, error) {
 	return exportLayer{name: shown, f: f, size: info.Size(), mod: info.ModTime()}, nil
 }
 
-// exportCheckRaw refuses a qcow2 backing file (magic "QFI\xfb", the format
-// longhorn-engine's backingfile package tells apart with qemu-img info).
-func exportCheckRaw(l exportLayer) error {
-	var magic [4]byte
-	n, err := l.f.ReadAt(magic[:], 0)
-	if err != nil && !errors.Is(err, io.EOF) {
+// exportOpenBacking tells a qcow2 backing file (magic "QFI\xfb", the
+// format longhorn-engine's backingfile package tells apart with qemu-img
+// info) from a raw one, and opens a qcow2 one's tables.
+func exportOpenBacking(l *exportLayer) error {
+	q, err := isQcow2(l.f)
+	if err != nil {
 		return fmt.Errorf("backing file %s: %w", l.name, err)
 	}
-	if n == 4 && string(magic[:]) == "QFI\xfb" {
-		return fmt.Errorf("%w: %s", ErrExportQcow2, l.name)
+	if q {
+		if l.qcow2, err = openQcow2(l.f, l.size, l.name); err != nil {
+			return fmt.Errorf("backing file: %w", err)
+		}
 	}
 	return nil
 }
@@ -532,6 +557,9 @@ func (r *exportReader) run() error {
 	fallback := len(r.layers) - 1
 	cursors := make([]*exportCursor, len(r.layers))
 	for i := range r.layers {
+		if r.layers[i].qcow2 != nil {
+			continue // mapped by its clusters, below
+		}
 		cur, err := newExportCursor(r.layers[i], c.Size, r.opts.forceSeekData)
 		if err != nil {
 			return err
@@ -571,7 +599,11 @@ func (r *exportReader) run() error {
 				return nil, err
 			}
 		}
-		if err := cursors[fallback].window(wStart, wEnd, mark(int32(fallback))); err != nil {
+		if q := r.layers[fallback].qcow2; q != nil {
+			if err := q.allocated(wStart, wEnd, mark(int32(fallback))); err != nil {
+				return nil, err
+			}
+		} else if err := cursors[fallback].window(wStart, wEnd, mark(int32(fallback))); err != nil {
 			return nil, err
 		}
 		for b := range own {
@@ -620,7 +652,7 @@ const (
 // hint asks the kernel to read the window's data runs ahead.
 func (r *exportReader) hint(wStart, wEnd int64, own []int32) {
 	r.runs(wStart, wEnd, own, func(s, end int64, src int32) {
-		if src >= 0 {
+		if src >= 0 && r.layers[src].qcow2 == nil {
 			l := &r.layers[src]
 			if k := min(end, l.size) - s; k > 0 {
 				exportWillNeed(l.f, s, k)
@@ -666,9 +698,9 @@ func (r *exportReader) read(l *exportLayer, s, end int64) error {
 			return r.ctx.Err()
 		}
 		n := min(end-s, int64(len(buf)))
-		k := max(0, min(n, l.size-s)) // bytes inside the file
+		k := max(0, min(n, l.contentSize()-s)) // bytes inside the layer
 		if k > 0 {
-			got, err := l.f.ReadAt(buf[:k], s)
+			got, err := l.readAt(buf[:k], s)
 			if err != nil {
 				if errors.Is(err, io.EOF) {
 					return fmt.Errorf("%w: %s is shorter than its %d bytes", ErrExportChanged, l.name, l.size)

@@ -327,8 +327,8 @@ func TestExportShortLayersAndBackingFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := ExportChain(context.Background(), dir, c, &memWriter{}, ExportOptions{})
-	if !errors.Is(err, ErrExportQcow2) {
-		t.Errorf("qcow2 backing file: err = %v, want ErrExportQcow2", err)
+	if !errors.Is(err, ErrQcow2Corrupt) || !strings.Contains(err.Error(), backing) {
+		t.Errorf("qcow2 backing file cut after its version: err = %v, want ErrQcow2Corrupt naming it", err)
 	}
 }
 

@@ -2,6 +2,9 @@ package salvage
 
 import (
 	"context"
+	"crypto/sha512"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -46,6 +49,13 @@ type Options struct {
 	// image is looked for. Default: two levels above the directory, when
 	// the directory's parent is named "replicas".
 	DiskPath string
+	// BackingFile, if set, is the backing image file to use instead of
+	// the one under the copy's own disk (which Longhorn's backing image
+	// manager may have removed from that disk while the image lives on
+	// elsewhere). It is checked against what the files tell of the image
+	// the copy expects (see BackingImage.Checked); a mismatch is
+	// ReasonBackingImageMismatch.
+	BackingFile string
 }
 
 // Layer is one layer of a replica's chain: the head or a snapshot.
@@ -73,6 +83,18 @@ type BackingImage struct {
 	Present   bool
 	Size      int64
 	Allocated int64
+	// Format is "raw" or "qcow2", once the file was read ("" before).
+	Format string
+	// VirtualSize is the size of the disk image the file holds: Size for
+	// a raw file, the header's virtual size for a qcow2 one.
+	VirtualSize int64
+	// Given says the file is the one Options.BackingFile named, not the
+	// one under the copy's disk.
+	Given bool
+	// Checked says, one line each, what the file was checked against
+	// and how it came out, e.g. "virtual size 4194304 fits the volume's
+	// 8388608 bytes" or "SHA-512 matches backing.cfg's currentChecksum".
+	Checked []string
 }
 
 // Inspection is what Inspect found in one replica directory, and its
@@ -419,6 +441,10 @@ func (s *inspector) backing() {
 		disk = filepath.Dir(parent)
 	}
 	rel := strings.Join(parts[i:], "/")
+	if s.opts.BackingFile != "" {
+		s.givenBacking(b, parts[i+1])
+		return
+	}
 	b.Path = filepath.Join(disk, filepath.FromSlash(rel))
 	root, err := openDir(disk)
 	if err != nil {
@@ -443,11 +469,137 @@ func (s *inspector) backing() {
 		return
 	}
 	defer f.Close()
+	s.readBacking(b, f, fi)
+}
+
+// readBacking fills b from the open backing file f: presence, sizes and
+// format. It says false when the file cannot be used.
+func (s *inspector) readBacking(b *BackingImage, f *os.File, fi fs.FileInfo) bool {
+	in := s.in
 	b.Present, b.Size, b.Allocated = true, fi.Size(), allocated(fi)
-	var magic [4]byte
-	if _, err := io.ReadFull(f, magic[:]); err == nil && string(magic[:]) == "QFI\xfb" {
-		in.reason(ReasonBackingImageFormat, "", "%s is a qcow2 image; only raw backing images are read", b.Path)
+	b.Format, b.VirtualSize = "raw", b.Size
+	isQ, err := isQcow2(f)
+	if err != nil {
+		in.reason(ReasonMissingBackingImage, "", "%s: %s", b.Path, describe(err))
+		return false
 	}
+	if isQ {
+		b.Format = "qcow2"
+		q, err := openQcow2(f, fi.Size(), b.Path)
+		if err != nil {
+			in.reason(ReasonBackingImageFormat, "", "%v", err)
+			return false
+		}
+		b.VirtualSize = q.info.VirtualSize
+	}
+	return true
+}
+
+// givenBacking uses Options.BackingFile for the backing image the copy
+// expects in backing-images/<dirName>/, checking it as far as the files
+// allow: its virtual size must fit the volume, and where a backing.cfg
+// (Longhorn's backing image manager's record, written beside the file:
+// backing-image-manager pkg/util BackingImageConfig) lies beside the
+// given file, its name and UUID must be the expected directory's, its
+// size the file's, and its checksum (SHA-512) the file's.
+func (s *inspector) givenBacking(b *BackingImage, dirName string) {
+	in := s.in
+	b.Given = true
+	b.Path = s.opts.BackingFile
+	root, err := openDir(filepath.Dir(b.Path))
+	if err != nil {
+		in.reason(ReasonMissingBackingImage, "", "given backing file %s: %s", b.Path, describe(err))
+		return
+	}
+	defer root.Close()
+	f, fi, err := safefile.OpenRegular(root, filepath.Base(b.Path))
+	if err != nil {
+		in.reason(ReasonMissingBackingImage, "", "given backing file %s: %s", b.Path, describe(err))
+		return
+	}
+	defer f.Close()
+	if !s.readBacking(b, f, fi) {
+		return
+	}
+	mismatch := func(format string, args ...any) {
+		in.reason(ReasonBackingImageMismatch, "", "given backing file %s: "+format, append([]any{b.Path}, args...)...)
+	}
+	if in.MetaRead && b.VirtualSize > in.Meta.Size {
+		mismatch("its virtual size %d is larger than the volume's %d bytes", b.VirtualSize, in.Meta.Size)
+		return
+	}
+	if in.MetaRead {
+		b.Checked = append(b.Checked, fmt.Sprintf("virtual size %d fits the volume's %d bytes", b.VirtualSize, in.Meta.Size))
+	}
+	data, _, err := readBounded(root, backingConfigFile, orDefault(s.opts.MaxMetaSize, DefaultMaxMetaSize))
+	if errors.Is(err, fs.ErrNotExist) {
+		b.Checked = append(b.Checked, "no "+backingConfigFile+" beside it: its name, size and checksum could not be checked")
+		return
+	}
+	if err != nil {
+		mismatch("%s beside it cannot be read: %s", backingConfigFile, describe(err))
+		return
+	}
+	var cfg struct {
+		Name             string `json:"name"`
+		UUID             string `json:"uuid"`
+		Size             int64  `json:"size"`
+		ExpectedChecksum string `json:"expectedChecksum"`
+		CurrentChecksum  string `json:"currentChecksum"`
+	}
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		mismatch("%s beside it is not JSON: %v", backingConfigFile, err)
+		return
+	}
+	if want := cfg.Name + "-" + cfg.UUID; cfg.Name != "" && want != dirName {
+		mismatch("%s names backing image %s, the copy expects %s", backingConfigFile, want, dirName)
+		return
+	}
+	if cfg.Name != "" {
+		b.Checked = append(b.Checked, fmt.Sprintf("%s names %s, as the copy expects", backingConfigFile, dirName))
+	}
+	if cfg.Size != 0 && cfg.Size != b.Size {
+		mismatch("it has %d bytes, %s says %d", b.Size, backingConfigFile, cfg.Size)
+		return
+	}
+	if cfg.Size != 0 {
+		b.Checked = append(b.Checked, fmt.Sprintf("size %d as %s says", b.Size, backingConfigFile))
+	}
+	want, which := cfg.CurrentChecksum, "currentChecksum"
+	if want == "" {
+		want, which = cfg.ExpectedChecksum, "expectedChecksum"
+	}
+	if want == "" {
+		b.Checked = append(b.Checked, backingConfigFile+" records no checksum")
+		return
+	}
+	h := sha512.New()
+	if _, err := io.Copy(h, readerWithContext{s.ctx, f}); err != nil {
+		mismatch("reading it for its checksum: %v", err)
+		return
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); !strings.EqualFold(got, want) {
+		mismatch("its SHA-512 is %s, %s's %s is %s", got, backingConfigFile, which, want)
+		return
+	}
+	b.Checked = append(b.Checked, "SHA-512 matches "+backingConfigFile+"'s "+which)
+}
+
+// backingConfigFile is the backing image manager's record beside a
+// backing image file.
+const backingConfigFile = "backing.cfg"
+
+// readerWithContext stops reading at ctx's end.
+type readerWithContext struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (r readerWithContext) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return r.r.Read(p)
 }
 
 // revision reads revision.counter. A missing file means the counter is

@@ -51,9 +51,16 @@ const (
 	// not found as a regular file under the replica's own disk. Without it
 	// the engine reads zeros where the base image had data.
 	ReasonMissingBackingImage ReasonKind = "missing-backing-image"
-	// ReasonBackingImageFormat: the backing image is qcow2; only raw
-	// backing images are read.
+	// ReasonBackingImageFormat: the backing image is a qcow2 image the
+	// export cannot read (a kind Longhorn does not make, such as one with
+	// a backing file of its own, or a damaged one); the message says which.
+	// Raw images and plain qcow2 images, compressed or not, are read.
 	ReasonBackingImageFormat ReasonKind = "backing-image-format"
+	// ReasonBackingImageMismatch: the backing file given in place of the
+	// one the copy's disk lacks does not match what the files record of
+	// the image the copy expects (its size, name, UUID or checksum); the
+	// message says what differs.
+	ReasonBackingImageMismatch ReasonKind = "backing-image-mismatch"
 )
 
 // Reason is one reason a replica directory is not recoverable.

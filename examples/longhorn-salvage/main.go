@@ -59,7 +59,7 @@ const (
 var command = cli.Command{
 	Name: "longhorn-salvage",
 	Usage: "longhorn-salvage -disk PATH [-disk PATH ...] [-volume NAME] [-json]\n" +
-		"       longhorn-salvage -export REPLICA_DIR -o FILE [-force] [-overwrite] [-dry-run]\n" +
+		"       longhorn-salvage -export REPLICA_DIR -o FILE [-backing FILE] [-force] [-overwrite] [-dry-run]\n" +
 		"       longhorn-salvage -prepare DIR",
 	About: "longhorn-salvage lists the replica directories under <disk>/replicas of Longhorn v1 disks, says which copies " +
 		"of each volume can be recovered and ranks them (1 = best), and exports a copy's data as a raw image, " +
@@ -96,9 +96,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	overwrite := fl.Bool("overwrite", false, "replace an existing output file")
 	dryRun := fl.Bool("dry-run", false, "with -export: inspect and say what would be written, write nothing")
 	prepare := fl.String("prepare", "", "write a walkthrough's two disks into `DIR` (new or empty) and exit")
+	backing := fl.String("backing", "", "with -export: the backing image `file` to use when the copy's own disk lacks it; checked against the backing.cfg beside it and the volume's size")
 	err := command.Parse(fl, args, stdout, stderr)
 	if err == nil {
 		err = checkUsage(disks, *export, *out, *prepare, *volume, *asJSON, *force, *overwrite, *dryRun)
+	}
+	if err == nil && *backing != "" && *export == "" {
+		err = cli.Usagef("-backing goes with -export")
 	}
 	if err == nil {
 		switch {
@@ -106,7 +110,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			err = prepareDemo(ctx, *prepare, stdout)
 		case *export != "":
 			var code int
-			code, err = exportImage(ctx, *export, *out, disks, exportFlags{force: *force, overwrite: *overwrite, dryRun: *dryRun}, stdout, stderr)
+			code, err = exportImage(ctx, *export, *out, disks, exportFlags{force: *force, overwrite: *overwrite, dryRun: *dryRun, backing: *backing}, stdout, stderr)
 			if err == nil {
 				return code
 			}
@@ -146,6 +150,16 @@ func checkUsage(disks paths, export, out, prepare, volume string, asJSON, force,
 	return nil
 }
 
+// backingEntry is a copy's backing image in the list.
+type backingEntry struct {
+	Recorded    string `json:"recorded"`
+	Path        string `json:"path"`
+	Present     bool   `json:"present"`
+	Format      string `json:"format,omitempty"`
+	Size        int64  `json:"size"`
+	VirtualSize int64  `json:"virtualSize"`
+}
+
 // entry is one replica directory in the list; the JSON keys are the
 // tool's contract.
 type entry struct {
@@ -168,6 +182,9 @@ type entry struct {
 	Rebuilding   bool     `json:"rebuilding"`
 	Encrypted    bool     `json:"encrypted"`
 	MetaFormat   string   `json:"metaFormat,omitempty"`
+	// Backing is the backing image the copy's volume.meta names, as
+	// found; absent when it names none.
+	Backing *backingEntry `json:"backing,omitempty"`
 }
 
 func list(ctx context.Context, disks paths, volume string, asJSON bool, stdout, stderr io.Writer) error {
@@ -211,6 +228,9 @@ func list(ctx context.Context, disks paths, volume string, asJSON bool, stdout, 
 			Rebuilding: in.Meta.Rebuilding, Encrypted: in.Meta.Encrypted, MetaFormat: string(in.Meta.Format)}
 		if e.Notes == nil {
 			e.Notes = []string{}
+		}
+		if b := in.Backing; b != nil {
+			e.Backing = &backingEntry{Recorded: b.Recorded, Path: b.Path, Present: b.Present, Format: b.Format, Size: b.Size, VirtualSize: b.VirtualSize}
 		}
 		if in.HasRevision {
 			rev := in.Revision
@@ -274,6 +294,9 @@ func printTable(w io.Writer, entries []entry) {
 	}
 	tw.Flush()
 	for _, e := range entries {
+		if b := e.Backing; b != nil && b.Present {
+			fmt.Fprintf(w, "  %s: backing image %s (%s, virtual size %s)\n", e.Dir, b.Path, b.Format, human(b.VirtualSize))
+		}
 		for _, r := range e.Reasons {
 			fmt.Fprintf(w, "  %s: %s\n", e.Dir, r)
 		}
@@ -293,7 +316,10 @@ func human(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-type exportFlags struct{ force, overwrite, dryRun bool }
+type exportFlags struct {
+	force, overwrite, dryRun bool
+	backing                  string // -backing FILE
+}
 
 // exportImage exports one replica directory. It returns the exit code,
 // or an error.
@@ -333,12 +359,27 @@ func exportImage(ctx context.Context, dir, out string, disks paths, fl exportFla
 		return 0, err
 	}
 
-	in, err := salvage.Inspect(ctx, dir, salvage.Options{})
+	iopts := salvage.Options{BackingFile: fl.backing}
+	if fl.backing != "" {
+		if iopts.BackingFile, err = filepath.Abs(fl.backing); err != nil {
+			return 0, err
+		}
+	}
+	in, err := salvage.Inspect(ctx, dir, iopts)
 	if err != nil {
 		return 0, err
 	}
+	if fl.backing != "" && in.Backing == nil {
+		return 0, cli.Usagef("-backing: %s records no backing image", dir)
+	}
 	for _, n := range in.Notes {
 		fmt.Fprintf(stderr, "note: %s\n", n)
+	}
+	if b := in.Backing; b != nil && b.Present {
+		fmt.Fprintf(stderr, "backing image: %s (%s, virtual size %s)\n", b.Path, b.Format, human(b.VirtualSize))
+		for _, c := range b.Checked {
+			fmt.Fprintf(stderr, "  checked: %s\n", c)
+		}
 	}
 	if !in.Recoverable {
 		for _, r := range in.ReasonStrings() {
@@ -374,7 +415,7 @@ func exportImage(ctx context.Context, dir, out string, disks paths, fl exportFla
 		return 0, err
 	}
 	bar := newProgress(stderr)
-	_, res, err := salvage.Recover(ctx, dir, tmp, salvage.RecoverOptions{Force: fl.force, Progress: bar.update})
+	_, res, err := salvage.Recover(ctx, dir, tmp, salvage.RecoverOptions{Inspect: iopts, Force: fl.force, Progress: bar.update})
 	bar.finish()
 	if errors.Is(err, salvage.ErrNotRecoverable) {
 		return 0, refusal{err}
@@ -404,7 +445,23 @@ func exportImage(ctx context.Context, dir, out string, disks paths, fl exportFla
 	}
 	done = true
 	fmt.Fprintf(stdout, "%s  %s\n", hex.EncodeToString(res.SHA256[:]), outAbs)
+	printNextSteps(stderr, outAbs, in.Meta.Size)
 	return exitOK, nil
+}
+
+// printNextSteps says how the exported image goes back into Longhorn:
+// copied into a new volume's block device, or uploaded as a backing image
+// a new volume is created from.
+func printNextSteps(w io.Writer, image string, size int64) {
+	fmt.Fprintf(w, `next: check the image (its filesystem, read-only), then put it back into Longhorn in one of two ways:
+  a) into a new volume: create a volume of at least %d bytes (%s), attach it to one node in maintenance mode
+     (no workload uses it), and on that node copy the image onto its block device:
+       dd if=%s of=/dev/longhorn/NEW-VOLUME bs=4M conv=sparse,fsync status=progress
+     then detach it and use it as any volume;
+  b) as a backing image: create a backing image from the file (Longhorn UI: Backing Image, Create, source
+     "Upload", or a BackingImage with sourceType "download" from a URL that serves it), then create a
+     volume of at least %d bytes with that backing image.
+`, size, human(size), image, size)
 }
 
 // realPath resolves every symbolic link of p; for a path that does not

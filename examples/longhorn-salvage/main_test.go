@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
@@ -190,6 +191,12 @@ func TestExportWritesTheImage(t *testing.T) {
 	if strings.ContainsAny(errOut.String(), "\r#") {
 		t.Errorf("a progress bar on a non-terminal: %q", errOut.String())
 	}
+	// The next step, in Longhorn's terms, names the image and the size a
+	// new volume needs.
+	if e := errOut.String(); !strings.Contains(e, "next: ") || !strings.Contains(e, "dd if="+img+" of=/dev/longhorn/NEW-VOLUME") ||
+		!strings.Contains(e, fmt.Sprintf("at least %d bytes", len(copies[0].replica.Image()))) || !strings.Contains(e, "backing image") {
+		t.Errorf("no next step after the export:\n%s", e)
+	}
 	data, err := os.ReadFile(img)
 	if err != nil {
 		t.Fatal(err)
@@ -232,5 +239,75 @@ func TestExportWritesTheImage(t *testing.T) {
 	}
 	if data, err := os.ReadFile(forced); err != nil || !bytes.Equal(data, copies[2].replica.Image()) {
 		t.Errorf("the forced image differs from its layers' (%v)", err)
+	}
+}
+
+// TestExportWithGivenBackingImage: a copy whose backing image is gone from
+// its disk is refused; with -backing naming the image found elsewhere it
+// is exported, and the tool says which file it used and what it checked.
+// -json names the backing image of each copy.
+func TestExportWithGivenBackingImage(t *testing.T) {
+	base := t.TempDir()
+	disk := filepath.Join(base, "disk")
+	dir := filepath.Join(disk, "replicas", "pvc-b-0a1b2c3d")
+	if err := os.MkdirAll(filepath.Join(disk, "replicas"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r := salvagetest.Replica{Size: 1 << 20, Head: salvagetest.Layer{Writes: []salvagetest.Write{salvagetest.Block(0, 'h')}},
+		BackingFilePath: "/host/var/lib/longhorn/backing-images/img-0a1b2c3d/backing"}
+	if err := salvagetest.WriteReplica(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(base, "other")
+	if _, err := salvagetest.WriteBackingImage(other, "img-0a1b2c3d", 1<<19, []salvagetest.Write{{Off: 4096, Data: bytes.Repeat([]byte{'K'}, 4096)}}); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(other, "backing-images", "img-0a1b2c3d", "backing")
+	img := filepath.Join(base, "out.img")
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"-export", dir, "-o", img}, &out, &errOut); code != exitRefused ||
+		!strings.Contains(errOut.String(), "missing-backing-image") {
+		t.Fatalf("without -backing: exit %d\n%s", code, errOut.String())
+	}
+	errOut.Reset()
+	if code := run(context.Background(), []string{"-export", dir, "-o", img, "-backing", file}, &out, &errOut); code != exitOK {
+		t.Fatalf("with -backing: exit %d\n%s", code, errOut.String())
+	}
+	if e := errOut.String(); !strings.Contains(e, "backing image: "+file+" (raw, virtual size 512.0 KiB)") || !strings.Contains(e, "checked: ") {
+		t.Errorf("the tool does not say which backing image it used:\n%s", e)
+	}
+	data, err := os.ReadFile(img)
+	if err != nil || len(data) != 1<<20 || data[0] != 'h' || data[4096] != 'K' || data[8192] != 0 {
+		t.Fatalf("export over the given backing image: %d bytes, %v", len(data), err)
+	}
+	// -backing on a copy that records no backing image is bad usage.
+	plain := filepath.Join(disk, "replicas", "pvc-c-0a1b2c3d")
+	if err := salvagetest.WriteReplica(plain, salvagetest.Replica{Size: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	if code := run(context.Background(), []string{"-export", plain, "-o", filepath.Join(base, "c.img"), "-backing", file}, &out, &errOut); code != exitUsage {
+		t.Errorf("-backing on a copy without a backing image: exit %d", code)
+	}
+	if code := run(context.Background(), []string{"-disk", disk, "-backing", file}, &out, &errOut); code != exitUsage {
+		t.Errorf("-backing with listing: exit %d", code)
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"-json", "-disk", disk}, &out, &errOut); code != exitOK {
+		t.Fatalf("-json: exit %d", code)
+	}
+	var entries []struct {
+		Dir     string `json:"dir"`
+		Backing *struct {
+			Recorded string `json:"recorded"`
+			Present  bool   `json:"present"`
+		} `json:"backing"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &entries); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if (e.Dir == dir) != (e.Backing != nil) || (e.Backing != nil && (e.Backing.Present || e.Backing.Recorded != r.BackingFilePath)) {
+			t.Errorf("-json entry %s: backing %+v", e.Dir, e.Backing)
+		}
 	}
 }
