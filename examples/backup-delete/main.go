@@ -136,7 +136,7 @@ func runOn(ctx context.Context, w io.Writer, store backupStore, volume, backup s
 	}
 	ref := backupdelete.BackupRef{Volume: volume, Name: backup}
 	if err := ref.Validate(); err != nil {
-		return fmt.Errorf("-volume or -backup: %w", err)
+		return cli.Usagef("-volume or -backup: %w", err) // a malformed flag value is bad usage
 	}
 	freed, err := wouldFree(ctx, store, ref)
 	if err != nil {

@@ -138,7 +138,7 @@ func TestS3TargetFlags(t *testing.T) {
 		t.Fatalf("-dir with -target: exit %d, stderr %s", code, stderr.String())
 	}
 	stderr.Reset()
-	if code := runCommand(context.Background(), []string{"-target", "http://b/p"}, &stdout, &stderr); code != 1 {
+	if code := runCommand(context.Background(), []string{"-target", "http://b/p"}, &stdout, &stderr); code != 2 {
 		t.Fatalf("a target that is not s3://: exit %d, stderr %s", code, stderr.String())
 	}
 }
