@@ -8,7 +8,7 @@ BENCHCOUNT    ?= 1
 FUZZTIME      ?= 10s
 PKGS          := ./...
 
-.PHONY: all test checks versitygw fmt-check vet staticcheck unit build-examples cross-build copy-test bench fuzz generate quickstart kube-test
+.PHONY: all test checks versitygw s3-server fmt-check vet staticcheck unit build-examples cross-build copy-test bench fuzz generate quickstart kube-test
 
 all: test
 
@@ -46,6 +46,11 @@ WITH_VERSITYGW = vgw=$$(GO=$(GO) $(VERSITYGW_INSTALL)) || { echo "versitygw coul
 # here when missing and apt-get can run; without it those tests skip and say so.
 QEMU_UTILS = command -v qemu-img >/dev/null 2>&1 || { echo "unit: installing Debian's qemu-utils for the qcow2 tests" >&2; \
 	{ apt-get update -qq && apt-get install -y -qq qemu-utils >/dev/null; } || echo "unit: qemu-utils could not be installed: the qcow2 tests will skip" >&2; }
+
+## s3-server: the S3 server the tests use (versitygw) on 127.0.0.1:7070 for the S3
+## walkthrough, with printed credentials; runs until Ctrl-C.
+s3-server:
+	@GO=$(GO) internal/s3test/serve.sh
 
 unit:
 	@$(QEMU_UTILS)
