@@ -8,14 +8,23 @@ BENCHCOUNT    ?= 1
 FUZZTIME      ?= 10s
 PKGS          := ./...
 
-.PHONY: all test fmt-check vet staticcheck unit build-examples cross-build copy-test bench fuzz generate quickstart kube-test
+.PHONY: all test checks versitygw s3-server fmt-check vet staticcheck unit build-examples cross-build copy-test bench fuzz generate quickstart kube-test
 
 all: test
 
-## test: gofmt check, go vet, staticcheck, tests under -race (the S3 store's against a
-## real versitygw, installed on first use), build every example, and build the
-## Kubernetes examples as copies in a module of their own.
-test: fmt-check vet staticcheck unit build-examples cross-build copy-test
+## test: gofmt check, go vet and staticcheck, overlapped with the versitygw install
+## (a build, minutes on a fresh machine); then tests under -race (the S3 store's
+## against that versitygw, salvage's qcow2 reader against qemu-img), a build of every
+## example, the darwin and windows cross-builds, and the copy test (both Kubernetes
+## examples built as copies in modules of their own).
+test:
+	@$(MAKE) --no-print-directory -j2 checks versitygw
+	@$(MAKE) --no-print-directory unit build-examples cross-build copy-test
+
+checks: fmt-check vet staticcheck
+
+versitygw:
+	@GO=$(GO) $(VERSITYGW_INSTALL) >/dev/null || echo "versitygw could not be installed: the S3 tests will skip" >&2
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -37,6 +46,11 @@ WITH_VERSITYGW = vgw=$$(GO=$(GO) $(VERSITYGW_INSTALL)) || { echo "versitygw coul
 # here when missing and apt-get can run; without it those tests skip and say so.
 QEMU_UTILS = command -v qemu-img >/dev/null 2>&1 || { echo "unit: installing Debian's qemu-utils for the qcow2 tests" >&2; \
 	{ apt-get update -qq && apt-get install -y -qq qemu-utils >/dev/null; } || echo "unit: qemu-utils could not be installed: the qcow2 tests will skip" >&2; }
+
+## s3-server: the S3 server the tests use (versitygw) on 127.0.0.1:7070 for the S3
+## walkthrough, with printed credentials; runs until Ctrl-C.
+s3-server:
+	@GO=$(GO) internal/s3test/serve.sh
 
 unit:
 	@$(QEMU_UTILS)

@@ -41,7 +41,7 @@ func TestFlags(t *testing.T) {
 		{Name: "-yes without a deletion", Args: []string{"-dir", dir, "-yes"}, Code: 2, Stderr: []string{"-yes confirms a deletion", "(see backup-delete -h)"}, Check: kept},
 		{Name: "deletion without -yes", Args: []string{"-dir", dir, "-volume", "pvc-1", "-backup", "backup-2"}, Code: 3,
 			Stdout: []string{"would free 2 block files", "pass -yes"}, Stderr: []string{"dry run", "add -yes"}, Check: kept},
-		{Name: "bad backup name", Args: []string{"-dir", dir, "-volume", "pvc-1", "-backup", "../x", "-yes"}, Code: 1,
+		{Name: "bad backup name", Args: []string{"-dir", dir, "-volume", "pvc-1", "-backup", "../x", "-yes"}, Code: 2,
 			Stderr: []string{"-volume or -backup", `"../x"`}, Check: kept},
 		{Name: "-prepare with another flag", Args: []string{"-prepare", filepath.Join(dir, "p1"), "-yes"}, Code: 2, Stderr: []string{"-prepare takes no other flag"}},
 		{Name: "-prepare", Args: []string{"-prepare", filepath.Join(dir, "p2")}, Code: 0, Stdout: []string{"backup-delete -dir " + filepath.Join(dir, "p2")}},
@@ -50,5 +50,6 @@ func TestFlags(t *testing.T) {
 			Stdout: []string{"would free 1 block file\n"}},
 		{Name: "-prepare of a full directory", Args: []string{"-prepare", dir}, Code: 1, Stderr: []string{"not empty"}},
 		{Name: "missing -dir", Args: []string{"-dir", missing}, Code: 1, Stderr: []string{missing}},
+		{Name: "malformed -target", Args: []string{"-target", "not-a-url"}, Code: 2, Stderr: []string{"-target not-a-url", "(see backup-delete -h)"}},
 	})
 }

@@ -49,7 +49,7 @@ var command = cli.Command{
 	Name: "backup-delete",
 	Usage: "backup-delete -dir MOUNT [-volume VOLUME -backup BACKUP [-yes]] [-lock-wait D]\n" +
 		"       backup-delete -target s3://BUCKET@REGION/PATH [-volume VOLUME -backup BACKUP [-yes]] [-lock-wait D]\n" +
-		"       backup-delete -prepare DIR",
+		"       backup-delete -prepare DIR|s3://BUCKET@REGION/PATH",
 	About: "backup-delete points at a backupstore in Longhorn's layout, a directory (for example the NFS mount " +
 		"Longhorn backs up to) or an S3 backup target (-target, with the credentials of Longhorn's backup-target " +
 		"secret in the environment: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINTS for an S3-compatible " +
@@ -76,7 +76,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	volume := fs.String("volume", "", "the volume of the backup to delete (with -backup)")
 	backup := fs.String("backup", "", "the backup to delete (with -volume); without -yes, a dry run")
 	yes := fs.Bool("yes", false, "really delete the -backup (default: dry run)")
-	prepareDir := fs.String("prepare", "", "create a throw-away backupstore in this new `directory` to try the tool on, and print how")
+	prepareDir := fs.String("prepare", "", "create a throw-away backupstore to try the tool on, in this new `directory` or on this S3 backup target (s3://bucket@region/path), and print how")
 	lockWait := fs.Duration("lock-wait", time.Minute, "how long to wait for a backup or restore holding the volume's lock")
 	if err := command.Parse(fs, args, stdout, stderr); err != nil {
 		return command.Exit(err, stderr)
@@ -85,7 +85,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case *prepareDir != "" && fs.NFlag() > 1:
 		return command.Exit(cli.Usagef("-prepare takes no other flag"), stderr)
 	case *prepareDir != "":
-		return command.Exit(prepare(ctx, stdout, *prepareDir), stderr)
+		return command.Exit(prepare(ctx, stdout, *prepareDir, os.Getenv), stderr)
 	case *dir == "" && *target == "":
 		return command.Exit(cli.Usagef("-dir is required (or -target for an S3 backup target)"), stderr)
 	case *dir != "" && *target != "":
@@ -136,7 +136,7 @@ func runOn(ctx context.Context, w io.Writer, store backupStore, volume, backup s
 	}
 	ref := backupdelete.BackupRef{Volume: volume, Name: backup}
 	if err := ref.Validate(); err != nil {
-		return fmt.Errorf("-volume or -backup: %w", err)
+		return cli.Usagef("-volume or -backup: %w", err) // a malformed flag value is bad usage
 	}
 	freed, err := wouldFree(ctx, store, ref)
 	if err != nil {

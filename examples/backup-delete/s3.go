@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"time"
 
 	"github.com/caretaker-storage/caretaker/backupdelete/s3store"
+	"github.com/caretaker-storage/caretaker/examples/internal/cli"
 )
 
 // runS3 is run on an S3 backup target: target is Longhorn's backup-target
@@ -19,6 +21,9 @@ func runS3(ctx context.Context, w io.Writer, target string, getenv func(string) 
 	cfg := s3store.ConfigFromEnv(target, getenv)
 	cfg.Options.LockWait = lockWait
 	store, err := s3store.New(cfg)
+	if errors.Is(err, s3store.ErrConfig) {
+		return cli.Usagef("-target %s: %v", target, err) // a malformed URL or setting is bad usage
+	}
 	if err != nil {
 		return err
 	}

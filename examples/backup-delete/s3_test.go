@@ -138,7 +138,40 @@ func TestS3TargetFlags(t *testing.T) {
 		t.Fatalf("-dir with -target: exit %d, stderr %s", code, stderr.String())
 	}
 	stderr.Reset()
-	if code := runCommand(context.Background(), []string{"-target", "http://b/p"}, &stdout, &stderr); code != 1 {
+	if code := runCommand(context.Background(), []string{"-target", "http://b/p"}, &stdout, &stderr); code != 2 {
 		t.Fatalf("a target that is not s3://: exit %d, stderr %s", code, stderr.String())
+	}
+}
+
+// TestS3Prepare: -prepare writes the walkthrough's volume onto an S3
+// target, the tool then lists and deletes on it as on a directory, and a
+// second -prepare on the same path is refused, changing nothing.
+func TestS3Prepare(t *testing.T) {
+	srv := s3test.Shared(t)
+	bucket := srv.NewBucket(t)
+	target := "s3://" + bucket + "@" + srv.Region + "/walkthrough"
+	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
+	t.Setenv("AWS_ENDPOINTS", srv.Endpoint)
+	var stdout, stderr bytes.Buffer
+	if code := runCommand(context.Background(), []string{"-prepare", target}, &stdout, &stderr); code != 0 ||
+		!strings.Contains(stdout.String(), "backup-delete -target "+target) {
+		t.Fatalf("-prepare: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	if code := runCommand(context.Background(), []string{"-target", target}, &stdout, &stderr); code != 0 ||
+		!strings.Contains(stdout.String(), "pvc-web: 3 backups, 5 block files") {
+		t.Fatalf("listing the prepared target: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	if code := runCommand(context.Background(), []string{"-target", target, "-volume", "pvc-web", "-backup", "backup-a1b2c3d4e5f60002", "-yes"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("deleting on the prepared target: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	stderr.Reset()
+	if code := runCommand(context.Background(), []string{"-prepare", target}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "already has volume pvc-web") {
+		t.Fatalf("second -prepare: exit %d\n%s", code, stderr.String())
+	}
+	if code := runCommand(context.Background(), []string{"-prepare", "s3://"}, &stdout, &stderr); code != 2 {
+		t.Fatalf("-prepare of a malformed target: exit %d", code)
 	}
 }

@@ -46,7 +46,7 @@ func TestFlags(t *testing.T) {
 		{Name: "not loopback", Args: []string{"-addr", "0.0.0.0:10000"}, Code: 2, Stderr: []string{`-addr "0.0.0.0:10000"`, "not a loopback address"}},
 		{Name: "no port", Args: []string{"-addr", "127.0.0.1"}, Code: 2, Stderr: []string{`-addr "127.0.0.1"`, "missing port"}},
 		{Name: "address taken", Args: []string{"-addr", taken.Addr().String()}, Code: 1, Stderr: []string{"-addr " + taken.Addr().String()}},
-		{Name: "unknown scenario", Args: []string{"-scenario", "six"}, Code: 1, Stderr: []string{`unknown scenario "six"`, "scaled-out, six-nodes"}},
+		{Name: "unknown scenario", Args: []string{"-scenario", "six"}, Code: 2, Stderr: []string{`unknown scenario "six"`, "scaled-out, six-nodes", "(see fake-scylla -h)"}},
 		{Name: "unknown field", Args: []string{"-seed", typo}, Code: 1, Stderr: []string{"-seed " + typo, `unknown field "token"`}},
 		{Name: "local not a node", Args: []string{"-seed", stranger}, Code: 1, Stderr: []string{"-seed " + stranger, `local "10.0.0.9" is not one of the nodes`}},
 		{Name: "node twice", Args: []string{"-seed", twice}, Code: 1, Stderr: []string{"node 10.0.0.1 is given twice"}},

@@ -131,7 +131,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		}
 		build, ok := scenarios[name]
 		if !ok {
-			return fmt.Errorf("-scenario: unknown scenario %q; the scenarios are %s", name, strings.Join(scenarioNames(), ", "))
+			return cli.Usagef("-scenario: unknown scenario %q; the scenarios are %s", name, strings.Join(scenarioNames(), ", "))
 		}
 		cluster = build()
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/caretaker-storage/caretaker/examples/internal/cli"
 	"github.com/caretaker-storage/caretaker/spdk"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
@@ -85,7 +86,7 @@ func scenarioNames() []string {
 func scenario(name string) (*Seed, error) {
 	data, err := scenarioFiles.ReadFile("scenarios/" + name + ".json")
 	if err != nil {
-		return nil, fmt.Errorf("-scenario: unknown scenario %q; the scenarios are %s", name, strings.Join(scenarioNames(), ", "))
+		return nil, cli.Usagef("-scenario: unknown scenario %q; the scenarios are %s", name, strings.Join(scenarioNames(), ", "))
 	}
 	s, err := parseSeed(data)
 	if err != nil {

@@ -24,7 +24,7 @@
 // copies on two disks, in the engine's real format with sparse files
 // (holding an ext4 filesystem when mkfs.ext4 is installed).
 //
-// Exit codes: 0 done, 1 failed, 2 bad usage, 3 dry run that would act,
+// Exit codes: 0 done, 1 failed, 2 bad usage, 3 dry run that would act (-dry-run),
 // 4 refused by a safety rule.
 package main
 

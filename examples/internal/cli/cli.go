@@ -32,9 +32,21 @@ const (
 	ExitRefused = 4 // refused by a safety rule (guard, last copy, lock)
 )
 
-// ExitCodes is the help text's paragraph on the exit codes.
-const ExitCodes = `Exit codes: 0 done (or nothing to do), 1 failed, 2 bad usage, 3 dry run that would act (add -yes),
-4 refused by a safety rule (a guard, the last copy, a lock).`
+// ExitCodes returns the help text's paragraph on the exit codes of a
+// tool with the flags of fs: code 3 is named only for a tool that has a
+// dry run, with the flag that turns it into the action (-yes confirms; a
+// -dry-run flag is dropped).
+func ExitCodes(fs *flag.FlagSet) string {
+	dry := ""
+	switch {
+	case fs.Lookup("yes") != nil:
+		dry = " 3 dry run that would act (add -yes),"
+	case fs.Lookup("dry-run") != nil:
+		dry = " 3 dry run that would act (run again without -dry-run),"
+	}
+	return "Exit codes: 0 done (or nothing to do), 1 failed, 2 bad usage," + dry +
+		"\n4 refused by a safety rule (a guard, the last copy, a lock)."
+}
 
 // Command describes a tool for its help text.
 type Command struct {
@@ -129,7 +141,7 @@ func (c Command) PrintUsage(fs *flag.FlagSet, w io.Writer) {
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 	fs.SetOutput(out)
-	fmt.Fprintf(w, "\n%s\n", ExitCodes)
+	fmt.Fprintf(w, "\n%s\n", ExitCodes(fs))
 }
 
 // Parse parses args into fs. On -h or -help it prints the help to stdout

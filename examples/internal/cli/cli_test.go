@@ -18,7 +18,7 @@ func TestParse(t *testing.T) {
 		stdout, stderr string
 	}{
 		{name: "help", args: []string{"-h"}, code: 0, stdout: "Tool does a thing."},
-		{name: "help names the exit codes", args: []string{"-h"}, code: 0, stdout: "3 dry run that would act"},
+		{name: "help names the exit codes", args: []string{"-h"}, code: 0, stdout: "2 bad usage,\n4 refused"},
 		{name: "long help", args: []string{"-help"}, code: 0, stdout: "-n int"},
 		{name: "bad value", args: []string{"-n", "x"}, code: 2, stderr: "-n"},
 		{name: "unknown flag", args: []string{"-m"}, code: 2, stderr: "-m"},
@@ -34,6 +34,28 @@ func TestParse(t *testing.T) {
 				t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
 			}
 		})
+	}
+}
+
+// TestExitCodesFooterNamesOnlyTheToolsFlags: the footer names code 3
+// with the flag that turns the dry run into the action, and not at all
+// for a tool with neither -yes nor -dry-run.
+func TestExitCodesFooterNamesOnlyTheToolsFlags(t *testing.T) {
+	for _, tc := range []struct {
+		flag, want, not string
+	}{
+		{"yes", "3 dry run that would act (add -yes)", "-dry-run"},
+		{"dry-run", "3 dry run that would act (run again without -dry-run)", "-yes"},
+		{"", "2 bad usage,\n4 refused", "3 dry run"},
+	} {
+		fs := flag.NewFlagSet("tool", flag.ContinueOnError)
+		if tc.flag != "" {
+			fs.Bool(tc.flag, false, "")
+		}
+		got := ExitCodes(fs)
+		if !strings.Contains(got, tc.want) || strings.Contains(got, tc.not) {
+			t.Errorf("with -%s: %q; want %q and no %q", tc.flag, got, tc.want, tc.not)
+		}
 	}
 }
 
