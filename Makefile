@@ -8,7 +8,7 @@ BENCHCOUNT    ?= 1
 FUZZTIME      ?= 10s
 PKGS          := ./...
 
-.PHONY: all test checks versitygw s3-server fmt-check vet staticcheck unit build-examples cross-build copy-test bench fuzz generate quickstart kube-test
+.PHONY: all test checks versitygw s3-server walkthroughs fmt-check vet staticcheck unit build-examples cross-build copy-test bench fuzz generate quickstart kube-test
 
 all: test
 
@@ -19,7 +19,7 @@ all: test
 ## examples built as copies in modules of their own).
 test:
 	@$(MAKE) --no-print-directory -j2 checks versitygw
-	@$(MAKE) --no-print-directory unit build-examples cross-build copy-test
+	@$(MAKE) --no-print-directory unit build-examples cross-build copy-test walkthroughs
 
 checks: fmt-check vet staticcheck
 
@@ -64,6 +64,11 @@ build-examples:
 cross-build:
 	GOOS=darwin $(GO) build ./...
 	GOOS=windows $(GO) build ./...
+
+## walkthroughs: run the READMEs' walkthroughs (examples/walkthroughs, a module of its
+## own) and compare what the tools print with what the READMEs show.
+walkthroughs:
+	cd examples/walkthroughs && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 ## copy-test: copy examples/kube and examples/controller-runtime into fresh modules
 ## outside this tree (with a replace to this checkout), then build and vet them:
