@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -22,6 +23,7 @@ var readmes = []struct {
 }{
 	{"examples/longhorn-salvage/README.md", []string{"jq", "mkfs.ext4", "fsck.ext4", "debugfs", "sha256sum"}},
 	{"examples/backup-delete/README.md", nil},
+	{"examples/spdk-inventory/README.md", []string{"tail", "wc"}},
 }
 
 // step is one command of a walkthrough and what the README shows it
@@ -33,18 +35,25 @@ type step struct {
 
 // block is one walkthrough block of a README.
 type block struct {
-	line    int // where it starts, for messages
-	compare bool
-	steps   []step
+	line       int // where it starts, for messages
+	compare    bool
+	background bool
+	steps      []step
 }
 
 // The markers a README may put (as an HTML comment, which readers do not
 // see) on the line before a block: skip it (it needs a server in another
 // terminal, or a real node), or run it without comparing its output
 // (what it prints depends on the machine).
+//
+// A block marked background holds servers the walkthrough talks to ("in
+// one terminal"): each command is started and left running until the
+// walkthrough ends, and the next block waits until it printed a line
+// with "ready".
 const (
-	markSkip = "<!-- walkthrough: skip -->"
-	markRun  = "<!-- walkthrough: run, output varies -->"
+	markSkip       = "<!-- walkthrough: skip -->"
+	markRun        = "<!-- walkthrough: run, output varies -->"
+	markBackground = "<!-- walkthrough: background -->"
 )
 
 // parseBlocks returns the walkthrough blocks of a README.
@@ -58,8 +67,8 @@ func parseBlocks(text string) []block {
 		n++
 		line := sc.Text()
 		switch {
-		case cur == nil && line == "```":
-			cur = &block{line: n, compare: prev != markRun}
+		case cur == nil && (line == "```" || (prev == markBackground && strings.HasPrefix(line, "```"))):
+			cur = &block{line: n, compare: prev != markRun && prev != markBackground, background: prev == markBackground}
 			if prev == markSkip {
 				cur = &block{line: -1}
 			}
@@ -125,12 +134,17 @@ func script(blocks []block) string {
 func writeStep(s, files *strings.Builder, b block, st step, i int) {
 	{
 		cmd := strings.ReplaceAll(st.cmd, "/tmp/", "$WORK/tmp/")
+		cmd = strings.ReplaceAll(cmd, " examples/", " $REPO/examples/") // files the repository ships
 		if m := goBuild.FindStringSubmatch(cmd); m != nil {
 			cmd = fmt.Sprintf("cd $REPO && go build -o $WORK/%s ./examples/%s", m[1], m[2])
 		}
 		cmd = goRun.ReplaceAllString(cmd, "$$WORK/.bin/$1")
 		for _, m := range goRun.FindAllStringSubmatch(st.cmd, -1) {
 			fmt.Fprintf(s, "exec sh -c 'cd $REPO && go build -o $WORK/.bin/%s ./examples/%s'\n", m[1], m[1])
+		}
+		if b.background {
+			fmt.Fprintf(s, "start-ready %s\n", shQuote(cmd))
+			return
 		}
 		fmt.Fprintf(s, "exec sh -c %s\n", shQuote("{ "+cmd+"; } 2>&1"))
 		if b.compare {
@@ -195,6 +209,50 @@ func readmeOutput(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
+// startReady starts a server command under sh, waits until it printed a
+// line with "ready" (at most a minute), and stops it when the script
+// ends.
+func startReady(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: start-ready COMMAND")
+	}
+	cmd := exec.Command("sh", "-c", "exec "+args[0])
+	cmd.Dir = ts.Getenv("WORK")
+	for _, k := range []string{"PATH", "HOME", "WORK", "REPO", "TMPDIR"} {
+		cmd.Env = append(cmd.Env, k+"="+ts.Getenv(k))
+	}
+	out, err := cmd.StdoutPipe()
+	ts.Check(err)
+	cmd.Stderr = cmd.Stdout
+	ts.Check(cmd.Start())
+	ts.Defer(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		said := false
+		for sc.Scan() {
+			if !said && strings.Contains(sc.Text(), "ready") {
+				said = true
+				ready <- true
+			}
+		}
+		if !said {
+			ready <- false
+		}
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			ts.Fatalf("%s ended without saying it is ready", args[0])
+		}
+	case <-time.After(time.Minute):
+		ts.Fatalf("%s did not say it is ready within a minute", args[0])
+	}
+}
+
 // TestWalkthroughs runs every walkthrough block of the READMEs.
 func TestWalkthroughs(t *testing.T) {
 	repo, err := filepath.Abs("../..")
@@ -233,7 +291,7 @@ func TestWalkthroughs(t *testing.T) {
 					}
 					return nil
 				},
-				Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"readme-output": readmeOutput},
+				Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"readme-output": readmeOutput, "start-ready": startReady},
 			})
 		})
 	}
