@@ -90,9 +90,10 @@
 //     this Store in the volume that removed a cfg and did not finish or
 //     skipped its blocks, with Options.FullCollection, and by
 //     CollectBlocks.
-//   - volume.cfg is read before the cfg is deleted, so that a volume with
-//     neither is "already gone" without a write, and a backup whose
-//     volume.cfg is missing is corrupt before anything is deleted.
+//   - volume.cfg is read first, so that a volume with neither it nor the
+//     cfg is "already gone" without a write (there are no directories
+//     to find missing), and a backup whose volume.cfg is missing is
+//     corrupt before anything is deleted.
 //   - A read of the deleted cfg that fails for any reason but its absence
 //     or its content (a 503 storm, a dropped connection, a truncated body)
 //     stops the deletion before anything is deleted: unlike a local read
