@@ -139,16 +139,21 @@ func TestListingDropsLastBackup(t *testing.T) {
 }
 
 // TestListingCutAtPageSize: a gateway cuts every listing at the page size
-// and marks it complete. Pages of 2 keys hide backup-c; volume.cfg's last
-// (backup-a) is on the first page, so only the page check can tell.
+// and marks it complete, which hides backup-d, sharing ckS with the
+// deleted backup-b (Longhorn's deletion, which lists after it removed
+// backup-b's cfg, sees backup-a and backup-c at most and deletes ckS).
+// volume.cfg's last (backup-a) is on the first page, so only the page
+// check can tell.
 func TestListingCutAtPageSize(t *testing.T) {
 	for _, pageSize := range []int{1, 2} {
 		t.Run(fmt.Sprintf("pages of %d", pageSize), func(t *testing.T) {
 			e := newEnv(t, true, Options{ListPageSize: pageSize})
+			ckD := checksum("d")
 			backups := []listingBackup{
-				{"backup-a", "2026-11-03T00:00:00Z", []string{ckA}},
+				{"backup-a", "2026-11-04T00:00:00Z", []string{ckA}},
 				{"backup-b", "2026-11-01T00:00:00Z", []string{ckS, ckB}},
-				{"backup-c", "2026-11-02T00:00:00Z", []string{ckS, ckC}},
+				{"backup-c", "2026-11-02T00:00:00Z", []string{ckC}},
+				{"backup-d", "2026-11-03T00:00:00Z", []string{ckS, ckD}},
 			}
 			victim := "backup-b"
 			writeListingFixture(t, e, "backup-a", backups)
@@ -165,12 +170,12 @@ func TestListingCutAtPageSize(t *testing.T) {
 				t.Fatalf("DeleteBackupReport: %+v, %v; want ErrListingInconsistent", c, err)
 			}
 			rec.none(t)
-			refusedIntact(t, e, victim, ckA, ckS, ckB, ckC)
+			refusedIntact(t, e, victim, ckA, ckS, ckB, ckC, ckD)
 
 			e.proxy.SetHook(nil)
 			_, err = e.store.DeleteBackupReport(ctxT(t), backupdelete.BackupRef{Volume: "vol-a", Name: victim})
 			must(t, err)
-			if have := e.blocks(t, "vol-a"); have[ckB] || !have[ckS] || !have[ckC] || !have[ckA] {
+			if have := e.blocks(t, "vol-a"); have[ckB] || !have[ckS] || !have[ckC] || !have[ckA] || !have[ckD] {
 				t.Fatalf("honest retry: blocks %v; want only ckB gone", have)
 			}
 		})
