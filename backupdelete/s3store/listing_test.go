@@ -295,3 +295,59 @@ func TestDriverRetriesInconsistentListing(t *testing.T) {
 		t.Fatalf("blocks %v; want only ckB gone", have)
 	}
 }
+
+// TestListingCutAfterTheCfgIsGone: the gateway starts cutting listings
+// after backup-b's cfg was deleted, so the re-listing after the scan is
+// the one that lies. The deletion fails with ErrListingInconsistent and
+// no block is deleted; the backup is gone, so what finishes the job is
+// the Driver's CollectVolume (CollectBlocks), which fails the same way
+// while the listing lies and collects ckB once it is honest.
+func TestListingCutAfterTheCfgIsGone(t *testing.T) {
+	e := newEnv(t, true, Options{ListPageSize: 2})
+	ckD := checksum("d")
+	writeListingFixture(t, e, "backup-a", []listingBackup{
+		{"backup-a", "2026-11-04T00:00:00Z", []string{ckA}},
+		{"backup-b", "2026-11-01T00:00:00Z", []string{ckS, ckB}},
+		{"backup-c", "2026-11-02T00:00:00Z", []string{ckC}},
+		{"backup-d", "2026-11-03T00:00:00Z", []string{ckS, ckD}},
+	})
+	var mu sync.Mutex
+	lie := false
+	cut := s3test.EndListing()
+	var rec deleteRecorder
+	e.proxy.SetHook(rec.hook(func(op string, r *http.Request) *s3test.Fault {
+		mu.Lock()
+		defer mu.Unlock()
+		if op == "DeleteObject" && strings.HasSuffix(r.URL.Path, "/backup_backup-b.cfg") {
+			lie = true
+		}
+		if lie && backupsListing(op, r) {
+			return cut
+		}
+		return nil
+	}))
+	ref := backupdelete.BackupRef{Volume: "vol-a", Name: "backup-b"}
+	if _, err := e.store.DeleteBackupReport(ctxT(t), ref); !errors.Is(err, backupdelete.ErrListingInconsistent) {
+		t.Fatalf("DeleteBackupReport: %v, want ErrListingInconsistent", err)
+	}
+	if _, err := e.store.CollectBlocks(ctxT(t), "vol-a"); !errors.Is(err, backupdelete.ErrListingInconsistent) {
+		t.Fatalf("CollectBlocks: %v, want ErrListingInconsistent", err)
+	}
+	rec.mu.Lock()
+	if len(rec.deletes) != 1 {
+		t.Errorf("deletes %q, want only backup-b's cfg", rec.deletes)
+	}
+	rec.mu.Unlock()
+	if have := e.blocks(t, "vol-a"); len(have) != 5 {
+		t.Fatalf("blocks %v: a refused collection deleted blocks", have)
+	}
+
+	mu.Lock()
+	lie = false
+	mu.Unlock()
+	c, err := e.store.CollectBlocks(ctxT(t), "vol-a")
+	must(t, err)
+	if have := e.blocks(t, "vol-a"); have[ckB] || !have[ckS] || !have[ckC] || !have[ckA] || !have[ckD] || c.Removed != 1 {
+		t.Fatalf("honest collection: %+v, blocks %v; want only ckB gone", c, have)
+	}
+}
