@@ -38,7 +38,7 @@ func UnlistedLast(last, deleting string, names []string) string {
 // UnlistedLastError is the error for a backup volume.cfg names as its
 // last that a direct lookup found while the listing left it out.
 func UnlistedLastError(volume, last string, listed int) error {
-	return fmt.Errorf("%w: volume %s: backup %s, volume.cfg's LastBackupName, exists but is missing from the listing of backups/ (%d backups listed); a gateway, cache or proxy between us and the backupstore drops entries, and blocks only it references would be deleted",
+	return fmt.Errorf("%w: volume %s: backup %s, volume.cfg's LastBackupName, exists but is missing from the listing of backups/ (%d other backups listed): the listing is incomplete (a gateway, proxy or cache, or an NFS client's directory cache, left entries out), and collecting blocks from it would delete blocks the backups it left out reference; nothing was deleted",
 		backupdelete.ErrListingInconsistent, volume, last, listed)
 }
 
@@ -46,6 +46,6 @@ func UnlistedLastError(volume, last string, listed int) error {
 // exactly the page size and was marked complete, and whose listing again
 // in smaller pages found other names.
 func PageDisagreement(volume string, pageSize, first, again int) error {
-	return fmt.Errorf("%w: volume %s: the listing of backups/ ended on a full page of %d marked complete, and listed again in smaller pages it holds %d backups instead of %d; a gateway, cache or proxy between us and the backupstore cuts listings short",
+	return fmt.Errorf("%w: volume %s: the listing of backups/ ended on a full page of %d keys marked complete, and listed again in other pages it holds %d backups instead of %d: a gateway, proxy or cache cuts listings short, and collecting blocks from them would delete blocks the backups it hides reference; no block was deleted",
 		backupdelete.ErrListingInconsistent, volume, pageSize, again, first)
 }
