@@ -6,9 +6,12 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // A listing of backups/ that leaves out a backup that is there (an NFS
@@ -123,5 +126,86 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDriverRetriesOmittingListing: through the Driver, a deletion that
+// met a listing leaving out volume.cfg's last backup keeps the backup in
+// Error with the reason and the backup's cfg in place, is retried after
+// the backoff (refused again while the listing lies), and finishes once
+// the listing is honest; backup-3's blocks survive throughout.
+func TestDriverRetriesOmittingListing(t *testing.T) {
+	mount, v := lieVolume(t, "backup-3")
+	s := openFast(t, mount, Options{})
+	lie := atomic.Bool{}
+	lie.Store(true)
+	listBackupsWith(t, s, func(vol *os.Root) ([]string, error) {
+		if lie.Load() {
+			return omitting("backup-3")(vol)
+		}
+		return listBackupNames(vol)
+	})
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
+	done := make(chan error, 4)
+	drv := backupdelete.NewDriver(s, backupdelete.DriverOptions{Clock: clk,
+		OnDone: func(_ backupdelete.BackupRef, err error) { done <- err }})
+	t.Cleanup(drv.Close)
+	state, msg := backupdelete.StateCompleted, ""
+	reconcile := func() backupdelete.StepResult {
+		t.Helper()
+		res, err := drv.Reconcile(context.Background(), backupdelete.Request{Ref: ref2, State: state, Message: msg})
+		must(t, err)
+		state, msg = res.State, res.Message
+		return res
+	}
+	wait := func() error {
+		t.Helper()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(30 * time.Second):
+			t.Fatal("the delete command did not return")
+			return nil
+		}
+	}
+	intact := func() {
+		t.Helper()
+		if !v.exists("backups/backup_backup-2.cfg") {
+			t.Fatal("backup-2's cfg is gone after a refused deletion")
+		}
+		for _, ck := range []string{ckA, ckS, ckB, ckC} {
+			if !v.blockExists(ck) {
+				t.Fatalf("block %s… was unlinked", ck[:8])
+			}
+		}
+	}
+
+	for attempt := range 2 {
+		if res := reconcile(); !res.StartCommand {
+			t.Fatalf("attempt %d: %+v, want the command started", attempt, res)
+		}
+		if err := wait(); !errors.Is(err, backupdelete.ErrListingInconsistent) {
+			t.Fatalf("attempt %d: %v, want ErrListingInconsistent", attempt, err)
+		}
+		if res := reconcile(); res.State != backupdelete.StateError || !strings.Contains(res.Message, "missing from the listing") || res.Finalize {
+			t.Fatalf("attempt %d: %+v, want Error with the listing's reason", attempt, res)
+		}
+		intact()
+		if res := reconcile(); res.StartCommand {
+			t.Fatalf("attempt %d: retried within the backoff", attempt)
+		}
+		clk.Step(time.Minute)
+	}
+
+	lie.Store(false)
+	if res := reconcile(); !res.StartCommand {
+		t.Fatalf("%+v, want a retry after the backoff", res)
+	}
+	must(t, wait())
+	if res := reconcile(); !res.Finalize {
+		t.Fatalf("%+v, want the deletion finalized", res)
+	}
+	if v.exists("backups/backup_backup-2.cfg") || v.blockExists(ckB) || !v.blockExists(ckS) || !v.blockExists(ckC) || !v.blockExists(ckA) {
+		t.Fatal("after the honest retry: want backup-2 and only ckB gone")
 	}
 }
