@@ -213,7 +213,11 @@ func (c *collection) listBackups() error {
 		return err
 	}
 	names = slices.DeleteFunc(names, func(n string) bool { return n == c.ref.Name })
-	if last := lhformat.UnlistedLast(c.last, c.ref.Name, names); last != "" {
+	last, err := lhformat.UnlistedLast(c.last, c.ref.Name, names)
+	if err != nil {
+		return err
+	}
+	if last != "" {
 		_, err := c.vol.Lstat(backupCfgPath(last))
 		switch {
 		case err == nil:

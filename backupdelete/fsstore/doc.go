@@ -100,7 +100,9 @@
 // the deletion stops with an error wrapping
 // backupdelete.ErrListingInconsistent before the cfg or any block is
 // removed; the Driver keeps the backup in Error and retries it after its
-// backoff, and the retry finishes once the listing is honest. A listing
+// backoff, and the retry finishes once the listing is honest. A
+// LastBackupName that is not a valid backup name cannot be checked:
+// volume.cfg is corrupt (ErrCorrupt) and nothing is removed. A listing
 // that leaves out another backup is not detected, and is trusted as
 // Longhorn trusts it. volume.cfg's BlockCount is no check: it drifts from
 // the truth in volumes Longhorn wrote (see below), and a mismatch would

@@ -209,3 +209,19 @@ func TestDriverRetriesOmittingListing(t *testing.T) {
 		t.Fatal("after the honest retry: want backup-2 and only ckB gone")
 	}
 }
+
+// TestInvalidLastBackupNameIsCorrupt: a LastBackupName that no listing
+// can hold and no lookup can find (a path, a space) cannot be checked, so
+// the deletion stops as corrupt before it removes anything.
+func TestInvalidLastBackupNameIsCorrupt(t *testing.T) {
+	for _, last := range []string{"../backup-3", "backup 3"} {
+		mount, v := lieVolume(t, last)
+		s := openFast(t, mount, Options{})
+		if err := s.DeleteBackup(context.Background(), ref2); !errors.Is(err, backupdelete.ErrCorrupt) {
+			t.Fatalf("LastBackupName %q: %v, want ErrCorrupt", last, err)
+		}
+		if !v.exists("backups/backup_backup-2.cfg") || !v.blockExists(ckS) || !v.blockExists(ckB) {
+			t.Fatalf("LastBackupName %q: the refused deletion removed something", last)
+		}
+	}
+}

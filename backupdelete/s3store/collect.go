@@ -288,7 +288,11 @@ func (c *collection) listBackups() error {
 	if !c.sweep {
 		names = slices.DeleteFunc(names, func(n string) bool { return n == c.ref.Name })
 	}
-	if last := lhformat.UnlistedLast(c.last, c.ref.Name, names); last != "" { // 2
+	last, err := lhformat.UnlistedLast(c.last, c.ref.Name, names)
+	if err != nil {
+		return err
+	}
+	if last != "" { // 2
 		there, err := c.s.exists(c.ctx, c.vol+"/"+lhformat.BackupCfgPath(last))
 		if err != nil {
 			return fmt.Errorf("look up %s, volume.cfg's last backup, missing from the listing: %w", lhformat.BackupCfgPath(last), err)

@@ -122,7 +122,9 @@
 // A contradiction is an error wrapping backupdelete.ErrListingInconsistent
 // and nothing is deleted: the backup stays, the Driver keeps it in Error
 // and retries after its backoff, and the retry finishes once the listing
-// is honest. The re-listing after the scan that finds a page cut short
+// is honest. A LastBackupName that is not a valid backup name cannot be
+// checked: volume.cfg is corrupt (backupdelete.ErrCorrupt) and nothing is
+// deleted. The re-listing after the scan that finds a page cut short
 // fails the same way, after the cfg was deleted: the backup is then gone
 // and the Driver's CollectVolume, which fails until the listing is
 // honest, keeps it Deleting until its blocks are collected. What this

@@ -25,14 +25,21 @@ import (
 // (UnlistedLastError): there, it is a listing that lies; gone, a deletion
 // (Longhorn's or ours) removed it and died before it rewrote volume.cfg,
 // which is a legitimate state.
-func UnlistedLast(last, deleting string, names []string) string {
+//
+// A LastBackupName that is not a valid backup name can be neither listed
+// nor looked up: volume.cfg is corrupt (an error wrapping
+// backupdelete.ErrCorrupt), and nothing is deleted until it is repaired.
+func UnlistedLast(last, deleting string, names []string) (string, error) {
 	if last == "" || last == deleting {
-		return ""
+		return "", nil
+	}
+	if !backupdelete.ValidName(last) {
+		return "", Corrupt("volume.cfg", fmt.Errorf("LastBackupName %q is not a valid backup name", last))
 	}
 	if _, found := slices.BinarySearch(names, last); found {
-		return ""
+		return "", nil
 	}
-	return last
+	return last, nil
 }
 
 // UnlistedLastError is the error for a backup volume.cfg names as its

@@ -24,8 +24,13 @@ func TestUnlistedLast(t *testing.T) {
 		{"backup-30", "backup-2", listed, "backup-30"},           // a prefix is not a match
 		{"backup-", "backup-2", []string{"backup-1"}, "backup-"}, // nor the other way round
 	} {
-		if got := UnlistedLast(c.last, c.deleting, c.names); got != c.want {
-			t.Errorf("UnlistedLast(%q, %q, %q) = %q, want %q", c.last, c.deleting, c.names, got, c.want)
+		if got, err := UnlistedLast(c.last, c.deleting, c.names); got != c.want || err != nil {
+			t.Errorf("UnlistedLast(%q, %q, %q) = %q, %v; want %q", c.last, c.deleting, c.names, got, err, c.want)
+		}
+	}
+	for _, last := range []string{"../../volume", "a/b", "x", ".hidden", "backup-1\x00"} {
+		if got, err := UnlistedLast(last, "backup-2", listed); !errors.Is(err, backupdelete.ErrCorrupt) || got != "" {
+			t.Errorf("UnlistedLast(%q) = %q, %v; want ErrCorrupt", last, got, err)
 		}
 	}
 	for _, err := range []error{UnlistedLastError("vol-a", "backup-4", 2), PageDisagreement("vol-a", 1000, 1000, 1200)} {
