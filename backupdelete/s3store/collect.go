@@ -288,11 +288,11 @@ func (c *collection) listBackups() error {
 	if !c.sweep {
 		names = slices.DeleteFunc(names, func(n string) bool { return n == c.ref.Name })
 	}
-	last, err := lhformat.UnlistedLast(c.last, c.ref.Name, names)
+	last, err := lhformat.UnlistedLast(c.last, c.ref.Name, names) // 2
 	if err != nil {
 		return err
 	}
-	if last != "" { // 2
+	if last != "" {
 		there, err := c.s.exists(c.ctx, c.vol+"/"+lhformat.BackupCfgPath(last))
 		if err != nil {
 			return fmt.Errorf("look up %s, volume.cfg's last backup, missing from the listing: %w", lhformat.BackupCfgPath(last), err)
@@ -457,16 +457,17 @@ func (c *collection) updateVolume() error {
 // backups/backup_<name>.cfg with a valid name, as Longhorn's
 // getBackupNamesForVolume keeps them. A listing whose last page holds
 // exactly the page size and is marked complete is listed again in pages
-// half as large (see checkPageSize), and must agree: a gateway or cache that cuts a listing at the page size and
-// drops its continuation would otherwise hide every backup past it.
-// Disagreement is an error wrapping backupdelete.ErrListingInconsistent.
+// half as large (see checkPageSize), and must agree: a gateway or cache
+// that cuts a listing at the page size and drops its continuation would
+// otherwise hide every backup past it. Disagreement is an error wrapping
+// backupdelete.ErrListingInconsistent.
 func (s *Store) backupNames(ctx context.Context, volume string) ([]string, error) {
 	dir := lhformat.VolumePath(volume) + "/" + lhformat.BackupsDir
-	names, fullEnd, err := s.backupNamesIn(ctx, dir, "", s.opts.ListPageSize)
+	names, fullEnd, err := s.backupNamesIn(ctx, dir, s.opts.ListPageSize)
 	if err != nil || !fullEnd {
 		return names, err
 	}
-	again, _, err := s.backupNamesIn(ctx, dir, "", checkPageSize(s.opts.ListPageSize))
+	again, _, err := s.backupNamesIn(ctx, dir, checkPageSize(s.opts.ListPageSize))
 	if err != nil {
 		return nil, err
 	}
@@ -489,8 +490,8 @@ func checkPageSize(pageSize int) int {
 
 // backupNamesIn lists the backups in dir (see backupNames) in pages of
 // pageSize keys, and says whether the last page was full and complete.
-func (s *Store) backupNamesIn(ctx context.Context, dir, start string, pageSize int) (names []string, fullEnd bool, err error) {
-	fullEnd, err = s.listFrom(ctx, dir, start, false, pageSize, func(objs []listed, _ []string) error {
+func (s *Store) backupNamesIn(ctx context.Context, dir string, pageSize int) (names []string, fullEnd bool, err error) {
+	fullEnd, err = s.listFrom(ctx, dir, "", false, pageSize, func(objs []listed, _ []string) error {
 		for _, o := range objs {
 			if strings.Contains(o.name, "/") {
 				continue
