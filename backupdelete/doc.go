@@ -149,7 +149,9 @@
 // ErrTimeout (a command ran past DriverOptions.CommandTimeout),
 // ErrClosed, ErrInvalidSetting (every *SettingError wraps it), and
 // ErrInProgress (a CompletedBackupDeleter found the backup still being
-// written). ErrNotFound and ErrInvalidSetting are the same values as every
+// written), and ErrListingInconsistent (a listing of the volume's backups
+// contradicted volume.cfg or itself: nothing was deleted, and the Driver
+// retries after the backoff). ErrNotFound and ErrInvalidSetting are the same values as every
 // other caretaker package's, so errors.Is matches across packages.
 // NewOrphans refuses a missing part, or a Backupstore that is not a
 // CompletedBackupDeleter, with an error wrapping orphan.ErrIncomplete.

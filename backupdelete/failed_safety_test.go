@@ -195,6 +195,13 @@ func (corruptStore) DeleteCompletedBackup(_ context.Context, ref backupdelete.Ba
 	return fmt.Errorf("%w: backups/backup_%s.cfg: unexpected end of JSON input", backupdelete.ErrCorrupt, ref.Name)
 }
 
+// lyingListingStore finds the volume's listing of backups inconsistent.
+type lyingListingStore struct{ *backupstoretest.MemStore }
+
+func (lyingListingStore) DeleteCompletedBackup(_ context.Context, ref backupdelete.BackupRef) error {
+	return fmt.Errorf("%w: volume %s: backup backup-2, volume.cfg's LastBackupName, exists but is missing from the listing", backupdelete.ErrListingInconsistent, ref.Volume)
+}
+
 // TestOrphansDeleteRefuses walks what an accident or an attacker can
 // put in the way of a failed backup's purge. Each case must delete nothing.
 func TestOrphansDeleteRefuses(t *testing.T) {
@@ -216,6 +223,9 @@ func TestOrphansDeleteRefuses(t *testing.T) {
 		}},
 		{"store cannot read the backup's state", goodRec, func(l *lister, mem *backupstoretest.MemStore) backupdelete.Backupstore {
 			return corruptStore{mem}
+		}},
+		{"store's listing of the volume's backups lies", goodRec, func(l *lister, mem *backupstoretest.MemStore) backupdelete.Backupstore {
+			return lyingListingStore{mem}
 		}},
 		{"host record retried (InProgress)", goodRec, func(l *lister, mem *backupstoretest.MemStore) backupdelete.Backupstore {
 			l.setState(good.Ref, backupdelete.StateInProgress)

@@ -250,7 +250,8 @@ func (o *Orphans) Delete(ctx context.Context, r orphan.Record) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, ErrInProgress), errors.Is(err, ErrLocked), errors.Is(err, ErrCorrupt), errors.Is(err, ErrInvalidRef):
+	case errors.Is(err, ErrInProgress), errors.Is(err, ErrLocked), errors.Is(err, ErrCorrupt), errors.Is(err, ErrInvalidRef),
+		errors.Is(err, ErrListingInconsistent):
 		// Both wrapped: the orphan core sees a refusal, the host can
 		// still tell which (and reach the store's typed error).
 		return fmt.Errorf("%w: backup %s: %w", orphan.ErrPreconditionFailed, ref, err)

@@ -190,4 +190,12 @@ var (
 	// empty CreatedTime and a backup lock of its volume is live) and
 	// deleted nothing.
 	ErrInProgress = errors.New("backupdelete: backup still in progress in the backupstore")
+	// ErrListingInconsistent: a listing of a volume's backups contradicted
+	// volume.cfg or itself (the backup volume.cfg names as its last is
+	// missing from the listing yet exists; a page holding exactly the page
+	// size, marked complete, disagreed with a listing in smaller pages).
+	// A gateway, cache or proxy that drops entries would make a deletion
+	// remove blocks another backup references, so nothing was deleted.
+	// Retryable: the deletion finishes once the listing is honest.
+	ErrListingInconsistent = errors.New("backupdelete: backupstore listing is inconsistent")
 )

@@ -40,8 +40,9 @@ type Collection struct {
 // stands: a later deletion finishes the job).
 var collectionSteps = []collectionStep{
 	{"read the deleted cfg", (*collection).readDeleted},
-	{"remove the deleted cfg", (*collection).removeCfg},
 	{"read volume.cfg", (*collection).readVolume},
+	{"list the backups", (*collection).listBackups},
+	{"remove the deleted cfg", (*collection).removeCfg},
 	{"scan the remaining backups", (*collection).scan},
 	{"list the backups again", (*collection).relist},
 	{"unlink the unreferenced blocks", (*collection).unlink},
@@ -71,6 +72,7 @@ type collection struct {
 	// bytes, possibly repeated); nil means "list every block file".
 	candidates [][]byte
 	volRaw     rawObject
+	last       string   // volume.cfg's LastBackupName
 	updateLast bool     // the deleted backup was volume.cfg's LastBackupName
 	names      []string // the remaining backups, sorted
 	latest     lhformat.LatestBackup
@@ -188,11 +190,47 @@ func (c *collection) readVolume() error {
 	if err != nil {
 		return err
 	}
-	c.volRaw, c.updateLast = volRaw, volCfg.LastBackupName == c.ref.Name
+	c.volRaw, c.last, c.updateLast = volRaw, volCfg.LastBackupName, volCfg.LastBackupName == c.ref.Name
 	return nil
 }
 
-// scan lists the remaining backups and reads them all, to find which
+// listBackups lists the backups that remain (every one but the deleted
+// backup) and checks the listing against volume.cfg before anything is
+// removed, the deleted backup's cfg included, so that a refused deletion
+// leaves the backup there for the Driver to retry: the backup volume.cfg
+// names as its last must be listed, unless it is the one being deleted
+// or it is really gone (an Lstat of its cfg, a lookup by name rather than
+// a read of the directory, finds nothing: a deletion removed it and died
+// before it rewrote volume.cfg; see lhformat.UnlistedLast). Otherwise the
+// directory listing left out a backup that is there (an NFS client's
+// stale directory cache does), and the deletion stops with an error
+// wrapping backupdelete.ErrListingInconsistent. Longhorn's
+// DeleteDeltaBlockBackup (longhorn/backupstore deltablock.go) trusts the
+// listing and deletes the blocks of the backup it left out.
+func (c *collection) listBackups() error {
+	names, err := c.s.listBackups(c.vol)
+	if err != nil {
+		return err
+	}
+	names = slices.DeleteFunc(names, func(n string) bool { return n == c.ref.Name })
+	last, err := lhformat.UnlistedLast(c.last, c.ref.Name, names)
+	if err != nil {
+		return err
+	}
+	if last != "" {
+		_, err := c.vol.Lstat(backupCfgPath(last))
+		switch {
+		case err == nil:
+			return lhformat.UnlistedLastError(c.ref.Volume, last, len(names))
+		case !errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("look up %s, volume.cfg's last backup, missing from the listing: %w", backupCfgPath(last), err)
+		}
+	}
+	c.names = names
+	return nil
+}
+
+// scan reads the remaining backups listBackups listed, to find which
 // blocks they still reference and, with updateLast, the latest one.
 //
 // A targeted collection only needs to know which candidates the remaining
@@ -206,11 +244,7 @@ func (c *collection) readVolume() error {
 // distinct referenced blocks), the referenced set is built after all.
 // Full collections always build it.
 func (c *collection) scan() error {
-	names, err := listBackupNames(c.vol)
-	if err != nil {
-		return err
-	}
-	c.names = names
+	names := c.names
 	var add func([][]byte)
 	oldCount, haveOld := blockCountOf(c.volRaw)
 	if c.candidates != nil && haveOld && len(c.candidates) <= maxIndexed {
@@ -254,7 +288,7 @@ func (c *collection) relist() error {
 	if c.out.Skipped != "" {
 		return nil
 	}
-	again, err := listBackupNames(c.vol)
+	again, err := c.s.listBackups(c.vol)
 	if err != nil || !sameSet(c.names, again) {
 		c.out.Skipped = "backup list changed during collection"
 	}

@@ -74,7 +74,8 @@
 //
 // Store.DeleteBackup follows Longhorn's DeleteDeltaBlockBackup, under a
 // deletion lock: read the backup's cfg (an unreadable one is still
-// removed), remove it, read volume.cfg, list and read every remaining
+// removed), read volume.cfg, list the remaining backups and check the
+// listing (below), remove the cfg, read every remaining
 // backup cfg to collect the referenced blocks and, if the deleted backup
 // was the volume's LastBackupName, the latest remaining backup by
 // SnapshotCreatedAt; list the backups again and compare; unlink the
@@ -85,6 +86,27 @@
 // guessed, as Longhorn does. Last, the bucket directories it unlinked
 // from and backups/ are removed if they are empty, and locks/ when the
 // lock is released (see the format notes on directories).
+//
+// A departure for safety: the listing of backups/ is checked against
+// volume.cfg before anything is removed. Longhorn's DeleteDeltaBlockBackup
+// (longhorn/backupstore deltablock.go, getBackupNamesForVolume) takes the
+// directory listing as complete, and a backup it leaves out (an NFS
+// client's stale directory cache can) is a backup whose blocks it
+// unlinks. Here the backup volume.cfg names as its last (LastBackupName)
+// must be listed unless it is the one being deleted, LastBackupName is
+// empty, or an Lstat of its cfg (a lookup by name, not a read of the
+// directory) finds it gone: a deletion removed it and died before it
+// rewrote volume.cfg, which Longhorn's deletion leaves too. Otherwise
+// the deletion stops with an error wrapping
+// backupdelete.ErrListingInconsistent before the cfg or any block is
+// removed; the Driver keeps the backup in Error and retries it after its
+// backoff, and the retry finishes once the listing is honest. A
+// LastBackupName that is not a valid backup name cannot be checked:
+// volume.cfg is corrupt (ErrCorrupt) and nothing is removed. A listing
+// that leaves out another backup is not detected, and is trusted as
+// Longhorn trusts it. volume.cfg's BlockCount is no check: it drifts from
+// the truth in volumes Longhorn wrote (see below), and a mismatch would
+// refuse legitimate volumes.
 //
 // One departure, for speed (Collection.Full, Options.FullCollection):
 // Longhorn lists every block file of the volume on every deletion, which

@@ -1,6 +1,9 @@
 package fsstore
 
-import "testing"
+import (
+	"os"
+	"testing"
+)
 
 // beforeStep makes every collection run f just before its step named
 // step (see collectionSteps), until the test ends. Tests use it to change
@@ -22,4 +25,14 @@ func beforeStep(t *testing.T, step string, f func()) {
 		t.Fatalf("no collection step %q", step)
 	}
 	collectionSteps = steps
+}
+
+// listBackupsWith makes s list a volume's backups with f (a listing that
+// lies, as an NFS client's stale directory cache can), until the test
+// ends.
+func listBackupsWith(t *testing.T, s *Store, f func(vol *os.Root) ([]string, error)) {
+	t.Helper()
+	saved := s.listBackups
+	t.Cleanup(func() { s.listBackups = saved })
+	s.listBackups = f
 }

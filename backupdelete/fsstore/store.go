@@ -64,6 +64,10 @@ type Store struct {
 	opts  Options
 	clock clock.Clock
 
+	// listBackups lists a volume's backups (listBackupNames; tests give a
+	// listing that lies).
+	listBackups func(vol *os.Root) ([]string, error)
+
 	mu sync.Mutex
 	// swept holds the volumes in which this Store completed a full
 	// collection and every collection since: no block can have leaked
@@ -90,7 +94,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.MaxConfigBytes <= 0 {
 		opts.MaxConfigBytes = DefaultMaxConfigBytes
 	}
-	return &Store{root: root, opts: opts, clock: clocks.Or(opts.Clock), swept: map[string]bool{}}, nil
+	return &Store{root: root, opts: opts, clock: clocks.Or(opts.Clock), listBackups: listBackupNames, swept: map[string]bool{}}, nil
 }
 
 // Close releases the mount point's handle.
@@ -123,8 +127,13 @@ func (s *Store) DeleteBackup(ctx context.Context, ref backupdelete.BackupRef) er
 	return err
 }
 
-// DeleteBackupReport deletes a backup under a deletion lock, exactly in
-// Longhorn's order: remove backups/backup_<name>.cfg; list and read every
+// DeleteBackupReport deletes a backup under a deletion lock, in
+// Longhorn's order but for a check first: list the backups and check the
+// listing against volume.cfg (its LastBackupName must be listed unless it
+// is this backup or really gone; see the package documentation,
+// "Deletion": otherwise an error wrapping
+// backupdelete.ErrListingInconsistent, and nothing is removed); remove
+// backups/backup_<name>.cfg; read every
 // remaining backup cfg to find the blocks still referenced and the latest
 // backup; list the backups again and compare; unlink the unreferenced
 // candidate blocks; update volume.cfg (LastBackupName, LastBackupAt,

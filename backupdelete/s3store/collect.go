@@ -128,9 +128,9 @@ func (s *Store) runCollection(ctx context.Context, ref backupdelete.BackupRef, r
 	// the lock can no longer be proven held, nothing more is deleted.
 	c := &collection{s: s, ctx: lock.Context(), ref: ref, vol: lhformat.VolumePath(ref.Volume), requireComplete: requireComplete,
 		sweep: sweep, full: sweep || dirty || s.opts.FullCollection}
-	steps := []func() error{c.readVolume, c.readDeleted, c.removeCfg, c.scan, c.relist, c.remove, c.updateVolume}
+	steps := []func() error{c.readVolume, c.readDeleted, c.listBackups, c.removeCfg, c.scan, c.relist, c.remove, c.updateVolume}
 	if sweep {
-		steps = []func() error{c.readVolume, c.scan, c.relist, c.remove, c.updateVolume}
+		steps = []func() error{c.readVolume, c.listBackups, c.scan, c.relist, c.remove, c.updateVolume}
 	}
 	for _, step := range steps {
 		if c.done {
@@ -173,8 +173,9 @@ type collection struct {
 	// "list every block object".
 	candidates []string
 	volRaw     lhformat.RawObject
+	last       string // volume.cfg's LastBackupName
 	updateLast bool
-	names      []string
+	names      []string // the remaining backups, sorted
 	referenced map[string]struct{}
 	latest     lhformat.LatestBackup
 }
@@ -209,7 +210,7 @@ func (c *collection) readVolume() error {
 	if err != nil {
 		return lhformat.Corrupt("volume.cfg", err)
 	}
-	c.volRaw, c.updateLast = raw, v.LastBackupName == c.ref.Name
+	c.volRaw, c.last, c.updateLast = raw, v.LastBackupName, v.LastBackupName == c.ref.Name
 	return nil
 }
 
@@ -263,22 +264,59 @@ func (c *collection) readDeleted() error {
 	return nil
 }
 
+// listBackups lists the backups that remain (every one but the deleted
+// backup) and checks the listing before anything is deleted, the deleted
+// backup's cfg included, so that a refused deletion leaves the backup
+// there for the Driver to retry:
+//
+//  1. a last page of exactly the page size marked complete must agree
+//     with a listing in smaller pages (see backupNames);
+//  2. the backup volume.cfg names as its last must be listed, unless it
+//     is the one being deleted or it is really gone: a HeadObject of its
+//     cfg finds it missing (a deletion removed it and died before it
+//     rewrote volume.cfg, see lhformat.UnlistedLast).
+//
+// Either contradiction is an error wrapping
+// backupdelete.ErrListingInconsistent. Longhorn's DeleteDeltaBlockBackup
+// (longhorn/backupstore deltablock.go) checks neither and deletes the
+// blocks of a backup its listing left out.
+func (c *collection) listBackups() error {
+	names, err := c.s.backupNames(c.ctx, c.ref.Volume) // 1
+	if err != nil {
+		return err
+	}
+	if !c.sweep {
+		names = slices.DeleteFunc(names, func(n string) bool { return n == c.ref.Name })
+	}
+	last, err := lhformat.UnlistedLast(c.last, c.ref.Name, names) // 2
+	if err != nil {
+		return err
+	}
+	if last != "" {
+		there, err := c.s.exists(c.ctx, c.vol+"/"+lhformat.BackupCfgPath(last))
+		if err != nil {
+			return fmt.Errorf("look up %s, volume.cfg's last backup, missing from the listing: %w", lhformat.BackupCfgPath(last), err)
+		}
+		if there {
+			return lhformat.UnlistedLastError(c.ref.Volume, last, len(names))
+		}
+	}
+	c.names = names
+	return nil
+}
+
 // removeCfg deletes the deleted backup's cfg (gone already is success).
 func (c *collection) removeCfg() error {
 	c.cfgRemoved = true // or perhaps, if the answer is lost
 	return c.s.del(c.ctx, c.vol+"/"+lhformat.BackupCfgPath(c.ref.Name))
 }
 
-// scan lists the remaining backups and reads them all (DeleteConcurrency
+// scan reads the remaining backups listBackups listed (DeleteConcurrency
 // at a time), to find the blocks they still reference and, if the deleted
 // backup was the last, the latest one. An unreadable or in-progress
 // backup means no block is collected (Collection.Skipped).
 func (c *collection) scan() error {
-	names, err := c.s.backupNames(c.ctx, c.ref.Volume)
-	if err != nil {
-		return err
-	}
-	c.names = names
+	names := c.names
 	c.referenced = map[string]struct{}{}
 	type result struct {
 		b   lhformat.Backup
@@ -417,10 +455,43 @@ func (c *collection) updateVolume() error {
 
 // backupNames lists the names of a volume's backups, sorted: the objects
 // backups/backup_<name>.cfg with a valid name, as Longhorn's
-// getBackupNamesForVolume keeps them.
+// getBackupNamesForVolume keeps them. A listing whose last page holds
+// exactly the page size and is marked complete is listed again in pages
+// half as large (see checkPageSize), and must agree: a gateway or cache
+// that cuts a listing at the page size and drops its continuation would
+// otherwise hide every backup past it. Disagreement is an error wrapping
+// backupdelete.ErrListingInconsistent.
 func (s *Store) backupNames(ctx context.Context, volume string) ([]string, error) {
-	var names []string
-	err := s.list(ctx, lhformat.VolumePath(volume)+"/"+lhformat.BackupsDir, false, func(objs []listed, _ []string) error {
+	dir := lhformat.VolumePath(volume) + "/" + lhformat.BackupsDir
+	names, fullEnd, err := s.backupNamesIn(ctx, dir, s.opts.ListPageSize)
+	if err != nil || !fullEnd {
+		return names, err
+	}
+	again, _, err := s.backupNamesIn(ctx, dir, checkPageSize(s.opts.ListPageSize))
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Equal(names, again) {
+		return nil, lhformat.PageDisagreement(volume, s.opts.ListPageSize, len(names), len(again))
+	}
+	return names, nil
+}
+
+// checkPageSize is the page size of the listing that checks one whose
+// last page was full: half as large, or two keys when pages hold one (a
+// listing cut at the page size holds a different number of keys at
+// either size, unless it really ends there).
+func checkPageSize(pageSize int) int {
+	if pageSize > 1 {
+		return pageSize / 2
+	}
+	return 2
+}
+
+// backupNamesIn lists the backups in dir (see backupNames) in pages of
+// pageSize keys, and says whether the last page was full and complete.
+func (s *Store) backupNamesIn(ctx context.Context, dir string, pageSize int) (names []string, fullEnd bool, err error) {
+	fullEnd, err = s.listFrom(ctx, dir, "", false, pageSize, func(objs []listed, _ []string) error {
 		for _, o := range objs {
 			if strings.Contains(o.name, "/") {
 				continue
@@ -432,8 +503,8 @@ func (s *Store) backupNames(ctx context.Context, volume string) ([]string, error
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	slices.Sort(names)
-	return names, nil
+	return names, fullEnd, nil
 }

@@ -52,8 +52,9 @@
 //
 // Store.DeleteBackup follows fsstore's order, which is Longhorn's
 // DeleteDeltaBlockBackup's, under a deletion lock: read volume.cfg; read
-// the backup's cfg (its blocks are the candidates); delete the cfg; list
-// the remaining backups and read every cfg (in-progress ones included);
+// the backup's cfg (its blocks are the candidates); list the remaining
+// backups and check the listing (see "Listings that lie" below); delete
+// the cfg; read every remaining cfg (in-progress ones included);
 // list the backups again and compare; delete the candidates no remaining
 // backup references; rewrite volume.cfg (LastBackupName, LastBackupAt,
 // BlockCount, every other member byte for byte). No block is deleted if a
@@ -89,13 +90,54 @@
 //     this Store in the volume that removed a cfg and did not finish or
 //     skipped its blocks, with Options.FullCollection, and by
 //     CollectBlocks.
-//   - volume.cfg is read before the cfg is deleted, so that a volume with
-//     neither is "already gone" without a write, and a backup whose
-//     volume.cfg is missing is corrupt before anything is deleted.
+//   - volume.cfg is read first, so that a volume with neither it nor the
+//     cfg is "already gone" without a write (there are no directories
+//     to find missing), and a backup whose volume.cfg is missing is
+//     corrupt before anything is deleted.
 //   - A read of the deleted cfg that fails for any reason but its absence
 //     or its content (a 503 storm, a dropped connection, a truncated body)
 //     stops the deletion before anything is deleted: unlike a local read
 //     error, it says nothing about the cfg.
+//
+// # Listings that lie
+//
+// Block collection is only as right as the listing of backups/: a
+// backup it leaves out is a backup whose blocks are deleted, and that
+// backup can no longer be restored. Longhorn's DeleteDeltaBlockBackup
+// (longhorn/backupstore deltablock.go, getBackupNamesForVolume) trusts
+// the listing as complete, so a gateway, cache or proxy that drops an
+// entry, or answers a full page marked not truncated, makes it delete
+// referenced blocks. This Store checks the listing before it deletes
+// anything, the backup's cfg included:
+//
+//   - the backup volume.cfg names as its last (LastBackupName) must be
+//     listed, unless it is the one being deleted, LastBackupName is
+//     empty, or a HeadObject of its cfg (a lookup by key, not a listing)
+//     finds it gone: a deletion removed it and died before rewriting
+//     volume.cfg, a state Longhorn's own deletion leaves too;
+//   - a listing whose last page holds exactly Options.ListPageSize keys
+//     and is marked complete is listed again in pages half as large (of 2
+//     keys when pages hold 1) and must find the same backups.
+//
+// A contradiction is an error wrapping backupdelete.ErrListingInconsistent
+// and nothing is deleted: the backup stays, the Driver keeps it in Error
+// and retries after its backoff, and the retry finishes once the listing
+// is honest. A LastBackupName that is not a valid backup name cannot be
+// checked: volume.cfg is corrupt (backupdelete.ErrCorrupt) and nothing is
+// deleted. The re-listing after the scan that finds a page cut short
+// fails the same way, after the cfg was deleted: the backup is then gone
+// and the Driver's CollectVolume, which fails until the listing is
+// honest, keeps it Deleting until its blocks are collected. What this
+// does not catch: a listing that drops a backup other than the last one,
+// in a listing that does not end on a full page, is trusted, as
+// Longhorn trusts it. volume.cfg's BlockCount is not a check: Longhorn
+// adds each backup's new blocks to it and deletion sets it to the blocks
+// it found referenced, so it drifts from the truth (a full backup's
+// re-uploaded blocks are not counted, a skipped collection leaves it
+// stale) and a mismatch would refuse legitimate volumes. The checks cost
+// nothing when they pass, except a listing in smaller pages when the
+// last page is exactly full, and a HeadObject when LastBackupName is not
+// listed.
 //
 // # Crash safety
 //

@@ -53,27 +53,34 @@ type listed struct {
 // token, a token that does not advance, more keys than asked for) is
 // ErrMalformed.
 func (s *Store) list(ctx context.Context, rel string, recursive bool, f func(objs []listed, dirs []string) error) error {
-	return s.listFrom(ctx, rel, "", recursive, f)
+	_, err := s.listFrom(ctx, rel, "", recursive, s.opts.ListPageSize, f)
+	return err
 }
 
 // listPrefix lists the objects directly under the directory rel whose
 // names start with name (a listing of one key when name is a whole
 // name).
 func (s *Store) listPrefix(ctx context.Context, rel, name string, f func(objs []listed)) error {
-	return s.listFrom(ctx, rel, name, false, func(objs []listed, _ []string) error {
+	_, err := s.listFrom(ctx, rel, name, false, s.opts.ListPageSize, func(objs []listed, _ []string) error {
 		f(objs)
 		return nil
 	})
+	return err
 }
 
 // listFrom lists the keys starting with rel's directory prefix and then
-// start; names come back relative to the directory.
-func (s *Store) listFrom(ctx context.Context, rel, start string, recursive bool, f func(objs []listed, dirs []string) error) error {
+// start, pageSize keys a request; names come back relative to the
+// directory. fullEnd reports that the last page held exactly pageSize
+// entries and was marked complete: an honest server's answer when the
+// listing happens to end there, and also what a gateway or cache that
+// cuts listings at the page size and drops the continuation answers (see
+// backupNames).
+func (s *Store) listFrom(ctx context.Context, rel, start string, recursive bool, pageSize int, f func(objs []listed, dirs []string) error) (fullEnd bool, err error) {
 	prefix := s.dirKey(rel)
 	in := &s3.ListObjectsV2Input{
 		Bucket:  aws.String(s.target.Bucket),
 		Prefix:  aws.String(prefix + start),
-		MaxKeys: aws.Int32(int32(s.opts.ListPageSize)),
+		MaxKeys: aws.Int32(int32(pageSize)),
 	}
 	if !recursive {
 		in.Delimiter = aws.String("/")
@@ -89,7 +96,7 @@ func (s *Store) listFrom(ctx context.Context, rel, start string, recursive bool,
 			return err
 		})
 		if err != nil {
-			return err
+			return false, err
 		}
 		malformed := func(why string) error {
 			return &RequestError{Op: "ListObjectsV2", Key: prefix, Status: 200, Class: ErrMalformed,
@@ -98,16 +105,17 @@ func (s *Store) listFrom(ctx context.Context, rel, start string, recursive bool,
 		if aws.ToString(out.Name) != s.target.Bucket {
 			// Every S3 listing names its bucket (ListBucketResult's Name);
 			// an answer that does not is not a listing of ours.
-			return malformed("the answer is not a listing of the bucket")
+			return false, malformed("the answer is not a listing of the bucket")
 		}
-		if len(out.Contents)+len(out.CommonPrefixes) > s.opts.ListPageSize {
-			return malformed(fmt.Sprintf("a page of %d entries, more than the %d asked for", len(out.Contents)+len(out.CommonPrefixes), s.opts.ListPageSize))
+		entries := len(out.Contents) + len(out.CommonPrefixes)
+		if entries > pageSize {
+			return false, malformed(fmt.Sprintf("a page of %d entries, more than the %d asked for", entries, pageSize))
 		}
 		objs := make([]listed, 0, len(out.Contents))
 		for _, o := range out.Contents {
 			k := aws.ToString(o.Key)
 			if !strings.HasPrefix(k, prefix+start) {
-				return malformed(fmt.Sprintf("key %q outside the prefix", k))
+				return false, malformed(fmt.Sprintf("key %q outside the prefix", k))
 			}
 			objs = append(objs, listed{name: k[len(prefix):], modified: aws.ToTime(o.LastModified)})
 		}
@@ -115,23 +123,23 @@ func (s *Store) listFrom(ctx context.Context, rel, start string, recursive bool,
 		for _, p := range out.CommonPrefixes {
 			k := aws.ToString(p.Prefix)
 			if !strings.HasPrefix(k, prefix+start) || !strings.HasSuffix(k, "/") || len(k) == len(prefix)+1 {
-				return malformed(fmt.Sprintf("common prefix %q not a directory under the prefix", k))
+				return false, malformed(fmt.Sprintf("common prefix %q not a directory under the prefix", k))
 			}
 			dirs = append(dirs, strings.TrimSuffix(k[len(prefix):], "/"))
 		}
 		if err := f(objs, dirs); err != nil {
-			return err
+			return false, err
 		}
 		if !aws.ToBool(out.IsTruncated) {
-			return nil
+			return entries == pageSize, nil
 		}
 		tok := aws.ToString(out.NextContinuationToken)
 		sum := sha256.Sum256([]byte(tok))
 		if tok == "" || seen[sum] {
-			return malformed("a truncated listing whose continuation token is missing or repeats")
+			return false, malformed("a truncated listing whose continuation token is missing or repeats")
 		}
 		if pages >= s.opts.MaxListPages {
-			return &RequestError{Op: "ListObjectsV2", Key: prefix, Status: 200, Class: ErrTooLarge,
+			return false, &RequestError{Op: "ListObjectsV2", Key: prefix, Status: 200, Class: ErrTooLarge,
 				msg: fmt.Sprintf("the listing goes on past %d pages (Options.MaxListPages)", s.opts.MaxListPages), extra: []error{backupdelete.ErrCorrupt}}
 		}
 		seen[sum] = true
@@ -173,6 +181,26 @@ func (s *Store) get(ctx context.Context, rel string, limit int64) ([]byte, time.
 		return nil
 	})
 	return data, modified, err
+}
+
+// exists reports whether the object at rel is there, by its key
+// (HeadObject), not through a listing. A 404 is false: the callers have
+// read another object of the bucket under the same lock, so the bucket is
+// there and the 404 is the object's.
+func (s *Store) exists(ctx context.Context, rel string) (bool, error) {
+	key := s.key(rel)
+	err := s.call(ctx, "HeadObject", key, func(ctx context.Context) error {
+		_, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.target.Bucket), Key: aws.String(key)})
+		return err
+	})
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, backupdelete.ErrNotFound):
+		return false, nil
+	default:
+		return false, err
+	}
 }
 
 // put writes the object at rel in one PutObject request, as Longhorn's

@@ -59,7 +59,10 @@ type Options struct {
 	// reads of a collection in flight.
 	DeleteConcurrency int
 	// ListPageSize is the MaxKeys of each listing request; default (and
-	// at most) 1000, S3's page size.
+	// at most) 1000, S3's page size. A listing of a volume's backups that
+	// ends on a page of exactly this many keys is listed again in pages
+	// half as large, which must agree (see the package documentation,
+	// "Listings that lie").
 	ListPageSize int
 	// MaxResponseBytes bounds the body of every response other than an
 	// object read (a listing page, a multi-object delete's result, an

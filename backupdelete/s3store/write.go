@@ -35,7 +35,7 @@ func BlockChecksum(uncompressed []byte) string { return lhformat.BlockChecksum(u
 // one listing of the prefix. A wrong endpoint, wrong credentials, a
 // missing bucket or a redirect is a *RequestError of its class.
 func (s *Store) Check(ctx context.Context) error {
-	err := s.listFrom(ctx, lhformat.BaseDir, "", false, func([]listed, []string) error { return nil })
+	_, err := s.listFrom(ctx, lhformat.BaseDir, "", false, s.opts.ListPageSize, func([]listed, []string) error { return nil })
 	if err != nil {
 		return fmt.Errorf("s3store: check %s: %w", s.target, err)
 	}

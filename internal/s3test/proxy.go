@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -44,7 +45,42 @@ type Fault struct {
 	// Body answers with this body and status 200 (or Status if set), as
 	// application/xml: an oversized or malformed listing.
 	Body []byte
+	// Rewrite passes the request through and answers with the server's
+	// status and headers and, for a 200, the body Rewrite makes of the
+	// server's (Content-Length set to match): a gateway or cache that
+	// changes answers. See DropListed and EndListing.
+	Rewrite func(body []byte) []byte
 }
+
+// DropListed is a Fault for ListObjectsV2 requests that removes the
+// object key from the listing, if it is there: a gateway or cache whose
+// listing lost an entry while the object is still there.
+func DropListed(key string) *Fault {
+	return &Fault{Rewrite: func(body []byte) []byte {
+		return contentsEntry.ReplaceAllFunc(body, func(entry []byte) []byte {
+			if bytes.Contains(entry, []byte("<Key>"+xmlEscape(key)+"</Key>")) {
+				return nil
+			}
+			return entry
+		})
+	}}
+}
+
+// EndListing is a Fault for ListObjectsV2 requests that marks every page
+// complete (IsTruncated false, no NextContinuationToken), whatever
+// follows it: a gateway that cuts listings at the page size.
+func EndListing() *Fault {
+	return &Fault{Rewrite: func(body []byte) []byte {
+		body = truncatedTrue.ReplaceAll(body, []byte("<IsTruncated>false</IsTruncated>"))
+		return nextToken.ReplaceAll(body, nil)
+	}}
+}
+
+var (
+	contentsEntry = regexp.MustCompile(`(?s)<Contents>.*?</Contents>`)
+	truncatedTrue = regexp.MustCompile(`<IsTruncated>true</IsTruncated>`)
+	nextToken     = regexp.MustCompile(`(?s)<NextContinuationToken>.*?</NextContinuationToken>`)
+)
 
 // SlowDown is S3's throttling answer: 503 SlowDown.
 func SlowDown() *Fault {
@@ -203,6 +239,8 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, f)
 	case f.Truncate:
 		p.truncate(w, r)
+	case f.Rewrite != nil:
+		p.rewrite(w, r, f.Rewrite)
 	default:
 		if !f.Forward {
 			p.rp.ServeHTTP(w, r)
@@ -267,6 +305,23 @@ func (p *Proxy) truncate(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	_ = rc.Flush()
 	drop(w)
+}
+
+// rewrite forwards the request and answers with the server's status and
+// headers and, for a 200, the body rewritten.
+func (p *Proxy) rewrite(w http.ResponseWriter, r *http.Request, f func([]byte) []byte) {
+	rec := httptest.NewRecorder()
+	p.rp.ServeHTTP(rec, r)
+	body := rec.Body.Bytes()
+	if rec.Code == http.StatusOK {
+		body = f(body)
+	}
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(body)
 }
 
 // drop closes the client's connection without (further) response.

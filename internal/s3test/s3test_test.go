@@ -370,3 +370,51 @@ func TestStartWithChecksOptions(t *testing.T) {
 		t.Fatalf("VirtualDomain %q", d)
 	}
 }
+
+// DropListed and EndListing rewrite listings the way a lying gateway
+// would, and the SDK parses what they give.
+func TestProxyRewritesListings(t *testing.T) {
+	s := Shared(t)
+	p := NewProxy(t, s)
+	c := s.ClientFor(p.URL)
+	bucket := s.NewBucket(t)
+	for _, k := range []string{"d/1", "d/2", "d/3"} {
+		put(t, c, bucket, k, "x")
+	}
+	list := func(maxKeys int32) (keys []string, truncated bool) {
+		t.Helper()
+		out, err := c.ListObjectsV2(ctxT(t), &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String("d/"), MaxKeys: aws.Int32(maxKeys)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range out.Contents {
+			keys = append(keys, aws.ToString(o.Key))
+		}
+		return keys, aws.ToBool(out.IsTruncated)
+	}
+	p.SetHook(func(op string, _ *http.Request) *Fault {
+		if op == "ListObjectsV2" {
+			return DropListed("d/2")
+		}
+		return nil
+	})
+	if keys, _ := list(1000); strings.Join(keys, " ") != "d/1 d/3" {
+		t.Errorf("DropListed: %q, want d/1 d/3", keys)
+	}
+	p.SetHook(func(op string, _ *http.Request) *Fault {
+		if op == "ListObjectsV2" {
+			return EndListing()
+		}
+		return nil
+	})
+	if keys, truncated := list(2); strings.Join(keys, " ") != "d/1 d/2" || truncated {
+		t.Errorf("EndListing: %q truncated %v, want d/1 d/2 complete", keys, truncated)
+	}
+	p.SetHook(nil)
+	if keys, truncated := list(2); len(keys) != 2 || !truncated {
+		t.Errorf("honest: %q truncated %v, want 2 keys truncated", keys, truncated)
+	}
+	if _, err := get(ctxT(t), c, bucket, "d/2"); err != nil {
+		t.Errorf("the dropped object must still be there: %v", err)
+	}
+}
