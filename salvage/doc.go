@@ -8,6 +8,19 @@
 // (longhorn/longhorn#7482, #7735, #9972): which of the replica directories
 // left on my disks still holds my data, and which is the freshest?
 //
+// # In short
+//
+//	in, err := salvage.Inspect(ctx, "/var/lib/longhorn/replicas/pvc-1-0a1b2c3d", salvage.Options{})
+//	// in.Recoverable, in.Reasons (each with a kind a program can test), in.Backing
+//	ranks := salvage.Rank(inspections) // 1 = the best recoverable copy of its volume
+//	in, res, err := salvage.Recover(ctx, bestDir, outFile, salvage.RecoverOptions{})
+//	// res.SHA256 is the image's; nothing on the disk was changed
+//
+// For the orphan core, salvage.WithCopies(adapter, salvage.Options{})
+// wraps diskscan's adapter so that each orphaned directory's record says
+// whether it is a copy of its volume's data, which the last-copy guard
+// reads. examples/longhorn-salvage is the command for a person.
+//
 // # Use
 //
 //  1. Inspect each candidate directory (<disk>/replicas/<volume>-<8>) on
