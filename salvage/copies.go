@@ -12,7 +12,15 @@ import (
 // its directory, <DiskPath>/replicas/<DataName>, and its rank among the
 // copies of its volume in the same snapshot. So the orphan record shows
 // whether the orphan is a recoverable copy of a volume, and the last-copy
-// guard can keep it. Other items pass through unchanged.
+// guard keeps it while its volume needs it. Other items pass through
+// unchanged.
+//
+// Copy.NoData is Inspection.NoData: set only when the directory is proven
+// to hold none of the volume's data. A copy the export cannot read today
+// (Recoverable false: a backing image missing from the disk or in qcow2,
+// a damaged volume.meta, a broken chain) still holds the volume's data,
+// so the last-copy guard still covers it; Copy.Reasons say why it cannot
+// be exported and what to do about it (ReasonKind.Remedy).
 //
 // Inner is usually diskscan's *Orphans, which lists only the directories
 // no replica expects: the inspections cost a few small reads per orphan
@@ -62,6 +70,7 @@ func (c CopyInventory) Scan(ctx context.Context) (orphan.Snapshot, error) {
 			Volume:      in.Volume,
 			Recoverable: in.Recoverable,
 			Reasons:     in.ReasonStrings(),
+			NoData:      in.NoData,
 			Revision:    in.Revision,
 			Rank:        r.Rank,
 		}
