@@ -64,7 +64,15 @@ func (c CopyInventory) Scan(ctx context.Context) (orphan.Snapshot, error) {
 		ins = append(ins, in)
 		at = append(at, i)
 	}
-	for j, r := range Rank(ins) {
+	// A copy proven to hold no data is no candidate: ranking it could put
+	// an empty directory above a copy with the volume's data.
+	ranked := make([]*Inspection, len(ins))
+	for j, in := range ins {
+		if !in.NoData {
+			ranked[j] = in
+		}
+	}
+	for j, r := range Rank(ranked) {
 		in := ins[j]
 		snap.Items[at[j]].Copy = &orphan.Copy{
 			Volume:      in.Volume,
@@ -74,7 +82,7 @@ func (c CopyInventory) Scan(ctx context.Context) (orphan.Snapshot, error) {
 			Revision:    in.Revision,
 			Rank:        r.Rank,
 		}
-		if h, ok := in.ReuseHint(); ok {
+		if h, ok := in.ReuseHint(); ok && !in.NoData {
 			cp := snap.Items[at[j]].Copy
 			cp.Head, cp.Size = h.Head, h.Size
 		}
