@@ -1,7 +1,6 @@
 package salvage
 
 import (
-	"errors"
 	"strings"
 
 	"github.com/caretaker-storage/caretaker/internal/safefile"
@@ -95,6 +94,3 @@ func (s *inspector) holdsNoData(name string) (bool, error) {
 	}
 	return fileHasNoData(f)
 }
-
-// errNoDataUnknown says the platform cannot prove a file holds no data.
-var errNoDataUnknown = errors.New("cannot prove a file holds no data on this platform")
