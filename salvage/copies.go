@@ -28,7 +28,9 @@ import (
 //
 // Inner is usually diskscan's *Orphans, which lists only the directories
 // no replica expects: the inspections cost a few small reads per orphan
-// per scan. Use WithCopies to wrap a whole orphan.Adapter.
+// per scan. Use WithCopies to wrap a whole orphan.Adapter: its Delete
+// also re-checks NoData at the moment of the purge, which a host that
+// pairs a CopyInventory with a Deleter of its own does not get.
 //
 // Scan is safe to call concurrently if Inner.Scan is.
 type CopyInventory struct {
@@ -137,7 +139,9 @@ const maxNoDataNames = 1 << 16
 // scan that does not list the item (its disk unreadable this time, say)
 // does not forget it, since a plan made from an older snapshot may still
 // purge it. Names no scan listed are dropped only when the memory is
-// full.
+// full. What it does not catch: a purge planned from a snapshot that
+// found the directory empty, run after a later scan found data in it
+// (the later scan's own plan keeps the copy under the guard).
 type copyAdapter struct {
 	inv CopyInventory
 	del orphan.Deleter
