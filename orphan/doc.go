@@ -77,8 +77,8 @@
 //     each other's orphans. Its refusals are kept, reported in
 //     Plan.Refused and Result.Refused, and marked PurgeGuarded=True on the
 //     records. Each rule has an explicit opt-out.
-//  6. The last-copy guard (see below) does not take the orphan for the
-//     last recoverable copy of a volume that still needs it.
+//  6. The last-copy guard (see below) does not take the orphan for what
+//     may be the last copy of the data of a volume that still needs it.
 //  7. At the moment of deletion the Sweeper re-reads the record (still
 //     there, still requested or due, still DataCleanable=True) and
 //     re-judges the item, and the Deleter re-checks the data itself (disk
@@ -105,31 +105,38 @@
 //
 // # The last copy of a volume
 //
-// An orphaned replica may hold the only recoverable copy of a faulted
-// volume's data (longhorn/longhorn#7482, #7735). The host passes the
-// state of each volume it knows (Input.Volumes, Cycle.Volumes:
-// VolumeHealthy, VolumeDegraded, VolumeFaulted, VolumeDeleted), and says
-// with VolumesComplete when an unlisted volume is deleted rather than
-// unknown; an inspection of the orphan's data (Item.Copy) says which
-// volume it belongs to and whether it is recoverable, and a replica
-// directory nobody inspected counts as possibly recoverable. Then:
-// a recoverable orphan of a faulted volume is never purged, unless a
+// An orphaned replica may hold the only copy left of a faulted volume's
+// data (longhorn/longhorn#7482, #7735). The host passes the state of each
+// volume it knows (Input.Volumes, Cycle.Volumes: VolumeHealthy,
+// VolumeDegraded, VolumeFaulted, VolumeDeleted), and says with
+// VolumesComplete when an unlisted volume is deleted rather than unknown;
+// an inspection of the orphan's data (Item.Copy) says which volume it
+// belongs to, whether a tool can export it today, and whether it is
+// proven to hold none of the volume's data (Copy.NoData). Every copy but
+// a NoData one is covered, exportable or not: a copy whose backing image
+// was removed from its disk, or whose volume.meta is damaged, still holds
+// the user's writes. A replica directory nobody inspected is covered too.
+// Then: a covered orphan of a faulted volume is never purged, unless a
 // person's request is confirmed by Input.LastCopyOverride (in Kubernetes
 // the label LabelLastCopyOverride, with the Orphan deleted); one of a
 // degraded volume is not auto-deleted until the volume is healthy (it
 // may be reused as a replica, #10726); one of a volume the host did not
 // mention is not auto-deleted either; orphans of deleted and healthy
-// volumes go as before. So a host that passes no volume states gets no
-// automatic purge of replica data (each refusal says why); see
-// VolumeState. The states are those of when the cycle starts; with
-// Cycle.LookupVolume set, Sweeper.Run looks the volume up again right
-// before each purge the guard covers and refuses the purge if the state
-// then says so, or if the lookup fails.
+// volumes, and NoData orphans of any volume, go as before. So a host
+// that passes no volume states gets no automatic purge of replica data
+// that may hold data (each refusal says why, and whether the tool can
+// export the copy); see VolumeState. The states are those of when the
+// cycle starts; with Cycle.LookupVolume set, Sweeper.Run looks the volume
+// up again right before each purge the guard covers and refuses the purge
+// if the state then says so, or if the lookup fails.
 //
 // The record shows what the inspection found: ConditionRecoverable, True
 // (reason Recoverable, with the revision counter and the copy's rank
-// among its volume's copies) or False (reason NotRecoverable, with every
-// reason). When the volume is degraded or faulted, the reason is
+// among its volume's copies) or False: reason NotRecoverable when the
+// copy holds data the tool cannot export today (with every reason and
+// what to do about it, for example: copy a missing backing image back
+// from another node, then export), reason NoData when it holds none.
+// When the volume is degraded or faulted, a recoverable copy's reason is
 // Reusable and the message adds what a host needs to re-adopt the copy
 // as a failed replica (directory, disk, head, size, revision counter);
 // caretaker itself never re-adopts a copy.

@@ -329,16 +329,16 @@ func checkPlanInvariants(t *testing.T, seed uint64, in orphan.Input, p orphan.Pl
 		if node.Health != orphan.HealthReady {
 			t.Fatalf("seed %d: purge of %s on node %s whose health is %q", seed, pu.Record.Name, pu.Record.NodeID, node.Health)
 		}
-		if vol, recoverable := copyOf(pu); recoverable && !in.Guard.AllowLastCopy {
+		if vol, covered := copyOf(pu); covered && !in.Guard.AllowLastCopy {
 			state, listed := in.Volumes[vol]
 			if !listed && in.VolumesComplete && vol != "" {
 				state = orphan.VolumeDeleted
 			}
 			switch {
 			case state == orphan.VolumeFaulted && (pu.Auto || !in.LastCopyOverride[pu.Record.Name]):
-				t.Fatalf("seed %d: purge of %s, a recoverable copy of faulted volume %q, without an override", seed, pu.Record.Name, vol)
+				t.Fatalf("seed %d: purge of %s, a copy of faulted volume %q that may hold data, without an override", seed, pu.Record.Name, vol)
 			case pu.Auto && state != orphan.VolumeHealthy && state != orphan.VolumeDeleted:
-				t.Fatalf("seed %d: automatic purge of %s, a recoverable copy of volume %q, which is %q", seed, pu.Record.Name, vol, state)
+				t.Fatalf("seed %d: automatic purge of %s, a copy of volume %q that may hold data, which is %q", seed, pu.Record.Name, vol, state)
 			}
 		}
 		if st := in.Scopes[pu.Record.Scope()]; st.NoneExpected && !in.Guard.AllowNoneExpected {
@@ -356,12 +356,13 @@ func checkPlanInvariants(t *testing.T, seed uint64, in orphan.Input, p orphan.Pl
 	}
 }
 
-// copyOf is a purge's volume and whether its data may be recoverable, as
-// the last-copy guard sees it: its observation's Copy, or for replica data
-// nobody inspected, the volume its directory is named after.
+// copyOf is a purge's volume and whether it may hold the volume's data,
+// as the last-copy guard sees it: its observation's Copy (every one but a
+// NoData one, recoverable or not), or for replica data nobody inspected,
+// the volume its directory is named after.
 func copyOf(pu orphan.Purge) (string, bool) {
 	if c := pu.Candidate.Item.Copy; c != nil {
-		return c.Volume, c.Recoverable
+		return c.Volume, !c.NoData
 	}
 	if pu.Record.Kind != orphan.KindReplicaData {
 		return "", false
@@ -577,7 +578,7 @@ func referenceDecide(in orphan.Input) referencePlan {
 		l, _ := last(r.Name)
 		vol := ""
 		switch {
-		case l.Item.Copy != nil && !l.Item.Copy.Recoverable:
+		case l.Item.Copy != nil && l.Item.Copy.NoData:
 			return ""
 		case l.Item.Copy != nil:
 			vol = l.Item.Copy.Volume
@@ -635,6 +636,8 @@ func referenceDecide(in orphan.Input) referencePlan {
 			c := l.Item.Copy
 			st := in.Volumes[c.Volume]
 			switch {
+			case c.NoData:
+				parts = append(parts, "Recoverable=False:NoData")
 			case !c.Recoverable:
 				parts = append(parts, "Recoverable=False:NotRecoverable")
 			case c.Volume != "" && (st == orphan.VolumeDegraded || st == orphan.VolumeFaulted):
@@ -948,7 +951,7 @@ func randomGuardExtras(rng *rand.Rand, in *orphan.Input) {
 	for i := range in.Candidates {
 		if rng.IntN(3) == 0 {
 			c := &in.Candidates[i]
-			c.Item.Copy = &orphan.Copy{Volume: fmt.Sprintf("pvc-%d", rng.IntN(4)), Recoverable: rng.IntN(3) != 0}
+			c.Item.Copy = &orphan.Copy{Volume: fmt.Sprintf("pvc-%d", rng.IntN(4)), Recoverable: rng.IntN(3) != 0, NoData: rng.IntN(4) == 0}
 		}
 	}
 	states := []orphan.VolumeState{orphan.VolumeHealthy, orphan.VolumeDegraded, orphan.VolumeFaulted, orphan.VolumeDeleted, "unknown", ""}

@@ -148,15 +148,19 @@ type Item struct {
 }
 
 // Copy is what an inspection of an orphan's data found about it as a copy
-// of a volume's data. The last-copy guard reads it; see Input.Volumes.
+// of a volume's data. The last-copy guard reads it (see VolumeState): it
+// covers every Copy but a NoData one.
 type Copy struct {
 	// Volume is the volume the data belongs to.
 	Volume string
-	// Recoverable says the volume's data can be read back from this copy
-	// (for a Longhorn v1 replica directory: its layer chain is whole and it
-	// was not rebuilding).
+	// Recoverable says a tool can read the volume's data back from this
+	// copy today (for a Longhorn v1 replica directory: its layer chain is
+	// whole, it was not rebuilding, and its backing image, if any, is a
+	// raw file on its disk). It decides ConditionRecoverable, not the
+	// last-copy guard: a copy that is not recoverable still holds data.
 	Recoverable bool
-	// Reasons say why the copy is not recoverable; empty when it is.
+	// Reasons say why the copy is not recoverable, each with what a person
+	// can do about it where the inspection knows; empty when it is.
 	Reasons []string
 	// NoData says the inspection proved that the copy holds none of the
 	// volume's data (for example: no layer file has an allocated extent).
