@@ -146,7 +146,8 @@ func runLastCopy(ctx context.Context, w io.Writer, dir string) error {
 	byData := func(a, b string) int { return strings.Compare(dataOf[a], dataOf[b]) }
 	slices.SortFunc(res.Purged, byData)
 	slices.SortFunc(res.Refused, func(a, b orphan.Refusal) int { return byData(a.Name, b.Name) })
-	fmt.Fprintln(w, "\nAfter two sweeps (records as the Sweeper wrote them):")
+	fmt.Fprintln(w, "\nAfter two sweeps. The records the store keeps (kept), the data purged (purged), and the")
+	fmt.Fprintln(w, "second sweep's refusals (Result.Refused: each due purge the guard held back, with its reason):")
 	for _, r := range recs {
 		c := meta.FindStatusCondition(r.Conditions, orphan.ConditionRecoverable)
 		if c == nil {
@@ -209,6 +210,10 @@ func runLastCopy(ctx context.Context, w io.Writer, dir string) error {
 		return err
 	}
 	fmt.Fprintf(w, "\nA user deletes the record of %s: purged %d, refused %d (%s).\n", lcBest, len(res.Purged), len(res.Refused), ruleOf(res, bestRec.Name))
+	if others := len(res.Refused) - 1; others > 0 {
+		fmt.Fprintf(w, "  (One refusal is the user's request; the other %d are the automatic purges of the other copies,\n"+
+			"  due again in this sweep and held back again: every sweep reports each purge it refuses.)\n", others)
+	}
 
 	// Salvage: inspect and rank the copies, export the best one.
 	var ins []*salvage.Inspection

@@ -49,6 +49,8 @@ func TestLastCopyPart(t *testing.T) {
 		"volume pvc-lost: a recoverable copy, revision counter 42, rank 1 among the copies of the volume seen (1 is the best);\n",
 		"dataDirectoryName=pvc-lost-a1b2c3d4 diskPath=<disk> head=volume-head-001.img size=16777216 revisionCounter=42\n",
 		"A user deletes the record of pvc-lost-a1b2c3d4: purged 0, refused 3 (LastCopy).\n",
+		"(One refusal is the user's request; the other 2 are the automatic purges of the other copies,\n",
+		"second sweep's refusals (Result.Refused: each due purge the guard held back, with its reason):\n",
 		"the best copy is pvc-lost-a1b2c3d4 (revision counter 42);\n",
 		"  exported 16.0 MiB to pvc-lost.img, sha256 " + lastCopySHA256 + "\n",
 		"the image is the volume's data as written to that copy, block for block.",
