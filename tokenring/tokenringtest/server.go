@@ -159,6 +159,20 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		}
 	case get && path == "/storage_service/keyspaces":
 		s.serveKeyspaces(w, r)
+	case get && strings.HasPrefix(path, "/storage_service/describe_ring/"):
+		keyspace := strings.TrimPrefix(path, "/storage_service/describe_ring/")
+		switch ranges, err := n.DescribeRing(ctx, keyspace); {
+		case errors.Is(err, tokenring.ErrKeyspaceNotFound):
+			// describe_ring looks the keyspace up with validate_keyspace,
+			// as keyspace_cleanup does.
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("Can't find a keyspace %s", keyspace))
+		case errors.Is(err, ErrTabletsKeyspace):
+			writeError(w, http.StatusBadRequest, err.Error())
+		case err != nil:
+			writeFailure(w, err)
+		default:
+			writeJSON(w, ranges) // an array of the "token_range" model
+		}
 	case post && strings.HasPrefix(path, "/storage_service/keyspace_cleanup/"):
 		keyspace := strings.TrimPrefix(path, "/storage_service/keyspace_cleanup/")
 		switch err := n.CleanupKeyspace(ctx, keyspace); {
