@@ -132,7 +132,7 @@ func clusterIP(svc *corev1.Service) (string, error) {
 	if ip := svc.Spec.ClusterIP; ip != "" && ip != corev1.ClusterIPNone {
 		return ip, nil
 	}
-	return "", fmt.Errorf("Service %s has no ClusterIP", svc.Name)
+	return "", fmt.Errorf("cleanupctrl: member Service %s has no ClusterIP", svc.Name)
 }
 
 // member is one node: its Service, endpoint and Job.

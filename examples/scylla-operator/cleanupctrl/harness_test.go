@@ -287,7 +287,7 @@ func (w *world) startController(limits tokenring.ScheduleLimits) (stop func()) {
 			if ep := svc.Annotations[endpointAnnotation]; ep != "" {
 				return ep, nil
 			}
-			return "", fmt.Errorf("Service %s has no %s", svc.Name, endpointAnnotation)
+			return "", fmt.Errorf("member Service %s has no %s", svc.Name, endpointAnnotation)
 		},
 		APIURL: func(ep string) string {
 			if f := w.fake(ep); f != nil {
