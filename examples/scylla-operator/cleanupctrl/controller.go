@@ -118,7 +118,7 @@ func Setup(mgr manager.Manager, cfg Config) (*Controller, error) {
 		return o.GetNamespace() == cfg.Namespace && o.GetLabels()[ClusterLabel] == cfg.Cluster
 	})
 	err := ctrl.NewControllerManagedBy(mgr).
-		Named("scylla-cleanup-" + cfg.Namespace + "-" + cfg.Cluster).
+		Named("scylla-cleanup-"+cfg.Namespace+"-"+cfg.Cluster).
 		For(sc, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetNamespace() == cfg.Namespace && o.GetName() == cfg.Cluster
 		}))).
@@ -187,11 +187,11 @@ func (r *Controller) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		logger.Info("cannot read the ring yet", "err", err.Error())
 		return again, nil
 	}
-	joinOrder := make([]string, 0, len(members))
-	for _, m := range members {
-		joinOrder = append(joinOrder, m.endpoint)
-	}
-	observed, err := st.Baselines.Observe(topo, tokenring.ObserveOptions{JoinOrder: joinOrder})
+	// No JoinOrder: member Services do not say in which order nodes of
+	// different racks joined, and a wrong order would miss cleanups.
+	// Without one, nodes first seen together are each taken to have
+	// joined first, which only asks for more cleanups.
+	observed, err := st.Baselines.Observe(topo, tokenring.ObserveOptions{})
 	if err != nil {
 		return again, err
 	}

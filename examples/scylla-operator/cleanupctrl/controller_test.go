@@ -63,6 +63,13 @@ func (p *player) halt() {
 	}
 }
 
+// reset forgets what was seen so far.
+func (p *player) reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.attempts, p.order, p.waves = map[string]int{}, nil, nil
+}
+
 func (p *player) setScheduler(s *tokenring.Scheduler) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -165,16 +172,30 @@ func (p *player) attemptsCopy() map[string]int {
 	return out
 }
 
-// scaleOut brings a world of RackedCluster(9) to the steady state (every
-// node recorded clean for the nine-node ring, no Job) and scales it to 12.
-// It returns the lost-ranges analysis computed here, independently.
-func scaleOut(t *testing.T, w *world, p *player) (want []string, hash12 string) {
+// steady waits until every node of the world's nine is recorded clean for
+// their ring with no Job left: the first controller to see a cluster with
+// data cleans every node once (nothing says in which order they joined,
+// so each may hold ranges a later one took). Then it forgets what the
+// player and the fakes saw, so that the test counts what comes next.
+func steady(t *testing.T, w *world, p *player, arm func()) {
 	t.Helper()
 	nine := tokenringtest.RackedCluster(9)
-	w.waitFor("the nine nodes recorded clean for their ring", func() bool { return w.allCleanedUpTo(tokenring.HashTokens(nine.Tokens())) })
-	if order, _, _, _ := p.report(); len(order) != 0 {
-		t.Fatalf("Jobs before any ring change: %v", order)
+	w.waitFor("the nine nodes recorded clean for their ring", func() bool {
+		return w.allCleanedUpTo(tokenring.HashTokens(nine.Tokens())) && len(w.jobs()) == 0
+	})
+	p.reset()
+	w.resetCleaned()
+	if arm != nil {
+		arm()
 	}
+}
+
+// scaleOut brings a world of RackedCluster(9) to the steady state and
+// scales it to 12. It returns the nodes that lost ranges, by the analysis
+// computed here, independently, and the new ring's hash.
+func scaleOut(t *testing.T, w *world, p *player, arm func()) (want []string, hash12 string) {
+	t.Helper()
+	steady(t, w, p, arm)
 	before := w.topology()
 	twelve := tokenringtest.RackedCluster(12)
 	w.setCluster(twelve)
@@ -197,9 +218,9 @@ func scaleOut(t *testing.T, w *world, p *player) (want []string, hash12 string) 
 // which only gained ranges, get none.
 func TestScaleOutNineToTwelveInRackWaves(t *testing.T) {
 	w := newWorld(t, tokenringtest.RackedCluster(9))
-	p := w.play(nil, 6, afterAWhile)
+	p := w.play(w.scheduler(), 6, afterAWhile)
 	w.startController(tokenring.ScheduleLimits{})
-	want, hash12 := scaleOut(t, w, p)
+	want, hash12 := scaleOut(t, w, p, nil)
 	w.waitFor("every node recorded clean for the 12-node ring", func() bool { return w.allCleanedUpTo(hash12) })
 
 	order, attempts, waves, violations := p.report()
@@ -245,8 +266,7 @@ func TestReplicationDecreaseGetsCleanups(t *testing.T) {
 	}
 	p := w.play(sched, 6, afterAWhile)
 	w.startController(tokenring.ScheduleLimits{})
-	hash := tokenring.HashTokens(nine.Tokens())
-	w.waitFor("the nine nodes recorded clean", func() bool { return w.allCleanedUpTo(hash) })
+	steady(t, w, p, nil)
 
 	rf2 := nine.Clone()
 	rf2.Keyspaces[0].Replication.Datacenters["dc1"] = 2
@@ -293,12 +313,15 @@ func TestFailedJobHoldsItsNeighbours(t *testing.T) {
 	w := newWorld(t, tokenringtest.RackedCluster(9))
 	var mu sync.Mutex
 	var victim string
+	armed := false
+	stopsBefore := 0
 	failedAt := time.Time{}
-	p := w.play(nil, 6, func(ep string, attempt int, _ time.Duration) (bool, bool) {
+	p := w.play(w.scheduler(), 6, func(ep string, attempt int, _ time.Duration) (bool, bool) {
 		mu.Lock()
 		defer mu.Unlock()
-		if victim == "" {
+		if armed && victim == "" {
 			victim = ep
+			stopsBefore = w.fake(ep).Node().StopCalls() // the player's own cleanups stop first
 			// ScyllaDB answers the stop with an error for now.
 			w.fake(ep).Override("POST", "/compaction_manager/stop_compaction", 500, `{"message":"injected","code":500}`)
 			failedAt = time.Now()
@@ -316,20 +339,20 @@ func TestFailedJobHoldsItsNeighbours(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		if victim != "" && ep != victim {
-			starts = append(starts, start{ep, w.fake(victim).Node().StopCalls()})
+			starts = append(starts, start{ep, w.fake(victim).Node().StopCalls() - stopsBefore})
 		}
 	}
 	p.mu.Unlock()
 	w.startController(tokenring.ScheduleLimits{})
-	_, hash12 := scaleOut(t, w, p)
+	_, hash12 := scaleOut(t, w, p, func() { mu.Lock(); armed = true; mu.Unlock() })
 
 	w.waitFor("the victim's Job to fail", func() bool { mu.Lock(); defer mu.Unlock(); return !failedAt.IsZero() })
 	// While the stop fails, the victim counts as cleaning: a few passes.
 	time.Sleep(time.Second)
 	mu.Lock()
-	v := victim
+	v, before := victim, stopsBefore
 	mu.Unlock()
-	if w.fake(v).Node().StopCalls() != 0 {
+	if w.fake(v).Node().StopCalls() != before {
 		t.Fatal("the stop went through although it failed")
 	}
 	w.fake(v).Override("POST", "/compaction_manager/stop_compaction", 0, "")
@@ -370,14 +393,14 @@ func TestFailedJobHoldsItsNeighbours(t *testing.T) {
 func TestRestartMidWaveResumes(t *testing.T) {
 	w := newWorld(t, tokenringtest.RackedCluster(9))
 	var mu sync.Mutex
-	release := map[string]bool{}
-	p := w.play(nil, 6, func(ep string, _ int, _ time.Duration) (bool, bool) {
+	release := map[string]bool{"*": true} // until the scale-out
+	p := w.play(w.scheduler(), 6, func(ep string, _ int, _ time.Duration) (bool, bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		return release[ep] || release["*"], true
 	})
 	stop := w.startController(tokenring.ScheduleLimits{})
-	want, hash12 := scaleOut(t, w, p)
+	want, hash12 := scaleOut(t, w, p, func() { mu.Lock(); release["*"] = false; mu.Unlock() })
 
 	var wave []string
 	w.waitFor("the first wave", func() bool {

@@ -121,6 +121,8 @@ type world struct {
 	cluster tokenringtest.Cluster
 	fakes   map[string]*tokenringtest.Server // by endpoint
 	names   map[string]string                // endpoint → member Service name
+	// cleanedBefore counts, per endpoint, cleanups before resetCleaned.
+	cleanedBefore map[string]int
 }
 
 func newWorld(t *testing.T, cluster tokenringtest.Cluster) *world {
@@ -407,7 +409,8 @@ func (w *world) topology() tokenring.Topology {
 	return topo
 }
 
-// cleanedCounts returns how many cleanups of shop each node ran.
+// cleanedCounts returns how many cleanups of shop each node ran since the
+// last resetCleaned.
 func (w *world) cleanedCounts() map[string]int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -418,6 +421,30 @@ func (w *world) cleanedCounts() map[string]int {
 				out[ep]++
 			}
 		}
+		out[ep] -= w.cleanedBefore[ep]
 	}
 	return out
+}
+
+// resetCleaned makes cleanedCounts count from now.
+func (w *world) resetCleaned() {
+	counts := w.cleanedCounts()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cleanedBefore == nil {
+		w.cleanedBefore = map[string]int{}
+	}
+	for ep, n := range counts {
+		w.cleanedBefore[ep] += n
+	}
+}
+
+// scheduler is the Scheduler of the cluster the fakes serve now.
+func (w *world) scheduler() *tokenring.Scheduler {
+	w.t.Helper()
+	s, err := tokenring.NewScheduler(w.topology(), tokenring.ScheduleLimits{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return s
 }
