@@ -30,7 +30,8 @@ type Call struct {
 }
 
 // Server is a fake ScyllaDB REST API serving a MemNode: the token ring,
-// host IDs, snitch, keyspaces and cleanup endpoints, with the JSON shapes,
+// host IDs, snitch, keyspaces, describe_ring (Cluster.DescribeRing) and
+// cleanup endpoints, with the JSON shapes,
 // error bodies and status codes ScyllaDB uses. Create it with NewServer,
 // Close it when done; change the cluster, make cleanups fail and read what
 // ran through Node.
