@@ -60,6 +60,11 @@ func run(cfg cleanupctrl.Config) error {
 		Scheme: scheme,
 		// Only the cluster's namespace is cached (and watched).
 		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{cfg.Namespace: {}}},
+		// Two controllers of one cluster would each see the other's new
+		// Jobs late and could start neighbours together: one leads.
+		LeaderElection:          true,
+		LeaderElectionID:        "scylla-cleanup-" + cfg.Cluster,
+		LeaderElectionNamespace: cfg.Namespace,
 	})
 	if err != nil {
 		return err
