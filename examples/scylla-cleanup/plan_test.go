@@ -343,11 +343,12 @@ func TestPlanRunCleanupRefusesAnotherRingsState(t *testing.T) {
 	}
 }
 
-// TestPlanRunCleanupRefusesAnotherReplicationsState: ALTER KEYSPACE
-// lowers shop's replication factor from 3 to 2. The ring, and so its
-// hash, is the same, but nodes recorded done under RF 3 may have lost
-// ranges since: the state is refused (exit 4) before anything is cleaned,
-// and so is a state file that records no replication at all.
+// TestPlanRunCleanupRefusesAnotherReplicationsState: a state recorded
+// while shop had replication factor 4, before an ALTER KEYSPACE lowered it
+// to the 3 the cluster places now. The ring, and so its hash, is the
+// same, but nodes recorded done under RF 4 may have lost ranges since:
+// the state is refused (exit 4) before anything is cleaned, and so is a
+// state file that records no replication at all.
 func TestPlanRunCleanupRefusesAnotherReplicationsState(t *testing.T) {
 	rec, nodeAPIs := nineNodes(t)
 	hash := ringHash(t, rec.apis["10.0.0.1"])
@@ -356,15 +357,16 @@ func TestPlanRunCleanupRefusesAnotherReplicationsState(t *testing.T) {
 		file stateFile
 		says string
 	}{
-		{"RF decrease", stateFile{TokenRingHash: hash, Keyspaces: shopRF3Replication, Done: []string{"10.0.0.1", "10.0.0.4", "10.0.0.7"}},
-			"keyspace shop was NetworkTopologyStrategy:dc1=3, now NetworkTopologyStrategy:dc1=2"},
+		{"RF decrease", stateFile{TokenRingHash: hash, Keyspaces: map[string]tokenring.Replication{
+			"shop": {Strategy: tokenring.NetworkTopologyStrategy, Datacenters: map[string]int{"dc1": 4}}}, Done: []string{"10.0.0.1", "10.0.0.4", "10.0.0.7"}},
+			"keyspace shop was NetworkTopologyStrategy:dc1=4, now NetworkTopologyStrategy:dc1=3"},
 		{"no replication recorded", stateFile{TokenRingHash: hash, Done: []string{"10.0.0.1"}}, "the file records no replication"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			state := filepath.Join(t.TempDir(), "cleanup.json")
 			writeState(t, state, tc.file)
-			args := append([]string{"-api", rec.apis["10.0.0.1"], "-plan", "-run-cleanup", "-yes", "-state", state,
-				"-keyspace", "shop=NetworkTopologyStrategy:dc1=2"}, nodeAPIs...)
+			// The replication is read from the cluster: shop at dc1=3.
+			args := append([]string{"-api", rec.apis["10.0.0.1"], "-plan", "-run-cleanup", "-yes", "-state", state}, nodeAPIs...)
 			code, stdout, stderr := runTool(args...)
 			if code != 4 || !strings.Contains(stderr, "planned under another replication") || !strings.Contains(stderr, tc.says) {
 				t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
