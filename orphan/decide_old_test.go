@@ -81,6 +81,12 @@ func decideOld(in Input) Plan {
 		case r.Dismissed:
 			plan.dismissed(r)
 			continue
+		case !f.orphan && r.DeletionRequested:
+			// Issue 32 point 6: a requested deletion never sits silently.
+			plan.keepOld(r, hit, cp, "undecided: "+c.Verdict.Reason)
+			plan.Keep = plan.Keep[:len(plan.Keep)-1]
+			plan.refuseUndecided(r, c.Verdict.Reason)
+			continue
 		case !f.orphan:
 			plan.keepOld(r, hit, cp, "undecided: "+c.Verdict.Reason)
 			continue
@@ -318,7 +324,7 @@ func (p *planOld) keepOld(r Record, hit guardHit, cp *Copy, reason string) {
 // refuse keeps a record whose due purge the guard stopped.
 func (p *planOld) refuseOld(r Record, hit guardHit, cp *Copy) {
 	p.Keep = append(p.Keep, Keep{Record: r, Reason: "purge refused: " + hit.String()})
-	p.Refused = append(p.Refused, Refusal{Name: r.Name, Reason: hit.String()})
+	p.Refused = append(p.Refused, Refusal{Name: r.Name, Rule: string(hit.rule), Reason: hit.String()})
 	p.setConditionsOld(r, hit, cp)
 }
 

@@ -335,6 +335,9 @@ func decide(in Input, sums *sumSource, sc *scratch) Plan {
 		case r.Dismissed:
 			plan.dismissed(r)
 			continue
+		case !f.orphan && r.DeletionRequested:
+			plan.requestUndecided(r, hit, cp, v.Reason)
+			continue
 		case !f.orphan:
 			plan.keep(r, hit, cp, "undecided: "+v.Reason)
 			continue
@@ -618,6 +621,8 @@ func (p *Plan) outsideReady(r Record, st ScopeStatus, scope Scope) bool {
 		// would leave the user's deletion hanging until the scope is
 		// known again.
 		p.forget(r, ReasonNotCleanable, "deletion requested, but the record says its data is not cleanable")
+	case r.DeletionRequested:
+		p.requestKept(r, RuleScopeUnknown, "deletion requested, but scope "+scope.String()+" was not scanned completely: "+st.Message)
 	default:
 		p.Keep = append(p.Keep, Keep{Record: r, Reason: "scope " + scope.String() + " was not scanned completely: " + st.Message})
 	}
@@ -653,7 +658,7 @@ func (p *Plan) dismissed(r Record) {
 	reason := "dismissed: its data is kept"
 	if r.DeletionRequested {
 		reason = RefusalDismissed
-		p.Refused = append(p.Refused, Refusal{Name: r.Name, Reason: reason})
+		p.Refused = append(p.Refused, Refusal{Name: r.Name, Rule: RuleDismissed, Reason: reason})
 	}
 	p.Keep = append(p.Keep, Keep{Record: r, Reason: reason})
 	p.markNotCleanable(r, ReasonDismissed, "a user dismissed this orphan: its data is never purged")
@@ -690,7 +695,7 @@ func (p *Plan) keep(r Record, hit guardHit, cp *Copy, reason string) {
 // refuse keeps a record whose due purge the guard stopped.
 func (p *Plan) refuse(r Record, hit guardHit, cp *Copy) {
 	p.Keep = append(p.Keep, Keep{Record: r, Reason: "purge refused: " + hit.String()})
-	p.Refused = append(p.Refused, Refusal{Name: r.Name, Reason: hit.String()})
+	p.Refused = append(p.Refused, Refusal{Name: r.Name, Rule: string(hit.rule), Reason: hit.String()})
 	p.setConditions(r, hit, cp)
 }
 

@@ -119,11 +119,28 @@ type Result struct {
 }
 
 // Refusal is a purge that did not happen because its preconditions did
-// not hold.
+// not hold. As an error (Sweeper.PurgeRecord returns one), it wraps
+// ErrRefused.
 type Refusal struct {
-	Name   string
+	Name string
+	// Rule names the rule that refused, as one word fit for a
+	// condition's reason: a GuardRule, or one of the Rule* constants.
+	Rule string
+	// Reason says why, for a person.
 	Reason string
 }
+
+// ErrRefused is wrapped by every *Refusal returned as an error: a purge
+// that the rules or a re-check stopped. Nothing was deleted.
+var ErrRefused = errors.New("orphan: purge refused")
+
+// Error returns "orphan: purge of <name> refused (<rule>): <reason>".
+func (r *Refusal) Error() string {
+	return "orphan: purge of " + r.Name + " refused (" + r.Rule + "): " + r.Reason
+}
+
+// Unwrap returns ErrRefused.
+func (r *Refusal) Unwrap() error { return ErrRefused }
 
 // Op names the step of a sync that failed.
 type Op string
