@@ -60,6 +60,13 @@ type Input struct {
 	// recoverable copy of a faulted volume. It never lets an automatic
 	// purge through.
 	LastCopyOverride map[string]bool
+
+	// EvidenceRequired says the Candidates are not a complete inventory
+	// but a host's own judgement (see Judged): every group (kind and data
+	// engine) of a scope must then have its guard evidence stated in the
+	// scope's ScopeStatus.Groups, or no purge goes on in that group
+	// (GuardNoEvidence).
+	EvidenceRequired bool
 }
 
 // Plan is what Decide wants done, as data. Every record within the input's
@@ -281,7 +288,7 @@ func decide(in Input, sums *sumSource, sc *scratch) Plan {
 	var plan Plan
 	cands := indexCandidates(in.Candidates, in.Records, &plan, sums, sc)
 	guard := newGuardState(in, cands.counts)
-	scopes := scopeResolver{scopes: in.Scopes, guard: guard}
+	scopes := scopeResolver{scopes: in.Scopes, guard: guard, evidenceRequired: in.EvidenceRequired}
 	// Most records are kept, and most kept ones need a condition at most
 	// once: room for all of them, so large plans never grow by copying.
 	plan.Keep = make([]Keep, 0, len(in.Records))
@@ -521,9 +528,11 @@ func sortBySum(idx []int32, named []namedCandidate, sc *scratch) {
 type scopeResolver struct {
 	scopes map[Scope]ScopeStatus
 	guard  *guardState
-	recent []*resolvedScope
-	all    map[Scope]*resolvedScope
-	byID   []*resolvedScope // by the candidates' scope ids
+	// evidenceRequired is the Input's EvidenceRequired.
+	evidenceRequired bool
+	recent           []*resolvedScope
+	all              map[Scope]*resolvedScope
+	byID             []*resolvedScope // by the candidates' scope ids
 }
 
 type resolvedScope struct {
@@ -571,6 +580,9 @@ func (sr *scopeResolver) hitOf(rs *resolvedScope, k Kind, e DataEngine) guardHit
 	}
 	g := Group{Kind: k, DataEngine: e}
 	h := sr.guard.hit(guardKey{rs.scope, g})
+	if sr.evidenceRequired {
+		h = evidenceHit(sr.scopes, guardKey{rs.scope, g}, h)
+	}
 	rs.hits = append(rs.hits, groupHit{g, h})
 	return h
 }
