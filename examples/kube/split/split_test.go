@@ -84,8 +84,8 @@ func (w *world) replicaDir(data string, owned bool) {
 	}
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "longhorn.io/v1beta2", "kind": "Replica",
-		"metadata":   map[string]any{"name": "replica-" + data, "namespace": w.ns},
-		"spec":       map[string]any{"nodeID": w.node, "diskID": w.uuid, "diskPath": w.path, "dataDirectoryName": data},
+		"metadata": map[string]any{"name": "replica-" + data, "namespace": w.ns},
+		"spec":     map[string]any{"nodeID": w.node, "diskID": w.uuid, "diskPath": w.path, "dataDirectoryName": data},
 	}}
 	if _, err := w.dc.Resource(longhorn.ReplicaGVR).Namespace(w.ns).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
 		w.t.Fatal(err)
@@ -98,8 +98,8 @@ func (w *world) volume(name, robustness string) {
 	ri := w.dc.Resource(longhorn.VolumeGVR).Namespace(w.ns)
 	obj, err := ri.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "longhorn.io/v1beta2", "kind": "Volume",
-		"metadata":   map[string]any{"name": name, "namespace": w.ns},
-		"spec":       map[string]any{"numberOfReplicas": int64(3), "size": "1048576"},
+		"metadata": map[string]any{"name": name, "namespace": w.ns},
+		"spec":     map[string]any{"numberOfReplicas": int64(3), "size": "1048576"},
 	}}, metav1.CreateOptions{})
 	if err != nil {
 		w.t.Fatal(err)
