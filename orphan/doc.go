@@ -357,6 +357,7 @@
 //	Info   orphan: data purged       orphan, kind, node, auto
 //	Warn   orphan: purge refused     orphan, reason, at: "plan" (the Guard's; no kind or node)
 //	                                 or "deletion" (a re-check; with kind and node)
+//	                                 or "request" (PurgeRecord's; with kind and node)
 //	Error  orphan: sync step failed  op (create, forget, mark, purge, finish), err, orphan, kind, node (none for finish)
 //	Debug  orphan: conditions marked orphan, kind, node, conditions
 //

@@ -560,6 +560,14 @@ func referenceDecide(in orphan.Input) referencePlan {
 	}
 	guardRule := func(r orphan.Record) string {
 		k := keyOfItem(r.Item())
+		if in.EvidenceRequired {
+			groups := in.Scopes[k.s].Groups
+			_, stated := groups[k.g]
+			_, ofKind := groups[orphan.Group{Kind: k.g.Kind}]
+			if !stated && !(ofKind && k.g.DataEngine != "") {
+				return "NoEvidence"
+			}
+		}
 		if _, none := evidence(k); none && validOf(k) > 0 && !in.Guard.AllowNoneExpected {
 			return "NoneExpected"
 		}
@@ -956,6 +964,8 @@ func randomInput(rng *rand.Rand) orphan.Input {
 		in.Policy.GracePeriod = time.Duration(rng.IntN(400)) * time.Second
 	}
 	randomGuardExtras(rng, &in)
+	// Sometimes the candidates are a host's own judgement (Judged).
+	in.EvidenceRequired = rng.IntN(5) == 0
 	return in
 }
 
