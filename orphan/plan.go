@@ -99,7 +99,11 @@ type Plan struct {
 	Conditions []SetConditions
 	// Refused are purges that were due (requested, or by the policy) but
 	// that the Guard stopped, and deletions requested of dismissed
-	// records. Their records are in Keep too.
+	// records, of records whose item is undecided (RuleUndecided) and of
+	// records whose scope was not scanned completely (RuleScopeUnknown):
+	// a requested deletion that cannot go on is never silent. Their
+	// records are in Keep too; the last two are marked Error=True
+	// (ReasonPurgeRefused) with why for as long as the request stands.
 	Refused []Refusal
 	// Rejected are candidates that could have mattered (judged orphan, or
 	// possibly a record's item) but could not be named, lacking a field;
@@ -232,7 +236,9 @@ type Rejected struct {
 //     it, marked DataCleanable=False with the health as the reason;
 //  4. its scope is Unknown: keep, unless its deletion was requested and it
 //     is marked DataCleanable=False: forget (ReasonNotCleanable; forgetting
-//     never touches data, and the user's deletion completes);
+//     never touches data, and the user's deletion completes); a requested
+//     one kept is reported in Refused (RuleScopeUnknown) and marked
+//     Error=True with the scope's message;
 //  5. its name is not the one its parameters give: forget (ReasonMismatch);
 //  6. no candidate of that name was seen: forget (ReasonGone);
 //  7. the candidate is owned: forget (ReasonOwned);
@@ -240,7 +246,9 @@ type Rejected struct {
 //     whatever the policy says; a deletion requested of it is refused and
 //     reported in Refused (forgetting it would let the next scan record
 //     the data anew, undismissed);
-//  9. the candidate is undecided: keep;
+//  9. the candidate is undecided: keep; if its deletion was requested,
+//     reported in Refused (RuleUndecided) and marked Error=True with the
+//     verdict's reason, which stays while the request stands;
 //  10. the candidate is an orphan and deletion was requested, or the policy
 //     auto-deletes its kind and the grace period since CreatedAt is over:
 //     - marked DataCleanable=False by Decide itself (a hold of rule 3 or a
