@@ -207,6 +207,61 @@
 //		}
 //	}
 //
+// # Split controllers: a finalizer that purges
+//
+// Longhorn splits an orphan's life between controllers: the node
+// controller creates and forgets Orphans, the Orphan's finalizer in the
+// orphan controller deletes the data when the object is deleted (a
+// user's kubectl delete runs it at once), and the instance manager
+// controller handles instance orphans. A host of that shape keeps every
+// check by calling Sweeper.PurgeRecord from its finalizer, never its
+// Deleter directly:
+//
+//  1. Build one Adapter, one Store and one Sweeper per node, shared by
+//     the node's controllers: the Sweeper refuses a second purge of a
+//     record already under way (RuleInProgress), so the cycle and the
+//     finalizer never call the Deleter twice at once for one record.
+//  2. The node controller runs the cycle (Run, or RunJudged with its own
+//     judgement) as in the host's duties above: it creates, marks and
+//     forgets records, and carries out automatic purges with the Budget.
+//     Its Store maps a deletion timestamp to DeletionRequested.
+//  3. The finalizer, for a record being deleted, calls PurgeRecord with
+//     the same Cycle the node controller would build now: the node's and
+//     disks' health in Scopes (its node must be listed), the volume
+//     states and override labels, LookupVolume. It passes the node
+//     controller's latest Snapshot (a Monitor's Latest) or Judged in
+//     PurgeRecordOptions, or nothing, and PurgeRecord scans.
+//  4. On PurgePurged, PurgeReleased or PurgeGone, the record is deleted
+//     already (a Kubernetes Store's Delete removes the finalizer); the
+//     finalizer has nothing left to do.
+//  5. On a *Refusal (errors.Is ErrRefused), the finalizer keeps its
+//     finalizer and requeues. PurgeRecord has marked the record
+//     Error=True with the rule and reason (and PurgeGuarded=True where a
+//     guard refused); the node controller's plans keep Error=True while
+//     the deletion stands. A refusal of RuleInProgress or RuleRecheck
+//     often resolves by itself; one of a guard's rule, GuardLastCopy
+//     say, waits for the volume or a person's override.
+//  6. On any other error, requeue with backoff: nothing was deleted
+//     unless the Deleter failed half-way, which its next call finishes.
+//
+// What PurgeRecord sees: the guard's NoneExpected and WholeScope weigh
+// the whole group of the observation it is given (a scan of the node, or
+// the host's Judged with its evidence), so a finalizer called while the
+// view is broken refuses like the cycle; AutoShare and Budget stop only
+// automatic purges and never apply to a requested one. A snapshot older
+// than the record may no longer show its item: the record is then
+// released (PurgeReleased, data kept), never purged, and the next scan
+// records the data again.
+//
+// # A host's own judgement
+//
+// A host whose own code already decided which items are orphaned
+// (Longhorn's disk monitor) passes its decisions as Judged to RunJudged
+// and PurgeRecord, with the guard's evidence per group in
+// ScopeStatus.Groups; a group without it is refused every purge
+// (GuardNoEvidence). The guard then sees only the counts the host
+// states: see Judged.
+//
 // # Where caretaker differs from the proposals and from Longhorn
 //
 //   - v2 replica instances: the rule of Longhorn's proposal ("Orphaned V2
@@ -269,9 +324,13 @@
 //     naming its type, whatever its scope, the policy or a deletion
 //     request says: never purged, never forgotten, no condition written.
 //   - Error=True is written by the Sweeper when a purge fails
-//     (PurgeFailed) or a re-check refuses it (PurgeRefused), and cleared
-//     by the next plan that keeps the record; Longhorn sets it when its
-//     cleanup fails.
+//     (PurgeFailed) or a re-check refuses it (PurgeRefused), by
+//     PurgeRecord when it refuses (PurgeRefused), and by Decide when a
+//     requested record's item is undecided or its scope was not scanned
+//     completely (PurgeRefused, Refusal rules Undecided and ScopeUnknown);
+//     it is cleared by the next plan that keeps the record once its
+//     deletion is no longer requested. Longhorn sets it when its cleanup
+//     fails, and a request it cannot carry out sits with nothing to show.
 //
 // # Errors
 //
@@ -284,7 +343,9 @@
 // *RecordError values, one per record that failed, and the same failures
 // as values in Result.Failed; the others are not affected. A precondition
 // failure, and a purge the Guard refused, is not an error but a Refusal
-// in the Result. Combine's Delete of a kind no adapter serves is a
+// in the Result. Sweeper.PurgeRecord returns its refusals as a *Refusal,
+// which wraps ErrRefused; its Rule is a GuardRule or one of the Rule*
+// constants. Combine's Delete of a kind no adapter serves is a
 // *KindError wrapping ErrNoAdapter.
 //
 // # Logging
@@ -303,6 +364,7 @@
 //	Info   orphan: data purged       orphan, kind, node, auto
 //	Warn   orphan: purge refused     orphan, reason, at: "plan" (the Guard's; no kind or node)
 //	                                 or "deletion" (a re-check; with kind and node)
+//	                                 or "request" (PurgeRecord's; with kind and node)
 //	Error  orphan: sync step failed  op (create, forget, mark, purge, finish), err, orphan, kind, node (none for finish)
 //	Debug  orphan: conditions marked orphan, kind, node, conditions
 //
@@ -330,5 +392,5 @@
 // adapters of Combine and NewAdapter (if their parts are) are safe for
 // concurrent use. Judges must be safe for concurrent use; Deleters are
 // called concurrently for different records and never twice at once for
-// one record within a sync. Run one Sweeper sync at a time per node.
+// one record by one Sweeper (a sync and PurgeRecord included). Run one Sweeper sync at a time per node.
 package orphan

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -299,8 +300,7 @@ func marks(p orphan.Plan) map[string]string {
 func refusals(p orphan.Plan) map[string]string {
 	out := map[string]string{}
 	for _, r := range p.Refused {
-		rule, _, _ := strings.Cut(r.Reason, ":")
-		out[r.Name] = rule
+		out[r.Name] = r.Rule
 	}
 	return out
 }
@@ -561,6 +561,14 @@ func referenceDecide(in orphan.Input) referencePlan {
 	}
 	guardRule := func(r orphan.Record) string {
 		k := keyOfItem(r.Item())
+		if in.EvidenceRequired {
+			groups := in.Scopes[k.s].Groups
+			_, stated := groups[k.g]
+			_, ofKind := groups[orphan.Group{Kind: k.g.Kind}]
+			if !stated && !(ofKind && k.g.DataEngine != "") {
+				return "NoEvidence"
+			}
+		}
 		if _, none := evidence(k); none && validOf(k) > 0 && !in.Guard.AllowNoneExpected {
 			return "NoneExpected"
 		}
@@ -652,6 +660,23 @@ func referenceDecide(in orphan.Input) referencePlan {
 		}
 	}
 
+	// requestError adds Error=True:PurgeRefused to a requested record's
+	// marks, in place of the ones in drop. (Random records never carry
+	// its message.)
+	requestError := func(r orphan.Record, drop []string) {
+		var parts []string
+		if m, ok := out.marks[r.Name]; ok {
+			for _, p := range strings.Fields(strings.Trim(m, "[]")) {
+				if !slices.Contains(drop, p) {
+					parts = append(parts, p)
+				}
+			}
+		}
+		parts = append(parts, "Error=True:PurgeRefused")
+		sort.Strings(parts)
+		out.marks[r.Name] = fmt.Sprint(parts)
+	}
+
 	recorded := map[string]bool{}
 	var purges []orphan.Record
 	for _, r := range in.Records {
@@ -677,7 +702,7 @@ func referenceDecide(in orphan.Input) referencePlan {
 		dismiss := func() {
 			out.actions[r.Name] = "keep"
 			if r.DeletionRequested {
-				out.refused[r.Name] = "dismissed"
+				out.refused[r.Name] = "Dismissed"
 			}
 			markFalse("Dismissed")
 		}
@@ -695,9 +720,15 @@ func referenceDecide(in orphan.Input) referencePlan {
 			continue
 		}
 		if h == orphan.HealthUnknown {
-			if c := condOf(r, "DataCleanable"); r.DeletionRequested && c != nil && c.Status == "False" {
+			switch c := condOf(r, "DataCleanable"); {
+			case r.DeletionRequested && c != nil && c.Status == "False":
 				out.actions[r.Name] = "forget:NotCleanable"
-			} else {
+			case r.DeletionRequested:
+				// A requested deletion never sits silently (issue 32.6).
+				out.actions[r.Name] = "keep"
+				out.refused[r.Name] = "ScopeUnknown"
+				requestError(r, nil)
+			default:
 				out.actions[r.Name] = "keep"
 			}
 			continue
@@ -716,6 +747,13 @@ func referenceDecide(in orphan.Input) referencePlan {
 			continue
 		case r.Dismissed:
 			dismiss()
+			continue
+		case outcome == orphan.OutcomeUndecided && r.DeletionRequested:
+			// A requested deletion never sits silently (issue 32.6).
+			out.actions[r.Name] = "keep"
+			out.refused[r.Name] = "Undecided"
+			mark(r, guardRule(r))
+			requestError(r, []string{"Error=False:NoError"})
 			continue
 		case outcome == orphan.OutcomeUndecided:
 			out.actions[r.Name] = "keep"
@@ -929,6 +967,8 @@ func randomInput(rng *rand.Rand) orphan.Input {
 		in.Policy.GracePeriod = time.Duration(rng.IntN(400)) * time.Second
 	}
 	randomGuardExtras(rng, &in)
+	// Sometimes the candidates are a host's own judgement (Judged).
+	in.EvidenceRequired = rng.IntN(5) == 0
 	return in
 }
 
