@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -316,4 +317,33 @@ func ExampleLonghornVolumeState() {
 	// Output:
 	// degraded
 	// faulted
+}
+
+// TestReasonsAreListedWithLonghorns: every reason caretaker writes on
+// DataCleanable, Error and InstanceExist appears in the package doc's
+// table beside Longhorn's, so a change of reasons cannot go unlisted.
+func TestReasonsAreListedWithLonghorns(t *testing.T) {
+	src, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(src)
+	start := strings.Index(doc, "// # Reasons")
+	end := strings.Index(doc, "// # Errors")
+	if start < 0 || end < start {
+		t.Fatal("the package doc has no Reasons section before Errors")
+	}
+	table := doc[start:end]
+	reasons := []string{orphan.ReasonCleanable, orphan.ReasonNoError, orphan.ReasonPurgeFailed, orphan.ReasonPurgeRefused,
+		orphan.ReasonInstanceObserved, orphan.ReasonDismissed,
+		string(orphan.ReasonGone), string(orphan.ReasonOwned), string(orphan.ReasonMismatch), string(orphan.ReasonNotCleanable)}
+	for _, h := range []orphan.Health{orphan.HealthNodeUnavailable, orphan.HealthDiskInvalid, orphan.HealthNodeEvicted,
+		orphan.HealthNodeDeleted, orphan.HealthDiskChanged, orphan.HealthDiskEvicted, orphan.HealthDiskRemoved} {
+		reasons = append(reasons, string(h))
+	}
+	for _, r := range reasons {
+		if !strings.Contains(table, " "+r) {
+			t.Errorf("reason %q is not in the package doc's Reasons table", r)
+		}
+	}
 }

@@ -169,9 +169,12 @@ func (it Item) Scope() Scope {
 //	instances:     <instanceName>-<instanceUUID>-<instanceManager>-<dataEngine>
 //	backup:        <backupTarget>-<backupVolume>-<backupName>  (caretaker's own)
 //
-// It returns an error wrapping ErrInvalidItem if the kind is unknown or a
+// Instances are engines, replicas and Longhorn's shards and shard groups,
+// which caretaker names but does not handle (KindShardInstance). It
+// returns an error wrapping ErrInvalidItem if the kind is unknown or a
 // field the formula needs is empty: two different items must never share
-// a name because one of them lacked a field.
+// a name because one of them lacked a field (ReplicaDataName and
+// InstanceName give Longhorn's name whatever the fields).
 func (it Item) Name() (string, error) {
 	sum, err := it.nameSum()
 	if err != nil {
