@@ -319,7 +319,10 @@
 //   - Longhorn's Orphan CRD holds orphan types caretaker does not handle
 //     (spec.orphanType shard-instance and shardgroup-instance, for sharded
 //     v2 volumes; longhorn-manager k8s/pkg/apis/longhorn/v1beta2/orphan.go).
-//     A record of a kind outside the kind table is left to its owner: the
+//     caretaker names and labels them as Longhorn does (KindShardInstance,
+//     KindShardGroupInstance) and knows that the setting item "instance"
+//     covers them (AutoDeletionItem.Kinds), but they are not in the kind
+//     table. A record of a kind outside the kind table is left to its owner: the
 //     Stores hold and list it, and Decide keeps it as it is, with a reason
 //     naming its type, whatever its scope, the policy or a deletion
 //     request says: never purged, never forgotten, no condition written.
@@ -331,6 +334,52 @@
 //     it is cleared by the next plan that keeps the record once its
 //     deletion is no longer requested. Longhorn sets it when its cleanup
 //     fails, and a request it cannot carry out sits with nothing to show.
+//
+// # Hosts built on longhorn-manager's types
+//
+// A host that already holds Longhorn's objects uses, without conversion
+// code of its own: ReplicaDataName and InstanceName (Longhorn's record
+// names, from the fields alone); Item.Labels (the labels Longhorn's
+// webhook sets, empty values included); ParseAutoDeletionItems (the
+// setting keyed by item, as its controllers look it up) and
+// ParseAutoDeletion (the kinds, for Policy); RecordFromLonghorn (an
+// Orphan's metadata, spec and conditions as a Record); ApplyLonghornConditions
+// (a plan's condition changes into Longhorn's condition list, with its
+// string timestamps); LonghornVolumeState (a volume's state for the
+// last-copy guard, counted from its Replicas while it is detached, when
+// Longhorn reports robustness unknown). Package instance judges runtime
+// instances as isInstanceOrphanedInInstanceManager does, with the
+// differences its doc lists.
+//
+// # Reasons
+//
+// The reasons caretaker writes on the conditions Longhorn also has, and
+// what longhorn-manager writes in the same case
+// (k8s/pkg/apis/longhorn/v1beta2/orphan.go; controller/orphan_controller.go),
+// so that a script that reads reasons knows what changes:
+//
+//	condition            caretaker          Longhorn           when
+//	DataCleanable=True   Ready              ""                 the scope is Ready and the record is not held
+//	DataCleanable=False  NodeUnavailable    NodeUnavailable    node down, Ready not True, manager pod missing (kept)
+//	                     NodeEvicted        NodeEvicted        eviction requested for the node (forgotten)
+//	                     NodeDeleted        NodeUnavailable    the node object is gone (forgotten)
+//	                     DiskInvalid        DiskInvalid        the disk cannot be read or trusted (kept)
+//	                     DiskEvicted        DiskEvicted        eviction requested for the disk (forgotten)
+//	                     DiskChanged        DiskChanged        another disk (UUID) under the path (forgotten)
+//	                     DiskRemoved        DiskInvalid        the disk is no longer the node's (forgotten)
+//	                     Dismissed          (none)             a user dismissed the orphan (kept)
+//	                     Gone, Owned,       (none: Longhorn    written just before the record is forgotten
+//	                     Mismatch,          deletes the        (see ForgetReason)
+//	                     NotCleanable       Orphan)
+//	Error=False          NoError            ""                 no purge failed since the last plan
+//	Error=True           PurgeFailed        ""                 the Deleter failed (message: the error)
+//	                     PurgeRefused       (none)             a re-check at the moment of deletion stopped it
+//	InstanceExist=True   Observed           instance state     the runtime object was seen
+//
+// caretaker's own conditions, PurgeGuarded (reason Clear or the GuardRule)
+// and Recoverable (Recoverable, Reusable, NotRecoverable), have no
+// Longhorn counterpart. ApplyLonghornConditions writes these reasons into
+// Longhorn's condition list as they are.
 //
 // # Errors
 //

@@ -204,9 +204,12 @@ func (it Item) Scope() Scope {
 //	instances:     <instanceName>-<instanceUUID>-<instanceManager>-<dataEngine>
 //	backup:        <backupTarget>-<backupVolume>-<backupName>  (caretaker's own)
 //
-// It returns an error wrapping ErrInvalidItem if the kind is unknown or a
+// Instances are engines, replicas and Longhorn's shards and shard groups,
+// which caretaker names but does not handle (KindShardInstance). It
+// returns an error wrapping ErrInvalidItem if the kind is unknown or a
 // field the formula needs is empty: two different items must never share
-// a name because one of them lacked a field.
+// a name because one of them lacked a field (ReplicaDataName and
+// InstanceName give Longhorn's name whatever the fields).
 func (it Item) Name() (string, error) {
 	sum, err := it.nameSum()
 	if err != nil {
@@ -225,7 +228,7 @@ const nameLen = len(NamePrefix) + 2*sha256.Size
 // nameSum is Name without spelling it: the planner compares and sorts
 // sums, and spells only the names of the records it creates.
 func (it Item) nameSum() (nameSum, error) {
-	return it.nameSumOf(specOf(it.Kind), "")
+	return it.nameSumOf(nameSpecOf(it.Kind), "")
 }
 
 // nameSumOf is nameSum with the item's spec already found (nil: the kind
@@ -353,21 +356,23 @@ var unhex = func() (t [256]byte) {
 }()
 
 // Labels returns the labels Longhorn puts on the item's record: the fixed
-// ones, the node, and the kind's LabelParams.
+// ones, the node, and the kind's LabelParams. As longhorn-manager's
+// GetOrphanLabelsFor* functions (types/types.go) do, the node and every
+// label of the kind's are written even when their value is empty
+// (longhornnode="" for an instance item seen without a node); the kinds
+// caretaker names but does not handle (KindShardInstance,
+// KindShardGroupInstance) get their labels too. A kind no table holds
+// gets the fixed labels and the node.
 func (it Item) Labels() map[string]string {
 	l := map[string]string{
 		LabelComponent:  LabelValueComponent,
 		LabelManagedBy:  LabelValueManagedBy,
 		LabelOrphanType: string(it.Kind),
+		LabelNode:       it.NodeID,
 	}
-	if it.NodeID != "" {
-		l[LabelNode] = it.NodeID
-	}
-	if s := specOf(it.Kind); s != nil {
+	if s := nameSpecOf(it.Kind); s != nil {
 		for label, param := range s.LabelParams {
-			if v := it.Param(param); v != "" {
-				l[label] = v
-			}
+			l[label] = it.Param(param)
 		}
 	}
 	return l
