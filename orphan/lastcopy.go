@@ -16,7 +16,10 @@ import (
 // taken as possibly recoverable, of the volume its directory is named
 // after (<volume>-<8 letters or digits>, Longhorn's replica directory
 // name). Items of other kinds are covered only when their Inventory sets
-// Copy. An orphan whose Copy says it is not recoverable is not covered.
+// Copy. An orphan whose Copy says it holds no data (Copy.NoData) is not
+// covered, nor is a replica data item whose Copy says it is not
+// recoverable; a replica instance item (a v2 replica's lvols, which the
+// export tool never reads) with a Copy is covered unless NoData.
 //
 // For a covered orphan whose purge is due, by its volume's state:
 //
@@ -118,10 +121,16 @@ func lastCopyHit(in *Input, r *Record, it *Item) guardHit {
 // copy is; what describes the copy for a refusal's message.
 func lastCopyCovers(r *Record, it *Item) (volume, what string, covered bool) {
 	switch {
-	case it.Copy != nil && !it.Copy.Recoverable:
+	case it.Copy != nil && it.Copy.NoData:
 		return "", "", false
-	case it.Copy != nil:
+	case it.Copy != nil && it.Copy.Recoverable:
 		return it.Copy.Volume, "a recoverable copy", true
+	case it.Copy != nil && r.Kind == KindReplicaInstance:
+		// A v2 replica's lvols: the export tool reads none of them, and
+		// they hold the volume's data all the same.
+		return it.Copy.Volume, "a copy in SPDK lvols (which caretaker's export tool does not read, but which may hold the volume's data)", true
+	case it.Copy != nil:
+		return "", "", false
 	case r.Kind == KindReplicaData:
 		return volumeOfDataName(r.Param(ParamDataName)), "a copy not inspected, so possibly recoverable,", true
 	}

@@ -577,7 +577,7 @@ func referenceDecide(in orphan.Input) referencePlan {
 		l, _ := last(r.Name)
 		vol := ""
 		switch {
-		case l.Item.Copy != nil && !l.Item.Copy.Recoverable:
+		case l.Item.Copy != nil && (l.Item.Copy.NoData || !l.Item.Copy.Recoverable && r.Kind != orphan.KindReplicaInstance):
 			return ""
 		case l.Item.Copy != nil:
 			vol = l.Item.Copy.Volume

@@ -109,6 +109,14 @@ func (o *Orphans) Scan(ctx context.Context) (orphan.Snapshot, error) {
 		return orphan.Snapshot{}, err
 	}
 	snap := o.snapshot(rt)
+	if len(rt.Replicas) > 0 {
+		// Only bdev_get_bdevs tells how an lvol relates to the others
+		// and how many clusters it has allocated (Longhorn's SPDK leaves
+		// the count out of bdev_lvol_get_lvols). A failure is no error
+		// of the scan: every copy then may hold data.
+		bdevs, err := BdevGetBdevs(ctx, o.rpc, "")
+		fillCopies(snap.Items[len(rt.Engines):], rt.Replicas, bdevs, err)
+	}
 	snap.Skipped = append(snap.Skipped, o.exposureSkips(ctx, rt)...)
 	if c, ok := o.records.(RecordCounter); ok {
 		o.noteNoneExpected(ctx, c, rt, snap.Scopes)
