@@ -170,3 +170,54 @@ func TestV2ReplicaOfUnknownVolume(t *testing.T) {
 		t.Errorf("refusal %q; want VolumeUnknown of a volume not known", reason)
 	}
 }
+
+// TestV2ReplicaWrittenAfterTheScan: a replica scanned as holding no data
+// is let go by the last-copy guard even though its volume is faulted; if
+// its lvols gained data since that scan, Delete finds it at the moment of
+// the purge and deletes nothing, and the next cycle keeps it as the last
+// copy.
+func TestV2ReplicaWrittenAfterTheScan(t *testing.T) {
+	const replica = lcVolume + "-r-1a2b3c4d"
+	s := newLastCopyScene(t, replica, 0, 0)
+	ctx := context.Background()
+	inv := newOrphans(t, newClient(t, s.srv, spdk.ClientOptions{}), noRecords)
+	store := orphan.NewMemStore()
+	sw := newSweeper(t, store, inv)
+	cycle := orphan.Cycle{
+		Selector: orphan.Selector{NodeID: nodeID},
+		Scopes:   map[orphan.Scope]orphan.ScopeStatus{{NodeID: nodeID}: {Health: orphan.HealthReady}},
+		Policy:   orphan.Policy{Kinds: []orphan.Kind{orphan.KindReplicaInstance}},
+		Guard:    orphan.Guard{AllowNoneExpected: true, AllowWholeScope: true, AllowAnyShare: true, AllowOverBudget: true},
+		Volumes:  map[string]orphan.VolumeState{lcVolume: orphan.VolumeFaulted},
+	}
+	run := func(writeAfterScan uint64) orphan.Result {
+		t.Helper()
+		snap, err := inv.Scan(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if writeAfterScan > 0 {
+			if err := s.srv.SetAllocatedClusters("disk-1", replica, writeAfterScan); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, res, err := sw.Run(ctx, snap, cycle)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	run(0) // creates the record
+	res := run(4)
+	if len(res.Purged) != 0 || len(res.Refused) != 1 || !strings.Contains(res.Refused[0].Reason, "scanned as holding no data") ||
+		!strings.Contains(res.Refused[0].Reason, "hold 4 allocated clusters") {
+		t.Fatalf("purge of a replica written since its scan: %+v", res)
+	}
+	if left := s.lvols(); len(left) != 2 {
+		t.Fatalf("lvols left %v, want both", left)
+	}
+	res = run(0)
+	if len(res.Purged) != 0 || len(res.Refused) != 1 || !strings.HasPrefix(res.Refused[0].Reason, string(orphan.GuardLastCopy)+":") {
+		t.Fatalf("next cycle: %+v; want the last-copy guard to keep it", res)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/orphan"
@@ -45,6 +46,12 @@ type Orphans struct {
 	judge   *instance.Judge
 	node    string
 	im      string
+
+	// empty holds the head UUIDs of the replicas a Scan reported as
+	// holding no data (Copy.NoData): Delete proves it again before it
+	// deletes one of them (see noDataClaims).
+	emptyMu sync.Mutex
+	empty   map[string]bool
 }
 
 var _ orphan.Adapter = (*Orphans)(nil)
@@ -117,11 +124,49 @@ func (o *Orphans) Scan(ctx context.Context) (orphan.Snapshot, error) {
 		bdevs, err := BdevGetBdevs(ctx, o.rpc, "")
 		fillCopies(snap.Items[len(rt.Engines):], rt.Replicas, bdevs, err)
 	}
+	o.noteEmpty(rt, snap.Items[len(rt.Engines):])
 	snap.Skipped = append(snap.Skipped, o.exposureSkips(ctx, rt)...)
 	if c, ok := o.records.(RecordCounter); ok {
 		o.noteNoneExpected(ctx, c, rt, snap.Scopes)
 	}
 	return snap, nil
+}
+
+// noteEmpty records which of the replicas (items, in the order of
+// rt.Replicas) this scan reported as holding no data. A replica's claim
+// stays until a purge of it is refused for it, or a scan no longer lists
+// its head: a Sweeper may decide on a snapshot older than the newest
+// scan, and the claim it relied on must still be checked.
+func (o *Orphans) noteEmpty(rt Runtime, items []orphan.Item) {
+	o.emptyMu.Lock()
+	defer o.emptyMu.Unlock()
+	listed := make(map[string]bool, len(rt.Replicas))
+	for i, r := range rt.Replicas {
+		listed[r.UUID()] = true
+		if cp := items[i].Copy; cp != nil && cp.NoData {
+			if o.empty == nil {
+				o.empty = make(map[string]bool)
+			}
+			o.empty[r.UUID()] = true
+		}
+	}
+	for id := range o.empty {
+		if !listed[id] {
+			delete(o.empty, id)
+		}
+	}
+}
+
+// claimedEmpty reports whether a scan reported the replica whose head has
+// UUID uuid as holding no data; drop forgets the claim.
+func (o *Orphans) claimedEmpty(uuid string, drop bool) bool {
+	o.emptyMu.Lock()
+	defer o.emptyMu.Unlock()
+	claimed := o.empty[uuid]
+	if drop {
+		delete(o.empty, uuid)
+	}
+	return claimed
 }
 
 // RecordCounter is an optional ability of the instance.Lookup given to
