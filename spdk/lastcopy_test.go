@@ -221,3 +221,40 @@ func TestV2ReplicaWrittenAfterTheScan(t *testing.T) {
 		t.Fatalf("next cycle: %+v; want the last-copy guard to keep it", res)
 	}
 }
+
+// TestV2ReplicaVolumeFaultedSinceThePlan: the host's LookupVolume is asked
+// for a v2 replica's volume right before its purge, as for a v1
+// directory's; a volume faulted since the cycle started keeps the copy.
+func TestV2ReplicaVolumeFaultedSinceThePlan(t *testing.T) {
+	const replica = lcVolume + "-r-1a2b3c4d"
+	s := newLastCopyScene(t, replica, 5, 0)
+	ctx := context.Background()
+	inv := newOrphans(t, newClient(t, s.srv, spdk.ClientOptions{}), noRecords)
+	sw := newSweeper(t, orphan.NewMemStore(), inv)
+	var asked []string
+	cycle := orphan.Cycle{
+		Selector: orphan.Selector{NodeID: nodeID},
+		Scopes:   map[orphan.Scope]orphan.ScopeStatus{{NodeID: nodeID}: {Health: orphan.HealthReady}},
+		Policy:   orphan.Policy{Kinds: []orphan.Kind{orphan.KindReplicaInstance}},
+		Guard:    orphan.Guard{AllowNoneExpected: true, AllowWholeScope: true, AllowAnyShare: true, AllowOverBudget: true},
+		Volumes:  map[string]orphan.VolumeState{lcVolume: orphan.VolumeHealthy},
+		LookupVolume: func(_ context.Context, v string) (orphan.VolumeState, bool, error) {
+			asked = append(asked, v)
+			return orphan.VolumeFaulted, true, nil
+		},
+	}
+	var res orphan.Result
+	for range 2 {
+		snap, err := inv.Scan(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, res, err = sw.Run(ctx, snap, cycle); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(res.Purged) != 0 || len(res.Refused) != 1 || !strings.HasPrefix(res.Refused[0].Reason, string(orphan.GuardLastCopy)+":") ||
+		!strings.Contains(res.Refused[0].Reason, "at the moment of deletion") || !slices.Contains(asked, lcVolume) || len(s.lvols()) != 2 {
+		t.Fatalf("result %+v, looked up %v, lvols %v; want the purge refused by the state looked up", res, asked, s.lvols())
+	}
+}

@@ -30,7 +30,10 @@ type Options struct {
 // orphan.NewMonitor (as the Inventory) and orphan.NewSweeper.
 //
 //   - Scan lists every engine and replica (no pre-filtering: owned items
-//     are listed too, and OwnedUnlisted stays zero). When the records'
+//     are listed too, and OwnedUnlisted stays zero); each replica item
+//     carries its orphan.Copy (volume, head, size, and NoData only when
+//     SPDK reports no allocated cluster on any of its lvols), so the
+//     last-copy guard covers it. When the records'
 //     Lookup is a RecordCounter, an empty view beside runtime objects is
 //     reported as NoneExpected for that kind (ScopeStatus.Groups).
 //   - Judge is instance.Verdict over the host's records (a v2 replica
@@ -96,7 +99,9 @@ func (o *Orphans) Kinds() []orphan.Kind { return slices.Clone(kinds) }
 func (o *Orphans) DataEngines() []orphan.DataEngine { return []orphan.DataEngine{orphan.DataEngineV2} }
 
 // Scan implements orphan.Inventory. It lists RAID bdevs and lvols once and
-// returns the engines and replicas as items, in a stable order. Objects
+// returns the engines and replicas as items, in a stable order; when there
+// are replicas, it lists every bdev (bdev_get_bdevs) for their Copy, and a
+// failure of that listing only leaves each Copy as one that may hold data. Objects
 // with an empty UUID, and lvols that cannot be attributed, are reported in
 // Snapshot.Skipped. Any RPC failure is an error, and so is a result of
 // the wrong shape (null, not a list, elements that are not objects or
