@@ -1,6 +1,8 @@
 package spdk
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/caretaker-storage/caretaker/orphan"
@@ -39,10 +41,13 @@ const reasonV2Copy = "a v2 replica: the volume's data is in its SPDK lvols (the 
 
 // fillCopies sets the Copy of each replica item in items, which are the
 // replicas' items in the order of reps; bdevs is SPDK's bdev_get_bdevs
-// listing, and err its failure.
+// listing, and err its failure. The listing is indexed once for all
+// replicas.
 func fillCopies(items []orphan.Item, reps []Replica, bdevs []Bdev, err error) {
+	var ix *lvolIndex
 	var byUUID map[string]*Bdev
 	if err == nil {
+		ix, err = newLvolIndex(bdevs)
 		byUUID = make(map[string]*Bdev, len(bdevs))
 		for i := range bdevs {
 			if b := &bdevs[i]; b.DriverSpecific.Lvol != nil && usableUUID(b.UUID) {
@@ -51,18 +56,20 @@ func fillCopies(items []orphan.Item, reps []Replica, bdevs []Bdev, err error) {
 		}
 	}
 	for i := range items {
-		items[i].Copy = replicaCopy(reps[i], bdevs, byUUID, err)
+		items[i].Copy = replicaCopy(reps[i], ix, byUUID, err)
 	}
 }
 
 // replicaCopy is what the runtime shows of replica r as a copy of its
-// volume's data. It is never Recoverable (see reasonV2Copy); it holds no
-// data (NoData) only when SPDK lists the lvols a purge of r deletes
-// (PurgeOrder: the head and the snapshot lvols SPDK relates to its chain)
+// volume's data, by ix and byUUID, the index of a bdev_get_bdevs listing
+// and its lvol bdevs by UUID, or listErr, why there are none. It is never
+// Recoverable (see reasonV2Copy); it holds no data (NoData) only when the
+// listing has the lvols a purge of r deletes (the tree PurgeOrder
+// deletes: the head and the snapshot lvols SPDK relates to its chain)
 // and reports for every one of them that it has allocated no cluster. A
-// listing that failed (listErr), a tree PurgeOrder refuses, and a count
-// SPDK did not write all leave the copy as one that may hold data.
-func replicaCopy(r Replica, bdevs []Bdev, byUUID map[string]*Bdev, listErr error) *orphan.Copy {
+// listing that failed, a tree PurgeOrder cannot prove, and a count SPDK
+// did not write all leave the copy as one that may hold data.
+func replicaCopy(r Replica, ix *lvolIndex, byUUID map[string]*Bdev, listErr error) *orphan.Copy {
 	cp := &orphan.Copy{Volume: volumeOfReplica(r.Name()), Head: r.Name(), Reasons: []string{reasonV2Copy}}
 	if cp.Volume == "" {
 		cp.Reasons = append(cp.Reasons, "the name "+strconv.Quote(r.Name())+" is not of Longhorn's form <volume>-r-<8 hex digits>, so its volume cannot be told")
@@ -71,15 +78,21 @@ func replicaCopy(r Replica, bdevs []Bdev, byUUID map[string]*Bdev, listErr error
 		cp.Size = int64(b.NumBlocks) * int64(b.BlockSize)
 	}
 	why := ""
-	switch order, err := PurgeOrder(bdevs, r.Name(), r.UUID()); {
-	case listErr != nil:
+	if listErr != nil {
 		why = "its lvols' allocated clusters could not be read (" + listErr.Error() + ")"
-	case err != nil:
-		why = "its lvols' allocated clusters could not be read (" + err.Error() + ")"
-	case len(order) == 0:
-		why = "its head lvol was not in the bdev listing"
-	default:
-		why = allocatedOf(order, byUUID)
+	} else {
+		switch _, tree, err := ix.tree(r.Name(), r.UUID()); {
+		case err != nil:
+			why = "its lvols' allocated clusters could not be read (" + err.Error() + ")"
+		case tree == nil:
+			why = "its head lvol was not in the bdev listing"
+		default:
+			order := make([]Lvol, 0, len(tree))
+			for _, n := range slices.Sorted(maps.Keys(tree)) {
+				order = append(order, tree[n].Lvol)
+			}
+			why = allocatedOf(order, byUUID)
+		}
 	}
 	if why == "" {
 		cp.NoData = true

@@ -2,8 +2,11 @@ package spdk
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/caretaker-storage/caretaker/orphan"
 )
 
 func TestVolumeOfReplica(t *testing.T) {
@@ -70,21 +73,17 @@ func TestReplicaCopyNoDataOnlyWhenProven(t *testing.T) {
 		}, nil, false, "not one of its lvols"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			byUUID := map[string]*Bdev{}
-			for i := range tc.bdevs {
-				byUUID[tc.bdevs[i].UUID] = &tc.bdevs[i]
-			}
-			if tc.listErr != nil {
-				byUUID = nil
-			}
-			cp := replicaCopy(rep, tc.bdevs, byUUID, tc.listErr)
+			items := []orphan.Item{{}}
+			fillCopies(items, []Replica{rep}, tc.bdevs, tc.listErr)
+			cp := items[0].Copy
 			if cp.NoData != tc.noData || cp.Recoverable || cp.Volume != "pvc-a" || cp.Head != name {
 				t.Fatalf("copy %+v; want NoData %v, not recoverable, volume pvc-a, head %s", cp, tc.noData, name)
 			}
 			if len(cp.Reasons) != 2 || cp.Reasons[0] != reasonV2Copy || !strings.Contains(cp.Reasons[1], tc.reason) {
 				t.Errorf("reasons %q; want the v2 reason, then one saying %q", cp.Reasons, tc.reason)
 			}
-			if wantSize := int64(256 * 4096); byUUID[head] != nil && cp.Size != wantSize {
+			headListed := slices.ContainsFunc(tc.bdevs, func(b Bdev) bool { return b.UUID == head })
+			if wantSize := int64(256 * 4096); tc.listErr == nil && headListed && cp.Size != wantSize {
 				t.Errorf("size %d, want %d", cp.Size, wantSize)
 			}
 		})
