@@ -269,9 +269,12 @@ func (s *Server) lvolBdev(l *lvol) bdevReply {
 
 // raidMember reports whether l is a member of a RAID bdev.
 func (s *Server) raidMember(l *lvol) bool {
+	alias := l.alias()
 	for _, r := range s.raids {
 		for _, b := range r.base {
-			if s.lookupLvol(b) == l {
+			// Only a name that could be l's is looked up: lookupLvol
+			// walks every lvol, and a listing asks this of every lvol.
+			if (b == alias || l.uuid != "" && b == l.uuid) && s.lookupLvol(b) == l {
 				return true
 			}
 		}
