@@ -37,7 +37,7 @@ func volumeOfReplica(name string) string {
 
 // reasonV2Copy is why a v2 replica is never a recoverable copy to
 // caretaker, whatever its lvols hold.
-const reasonV2Copy = "a v2 replica: the volume's data is in its SPDK lvols (the head and its snapshot lvols), which caretaker's export tool does not read (it reads v1 replica directories only); Longhorn can rebuild a replica from it, or it can be copied out by hand"
+const reasonV2Copy = "a v2 replica: the volume's data is in its SPDK lvols (the head and its snapshot lvols), which caretaker's export tool does not read (it reads v1 replica directories only): to recover the volume from it, read the lvols with SPDK's own tools before the orphan is deleted"
 
 // fillCopies sets the Copy of each replica item in items, which are the
 // replicas' items in the order of reps; bdevs is SPDK's bdev_get_bdevs
