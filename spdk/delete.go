@@ -23,6 +23,12 @@ var ErrUUIDMismatch = fmt.Errorf("%w: %s", orphan.ErrPreconditionFailed, uuidMis
 // Nothing more was deleted. It wraps orphan.ErrPreconditionFailed.
 var ErrReplicaRecordExists = fmt.Errorf("%w: a replica record of that name exists", orphan.ErrPreconditionFailed)
 
+// ErrNoLongerEmpty: a replica that a scan reported as holding no data
+// (Copy.NoData) has allocated clusters at the moment of its purge, or SPDK
+// no longer reports them. Nothing was deleted; the next scan reports it as
+// a copy that may hold data. It wraps orphan.ErrPreconditionFailed.
+var ErrNoLongerEmpty = fmt.Errorf("%w: the replica's lvols hold data now", orphan.ErrPreconditionFailed)
+
 // Delete implements orphan.Deleter for v2 engine-instance and
 // replica-instance records. It re-reads the runtime object named by the
 // record and deletes only if its UUID equals the record's InstanceUUID
@@ -37,7 +43,10 @@ var ErrReplicaRecordExists = fmt.Errorf("%w: a replica record of that name exist
 //	replica-instance   the head lvol and the lvols SPDK reports   no replica record of that name exists
 //	                   descending from the replica's chain        (asked again before every lvol); head UUID =
 //	                   (PurgeOrder), each by UUID, head last      InstanceUUID; every lvol of the tree has a
-//	                                                              name of that replica and no RAID bdev uses it
+//	                                                              name of that replica and no RAID bdev uses it;
+//	                                                              if a scan reported it holding no data
+//	                                                              (Copy.NoData), none of them has an allocated
+//	                                                              cluster (else ErrNoLongerEmpty)
 //
 // Before deleting, a purge stops exposing what it deletes: it removes the
 // namespaces and then the subsystems that are wholly the engine's or
@@ -187,6 +196,9 @@ func (o *Orphans) deleteReplica(ctx context.Context, name, uuid string) error {
 	if err != nil || len(order) == 0 {
 		return err
 	}
+	if err := o.stillEmpty(name, uuid, order, bdevs); err != nil {
+		return err
+	}
 	// Stop exposing the replica's lvols before deleting them.
 	subs, err := readSubsystems(ctx, o.rpc)
 	if err != nil {
@@ -215,6 +227,30 @@ func (o *Orphans) deleteReplica(ctx context.Context, name, uuid string) error {
 		if err := BdevLvolDelete(ctx, o.rpc, l.UUID); err != nil && !errors.Is(err, ErrNotFound) {
 			return fmt.Errorf("deleting lvol %s of replica %s: %w", l.Alias, name, err)
 		}
+	}
+	return nil
+}
+
+// stillEmpty re-checks, for a replica a scan reported as holding no data
+// (the last-copy guard lets such a copy go whatever its volume's state),
+// that the lvols order would delete still have no allocated cluster by
+// bdevs, the listing the purge acts on. If they have, or SPDK no longer
+// says, the purge is refused and the claim forgotten: the next scan
+// reports the copy as holding data, and the guard judges it by its
+// volume's state.
+func (o *Orphans) stillEmpty(name, uuid string, order []Lvol, bdevs []Bdev) error {
+	if !o.claimedEmpty(uuid, false) {
+		return nil
+	}
+	byUUID := make(map[string]*Bdev, len(bdevs))
+	for i := range bdevs {
+		if b := &bdevs[i]; b.DriverSpecific.Lvol != nil {
+			byUUID[b.UUID] = b
+		}
+	}
+	if why := allocatedOf(order, byUUID); why != "" {
+		o.claimedEmpty(uuid, true)
+		return fmt.Errorf("%w: replica %s was scanned as holding no data, which is why the last-copy guard let it go; now %s", ErrNoLongerEmpty, name, why)
 	}
 	return nil
 }

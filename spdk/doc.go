@@ -70,6 +70,31 @@
 // the replica that SPDK does not relate to it (a stray "-rebuilding" lvol)
 // are left alone and listed in Snapshot.Skipped once the head is gone.
 //
+// # A v2 replica is a copy of its volume's data
+//
+// Scan gives every replica item an orphan.Copy, so the orphan package's
+// last-copy guard (orphan.VolumeState) keeps a v2 replica by its volume's
+// state exactly as it keeps a v1 replica directory: an automatic purge of
+// a faulted volume's replica is refused (GuardLastCopy), and so is one
+// whose volume the host did not give (GuardVolumeUnknown) or that is
+// degraded (GuardVolumeDegraded); a healthy or deleted volume's replica
+// goes. The copy's volume is read from Longhorn's replica name
+// "<volume>-r-<8 hex digits>" (longhorn-manager
+// types.GenerateReplicaNameForVolume); a name of another form has no
+// volume, and only a person's request purges it. An orphan v2 replica has
+// no record by definition (any record makes it owned), so its name is the
+// only source of its volume.
+//
+// A v2 copy is never Recoverable: caretaker's export tool reads v1
+// replica directories only. It is outside the guard only when it holds no
+// data (Copy.NoData): when bdev_get_bdevs reports, for the head and every
+// lvol of its tree (PurgeOrder), driver_specific.lvol.num_allocated_clusters
+// and that count is 0 for all of them. A count SPDK leaves out (Longhorn's
+// SPDK writes none in bdev_lvol_get_lvols), a listing that fails, a tree
+// PurgeOrder refuses: the copy may hold data. Delete proves an empty
+// copy empty again right before its purge (ErrNoLongerEmpty). Engines hold
+// no data and carry no Copy.
+//
 // # NVMe-oF exposures and attached controllers
 //
 // A v2 volume also leaves network objects in SPDK: subsystems exposing an

@@ -260,6 +260,18 @@ func uint64Field[T any](name string, get func(*T) *uint64) field[T] {
 	}}
 }
 
+// optUint64Field is a member whose absence differs from zero: it is set
+// only when the member is there.
+func optUint64Field[T any](name string, get func(*T) **uint64) field[T] {
+	return field[T]{name, func(d *fastDecoder, v *T) bool {
+		n, ok := d.uint(64)
+		if ok {
+			*get(v) = &n
+		}
+		return ok
+	}}
+}
+
 func uint32Field[T any](name string, get func(*T) *uint32) field[T] {
 	return field[T]{name, func(d *fastDecoder, v *T) bool {
 		n, ok := d.uint(32)
@@ -349,7 +361,7 @@ var (
 		boolField("is_clone", func(v *Lvol) *bool { return &v.IsClone }),
 		boolField("is_esnap_clone", func(v *Lvol) *bool { return &v.IsEsnapClone }),
 		boolField("is_degraded", func(v *Lvol) *bool { return &v.IsDegraded }),
-		uint64Field("num_allocated_clusters", func(v *Lvol) *uint64 { return &v.NumAllocatedClusters }),
+		optUint64Field("num_allocated_clusters", func(v *Lvol) **uint64 { return &v.NumAllocatedClusters }),
 		objectField("lvs", func(v *Lvol) *LvolStoreRef { return &v.Lvs }, func() []field[LvolStoreRef] { return lvolStoreRefFields }),
 	}
 	lvolStoreRefFields = []field[LvolStoreRef]{
@@ -395,7 +407,7 @@ var (
 		strField("lvol_store_uuid", func(v *BdevLvolInfo) *string { return &v.LvolStoreUUID }),
 		strField("base_bdev", func(v *BdevLvolInfo) *string { return &v.BaseBdev }),
 		boolField("thin_provision", func(v *BdevLvolInfo) *bool { return &v.ThinProvision }),
-		uint64Field("num_allocated_clusters", func(v *BdevLvolInfo) *uint64 { return &v.NumAllocatedClusters }),
+		optUint64Field("num_allocated_clusters", func(v *BdevLvolInfo) **uint64 { return &v.NumAllocatedClusters }),
 		boolField("snapshot", func(v *BdevLvolInfo) *bool { return &v.Snapshot }),
 		boolField("clone", func(v *BdevLvolInfo) *bool { return &v.Clone }),
 		strField("base_snapshot", func(v *BdevLvolInfo) *string { return &v.BaseSnapshot }),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/orphan"
@@ -29,7 +30,10 @@ type Options struct {
 // orphan.NewMonitor (as the Inventory) and orphan.NewSweeper.
 //
 //   - Scan lists every engine and replica (no pre-filtering: owned items
-//     are listed too, and OwnedUnlisted stays zero). When the records'
+//     are listed too, and OwnedUnlisted stays zero); each replica item
+//     carries its orphan.Copy (volume, head, size, and NoData only when
+//     SPDK reports no allocated cluster on any of its lvols), so the
+//     last-copy guard covers it. When the records'
 //     Lookup is a RecordCounter, an empty view beside runtime objects is
 //     reported as NoneExpected for that kind (ScopeStatus.Groups).
 //   - Judge is instance.Verdict over the host's records (a v2 replica
@@ -45,6 +49,12 @@ type Orphans struct {
 	judge   *instance.Judge
 	node    string
 	im      string
+
+	// empty holds the head UUIDs of the replicas a Scan reported as
+	// holding no data (Copy.NoData): Delete proves it again before it
+	// deletes one of them (see noDataClaims).
+	emptyMu sync.Mutex
+	empty   map[string]bool
 }
 
 var _ orphan.Adapter = (*Orphans)(nil)
@@ -89,7 +99,9 @@ func (o *Orphans) Kinds() []orphan.Kind { return slices.Clone(kinds) }
 func (o *Orphans) DataEngines() []orphan.DataEngine { return []orphan.DataEngine{orphan.DataEngineV2} }
 
 // Scan implements orphan.Inventory. It lists RAID bdevs and lvols once and
-// returns the engines and replicas as items, in a stable order. Objects
+// returns the engines and replicas as items, in a stable order; when there
+// are replicas, it lists every bdev (bdev_get_bdevs) for their Copy, and a
+// failure of that listing only leaves each Copy as one that may hold data. Objects
 // with an empty UUID, and lvols that cannot be attributed, are reported in
 // Snapshot.Skipped. Any RPC failure is an error, and so is a result of
 // the wrong shape (null, not a list, elements that are not objects or
@@ -109,11 +121,57 @@ func (o *Orphans) Scan(ctx context.Context) (orphan.Snapshot, error) {
 		return orphan.Snapshot{}, err
 	}
 	snap := o.snapshot(rt)
+	if len(rt.Replicas) > 0 {
+		// Only bdev_get_bdevs tells how an lvol relates to the others
+		// and how many clusters it has allocated (Longhorn's SPDK leaves
+		// the count out of bdev_lvol_get_lvols). A failure is no error
+		// of the scan: every copy then may hold data.
+		bdevs, err := BdevGetBdevs(ctx, o.rpc, "")
+		fillCopies(snap.Items[len(rt.Engines):], rt.Replicas, bdevs, err)
+	}
+	o.noteEmpty(rt, snap.Items[len(rt.Engines):])
 	snap.Skipped = append(snap.Skipped, o.exposureSkips(ctx, rt)...)
 	if c, ok := o.records.(RecordCounter); ok {
 		o.noteNoneExpected(ctx, c, rt, snap.Scopes)
 	}
 	return snap, nil
+}
+
+// noteEmpty records which of the replicas (items, in the order of
+// rt.Replicas) this scan reported as holding no data. A replica's claim
+// stays until a purge of it is refused for it, or a scan no longer lists
+// its head: a Sweeper may decide on a snapshot older than the newest
+// scan, and the claim it relied on must still be checked.
+func (o *Orphans) noteEmpty(rt Runtime, items []orphan.Item) {
+	o.emptyMu.Lock()
+	defer o.emptyMu.Unlock()
+	listed := make(map[string]bool, len(rt.Replicas))
+	for i, r := range rt.Replicas {
+		listed[r.UUID()] = true
+		if cp := items[i].Copy; cp != nil && cp.NoData {
+			if o.empty == nil {
+				o.empty = make(map[string]bool)
+			}
+			o.empty[r.UUID()] = true
+		}
+	}
+	for id := range o.empty {
+		if !listed[id] {
+			delete(o.empty, id)
+		}
+	}
+}
+
+// claimedEmpty reports whether a scan reported the replica whose head has
+// UUID uuid as holding no data; drop forgets the claim.
+func (o *Orphans) claimedEmpty(uuid string, drop bool) bool {
+	o.emptyMu.Lock()
+	defer o.emptyMu.Unlock()
+	claimed := o.empty[uuid]
+	if drop {
+		delete(o.empty, uuid)
+	}
+	return claimed
 }
 
 // RecordCounter is an optional ability of the instance.Lookup given to

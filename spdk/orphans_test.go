@@ -124,8 +124,23 @@ func TestScanListsEnginesAndHeadReplicas(t *testing.T) {
 		instanceItem(orphan.KindReplicaInstance, repB, s.uuids["disk-1/"+repB]),
 		instanceItem(orphan.KindReplicaInstance, repC, s.uuids["disk-1/"+repC]),
 	}
+	// Each replica carries its Copy (replicacopy_test.go holds it to its
+	// rules); here: the volume, the head and that nothing was written.
+	copies := make([]*orphan.Copy, len(snap.Items))
+	for i := range snap.Items {
+		copies[i], snap.Items[i].Copy = snap.Items[i].Copy, nil
+	}
 	if !reflect.DeepEqual(snap.Items, want) {
 		t.Fatalf("items:\n got %+v\nwant %+v", snap.Items, want)
+	}
+	for i, vol := range []string{"", "", "vol1", "vol2", "vol3"} {
+		cp := copies[i]
+		switch {
+		case vol == "" && cp != nil:
+			t.Errorf("engine %s has a Copy: %+v", want[i].Param(orphan.ParamInstanceName), cp)
+		case vol != "" && (cp == nil || cp.Volume != vol || cp.Head != want[i].Param(orphan.ParamInstanceName) || cp.Recoverable || !cp.NoData || cp.Size != 262144*4096):
+			t.Errorf("replica %s: Copy %+v; want volume %s, the head's name, not recoverable, no data, 1 GiB", want[i].Param(orphan.ParamInstanceName), cp, vol)
+		}
 	}
 	if st := snap.Scopes[orphan.Scope{NodeID: nodeID}]; st.Health != orphan.HealthReady {
 		t.Fatalf("scope = %+v", snap.Scopes)

@@ -35,93 +35,15 @@ import (
 // loop: a *ResultError (ErrUnexpectedResult), because such a listing
 // cannot prove what the tree is.
 func PurgeOrder(bdevs []Bdev, name, uuid string) ([]Lvol, error) {
-	lvols, err := lvolsOf(bdevs)
+	ix, err := newLvolIndex(bdevs)
 	if err != nil {
 		return nil, err
 	}
-	var head *lvolNode
-	var seen []string
-	for i := range lvols {
-		l := &lvols[i]
-		if l.Name != name || l.IsSnapshot {
-			continue
-		}
-		if l.UUID == uuid {
-			head = l
-			break
-		}
-		seen = append(seen, l.UUID)
+	st, tree, err := ix.tree(name, uuid)
+	if err != nil || tree == nil {
+		return nil, err
 	}
-	if head == nil {
-		if len(seen) == 0 {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("%w: replica %s: head lvol UUID is %s, record has %q", ErrUUIDMismatch, name, strings.Join(seen, ","), uuid)
-	}
-
-	// The head's lvstore, by name, with clone edges from both sides:
-	// SPDK may leave a name out of one of them.
-	byName := make(map[string]*lvolNode)
-	for i := range lvols {
-		l := &lvols[i]
-		if l.Lvs.UUID != head.Lvs.UUID || l.Lvs.Name != head.Lvs.Name {
-			continue
-		}
-		if _, dup := byName[l.Name]; dup {
-			return nil, badListing("two lvols named %s in lvstore %s", l.Name, l.Lvs.Name)
-		}
-		byName[l.Name] = l
-	}
-	children := make(map[string][]string)
-	addEdge := func(parent, child string) {
-		if !slices.Contains(children[parent], child) {
-			children[parent] = append(children[parent], child)
-		}
-	}
-	for n, l := range byName {
-		for _, c := range l.clones {
-			addEdge(n, c)
-		}
-		if l.parent != "" {
-			addEdge(l.parent, n)
-		}
-	}
-
-	// Climb the chain through the replica's own snapshots.
-	top := head
-	for climbed := map[string]bool{head.Name: true}; top.parent != ""; {
-		p, ok := byName[top.parent]
-		if !ok || !p.IsSnapshot || !ownedLvolName(name, p.Name, true) {
-			break // not listed here, not a snapshot, or not this replica's: kept
-		}
-		if climbed[p.Name] {
-			return nil, badListing("snapshot chain of %s loops at %s", name, p.Name)
-		}
-		climbed[p.Name] = true
-		top = p
-	}
-
-	// Everything SPDK reports as descending from the top.
-	tree := map[string]*lvolNode{}
-	for stack := []string{top.Name}; len(stack) > 0; {
-		n := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if _, done := tree[n]; done {
-			continue
-		}
-		l, ok := byName[n]
-		if !ok {
-			return nil, badListing("lvol %s of replica %s's tree is named as a clone but not listed", n, name)
-		}
-		if n != name && !ownedLvolName(name, n, l.IsSnapshot) {
-			return nil, fmt.Errorf("%w: replica %s: lvol %s descends from the replica's chain but is not one of its lvols (another volume's clone, or a look-alike name)", orphan.ErrPreconditionFailed, name, l.Alias)
-		}
-		tree[n] = l
-		stack = append(stack, children[n]...)
-	}
-	if _, ok := tree[name]; !ok {
-		return nil, badListing("head %s is not a descendant of its own chain", name)
-	}
+	children := st.children
 	if user, ok := raidUser(bdevs, tree); ok {
 		return nil, fmt.Errorf("%w: replica %s: %s", orphan.ErrPreconditionFailed, name, user)
 	}
@@ -148,7 +70,135 @@ func PurgeOrder(bdevs []Bdev, name, uuid string) ([]Lvol, error) {
 	for _, n := range names {
 		visit(n)
 	}
-	return append(order, head.Lvol), nil
+	return append(order, tree[name].Lvol), nil
+}
+
+// lvolIndex is the lvols of one bdev_get_bdevs listing, indexed once, so
+// that the trees of every replica of a node are found in one pass over
+// the listing (Scan finds them all) rather than one pass per replica.
+type lvolIndex struct {
+	heads  map[string][]*lvolNode // lvols that are no snapshot, by name, in listing order
+	stores map[lvsKey]*lvstoreIndex
+}
+
+// lvsKey names an lvstore by UUID and name.
+type lvsKey struct{ uuid, name string }
+
+// lvstoreIndex is one lvstore's lvols by name, with clone edges from both
+// sides (SPDK may leave a name out of one of them); dup is set when two
+// lvols of the lvstore share a name, which makes any tree in it unknown.
+type lvstoreIndex struct {
+	byName   map[string]*lvolNode
+	children map[string][]string
+	dup      error
+}
+
+// newLvolIndex indexes the lvol bdevs of bdevs; it fails as lvolsOf does.
+func newLvolIndex(bdevs []Bdev) (*lvolIndex, error) {
+	lvols, err := lvolsOf(bdevs)
+	if err != nil {
+		return nil, err
+	}
+	ix := &lvolIndex{heads: make(map[string][]*lvolNode), stores: make(map[lvsKey]*lvstoreIndex)}
+	for i := range lvols {
+		l := &lvols[i]
+		if !l.IsSnapshot {
+			ix.heads[l.Name] = append(ix.heads[l.Name], l)
+		}
+		k := lvsKey{l.Lvs.UUID, l.Lvs.Name}
+		st := ix.stores[k]
+		if st == nil {
+			st = &lvstoreIndex{byName: make(map[string]*lvolNode), children: make(map[string][]string)}
+			ix.stores[k] = st
+		}
+		if _, dup := st.byName[l.Name]; dup {
+			if st.dup == nil {
+				st.dup = badListing("two lvols named %s in lvstore %s", l.Name, l.Lvs.Name)
+			}
+			continue
+		}
+		st.byName[l.Name] = l
+	}
+	for _, st := range ix.stores {
+		addEdge := func(parent, child string) {
+			if !slices.Contains(st.children[parent], child) {
+				st.children[parent] = append(st.children[parent], child)
+			}
+		}
+		for n, l := range st.byName {
+			for _, c := range l.clones {
+				addEdge(n, c)
+			}
+			if l.parent != "" {
+				addEdge(l.parent, n)
+			}
+		}
+	}
+	return ix, nil
+}
+
+// tree returns the lvols a purge of the replica whose head lvol is named
+// name and has UUID uuid deletes (see PurgeOrder), by name, and the index
+// of their lvstore; a nil tree and no error when no head of that name is
+// listed. Its errors are PurgeOrder's, but for the RAID bdev rule.
+func (ix *lvolIndex) tree(name, uuid string) (*lvstoreIndex, map[string]*lvolNode, error) {
+	var head *lvolNode
+	var seen []string
+	for _, l := range ix.heads[name] {
+		if l.UUID == uuid {
+			head = l
+			break
+		}
+		seen = append(seen, l.UUID)
+	}
+	if head == nil {
+		if len(seen) == 0 {
+			return nil, nil, nil
+		}
+		return nil, nil, fmt.Errorf("%w: replica %s: head lvol UUID is %s, record has %q", ErrUUIDMismatch, name, strings.Join(seen, ","), uuid)
+	}
+	st := ix.stores[lvsKey{head.Lvs.UUID, head.Lvs.Name}]
+	if st.dup != nil {
+		return nil, nil, st.dup
+	}
+	byName, children := st.byName, st.children
+
+	// Climb the chain through the replica's own snapshots.
+	top := head
+	for climbed := map[string]bool{head.Name: true}; top.parent != ""; {
+		p, ok := byName[top.parent]
+		if !ok || !p.IsSnapshot || !ownedLvolName(name, p.Name, true) {
+			break // not listed here, not a snapshot, or not this replica's: kept
+		}
+		if climbed[p.Name] {
+			return nil, nil, badListing("snapshot chain of %s loops at %s", name, p.Name)
+		}
+		climbed[p.Name] = true
+		top = p
+	}
+
+	// Everything SPDK reports as descending from the top.
+	tree := map[string]*lvolNode{}
+	for stack := []string{top.Name}; len(stack) > 0; {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if _, done := tree[n]; done {
+			continue
+		}
+		l, ok := byName[n]
+		if !ok {
+			return nil, nil, badListing("lvol %s of replica %s's tree is named as a clone but not listed", n, name)
+		}
+		if n != name && !ownedLvolName(name, n, l.IsSnapshot) {
+			return nil, nil, fmt.Errorf("%w: replica %s: lvol %s descends from the replica's chain but is not one of its lvols (another volume's clone, or a look-alike name)", orphan.ErrPreconditionFailed, name, l.Alias)
+		}
+		tree[n] = l
+		stack = append(stack, children[n]...)
+	}
+	if _, ok := tree[name]; !ok {
+		return nil, nil, badListing("head %s is not a descendant of its own chain", name)
+	}
+	return st, tree, nil
 }
 
 // ownedLvolName reports whether an lvol named n, a snapshot or not, has one

@@ -40,11 +40,16 @@ type BdevDriverSpecific struct {
 // lvstore; SPDK leaves a name out when it cannot resolve it, so a clone
 // may have no BaseSnapshot and a snapshot may list fewer clones than it
 // has.
+//
+// NumAllocatedClusters is how many clusters the lvol's own blob has
+// allocated (spdk_blob_get_num_allocated_clusters: a clone's count leaves
+// out its parent snapshot's), nil when SPDK did not write it: a count
+// that is not there is never read as zero.
 type BdevLvolInfo struct {
 	LvolStoreUUID        string   `json:"lvol_store_uuid"`
 	BaseBdev             string   `json:"base_bdev"`
 	ThinProvision        bool     `json:"thin_provision"`
-	NumAllocatedClusters uint64   `json:"num_allocated_clusters"`
+	NumAllocatedClusters *uint64  `json:"num_allocated_clusters,omitempty"`
 	Snapshot             bool     `json:"snapshot"`
 	Clone                bool     `json:"clone"`
 	BaseSnapshot         string   `json:"base_snapshot,omitempty"`
@@ -64,6 +69,9 @@ type Lvstore struct {
 }
 
 // Lvol is one element of bdev_lvol_get_lvols. Alias is "<lvstore>/<name>".
+// NumAllocatedClusters is nil when SPDK did not write it: upstream SPDK's
+// rpc_dump_lvol (vbdev_lvol_rpc.c) does, Longhorn's fork does not; the
+// count a decision relies on is bdev_get_bdevs' (BdevLvolInfo).
 type Lvol struct {
 	Alias                string       `json:"alias"`
 	UUID                 string       `json:"uuid"`
@@ -73,7 +81,7 @@ type Lvol struct {
 	IsClone              bool         `json:"is_clone"`
 	IsEsnapClone         bool         `json:"is_esnap_clone"`
 	IsDegraded           bool         `json:"is_degraded"`
-	NumAllocatedClusters uint64       `json:"num_allocated_clusters"`
+	NumAllocatedClusters *uint64      `json:"num_allocated_clusters,omitempty"`
 	Lvs                  LvolStoreRef `json:"lvs"`
 }
 

@@ -131,7 +131,9 @@ func (s *Server) lvstoreXor(id, name *string) (*lvstore, *rpcError) {
 }
 
 // getLvols answers bdev_lvol_get_lvols: the lvols of lvstore only, or of
-// every lvstore for nil.
+// every lvstore for nil. As Longhorn's SPDK (rpc_dump_lvol in its
+// vbdev_lvol_rpc.c), it leaves num_allocated_clusters out: only
+// bdev_get_bdevs reports it.
 func (s *Server) getLvols(only *lvstore) []lvolReply {
 	out := make([]lvolReply, 0, len(s.lvols))
 	for _, l := range s.lvols {
@@ -234,7 +236,8 @@ func (s *Server) aioBdev(st *lvstore) bdevReply {
 // lvolBdev is an lvol's bdev. A snapshot is read-only, so it takes no
 // writes (vbdev_lvol_io_type_supported).
 func (s *Server) lvolBdev(l *lvol) bdevReply {
-	info := lvolInfo{BdevLvolInfo: spdk.BdevLvolInfo{LvolStoreUUID: l.lvs.uuid, BaseBdev: l.lvs.baseBdev, ThinProvision: true, Snapshot: l.snapshot, Clone: l.parent != nil},
+	allocated := l.allocated
+	info := lvolInfo{BdevLvolInfo: spdk.BdevLvolInfo{LvolStoreUUID: l.lvs.uuid, BaseBdev: l.lvs.baseBdev, ThinProvision: true, NumAllocatedClusters: &allocated, Snapshot: l.snapshot, Clone: l.parent != nil},
 		NumClusters: l.blocks * 4096 / (1 << 20)}
 	if l.parent != nil {
 		info.BaseSnapshot = l.parent.name
@@ -266,9 +269,12 @@ func (s *Server) lvolBdev(l *lvol) bdevReply {
 
 // raidMember reports whether l is a member of a RAID bdev.
 func (s *Server) raidMember(l *lvol) bool {
+	alias := l.alias()
 	for _, r := range s.raids {
 		for _, b := range r.base {
-			if s.lookupLvol(b) == l {
+			// Only a name that could be l's is looked up: lookupLvol
+			// walks every lvol, and a listing asks this of every lvol.
+			if (b == alias || l.uuid != "" && b == l.uuid) && s.lookupLvol(b) == l {
 				return true
 			}
 		}

@@ -36,6 +36,7 @@ type lvol struct {
 	parent     *lvol
 	clones     []*lvol
 	blocks     uint64
+	allocated  uint64            // clusters the lvol's own blob has allocated
 	created    string            // creation_time, RFC 3339 UTC
 	xattrs     map[string]string // set with SetLvolXattr or bdev_lvol_set_xattr
 	checksum   *uint64           // a snapshot's registered checksum
@@ -94,7 +95,10 @@ func (s *Server) Snapshot(lvs, name, snapName string) (string, error) {
 	if s.findLvol(st, snapName) != nil {
 		return "", fmt.Errorf("%w: lvol %s/%s", ErrExists, lvs, snapName)
 	}
-	snap := &lvol{uuid: s.newUUID(), name: snapName, lvs: st, snapshot: true, parent: l.parent, blocks: l.blocks, created: s.now()}
+	// The lvol's clusters become the snapshot's (blob snapshots move the
+	// clusters to the new, read-only blob); the lvol starts empty.
+	snap := &lvol{uuid: s.newUUID(), name: snapName, lvs: st, snapshot: true, parent: l.parent, blocks: l.blocks, allocated: l.allocated, created: s.now()}
+	l.allocated = 0
 	if p := l.parent; p != nil {
 		p.clones[slices.Index(p.clones, l)] = snap
 	}
@@ -162,6 +166,23 @@ func (s *Server) SetLvolXattr(lvs, name, key, value string) error {
 		return err
 	}
 	l.setXattr(key, value)
+	return nil
+}
+
+// SetAllocatedClusters sets how many clusters lvol lvs/name has allocated
+// of its own, as writes to it (or, for a snapshot, to the lvol it was
+// taken of) would: bdev_get_bdevs reports it as
+// driver_specific.lvol.num_allocated_clusters. A new lvol has none, as a
+// thin lvol nothing was written to; a snapshot takes the count of the lvol
+// it was taken of, which starts again at none.
+func (s *Server) SetAllocatedClusters(lvs, name string, n uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, l, err := s.lvolNamed(lvs, name)
+	if err != nil {
+		return err
+	}
+	l.allocated = n
 	return nil
 }
 
