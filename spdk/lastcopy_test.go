@@ -148,7 +148,7 @@ func TestV2ReplicaLastCopyGuard(t *testing.T) {
 			// The record says why the copy is not one the export tool
 			// can read, and that its lvols hold data.
 			c := meta.FindStatusCondition(rec.Conditions, orphan.ConditionRecoverable)
-			if c == nil || c.Reason != orphan.ReasonNotRecoverable || !strings.HasPrefix(c.Message, "volume "+lcVolume+": not a recoverable copy: a v2 replica") ||
+			if c == nil || c.Reason != orphan.ReasonNotRecoverable || !strings.HasPrefix(c.Message, "volume "+lcVolume+": holds data the tool cannot export today: a v2 replica") ||
 				!strings.Contains(c.Message, "allocated clusters") {
 				t.Errorf("Recoverable condition %+v", c)
 			}
