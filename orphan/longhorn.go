@@ -210,7 +210,7 @@ type LonghornOrphanSpec struct {
 //	Name, Labels, ResourceVersion  metadata's
 //	CreatedAt                      metadata.creationTimestamp
 //	DeletionRequested              metadata.deletionTimestamp is set
-//	Dismissed                      label LabelDismissed is LabelValueDismissed
+//	Dismissed                      label LabelDismissed, read by ParseDismissal (any value but a clear no)
 //	Kind, NodeID, DataEngine,      spec.orphanType, spec.nodeID,
 //	Parameters                     spec.dataEngine, spec.parameters (copied)
 //	Conditions                     MetaConditions(conds)
@@ -225,6 +225,8 @@ func RecordFromLonghorn(meta metav1.ObjectMeta, spec LonghornOrphanSpec, conds [
 	if meta.Name == "" {
 		return Record{}, fmt.Errorf("%w: Orphan object has no name", ErrInvalidItem)
 	}
+	dv, dp := meta.Labels[LabelDismissed]
+	dismissed, _ := ParseDismissal(dv, dp)
 	r := Record{
 		Name:              meta.Name,
 		Kind:              Kind(spec.OrphanType),
@@ -232,7 +234,7 @@ func RecordFromLonghorn(meta metav1.ObjectMeta, spec LonghornOrphanSpec, conds [
 		DataEngine:        DataEngine(spec.DataEngine),
 		CreatedAt:         meta.CreationTimestamp.Time,
 		DeletionRequested: meta.DeletionTimestamp != nil,
-		Dismissed:         meta.Labels[LabelDismissed] == LabelValueDismissed,
+		Dismissed:         dismissed,
 		Conditions:        MetaConditions(conds),
 		ResourceVersion:   meta.ResourceVersion,
 	}

@@ -296,9 +296,16 @@ func TestRecordFromLonghorn(t *testing.T) {
 	if r.Param(orphan.ParamDataName) != "pvc-1-0123abcd" {
 		t.Fatalf("the record shares the spec's parameters")
 	}
-	meta.DeletionTimestamp, meta.Labels = nil, map[string]string{orphan.LabelDismissed: "yes"}
+	// A dismissal keeps data: any value but a clear no dismisses.
+	meta.DeletionTimestamp, meta.Labels = nil, map[string]string{orphan.LabelDismissed: "false"}
 	if r, _ := orphan.RecordFromLonghorn(meta, spec, nil); r.DeletionRequested || r.Dismissed || r.Cleanable() {
 		t.Fatalf("record = %+v", r)
+	}
+	for _, v := range []string{"yes", "True", "1"} {
+		meta.Labels = map[string]string{orphan.LabelDismissed: v}
+		if r, _ := orphan.RecordFromLonghorn(meta, spec, nil); !r.Dismissed {
+			t.Errorf("dismissal label %q not read as a dismissal", v)
+		}
 	}
 	if _, err := orphan.RecordFromLonghorn(metav1.ObjectMeta{}, spec, nil); !errors.Is(err, orphan.ErrInvalidItem) {
 		t.Fatalf("nameless Orphan: %v", err)
