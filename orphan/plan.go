@@ -567,7 +567,7 @@ func (sr *scopeResolver) hitOf(rs *resolvedScope, k Kind, e DataEngine) guardHit
 		}
 	}
 	g := Group{Kind: k, DataEngine: e}
-	h := sr.guard.hit(guardKey{rs.scope, g})
+	h := sr.guard.hit(guardKey{scope: rs.scope, group: g})
 	rs.hits = append(rs.hits, groupHit{g, h})
 	return h
 }
