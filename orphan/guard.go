@@ -277,12 +277,14 @@ type guardState struct {
 	counts guardCounts
 	hits   map[guardKey]guardHit
 	nodes  map[guardKey]scopeCount // the node levels' counts, as first asked for
+	now    time.Time               // Input.Now
+	since  time.Time               // Input.AutoPurgesSince
 }
 
 // newGuardState takes each group's count of valid items and orphans (see
 // indexCandidates); the evidence comes from in.Scopes.
 func newGuardState(in Input, counts guardCounts) *guardState {
-	return &guardState{g: in.Guard, scopes: in.Scopes, counts: counts, hits: map[guardKey]guardHit{}}
+	return &guardState{g: in.Guard, scopes: in.Scopes, counts: counts, hits: map[guardKey]guardHit{}, now: in.Now, since: in.AutoPurgesSince}
 }
 
 // evidence is what the scope's status says of the group: its own entry
@@ -457,6 +459,11 @@ func (gs *guardState) levelRefusal(levels []guardKey, name string, due map[guard
 	}
 	if counted[levels[0]][name] {
 		return guardHit{} // counted already, at every level
+	}
+	if since := gs.since; !gs.g.AllowOverBudget && !since.IsZero() && gs.now.Before(since.Add(window)) {
+		return guardHit{GuardBudget, fmt.Sprintf(
+			"the ledger of automatic purges is known only since %s (a restart whose store keeps no ledger), so the budget of %s within %s counts as spent: automatic deletion resumes at %s, or on a person's request",
+			since.UTC().Format(time.RFC3339), levels[0], window, since.Add(window).UTC().Format(time.RFC3339))}
 	}
 	for _, k := range levels {
 		sc, _ := gs.count(k)

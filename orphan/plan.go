@@ -42,10 +42,18 @@ type Input struct {
 	Guard Guard
 
 	// AutoPurges is the guard's ledger of automatic purges: the previous
-	// plan's Plan.AutoPurges (the Sweeper carries it). The Budget rule
-	// counts the entries within Guard.BudgetWindow before Now. Nil after
-	// a restart that lost it: the budget then starts afresh.
+	// plan's Plan.AutoPurges (the Sweeper carries it, see LedgerStore).
+	// The Budget rule counts the entries within Guard.BudgetWindow before
+	// Now.
 	AutoPurges []AutoPurge
+	// AutoPurgesSince is when the ledger in AutoPurges began, if it is
+	// not complete: a host that lost it (a restart without a LedgerStore)
+	// knows nothing of the automatic purges before. Until one
+	// Guard.BudgetWindow after it, the Budget rule takes every group's
+	// allowance as spent and refuses each automatic purge not already in
+	// the ledger; requested purges go on. Zero means AutoPurges is
+	// complete.
+	AutoPurgesSince time.Time
 
 	// Volumes is the state of each volume the host knows, by name: the
 	// last-copy guard (see VolumeState) keeps a recoverable orphan of a

@@ -843,6 +843,9 @@ func referenceDecide(in orphan.Input) referencePlan {
 			}
 		}
 		if rule == "" && !r.DeletionRequested && !inLedger(k)[r.Name] {
+			if since := in.AutoPurgesSince; !in.Guard.AllowOverBudget && !since.IsZero() && in.Now.Before(since.Add(window)) {
+				rule = "Budget" // the ledger is known only since then: the allowance counts as spent
+			}
 			for _, l := range levelsOf(k) {
 				allowance := max(minItems-1, int(math.Floor(share*float64(validOf(l)))))
 				if rule == "" && !in.Guard.AllowOverBudget && len(inLedger(l))+spent[l] >= allowance {
@@ -1014,6 +1017,9 @@ func randomGuardExtras(rng *rand.Rand, in *orphan.Input) {
 			}
 		}
 		in.VolumesComplete = rng.IntN(2) == 0
+	}
+	if rng.IntN(4) == 0 {
+		in.AutoPurgesSince = in.Now.Add(-time.Duration(rng.IntN(7200)) * time.Second)
 	}
 	for _, r := range in.Records {
 		if rng.IntN(3) == 0 {
