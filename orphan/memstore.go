@@ -12,7 +12,10 @@ import (
 // is an empty store ready to use. It keeps deep copies: callers never share
 // maps or slices with it. It is a LedgerStore: every Sweeper given the
 // same MemStore shares one ledger of automatic purges, and so one budget,
-// for as long as the MemStore lives.
+// for as long as the MemStore lives. It lives no longer than its process:
+// a host that runs as a new process every cycle (a tool run from cron)
+// and deletes automatically needs a Store that keeps the ledger on disk
+// or in its cluster.
 type MemStore struct {
 	mu      sync.Mutex
 	records map[string]Record
