@@ -26,7 +26,8 @@ import (
 // saved ledger before it happens: if the save fails, the Run fails before
 // anything is done, and a purge that was reserved and then failed stays
 // counted (its record's next purge is not counted twice). A Run that
-// plans no new automatic purge does not save.
+// plans no new automatic purge does not save, and one that would plan no
+// automatic purge even with an empty ledger does not load it either.
 //
 // MemStore keeps a ledger shared by every Sweeper given the same
 // MemStore. A Kubernetes host keeps it, for instance, in a ConfigMap per
@@ -68,6 +69,12 @@ func (s *Sweeper) planWithLedger(ctx context.Context, decide func(ledger []AutoP
 		s.ledger = slices.Clone(plan.AutoPurges)
 		return plan, nil
 	}
+	// The ledger only ever refuses automatic purges: a plan that has none
+	// without it has none with it, and the same everything else. Most
+	// cycles are such, and read no ledger.
+	if plan := decide(nil, time.Time{}); !hasAutoPurge(plan) {
+		return plan, nil
+	}
 	for attempt := 1; ; attempt++ {
 		l, version, err := ls.LoadAutoPurges(ctx)
 		if err != nil {
@@ -85,6 +92,16 @@ func (s *Sweeper) planWithLedger(ctx context.Context, decide func(ledger []AutoP
 			return Plan{}, fmt.Errorf("orphan: saving the ledger of automatic purges (attempt %d): %w", attempt, err)
 		}
 	}
+}
+
+// hasAutoPurge reports whether the plan purges anything automatically.
+func hasAutoPurge(p Plan) bool {
+	for _, pu := range p.Purge {
+		if pu.Auto {
+			return true
+		}
+	}
+	return false
 }
 
 // addsTo reports whether the ledger after has an entry that before has

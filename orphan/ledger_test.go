@@ -2,6 +2,7 @@ package orphan_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -244,5 +245,39 @@ func TestBudgetWithoutALedgerWaitsOneWindow(t *testing.T) {
 	b.clock.Step(50 * time.Minute) // one hour after NewSweeper
 	if _, res, err = s.Run(ctx, b.view(2, false), brokenCycle); err != nil || len(res.Purged) != 2 {
 		t.Fatalf("after the window: %+v, %v; want the other 2 purged", res, err)
+	}
+}
+
+// downLedger is a MemStore whose ledger cannot be read.
+type downLedger struct{ *orphan.MemStore }
+
+func (downLedger) LoadAutoPurges(context.Context) ([]orphan.AutoPurge, string, error) {
+	return nil, "", errors.New("ledger unreachable")
+}
+
+// TestLedgerReadOnlyForAutomaticPurges: a Run that plans no automatic
+// purge (here, only a requested one) neither reads nor writes the ledger,
+// so an unreadable ledger does not stop it; a Run that would purge
+// automatically fails before doing anything.
+func TestLedgerReadOnlyForAutomaticPurges(t *testing.T) {
+	mem := orphan.NewMemStore()
+	b := newBrokenDisk(t, 10, downLedger{mem})
+	s := b.sweeper()
+	ctx := context.Background()
+	manual := brokenCycle
+	manual.Policy = orphan.Policy{}
+	if _, res, err := s.Run(ctx, b.view(1, false), manual); err != nil || len(res.Created) != 2 {
+		t.Fatalf("creating the records: %+v, %v", res, err)
+	}
+	recs, _ := mem.List(ctx, orphan.Selector{NodeID: "n1"})
+	if err := mem.RequestDeletion(ctx, recs[0].Name); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Step(time.Minute)
+	if _, res, err := s.Run(ctx, b.view(1, false), manual); err != nil || len(res.Purged) != 1 {
+		t.Fatalf("a requested purge with the ledger unreadable: %+v, %v; want it purged", res, err)
+	}
+	if _, res, err := s.Run(ctx, b.view(1, false), brokenCycle); err == nil || len(res.Purged) != 0 || len(b.deleter.Deleted()) != 1 {
+		t.Fatalf("an automatic purge with the ledger unreadable: %+v, %v; want an error and nothing purged", res, err)
 	}
 }
