@@ -34,6 +34,11 @@ import (
 // node updated with its resourceVersion; the entries are small (a name,
 // a scope, a group and a time) and only those of one window are kept.
 //
+// A Store that wraps another (to pin a List, say) hides the LedgerStore
+// methods of the one it embeds if it embeds it as an orphan.Store: it
+// should implement Unwrap() Store, returning the Store it wraps, and the
+// Sweeper looks for a LedgerStore through it.
+//
 // A Sweeper whose Store is not a LedgerStore keeps the ledger in memory,
 // and knows nothing of the automatic purges before it was made: it starts
 // as if every group's allowance were spent, so its automatic purges wait
@@ -51,6 +56,24 @@ type LedgerStore interface {
 	SaveAutoPurges(ctx context.Context, ledger []AutoPurge, version string) (newVersion string, err error)
 }
 
+// ledgerOf is the LedgerStore of s: s itself, or the first Store found
+// through Unwrap that is one.
+func ledgerOf(s Store) (LedgerStore, bool) {
+	for range 8 { // a chain of wrappers is short; a loop of them is a bug, not a ledger
+		if ls, ok := s.(LedgerStore); ok {
+			return ls, true
+		}
+		u, ok := s.(interface{ Unwrap() Store })
+		if !ok {
+			return nil, false
+		}
+		if s = u.Unwrap(); s == nil {
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
 // ledgerAttempts bounds how often Run loads the ledger again after a
 // conflicting save: a few Sweepers of one node conflict rarely, and a
 // Run that keeps losing fails and is retried by its host.
@@ -63,7 +86,7 @@ const ledgerAttempts = 5
 func (s *Sweeper) planWithLedger(ctx context.Context, decide func(ledger []AutoPurge, since time.Time) Plan) (Plan, error) {
 	s.ledgerMu.Lock() // one Run of this Sweeper at a time; other Sweepers are told apart by the version
 	defer s.ledgerMu.Unlock()
-	ls, ok := s.store.(LedgerStore)
+	ls, ok := ledgerOf(s.store)
 	if !ok {
 		plan := decide(slices.Clone(s.ledger), s.started)
 		s.ledger = slices.Clone(plan.AutoPurges)

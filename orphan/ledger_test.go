@@ -281,3 +281,34 @@ func TestLedgerReadOnlyForAutomaticPurges(t *testing.T) {
 		t.Fatalf("an automatic purge with the ledger unreadable: %+v, %v; want an error and nothing purged", res, err)
 	}
 }
+
+// wrapper embeds a Store as an orphan.Store, which hides its ledger, and
+// unwraps to it.
+type wrapper struct{ orphan.Store }
+
+func (w wrapper) Unwrap() orphan.Store { return w.Store }
+
+// TestLedgerFoundThroughUnwrap: a Store wrapped by a host (to pin a
+// List, say) still shares its ledger when the wrapper unwraps to it: the
+// restarted Sweepers of TestBudgetRestartEveryCycle stay in budget, and
+// start purging at once (no wait for a window).
+func TestLedgerFoundThroughUnwrap(t *testing.T) {
+	const rebuild = false
+	b := newBrokenDisk(t, 10, wrapper{orphan.NewMemStore()})
+	ctx := context.Background()
+	var at []time.Time
+	for k := range 24 {
+		before := len(b.deleter.Deleted())
+		if _, _, err := b.sweeper().Run(ctx, b.view(k, rebuild), brokenCycle); err != nil {
+			t.Fatal(err)
+		}
+		for range len(b.deleter.Deleted()) - before {
+			at = append(at, b.clock.Now())
+		}
+		b.clock.Step(5 * time.Minute)
+	}
+	checkWindows(t, at, 5)
+	if !at[0].Before(testEpoch.Add(time.Hour)) {
+		t.Fatalf("first purge at %v: the wrapped MemStore's ledger was not found", at[0])
+	}
+}
