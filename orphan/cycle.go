@@ -132,8 +132,8 @@ type Cycle struct {
 	// Policy is the auto-deletion policy.
 	Policy Policy
 	// Guard is the mass-deletion guard; the zero value is on. Its Budget
-	// rule counts automatic purges across Runs: the Sweeper carries the
-	// ledger (see LedgerStore).
+	// rule counts automatic purges across Runs and Sweepers in the
+	// Store's ledger (see LedgerStore).
 	Guard Guard
 	// Volumes, VolumesComplete and LastCopyOverride are the last-copy
 	// guard's input (see VolumeState and Input): without them, no
@@ -163,8 +163,8 @@ type Cycle struct {
 
 // Run judges snap's items with the Sweeper's Adapter, lists the records
 // c.Selector picks from its Store, decides with the merged scopes and the
-// ledger of automatic purges the Sweeper carries (saved first in a
-// LedgerStore), and syncs the plan, re-checking each purge's volume with
+// ledger of automatic purges (its Store's if it is a LedgerStore, saved
+// before anything is done; else the Sweeper's own), and syncs the plan, re-checking each purge's volume with
 // c.LookupVolume when it is set. It returns the plan it carried out and the sync's
 // result. A failure before the sync (judging, listing) changes nothing.
 func (s *Sweeper) Run(ctx context.Context, snap Snapshot, c Cycle) (Plan, Result, error) {
@@ -181,15 +181,11 @@ func (s *Sweeper) run(ctx context.Context, cands []Candidate, scopes map[Scope]S
 	if err != nil {
 		return Plan{}, Result{}, fmt.Errorf("orphan: listing records: %w", err)
 	}
-	s.ledgerMu.Lock()
-	ledger, err := s.autoPurges(ctx)
-	if err != nil {
-		s.ledgerMu.Unlock()
-		return Plan{}, Result{}, err
-	}
-	plan := Decide(c.input(s.clock.Now(), cands, scopes, recs, ledger, evidenceRequired))
-	err = s.keepAutoPurges(ctx, plan.AutoPurges)
-	s.ledgerMu.Unlock()
+	plan, err := s.planWithLedger(ctx, func(ledger []AutoPurge, since time.Time) Plan {
+		in := c.input(s.clock.Now(), cands, scopes, recs, ledger, evidenceRequired)
+		in.AutoPurgesSince = since
+		return Decide(in)
+	})
 	if err != nil {
 		return Plan{}, Result{}, err
 	}

@@ -279,9 +279,9 @@ func (sr *scopeResolverOld) hitOf(rs *resolvedScopeOld, k Kind, e DataEngine) gu
 	if rs.hits == nil {
 		rs.hits = map[Group]guardHit{}
 	}
-	rs.hits[g] = sr.guard.hit(guardKey{rs.scope, g})
+	rs.hits[g] = sr.guard.hit(guardKey{scope: rs.scope, group: g})
 	if sr.evidenceRequired {
-		rs.hits[g] = evidenceHit(sr.scopes, guardKey{rs.scope, g}, rs.hits[g])
+		rs.hits[g] = evidenceHit(sr.scopes, guardKey{scope: rs.scope, group: g}, rs.hits[g])
 	}
 	return rs.hits[g]
 }
@@ -715,7 +715,7 @@ func indexCandidatesOld(cs []Candidate, recs []Record, plan *planOld) candidates
 		k, scope := lk.keyAndScope(spec, c.Item)
 		orphan := c.Verdict.Outcome == OutcomeOrphan
 		if !orphan {
-			tally.add(guardKey{scope, Group{c.Item.Kind, c.Item.DataEngine}}, 1, 0)
+			tally.add(guardKey{scope: scope, group: Group{c.Item.Kind, c.Item.DataEngine}}, 1, 0)
 			if !filter.mayHave(k.primary) {
 				continue
 			}
@@ -751,7 +751,7 @@ func indexCandidatesOld(cs []Candidate, recs []Record, plan *planOld) candidates
 	out.recorded = newBitsetOld(len(out.named))
 	for _, c := range out.named {
 		if c.Verdict.Outcome == OutcomeOrphan {
-			tally.add(guardKey{c.scope, Group{c.Item.Kind, c.Item.DataEngine}}, 1, 1)
+			tally.add(guardKey{scope: c.scope, group: Group{c.Item.Kind, c.Item.DataEngine}}, 1, 1)
 		}
 	}
 	out.counts = tally.counts

@@ -168,10 +168,13 @@
 //     forgets it (data kept) if it is marked DataCleanable=False.
 //  6. Leave the Guard on. Turn a rule off (Cycle.Guard) only for a run a
 //     person has checked, such as a tool's explicit flag. Its Budget
-//     counts automatic purges across cycles in a ledger the Sweeper keeps
-//     in memory; a Store that implements LedgerStore keeps it across
-//     restarts (a host calling Decide itself carries Plan.AutoPurges to
-//     the next Input.AutoPurges).
+//     counts automatic purges across cycles in a ledger: a Store that
+//     implements LedgerStore (MemStore does) keeps it across restarts and
+//     shares it between the Sweepers of a node; a Sweeper over another
+//     Store keeps it in memory and makes automatic purges wait one
+//     BudgetWindow after its start (a host calling Decide itself carries
+//     Plan.AutoPurges to the next Input.AutoPurges, and sets
+//     Input.AutoPurgesSince after losing it).
 //  7. Pass the volumes' states (Cycle.Volumes, VolumesComplete) so that
 //     auto-deletion of replica data goes on for deleted and healthy
 //     volumes; pass Cycle.LastCopyOverride only for records a person

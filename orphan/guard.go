@@ -21,7 +21,14 @@ import (
 // The rules weigh each group of a scope (a node, or a disk of a node) on
 // its own: the items of one kind and data engine (see Group), so that one
 // adapter's owned items never vouch for another's orphans when Combine
-// runs several on one node:
+// runs several on one node. A group of a disk is weighed twice: on its
+// own, and with the group's items on every disk of its node (the node
+// level, named "the replica/v1 items of node n1 (all disks)" in a
+// refusal), so that a view that lost a few replicas of each of many disks
+// cannot stay under every disk's threshold while the node as a whole is
+// mostly orphans. A purge goes on only if both levels let it; the node
+// level counts its disks' items, their OwnedUnlisted included, and has no
+// NoneExpected of its own (an Inventory reports that of each disk's list):
 //
 //	NoneExpected:  the Inventory found the host's list of owners of the
 //	               group empty (ScopeStatus.NoneExpected, or its entry in
@@ -45,7 +52,12 @@ import (
 // window, counted across cycles, so an expected list that loses one
 // replica per cycle cannot trickle a disk away. With the defaults, 10
 // valid items allow 5 automatic purges an hour, and 1 to 5 valid items
-// allow 2. Decide stays pure: the Sweeper carries the ledger from one
+// allow 2. On a disk of n valid items of a node of N across its disks,
+// both max(MinItems-1, ⌊MaxAutoShare×n⌋) and max(MinItems-1,
+// ⌊MaxAutoShare×N⌋) bound the automatic purges: four disks of ten
+// replicas with two orphans each lose all eight in one cycle (each disk
+// allows 5, the node 20), where four disks of three with two orphans each
+// (8 of 12, the node allows 6) lose none automatically. Decide stays pure: the Sweeper carries the ledger from one
 // plan (Plan.AutoPurges) to the next input, and a host that plans
 // itself does the same.
 //
@@ -207,13 +219,41 @@ type scopeCount struct {
 	valid, orphans int
 }
 
-// guardKey is a group of a scope: what the guard counts and rules over.
+// guardKey is a group of a scope, or of all the disks of a node: what
+// the guard counts and rules over.
 type guardKey struct {
 	scope Scope
 	group Group
+	// allDisks says the key is the group's items on every disk of the
+	// node scope.NodeID (scope.Disk is empty): the node level.
+	allDisks bool
 }
 
-func (k guardKey) String() string { return "the " + k.group.String() + " items of " + k.scope.String() }
+func (k guardKey) String() string {
+	if k.allDisks {
+		return "the " + k.group.String() + " items of node " + k.scope.NodeID + " (all disks)"
+	}
+	return "the " + k.group.String() + " items of " + k.scope.String()
+}
+
+// nodeLevel is the key of the group's items on all the disks of k's node,
+// which the guard weighs as well as k's own disk; false if k's scope is
+// not a disk.
+func (k guardKey) nodeLevel() (guardKey, bool) {
+	if k.allDisks || k.scope.Disk == "" {
+		return guardKey{}, false
+	}
+	return guardKey{scope: Scope{NodeID: k.scope.NodeID}, group: k.group, allDisks: true}, true
+}
+
+// levels are the keys the guard weighs a record of key k by: k itself,
+// then its node level if k is a disk's.
+func (k guardKey) levels() []guardKey {
+	if n, ok := k.nodeLevel(); ok {
+		return []guardKey{k, n}
+	}
+	return []guardKey{k}
+}
 
 // guardCounts are the guard's counts by group of a scope.
 type guardCounts map[guardKey]*scopeCount
@@ -236,12 +276,15 @@ type guardState struct {
 	scopes map[Scope]ScopeStatus
 	counts guardCounts
 	hits   map[guardKey]guardHit
+	nodes  map[guardKey]scopeCount // the node levels' counts, as first asked for
+	now    time.Time               // Input.Now
+	since  time.Time               // Input.AutoPurgesSince
 }
 
 // newGuardState takes each group's count of valid items and orphans (see
 // indexCandidates); the evidence comes from in.Scopes.
 func newGuardState(in Input, counts guardCounts) *guardState {
-	return &guardState{g: in.Guard, scopes: in.Scopes, counts: counts, hits: map[guardKey]guardHit{}}
+	return &guardState{g: in.Guard, scopes: in.Scopes, counts: counts, hits: map[guardKey]guardHit{}, now: in.Now, since: in.AutoPurgesSince}
 }
 
 // evidence is what the scope's status says of the group: its own entry
@@ -265,7 +308,14 @@ func (gs *guardState) evidence(k guardKey) Evidence {
 
 // count is the group's valid items (the candidates counted, and the owned
 // ones its Inventory did not list) and orphans, with the evidence.
+//
+// A node level (all the disks of a node) counts what its disks' groups
+// count, their OwnedUnlisted included, and has no evidence of its own:
+// an Inventory reports the list it judged by per disk.
 func (gs *guardState) count(k guardKey) (sc scopeCount, ev Evidence) {
+	if k.allDisks {
+		return gs.nodeCount(k), Evidence{}
+	}
 	ev = gs.evidence(k)
 	if c := gs.counts[k]; c != nil {
 		sc = *c
@@ -276,22 +326,63 @@ func (gs *guardState) count(k guardKey) (sc scopeCount, ev Evidence) {
 
 // hit returns the rule that stops every purge in the group; the zero
 // guardHit if none does.
+//
+// A disk's group is weighed on its own first, then with the group's items
+// on every disk of its node: a view that lost a few replicas of each disk
+// stays under each disk's threshold while the node as a whole is mostly
+// orphans. The hit names the level that tripped.
 func (gs *guardState) hit(k guardKey) guardHit {
 	if h, ok := gs.hits[k]; ok {
 		return h
 	}
-	sc, ev := gs.count(k)
 	var h guardHit
-	switch {
-	case ev.NoneExpected && sc.valid > 0 && !gs.g.AllowNoneExpected:
-		h = guardHit{GuardNoneExpected, fmt.Sprintf(
-			"nothing is expected of %s while it holds %d valid items: the host's view looks broken (a replica list from the wrong namespace?)", k, sc.valid)}
-	case sc.orphans == sc.valid && sc.orphans >= gs.g.minItems() && !gs.g.AllowWholeScope:
-		h = guardHit{GuardWholeScope, fmt.Sprintf(
-			"all %d valid items of %s are judged orphans: the host's view looks broken (a lost cache?)", sc.valid, k)}
+	for _, l := range k.levels() {
+		if h = gs.levelHit(l); h.rule != "" {
+			break
+		}
 	}
 	gs.hits[k] = h
 	return h
+}
+
+// levelHit is the rule that holds for the group of k alone, if any.
+func (gs *guardState) levelHit(k guardKey) guardHit {
+	sc, ev := gs.count(k)
+	switch {
+	case ev.NoneExpected && sc.valid > 0 && !gs.g.AllowNoneExpected:
+		return guardHit{GuardNoneExpected, fmt.Sprintf(
+			"nothing is expected of %s while it holds %d valid items: the host's view looks broken (a replica list from the wrong namespace?)", k, sc.valid)}
+	case sc.orphans == sc.valid && sc.orphans >= gs.g.minItems() && !gs.g.AllowWholeScope:
+		return guardHit{GuardWholeScope, fmt.Sprintf(
+			"all %d valid items of %s are judged orphans: the host's view looks broken (a lost cache?)", sc.valid, k)}
+	}
+	return guardHit{}
+}
+
+// nodeCount is the count of a node level: the sum of its node's disks'
+// counts of the group. Computed once per node level; a node has few disks
+// and an Input few nodes.
+func (gs *guardState) nodeCount(k guardKey) scopeCount {
+	if c, ok := gs.nodes[k]; ok {
+		return c
+	}
+	var c scopeCount
+	for dk, dc := range gs.counts {
+		if !dk.allDisks && dk.scope.Disk != "" && dk.scope.NodeID == k.scope.NodeID && dk.group == k.group {
+			c.valid += dc.valid
+			c.orphans += dc.orphans
+		}
+	}
+	for s := range gs.scopes {
+		if s.Disk != "" && s.NodeID == k.scope.NodeID {
+			c.valid += gs.evidence(guardKey{scope: s, group: k.group}).OwnedUnlisted
+		}
+	}
+	if gs.nodes == nil {
+		gs.nodes = map[guardKey]scopeCount{}
+	}
+	gs.nodes[k] = c
+	return c
 }
 
 func (h guardHit) String() string { return string(h.rule) + ": " + h.msg }
@@ -311,49 +402,79 @@ func (gs *guardState) autoRefusals(purges []Purge, auto []int, ledger []AutoPurg
 	window := gs.g.budgetWindow()
 	cutoff := now.Add(-window)
 	var kept []AutoPurge
-	counted := map[guardKey]map[string]bool{} // names purged automatically within the window, by group
+	counted := map[guardKey]map[string]bool{} // names purged automatically within the window, by group and node level
 	for _, e := range ledger {
 		if !e.At.After(cutoff) {
 			continue
 		}
 		kept = append(kept, e)
-		k := guardKey{e.Scope, e.Group}
-		if counted[k] == nil {
-			counted[k] = map[string]bool{}
+		for _, k := range (guardKey{scope: e.Scope, group: e.Group}).levels() {
+			if counted[k] == nil {
+				counted[k] = map[string]bool{}
+			}
+			counted[k][e.Name] = true
 		}
-		counted[k][e.Name] = true
 	}
 	if len(auto) == 0 {
 		return nil, kept
 	}
 	due := map[guardKey]int{}
 	for i := range purges {
-		due[groupOf(&purges[i].Record)]++
+		for _, k := range groupOf(&purges[i].Record).levels() {
+			due[k]++
+		}
 	}
 	hits := map[int]guardHit{}
 	spent := map[guardKey]int{}
 	for _, i := range auto {
 		r := &purges[i].Record
-		k := groupOf(r)
-		sc, _ := gs.count(k)
-		allowance := gs.g.allowance(sc.valid)
-		switch used := len(counted[k]) + spent[k]; {
-		case !gs.g.AllowAnyShare && due[k] > allowance:
-			hits[i] = guardHit{GuardAutoShare, fmt.Sprintf(
-				"%d of the %d valid items of %s are due for purging at once, more than %d%%: automatic deletion stops here",
-				due[k], sc.valid, k, int(math.Round(100*gs.g.maxAutoShare())))}
-		case counted[k][r.Name]:
-			// Counted already: an earlier purge of it did not finish.
-		case !gs.g.AllowOverBudget && used >= allowance:
-			hits[i] = guardHit{GuardBudget, fmt.Sprintf(
-				"%d automatic purges of %s within %s reach its budget of %d (%d%% of its %d valid items): automatic deletion resumes when the window passes, or on a person's request",
-				used, k, window, allowance, int(math.Round(100*gs.g.maxAutoShare())), sc.valid)}
-		default:
-			spent[k]++
-			kept = append(kept, AutoPurge{Name: r.Name, Scope: k.scope, Group: k.group, At: now})
+		levels := groupOf(r).levels()
+		if h := gs.levelRefusal(levels, r.Name, due, counted, spent, window); h.rule != "" {
+			hits[i] = h
+			continue
 		}
+		if counted[levels[0]][r.Name] {
+			continue // counted already: an earlier purge of it did not finish
+		}
+		for _, k := range levels {
+			spent[k]++
+		}
+		kept = append(kept, AutoPurge{Name: r.Name, Scope: levels[0].scope, Group: levels[0].group, At: now})
 	}
 	return hits, kept
+}
+
+// levelRefusal is the AutoShare or Budget hit that refuses the automatic
+// purge of name at one of its levels (its group, then its node level),
+// the zero guardHit if none does.
+func (gs *guardState) levelRefusal(levels []guardKey, name string, due map[guardKey]int, counted map[guardKey]map[string]bool, spent map[guardKey]int, window time.Duration) guardHit {
+	share := int(math.Round(100 * gs.g.maxAutoShare()))
+	for _, k := range levels {
+		sc, _ := gs.count(k)
+		if allowance := gs.g.allowance(sc.valid); !gs.g.AllowAnyShare && due[k] > allowance {
+			return guardHit{GuardAutoShare, fmt.Sprintf(
+				"%d of the %d valid items of %s are due for purging at once, more than %d%%: automatic deletion stops here",
+				due[k], sc.valid, k, share)}
+		}
+	}
+	if counted[levels[0]][name] {
+		return guardHit{} // counted already, at every level
+	}
+	if since := gs.since; !gs.g.AllowOverBudget && !since.IsZero() && gs.now.Before(since.Add(window)) {
+		return guardHit{GuardBudget, fmt.Sprintf(
+			"the ledger of automatic purges is known only since %s (a restart whose store keeps no ledger), so the budget of %s within %s counts as spent: automatic deletion resumes at %s, or on a person's request",
+			since.UTC().Format(time.RFC3339), levels[0], window, since.Add(window).UTC().Format(time.RFC3339))}
+	}
+	for _, k := range levels {
+		sc, _ := gs.count(k)
+		allowance := gs.g.allowance(sc.valid)
+		if used := len(counted[k]) + spent[k]; !gs.g.AllowOverBudget && used >= allowance {
+			return guardHit{GuardBudget, fmt.Sprintf(
+				"%d automatic purges of %s within %s reach its budget of %d (%d%% of its %d valid items): automatic deletion resumes when the window passes, or on a person's request",
+				used, k, window, allowance, share, sc.valid)}
+		}
+	}
+	return guardHit{}
 }
 
 // allowance is how many automatic purges the guard lets through in a

@@ -164,7 +164,7 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan, sums *sumSource,
 	for gid, n := range tally {
 		if n != (scopeCount{}) {
 			g := gids.keys[gid]
-			out.counts[guardKey{ids.scopes[g.sid], g.group}] = &n
+			out.counts[guardKey{scope: ids.scopes[g.sid], group: g.group}] = &n
 		}
 	}
 	return out

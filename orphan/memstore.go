@@ -3,20 +3,64 @@ package orphan
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 )
 
 // MemStore is an in-memory Store, safe for concurrent use. Its zero value
 // is an empty store ready to use. It keeps deep copies: callers never share
-// maps or slices with it.
+// maps or slices with it. It is a LedgerStore: every Sweeper given the
+// same MemStore shares one ledger of automatic purges, and so one budget,
+// for as long as the MemStore lives. It lives no longer than its process:
+// a host that runs as a new process every cycle (a tool run from cron)
+// and deletes automatically needs a Store that keeps the ledger on disk
+// or in its cluster.
 type MemStore struct {
 	mu      sync.Mutex
 	records map[string]Record
 	version uint64
+
+	ledger        []AutoPurge
+	ledgerVersion uint64 // 0: never saved
 }
 
-var _ Store = (*MemStore)(nil)
+var (
+	_ Store       = (*MemStore)(nil)
+	_ LedgerStore = (*MemStore)(nil)
+)
+
+// LoadAutoPurges implements LedgerStore.
+func (s *MemStore) LoadAutoPurges(ctx context.Context) ([]AutoPurge, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.ledger), s.ledgerVersionString(), nil
+}
+
+// SaveAutoPurges implements LedgerStore.
+func (s *MemStore) SaveAutoPurges(ctx context.Context, ledger []AutoPurge, version string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur := s.ledgerVersionString(); version != cur {
+		return "", fmt.Errorf("%w: the ledger of automatic purges is at version %q, not %q", ErrConflict, cur, version)
+	}
+	s.ledger = slices.Clone(ledger)
+	s.ledgerVersion++
+	return s.ledgerVersionString(), nil
+}
+
+func (s *MemStore) ledgerVersionString() string {
+	if s.ledgerVersion == 0 {
+		return ""
+	}
+	return strconv.FormatUint(s.ledgerVersion, 10)
+}
 
 // NewMemStore returns an empty store. It is the same as new(MemStore).
 func NewMemStore() *MemStore { return new(MemStore) }

@@ -42,10 +42,18 @@ type Input struct {
 	Guard Guard
 
 	// AutoPurges is the guard's ledger of automatic purges: the previous
-	// plan's Plan.AutoPurges (the Sweeper carries it). The Budget rule
-	// counts the entries within Guard.BudgetWindow before Now. Nil after
-	// a restart that lost it: the budget then starts afresh.
+	// plan's Plan.AutoPurges (the Sweeper carries it, see LedgerStore).
+	// The Budget rule counts the entries within Guard.BudgetWindow before
+	// Now.
 	AutoPurges []AutoPurge
+	// AutoPurgesSince is when the ledger in AutoPurges began, if it is
+	// not complete: a host that lost it (a restart without a LedgerStore)
+	// knows nothing of the automatic purges before. Until one
+	// Guard.BudgetWindow after it, the Budget rule takes every group's
+	// allowance as spent and refuses each automatic purge not already in
+	// the ledger; requested purges go on. Zero means AutoPurges is
+	// complete.
+	AutoPurgesSince time.Time
 
 	// Volumes is the state of each volume the host knows, by name: the
 	// last-copy guard (see VolumeState) keeps a recoverable orphan of a
@@ -587,9 +595,9 @@ func (sr *scopeResolver) hitOf(rs *resolvedScope, k Kind, e DataEngine) guardHit
 		}
 	}
 	g := Group{Kind: k, DataEngine: e}
-	h := sr.guard.hit(guardKey{rs.scope, g})
+	h := sr.guard.hit(guardKey{scope: rs.scope, group: g})
 	if sr.evidenceRequired {
-		h = evidenceHit(sr.scopes, guardKey{rs.scope, g}, h)
+		h = evidenceHit(sr.scopes, guardKey{scope: rs.scope, group: g}, h)
 	}
 	rs.hits = append(rs.hits, groupHit{g, h})
 	return h

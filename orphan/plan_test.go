@@ -555,9 +555,47 @@ func referenceDecide(in orphan.Input) referencePlan {
 		}
 		return owned, none
 	}
+	// A node level is written as the key of the node's scope with the
+	// disk "*": every disk of the node, summed by hand.
+	const allDisks = "*"
 	validOf := func(k gk) int {
+		if k.s.Disk == allDisks {
+			n := 0
+			for o, v := range valid {
+				if o.s.NodeID == k.s.NodeID && o.s.Disk != "" && o.g == k.g {
+					n += v
+				}
+			}
+			for s := range in.Scopes {
+				if s.NodeID == k.s.NodeID && s.Disk != "" {
+					owned, _ := evidence(gk{s, k.g})
+					n += owned
+				}
+			}
+			return n
+		}
 		owned, _ := evidence(k)
 		return valid[k] + owned
+	}
+	orphansOf := func(k gk) int {
+		if k.s.Disk == allDisks {
+			n := 0
+			for o, v := range orphans {
+				if o.s.NodeID == k.s.NodeID && o.s.Disk != "" && o.g == k.g {
+					n += v
+				}
+			}
+			return n
+		}
+		return orphans[k]
+	}
+	// levelsOf are the keys a record is weighed by: its own, and its
+	// node's all disks if it lies on a disk.
+	levelsOf := func(k gk) []gk {
+		if k.s.Disk == "" {
+			return []gk{k}
+		}
+		return []gk{k, {orphan.Scope{NodeID: k.s.NodeID, Disk: allDisks}, k.g}}
 	}
 	guardRule := func(r orphan.Record) string {
 		k := keyOfItem(r.Item())
@@ -572,8 +610,10 @@ func referenceDecide(in orphan.Input) referencePlan {
 		if _, none := evidence(k); none && validOf(k) > 0 && !in.Guard.AllowNoneExpected {
 			return "NoneExpected"
 		}
-		if orphans[k] == validOf(k) && orphans[k] >= minItems && !in.Guard.AllowWholeScope {
-			return "WholeScope"
+		for _, l := range levelsOf(k) {
+			if orphansOf(l) == validOf(l) && orphansOf(l) >= minItems && !in.Guard.AllowWholeScope {
+				return "WholeScope"
+			}
 		}
 		return ""
 	}
@@ -812,7 +852,10 @@ func referenceDecide(in orphan.Input) referencePlan {
 	inLedger := func(k gk) map[string]bool {
 		names := map[string]bool{}
 		for _, e := range in.AutoPurges {
-			if e.At.After(in.Now.Add(-window)) && (gk{e.Scope, e.Group}) == k {
+			if !e.At.After(in.Now.Add(-window)) || e.Group != k.g {
+				continue
+			}
+			if (gk{e.Scope, e.Group}) == k || k.s.Disk == allDisks && e.Scope.NodeID == k.s.NodeID && e.Scope.Disk != "" {
 				names[e.Name] = true
 			}
 		}
@@ -826,28 +869,42 @@ func referenceDecide(in orphan.Input) referencePlan {
 	spent := map[gk]int{}
 	for _, r := range purges {
 		k := keyOfItem(r.Item())
-		inScope := 0
-		for _, o := range purges {
-			if keyOfItem(o.Item()) == k {
-				inScope++
+		rule := ""
+		for _, l := range levelsOf(k) {
+			inScope := 0
+			for _, o := range purges {
+				for _, ol := range levelsOf(keyOfItem(o.Item())) {
+					if ol == l {
+						inScope++
+					}
+				}
+			}
+			if rule == "" && !r.DeletionRequested && !in.Guard.AllowAnyShare && inScope >= minItems && float64(inScope) > share*float64(validOf(l)) {
+				rule = "AutoShare"
 			}
 		}
-		if !r.DeletionRequested && !in.Guard.AllowAnyShare && inScope >= minItems && float64(inScope) > share*float64(validOf(k)) {
+		if rule == "" && !r.DeletionRequested && !inLedger(k)[r.Name] {
+			if since := in.AutoPurgesSince; !in.Guard.AllowOverBudget && !since.IsZero() && in.Now.Before(since.Add(window)) {
+				rule = "Budget" // the ledger is known only since then: the allowance counts as spent
+			}
+			for _, l := range levelsOf(k) {
+				allowance := max(minItems-1, int(math.Floor(share*float64(validOf(l)))))
+				if rule == "" && !in.Guard.AllowOverBudget && len(inLedger(l))+spent[l] >= allowance {
+					rule = "Budget"
+				}
+			}
+			if rule == "" {
+				for _, l := range levelsOf(k) {
+					spent[l]++
+				}
+				out.ledger = append(out.ledger, fmt.Sprint(orphan.AutoPurge{Name: r.Name, Scope: k.s, Group: k.g, At: in.Now}))
+			}
+		}
+		if rule != "" {
 			out.actions[r.Name] = "keep"
-			out.refused[r.Name] = "AutoShare"
-			mark(r, "AutoShare")
+			out.refused[r.Name] = rule
+			mark(r, rule)
 			continue
-		}
-		if !r.DeletionRequested && !inLedger(k)[r.Name] {
-			allowance := max(minItems-1, int(math.Floor(share*float64(validOf(k)))))
-			if !in.Guard.AllowOverBudget && len(inLedger(k))+spent[k] >= allowance {
-				out.actions[r.Name] = "keep"
-				out.refused[r.Name] = "Budget"
-				mark(r, "Budget")
-				continue
-			}
-			spent[k]++
-			out.ledger = append(out.ledger, fmt.Sprint(orphan.AutoPurge{Name: r.Name, Scope: k.s, Group: k.g, At: in.Now}))
 		}
 		if r.DeletionRequested {
 			out.actions[r.Name] = "purge"
@@ -1003,6 +1060,9 @@ func randomGuardExtras(rng *rand.Rand, in *orphan.Input) {
 			}
 		}
 		in.VolumesComplete = rng.IntN(2) == 0
+	}
+	if rng.IntN(4) == 0 {
+		in.AutoPurgesSince = in.Now.Add(-time.Duration(rng.IntN(7200)) * time.Second)
 	}
 	for _, r := range in.Records {
 		if rng.IntN(3) == 0 {

@@ -43,9 +43,9 @@ type Sweeper struct {
 
 	maxCreates int // SweeperOptions.MaxCreates
 
-	ledgerMu     sync.Mutex  // held by Run from reading the ledger to keeping the plan's
-	ledger       []AutoPurge // the last plan's Plan.AutoPurges
-	ledgerLoaded bool        // the ledger was loaded from a LedgerStore
+	ledgerMu sync.Mutex  // held by Run from reading the ledger to keeping the plan's
+	ledger   []AutoPurge // the last plan's Plan.AutoPurges, if the Store is no LedgerStore
+	started  time.Time   // when NewSweeper made it: the in-memory ledger begins here
 }
 
 // SweeperOptions configure a Sweeper. The zero value is usable.
@@ -99,8 +99,9 @@ func NewSweeper(store Store, a Adapter, opts SweeperOptions) (*Sweeper, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Sweeper{store: store, adapter: a, clock: clocks.Or(opts.Clock), limit: limit, log: log, hooks: noHooks(opts.Hooks),
-		maxCreates: max(opts.MaxCreates, 0)}, nil
+	clk := clocks.Or(opts.Clock)
+	return &Sweeper{store: store, adapter: a, clock: clk, limit: limit, log: log, hooks: noHooks(opts.Hooks),
+		maxCreates: max(opts.MaxCreates, 0), started: clk.Now()}, nil
 }
 
 // Result says what a sync did. Names are record names; lists are in no

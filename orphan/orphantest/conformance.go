@@ -22,6 +22,11 @@ type Harness struct {
 	// Adapter makes real orphaned and owned data for an orphan.Adapter
 	// and looks at it.
 	Adapter AdapterHarness
+	// Ledger makes an empty Store that is an orphan.LedgerStore and
+	// returns a function opening a new handle on it, as a restarted agent
+	// or a second agent of the node would: the handles share one ledger
+	// and one set of records. It is called once per subtest.
+	Ledger func(t *testing.T) (open func() orphan.Store)
 }
 
 // AdapterHarness binds an orphan.Adapter to data the harness makes: real
@@ -60,11 +65,14 @@ type AdapterHarness interface {
 //	}
 func RunConformanceTests(t *testing.T, h Harness) {
 	t.Helper()
-	if h.Store == nil && h.Adapter == nil {
+	if h.Store == nil && h.Adapter == nil && h.Ledger == nil {
 		t.Fatal("orphantest: the Harness sets nothing to test")
 	}
 	if h.Store != nil {
 		t.Run("Store", func(t *testing.T) { runStoreTests(t, h.Store) })
+	}
+	if h.Ledger != nil {
+		t.Run("Ledger", func(t *testing.T) { runLedgerTests(t, h.Ledger) })
 	}
 	if h.Adapter != nil {
 		t.Run("Adapter", func(t *testing.T) {

@@ -26,6 +26,10 @@ func (p *pinnedStore) pin(recs []orphan.Record) {
 	p.pinned, p.set = recs, true
 }
 
+// Unwrap returns the configured Store, so that the Sweeper finds its
+// ledger of automatic purges (orphan.LedgerStore) through this wrapper.
+func (p *pinnedStore) Unwrap() orphan.Store { return p.Store }
+
 // unpin drops a pinned list that was not used.
 func (p *pinnedStore) unpin() {
 	p.mu.Lock()

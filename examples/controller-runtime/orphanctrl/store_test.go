@@ -19,3 +19,14 @@ func TestStoreConformance(t *testing.T) {
 		return orphanctrl.NewStore(e.c, e.c, e.ns, "")
 	}})
 }
+
+// TestStoreLedger runs the orphan.LedgerStore contract on the real API
+// server: the ledger is a ConfigMap per node, saved at the resourceVersion
+// read, so a new Store and Sweeper every cycle, and two Sweepers of one
+// node at once, stay within one allowance an hour.
+func TestStoreLedger(t *testing.T) {
+	orphantest.RunConformanceTests(t, orphantest.Harness{Ledger: func(t *testing.T) func() orphan.Store {
+		e := newEnv(t)
+		return func() orphan.Store { return orphanctrl.NewStore(e.c, e.c, e.ns, "node-1") }
+	}})
+}

@@ -27,7 +27,8 @@ type Options struct {
 	// Namespace holds the Orphan objects; empty means DefaultNamespace.
 	Namespace string
 	// OwnerID, if set, is written to status.ownerID of the objects this
-	// store creates: the node whose agent is in charge of them.
+	// store creates: the node whose agent is in charge of them. It names
+	// the node's ledger ConfigMap too (LedgerName).
 	OwnerID string
 	// FieldManager names this writer in the objects' managedFields, so
 	// one can tell which agent changed what. Empty means the client's
@@ -87,8 +88,13 @@ type Options struct {
 // API errors map to the orphan package's sentinels: NotFound to
 // orphan.ErrNotFound, AlreadyExists to orphan.ErrAlreadyExists, Conflict
 // to orphan.ErrConflict; the API error stays in the chain.
+//
+// It is an orphan.LedgerStore too: the guard's ledger of automatic purges
+// is a ConfigMap per node (see LedgerName), so the purge budget survives
+// the agent's restarts and is shared by every agent of the node.
 type Store struct {
 	ri        dynamic.ResourceInterface
+	cm        dynamic.ResourceInterface // the namespace's ConfigMaps, for the ledger
 	opts      Options
 	spellings *DismissalLog
 }
@@ -100,7 +106,7 @@ func New(client dynamic.Interface, opts Options) *Store {
 	if opts.Namespace == "" {
 		opts.Namespace = DefaultNamespace
 	}
-	return &Store{ri: client.Resource(GVR).Namespace(opts.Namespace), opts: opts, spellings: &DismissalLog{Logger: opts.Logger}}
+	return &Store{ri: client.Resource(GVR).Namespace(opts.Namespace), cm: client.Resource(ConfigMapGVR).Namespace(opts.Namespace), opts: opts, spellings: &DismissalLog{Logger: opts.Logger}}
 }
 
 // Namespace returns the namespace the store works in.
