@@ -163,10 +163,11 @@ func newLedgerWorld(t *testing.T, n int, rebuild bool) *ledgerWorld {
 	return w
 }
 
-// unrecoverable marks an item inspected and holding nothing recoverable,
-// so the last-copy guard leaves it alone and only the budget weighs it.
+// unrecoverable marks an item inspected and proven to hold none of its
+// volume's data (Copy.NoData), so the last-copy guard leaves it alone and
+// only the budget weighs it.
 func unrecoverable(it orphan.Item) orphan.Item {
-	it.Copy = &orphan.Copy{Volume: "gone", Reasons: []string{"test data"}}
+	it.Copy = &orphan.Copy{Volume: "gone", Reasons: []string{"test data"}, NoData: true}
 	return it
 }
 
