@@ -185,6 +185,9 @@ type hooks struct {
 	// afterRemove runs after the removal walk removes an entry, with its
 	// path relative to <disk>/replicas.
 	afterRemove func(path string)
+	// validated runs when a scan has validated an unexpected directory,
+	// in the goroutine that did.
+	validated func(name string)
 }
 
 var (

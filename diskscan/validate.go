@@ -102,6 +102,9 @@ func (o *Orphans) validateAll(ctx context.Context, rr *os.Root, dirfd int, cache
 // the descriptor path when dirfd is one and that path can tell, and the
 // path through rr otherwise; both find the same (TestValidateAtMatchesRoot).
 func (o *Orphans) validate(ctx context.Context, rr *os.Root, dirfd int, bufs *validateBufs, prev *cachedEntry, name string) validation {
+	if o.hooks.validated != nil {
+		defer o.hooks.validated(name)
+	}
 	if dirfd >= 0 {
 		if v, ok := o.validateAt(ctx, rr, dirfd, bufs, prev, name); ok {
 			return v
