@@ -66,15 +66,23 @@ func (h *hostFixture) replica(t *testing.T, name string) string {
 	return h.real(filepath.Join(hostDiskPath, ReplicasDir, name))
 }
 
-// A disk given as a host path is found inside the host root, and its
-// orphan is purged there, with the host's mount table consulted.
+// A disk given as a host path is found inside the host root: an
+// interrupted purge is finished there, and an orphan judged and purged,
+// with the host's mount table consulted.
 func TestHostRootScanAndPurge(t *testing.T) {
 	h := newHostFixture(t, settled)
 	lost := h.replica(t, "pvc-lost-r-deadbeef")
 	live := h.replica(t, "pvc-live-r-00000001")
+	h.replica(t, "pvc-cut-r-00000002")
+	here := Disk{Path: h.real(hostDiskPath)} // the disk as this process sees it
+	tomb, _ := plantTombstone(t, here, "pvc-cut-r-00000002")
 	h.f.expect(h.disk, "pvc-live-r-00000001")
 
-	rep := h.f.scan()
+	rep := h.f.scan() // pins the filesystem ID FinishInterrupted checks
+	must(t, h.f.o.FinishInterrupted(context.Background()))
+	if exists(t, tomb) || len(tombstonesIn(t, here)) != 0 {
+		t.Fatalf("FinishInterrupted through the host root left %v", tombstonesIn(t, here))
+	}
 	if st := rep.Disks[0].Status; st.Health != orphan.HealthReady {
 		t.Fatalf("disk %s: %s", st.Health, st.Message)
 	}
