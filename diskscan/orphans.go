@@ -125,6 +125,8 @@ type Options struct {
 	// runs on another thread, in the process's own namespace. The mount
 	// table read is always the calling thread's own
 	// (/proc/thread-self/mountinfo), so it is the joined namespace's.
+	// orphan.Monitor scans in a goroutine of its own: on such a thread,
+	// call Scan, Judge, Delete and FinishInterrupted directly.
 	Sequential bool
 }
 
