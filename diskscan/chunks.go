@@ -45,10 +45,10 @@ func inChunks(ctx context.Context, n, workers int, fn func(chunk, lo, hi int)) e
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
-		go func() {
+		spawn(func() {
 			defer wg.Done()
 			work()
-		}()
+		})
 	}
 	wg.Wait()
 	return ctx.Err()

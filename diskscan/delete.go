@@ -140,7 +140,7 @@ func (o *Orphans) Delete(ctx context.Context, r orphan.Record) error {
 	if err != nil {
 		return err
 	}
-	if err := noMountsIn(rr, name); err != nil {
+	if err := o.host.noMountsIn(rr, name); err != nil {
 		return err
 	}
 	check := treeWalk{ctx: ctx, bound: bound, afterRemove: o.hooks.afterRemove}
@@ -178,7 +178,7 @@ func (o *Orphans) Delete(ctx context.Context, r orphan.Record) error {
 		// there now is not what was checked. Put it back untouched.
 		return o.restore(rr, disk, p, refuse(ErrNotReplica, "%s changed while it was being purged", name))
 	}
-	if err := noMountsIn(rr, tomb); err != nil {
+	if err := o.host.noMountsIn(rr, tomb); err != nil {
 		return o.restore(rr, disk, p, err)
 	}
 	if err := o.notExpected(ctx, disk, name); err != nil {

@@ -25,11 +25,32 @@ type Disk struct {
 	UUID string // the diskUUID the host expects in longhorn-disk.cfg
 
 	// FSID is the filesystem ID the host expects (as FSID prints it), or
-	// empty. When empty, the first scan that finds the disk's config with
+	// empty. Longhorn's disk monitor already computes this very value for
+	// every filesystem disk, in the host's mount namespace: DiskStat.DiskID
+	// (ns.GetDiskStat of longhorn/go-common-libs: statfs(2), f_fsid's two
+	// words as unsigned 32-bit halves, first word high, "%012x"). A host
+	// that passes it needs no earlier scan before a purge (a finalizer
+	// reconciling one Orphan, say): the purge still statfs'es the disk and
+	// refuses if the filesystem is another (ErrDiskChanged). When empty, the first scan that finds the disk's config with
 	// the expected UUID pins the filesystem ID it sees, and a later change
 	// makes the disk DiskChanged; a pin lives only as long as the Orphans
 	// value and is dropped when the disk's Path or UUID changes.
 	FSID string
+}
+
+// validFSID reports whether s is printed as FormatFSID prints: 12 to 16
+// lowercase hex digits. Anything else could never match a disk, and
+// every purge on it would be refused for a typo.
+func validFSID(s string) bool {
+	if len(s) < 12 || len(s) > 16 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // Scope returns the disk's orphan scope.
@@ -51,6 +72,8 @@ func (d Disk) validate() error {
 		return fmt.Errorf("diskscan: disk %s: path %q contains a NUL byte", d.Scope(), d.Path)
 	case strings.TrimSpace(d.UUID) != d.UUID:
 		return fmt.Errorf("diskscan: disk %s: UUID %q has surrounding white space", d.Scope(), d.UUID)
+	case d.FSID != "" && !validFSID(d.FSID):
+		return fmt.Errorf("diskscan: disk %s: FSID %q is not a filesystem ID as FSID prints it (12 to 16 lowercase hex digits, as Longhorn's DiskStat.DiskID)", d.Scope(), d.FSID)
 	}
 	return nil
 }

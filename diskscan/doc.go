@@ -62,8 +62,8 @@
 //   - Mount boundary: a mount point at or below an orphan directory (a
 //     tmpfs, another disk, or a bind mount of the same filesystem) stops
 //     the purge with ErrMountPoint before the rename, and again while
-//     removing: the mount table (/proc/self/mountinfo) is read before and
-//     after the rename, and every directory the removal walk enters must
+//     removing: the mount table (the calling thread's, or the host's with
+//     Options.HostRoot) is read before and after the rename, and every directory the removal walk enters must
 //     be on the device and in the mount (mnt_id) of <disk>/replicas. The
 //     walk is caretaker's own; os.Root.RemoveAll would descend into a
 //     mount. Without /proc nothing is purged.
@@ -97,9 +97,11 @@
 //     255 bytes is never reported as an orphan (skipped with the reason).
 //
 // What remains: a mount made in another mount namespace that does not
-// propagate to this one is invisible in the mount table; a bind mount of
-// the same filesystem is then caught only by the walk's mount ID check,
-// which sees what this process's namespace sees. A directory someone
+// propagate to the one the disks are reached in is invisible in the mount
+// table; a bind mount of the same filesystem is then caught only by the
+// walk's mount ID check, which sees what that namespace sees. In a pod,
+// reach the disks in the host's namespace (see "Inside Longhorn's pod"),
+// or mounts made on the host are missed by the table. A directory someone
 // creates under a purge's exact tombstone name (token included, so they
 // read the marker) after the tombstone was removed and before its marker
 // was, and which gets the same inode number, would be taken for ours.
@@ -135,10 +137,42 @@
 //     mass-deletion guard weighs.
 //  4. Let the Sweeper call FinishInterrupted (it does, once per sync), so
 //     purges a crash or a cancellation interrupted are finished. Run with
-//     /proc mounted (the mount checks need it).
+//     /proc mounted (the mount checks need it). In a pod, reach the disks
+//     through the host (see "Inside Longhorn's pod").
 //  5. For sizes and reasons, read LastReport (what the Monitor's last scan
 //     saw) rather than scanning again; a tool without a Monitor calls
 //     Report.
+//
+// # Inside Longhorn's pod
+//
+// longhorn-manager reaches every disk in the host's mount namespace: its
+// disk monitor calls ns.GetDiskStat and removes replica directories with
+// ns.DeletePath (longhorn/go-common-libs), each run on a locked OS thread
+// that joined the namespaces of /host/proc/1. An Orphans in such a pod
+// works in one of two ways:
+//
+//   - Options.HostRoot "/host/proc/1/root" and Options.HostMountInfo
+//     "/host/proc/1/mountinfo": disk paths stay the host's
+//     ("/var/lib/longhorn/") and are resolved inside the host root as the
+//     host resolves them (openat2 RESOLVE_IN_ROOT, Linux 5.6 or later: a
+//     symbolic link, absolute or with "..", never leaves it), and mount
+//     points are judged from the host's mount table, whose paths are
+//     relative to that root. Everything below a disk path is confined as
+//     always. Any goroutine may call it.
+//   - Options.Sequential on the joined thread: every method then does all
+//     its work in the calling goroutine (a goroutine started from there
+//     would run on another thread, in the pod's namespace), and the mount
+//     table read is the calling thread's own (/proc/thread-self/mountinfo,
+//     while /proc/self/mountinfo shows the main thread's namespace).
+//
+// A finalizer reconciling one Orphan has no long-lived Orphans whose scan
+// pinned the disk's filesystem ID. Give it Disk.FSID instead: Longhorn's
+// disk monitor computes the same value for every filesystem disk
+// (DiskStat.DiskID, "%012x" of f_fsid's words, in getDiskStatForPath of
+// go-common-libs's io package, called through ns.GetDiskStat). A purge
+// still statfs'es the disk through the handle it opens and refuses
+// (ErrDiskChanged) if the filesystem is another, exactly as with a pinned
+// ID; without either ID it refuses too.
 //
 // # Deviations from Longhorn
 //
@@ -153,9 +187,10 @@
 // volume.meta by running cat on the host (GetVolumeMeta in util/util.go),
 // which a FIFO there blocks; caretaker never opens a non-regular file.
 // Longhorn removes a replica directory with `rm -rf` on the host
-// (DeleteReplicaDirectory in util/util.go), which descends into mounts;
-// caretaker renames it to a marked tombstone first and never crosses a
-// mount.
+// (DeleteReplicaDirectory in util/util.go), or with os.RemoveAll on a
+// thread in the host's namespace (ns.DeletePath of go-common-libs), both
+// of which descend into mounts; caretaker renames it to a marked
+// tombstone first and never crosses a mount.
 //
 // # The loop
 //

@@ -152,3 +152,54 @@ func ExampleNewOrphans() {
 	// 1 record created, error: <nil>
 	// pvc-2-r-4e5f6a7b on true
 }
+
+// A one-shot purge in a pod that reaches the host through /host/proc/1, as
+// a finalizer reconciling one Orphan does: no earlier scan, the disk's
+// filesystem ID given by the host (Longhorn's DiskStat.DiskID). Here a
+// directory stands for the host's root and a file for its mount table.
+func ExampleOptions_hostRoot() {
+	base, _ := os.MkdirTemp("", "diskscan-example-")
+	defer os.RemoveAll(base)
+	host := filepath.Join(base, "host") // in a pod: "/host/proc/1/root"
+	mountInfo := filepath.Join(base, "mountinfo")
+	os.WriteFile(mountInfo, []byte("21 1 8:1 / / rw - ext4 /dev/sda1 rw\n"), 0o644)
+	onHost := filepath.Join(host, "var", "lib", "longhorn")
+	diskscantest.NewDisk(onHost, "disk-1", "uuid-1")
+	diskscantest.MakeReplica(onHost, "pvc-2-r-4e5f6a7b", diskscantest.Replica{})
+	diskID, _ := diskscan.FSID(onHost) // what Longhorn's disk monitor reports
+
+	expected := diskscan.NewStaticExpected(diskscan.ReplicaRef{DiskID: "uuid-1", DataDirectoryName: "pvc-1-r-0a1b2c3d"})
+	for _, fsid := range []string{"00000000beef", diskID} {
+		orphans, err := diskscan.NewOrphans(expected, diskscan.Options{
+			HostRoot:      host,      // "/host/proc/1/root"
+			HostMountInfo: mountInfo, // "/host/proc/1/mountinfo"
+			Disks:         []diskscan.Disk{{NodeID: "node-1", Name: "disk-1", Path: "/var/lib/longhorn/", UUID: "uuid-1", FSID: fsid}},
+		})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		rec, _ := orphan.NewRecord(orphan.Item{
+			Kind: orphan.KindReplicaData, NodeID: "node-1", DataEngine: orphan.DataEngineV1,
+			Parameters: map[string]string{
+				orphan.ParamDataName: "pvc-2-r-4e5f6a7b",
+				orphan.ParamDiskName: "disk-1",
+				orphan.ParamDiskUUID: "uuid-1",
+				orphan.ParamDiskPath: "/var/lib/longhorn/",
+				orphan.ParamDiskType: diskscan.DiskType,
+			},
+		}, time.Time{})
+		switch err := orphans.Delete(context.Background(), rec); {
+		case errors.Is(err, diskscan.ErrDiskChanged):
+			fmt.Println("filesystem", fsid, "refused: another filesystem")
+		case err == nil:
+			_, err := os.Stat(filepath.Join(onHost, "replicas", "pvc-2-r-4e5f6a7b"))
+			fmt.Println("host's filesystem: purged, gone:", os.IsNotExist(err))
+		default:
+			fmt.Println(err)
+		}
+	}
+	// Output:
+	// filesystem 00000000beef refused: another filesystem
+	// host's filesystem: purged, gone: true
+}

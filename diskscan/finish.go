@@ -138,7 +138,7 @@ func (o *Orphans) finishTombstone(ctx context.Context, rr *os.Root, disk Disk, p
 	if len(set) == 0 && !o.opts.AllowNoneExpected {
 		return refuse(ErrNoneExpected, "no replica is expected on disk %s: tombstone %s left for later", disk.Scope(), tomb)
 	}
-	if err := noMountsIn(rr, tomb); err != nil {
+	if err := o.host.noMountsIn(rr, tomb); err != nil {
 		return err
 	}
 	purge := treeWalk{ctx: ctx, bound: bound, remove: true, afterRemove: o.hooks.afterRemove}

@@ -29,7 +29,7 @@ type identity struct {
 // ErrDiskInvalid, or are I/O errors.
 func (o *Orphans) checkIdentity(d Disk) (identity, error) {
 	var id identity
-	root, err := os.OpenRoot(d.fsPath())
+	root, err := o.host.openRoot(d.fsPath())
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return id, fmt.Errorf("%w: disk path does not exist", ErrDiskInvalid)
@@ -140,7 +140,7 @@ func (o *Orphans) openChecked(disk Disk) (*os.Root, error) {
 		if other.NodeID != disk.NodeID || other.Name == disk.Name {
 			continue
 		}
-		if fsid, err := FSID(other.fsPath()); err == nil && fsid == id.fsid {
+		if fsid, err := o.host.fsid(other.fsPath()); err == nil && fsid == id.fsid {
 			id.root.Close()
 			return nil, refuse(ErrDiskInvalid, "disk %s shares filesystem %s with disk %s", disk.Scope(), fsid, other.Name)
 		}

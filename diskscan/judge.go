@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 
 	"github.com/caretaker-storage/caretaker/internal/safefile"
 	"github.com/caretaker-storage/caretaker/orphan"
@@ -63,7 +62,7 @@ func (o *Orphans) Judge(ctx context.Context, it orphan.Item) (orphan.Verdict, er
 	if err := ctx.Err(); err != nil {
 		return orphan.Verdict{}, err
 	}
-	if why := present(d, name); why != "" {
+	if why := o.host.present(d, name); why != "" {
 		return orphan.Undecided(fmt.Sprintf("%s on disk %s: %s", name, d.Scope(), why)), nil
 	}
 	return orphan.Orphan(fmt.Sprintf("no replica expects %s on disk %s", name, d.UUID)), nil
@@ -71,8 +70,8 @@ func (o *Orphans) Judge(ctx context.Context, it orphan.Item) (orphan.Verdict, er
 
 // present returns "" if <disk>/replicas/name is a real directory, and
 // otherwise why not. name must be a SafeName.
-func present(d Disk, name string) string {
-	root, err := os.OpenRoot(d.fsPath())
+func (h hostTree) present(d Disk, name string) string {
+	root, err := h.openRoot(d.fsPath())
 	if err != nil {
 		return "disk path cannot be opened: " + errText(err)
 	}

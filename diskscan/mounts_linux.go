@@ -16,7 +16,6 @@ import (
 // /proc, nothing can prove a directory holds no mount point, so purges are
 // refused.
 const (
-	mountInfoPath = "/proc/self/mountinfo"
 	// maxMountInfoSize bounds the mount table read. A node with thousands
 	// of pods has a few megabytes; a larger table is refused, not cut.
 	maxMountInfoSize = 64 << 20
@@ -80,10 +79,15 @@ func pathOf(f *os.File) (string, error) {
 	return p, nil
 }
 
-// mountPointsUnder returns the mount points of the mount table that are
-// dir itself or below it.
-func mountPointsUnder(dir string) ([]string, error) {
-	data, err := readProcFile(mountInfoPath, maxMountInfoSize)
+// mountPointsUnder returns the mount points of the mount table at table
+// that are dir itself or below it. With fallback, a table that does not
+// exist is replaced by /proc/self/mountinfo (a kernel without
+// /proc/thread-self).
+func mountPointsUnder(table string, fallback bool, dir string) ([]string, error) {
+	data, err := readProcFile(table, maxMountInfoSize)
+	if fallback && errors.Is(err, fs.ErrNotExist) {
+		data, err = readProcFile(ownMountInfoFallback, maxMountInfoSize)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,6 @@ func mountOf(f *os.File) (uint64, error) { return 0, errUnsupported }
 
 func pathOf(f *os.File) (string, error) { return "", errUnsupported }
 
-func mountPointsUnder(string) ([]string, error) { return nil, errUnsupported }
+func mountPointsUnder(string, bool, string) ([]string, error) { return nil, errUnsupported }
 
 func fileIdentity(fs.FileInfo) (fs.FileMode, uint64, uint64, bool) { return 0, 0, 0, false }

@@ -32,6 +32,7 @@ import (
 type Orphans struct {
 	expected ExpectedSource
 	opts     Options
+	host     hostTree // where disk paths are resolved, which mount table judges them
 	clock    clock.Clock
 	disks    diskSet
 
@@ -97,6 +98,36 @@ type Options struct {
 	// known. (The walk's depth is bounded by MaxWalkDepth, which is not an
 	// option: it is the depth a purge goes to.)
 	MaxWalkEntries int
+
+	// HostRoot, with HostMountInfo, makes every disk a path of another
+	// process's filesystem tree: for longhorn-manager's pod, the host's,
+	// HostRoot "/host/proc/1/root" and HostMountInfo
+	// "/host/proc/1/mountinfo" (the host's /proc mounted at /host/proc, as
+	// Longhorn's DaemonSet does). Disk paths stay the host's
+	// ("/var/lib/longhorn/"): each is resolved inside HostRoot as if it
+	// were "/" (symbolic links, absolute ones too, and ".." never leave
+	// it; Linux 5.6 or later), and mount points are judged from
+	// HostMountInfo, whose paths are relative to that same root. Everything
+	// past the disk path is as without it: confined to <disk>/replicas,
+	// never following a link. Empty means this process's own tree and the
+	// calling thread's mount table. Only on Linux; elsewhere NewOrphans
+	// refuses it (ErrHostRoot).
+	HostRoot string
+	// HostMountInfo is the mount table of the process whose root HostRoot
+	// is; required with HostRoot.
+	HostMountInfo string
+	// Sequential makes every method do all its work in the calling
+	// goroutine, starting none: ScanWorkers is then 1, and the
+	// classification of large listings is not spread over the processors.
+	// A caller that locked its goroutine to an OS thread
+	// (runtime.LockOSThread) and moved that thread into the host's mount
+	// namespace (setns(2)) needs it, because a goroutine started from there
+	// runs on another thread, in the process's own namespace. The mount
+	// table read is always the calling thread's own
+	// (/proc/thread-self/mountinfo), so it is the joined namespace's.
+	// orphan.Monitor scans in a goroutine of its own: on such a thread,
+	// call Scan, Judge, Delete and FinishInterrupted directly.
+	Sequential bool
 }
 
 // RacyWindow is how recently changed a directory may be and still have
@@ -114,7 +145,12 @@ func NewOrphans(expected ExpectedSource, opts Options) (*Orphans, error) {
 	if expected == nil {
 		return nil, ErrNoExpectedSource
 	}
+	host, err := newHostTree(opts.HostRoot, opts.HostMountInfo)
+	if err != nil {
+		return nil, err
+	}
 	o := &Orphans{
+		host:     host,
 		expected: expected,
 		opts:     opts,
 		clock:    clocks.Or(opts.Clock),
@@ -151,6 +187,9 @@ type hooks struct {
 	// afterRemove runs after the removal walk removes an entry, with its
 	// path relative to <disk>/replicas.
 	afterRemove func(path string)
+	// validated runs when a scan has validated an unexpected directory,
+	// in the goroutine that did.
+	validated func(name string)
 }
 
 var (

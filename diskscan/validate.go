@@ -41,6 +41,9 @@ type validation struct {
 
 // scanWorkers is the number of workers the scan validates with.
 func (o *Orphans) scanWorkers() int {
+	if o.opts.Sequential {
+		return 1
+	}
 	if o.opts.ScanWorkers > 0 {
 		return o.opts.ScanWorkers
 	}
@@ -84,10 +87,10 @@ func (o *Orphans) validateAll(ctx context.Context, rr *os.Root, dirfd int, cache
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
-		go func() {
+		spawn(func() {
 			defer wg.Done()
 			work()
-		}()
+		})
 	}
 	wg.Wait()
 	return vs
@@ -99,6 +102,9 @@ func (o *Orphans) validateAll(ctx context.Context, rr *os.Root, dirfd int, cache
 // the descriptor path when dirfd is one and that path can tell, and the
 // path through rr otherwise; both find the same (TestValidateAtMatchesRoot).
 func (o *Orphans) validate(ctx context.Context, rr *os.Root, dirfd int, bufs *validateBufs, prev *cachedEntry, name string) validation {
+	if o.hooks.validated != nil {
+		defer o.hooks.validated(name)
+	}
 	if dirfd >= 0 {
 		if v, ok := o.validateAt(ctx, rr, dirfd, bufs, prev, name); ok {
 			return v

@@ -18,7 +18,8 @@ import (
 // not lose a byte. os.Root.RemoveAll would descend into them, so the
 // purge walks the tree itself (treeWalk). Two independent checks find a mount:
 //
-//   - the mount table (/proc/self/mountinfo): no mount point may be the
+//   - the mount table (the calling thread's /proc/thread-self/mountinfo,
+//     or the host root's, see Options.HostRoot): no mount point may be the
 //     directory or lie below it. It sees bind mounts of the same
 //     filesystem, which share its device number.
 //   - every directory entered: opened without following symbolic links
@@ -68,18 +69,21 @@ func sameEntry(a, b fs.FileInfo) bool {
 
 // noMountsIn refuses with ErrMountPoint if the mount table shows a mount
 // point at or below <replicas>/name. An unreadable table is an error:
-// nothing proves there is none.
-func noMountsIn(rr *os.Root, name string) error {
+// nothing proves there is none. The table is the host root's when one is
+// set, else the calling thread's; the directory's path is taken relative
+// to the same root as the table's.
+func (h hostTree) noMountsIn(rr *os.Root, name string) error {
 	self, err := rr.Open(".")
 	if err != nil {
 		return err
 	}
-	dir, err := pathOf(self)
+	dir, err := h.pathOf(self)
 	self.Close()
 	if err != nil {
 		return fmt.Errorf("path of %s: %w", ReplicasDir, err)
 	}
-	points, err := mountPointsUnder(dir + "/" + name)
+	table, fallback := h.mountTable()
+	points, err := mountPointsUnder(table, fallback, strings.TrimSuffix(dir, "/")+"/"+name)
 	if err != nil {
 		return fmt.Errorf("mount table: %w", err)
 	}

@@ -5,6 +5,7 @@
 # caretaker at this checkout with a replace, and build and vet them.
 # It fails if either example imports anything of caretaker's that is not
 # public (internal/...), or anything of the repository beyond its own code.
+# Then vendor-test.sh checks that a host vendoring caretaker builds offline.
 #
 # Module downloads come from the Go module proxy and land in the usual
 # module cache, so a second run downloads nothing.
@@ -65,3 +66,6 @@ if grep -rn 'caretaker-storage/caretaker/\(internal\|examples\)' "$tmp/kube" "$t
 	exit 1
 fi
 echo "copy-test: ok"
+
+# A host that vendors caretaker builds offline (and which modules it adds).
+GO=$GO "$checkout/examples/hack/vendor-test.sh"
