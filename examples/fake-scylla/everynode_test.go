@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -36,6 +37,15 @@ func TestNineNodesEveryNode(t *testing.T) {
 	}
 	if racks["r1"] != 3 || racks["r2"] != 3 || racks["r3"] != 3 {
 		t.Fatalf("racks %v", racks)
+	}
+	// One line holds every node's flag for scylla-cleanup, ready to paste.
+	var want []string
+	for _, l := range lines {
+		want = append(want, "-node-api "+l[1]+"="+l[2])
+	}
+	slices.Sort(want)
+	if !strings.Contains(out.String(), "\nflags: "+strings.Join(want, " ")+"\n") {
+		t.Errorf("no flags line of the nine nodes:\n%s", out.String())
 	}
 	if code := stop(); code != 0 {
 		t.Fatalf("exit %d", code)

@@ -52,6 +52,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -170,6 +171,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		if *everyNode {
 			fmt.Fprintf(stdout, "node %s: url %s\n", local, u)
 		}
+	}
+	if *everyNode {
+		// The flags scylla-cleanup -plan -run-cleanup takes, ready to paste.
+		var flags []string
+		for _, ep := range slices.Sorted(maps.Keys(urls)) {
+			flags = append(flags, "-node-api "+ep+"="+urls[ep])
+		}
+		fmt.Fprintf(stdout, "flags: %s\n", strings.Join(flags, " "))
 	}
 	u := urls[cluster.Local]
 	fmt.Fprintf(stdout, "url: %s\n", u)

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/caretaker-storage/caretaker/examples/internal/cli"
 	"github.com/caretaker-storage/caretaker/tokenring"
@@ -115,6 +116,10 @@ func follow(w io.Writer, c config, sched *tokenring.Scheduler, needed []string, 
 		store = fs
 	}
 
+	if err := reachNodes(c, opts, needed, local); err != nil {
+		return err
+	}
+
 	var mu sync.Mutex // the hooks and the cleaners' goroutines print
 	printf := func(format string, args ...any) {
 		mu.Lock()
@@ -199,29 +204,65 @@ func oneLine(err error) string {
 	return msg
 }
 
+// reachTimeout bounds the first request to each node's API.
+const reachTimeout = 10 * time.Second
+
+// reachNodes asks each node to clean, before any cleanup starts, for its
+// host ID: a node whose API cannot be reached fails the run at once with
+// the address tried and the flag that names another, instead of each
+// cleanup retrying it with backoff for minutes.
+func reachNodes(c config, opts tokenring.ClientOptions, needed []string, local string) error {
+	var unreachable []string
+	for _, ep := range needed {
+		api := nodeAPI(c, ep, local)
+		client, err := tokenring.NewClient(api, opts)
+		if err != nil {
+			return cli.Usagef("the API of %s (%s): %w", ep, api, err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), reachTimeout)
+		_, err = client.LocalHostID(ctx)
+		cancel()
+		if err != nil {
+			unreachable = append(unreachable, fmt.Sprintf("%s at %s (%s)", ep, api, oneLine(err)))
+		}
+	}
+	if len(unreachable) > 0 {
+		return fmt.Errorf("cannot reach the REST API of %s: %s; nothing was cleaned. Pass each node's API as "+
+			"-node-api ENDPOINT=URL (fake-scylla -every-node prints them ready to paste)",
+			cli.Count(len(unreachable), "node"), strings.Join(unreachable, "; "))
+	}
+	return nil
+}
+
+// nodeAPI is the URL of one node's API: its -node-api, this node's -api,
+// or -api's scheme and port on the endpoint's address.
+func nodeAPI(c config, ep, local string) string {
+	if api, ok := c.nodeAPIs[ep]; ok {
+		return api
+	}
+	if ep == local {
+		return string(c.api)
+	}
+	u, err := url.Parse(string(c.api))
+	if err != nil {
+		return string(c.api) // -api was checked when parsed; NewClient says what is wrong
+	}
+	switch host, port := ep, u.Port(); {
+	case port != "":
+		u.Host = net.JoinHostPort(host, port)
+	case strings.Contains(host, ":"):
+		u.Host = "[" + host + "]" // IPv6
+	default:
+		u.Host = host
+	}
+	return u.String()
+}
+
 // nodeCleaner is the Cleaner of one node: its -node-api, this node's
 // -api, or -api's scheme and port on the endpoint's address. With a
 // baseline (and no -all) it cleans only the keyspaces the node lost.
 func nodeCleaner(c config, opts tokenring.ClientOptions, ep, local string, analysis *tokenring.Analysis) (tokenring.Cleaner, error) {
-	api, ok := c.nodeAPIs[ep]
-	if !ok && ep == local {
-		api, ok = string(c.api), true
-	}
-	if !ok {
-		u, err := url.Parse(string(c.api))
-		if err != nil {
-			return nil, err
-		}
-		switch host, port := ep, u.Port(); {
-		case port != "":
-			u.Host = net.JoinHostPort(host, port)
-		case strings.Contains(host, ":"):
-			u.Host = "[" + host + "]" // IPv6
-		default:
-			u.Host = host
-		}
-		api = u.String()
-	}
+	api := nodeAPI(c, ep, local)
 	client, err := tokenring.NewClient(api, opts)
 	if err != nil {
 		return nil, fmt.Errorf("the API of %s (%s): %w", ep, api, err)

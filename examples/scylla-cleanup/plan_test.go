@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -623,5 +624,39 @@ func TestPlanWithBaselineCatchesAReplicationDecrease(t *testing.T) {
 	}
 	if planned == 0 {
 		t.Fatalf("planned nothing after a replication decrease: %s", stdout)
+	}
+}
+
+// TestPlanRunCleanupFailsFastOnAnUnreachableNode: a node whose API does
+// not answer (here a closed port on 127.0.0.1) fails the run before any
+// cleanup starts, naming the node, the address tried and -node-api,
+// instead of retrying it with backoff for minutes.
+func TestPlanRunCleanupFailsFastOnAnUnreachableNode(t *testing.T) {
+	rec, nodeAPIs := nineNodes(t)
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + closed.Addr().String()
+	closed.Close()
+	for i, a := range nodeAPIs {
+		if strings.HasPrefix(a, "10.0.0.5=") {
+			nodeAPIs[i] = "10.0.0.5=" + dead
+		}
+	}
+	args := append([]string{"-api", rec.apis["10.0.0.1"], "-plan", "-run-cleanup", "-yes"}, nodeAPIs...)
+	start := time.Now()
+	code, stdout, stderr := runTool(args...)
+	if code != 1 || !strings.Contains(stderr, "cannot reach the REST API of 1 node: 10.0.0.5 at "+dead) ||
+		!strings.Contains(stderr, "-node-api ENDPOINT=URL") || !strings.Contains(stderr, "nothing was cleaned") {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if took := time.Since(start); took > 2*reachTimeout {
+		t.Errorf("took %v to fail", took)
+	}
+	for ep, fake := range rec.fakes {
+		if len(fake.Node().Cleaned()) != 0 || fake.Node().StopCalls() != 0 {
+			t.Errorf("%s was touched", ep)
+		}
 	}
 }
