@@ -56,11 +56,11 @@ host() {
 		echo
 		echo '	corev1 "k8s.io/api/core/v1"'
 		echo '	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"'
-		echo '	"k8s.io/client-go/kubernetes"'
+		echo '	"k8s.io/client-go/dynamic"'
 		for p in "$@"; do echo "	_ \"$p\""; done
 		echo ")"
 		echo
-		echo "var _ kubernetes.Interface"
+		echo "var _ dynamic.Interface"
 		echo
 		echo "func main() { fmt.Println(corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: \"x\"}}.Name) }"
 	} >"$dir/main.go"
