@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"strconv"
 	"strings"
+
+	"github.com/caretaker-storage/caretaker/internal/lhreplica"
 )
 
 // Names of things on a Longhorn v1 filesystem disk.
@@ -45,23 +47,11 @@ const (
 
 // ValidDataName reports whether name is a replica data directory name by
 // Longhorn's rule: a non-empty volume part, a dash, and eight ASCII letters
-// or digits at the end. A name that is unsafe as a path component is never
-// valid.
-func ValidDataName(name string) bool {
-	// SafeName's rules in one pass, as a scan checks every name listed:
-	// "", "." and ".." are shorter than any valid name, and the suffix is
-	// letters and digits, so only the volume part may hold a slash or NUL.
-	if len(name) < suffixLen+2 || len(name) > nameMax || name[len(name)-suffixLen-1] != '-' {
-		return false
-	}
-	for i := len(name) - suffixLen; i < len(name); i++ {
-		if !isAlnum(name[i]) {
-			return false
-		}
-	}
-	volume := name[:len(name)-suffixLen-1]
-	return strings.IndexByte(volume, '/') < 0 && strings.IndexByte(volume, 0) < 0
-}
+// or digits at the end (longhorn-manager scheduler/replica_scheduler.go,
+// util.RandomID). A name that is unsafe as a path component is never
+// valid. orphan.VolumeOfDataName returns the volume of such a name by the
+// same rule.
+func ValidDataName(name string) bool { return lhreplica.ValidDataName(name) }
 
 // SafeName returns an error wrapping ErrUnsafePath if name cannot be used
 // as one path component: empty, ".", "..", or containing '/' or NUL.

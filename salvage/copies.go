@@ -59,7 +59,9 @@ func (c CopyInventory) Scan(ctx context.Context) (orphan.Snapshot, error) {
 	for j, r := range Rank(ins) {
 		in := ins[j]
 		snap.Items[at[j]].Copy = &orphan.Copy{
-			Volume:      in.Volume,
+			// The guard's rule, not Inspection.Volume's rescue naming: a
+			// name not of Longhorn's form leaves the volume unknown.
+			Volume:      orphan.VolumeOfDataName(snap.Items[at[j]].Param(orphan.ParamDataName)),
 			Recoverable: in.Recoverable,
 			Reasons:     in.ReasonStrings(),
 			Revision:    in.Revision,
