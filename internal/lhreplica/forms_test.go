@@ -67,10 +67,10 @@ func TestParseVolumeMetaEveryRelease(t *testing.T) {
 func TestParseVolumeMetaRefusesWhatReadsTwoWays(t *testing.T) {
 	engine := string(engineMeta(1 << 20))
 	for in, want := range map[string]string{
-		strings.Replace(engine, `}`, `,"Size":7}`, 1):                                    `duplicate key "Size"`,
-		strings.Replace(engine, `}`, `,"size":7}`, 1):                                    `key "size" is "Size" but for case`,
-		strings.Replace(engine, `}`, `,"ſize":7}`, 1):                                    `is "Size" but for case`,
-		strings.Replace(engine, `}`, `,"BackingFileName":"x"}`, 1):                       "both BackingFileName and BackingFilePath",
+		strings.Replace(engine, `}`, `,"Size":7}`, 1):                                     `duplicate key "Size"`,
+		strings.Replace(engine, `}`, `,"size":7}`, 1):                                     `key "size" is "Size" but for case`,
+		strings.Replace(engine, `}`, `,"ſize":7}`, 1):                                     `is "Size" but for case`,
+		strings.Replace(engine, `}`, `,"BackingFileName":"x"}`, 1):                        "both BackingFileName and BackingFilePath",
 		strings.Replace(engine, `"volume-head-000.img"`, `"../x/volume-head-000.img"`, 1): "is not a file name",
 		strings.Replace(engine, `"volume-head-000.img"`, `".."`, 1):                       "is not a file name",
 		strings.Replace(engine, `"Error":""`, `"Error":null`, 1):                          `key "Error": null`,

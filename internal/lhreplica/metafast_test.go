@@ -1,12 +1,11 @@
 package lhreplica
 
 import (
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
-
 )
 
 // engineMeta is a volume.meta as engines v1.1.1 to v1.11 write it.
@@ -120,7 +119,7 @@ func TestParseMetaFastTakesTheEngineForms(t *testing.T) {
 	v111.Format, v112.Format, v112enc.Format = FormatV111, FormatV112, FormatV112
 	for in, w := range map[string]VolumeMeta{
 		string(engineMeta(1 << 30)): v111,
-		string(pretty) + "\n":        v112,
+		string(pretty) + "\n":       v112,
 		string(plain):               v112enc,
 	} {
 		m, ok := parseMetaFast([]byte(in))
