@@ -7,7 +7,8 @@ package lhreplica
 // SectorSize unsigned integers without sign, exponent or fraction that fit
 // in an int64, booleans true or false, strings of printable ASCII without
 // escapes (Head "" or a plain name), and other keys (printable ASCII,
-// escape-free, and not equal to a field's name but for case) with a null,
+// escape-free, not equal to a field's name but for case, each at most
+// once, at most four of them) with a null,
 // boolean, such a string or such an integer as value; JSON whitespace
 // between tokens and around the object.
 //
@@ -23,6 +24,11 @@ func parseMetaFast(data []byte) (m VolumeMeta, ok bool) {
 		return VolumeMeta{}, false
 	}
 	var seen uint16
+	// The keys of no release met so far (slices of data), to decline a
+	// duplicate, which the reference refuses; a file with more than
+	// len(other) of them is left to the reference.
+	var other [4][]byte
+	nOther := 0
 	p.space()
 	if p.peek() == '}' {
 		return VolumeMeta{}, false // {} lacks every key
@@ -43,6 +49,16 @@ func parseMetaFast(data []byte) (m VolumeMeta, ok bool) {
 		case field == -2:
 			return VolumeMeta{}, false
 		case field < 0:
+			if nOther == len(other) {
+				return VolumeMeta{}, false
+			}
+			for _, k := range other[:nOther] {
+				if string(k) == string(key) {
+					return VolumeMeta{}, false // a duplicate
+				}
+			}
+			other[nOther] = key
+			nOther++
 			if !p.skipPlainValue() {
 				return VolumeMeta{}, false
 			}

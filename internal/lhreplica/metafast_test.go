@@ -35,6 +35,8 @@ func MetaSeeds() []string {
 		strings.Replace(engine, `}`, `,"X":{"a":[1,2]}}`, 1),
 		strings.Replace(engine, `}`, `,"X":1.5}`, 1),
 		strings.Replace(engine, `}`, `,"X":-1}`, 1),
+		strings.Replace(engine, `}`, `,"X":1,"X":2}`, 1),
+		strings.Replace(engine, `}`, `,"A":1,"B":2,"C":3,"D":4,"E":5}`, 1),
 		strings.Replace(engine, `"Head"`, `"\u0048ead"`, 1),
 		strings.Replace(engine, `"volume-head-000.img"`, `"volume-head-\u0030.img"`, 1),
 		strings.Replace(engine, `"volume-head-000.img"`, "\"volume-\xff.img\"", 1),
