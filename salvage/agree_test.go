@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -328,5 +329,50 @@ func TestScanAndInspectionAgreeOnDisk(t *testing.T) {
 	t.Logf("%d replicas to both, %d skipped by the scan and refused by the inspection", replicas, len(skipped))
 	if replicas+len(skipped) != len(metas) || replicas < 15 || len(skipped) < 15 {
 		t.Fatalf("%d replicas, %d skipped of %d directories", replicas, len(skipped), len(metas))
+	}
+}
+
+// inventoryFunc is an orphan.Inventory of one function.
+type inventoryFunc func(context.Context) (orphan.Snapshot, error)
+
+func (f inventoryFunc) Scan(ctx context.Context) (orphan.Snapshot, error) { return f(ctx) }
+
+// TestCopyInventoryTellsTheGuardTheNameRule: CopyInventory wraps any
+// inventory, not only diskscan's. For a directory whose name is not
+// Longhorn's <volume>-<8 letters or digits>, the inspection names the
+// volume after the whole name (for Rank), but the guard is told the
+// volume is unknown (""), as for an item nobody inspected: before, it was
+// told a volume of that name, which a complete volume list does not hold,
+// so the last-copy guard took the volume for deleted and let the purge of
+// a recoverable copy through.
+func TestCopyInventoryTellsTheGuardTheNameRule(t *testing.T) {
+	disk := filepath.Join(t.TempDir(), "disk")
+	if err := os.MkdirAll(filepath.Join(disk, "replicas"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]string{"restored-copy": "", "pvc-1-0a1b2c3d": "pvc-1", "pvc-2-0a1b2c3": ""}
+	var items []orphan.Item
+	for name := range names {
+		write(t, disk, name, threeLayers())
+		items = append(items, orphan.Item{Kind: orphan.KindReplicaData, NodeID: "node-1", DataEngine: orphan.DataEngineV1,
+			Parameters: map[string]string{orphan.ParamDataName: name, orphan.ParamDiskPath: disk}})
+	}
+	inner := inventoryFunc(func(context.Context) (orphan.Snapshot, error) { return orphan.Snapshot{Items: items}, nil })
+	snap, err := salvage.CopyInventory{Inner: inner}.Scan(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range snap.Items {
+		name := it.Param(orphan.ParamDataName)
+		if it.Copy == nil || !it.Copy.Recoverable || it.Copy.Volume != names[name] {
+			t.Errorf("%s: copy %+v, want a recoverable copy of volume %q", name, it.Copy, names[name])
+		}
+		in, err := salvage.Inspect(context.Background(), filepath.Join(disk, "replicas", name), salvage.Options{DiskPath: disk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]string{true: names[name], false: name}[names[name] != ""]; in.Volume != want {
+			t.Errorf("%s: Inspection.Volume %q, want %q", name, in.Volume, want)
+		}
 	}
 }
