@@ -20,12 +20,22 @@
 //     (engines are RAID bdevs, replicas head lvols) and UUID-checked
 //     deletion; spdktest, a fake SPDK speaking the real wire format.
 //   - backupdelete: asynchronous backup deletion, the creation gate,
-//     failed-backup orphans, and a backupstore in Longhorn's on-disk layout.
+//     failed-backup orphans; its backup stores in Longhorn's layout are
+//     backupdelete/fsstore (a filesystem or NFS backup target) and
+//     backupdelete/s3store (an S3 backup target).
+//   - salvage: read-only inspection of a leftover Longhorn v1 replica
+//     directory (can the volume's data be read back from it, and why
+//     not), the ranking of a volume's copies by the engine's freshness
+//     rules, and the export of the raw image as the engine reads it,
+//     raw or qcow2 backing image included.
 //   - rebuild: offline replica rebuilding: when to attach a degraded volume
 //     in maintenance mode, and never leaving it stuck attached.
 //   - tokenring: the scylla-operator-compatible token ring hash and cleanup
-//     trigger, and ring-ownership analysis that cleans only the nodes that
-//     really lost ranges.
+//     trigger, ring-ownership analysis that cleans only the nodes that
+//     really lost ranges, the Scheduler that orders cleanups so that no two
+//     replicas of a range clean at once, and the CleanupDriver that runs
+//     them; tokenring/mgmtapi cleans Cassandra nodes through k8ssandra's
+//     Management API.
 //
 // # The host's loop
 //

@@ -42,6 +42,15 @@ type View struct {
 	// When set and different from OwnerNodeID, the record is moving
 	// between nodes: a transition.
 	DesiredNodeID string
+	// Unscheduled says the record is scheduled to no node (spec.nodeID is
+	// empty, which a host that reads spec.nodeID knows apart from not
+	// knowing it): a replica being scheduled, or one whose node was
+	// taken away. Whatever its owner and states, it is in transition
+	// (Longhorn's isInstanceOrphanedInInstanceManager compares
+	// status.ownerID with spec.nodeID), never an orphan. A host that
+	// fills DesiredNodeID from spec.nodeID sets Unscheduled to
+	// DesiredNodeID == "".
+	Unscheduled bool
 	// OwnerNodeID is the node whose controller owns the record
 	// (status.ownerID).
 	OwnerNodeID string
@@ -61,10 +70,10 @@ type View struct {
 //     detached volume's replicas are stopped records whose lvols must
 //     survive (see "Deviation from Longhorn's proposal" below);
 //  3. the record is being deleted, has no owner or no current state yet,
-//     its current state differs from its desired state, or it is
-//     scheduled to another node than its owner: undecided (in
-//     transition; Longhorn's isEngineInTransitionState and
-//     isReplicaInTransitionState);
+//     its current state differs from its desired state, it is scheduled
+//     to no node (Unscheduled) or to another node than its owner:
+//     undecided (in transition; Longhorn's
+//     isInstanceOrphanedInInstanceManager);
 //  4. the record is owned by another node: undecided (that node judges);
 //  5. running on another instance manager: orphan; running on this one:
 //     owned;
@@ -114,11 +123,41 @@ type View struct {
 // caretaker keeps the rule for engines and v1 replicas (rules 5 and 6),
 // and a v2 replica with any record is owned. Its lvols are deleted only
 // when no replica record of that name exists, which spdk.Orphans.Delete checks
-// again at the moment of deletion. Rule 4 is the proposal's ("CR owner is not
-// current node: skip"); Longhorn's code has no such rule and calls a
-// runtime orphan when its record runs on another node's instance manager.
-// caretaker keeps the proposal's rule because it is the safer of the two: the
-// node that owns the record judges it.
+// again at the moment of deletion.
+//
+// # Deviation from isInstanceOrphanedInInstanceManager
+//
+// Rule 4 is the proposal's ("CR owner is not current node: skip").
+// longhorn-manager's InstanceManagerMonitor.isInstanceOrphanedInInstanceManager
+// (controller/instance_manager_controller.go) has no such rule: once the
+// record is out of transition (not being deleted, status.currentState
+// equal to spec.desireState, status.ownerID equal to spec.nodeID) it
+// calls the runtime an orphan when the record runs on another instance
+// manager or is stopped, whichever node owns it. For a v1 engine or
+// replica record that exists, the two differ exactly here, and caretaker
+// is never the one that calls an orphan:
+//
+//	record (out of transition)               Longhorn     caretaker
+//	owned by another node, running elsewhere orphan       undecided (rule 4)
+//	owned by another node, stopped           orphan       undecided (rule 4)
+//	no owner and no node, stopped            orphan       undecided (rule 3)
+//	every other case                         the same verdict
+//
+// (TestVerdictAgainstLonghorn checks every combination.) caretaker keeps
+// rule 4 because the only evidence that a runtime here is not the
+// record's is the status of a record another node writes: a view that
+// lags behind a record moving to this node (a stale "running on the other
+// node's instance manager") would have this node kill the record's live
+// instance. What it costs: a duplicate runtime of a record another node
+// owns is not recorded here; Longhorn's instance manager removes it when
+// the instance manager is restarted, and it becomes an orphan here once
+// its record is deleted or owned by this node.
+//
+// The comparison holds for a host that fills DesiredNodeID from
+// spec.nodeID and Unscheduled from its being empty. A host that leaves
+// DesiredNodeID empty without Unscheduled gives up Longhorn's check that
+// the owner is the node the record is scheduled to, and may then get an
+// orphan verdict where Longhorn sees a transition.
 func Verdict(item orphan.Item, view View) orphan.Verdict {
 	if item.Kind != orphan.KindEngineInstance && item.Kind != orphan.KindReplicaInstance {
 		return orphan.Undecided(fmt.Sprintf("kind %q is not a runtime instance", item.Kind))
@@ -137,6 +176,8 @@ func Verdict(item orphan.Item, view View) orphan.Verdict {
 		return orphan.Undecided(what + ": record status not reconciled yet (no owner or no current state)")
 	case view.CurrentState != view.DesiredState:
 		return orphan.Undecided(fmt.Sprintf("%s: current state %q differs from desired state %q", what, view.CurrentState, view.DesiredState))
+	case view.Unscheduled:
+		return orphan.Undecided(fmt.Sprintf("%s: record is scheduled to no node (owned by node %q): being scheduled", what, view.OwnerNodeID))
 	case view.DesiredNodeID != "" && view.DesiredNodeID != view.OwnerNodeID:
 		return orphan.Undecided(fmt.Sprintf("%s: record is scheduled to node %q but owned by node %q", what, view.DesiredNodeID, view.OwnerNodeID))
 	case view.OwnerNodeID != item.NodeID:

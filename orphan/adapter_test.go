@@ -191,8 +191,9 @@ func TestSweeperMarksFailedPurges(t *testing.T) {
 	scopes := map[orphan.Scope]orphan.ScopeStatus{{NodeID: "n1"}: {Health: orphan.HealthReady}, {NodeID: "n1", Disk: "disk-1"}: {Health: orphan.HealthReady}}
 	plan := orphan.Decide(orphan.Input{Now: testEpoch, Records: []orphan.Record{got}, Scopes: scopes,
 		Candidates: []orphan.Candidate{{Item: got.Item(), Verdict: orphan.Undecided("busy")}}})
-	if len(plan.Conditions) != 0 {
-		t.Fatalf("a requested record's Error=True is cleared while its deletion is pending: %+v", plan.Conditions)
+	if len(plan.Conditions) != 1 || len(plan.Conditions[0].Conditions) != 1 ||
+		plan.Conditions[0].Conditions[0].Status != metav1.ConditionTrue || plan.Conditions[0].Conditions[0].Reason != orphan.ReasonPurgeRefused {
+		t.Fatalf("a requested record's Error=True is cleared while its deletion is pending, or not set to why: %+v", plan.Conditions)
 	}
 
 	// Once no deletion is requested of it, a plan that keeps it clears it.

@@ -15,10 +15,11 @@ import (
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
-// notRecoverable marks an item as inspected and not recoverable, so the
-// last-copy guard leaves it alone and a test weighs the budget only.
+// notRecoverable marks an item as inspected and holding no data
+// (NoData), so the last-copy guard leaves it alone and a test weighs the
+// budget only.
 func notRecoverable(it orphan.Item) orphan.Item {
-	it.Copy = &orphan.Copy{Volume: "gone", Reasons: []string{"the test's data is garbage"}}
+	it.Copy = &orphan.Copy{Volume: "gone", Reasons: []string{"the test's data is garbage"}, NoData: true}
 	return it
 }
 

@@ -9,10 +9,14 @@ import (
 
 // ConditionRecoverable is caretaker's condition on a record whose item an
 // inspection judged as a copy of a volume's data (Item.Copy): True when
-// the volume's data can be read back from it (reason ReasonRecoverable,
-// or ReasonReusable when its volume lacks replicas), False when it cannot
-// (reason ReasonNotRecoverable, the message giving every reason).
-// Longhorn has no such condition.
+// the volume's data can be read back from it by the tool (reason
+// ReasonRecoverable, or ReasonReusable when its volume lacks replicas);
+// False when the copy holds data the tool cannot export today (reason
+// ReasonNotRecoverable, the message giving every reason and what to do
+// about it) or when it is proven to hold none of the volume's data
+// (reason ReasonNoData, Copy.NoData). The last-copy guard (see
+// VolumeState) covers every copy but a NoData one, so a NotRecoverable
+// copy of a faulted volume is kept too. Longhorn has no such condition.
 //
 // Decide writes it on every record it keeps in a Ready scope, and on new
 // records, whose item this cycle has a Copy, when the record does not
@@ -34,9 +38,19 @@ const (
 	// #10726): dataDirectoryName, diskPath, head, size and revisionCounter.
 	// caretaker itself never re-adopts a copy.
 	ReasonReusable = "Reusable"
-	// ReasonNotRecoverable: the copy is not recoverable; the message gives
-	// every reason.
+	// ReasonNotRecoverable: the copy holds the volume's data but the tool
+	// cannot export it today; the message says so and gives every reason
+	// (Copy.Reasons), with what a person can do (for a Longhorn v1 copy,
+	// for example: a backing image missing on this disk is copied back
+	// from another node, then the copy is exported). The data is still
+	// on the disk: the last-copy guard keeps it while its volume needs it.
 	ReasonNotRecoverable = "NotRecoverable"
+	// ReasonNoData: an inspection proved that the copy holds none of the
+	// volume's data (Copy.NoData; for a Longhorn v1 directory: no file
+	// but its metadata holds data, and it has no backing image). It beats
+	// the other reasons: an empty copy is no copy of the volume's data,
+	// and the last-copy guard does not keep it.
+	ReasonNoData = "NoData"
 )
 
 // copyCond is a planned ConditionRecoverable: comparable, so records that
@@ -61,8 +75,10 @@ func copyCondNeeded(r *Record, cp *Copy, vols map[string]VolumeState, buf *[]byt
 	}
 	want := copyCond{status: metav1.ConditionFalse, reason: ReasonNotRecoverable}
 	state := vols[cp.Volume]
-	reuse := cp.Recoverable && cp.Volume != "" && (state == VolumeDegraded || state == VolumeFaulted)
+	reuse := cp.Recoverable && !cp.NoData && cp.Volume != "" && (state == VolumeDegraded || state == VolumeFaulted)
 	switch {
+	case cp.NoData:
+		want.reason = ReasonNoData
 	case reuse:
 		want.status, want.reason = metav1.ConditionTrue, ReasonReusable
 	case cp.Recoverable:
@@ -82,24 +98,24 @@ func copyCondNeeded(r *Record, cp *Copy, vols map[string]VolumeState, buf *[]byt
 //
 //	volume pvc-a: a recoverable copy, revision counter 42, rank 1 among the copies of the volume seen (1 is the best)
 //	volume pvc-a: a recoverable copy, ...; volume pvc-a is faulted: to re-adopt this copy as a failed replica: dataDirectoryName=pvc-a-1b2c3d4e diskPath=/var/lib/longhorn head=volume-head-002.img size=1073741824 revisionCounter=42
-//	volume pvc-a: not a recoverable copy: no volume.meta; layer volume-snap-s1.img missing
+//	volume pvc-a: holds data the tool cannot export today: volume-meta: volume.meta: missing (...)
+//	volume pvc-a: holds none of the volume's data, as its inspection proved: the last-copy guard does not keep it
 func appendCopyMessage(b []byte, r *Record, cp *Copy, state VolumeState, reuse bool) []byte {
 	if cp.Volume != "" {
 		b = append(b, "volume "...)
 		b = append(b, cp.Volume...)
 		b = append(b, ": "...)
 	}
+	if cp.NoData {
+		return append(b, "holds none of the volume's data, as its inspection proved: the last-copy guard does not keep it"...)
+	}
 	if !cp.Recoverable {
-		b = append(b, "not a recoverable copy"...)
-		for i, reason := range cp.Reasons {
-			if i == 0 {
-				b = append(b, ": "...)
-			} else {
-				b = append(b, "; "...)
-			}
-			b = append(b, reason...)
+		b = append(b, "holds data the tool cannot export today"...)
+		if len(cp.Reasons) > 0 {
+			b = append(b, ": "...)
+			b = appendReasons(b, cp.Reasons)
 		}
-		return b
+		return append(b, "; its data is still on the disk: the last-copy guard keeps it while its volume is faulted, degraded or unknown"...)
 	}
 	b = append(b, "a recoverable copy, "...)
 	if cp.Revision > 0 {

@@ -2,6 +2,7 @@ package orphan_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,6 +40,8 @@ func TestDecideRecordShowsTheCopy(t *testing.T) {
 	bad := &orphan.Copy{Volume: "pvc-a", Reasons: []string{"layer volume-snap-s1.img is missing", "the replica was rebuilding"}}
 	const (
 		recoverableMsg = "volume pvc-a: a recoverable copy, revision counter 42, rank 1 among the copies of the volume seen (1 is the best)"
+		stillThere     = "; its data is still on the disk: the last-copy guard keeps it while its volume is faulted, degraded or unknown"
+		noDataMsg      = "volume pvc-a: holds none of the volume's data, as its inspection proved: the last-copy guard does not keep it"
 		hint           = ": to re-adopt this copy as a failed replica: dataDirectoryName=pvc-a-1b2c3d4e diskPath=/var/lib/longhorn head=volume-head-002.img size=1073741824 revisionCounter=42"
 	)
 	cond := func(status metav1.ConditionStatus, reason, msg string) *metav1.Condition {
@@ -62,7 +65,15 @@ func TestDecideRecordShowsTheCopy(t *testing.T) {
 			want: cond(metav1.ConditionTrue, orphan.ReasonReusable, recoverableMsg+"; volume pvc-a is degraded"+hint)},
 		{name: "not recoverable: every reason", cp: bad, volumes: map[string]orphan.VolumeState{"pvc-a": orphan.VolumeFaulted},
 			want: cond(metav1.ConditionFalse, orphan.ReasonNotRecoverable,
-				"volume pvc-a: not a recoverable copy: layer volume-snap-s1.img is missing; the replica was rebuilding")},
+				"volume pvc-a: holds data the tool cannot export today: layer volume-snap-s1.img is missing; the replica was rebuilding"+stillThere)},
+		{name: "not recoverable, no reason given: still holds data", cp: &orphan.Copy{Volume: "pvc-a"},
+			want: cond(metav1.ConditionFalse, orphan.ReasonNotRecoverable, "volume pvc-a: holds data the tool cannot export today"+stillThere)},
+		{name: "proven to hold no data: NoData beats NotRecoverable", cp: &orphan.Copy{Volume: "pvc-a", Reasons: []string{"rebuilding"}, NoData: true},
+			volumes: map[string]orphan.VolumeState{"pvc-a": orphan.VolumeFaulted}, want: cond(metav1.ConditionFalse, orphan.ReasonNoData, noDataMsg)},
+		{name: "proven to hold no data: NoData beats Reusable", cp: &orphan.Copy{Volume: "pvc-a", Recoverable: true, NoData: true, Head: "volume-head-000.img", Size: 4096},
+			volumes: map[string]orphan.VolumeState{"pvc-a": orphan.VolumeFaulted}, want: cond(metav1.ConditionFalse, orphan.ReasonNoData, noDataMsg)},
+		{name: "reasons are cut", cp: &orphan.Copy{Volume: "pvc-a", Reasons: []string{strings.Repeat("é", 3000)}},
+			want: cond(metav1.ConditionFalse, orphan.ReasonNotRecoverable, "volume pvc-a: holds data the tool cannot export today: "+strings.Repeat("é", 1024)+"... (cut)"+stillThere)},
 		{name: "no revision counter, not ranked", cp: &orphan.Copy{Volume: "pvc-a", Recoverable: true},
 			want: cond(metav1.ConditionTrue, orphan.ReasonRecoverable, "volume pvc-a: a recoverable copy, no revision counter")},
 		{name: "current condition is not rewritten", cp: good, volumes: map[string]orphan.VolumeState{"pvc-a": orphan.VolumeHealthy},

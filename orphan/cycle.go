@@ -172,6 +172,11 @@ func (s *Sweeper) Run(ctx context.Context, snap Snapshot, c Cycle) (Plan, Result
 	if err != nil {
 		return Plan{}, Result{}, err
 	}
+	return s.run(ctx, cands, snap.Scopes, c, false)
+}
+
+// run is Run and RunJudged after judging: scopes are the observation's.
+func (s *Sweeper) run(ctx context.Context, cands []Candidate, scopes map[Scope]ScopeStatus, c Cycle, evidenceRequired bool) (Plan, Result, error) {
 	recs, err := s.store.List(ctx, c.Selector)
 	if err != nil {
 		return Plan{}, Result{}, fmt.Errorf("orphan: listing records: %w", err)
@@ -182,18 +187,7 @@ func (s *Sweeper) Run(ctx context.Context, snap Snapshot, c Cycle) (Plan, Result
 		s.ledgerMu.Unlock()
 		return Plan{}, Result{}, err
 	}
-	plan := Decide(Input{
-		Now:              s.clock.Now(),
-		Scopes:           hostNodeHealth(MergeScopes(snap.Scopes, c.Scopes), c.Scopes),
-		Candidates:       cands,
-		Records:          recs,
-		Policy:           c.Policy,
-		Guard:            c.Guard,
-		AutoPurges:       ledger,
-		Volumes:          c.Volumes,
-		VolumesComplete:  c.VolumesComplete,
-		LastCopyOverride: c.LastCopyOverride,
-	})
+	plan := Decide(c.input(s.clock.Now(), cands, scopes, recs, ledger, evidenceRequired))
 	err = s.keepAutoPurges(ctx, plan.AutoPurges)
 	s.ledgerMu.Unlock()
 	if err != nil {
@@ -206,12 +200,35 @@ func (s *Sweeper) Run(ctx context.Context, snap Snapshot, c Cycle) (Plan, Result
 			plan.RequeueAt = now
 		}
 	}
-	var vr *volumeRecheck
-	if c.LookupVolume != nil {
-		vr = &volumeRecheck{lookup: c.LookupVolume, guard: c.Guard, complete: c.VolumesComplete, override: c.LastCopyOverride}
-	}
-	res, err := s.sync(ctx, plan, vr)
+	res, err := s.sync(ctx, plan, c.recheck())
 	return plan, res, err
+}
+
+// input is the Input of a cycle over an observation's judged candidates
+// and scopes.
+func (c *Cycle) input(now time.Time, cands []Candidate, scopes map[Scope]ScopeStatus, recs []Record, ledger []AutoPurge, evidenceRequired bool) Input {
+	return Input{
+		Now:              now,
+		Scopes:           hostNodeHealth(MergeScopes(scopes, c.Scopes), c.Scopes),
+		Candidates:       cands,
+		Records:          recs,
+		Policy:           c.Policy,
+		Guard:            c.Guard,
+		AutoPurges:       ledger,
+		Volumes:          c.Volumes,
+		VolumesComplete:  c.VolumesComplete,
+		LastCopyOverride: c.LastCopyOverride,
+		EvidenceRequired: evidenceRequired,
+	}
+}
+
+// recheck is the last-copy guard's re-check at the moment of each purge;
+// nil without Cycle.LookupVolume.
+func (c *Cycle) recheck() *volumeRecheck {
+	if c.LookupVolume == nil {
+		return nil
+	}
+	return &volumeRecheck{lookup: c.LookupVolume, guard: c.Guard, complete: c.VolumesComplete, override: c.LastCopyOverride}
 }
 
 // hostNodeHealth makes every Ready disk scope Unknown whose node the host

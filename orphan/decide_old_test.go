@@ -30,7 +30,7 @@ func decideOld(in Input) Plan {
 	plan.vols = in.Volumes
 	cands := indexCandidatesOld(in.Candidates, in.Records, &plan)
 	guard := newGuardState(in, cands.counts)
-	scopes := scopeResolverOld{scopes: in.Scopes, guard: guard}
+	scopes := scopeResolverOld{scopes: in.Scopes, guard: guard, evidenceRequired: in.EvidenceRequired}
 	// Most records are kept, and most kept ones need a condition at most
 	// once: room for all of them, so large plans never grow by copying.
 	plan.Keep = make([]Keep, 0, len(in.Records))
@@ -80,6 +80,12 @@ func decideOld(in Input) Plan {
 			continue
 		case r.Dismissed:
 			plan.dismissed(r)
+			continue
+		case !f.orphan && r.DeletionRequested:
+			// Issue 32 point 6: a requested deletion never sits silently.
+			plan.keepOld(r, hit, cp, "undecided: "+c.Verdict.Reason)
+			plan.Keep = plan.Keep[:len(plan.Keep)-1]
+			plan.refuseUndecided(r, c.Verdict.Reason)
 			continue
 		case !f.orphan:
 			plan.keepOld(r, hit, cp, "undecided: "+c.Verdict.Reason)
@@ -251,10 +257,11 @@ func sortBySumOld(idx []int32, named []namedCandidateOld) {
 // are functions of the Input alone, which Decide never changes, so what
 // is remembered never goes stale within one Decide.
 type scopeResolverOld struct {
-	scopes map[Scope]ScopeStatus
-	guard  *guardState
-	recent []*resolvedScopeOld
-	all    map[Scope]*resolvedScopeOld
+	scopes           map[Scope]ScopeStatus
+	guard            *guardState
+	evidenceRequired bool
+	recent           []*resolvedScopeOld
+	all              map[Scope]*resolvedScopeOld
 }
 
 type resolvedScopeOld struct {
@@ -273,6 +280,9 @@ func (sr *scopeResolverOld) hitOf(rs *resolvedScopeOld, k Kind, e DataEngine) gu
 		rs.hits = map[Group]guardHit{}
 	}
 	rs.hits[g] = sr.guard.hit(guardKey{rs.scope, g})
+	if sr.evidenceRequired {
+		rs.hits[g] = evidenceHit(sr.scopes, guardKey{rs.scope, g}, rs.hits[g])
+	}
 	return rs.hits[g]
 }
 
@@ -318,7 +328,7 @@ func (p *planOld) keepOld(r Record, hit guardHit, cp *Copy, reason string) {
 // refuse keeps a record whose due purge the guard stopped.
 func (p *planOld) refuseOld(r Record, hit guardHit, cp *Copy) {
 	p.Keep = append(p.Keep, Keep{Record: r, Reason: "purge refused: " + hit.String()})
-	p.Refused = append(p.Refused, Refusal{Name: r.Name, Reason: hit.String()})
+	p.Refused = append(p.Refused, Refusal{Name: r.Name, Rule: string(hit.rule), Reason: hit.String()})
 	p.setConditionsOld(r, hit, cp)
 }
 

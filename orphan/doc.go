@@ -77,8 +77,8 @@
 //     each other's orphans. Its refusals are kept, reported in
 //     Plan.Refused and Result.Refused, and marked PurgeGuarded=True on the
 //     records. Each rule has an explicit opt-out.
-//  6. The last-copy guard (see below) does not take the orphan for the
-//     last recoverable copy of a volume that still needs it.
+//  6. The last-copy guard (see below) does not take the orphan for what
+//     may be the last copy of the data of a volume that still needs it.
 //  7. At the moment of deletion the Sweeper re-reads the record (still
 //     there, still requested or due, still DataCleanable=True) and
 //     re-judges the item, and the Deleter re-checks the data itself (disk
@@ -105,31 +105,38 @@
 //
 // # The last copy of a volume
 //
-// An orphaned replica may hold the only recoverable copy of a faulted
-// volume's data (longhorn/longhorn#7482, #7735). The host passes the
-// state of each volume it knows (Input.Volumes, Cycle.Volumes:
-// VolumeHealthy, VolumeDegraded, VolumeFaulted, VolumeDeleted), and says
-// with VolumesComplete when an unlisted volume is deleted rather than
-// unknown; an inspection of the orphan's data (Item.Copy) says which
-// volume it belongs to and whether it is recoverable, and a replica
-// directory nobody inspected counts as possibly recoverable. Then:
-// a recoverable orphan of a faulted volume is never purged, unless a
+// An orphaned replica may hold the only copy left of a faulted volume's
+// data (longhorn/longhorn#7482, #7735). The host passes the state of each
+// volume it knows (Input.Volumes, Cycle.Volumes: VolumeHealthy,
+// VolumeDegraded, VolumeFaulted, VolumeDeleted), and says with
+// VolumesComplete when an unlisted volume is deleted rather than unknown;
+// an inspection of the orphan's data (Item.Copy) says which volume it
+// belongs to, whether a tool can export it today, and whether it is
+// proven to hold none of the volume's data (Copy.NoData). Every copy but
+// a NoData one is covered, exportable or not: a copy whose backing image
+// was removed from its disk, or whose volume.meta is damaged, still holds
+// the user's writes. A replica directory nobody inspected is covered too.
+// Then: a covered orphan of a faulted volume is never purged, unless a
 // person's request is confirmed by Input.LastCopyOverride (in Kubernetes
 // the label LabelLastCopyOverride, with the Orphan deleted); one of a
 // degraded volume is not auto-deleted until the volume is healthy (it
 // may be reused as a replica, #10726); one of a volume the host did not
 // mention is not auto-deleted either; orphans of deleted and healthy
-// volumes go as before. So a host that passes no volume states gets no
-// automatic purge of replica data (each refusal says why); see
-// VolumeState. The states are those of when the cycle starts; with
-// Cycle.LookupVolume set, Sweeper.Run looks the volume up again right
-// before each purge the guard covers and refuses the purge if the state
-// then says so, or if the lookup fails.
+// volumes, and NoData orphans of any volume, go as before. So a host
+// that passes no volume states gets no automatic purge of replica data
+// that may hold data (each refusal says why, and whether the tool can
+// export the copy); see VolumeState. The states are those of when the
+// cycle starts; with Cycle.LookupVolume set, Sweeper.Run looks the volume
+// up again right before each purge the guard covers and refuses the purge
+// if the state then says so, or if the lookup fails.
 //
 // The record shows what the inspection found: ConditionRecoverable, True
 // (reason Recoverable, with the revision counter and the copy's rank
-// among its volume's copies) or False (reason NotRecoverable, with every
-// reason). When the volume is degraded or faulted, the reason is
+// among its volume's copies) or False: reason NotRecoverable when the
+// copy holds data the tool cannot export today (with every reason and
+// what to do about it, for example: copy a missing backing image back
+// from another node, then export), reason NoData when it holds none.
+// When the volume is degraded or faulted, a recoverable copy's reason is
 // Reusable and the message adds what a host needs to re-adopt the copy
 // as a failed replica (directory, disk, head, size, revision counter);
 // caretaker itself never re-adopts a copy.
@@ -200,6 +207,61 @@
 //		}
 //	}
 //
+// # Split controllers: a finalizer that purges
+//
+// Longhorn splits an orphan's life between controllers: the node
+// controller creates and forgets Orphans, the Orphan's finalizer in the
+// orphan controller deletes the data when the object is deleted (a
+// user's kubectl delete runs it at once), and the instance manager
+// controller handles instance orphans. A host of that shape keeps every
+// check by calling Sweeper.PurgeRecord from its finalizer, never its
+// Deleter directly:
+//
+//  1. Build one Adapter, one Store and one Sweeper per node, shared by
+//     the node's controllers: the Sweeper refuses a second purge of a
+//     record already under way (RuleInProgress), so the cycle and the
+//     finalizer never call the Deleter twice at once for one record.
+//  2. The node controller runs the cycle (Run, or RunJudged with its own
+//     judgement) as in the host's duties above: it creates, marks and
+//     forgets records, and carries out automatic purges with the Budget.
+//     Its Store maps a deletion timestamp to DeletionRequested.
+//  3. The finalizer, for a record being deleted, calls PurgeRecord with
+//     the same Cycle the node controller would build now: the node's and
+//     disks' health in Scopes (its node must be listed), the volume
+//     states and override labels, LookupVolume. It passes the node
+//     controller's latest Snapshot (a Monitor's Latest) or Judged in
+//     PurgeRecordOptions, or nothing, and PurgeRecord scans.
+//  4. On PurgePurged, PurgeReleased or PurgeGone, the record is deleted
+//     already (a Kubernetes Store's Delete removes the finalizer); the
+//     finalizer has nothing left to do.
+//  5. On a *Refusal (errors.Is ErrRefused), the finalizer keeps its
+//     finalizer and requeues. PurgeRecord has marked the record
+//     Error=True with the rule and reason (and PurgeGuarded=True where a
+//     guard refused); the node controller's plans keep Error=True while
+//     the deletion stands. A refusal of RuleInProgress or RuleRecheck
+//     often resolves by itself; one of a guard's rule, GuardLastCopy
+//     say, waits for the volume or a person's override.
+//  6. On any other error, requeue with backoff: nothing was deleted
+//     unless the Deleter failed half-way, which its next call finishes.
+//
+// What PurgeRecord sees: the guard's NoneExpected and WholeScope weigh
+// the whole group of the observation it is given (a scan of the node, or
+// the host's Judged with its evidence), so a finalizer called while the
+// view is broken refuses like the cycle; AutoShare and Budget stop only
+// automatic purges and never apply to a requested one. A snapshot older
+// than the record may no longer show its item: the record is then
+// released (PurgeReleased, data kept), never purged, and the next scan
+// records the data again.
+//
+// # A host's own judgement
+//
+// A host whose own code already decided which items are orphaned
+// (Longhorn's disk monitor) passes its decisions as Judged to RunJudged
+// and PurgeRecord, with the guard's evidence per group in
+// ScopeStatus.Groups; a group without it is refused every purge
+// (GuardNoEvidence). The guard then sees only the counts the host
+// states: see Judged.
+//
 // # Where caretaker differs from the proposals and from Longhorn
 //
 //   - v2 replica instances: the rule of Longhorn's proposal ("Orphaned V2
@@ -257,14 +319,67 @@
 //   - Longhorn's Orphan CRD holds orphan types caretaker does not handle
 //     (spec.orphanType shard-instance and shardgroup-instance, for sharded
 //     v2 volumes; longhorn-manager k8s/pkg/apis/longhorn/v1beta2/orphan.go).
-//     A record of a kind outside the kind table is left to its owner: the
+//     caretaker names and labels them as Longhorn does (KindShardInstance,
+//     KindShardGroupInstance) and knows that the setting item "instance"
+//     covers them (AutoDeletionItem.Kinds), but they are not in the kind
+//     table. A record of a kind outside the kind table is left to its owner: the
 //     Stores hold and list it, and Decide keeps it as it is, with a reason
 //     naming its type, whatever its scope, the policy or a deletion
 //     request says: never purged, never forgotten, no condition written.
 //   - Error=True is written by the Sweeper when a purge fails
-//     (PurgeFailed) or a re-check refuses it (PurgeRefused), and cleared
-//     by the next plan that keeps the record; Longhorn sets it when its
-//     cleanup fails.
+//     (PurgeFailed) or a re-check refuses it (PurgeRefused), by
+//     PurgeRecord when it refuses (PurgeRefused), and by Decide when a
+//     requested record's item is undecided or its scope was not scanned
+//     completely (PurgeRefused, Refusal rules Undecided and ScopeUnknown);
+//     it is cleared by the next plan that keeps the record once its
+//     deletion is no longer requested. Longhorn sets it when its cleanup
+//     fails, and a request it cannot carry out sits with nothing to show.
+//
+// # Hosts built on longhorn-manager's types
+//
+// A host that already holds Longhorn's objects uses, without conversion
+// code of its own: ReplicaDataName and InstanceName (Longhorn's record
+// names, from the fields alone); Item.Labels (the labels Longhorn's
+// webhook sets, empty values included); ParseAutoDeletionItems (the
+// setting keyed by item, as its controllers look it up) and
+// ParseAutoDeletion (the kinds, for Policy); RecordFromLonghorn (an
+// Orphan's metadata, spec and conditions as a Record); ApplyLonghornConditions
+// (a plan's condition changes into Longhorn's condition list, with its
+// string timestamps); LonghornVolumeState (a volume's state for the
+// last-copy guard, counted from its Replicas while it is detached, when
+// Longhorn reports robustness unknown). Package instance judges runtime
+// instances as isInstanceOrphanedInInstanceManager does, with the
+// differences its doc lists.
+//
+// # Reasons
+//
+// The reasons caretaker writes on the conditions Longhorn also has, and
+// what longhorn-manager writes in the same case
+// (k8s/pkg/apis/longhorn/v1beta2/orphan.go; controller/orphan_controller.go),
+// so that a script that reads reasons knows what changes:
+//
+//	condition            caretaker          Longhorn           when
+//	DataCleanable=True   Ready              ""                 the scope is Ready and the record is not held
+//	DataCleanable=False  NodeUnavailable    NodeUnavailable    node down, Ready not True, manager pod missing (kept)
+//	                     NodeEvicted        NodeEvicted        eviction requested for the node (forgotten)
+//	                     NodeDeleted        NodeUnavailable    the node object is gone (forgotten)
+//	                     DiskInvalid        DiskInvalid        the disk cannot be read or trusted (kept)
+//	                     DiskEvicted        DiskEvicted        eviction requested for the disk (forgotten)
+//	                     DiskChanged        DiskChanged        another disk (UUID) under the path (forgotten)
+//	                     DiskRemoved        DiskInvalid        the disk is no longer the node's (forgotten)
+//	                     Dismissed          (none)             a user dismissed the orphan (kept)
+//	                     Gone, Owned,       (none: Longhorn    written just before the record is forgotten
+//	                     Mismatch,          deletes the        (see ForgetReason)
+//	                     NotCleanable       Orphan)
+//	Error=False          NoError            ""                 no purge failed since the last plan
+//	Error=True           PurgeFailed        ""                 the Deleter failed (message: the error)
+//	                     PurgeRefused       (none)             a re-check at the moment of deletion stopped it
+//	InstanceExist=True   Observed           instance state     the runtime object was seen
+//
+// caretaker's own conditions, PurgeGuarded (reason Clear or the GuardRule)
+// and Recoverable (Recoverable, Reusable, NotRecoverable), have no
+// Longhorn counterpart. ApplyLonghornConditions writes these reasons into
+// Longhorn's condition list as they are.
 //
 // # Errors
 //
@@ -277,7 +392,9 @@
 // *RecordError values, one per record that failed, and the same failures
 // as values in Result.Failed; the others are not affected. A precondition
 // failure, and a purge the Guard refused, is not an error but a Refusal
-// in the Result. Combine's Delete of a kind no adapter serves is a
+// in the Result. Sweeper.PurgeRecord returns its refusals as a *Refusal,
+// which wraps ErrRefused; its Rule is a GuardRule or one of the Rule*
+// constants. Combine's Delete of a kind no adapter serves is a
 // *KindError wrapping ErrNoAdapter.
 //
 // # Logging
@@ -296,6 +413,7 @@
 //	Info   orphan: data purged       orphan, kind, node, auto
 //	Warn   orphan: purge refused     orphan, reason, at: "plan" (the Guard's; no kind or node)
 //	                                 or "deletion" (a re-check; with kind and node)
+//	                                 or "request" (PurgeRecord's; with kind and node)
 //	Error  orphan: sync step failed  op (create, forget, mark, purge, finish), err, orphan, kind, node (none for finish)
 //	Debug  orphan: conditions marked orphan, kind, node, conditions
 //
@@ -323,5 +441,5 @@
 // adapters of Combine and NewAdapter (if their parts are) are safe for
 // concurrent use. Judges must be safe for concurrent use; Deleters are
 // called concurrently for different records and never twice at once for
-// one record within a sync. Run one Sweeper sync at a time per node.
+// one record by one Sweeper (a sync and PurgeRecord included). Run one Sweeper sync at a time per node.
 package orphan

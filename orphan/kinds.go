@@ -72,18 +72,56 @@ var kindSpecs = []KindSpec{
 	},
 }
 
-// instanceSpec is the spec of a runtime instance kind: engines and
-// replicas share Longhorn's name formula and setting item. Their labels
-// are those longhorn-manager's Orphan mutating webhook sets
-// (webhook/resources/orphan/mutator.go, through
-// types.GetOrphanLabelsForOrphanedEngineInstance and
-// GetOrphanLabelsForOrphanedReplicaInstance): the instance manager, and
-// the instance's name under longhornengine or longhornreplica.
-func instanceSpec(k Kind) KindSpec {
-	own := LabelEngine
-	if k == KindReplicaInstance {
-		own = LabelReplica
+// Longhorn's orphan types for the instances of its sharded v2 volumes
+// (longhorn-manager k8s/pkg/apis/longhorn/v1beta2/orphan.go), and the
+// labels that carry their names (types/types.go,
+// GetOrphanLabelsForOrphanedShardInstance and
+// GetOrphanLabelsForOrphanedShardGroupInstance). caretaker knows their
+// record names (Item.Name, InstanceName) and labels (Item.Labels), and
+// the auto-deletion setting item that covers them (AutoDeletionItem), but
+// never handles them: they are not in the kind table (Valid is false,
+// Spec and Kinds leave them out), so Decide keeps their records as they
+// are and never purges or forgets them.
+const (
+	KindShardInstance      Kind = "shard-instance"
+	KindShardGroupInstance Kind = "shardgroup-instance"
+
+	LabelShard      = "longhornshard"      // shard instances: the shard's name
+	LabelShardGroup = "longhornshardgroup" // shard group instances: the shard group's name
+)
+
+// longhornOnlySpecs are the specs of Longhorn's kinds that caretaker names
+// and labels but does not handle (see KindShardInstance).
+var longhornOnlySpecs = []KindSpec{
+	instanceSpec(KindShardInstance),
+	instanceSpec(KindShardGroupInstance),
+}
+
+// nameSpecOf finds k's spec for naming and labelling: the kind table's,
+// or that of a Longhorn kind caretaker does not handle.
+func nameSpecOf(k Kind) *KindSpec {
+	if s := specOf(k); s != nil {
+		return s
 	}
+	for i := range longhornOnlySpecs {
+		if longhornOnlySpecs[i].Kind == k {
+			return &longhornOnlySpecs[i]
+		}
+	}
+	return nil
+}
+
+// instanceSpec is the spec of a runtime instance kind: engines, replicas,
+// shards and shard groups share Longhorn's name formula and setting item.
+// Their labels are those longhorn-manager's Orphan mutating webhook sets
+// (webhook/resources/orphan/mutator.go, through
+// types.GetOrphanLabelsForOrphanedEngineInstance and its siblings for
+// replicas, shards and shard groups): the instance manager, and the
+// instance's name under longhornengine, longhornreplica, longhornshard or
+// longhornshardgroup.
+func instanceSpec(k Kind) KindSpec {
+	own := map[Kind]string{KindEngineInstance: LabelEngine, KindReplicaInstance: LabelReplica,
+		KindShardInstance: LabelShard, KindShardGroupInstance: LabelShardGroup}[k]
 	return KindSpec{
 		Kind:              k,
 		NameFields:        []string{ParamInstanceName, ParamInstanceUUID, ParamInstanceManager, FieldDataEngine},

@@ -3,20 +3,27 @@ package orphan
 import (
 	"context"
 	"fmt"
+	"unicode/utf8"
 )
 
 // VolumeState is what the host knows of a volume, for the last-copy
-// guard: a recoverable orphan may be the only copy of a volume's data
+// guard: an orphan that holds a volume's data may be the only copy of it
 // left, and auto-deletion must not destroy it.
 //
 // The host passes the state of each volume it knows in Input.Volumes (and
-// Cycle.Volumes); an orphan's volume and whether its data can be
-// recovered come from Item.Copy, which an inspection of the data fills. A
-// replica data item (KindReplicaData) that nobody inspected (Copy nil) is
-// taken as possibly recoverable, of the volume its directory is named
-// after (<volume>-<8 letters or digits>, Longhorn's replica directory
-// name). Items of other kinds are covered only when their Inventory sets
-// Copy. An orphan whose Copy says it is not recoverable is not covered.
+// Cycle.Volumes); an orphan's volume and what it holds come from
+// Item.Copy, which an inspection of the data fills. An orphan with a Copy
+// is covered unless the Copy says NoData: the inspection proved that it
+// holds none of the volume's data. Whether a tool can export the data
+// today (Copy.Recoverable) does not matter: a copy whose backing image is
+// missing from its disk or is qcow2, or whose volume.meta is lost, still
+// holds the user's writes, which a person or Longhorn can recover, and
+// each refusal says which of the two applies (with Copy.Reasons when the
+// tool cannot export it). A replica data item (KindReplicaData) that
+// nobody inspected (Copy nil) is covered, of the volume its directory is
+// named after (<volume>-<8 letters or digits>, Longhorn's replica
+// directory name). Items of other kinds are covered only when their
+// Inventory sets Copy.
 //
 // For a covered orphan whose purge is due, by its volume's state:
 //
@@ -37,8 +44,9 @@ import (
 //	                 as for a faulted volume; a requested purge goes on.
 //
 // So a host that passes no volumes keeps auto-deletion of replica data
-// from purging anything (each refusal says why), and a host that passes a
-// complete list gets deleted and healthy volumes' orphans auto-deleted.
+// from purging anything that may hold data (each refusal says why), and a
+// host that passes a complete list gets deleted and healthy volumes'
+// orphans auto-deleted, and any volume's orphans proven empty (NoData).
 // Guard.AllowLastCopy turns the guard off. Refusals are the guard's
 // (Plan.Refused, Result.Refused, PurgeGuarded=True with the rule).
 //
@@ -75,7 +83,7 @@ func lastCopyHit(in *Input, r *Record, it *Item) guardHit {
 	if in.Guard.AllowLastCopy {
 		return guardHit{}
 	}
-	volume, what, covered := lastCopyCovers(r, it)
+	volume, covered := lastCopyCovers(r, it)
 	if !covered {
 		return guardHit{}
 	}
@@ -93,12 +101,12 @@ func lastCopyHit(in *Input, r *Record, it *Item) guardHit {
 	case VolumeDegraded:
 		if auto {
 			return guardHit{GuardVolumeDegraded, fmt.Sprintf(
-				"it holds %s of volume %s, which is degraded: it may be reused as a replica, so automatic deletion waits until the volume is healthy", what, volume)}
+				"it holds data of volume %s, which is degraded: it may be reused as a replica, so automatic deletion waits until the volume is healthy; %s", volume, copyHolds(it.Copy))}
 		}
 	case VolumeFaulted:
 		if auto || !in.LastCopyOverride[r.Name] {
 			return guardHit{GuardLastCopy, fmt.Sprintf(
-				"it holds %s of volume %s, which is faulted: it may be the last copy of the volume's data; only a person's override (the Orphan label "+LabelLastCopyOverride+"="+LabelValueLastCopyOverride+" where the host reads it, or the host's LastCopyOverride) lets a requested deletion through", what, volume)}
+				"it holds data of volume %s, which is faulted: it may be the last copy of the volume's data; only a person's override (the Orphan label "+LabelLastCopyOverride+"="+LabelValueLastCopyOverride+" where the host reads it, or the host's LastCopyOverride) lets a requested deletion through; %s", volume, copyHolds(it.Copy))}
 		}
 	default:
 		if auto {
@@ -107,7 +115,7 @@ func lastCopyHit(in *Input, r *Record, it *Item) guardHit {
 				name = "(not known)"
 			}
 			return guardHit{GuardVolumeUnknown, fmt.Sprintf(
-				"it holds %s of volume %s, whose state the host did not give: automatic deletion waits until the volume is known healthy or deleted", what, name)}
+				"it holds data of volume %s, whose state the host did not give: automatic deletion waits until the volume is known healthy or deleted; %s", name, copyHolds(it.Copy))}
 		}
 	}
 	return guardHit{}
@@ -115,17 +123,63 @@ func lastCopyHit(in *Input, r *Record, it *Item) guardHit {
 
 // lastCopyCovers says whether the last-copy guard covers r, whose
 // observation is it, and of which volume ("" when it cannot be told) the
-// copy is; what describes the copy for a refusal's message.
-func lastCopyCovers(r *Record, it *Item) (volume, what string, covered bool) {
+// copy is. Only a Copy that says NoData is outside the guard: a copy
+// that holds data is covered whether or not a tool can export it.
+func lastCopyCovers(r *Record, it *Item) (volume string, covered bool) {
 	switch {
-	case it.Copy != nil && !it.Copy.Recoverable:
-		return "", "", false
+	case it.Copy != nil && it.Copy.NoData:
+		return "", false
 	case it.Copy != nil:
-		return it.Copy.Volume, "a recoverable copy", true
+		return it.Copy.Volume, true
 	case r.Kind == KindReplicaData:
-		return VolumeOfDataName(r.Param(ParamDataName)), "a copy not inspected, so possibly recoverable,", true
+		return VolumeOfDataName(r.Param(ParamDataName)), true
 	}
-	return "", "", false
+	return "", false
+}
+
+// maxReasonsText bounds the reasons a message repeats from a Copy: a
+// condition's message is bounded (32768 bytes in Kubernetes), and the
+// rule must stay readable.
+const maxReasonsText = 2048
+
+// copyHolds says, for a refusal, what the covered copy cp holds: data a
+// tool can export, data it cannot export today and why, or (cp nil) data
+// nobody inspected.
+func copyHolds(cp *Copy) string {
+	switch {
+	case cp == nil:
+		return "nobody inspected the copy, so it may hold the volume's data"
+	case cp.Recoverable:
+		return "the copy holds data the tool can export"
+	case len(cp.Reasons) == 0:
+		return "the copy holds data the tool cannot export today"
+	}
+	return "the copy holds data the tool cannot export today: " + joinReasons(cp.Reasons)
+}
+
+// joinReasons joins reasons with "; ", cut at maxReasonsText bytes.
+func joinReasons(reasons []string) string {
+	return string(appendReasons(nil, reasons))
+}
+
+// appendReasons appends reasons to b joined with "; ", cut at
+// maxReasonsText bytes (on a UTF-8 boundary) with "... (cut)".
+func appendReasons(b []byte, reasons []string) []byte {
+	start := len(b)
+	for i, reason := range reasons {
+		if i > 0 {
+			b = append(b, "; "...)
+		}
+		b = append(b, reason...)
+		if len(b)-start > maxReasonsText {
+			cut := start + maxReasonsText
+			for cut > start && !utf8.RuneStart(b[cut]) {
+				cut--
+			}
+			return append(b[:cut], "... (cut)"...)
+		}
+	}
+	return b
 }
 
 // volumeRecheck is the last-copy guard's re-check at the moment of a
@@ -146,7 +200,7 @@ func (vr *volumeRecheck) refusal(ctx context.Context, cur *Record, it *Item) str
 	if vr == nil || vr.lookup == nil || vr.guard.AllowLastCopy {
 		return ""
 	}
-	volume, _, covered := lastCopyCovers(cur, it)
+	volume, covered := lastCopyCovers(cur, it)
 	if !covered {
 		return ""
 	}

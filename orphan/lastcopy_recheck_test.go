@@ -56,8 +56,10 @@ func TestLastCopyRecheckAtPurge(t *testing.T) {
 			lookup: func(context.Context, string) (orphan.VolumeState, bool, error) { return "", false, nil }},
 		{name: "not known, the list incomplete: unknown", copy: recoverable, volumes: healthy, want: "VolumeUnknown", looked: true,
 			lookup: func(context.Context, string) (orphan.VolumeState, bool, error) { return "", false, nil }},
-		{name: "an unrecoverable copy is not covered: no lookup", copy: &orphan.Copy{Volume: "pvc-a"}, volumes: healthy, want: "purge",
+		{name: "a copy proven to hold no data is not covered: no lookup", copy: &orphan.Copy{Volume: "pvc-a", NoData: true}, volumes: healthy, want: "purge",
 			lookup: func(context.Context, string) (orphan.VolumeState, bool, error) { return "", false, errLookup }},
+		{name: "an unrecoverable copy holding data is covered: faulted since the plan, kept", copy: &orphan.Copy{Volume: "pvc-a", Reasons: []string{"missing-backing-image"}},
+			volumes: healthy, lookup: now(orphan.VolumeFaulted), want: "LastCopy", looked: true},
 		{name: "the guard turned off: no lookup", copy: recoverable, volumes: healthy, allow: true, want: "purge",
 			lookup: func(context.Context, string) (orphan.VolumeState, bool, error) { return "", false, errLookup }},
 	}

@@ -20,6 +20,7 @@ import (
 func TestLastCopyGuard(t *testing.T) {
 	recoverable := &orphan.Copy{Volume: "pvc-a", Recoverable: true, Rank: 1}
 	broken := &orphan.Copy{Volume: "pvc-a", Reasons: []string{"layer volume-snap-s1.img is missing"}}
+	empty := &orphan.Copy{Volume: "pvc-a", Reasons: []string{"volume-meta: volume.meta: missing"}, NoData: true}
 	faulted := map[string]orphan.VolumeState{"pvc-a": orphan.VolumeFaulted}
 	cases := []struct {
 		name      string
@@ -47,7 +48,18 @@ func TestLastCopyGuard(t *testing.T) {
 		{name: "unknown volume: a requested purge goes on", copy: recoverable, requested: true, want: "purge"},
 		{name: "a state caretaker does not know is unknown", copy: recoverable, volumes: map[string]orphan.VolumeState{"pvc-a": "rebuilding"}, want: "VolumeUnknown"},
 		{name: "a copy of no known volume is unknown", copy: &orphan.Copy{Recoverable: true}, complete: true, want: "VolumeUnknown"},
-		{name: "an unrecoverable copy of a faulted volume goes", copy: broken, volumes: faulted, want: "purge"},
+		{name: "an unrecoverable copy of a faulted volume that holds data stays", copy: broken, volumes: faulted, want: "LastCopy"},
+		{name: "an unrecoverable copy of a faulted volume: no requested purge", copy: broken, volumes: faulted, requested: true, want: "LastCopy"},
+		{name: "an unrecoverable copy of a faulted volume: a requested purge with the override goes on", copy: broken, volumes: faulted, requested: true, override: true, want: "purge"},
+		{name: "an unrecoverable copy of a degraded volume waits", copy: broken, volumes: map[string]orphan.VolumeState{"pvc-a": orphan.VolumeDegraded}, want: "VolumeDegraded"},
+		{name: "an unrecoverable copy of an unknown volume waits", copy: broken, want: "VolumeUnknown"},
+		{name: "an unrecoverable copy of a deleted volume goes", copy: broken, complete: true, want: "purge"},
+		{name: "an unrecoverable copy of a healthy volume goes", copy: broken, volumes: map[string]orphan.VolumeState{"pvc-a": orphan.VolumeHealthy}, want: "purge"},
+		{name: "a copy proven to hold no data of a faulted volume goes", copy: empty, volumes: faulted, want: "purge"},
+		{name: "a recoverable copy proven to hold no data of a faulted volume goes", copy: &orphan.Copy{Volume: "pvc-a", Recoverable: true, NoData: true}, volumes: faulted, want: "purge"},
+		{name: "a copy proven to hold no data of a degraded volume goes", copy: empty, volumes: map[string]orphan.VolumeState{"pvc-a": orphan.VolumeDegraded}, want: "purge"},
+		{name: "a copy proven to hold no data of an unknown volume goes", copy: empty, want: "purge"},
+		{name: "an inspected instance proven to hold no data is not covered", kind: orphan.KindReplicaInstance, copy: empty, volumes: faulted, want: "purge"},
 		{name: "a directory nobody inspected is possibly recoverable", volumes: faulted, want: "LastCopy"},
 		{name: "a directory nobody inspected, requested, faulted", volumes: faulted, requested: true, want: "LastCopy"},
 		{name: "a directory nobody inspected of a healthy volume goes", volumes: map[string]orphan.VolumeState{"pvc-a": orphan.VolumeHealthy}, want: "purge"},
@@ -95,6 +107,17 @@ func TestLastCopyGuard(t *testing.T) {
 			}
 			if got == "purge" {
 				return
+			}
+			// The refusal says what the copy holds.
+			holds := "nobody inspected the copy, so it may hold the volume's data"
+			switch {
+			case tc.copy != nil && tc.copy.Recoverable:
+				holds = "the copy holds data the tool can export"
+			case tc.copy != nil:
+				holds = "the copy holds data the tool cannot export today: " + strings.Join(tc.copy.Reasons, "; ")
+			}
+			if !strings.HasSuffix(p.Refused[0].Reason, "; "+holds) {
+				t.Fatalf("refusal %q does not end in %q", p.Refused[0].Reason, holds)
 			}
 			// Visible as the mass-deletion guard's: kept, marked, refused.
 			if len(p.Keep) != 1 || len(p.Conditions) != 1 {

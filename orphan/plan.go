@@ -60,6 +60,13 @@ type Input struct {
 	// recoverable copy of a faulted volume. It never lets an automatic
 	// purge through.
 	LastCopyOverride map[string]bool
+
+	// EvidenceRequired says the Candidates are not a complete inventory
+	// but a host's own judgement (see Judged): every group (kind and data
+	// engine) of a scope must then have its guard evidence stated in the
+	// scope's ScopeStatus.Groups, or no purge goes on in that group
+	// (GuardNoEvidence).
+	EvidenceRequired bool
 }
 
 // Plan is what Decide wants done, as data. Every record within the input's
@@ -92,7 +99,11 @@ type Plan struct {
 	Conditions []SetConditions
 	// Refused are purges that were due (requested, or by the policy) but
 	// that the Guard stopped, and deletions requested of dismissed
-	// records. Their records are in Keep too.
+	// records, of records whose item is undecided (RuleUndecided) and of
+	// records whose scope was not scanned completely (RuleScopeUnknown):
+	// a requested deletion that cannot go on is never silent. Their
+	// records are in Keep too; the last two are marked Error=True
+	// (ReasonPurgeRefused) with why for as long as the request stands.
 	Refused []Refusal
 	// Rejected are candidates that could have mattered (judged orphan, or
 	// possibly a record's item) but could not be named, lacking a field;
@@ -225,7 +236,9 @@ type Rejected struct {
 //     it, marked DataCleanable=False with the health as the reason;
 //  4. its scope is Unknown: keep, unless its deletion was requested and it
 //     is marked DataCleanable=False: forget (ReasonNotCleanable; forgetting
-//     never touches data, and the user's deletion completes);
+//     never touches data, and the user's deletion completes); a requested
+//     one kept is reported in Refused (RuleScopeUnknown) and marked
+//     Error=True with the scope's message;
 //  5. its name is not the one its parameters give: forget (ReasonMismatch);
 //  6. no candidate of that name was seen: forget (ReasonGone);
 //  7. the candidate is owned: forget (ReasonOwned);
@@ -233,7 +246,9 @@ type Rejected struct {
 //     whatever the policy says; a deletion requested of it is refused and
 //     reported in Refused (forgetting it would let the next scan record
 //     the data anew, undismissed);
-//  9. the candidate is undecided: keep;
+//  9. the candidate is undecided: keep; if its deletion was requested,
+//     reported in Refused (RuleUndecided) and marked Error=True with the
+//     verdict's reason, which stays while the request stands;
 //  10. the candidate is an orphan and deletion was requested, or the policy
 //     auto-deletes its kind and the grace period since CreatedAt is over:
 //     - marked DataCleanable=False by Decide itself (a hold of rule 3 or a
@@ -281,7 +296,7 @@ func decide(in Input, sums *sumSource, sc *scratch) Plan {
 	var plan Plan
 	cands := indexCandidates(in.Candidates, in.Records, &plan, sums, sc)
 	guard := newGuardState(in, cands.counts)
-	scopes := scopeResolver{scopes: in.Scopes, guard: guard}
+	scopes := scopeResolver{scopes: in.Scopes, guard: guard, evidenceRequired: in.EvidenceRequired}
 	// Most records are kept, and most kept ones need a condition at most
 	// once: room for all of them, so large plans never grow by copying.
 	plan.Keep = make([]Keep, 0, len(in.Records))
@@ -334,6 +349,9 @@ func decide(in Input, sums *sumSource, sc *scratch) Plan {
 			continue
 		case r.Dismissed:
 			plan.dismissed(r)
+			continue
+		case !f.orphan && r.DeletionRequested:
+			plan.requestUndecided(r, hit, cp, v.Reason)
 			continue
 		case !f.orphan:
 			plan.keep(r, hit, cp, "undecided: "+v.Reason)
@@ -518,9 +536,11 @@ func sortBySum(idx []int32, named []namedCandidate, sc *scratch) {
 type scopeResolver struct {
 	scopes map[Scope]ScopeStatus
 	guard  *guardState
-	recent []*resolvedScope
-	all    map[Scope]*resolvedScope
-	byID   []*resolvedScope // by the candidates' scope ids
+	// evidenceRequired is the Input's EvidenceRequired.
+	evidenceRequired bool
+	recent           []*resolvedScope
+	all              map[Scope]*resolvedScope
+	byID             []*resolvedScope // by the candidates' scope ids
 }
 
 type resolvedScope struct {
@@ -568,6 +588,9 @@ func (sr *scopeResolver) hitOf(rs *resolvedScope, k Kind, e DataEngine) guardHit
 	}
 	g := Group{Kind: k, DataEngine: e}
 	h := sr.guard.hit(guardKey{rs.scope, g})
+	if sr.evidenceRequired {
+		h = evidenceHit(sr.scopes, guardKey{rs.scope, g}, h)
+	}
 	rs.hits = append(rs.hits, groupHit{g, h})
 	return h
 }
@@ -618,6 +641,8 @@ func (p *Plan) outsideReady(r Record, st ScopeStatus, scope Scope) bool {
 		// would leave the user's deletion hanging until the scope is
 		// known again.
 		p.forget(r, ReasonNotCleanable, "deletion requested, but the record says its data is not cleanable")
+	case r.DeletionRequested:
+		p.requestKept(r, RuleScopeUnknown, "deletion requested, but scope "+scope.String()+" was not scanned completely: "+st.Message)
 	default:
 		p.Keep = append(p.Keep, Keep{Record: r, Reason: "scope " + scope.String() + " was not scanned completely: " + st.Message})
 	}
@@ -653,7 +678,7 @@ func (p *Plan) dismissed(r Record) {
 	reason := "dismissed: its data is kept"
 	if r.DeletionRequested {
 		reason = RefusalDismissed
-		p.Refused = append(p.Refused, Refusal{Name: r.Name, Reason: reason})
+		p.Refused = append(p.Refused, Refusal{Name: r.Name, Rule: RuleDismissed, Reason: reason})
 	}
 	p.Keep = append(p.Keep, Keep{Record: r, Reason: reason})
 	p.markNotCleanable(r, ReasonDismissed, "a user dismissed this orphan: its data is never purged")
@@ -690,7 +715,7 @@ func (p *Plan) keep(r Record, hit guardHit, cp *Copy, reason string) {
 // refuse keeps a record whose due purge the guard stopped.
 func (p *Plan) refuse(r Record, hit guardHit, cp *Copy) {
 	p.Keep = append(p.Keep, Keep{Record: r, Reason: "purge refused: " + hit.String()})
-	p.Refused = append(p.Refused, Refusal{Name: r.Name, Reason: hit.String()})
+	p.Refused = append(p.Refused, Refusal{Name: r.Name, Rule: string(hit.rule), Reason: hit.String()})
 	p.setConditions(r, hit, cp)
 }
 

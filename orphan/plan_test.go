@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -299,8 +300,7 @@ func marks(p orphan.Plan) map[string]string {
 func refusals(p orphan.Plan) map[string]string {
 	out := map[string]string{}
 	for _, r := range p.Refused {
-		rule, _, _ := strings.Cut(r.Reason, ":")
-		out[r.Name] = rule
+		out[r.Name] = r.Rule
 	}
 	return out
 }
@@ -329,16 +329,16 @@ func checkPlanInvariants(t *testing.T, seed uint64, in orphan.Input, p orphan.Pl
 		if node.Health != orphan.HealthReady {
 			t.Fatalf("seed %d: purge of %s on node %s whose health is %q", seed, pu.Record.Name, pu.Record.NodeID, node.Health)
 		}
-		if vol, recoverable := copyOf(pu); recoverable && !in.Guard.AllowLastCopy {
+		if vol, covered := copyOf(pu); covered && !in.Guard.AllowLastCopy {
 			state, listed := in.Volumes[vol]
 			if !listed && in.VolumesComplete && vol != "" {
 				state = orphan.VolumeDeleted
 			}
 			switch {
 			case state == orphan.VolumeFaulted && (pu.Auto || !in.LastCopyOverride[pu.Record.Name]):
-				t.Fatalf("seed %d: purge of %s, a recoverable copy of faulted volume %q, without an override", seed, pu.Record.Name, vol)
+				t.Fatalf("seed %d: purge of %s, a copy of faulted volume %q that may hold data, without an override", seed, pu.Record.Name, vol)
 			case pu.Auto && state != orphan.VolumeHealthy && state != orphan.VolumeDeleted:
-				t.Fatalf("seed %d: automatic purge of %s, a recoverable copy of volume %q, which is %q", seed, pu.Record.Name, vol, state)
+				t.Fatalf("seed %d: automatic purge of %s, a copy of volume %q that may hold data, which is %q", seed, pu.Record.Name, vol, state)
 			}
 		}
 		if st := in.Scopes[pu.Record.Scope()]; st.NoneExpected && !in.Guard.AllowNoneExpected {
@@ -356,12 +356,13 @@ func checkPlanInvariants(t *testing.T, seed uint64, in orphan.Input, p orphan.Pl
 	}
 }
 
-// copyOf is a purge's volume and whether its data may be recoverable, as
-// the last-copy guard sees it: its observation's Copy, or for replica data
-// nobody inspected, the volume its directory is named after.
+// copyOf is a purge's volume and whether it may hold the volume's data,
+// as the last-copy guard sees it: its observation's Copy (every one but a
+// NoData one, recoverable or not), or for replica data nobody inspected,
+// the volume its directory is named after.
 func copyOf(pu orphan.Purge) (string, bool) {
 	if c := pu.Candidate.Item.Copy; c != nil {
-		return c.Volume, c.Recoverable
+		return c.Volume, !c.NoData
 	}
 	if pu.Record.Kind != orphan.KindReplicaData {
 		return "", false
@@ -560,6 +561,14 @@ func referenceDecide(in orphan.Input) referencePlan {
 	}
 	guardRule := func(r orphan.Record) string {
 		k := keyOfItem(r.Item())
+		if in.EvidenceRequired {
+			groups := in.Scopes[k.s].Groups
+			_, stated := groups[k.g]
+			_, ofKind := groups[orphan.Group{Kind: k.g.Kind}]
+			if !stated && !(ofKind && k.g.DataEngine != "") {
+				return "NoEvidence"
+			}
+		}
 		if _, none := evidence(k); none && validOf(k) > 0 && !in.Guard.AllowNoneExpected {
 			return "NoneExpected"
 		}
@@ -577,7 +586,7 @@ func referenceDecide(in orphan.Input) referencePlan {
 		l, _ := last(r.Name)
 		vol := ""
 		switch {
-		case l.Item.Copy != nil && !l.Item.Copy.Recoverable:
+		case l.Item.Copy != nil && l.Item.Copy.NoData:
 			return ""
 		case l.Item.Copy != nil:
 			vol = l.Item.Copy.Volume
@@ -635,6 +644,8 @@ func referenceDecide(in orphan.Input) referencePlan {
 			c := l.Item.Copy
 			st := in.Volumes[c.Volume]
 			switch {
+			case c.NoData:
+				parts = append(parts, "Recoverable=False:NoData")
 			case !c.Recoverable:
 				parts = append(parts, "Recoverable=False:NotRecoverable")
 			case c.Volume != "" && (st == orphan.VolumeDegraded || st == orphan.VolumeFaulted):
@@ -647,6 +658,23 @@ func referenceDecide(in orphan.Input) referencePlan {
 			sort.Strings(parts)
 			out.marks[r.Name] = fmt.Sprint(parts)
 		}
+	}
+
+	// requestError adds Error=True:PurgeRefused to a requested record's
+	// marks, in place of the ones in drop. (Random records never carry
+	// its message.)
+	requestError := func(r orphan.Record, drop []string) {
+		var parts []string
+		if m, ok := out.marks[r.Name]; ok {
+			for _, p := range strings.Fields(strings.Trim(m, "[]")) {
+				if !slices.Contains(drop, p) {
+					parts = append(parts, p)
+				}
+			}
+		}
+		parts = append(parts, "Error=True:PurgeRefused")
+		sort.Strings(parts)
+		out.marks[r.Name] = fmt.Sprint(parts)
 	}
 
 	recorded := map[string]bool{}
@@ -674,7 +702,7 @@ func referenceDecide(in orphan.Input) referencePlan {
 		dismiss := func() {
 			out.actions[r.Name] = "keep"
 			if r.DeletionRequested {
-				out.refused[r.Name] = "dismissed"
+				out.refused[r.Name] = "Dismissed"
 			}
 			markFalse("Dismissed")
 		}
@@ -692,9 +720,15 @@ func referenceDecide(in orphan.Input) referencePlan {
 			continue
 		}
 		if h == orphan.HealthUnknown {
-			if c := condOf(r, "DataCleanable"); r.DeletionRequested && c != nil && c.Status == "False" {
+			switch c := condOf(r, "DataCleanable"); {
+			case r.DeletionRequested && c != nil && c.Status == "False":
 				out.actions[r.Name] = "forget:NotCleanable"
-			} else {
+			case r.DeletionRequested:
+				// A requested deletion never sits silently (issue 32.6).
+				out.actions[r.Name] = "keep"
+				out.refused[r.Name] = "ScopeUnknown"
+				requestError(r, nil)
+			default:
 				out.actions[r.Name] = "keep"
 			}
 			continue
@@ -713,6 +747,13 @@ func referenceDecide(in orphan.Input) referencePlan {
 			continue
 		case r.Dismissed:
 			dismiss()
+			continue
+		case outcome == orphan.OutcomeUndecided && r.DeletionRequested:
+			// A requested deletion never sits silently (issue 32.6).
+			out.actions[r.Name] = "keep"
+			out.refused[r.Name] = "Undecided"
+			mark(r, guardRule(r))
+			requestError(r, []string{"Error=False:NoError"})
 			continue
 		case outcome == orphan.OutcomeUndecided:
 			out.actions[r.Name] = "keep"
@@ -926,6 +967,8 @@ func randomInput(rng *rand.Rand) orphan.Input {
 		in.Policy.GracePeriod = time.Duration(rng.IntN(400)) * time.Second
 	}
 	randomGuardExtras(rng, &in)
+	// Sometimes the candidates are a host's own judgement (Judged).
+	in.EvidenceRequired = rng.IntN(5) == 0
 	return in
 }
 
@@ -948,7 +991,7 @@ func randomGuardExtras(rng *rand.Rand, in *orphan.Input) {
 	for i := range in.Candidates {
 		if rng.IntN(3) == 0 {
 			c := &in.Candidates[i]
-			c.Item.Copy = &orphan.Copy{Volume: fmt.Sprintf("pvc-%d", rng.IntN(4)), Recoverable: rng.IntN(3) != 0}
+			c.Item.Copy = &orphan.Copy{Volume: fmt.Sprintf("pvc-%d", rng.IntN(4)), Recoverable: rng.IntN(3) != 0, NoData: rng.IntN(4) == 0}
 		}
 	}
 	states := []orphan.VolumeState{orphan.VolumeHealthy, orphan.VolumeDegraded, orphan.VolumeFaulted, orphan.VolumeDeleted, "unknown", ""}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,8 +37,9 @@ type Sweeper struct {
 	log     *slog.Logger
 	hooks   Hooks
 
-	mu     sync.Mutex
-	purged map[string]time.Time // record name → when this Sweeper purged it
+	mu       sync.Mutex
+	purged   map[string]time.Time // record name → when this Sweeper purged it
+	inflight map[string]bool      // record names being purged now (Sync and PurgeRecord)
 
 	maxCreates int // SweeperOptions.MaxCreates
 
@@ -119,11 +121,28 @@ type Result struct {
 }
 
 // Refusal is a purge that did not happen because its preconditions did
-// not hold.
+// not hold. As an error (Sweeper.PurgeRecord returns one), it wraps
+// ErrRefused.
 type Refusal struct {
-	Name   string
+	Name string
+	// Rule names the rule that refused, as one word fit for a
+	// condition's reason: a GuardRule, or one of the Rule* constants.
+	Rule string
+	// Reason says why, for a person.
 	Reason string
 }
+
+// ErrRefused is wrapped by every *Refusal returned as an error: a purge
+// that the rules or a re-check stopped. Nothing was deleted.
+var ErrRefused = errors.New("orphan: purge refused")
+
+// Error returns "orphan: purge of <name> refused (<rule>): <reason>".
+func (r *Refusal) Error() string {
+	return "orphan: purge of " + r.Name + " refused (" + r.Rule + "): " + r.Reason
+}
+
+// Unwrap returns ErrRefused.
+func (r *Refusal) Unwrap() error { return ErrRefused }
 
 // Op names the step of a sync that failed.
 type Op string
@@ -208,7 +227,8 @@ func (s *Sweeper) sync(ctx context.Context, plan Plan, vr *volumeRecheck) (Resul
 		s.log.LogAttrs(ctx, slog.LevelWarn, "orphan: purge refused",
 			slog.String("orphan", r.Name), slog.String("reason", r.Reason), slog.String("at", "plan"))
 		outcome := EventGuarded
-		if r.Reason == RefusalDismissed {
+		switch r.Rule {
+		case RuleDismissed, RuleUndecided, RuleScopeUnknown:
 			outcome = EventRefused
 		}
 		e := recordEvent(guarded[r.Name], OpPurge, outcome, 0, nil)
@@ -281,16 +301,16 @@ func (s *Sweeper) sync(ctx context.Context, plan Plan, vr *volumeRecheck) (Resul
 				fail(p.Record, OpPurge, err, started) // the hooks see the failure here
 				s.markError(ctx, p.Record, ReasonPurgeFailed, err.Error(), fail)
 				return nil
-			case refusal != "":
+			case refusal != nil:
 				mu.Lock()
-				res.Refused = append(res.Refused, Refusal{Name: p.Record.Name, Reason: refusal})
+				res.Refused = append(res.Refused, *refusal)
 				mu.Unlock()
 				s.log.LogAttrs(ctx, slog.LevelWarn, "orphan: purge refused", append(recordAttrs(p.Record),
-					slog.String("reason", refusal), slog.String("at", "deletion"))...)
-				e.Outcome, e.Reason = EventRefused, refusal
+					slog.String("reason", refusal.Reason), slog.String("at", "deletion"))...)
+				e.Outcome, e.Reason = EventRefused, refusal.Reason
 				s.hooks.Observe(e)
-				if refusal != refusalGone && refusal != refusalWithdrawn {
-					s.markError(ctx, p.Record, ReasonPurgeRefused, refusal, fail)
+				if refusal.marks() {
+					s.markError(ctx, p.Record, ReasonPurgeRefused, refusal.Reason, fail)
 				}
 			default:
 				done(&res.Purged, p.Record.Name)
@@ -437,64 +457,102 @@ const (
 	refusalWithdrawn = "the deletion request was withdrawn"
 )
 
-// purge re-checks and deletes. It returns a non-empty refusal when a
-// precondition no longer holds.
-func (s *Sweeper) purge(ctx context.Context, p Purge, vr *volumeRecheck) (refusal string, err error) {
+// marks reports whether a refusal at the moment of deletion is marked on
+// its record as Error=True: not when the record is gone, its request
+// withdrawn, or another purge of it is under way.
+func (r *Refusal) marks() bool {
+	return r.Reason != refusalGone && r.Reason != refusalWithdrawn && r.Rule != RuleInProgress
+}
+
+// purge re-checks and deletes: the one purge path, for Sync's purges and
+// PurgeRecord's. It returns a refusal when a precondition no longer
+// holds.
+func (s *Sweeper) purge(ctx context.Context, p Purge, vr *volumeRecheck) (*Refusal, error) {
+	refuse := func(rule, reason string) (*Refusal, error) {
+		return &Refusal{Name: p.Record.Name, Rule: rule, Reason: reason}, nil
+	}
+	if !s.claim(p.Record.Name) {
+		return refuse(RuleInProgress, "another purge of this record is in progress")
+	}
+	defer s.release(p.Record.Name)
 	cur, err := s.store.Get(ctx, p.Record.Name)
 	if errors.Is(err, ErrNotFound) {
-		return refusalGone, nil
+		return refuse(RuleRecheck, refusalGone)
 	}
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if !p.Auto && !cur.DeletionRequested {
-		return refusalWithdrawn, nil
+		return refuse(RuleRecheck, refusalWithdrawn)
 	}
 	if cur.Dismissed {
-		return "the orphan is dismissed: its data is never purged", nil
+		return refuse(RuleDismissed, "the orphan is dismissed: its data is never purged")
 	}
 	if !cur.Cleanable() {
-		return "the record is not marked DataCleanable=True", nil
+		return refuse(RuleRecheck, "the record is not marked DataCleanable=True")
 	}
 	if name, err := cur.Item().Name(); err != nil || name != cur.Name {
-		return "the record's parameters changed", nil
+		return refuse(RuleMismatch, "the record's parameters changed")
 	}
 	v, err := s.adapter.Judge(ctx, cur.Item())
 	if err != nil {
-		return "", fmt.Errorf("re-judging: %w", err)
+		return nil, fmt.Errorf("re-judging: %w", err)
 	}
 	if v.Outcome != OutcomeOrphan {
-		return "re-judged " + v.Outcome.String() + ": " + v.Reason, nil
+		return refuse(RuleRecheck, "re-judged "+v.Outcome.String()+": "+v.Reason)
 	}
 	// Before the auto-deletion is recorded: a refusal after it would leave
 	// the purge stored as a deletion request, which the guard lets through
 	// for a degraded volume.
 	if refusal := vr.refusal(ctx, &cur, &p.Candidate.Item); refusal != "" {
-		return refusal, nil
+		rule, _, _ := strings.Cut(refusal, ":") // the guard's rule leads its refusal
+		return refuse(rule, refusal)
 	}
 	if !cur.DeletionRequested {
 		cur.DeletionRequested = true
 		if cur, err = s.store.Update(ctx, cur); err != nil {
 			if errors.Is(err, ErrNotFound) {
-				return refusalGone, nil
+				return refuse(RuleRecheck, refusalGone)
 			}
-			return "", fmt.Errorf("recording the auto-deletion: %w", err)
+			return nil, fmt.Errorf("recording the auto-deletion: %w", err)
 		}
 		// What the Store answers is the record as stored: a Store that let
 		// another writer's change through (a forget's DataCleanable=False)
 		// must not have the purge go on over it.
 		if !cur.Cleanable() || !cur.DeletionRequested || cur.Dismissed {
-			return "the record changed while its auto-deletion was recorded", nil
+			return refuse(RuleRecheck, "the record changed while its auto-deletion was recorded")
 		}
 	}
 	if err := s.adapter.Delete(ctx, cur); err != nil {
 		if errors.Is(err, ErrPreconditionFailed) {
-			return err.Error(), nil
+			return refuse(RuleRecheck, err.Error())
 		}
-		return "", err
+		return nil, err
 	}
 	s.notePurged(cur.Name)
-	return "", s.store.Delete(ctx, cur.Name)
+	return nil, s.store.Delete(ctx, cur.Name)
+}
+
+// claim marks a record's purge in progress; false if one is already.
+// Sync and PurgeRecord (a host's finalizer) may purge one record at once:
+// the Deleter is never called twice at once for one record.
+func (s *Sweeper) claim(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inflight[name] {
+		return false
+	}
+	if s.inflight == nil {
+		s.inflight = map[string]bool{}
+	}
+	s.inflight[name] = true
+	return true
+}
+
+func (s *Sweeper) release(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.inflight, name)
 }
 
 func (s *Sweeper) notePurged(name string) {

@@ -148,15 +148,19 @@ type Item struct {
 }
 
 // Copy is what an inspection of an orphan's data found about it as a copy
-// of a volume's data. The last-copy guard reads it; see Input.Volumes.
+// of a volume's data. The last-copy guard reads it (see VolumeState): it
+// covers every Copy but a NoData one.
 type Copy struct {
 	// Volume is the volume the data belongs to.
 	Volume string
-	// Recoverable says the volume's data can be read back from this copy
-	// (for a Longhorn v1 replica directory: its layer chain is whole and it
-	// was not rebuilding).
+	// Recoverable says a tool can read the volume's data back from this
+	// copy today (for a Longhorn v1 replica directory: its layer chain is
+	// whole, it was not rebuilding, and its backing image, if any, is a
+	// raw file on its disk). It decides ConditionRecoverable, not the
+	// last-copy guard: a copy that is not recoverable still holds data.
 	Recoverable bool
-	// Reasons say why the copy is not recoverable; empty when it is.
+	// Reasons say why the copy is not recoverable, each with what a person
+	// can do about it where the inspection knows; empty when it is.
 	Reasons []string
 	// NoData says the inspection proved that the copy holds none of the
 	// volume's data (for example: no layer file has an allocated extent).
@@ -200,9 +204,12 @@ func (it Item) Scope() Scope {
 //	instances:     <instanceName>-<instanceUUID>-<instanceManager>-<dataEngine>
 //	backup:        <backupTarget>-<backupVolume>-<backupName>  (caretaker's own)
 //
-// It returns an error wrapping ErrInvalidItem if the kind is unknown or a
+// Instances are engines, replicas and Longhorn's shards and shard groups,
+// which caretaker names but does not handle (KindShardInstance). It
+// returns an error wrapping ErrInvalidItem if the kind is unknown or a
 // field the formula needs is empty: two different items must never share
-// a name because one of them lacked a field.
+// a name because one of them lacked a field (ReplicaDataName and
+// InstanceName give Longhorn's name whatever the fields).
 func (it Item) Name() (string, error) {
 	sum, err := it.nameSum()
 	if err != nil {
@@ -221,7 +228,7 @@ const nameLen = len(NamePrefix) + 2*sha256.Size
 // nameSum is Name without spelling it: the planner compares and sorts
 // sums, and spells only the names of the records it creates.
 func (it Item) nameSum() (nameSum, error) {
-	return it.nameSumOf(specOf(it.Kind), "")
+	return it.nameSumOf(nameSpecOf(it.Kind), "")
 }
 
 // nameSumOf is nameSum with the item's spec already found (nil: the kind
@@ -349,21 +356,23 @@ var unhex = func() (t [256]byte) {
 }()
 
 // Labels returns the labels Longhorn puts on the item's record: the fixed
-// ones, the node, and the kind's LabelParams.
+// ones, the node, and the kind's LabelParams. As longhorn-manager's
+// GetOrphanLabelsFor* functions (types/types.go) do, the node and every
+// label of the kind's are written even when their value is empty
+// (longhornnode="" for an instance item seen without a node); the kinds
+// caretaker names but does not handle (KindShardInstance,
+// KindShardGroupInstance) get their labels too. A kind no table holds
+// gets the fixed labels and the node.
 func (it Item) Labels() map[string]string {
 	l := map[string]string{
 		LabelComponent:  LabelValueComponent,
 		LabelManagedBy:  LabelValueManagedBy,
 		LabelOrphanType: string(it.Kind),
+		LabelNode:       it.NodeID,
 	}
-	if it.NodeID != "" {
-		l[LabelNode] = it.NodeID
-	}
-	if s := specOf(it.Kind); s != nil {
+	if s := nameSpecOf(it.Kind); s != nil {
 		for label, param := range s.LabelParams {
-			if v := it.Param(param); v != "" {
-				l[label] = v
-			}
+			l[label] = it.Param(param)
 		}
 	}
 	return l

@@ -8,12 +8,27 @@
 // (longhorn/longhorn#7482, #7735, #9972): which of the replica directories
 // left on my disks still holds my data, and which is the freshest?
 //
+// # In short
+//
+//	in, err := salvage.Inspect(ctx, "/var/lib/longhorn/replicas/pvc-1-0a1b2c3d", salvage.Options{})
+//	// in.Recoverable, in.Reasons (each with a kind a program can test), in.Backing
+//	ranks := salvage.Rank(inspections) // 1 = the best recoverable copy of its volume
+//	in, res, err := salvage.Recover(ctx, bestDir, outFile, salvage.RecoverOptions{})
+//	// res.SHA256 is the image's; nothing on the disk was changed
+//
+// For the orphan core, salvage.WithCopies(adapter, salvage.Options{})
+// wraps diskscan's adapter so that each orphaned directory's record says
+// whether it is a copy of its volume's data, which the last-copy guard
+// reads. examples/longhorn-salvage is the command for a person.
+//
 // # Use
 //
 //  1. Inspect each candidate directory (<disk>/replicas/<volume>-<8>) on
 //     every disk of every node: Inspect returns an Inspection with the
 //     chain, the layers, the revision counter, the flags, and a verdict
-//     (Recoverable, or not with every Reason).
+//     (Recoverable, or not with every Reason and what to do about it,
+//     ReasonKind.Remedy), and whether the directory is proven to hold
+//     none of the volume's data (NoData).
 //  2. Rank the inspections of a volume (Rank groups them by volume): 1 is
 //     the best recoverable copy, 0 a copy that is not recoverable.
 //  3. Export the best copy with Recover, which inspects again at the
@@ -22,7 +37,28 @@
 //
 // For the orphan core, CopyInventory (or WithCopies around diskscan's
 // adapter) fills each orphaned replica directory's orphan.Item.Copy, so
-// the records say whether an orphan is a recoverable copy of its volume.
+// the records say whether an orphan is a recoverable copy of its volume,
+// and the last-copy guard keeps every copy of a volume that needs it
+// unless the copy is proven to hold no data.
+//
+// # Holding data is not the same as being recoverable
+//
+// Recoverable says the export can read the copy today. A copy that is not
+// recoverable usually still holds the user's writes: its backing image
+// was removed from the disk (Longhorn removes a disk's unused copy of a
+// backing image after its backing-image-cleanup-wait-interval setting)
+// or is qcow2, its volume.meta is lost or damaged
+// while every layer is intact, a rebuild into it did not finish. A person
+// or Longhorn can still recover such data, so it must not be deleted as
+// if it were empty. Inspection.NoData is set only when it is proven that
+// the directory holds none of the volume's data: volume.meta was read and
+// names no backing image, the directory was listed to its end, and every
+// file but the engine's metadata (volume.meta, revision.counter, each
+// layer's .meta and .checksum, and their .tmp) is a regular file that is
+// empty or has no block allocated and in which lseek(SEEK_DATA) finds no
+// data. Whatever cannot be examined (a link, a subdirectory, a FIFO, a
+// missing volume.meta, a platform without SEEK_DATA) is taken as holding
+// data.
 // The command examples/longhorn-salvage does all of this for a person.
 //
 // # The format, and where caretaker refuses what the engine does
@@ -76,10 +112,12 @@
 //
 // Inspect never writes, never follows a symbolic link (the replica
 // directory itself included: it is lstat'ed, then opened as an os.Root
-// and checked to be the same directory), never opens a layer image (it is
-// lstat'ed), and opens meta files only after lstat says they are regular
-// files, non-blocking, checking the open file is the one lstat saw: a
-// FIFO, socket or device is never opened. Every meta file is read with a
+// and checked to be the same directory), never reads a layer image (it is
+// lstat'ed; one that lstat says has no block allocated is opened
+// read-only for the SEEK_DATA probe of NoData, and nothing is read from
+// it), and opens files only after lstat says they are regular files,
+// non-blocking, checking the open file is the one lstat saw: a FIFO,
+// socket or device is never opened. Every meta file is read with a
 // bound (Options.MaxMetaSize). ctx is checked between files.
 //
 // # Errors

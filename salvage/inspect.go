@@ -129,6 +129,19 @@ type Inspection struct {
 	// directory exactly as the engine reads it: Reasons is empty.
 	Recoverable bool
 	Reasons     []Reason
+	// NoData says the directory is proven to hold none of the volume's
+	// data: volume.meta was read and names no backing image, and no file
+	// of the directory other than its metadata (volume.meta, .meta,
+	// .checksum, revision.counter and their .tmp) holds data: each is
+	// empty, or has no block allocated and lseek(SEEK_DATA) finds no data
+	// in it. Anything that cannot be examined (a missing or damaged
+	// volume.meta, a link, a subdirectory, a listing cut at MaxEntries, a
+	// platform without SEEK_DATA) leaves it false. It is independent of
+	// Recoverable: a copy the export cannot read today (a backing image
+	// missing or qcow2, a lost volume.meta, a broken chain) still holds
+	// the volume's data, and only NoData takes a copy out of the orphan
+	// package's last-copy guard (orphan.Copy.NoData).
+	NoData bool
 	// Notes are facts worth knowing that do not prevent recovery (dirty,
 	// encrypted, a counter that does not parse, ...).
 	Notes []string
@@ -252,6 +265,10 @@ type inspector struct {
 	root *os.Root
 	in   *Inspection
 	opts Options
+	// names are the directory's entries, as offChain listed them;
+	// listedAll says the listing reached the end.
+	names     []string
+	listedAll bool
 }
 
 func (in *Inspection) reason(k ReasonKind, file, format string, args ...any) {
@@ -306,7 +323,10 @@ func (s *inspector) run() error {
 	if err := s.revision(); err != nil {
 		return err
 	}
-	return s.offChain()
+	if err := s.offChain(); err != nil {
+		return err
+	}
+	return s.noData()
 }
 
 // classified reports whether err is about the file's contents or type
@@ -657,6 +677,7 @@ func (s *inspector) offChain() error {
 			return err
 		}
 		names, err := d.Readdirnames(256)
+		s.names = append(s.names, names...)
 		for _, name := range names {
 			img, ok := strings.CutSuffix(name, layerMetaSuffix)
 			if ok && name != VolumeMetaFile && !inChain[img] && strings.HasSuffix(img, ".img") {
@@ -665,6 +686,7 @@ func (s *inspector) offChain() error {
 		}
 		n += len(names)
 		if err == io.EOF || len(names) == 0 {
+			s.listedAll = err == io.EOF && n <= limit
 			break
 		}
 		if err != nil {

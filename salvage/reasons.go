@@ -63,6 +63,29 @@ const (
 	ReasonBackingImageMismatch ReasonKind = "backing-image-mismatch"
 )
 
+// Remedy says what a person can do about a reason of kind k, so that the
+// copy can be exported: "" when there is nothing to advise. Not being
+// recoverable is not the same as holding no data: the copy's data is
+// still on the disk (see Inspection.NoData), so the advice starts from
+// keeping it.
+func (k ReasonKind) Remedy() string {
+	switch k {
+	case ReasonVolumeMeta:
+		return "the layers are untouched: copy volume.meta from another replica directory of the volume, or write it by hand with Size, Head set to the volume-head-*.img present and Parent from that image's .meta, then export"
+	case ReasonErrorState, ReasonRebuilding:
+		return "the data it holds is still there: export it as it is with RecoverOptions.Force or longhorn-salvage -force, or keep it until a better copy is found"
+	case ReasonBrokenChain, ReasonLayerMeta, ReasonMissingLayer:
+		return "copy the missing or damaged file from another replica directory of the volume that has the same snapshot, then export"
+	case ReasonMissingBackingImage:
+		return "copy the backing image's directory, backing-images/<name>-<uuid>, back onto this disk from another node that has it, then export"
+	case ReasonBackingImageFormat:
+		return "the export reads only raw backing images today; Longhorn itself reads qcow2: keep the copy and re-adopt it as a replica of the volume"
+	case ReasonShortHead:
+		return "the data is still there: export it with RecoverOptions.Force or longhorn-salvage -force to read it as the engine would, older data past the head's end included"
+	}
+	return ""
+}
+
 // Reason is one reason a replica directory is not recoverable.
 type Reason struct {
 	Kind   ReasonKind
@@ -70,7 +93,8 @@ type Reason struct {
 	Detail string // what was found, for people
 }
 
-// String returns "kind: file: detail", leaving out what is empty.
+// String returns "kind: file: detail (remedy)", leaving out what is
+// empty; the remedy is Kind.Remedy.
 func (r Reason) String() string {
 	s := string(r.Kind)
 	if r.File != "" {
@@ -78,6 +102,9 @@ func (r Reason) String() string {
 	}
 	if r.Detail != "" {
 		s += ": " + r.Detail
+	}
+	if rem := r.Kind.Remedy(); rem != "" {
+		s += " (" + rem + ")"
 	}
 	return s
 }

@@ -4,6 +4,16 @@
 // Longhorn's own backupstore module. Store implements
 // backupdelete.Backupstore and passes backupstoretest.RunConformanceTests.
 //
+// # In short
+//
+//	store, err := fsstore.Open("/mnt/nfs-backups", fsstore.Options{}) // the directory holding backupstore/
+//	defer store.Close()
+//	drv := backupdelete.NewDriver(store, backupdelete.DriverOptions{}) // drv.Reconcile(ctx, req) per backup the user deletes
+//	// or directly, under Longhorn's deletion lock:
+//	err = store.DeleteBackup(ctx, backupdelete.BackupRef{Volume: "pvc-1", Name: "backup-0123456789abcdef"})
+//
+// Package s3store is the same store on an S3 backup target.
+//
 // # Format (every decision, with its source)
 //
 // Checked against longhorn/backupstore (backupstore.go, config.go, deltablock.go, lock.go,

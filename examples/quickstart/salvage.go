@@ -23,16 +23,17 @@ import (
 	"github.com/caretaker-storage/caretaker/salvage/salvagetest"
 )
 
-// The disk of the last-copy part: three leftover copies of pvc-lost,
-// whose volume is faulted and has no backup, a leftover of a deleted
-// volume, and a replica the cluster expects.
+// The disk of the last-copy part: four leftover copies of pvc-lost,
+// whose volume is faulted and has no backup (one of them never written),
+// a leftover of a deleted volume, and a replica the cluster expects.
 const (
 	lcDiskName = "disk-2"
 	lcDiskUUID = "5c0ffee0-0000-4000-8000-000000000002"
 	lcVolume   = "pvc-lost"
 	lcBest     = "pvc-lost-a1b2c3d4" // the freshest copy: revision counter 42
 	lcStale    = "pvc-lost-e5f6a7b8" // an older copy: revision counter 40
-	lcBroken   = "pvc-lost-c9d0e1f2" // a copy whose rebuild was interrupted
+	lcBroken   = "pvc-lost-c9d0e1f2" // a copy whose rebuild was interrupted: it holds data the export refuses
+	lcEmpty    = "pvc-lost-7f8e9d0c" // a copy created and never written: it holds no data
 	lcGone     = "pvc-gone-0a1b2c3d" // the copy of a volume deleted while the node was down
 	lcOwned    = "pvc-live-4e5f6a7b" // a replica the cluster expects
 )
@@ -45,10 +46,12 @@ func lcReplica(revision int64, fill byte) salvagetest.Replica {
 		Head:      salvagetest.Layer{Writes: []salvagetest.Write{salvagetest.Block(1, fill), salvagetest.Block(2000, fill)}}}
 }
 
-// runLastCopy shows the last-copy guard: with auto-deletion on, the
-// recoverable copies of a faulted volume are kept (and a person's delete
-// of one is refused too), each record showing what an inspection found;
-// then the best copy is exported, with its SHA-256.
+// runLastCopy shows the last-copy guard: with auto-deletion on, every
+// copy of a faulted volume that holds its data is kept, whether the
+// export can read it today or not (and a person's delete of one is
+// refused too), each record showing what an inspection found; a copy
+// proven to hold no data goes. Then the best copy is exported, with its
+// SHA-256.
 func runLastCopy(ctx context.Context, w io.Writer, dir string) error {
 	disk := diskscan.Disk{NodeID: qsNode, Name: lcDiskName, Path: filepath.Join(dir, lcDiskName), UUID: lcDiskUUID}
 	if err := diskscantest.NewDisk(disk.Path, disk.Name, disk.UUID); err != nil {
@@ -60,7 +63,8 @@ func runLastCopy(ctx context.Context, w io.Writer, dir string) error {
 	copies := []struct {
 		name string
 		r    salvagetest.Replica
-	}{{lcBest, best}, {lcStale, lcReplica(40, 'x')}, {lcBroken, broken}, {lcGone, lcReplica(7, 'g')}}
+	}{{lcBest, best}, {lcStale, lcReplica(40, 'x')}, {lcBroken, broken}, {lcGone, lcReplica(7, 'g')},
+		{lcEmpty, salvagetest.Replica{Size: 16 << 20, Counter: true}}}
 	for _, c := range copies {
 		if err := salvagetest.WriteReplica(filepath.Join(disk.Path, diskscan.ReplicasDir, c.name), c.r); err != nil {
 			return err
@@ -94,8 +98,9 @@ func runLastCopy(ctx context.Context, w io.Writer, dir string) error {
 		Policy:          orphan.Policy{Kinds: []orphan.Kind{orphan.KindReplicaData}},
 		Volumes:         map[string]orphan.VolumeState{lcVolume: orphan.VolumeFaulted, "pvc-live": orphan.VolumeHealthy},
 		VolumesComplete: true}
-	fmt.Fprintf(w, "Volume %s is faulted and has no backup. Disk %q holds three leftover copies of it, a leftover\n", lcVolume, lcDiskName)
-	fmt.Fprintln(w, "of the deleted volume pvc-gone, and a replica the cluster expects. Auto-deletion of replica data is on.")
+	fmt.Fprintf(w, "Volume %s is faulted and has no backup. Disk %q holds four leftover copies of it (one never\n", lcVolume, lcDiskName)
+	fmt.Fprintln(w, "written), a leftover of the deleted volume pvc-gone, and a replica the cluster expects. Auto-deletion")
+	fmt.Fprintln(w, "of replica data is on.")
 
 	sweep := func() (orphan.Result, error) {
 		snap, err := adapter.Scan(ctx)
@@ -120,7 +125,8 @@ func runLastCopy(ctx context.Context, w io.Writer, dir string) error {
 		dataOf[r.Name] = r.Param(orphan.ParamDataName)
 		if c := meta.FindStatusCondition(r.Conditions, orphan.ConditionRecoverable); c != nil {
 			verdict[r.Name] = c.Reason
-			if _, why, ok := strings.Cut(c.Message, "not a recoverable copy: "); ok {
+			if _, why, ok := strings.Cut(c.Message, "holds data the tool cannot export today: "); ok {
+				why, _, _ = strings.Cut(why, " (")
 				verdict[r.Name] += ": " + why
 			}
 		}
@@ -140,7 +146,8 @@ func runLastCopy(ctx context.Context, w io.Writer, dir string) error {
 	byData := func(a, b string) int { return strings.Compare(dataOf[a], dataOf[b]) }
 	slices.SortFunc(res.Purged, byData)
 	slices.SortFunc(res.Refused, func(a, b orphan.Refusal) int { return byData(a.Name, b.Name) })
-	fmt.Fprintln(w, "\nAfter two sweeps (records as the Sweeper wrote them):")
+	fmt.Fprintln(w, "\nAfter two sweeps. The records the store keeps (kept), the data purged (purged), and the")
+	fmt.Fprintln(w, "second sweep's refusals (Result.Refused: each due purge the guard held back, with its reason):")
 	for _, r := range recs {
 		c := meta.FindStatusCondition(r.Conditions, orphan.ConditionRecoverable)
 		if c == nil {
@@ -154,8 +161,11 @@ func runLastCopy(ctx context.Context, w io.Writer, dir string) error {
 	}
 	for _, n := range res.Purged {
 		why := verdict[n]
-		if why == orphan.ReasonRecoverable {
+		switch why {
+		case orphan.ReasonRecoverable:
 			why += ", of a deleted volume"
+		case orphan.ReasonNoData:
+			why += ": it holds none of the volume's data"
 		}
 		fmt.Fprintf(w, "  purged  %-18s %s\n", dataOf[n], why)
 	}
@@ -163,8 +173,18 @@ func runLastCopy(ctx context.Context, w io.Writer, dir string) error {
 		rule, why, _ := strings.Cut(rf.Reason, ": ")
 		why, _, _ = strings.Cut(why, "; ")
 		fmt.Fprintf(w, "  refused %-18s %s: %s\n", dataOf[rf.Name], rule, why)
+		// The refusal ends with what the copy holds: data the export can
+		// read, or data it cannot read today (and why).
+		if i := strings.LastIndex(rf.Reason, "; the copy holds "); i >= 0 {
+			holds := rf.Reason[i+2:]
+			if head, reasons, ok := strings.Cut(holds, ": "); ok {
+				kind, _, _ := strings.Cut(reasons, ":")
+				holds = head + ": " + kind
+			}
+			fmt.Fprintf(w, "%30s(%s)\n", "", holds)
+		}
 	}
-	for _, c := range copies[:2] {
+	for _, c := range copies[:3] {
 		if _, err := os.Stat(filepath.Join(disk.Path, diskscan.ReplicasDir, c.name)); err != nil {
 			return fmt.Errorf("the last-copy guard let %s go: %v", c.name, err)
 		}
@@ -190,6 +210,10 @@ func runLastCopy(ctx context.Context, w io.Writer, dir string) error {
 		return err
 	}
 	fmt.Fprintf(w, "\nA user deletes the record of %s: purged %d, refused %d (%s).\n", lcBest, len(res.Purged), len(res.Refused), ruleOf(res, bestRec.Name))
+	if others := len(res.Refused) - 1; others > 0 {
+		fmt.Fprintf(w, "  (One refusal is the user's request; the other %d are the automatic purges of the other copies,\n"+
+			"  due again in this sweep and held back again: every sweep reports each purge it refuses.)\n", others)
+	}
 
 	// Salvage: inspect and rank the copies, export the best one.
 	var ins []*salvage.Inspection

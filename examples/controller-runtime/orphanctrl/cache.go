@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/caretaker-storage/caretaker/examples/kube/longhorn"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -65,11 +66,12 @@ func StripReplica(obj any) (any, error) {
 }
 
 // StripVolume is a cache transform for Longhorn Volume objects: it keeps
-// apiVersion, kind, metadata.{name,namespace,uid,resourceVersion} and
-// status.robustness, what the last-copy guard reads. Anything that is not
-// an *unstructured.Unstructured is returned unchanged.
+// apiVersion, kind, metadata.{name,namespace,uid,resourceVersion},
+// status.robustness, status.state and spec.numberOfReplicas, what the
+// last-copy guard reads (longhorn.StripVolume). Anything that is not an
+// *unstructured.Unstructured is returned unchanged.
 func StripVolume(obj any) (any, error) {
-	return strip(obj, [][]string{{"status", "robustness"}}), nil
+	return longhorn.StripVolume(obj)
 }
 
 // strip returns a new object with the identity of obj and the string

@@ -88,6 +88,7 @@ type Controller struct {
 	log      *slog.Logger
 	key      reconcile.Request
 	cache    client.Reader
+	api      client.Reader // uncached: a detached volume's Replicas, read each sweep
 	orphans  *diskscan.Orphans
 	expected *diskscan.StaticExpected
 	monitor  *orphan.Monitor
@@ -147,6 +148,7 @@ func Setup(mgr manager.Manager, cfg Config) (*Controller, error) {
 		log:      cfg.Logger.With("node", cfg.NodeID),
 		key:      reconcile.Request{NamespacedName: types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.NodeID}},
 		cache:    mgr.GetCache(),
+		api:      mgr.GetAPIReader(),
 		records:  &pinnedStore{Store: cfg.Store},
 		echo:     echo,
 		expected: diskscan.NewStaticExpected(),
@@ -353,7 +355,30 @@ func (c *Controller) volumeStates(ctx context.Context, snap orphan.Snapshot, rec
 	for i := range list.Items {
 		vols[i] = &list.Items[i]
 	}
-	return longhorn.VolumeStates(vols), true, false
+	states = longhorn.VolumeStates(vols)
+	c.detachedStates(ctx, vols, wantedVolumes(snap, recs), states)
+	return states, true, false
+}
+
+// detachedStates states each wanted detached volume from its Replicas
+// (orphan.LonghornVolumeState): Longhorn reports such a volume's
+// robustness as unknown, which would hold its orphans for ever. The
+// Replicas are listed from the API server each sweep, by the label
+// longhornvolume=<volume>, not from the node-local cache, which holds
+// only this node's; a volume whose list fails stays unknown.
+func (c *Controller) detachedStates(ctx context.Context, vols []*unstructured.Unstructured, wanted map[string]bool, states map[string]orphan.VolumeState) {
+	for _, u := range vols {
+		if !wanted[u.GetName()] || !longhorn.NeedsReplicas(u) {
+			continue
+		}
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(ReplicaGVK.GroupVersion().WithKind(ReplicaGVK.Kind + "List"))
+		if err := c.api.List(ctx, list, client.InNamespace(c.cfg.Namespace), client.MatchingLabels{longhorn.LabelVolume: u.GetName()}); err != nil {
+			c.log.Warn("replicas of a detached volume not listed: the volume is unknown to the last-copy guard", "volume", u.GetName(), "err", err)
+			continue
+		}
+		states[u.GetName()] = longhorn.VolumeStateOf(u, list.Items)
+	}
 }
 
 // wantedVolumes names the volumes the last-copy guard can ask about in a

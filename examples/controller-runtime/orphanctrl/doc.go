@@ -15,7 +15,10 @@
 //     cache (the node's Orphans, its Longhorn Node, the Replicas, the
 //     Volumes). Its reconcile runs one orphan.Sweeper cycle, with every
 //     Volume's robustness for the last-copy guard (a list the cache
-//     could not give is incomplete: every volume is then unknown), and
+//     could not give is incomplete: every volume is then unknown; a
+//     detached volume, whose robustness Longhorn leaves unknown, is
+//     stated from its Replicas, listed from the API server each sweep,
+//     by orphan.LonghornVolumeState), and
 //     the names of the node's Orphans that carry a person's last-copy
 //     override, the label caretaker.io/last-copy-override=true
 //     (orphan.LabelLastCopyOverride): it lets the purge of a faulted

@@ -325,7 +325,8 @@ func TestCacheIsNodeLocal(t *testing.T) {
 	}{
 		{e.replicaObj("replica-here"), "replica-here", map[string]any{"spec": map[string]any{
 			"nodeID": "node-1", "diskID": d.uuid, "diskPath": d.path, "dataDirectoryName": "pvc-x-ccccccc2"}}},
-		{e.volumeObj("pvc-lost"), "pvc-lost", map[string]any{"status": map[string]any{"robustness": "healthy"}}},
+		{e.volumeObj("pvc-lost"), "pvc-lost", map[string]any{"spec": map[string]any{"numberOfReplicas": 3},
+			"status": map[string]any{"robustness": "healthy", "state": "attached"}}},
 	} {
 		u := tc.gvkObj
 		if err := c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: tc.name}, u); err != nil {

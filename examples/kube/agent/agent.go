@@ -340,7 +340,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	// A volume that faults, heals or is deleted changes what the
 	// last-copy guard lets through.
 	vri := a.cfg.Client.Resource(longhorn.VolumeGVR).Namespace(ns)
-	vols := newLocalVolumes(vri, ns, a.poke)
+	vols := newLocalVolumes(vri, a.cfg.Client.Resource(longhorn.ReplicaGVR).Namespace(ns), ns, a.poke)
 	a.mu.Lock()
 	a.volumes = vols
 	a.mu.Unlock()

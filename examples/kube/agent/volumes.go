@@ -27,8 +27,15 @@ import (
 // reports complete only when every wanted volume is resolved; an
 // unresolved one is simply missing, which the guard treats as unknown
 // when complete is false, never as deleted.
+//
+// A detached volume, whose robustness Longhorn leaves unknown
+// (longhorn.NeedsReplicas), is stated from its Replicas
+// (orphan.LonghornVolumeState): ensure lists them from the API server,
+// by the label longhornvolume=<volume>, at every sweep; until a list
+// succeeds the volume is unknown.
 type localVolumes struct {
 	ri      dynamic.ResourceInterface
+	rri     dynamic.ResourceInterface // Replicas, listed for detached volumes
 	ns      string
 	changed func() // called when a wanted volume's state changed
 
@@ -41,10 +48,15 @@ type volEntry struct {
 	fromWait bool // an event came since it was wanted (a GET's answer is older)
 	exists   bool
 	state    orphan.VolumeState
+	obj      *unstructured.Unstructured // the stripped Volume, when it exists
+
+	// fromReplicas is the state counted from the Replicas at the last
+	// sweep, for a volume that needs them; "" (unknown) until then.
+	fromReplicas orphan.VolumeState
 }
 
-func newLocalVolumes(ri dynamic.ResourceInterface, ns string, changed func()) *localVolumes {
-	return &localVolumes{ri: ri, ns: ns, changed: changed, want: map[string]*volEntry{}}
+func newLocalVolumes(ri, rri dynamic.ResourceInterface, ns string, changed func()) *localVolumes {
+	return &localVolumes{ri: ri, rri: rri, ns: ns, changed: changed, want: map[string]*volEntry{}}
 }
 
 // keep is localWatch's keep: whether a listed volume is wanted.
@@ -63,8 +75,9 @@ func (v *localVolumes) apply(d cache.Delta) {
 	}
 	_, name, _ := cache.SplitMetaNamespaceKey(key)
 	exists, state := false, orphan.VolumeState("")
+	var obj *unstructured.Unstructured
 	if u, ok := d.Object.(*unstructured.Unstructured); ok && d.Type != cache.Deleted {
-		exists = true
+		exists, obj = true, u
 		state = longhorn.VolumeStates([]*unstructured.Unstructured{u})[name]
 	}
 	v.mu.Lock()
@@ -74,9 +87,12 @@ func (v *localVolumes) apply(d cache.Delta) {
 		return
 	}
 	was := *e
-	e.resolved, e.fromWait, e.exists, e.state = true, true, exists, state
+	e.resolved, e.fromWait, e.exists, e.state, e.obj = true, true, exists, state, obj
+	e.fromReplicas = "" // counted anew for this object at the next sweep
+	needs := obj != nil && longhorn.NeedsReplicas(obj)
+	wasNeeding := was.obj != nil && longhorn.NeedsReplicas(was.obj)
 	v.mu.Unlock()
-	if !was.resolved || was.exists != exists || was.state != state {
+	if !was.resolved || was.exists != exists || was.state != state || needs != wasNeeding {
 		v.changed()
 	}
 }
@@ -109,12 +125,47 @@ func (v *localVolumes) ensure(ctx context.Context, names map[string]bool) {
 			continue
 		}
 		var state orphan.VolumeState
+		var obj *unstructured.Unstructured
 		if exists {
 			state = longhorn.VolumeStates([]*unstructured.Unstructured{u})[n]
+			o, _ := longhorn.StripVolume(u)
+			obj = o.(*unstructured.Unstructured)
 		}
 		v.mu.Lock()
 		if e, ok := v.want[n]; ok && !e.fromWait {
-			e.resolved, e.exists, e.state = true, exists, state
+			e.resolved, e.exists, e.state, e.obj = true, exists, state, obj
+		}
+		v.mu.Unlock()
+	}
+	v.countReplicas(ctx)
+}
+
+// countReplicas states each wanted detached volume from its Replicas,
+// listed now. A failed list leaves the volume unknown for this sweep.
+func (v *localVolumes) countReplicas(ctx context.Context) {
+	type detached struct {
+		name string
+		obj  *unstructured.Unstructured
+	}
+	var todo []detached
+	v.mu.Lock()
+	for n, e := range v.want {
+		if e.exists && e.obj != nil && longhorn.NeedsReplicas(e.obj) {
+			todo = append(todo, detached{n, e.obj})
+		}
+	}
+	v.mu.Unlock()
+	for _, d := range todo {
+		var state orphan.VolumeState // unknown, unless the list succeeds
+		if v.rri != nil {
+			list, err := v.rri.List(ctx, metav1.ListOptions{LabelSelector: longhorn.LabelVolume + "=" + d.name})
+			if err == nil {
+				state = longhorn.VolumeStateOf(d.obj, list.Items)
+			}
+		}
+		v.mu.Lock()
+		if e, ok := v.want[d.name]; ok && e.obj == d.obj {
+			e.fromReplicas = state
 		}
 		v.mu.Unlock()
 	}
@@ -131,6 +182,8 @@ func (v *localVolumes) states() (map[string]orphan.VolumeState, bool) {
 		switch {
 		case !e.resolved:
 			complete = false
+		case e.exists && e.obj != nil && longhorn.NeedsReplicas(e.obj):
+			out[n] = e.fromReplicas
 		case e.exists:
 			out[n] = e.state
 		}

@@ -132,7 +132,9 @@ func ReplicaRefOf(u *unstructured.Unstructured) diskscan.ReplicaRef {
 // Longhorn reports "unknown" for a detached volume, and an object whose
 // status has no robustness yet reads as "": both are states the guard
 // does not know, so it treats the volume as unknown (a recoverable
-// orphan of it is not auto-deleted), never as deleted.
+// orphan of it is not auto-deleted), never as deleted. A host that lists
+// a detached volume's Replicas (NeedsReplicas) states it with
+// VolumeStateOf instead.
 func VolumeStates(objs []*unstructured.Unstructured) map[string]orphan.VolumeState {
 	out := make(map[string]orphan.VolumeState, len(objs))
 	for _, u := range objs {
@@ -140,6 +142,48 @@ func VolumeStates(objs []*unstructured.Unstructured) map[string]orphan.VolumeSta
 		out[u.GetName()] = orphan.VolumeState(r)
 	}
 	return out
+}
+
+// LabelVolume is the label longhorn-manager puts on each Replica of a
+// volume, with the volume's name (types.GetVolumeLabels): a host lists a
+// volume's Replicas with the selector LabelVolume=<volume>.
+const LabelVolume = "longhornvolume"
+
+// NeedsReplicas reports whether the guard's state of the Volume u comes
+// from its Replicas (orphan.LonghornVolumeState's rule 2): it is detached
+// and its robustness is unknown or not set.
+func NeedsReplicas(u *unstructured.Unstructured) bool {
+	r, _, _ := unstructured.NestedString(u.Object, "status", "robustness")
+	st, _, _ := unstructured.NestedString(u.Object, "status", "state")
+	return st == orphan.VolumeStateDetached && (r == orphan.RobustnessUnknown || r == "")
+}
+
+// VolumeStateOf is orphan.LonghornVolumeState of the Volume u
+// (status.robustness, status.state, spec.numberOfReplicas) with replicas,
+// every Replica object labelled LabelVolume=<u's name>, listed for this
+// call.
+func VolumeStateOf(u *unstructured.Unstructured, replicas []unstructured.Unstructured) orphan.VolumeState {
+	r, _, _ := unstructured.NestedString(u.Object, "status", "robustness")
+	st, _, _ := unstructured.NestedString(u.Object, "status", "state")
+	n, _, _ := unstructured.NestedInt64(u.Object, "spec", "numberOfReplicas")
+	copies := make([]orphan.ReplicaCopy, 0, len(replicas))
+	for i := range replicas {
+		if replicas[i].GetLabels()[LabelVolume] != u.GetName() {
+			continue // not this volume's, whatever the list said
+		}
+		copies = append(copies, ReplicaCopyOf(&replicas[i]))
+	}
+	return orphan.LonghornVolumeState(r, st, int(min(n, 1<<20)), copies)
+}
+
+// ReplicaCopyOf reads what orphan.ReplicaCopy holds of a Longhorn
+// Replica: spec.healthyAt, spec.failedAt, spec.active and whether a
+// deletion timestamp is set.
+func ReplicaCopyOf(u *unstructured.Unstructured) orphan.ReplicaCopy {
+	str := func(k string) string { s, _, _ := unstructured.NestedString(u.Object, "spec", k); return s }
+	active, _, _ := unstructured.NestedBool(u.Object, "spec", "active")
+	return orphan.ReplicaCopy{Name: u.GetName(), HealthyAt: str("healthyAt"), FailedAt: str("failedAt"),
+		Active: active, Deleting: u.GetDeletionTimestamp() != nil}
 }
 
 // The informer transforms below (client-go's cache.TransformFunc, for
@@ -157,10 +201,11 @@ func StripReplica(obj any) (any, error) {
 		[]string{"spec", "dataDirectoryName"}, []string{"spec", "volumeName"}), nil
 }
 
-// StripVolume keeps the metadata above and status.robustness: what
-// VolumeStates reads.
+// StripVolume keeps the metadata above, status.robustness, status.state
+// and spec.numberOfReplicas: what VolumeStates, NeedsReplicas and
+// VolumeStateOf read.
 func StripVolume(obj any) (any, error) {
-	return strip(obj, []string{"status", "robustness"}), nil
+	return strip(obj, []string{"status", "robustness"}, []string{"status", "state"}, []string{"spec", "numberOfReplicas"}), nil
 }
 
 // StripNode keeps the metadata above and spec.evictionRequested,
