@@ -22,10 +22,6 @@ const (
 	DiskType = "filesystem"
 )
 
-// suffixLen is the length of the random part Longhorn appends to a replica
-// name to make its data directory name: <volume>-<8 alphanumerics>.
-const suffixLen = 8
-
 // Tombstones are what Delete renames a directory to before removing
 // it: .caretaker-purge.<name>.<token>.del, where the token is 16 random
 // lowercase hex digits drawn for each purge; its marker (see tombstone.go)
@@ -67,10 +63,6 @@ func SafeName(name string) error {
 		return pathError("name is longer than 255 bytes")
 	}
 	return nil
-}
-
-func isAlnum(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 // purge names one purge: the data directory and the purge's token.

@@ -227,7 +227,7 @@ func checkNameAgree(t *testing.T, name string) (valid bool) {
 	t.Helper()
 	valid = diskscan.ValidDataName(name)
 	guard := orphan.VolumeOfDataName(name)
-	insp := salvage.VolumeOf(name) //nolint:staticcheck // the deprecated wrapper is checked too
+	insp := salvage.VolumeOf(name) // the deprecated wrapper: Inspection.Volume's rule
 	switch {
 	case valid && (guard == "" || guard != insp || guard+name[len(guard):] != name || len(name)-len(guard) != 9):
 		t.Fatalf("%q: a data directory name; the guard's volume %q, the inspection's %q", name, guard, insp)
