@@ -26,13 +26,17 @@
 // UUID) and replicas/, with one directory per replica named
 // <volume>-<8 letters or digits> and holding a volume.meta. A directory is
 // a replica only if it is a real directory (never a symbolic link), its
-// name follows that rule, and its volume.meta parses with the keys every
-// engine release writes (see VolumeMeta; a replica of an engine as old as
-// v0.1.0 is one). Longhorn's own check is weaker (longhorn-manager's disk
-// monitor takes any volume.meta that unmarshals into its VolumeMeta, even
-// {}): an unexpected directory it would call an orphan and caretaker does
-// not is in DiskReport.Skipped with the reason, never left out. A
-// replica no replica object of the cluster expects on that disk is an
+// name follows that rule, and its volume.meta parses by ParseVolumeMeta's
+// rule: the replica format of some engine release, read strictly (see
+// VolumeMeta; a replica of an engine as old as v0.1.0 is one), with a
+// Size above 0 and a Head named. That is the rule salvage.Inspect applies
+// to a copy's volume.meta, so the scan never reports as a replica a
+// directory the last-copy guard's inspection would call corrupt.
+// Longhorn's own check is weaker (longhorn-manager's disk monitor takes
+// any volume.meta that unmarshals into its VolumeMeta, even {}): an
+// unexpected directory it would call an orphan and caretaker does not is
+// in DiskReport.Skipped with the reason, never left out. A replica no
+// replica object of the cluster expects on that disk is an
 // orphan. The disk must also be the disk the host expects: the UUID in its
 // config and its filesystem ID (computed as Longhorn does, see FSID) must
 // match, and no other disk of the node may share its filesystem;

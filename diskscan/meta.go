@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/caretaker-storage/caretaker/internal/bounded"
+	"github.com/caretaker-storage/caretaker/internal/lhreplica"
 )
 
 // Default read limits. Real files are a few hundred bytes; the limits only
@@ -17,89 +18,59 @@ const (
 	DefaultMaxConfigSize = 64 << 10 // longhorn-disk.cfg
 )
 
-// VolumeMeta is a replica's volume.meta, as the v1 engine writes it: the
-// JSON of longhorn-engine's replica Info (pkg/replica/replica.go, type
-// Info; replica/replica.go before the pkg/ move), one object whose keys
-// are its exported fields. Which keys a file has depends on the release
-// that wrote it:
-//
-//	v0.1.0            Size Head Dirty Rebuilding Parent SectorSize
-//	v0.2.0 – v1.0.2   ... SectorSize BackingFileName
-//	v1.1.0            ... Error ... BackingFileName (Error added)
-//	v1.1.1 – v1.11.x  ... Error ... BackingFilePath (renamed from BackingFileName)
-//	v1.12.0 and later ... BackingFilePath Encrypted
-//
-// (replica/replica.go of the v0.x–v1.0 engine has Info with
-// BackingFileName and no Error; pkg/replica/replica.go of v1.1.1 and later
-// has Error and BackingFilePath.) A key a release did not write reads as
-// its zero value.
-type VolumeMeta struct {
-	Size       int64
-	Head       string
-	Dirty      bool
-	Rebuilding bool
-	Error      string // v1.1.0 and later; "" when absent
-	Parent     string
-	SectorSize int64
-	// BackingFilePath is the backing file the engine was given (v1.1.1
-	// and later); "" when absent.
-	BackingFilePath string
-	// BackingFileName is the same for v0.2.0 to v1.1.0, which wrote
-	// the backing file's name under this key; "" when absent.
-	BackingFileName string
-	Encrypted       bool // v1.12.0 and later; false when absent
-}
+// VolumeMeta is a replica's volume.meta in any engine release's form
+// (longhorn-engine pkg/replica/replica.go, type Info): Size, Head, Dirty,
+// Rebuilding, Parent and SectorSize since v0.1.0; BackingFileName from
+// v0.2.0, renamed BackingFilePath in v1.1.1 (both read into
+// BackingFilePath, Format says which key the file had); Error from
+// v1.1.0; Encrypted from v1.12.0. A key the release did not write reads
+// as its zero value. It is the same type as salvage.VolumeMeta.
+type VolumeMeta = lhreplica.VolumeMeta
 
-// metaKeys are the keys every release of the engine writes (v0.1.0's
-// Info): a volume.meta without one of them is not a replica's. Every other
-// key of VolumeMeta is optional.
-var metaKeys = [...]string{"Size", "Head", "Dirty", "Rebuilding", "Parent", "SectorSize"}
-
-// ParseVolumeMeta parses a volume.meta. It requires a JSON object with
-// the keys every engine release writes (Size, Head, Dirty, Rebuilding,
-// Parent, SectorSize), not null; every key present of the right type; and
-// a non-negative Size and SectorSize. The keys only some releases write
-// (Error, BackingFileName, BackingFilePath, Encrypted) default to their
-// zero values, and other keys are ignored, so the files of every released
-// engine, older and newer, parse. Errors are *ParseError wrapping
+// ParseVolumeMeta parses a replica's volume.meta by the scan's rule. The
+// file must be in the replica format of some engine release, read
+// strictly (one JSON object with the keys every release writes, of their
+// types and not null; no key twice or matching a field only without
+// regard to case; not both backing-file keys; Size and SectorSize not
+// negative; Head "" or a plain file name). On top of the format, the
+// scan's policy: Size above 0 and a Head named. A directory whose
+// volume.meta fails either is not a replica to the scan: it is skipped
+// with the reason (DiskReport.Skipped) and never deleted. The policy is
+// the one salvage.Inspect applies to call a copy's metadata recoverable,
+// so that no directory the scan reports as a replica is a copy the
+// last-copy guard would take for corrupt. Errors are *ParseError wrapping
 // ErrCorrupt.
 func ParseVolumeMeta(data []byte) (VolumeMeta, error) {
-	// Nearly every file is the engine's own, which parseMetaFast reads in
-	// one pass; it declines anything it is not sure encoding/json would
-	// read exactly so, and then the general parse decides.
-	if m, ok := parseMetaFast(data); ok {
-		return m, nil
-	}
-	return parseVolumeMetaJSON(data)
-}
-
-// parseVolumeMetaJSON is ParseVolumeMeta through encoding/json: it
-// decides every input parseMetaFast declines, with its error.
-func parseVolumeMetaJSON(data []byte) (VolumeMeta, error) {
-	var raw map[string]json.RawMessage
-	if err := strictUnmarshal(data, &raw); err != nil {
-		return VolumeMeta{}, corrupt(MetaFile, "not a JSON object: %v", err)
-	}
-	if raw == nil {
-		return VolumeMeta{}, corrupt(MetaFile, "not a JSON object: null")
-	}
-	for _, k := range metaKeys {
-		v, ok := raw[k]
-		if !ok {
-			return VolumeMeta{}, corrupt(MetaFile, "missing key %q", k)
-		}
-		if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-			return VolumeMeta{}, corrupt(MetaFile, "key %q is null", k)
-		}
-	}
-	var m VolumeMeta
-	if err := json.Unmarshal(data, &m); err != nil {
+	m, err := lhreplica.ParseVolumeMeta(data)
+	var me *lhreplica.MetaError
+	switch {
+	case errors.As(err, &me):
+		return VolumeMeta{}, corrupt(MetaFile, "%s", me.Detail)
+	case err != nil:
 		return VolumeMeta{}, corrupt(MetaFile, "%v", err)
 	}
-	if m.Size < 0 || m.SectorSize < 0 {
-		return VolumeMeta{}, corrupt(MetaFile, "negative Size %d or SectorSize %d", m.Size, m.SectorSize)
+	if why := scanPolicy(m); why != "" {
+		return VolumeMeta{}, corrupt(MetaFile, "%s", why)
 	}
 	return m, nil
+}
+
+// scanPolicy says why a volume.meta in the format is still not a
+// replica's to the scan, or "" if it is. Longhorn's own check is weaker
+// (longhorn-manager controller/monitor/disk_monitor.go takes any file
+// that unmarshals, even {}); the scan is stricter so that it never offers
+// for deletion what salvage.Inspect would call unrecoverable: a Size of 0
+// (the engine reads nothing, yet the layers may hold data) and no Head (a
+// volume.meta the engine's read-only open could not recover,
+// tryRecoverVolumeMetaFile).
+func scanPolicy(m VolumeMeta) string {
+	switch {
+	case m.Size <= 0:
+		return "Size 0: no volume size recorded"
+	case m.Head == "":
+		return "no Head image named"
+	}
+	return ""
 }
 
 // ReadVolumeMeta reads and parses a volume.meta from r, reading at most

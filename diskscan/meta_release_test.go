@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/caretaker-storage/caretaker/diskscan/internal/disktest"
+	"github.com/caretaker-storage/caretaker/internal/lhreplica"
 )
 
 // releaseMeta is a volume.meta as an engine release writes it, and what it
@@ -24,18 +25,23 @@ type releaseMeta struct {
 func releaseMetas() []releaseMeta {
 	base := VolumeMeta{Size: 10 << 30, Head: "volume-head-003.img", Dirty: true, Parent: "volume-snap-b.img", SectorSize: 512}
 	with := func(f func(*VolumeMeta)) VolumeMeta { m := base; f(&m); return m }
+	form := func(f lhreplica.MetaFormat) VolumeMeta { m := base; m.Format = f; return m }
 	return []releaseMeta{
-		{"v0.1.0", `{"Size":10737418240,"Head":"volume-head-003.img","Dirty":true,"Rebuilding":false,"Parent":"volume-snap-b.img","SectorSize":512}` + "\n", base},
-		{"v0.2.0–v1.0.2", `{"Size":10737418240,"Head":"volume-head-003.img","Dirty":true,"Rebuilding":false,"Parent":"volume-snap-b.img","SectorSize":512,"BackingFileName":""}` + "\n", base},
+		{"v0.1.0", `{"Size":10737418240,"Head":"volume-head-003.img","Dirty":true,"Rebuilding":false,"Parent":"volume-snap-b.img","SectorSize":512}` + "\n", form(lhreplica.FormatV010)},
+		{"v0.2.0–v1.0.2", `{"Size":10737418240,"Head":"volume-head-003.img","Dirty":true,"Rebuilding":false,"Parent":"volume-snap-b.img","SectorSize":512,"BackingFileName":""}` + "\n", form(lhreplica.FormatV020)},
 		{"v0.2.0–v1.0.2 with a backing file", `{"Size":10737418240,"Head":"volume-head-003.img","Dirty":true,"Rebuilding":false,"Parent":"volume-snap-b.img","SectorSize":512,"BackingFileName":"centos7.qcow2"}` + "\n",
-			with(func(m *VolumeMeta) { m.BackingFileName = "centos7.qcow2" })},
-		{"v1.1.0", `{"Size":10737418240,"Head":"volume-head-003.img","Dirty":true,"Rebuilding":false,"Error":"","Parent":"volume-snap-b.img","SectorSize":512,"BackingFileName":""}` + "\n", base},
+			with(func(m *VolumeMeta) { m.BackingFilePath, m.Format = "centos7.qcow2", lhreplica.FormatV020 })},
+		{"v1.1.0", `{"Size":10737418240,"Head":"volume-head-003.img","Dirty":true,"Rebuilding":false,"Error":"","Parent":"volume-snap-b.img","SectorSize":512,"BackingFileName":""}` + "\n", form(lhreplica.FormatV110)},
 		{"v1.1.0 in error", `{"Size":10737418240,"Head":"volume-head-003.img","Dirty":false,"Rebuilding":true,"Error":"stat failed","Parent":"volume-snap-b.img","SectorSize":512,"BackingFileName":""}` + "\n",
-			with(func(m *VolumeMeta) { m.Dirty, m.Rebuilding, m.Error = false, true, "stat failed" })},
+			with(func(m *VolumeMeta) {
+				m.Dirty, m.Rebuilding, m.Error, m.Format = false, true, "stat failed", lhreplica.FormatV110
+			})},
 		{"v1.1.1–v1.11", `{"Size":10737418240,"Head":"volume-head-003.img","Dirty":true,"Rebuilding":false,"Error":"","Parent":"volume-snap-b.img","SectorSize":512,"BackingFilePath":"/host/var/lib/longhorn/backing-images/img-0a1b2c3d/backing"}` + "\n",
-			with(func(m *VolumeMeta) { m.BackingFilePath = "/host/var/lib/longhorn/backing-images/img-0a1b2c3d/backing" })},
+			with(func(m *VolumeMeta) {
+				m.BackingFilePath, m.Format = "/host/var/lib/longhorn/backing-images/img-0a1b2c3d/backing", lhreplica.FormatV111
+			})},
 		{"v1.12", `{"Size":10737418240,"Head":"volume-head-003.img","Dirty":true,"Rebuilding":false,"Error":"","Parent":"volume-snap-b.img","SectorSize":512,"BackingFilePath":"","Encrypted":true}` + "\n",
-			with(func(m *VolumeMeta) { m.Encrypted = true })},
+			with(func(m *VolumeMeta) { m.Encrypted, m.Format = true, lhreplica.FormatV112 })},
 	}
 }
 
@@ -49,10 +55,6 @@ func TestParseVolumeMetaEveryRelease(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(m, r.want) {
 			t.Errorf("%s: %+v, %v; want %+v", r.release, m, err, r.want)
 		}
-		if fast, ok := parseMetaFast([]byte(r.file)); !ok || fast != r.want {
-			t.Errorf("%s: the fast path read %+v, %v", r.release, fast, ok)
-		}
-		checkMetaAgainstRef(t, []byte(r.file))
 	}
 }
 
@@ -61,7 +63,7 @@ func TestParseVolumeMetaEveryRelease(t *testing.T) {
 // and the error names the key.
 func TestParseVolumeMetaRequiresWhatEveryReleaseWrites(t *testing.T) {
 	v010 := releaseMetas()[0].file
-	for _, k := range metaKeys {
+	for _, k := range []string{"Size", "Head", "Dirty", "Rebuilding", "Parent", "SectorSize"} {
 		var without string
 		for _, part := range strings.Split(strings.Trim(strings.TrimSpace(v010), "{}"), ",") {
 			if !strings.HasPrefix(part, `"`+k+`":`) {
@@ -72,7 +74,6 @@ func TestParseVolumeMetaRequiresWhatEveryReleaseWrites(t *testing.T) {
 		if _, err := ParseVolumeMeta([]byte(without)); !errorsIs(err, ErrCorrupt) || !strings.Contains(err.Error(), k) {
 			t.Errorf("without %s: %v", k, err)
 		}
-		checkMetaAgainstRef(t, []byte(without))
 	}
 }
 
@@ -118,6 +119,16 @@ func TestScanSeesEveryReleaseAndSaysWhyNot(t *testing.T) {
 		"pvc-negative-r-0000000i": strings.Replace(engine, `1048576`, `-1`, 1),
 		"pvc-headnull-r-0000000j": strings.Replace(engine, `"volume-head-000.img"`, `null`, 1),
 		"pvc-other-r-0000000k":    `{"Size":1,"Head":"h","Dirty":false,"Rebuilding":false,"Parent":"","SectorSize":512,"Error":7}`,
+		// Not replicas by the scan's policy, which is salvage.Inspect's:
+		// the last-copy guard would call such a copy unrecoverable, so the
+		// scan must never offer it for deletion.
+		"pvc-size0-r-0000000l":  strings.Replace(engine, `1048576`, `0`, 1),
+		"pvc-nohead-r-0000000m": strings.Replace(engine, `"volume-head-000.img"`, `""`, 1),
+		// Read differently by the engine and a careful reader: corrupt.
+		"pvc-dup-r-0000000n":      strings.Replace(engine, `}`, `,"Size":2097152}`, 1),
+		"pvc-fold-r-0000000o":     strings.Replace(engine, `}`, `,"size":2097152}`, 1),
+		"pvc-twoback-r-0000000p":  strings.Replace(engine, `}`, `,"BackingFileName":"b"}`, 1),
+		"pvc-headpath-r-0000000q": strings.Replace(engine, `"volume-head-000.img"`, `"../../x"`, 1),
 	}
 	for name, meta := range damaged {
 		replica(t, d, name, disktest.Replica{Meta: []byte(meta)})

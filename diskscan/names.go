@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"strconv"
 	"strings"
+
+	"github.com/caretaker-storage/caretaker/internal/lhreplica"
 )
 
 // Names of things on a Longhorn v1 filesystem disk.
@@ -19,10 +21,6 @@ const (
 	// DiskType is the value of the DiskType parameter of replica data items.
 	DiskType = "filesystem"
 )
-
-// suffixLen is the length of the random part Longhorn appends to a replica
-// name to make its data directory name: <volume>-<8 alphanumerics>.
-const suffixLen = 8
 
 // Tombstones are what Delete renames a directory to before removing
 // it: .caretaker-purge.<name>.<token>.del, where the token is 16 random
@@ -45,23 +43,11 @@ const (
 
 // ValidDataName reports whether name is a replica data directory name by
 // Longhorn's rule: a non-empty volume part, a dash, and eight ASCII letters
-// or digits at the end. A name that is unsafe as a path component is never
-// valid.
-func ValidDataName(name string) bool {
-	// SafeName's rules in one pass, as a scan checks every name listed:
-	// "", "." and ".." are shorter than any valid name, and the suffix is
-	// letters and digits, so only the volume part may hold a slash or NUL.
-	if len(name) < suffixLen+2 || len(name) > nameMax || name[len(name)-suffixLen-1] != '-' {
-		return false
-	}
-	for i := len(name) - suffixLen; i < len(name); i++ {
-		if !isAlnum(name[i]) {
-			return false
-		}
-	}
-	volume := name[:len(name)-suffixLen-1]
-	return strings.IndexByte(volume, '/') < 0 && strings.IndexByte(volume, 0) < 0
-}
+// or digits at the end (longhorn-manager scheduler/replica_scheduler.go,
+// util.RandomID). A name that is unsafe as a path component is never
+// valid. orphan.VolumeOfDataName returns the volume of such a name by the
+// same rule.
+func ValidDataName(name string) bool { return lhreplica.ValidDataName(name) }
 
 // SafeName returns an error wrapping ErrUnsafePath if name cannot be used
 // as one path component: empty, ".", "..", or containing '/' or NUL.
@@ -77,10 +63,6 @@ func SafeName(name string) error {
 		return pathError("name is longer than 255 bytes")
 	}
 	return nil
-}
-
-func isAlnum(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 // purge names one purge: the data directory and the purge's token.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/caretaker-storage/caretaker/diskscan/internal/disktest"
 	"github.com/caretaker-storage/caretaker/internal/bounded"
+	"github.com/caretaker-storage/caretaker/internal/lhreplica"
 )
 
 func TestValidDataName(t *testing.T) {
@@ -130,7 +131,7 @@ func TestFSIDMatchesStat(t *testing.T) {
 func TestParseVolumeMeta(t *testing.T) {
 	full := `{"Size":1073741824,"Head":"volume-head-002.img","Dirty":true,"Rebuilding":false,"Error":"","Parent":"volume-snap-a.img","SectorSize":512,"BackingFilePath":"","Encrypted":true,"New":1}`
 	m, err := ParseVolumeMeta([]byte(full))
-	want := VolumeMeta{Size: 1 << 30, Head: "volume-head-002.img", Dirty: true, Parent: "volume-snap-a.img", SectorSize: 512, Encrypted: true}
+	want := VolumeMeta{Size: 1 << 30, Head: "volume-head-002.img", Dirty: true, Parent: "volume-snap-a.img", SectorSize: 512, Encrypted: true, Format: lhreplica.FormatV112}
 	if err != nil || !reflect.DeepEqual(m, want) {
 		t.Fatalf("%+v, %v", m, err)
 	}

@@ -132,7 +132,7 @@ func lastCopyCovers(r *Record, it *Item) (volume string, covered bool) {
 	case it.Copy != nil:
 		return it.Copy.Volume, true
 	case r.Kind == KindReplicaData:
-		return volumeOfDataName(r.Param(ParamDataName)), true
+		return VolumeOfDataName(r.Param(ParamDataName)), true
 	}
 	return "", false
 }
@@ -219,22 +219,4 @@ func (vr *volumeRecheck) refusal(ctx context.Context, cur *Record, it *Item) str
 		return hit.String() + " (state looked up at the moment of deletion)"
 	}
 	return ""
-}
-
-// volumeOfDataName is the volume a Longhorn replica directory is named
-// after: Longhorn names a replica's data directory after its volume, a
-// dash and 8 random letters or digits (the rule diskscan.ValidDataName
-// checks). "" when the name is not of that form.
-func volumeOfDataName(name string) string {
-	const suffix = 8
-	if len(name) < suffix+2 || name[len(name)-suffix-1] != '-' {
-		return ""
-	}
-	for i := len(name) - suffix; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
-			return ""
-		}
-	}
-	return name[:len(name)-suffix-1]
 }

@@ -94,7 +94,9 @@ func (c CopyInventory) Scan(ctx context.Context) (orphan.Snapshot, error) {
 	for j, r := range Rank(ranked) {
 		in := ins[j]
 		snap.Items[at[j]].Copy = &orphan.Copy{
-			Volume:      in.Volume,
+			// The guard's rule, not Inspection.Volume's rescue naming: a
+			// name not of Longhorn's form leaves the volume unknown.
+			Volume:      orphan.VolumeOfDataName(snap.Items[at[j]].Param(orphan.ParamDataName)),
 			Recoverable: in.Recoverable,
 			Reasons:     in.ReasonStrings(),
 			NoData:      in.NoData,

@@ -84,6 +84,20 @@
 //     half-copied under their final names, pkg/sync/sync.go):
 //     ReasonRebuilding.
 //
+// volume.meta is read strictly, by the same rules diskscan's scan uses
+// (one parser serves both): a file the engine's decoder (encoding/json
+// into Info) and a careful reader would read differently is corrupt
+// (ReasonVolumeMeta): a key twice, a key that names a field only without
+// regard to case, both BackingFileName and BackingFilePath, a Head that
+// is a path. On top of the format, the inspection's policy refuses Size 0
+// and a missing Head (nothing to read by the engine's rules), and the
+// scan refuses the same, so a directory the scan reports as a replica is
+// never one whose metadata Inspect calls corrupt. Inspection.Volume is
+// the volume by Longhorn's directory name rule (orphan.VolumeOfDataName),
+// or, for a name not of that form, the whole name (so Rank never ranks
+// copies of different volumes together); CopyInventory gives the
+// last-copy guard the rule's answer, "" (unknown), for such a name.
+//
 // Backing images. A backing image is read as the engine reads it, raw or
 // qcow2 (longhorn-engine's backingfile package opens a qcow2 one through
 // QEMU's format): salvage decodes qcow2 versions 2 and 3 itself (L1 and

@@ -11,13 +11,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/caretaker-storage/caretaker/internal/bounded"
 	"github.com/caretaker-storage/caretaker/internal/safefile"
+	"github.com/caretaker-storage/caretaker/orphan"
 )
 
 // Default limits. Real meta files are a few hundred bytes; the limits
@@ -180,16 +180,23 @@ func (in *Inspection) Chain() Chain {
 	return c
 }
 
-// replicaDirName is Longhorn's replica directory name: <volume>-<8>
-// (longhorn-manager scheduler/replica_scheduler.go, util.RandomID).
-var replicaDirName = regexp.MustCompile(`^(.+)-[a-zA-Z0-9]{8}$`)
-
 // VolumeOf returns the volume name in a replica directory's name, or the
-// name itself when it does not end in -<8 letters or digits>: volume.meta
-// does not name the volume.
-func VolumeOf(dirName string) string {
-	if m := replicaDirName.FindStringSubmatch(dirName); m != nil {
-		return m[1]
+// name itself when it is not Longhorn's <volume>-<8 letters or digits>:
+// volume.meta does not name the volume. This is Inspection.Volume's rule.
+//
+// Deprecated: read Inspection.Volume; orphan.VolumeOfDataName is the
+// data-directory name rule itself ("" for a name not of that form).
+func VolumeOf(dirName string) string { return volumeOfDir(dirName) }
+
+// volumeOfDir is Inspection.Volume's naming policy, for a rescue tool:
+// the volume by Longhorn's data-directory name rule, or else the
+// directory's own name, so that copies with names not of that form are
+// never ranked together (Rank) as one volume's. The last-copy guard does
+// not use it: CopyInventory gives the guard the rule's answer ("" when
+// the name is not of the form, so the volume is unknown).
+func volumeOfDir(dirName string) string {
+	if v := orphan.VolumeOfDataName(dirName); v != "" {
+		return v
 	}
 	return dirName
 }
@@ -207,7 +214,7 @@ func Inspect(ctx context.Context, replicaDir string, opts Options) (*Inspection,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	in := &Inspection{Dir: replicaDir, Volume: VolumeOf(filepath.Base(filepath.Clean(replicaDir)))}
+	in := &Inspection{Dir: replicaDir, Volume: volumeOfDir(filepath.Base(filepath.Clean(replicaDir)))}
 	defer func() { in.Recoverable = len(in.Reasons) == 0 }()
 	// Cleaned first: a trailing slash would make lstat follow a link.
 	root, err := openDir(filepath.Clean(replicaDir))

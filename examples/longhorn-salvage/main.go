@@ -204,9 +204,6 @@ func list(ctx context.Context, disks paths, volume string, asJSON bool, stdout, 
 				fmt.Fprintf(stderr, "skipped %s: not a directory (%s)\n", filepath.Join(dir, e.Name()), e.Type())
 				continue
 			}
-			if volume != "" && salvage.VolumeOf(e.Name()) != volume {
-				continue
-			}
 			in, err := salvage.Inspect(ctx, filepath.Join(dir, e.Name()), salvage.Options{DiskPath: disk})
 			if err != nil {
 				if ctx.Err() != nil {
@@ -214,6 +211,9 @@ func list(ctx context.Context, disks paths, volume string, asJSON bool, stdout, 
 				}
 				fmt.Fprintf(stderr, "skipped %s: %v\n", filepath.Join(dir, e.Name()), err)
 				continue
+			}
+			if volume != "" && in.Volume != volume {
+				continue // the volume as Inspect names it: the directory's name by Longhorn's rule
 			}
 			ins = append(ins, in)
 			diskOf = append(diskOf, disk)

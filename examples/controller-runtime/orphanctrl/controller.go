@@ -396,10 +396,10 @@ func wantedVolumes(snap orphan.Snapshot, recs []orphan.Record) map[string]bool {
 		if it.Copy != nil {
 			add(it.Copy.Volume)
 		}
-		add(volumeOf(it.Param(orphan.ParamDataName)))
+		add(orphan.VolumeOfDataName(it.Param(orphan.ParamDataName)))
 	}
 	for _, r := range recs {
-		add(volumeOf(r.Param(orphan.ParamDataName)))
+		add(orphan.VolumeOfDataName(r.Param(orphan.ParamDataName)))
 	}
 	return names
 }

@@ -3,7 +3,6 @@ package orphanctrl
 import (
 	"context"
 	"reflect"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -193,19 +192,9 @@ func (c *Controller) volumeChanged(old, new client.Object) bool {
 		return true
 	}
 	for i := range list.Items {
-		if v := volumeOf(list.Items[i].Spec.Parameters[orphan.ParamDataName]); v == "" || v == o.GetName() {
+		if v := orphan.VolumeOfDataName(list.Items[i].Spec.Parameters[orphan.ParamDataName]); v == "" || v == o.GetName() {
 			return true
 		}
 	}
 	return false
-}
-
-// volumeOf is the volume a replica directory is named after: Longhorn
-// names it <volume>-<8 letters or digits>. Another name gives "".
-func volumeOf(dataName string) string {
-	i := strings.LastIndexByte(dataName, '-')
-	if i <= 0 || len(dataName)-i-1 != 8 {
-		return ""
-	}
-	return dataName[:i]
 }

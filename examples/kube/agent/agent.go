@@ -529,10 +529,10 @@ func (a *Agent) volumeStates(ctx context.Context, snap orphan.Snapshot, recs []o
 		if it.Copy != nil {
 			add(it.Copy.Volume)
 		}
-		add(volumeOfDataName(it.Param(orphan.ParamDataName)))
+		add(orphan.VolumeOfDataName(it.Param(orphan.ParamDataName)))
 	}
 	for _, r := range recs {
-		add(volumeOfDataName(r.Param(orphan.ParamDataName)))
+		add(orphan.VolumeOfDataName(r.Param(orphan.ParamDataName)))
 	}
 	vols.ensure(ctx, names)
 	return vols.states()

@@ -223,21 +223,3 @@ func (v *localVolumes) GetByKey(key string) (any, bool, error) {
 	}
 	return e.state, true, nil
 }
-
-// volumeOfDataName is the volume a Longhorn replica directory is named
-// after: the name without its dash and 8 letters or digits (longhorn-
-// manager names a replica's data directory <volume>-<8 random characters>;
-// diskscan.ValidDataName checks that form). "" when name is not of it.
-func volumeOfDataName(name string) string {
-	const suffix = 8
-	if len(name) < suffix+2 || name[len(name)-suffix-1] != '-' {
-		return ""
-	}
-	for i := len(name) - suffix; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
-			return ""
-		}
-	}
-	return name[:len(name)-suffix-1]
-}

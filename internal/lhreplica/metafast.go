@@ -1,23 +1,22 @@
-package diskscan
+package lhreplica
 
 // parseMetaFast reads a volume.meta in one pass, without encoding/json's
-// reflection and its second decode, and only in the plain form the engine
-// writes: one JSON object, each of VolumeMeta's keys at most once spelled
-// exactly so (every key of metaKeys present), Size and SectorSize
-// unsigned integers without sign, exponent or fraction that fit in an
-// int64, booleans true or false, strings of printable ASCII without
-// escapes, and other keys (printable ASCII, escape-free, and not equal to
-// a field's name but for case) with a null, boolean, such a string or
-// such an integer as value; JSON whitespace between tokens and around the
-// object.
+// reflection, and only in the plain form the engine writes: one JSON
+// object, each of VolumeMeta's keys at most once and spelled exactly so
+// (every key of v0.1.0 present, not both backing-file keys), Size and
+// SectorSize unsigned integers without sign, exponent or fraction that fit
+// in an int64, booleans true or false, strings of printable ASCII without
+// escapes (Head "" or a plain name), and other keys (printable ASCII,
+// escape-free, not equal to a field's name but for case, each at most
+// once, at most four of them) with a null,
+// boolean, such a string or such an integer as value; JSON whitespace
+// between tokens and around the object.
 //
-// ok is false for anything else, and then it says nothing: ParseVolumeMeta
-// leaves such an input to encoding/json, which decides it and says what is
-// wrong. What it accepts encoding/json reads to the same VolumeMeta
-// without error: the exact key present for parseVolumeMetaJSON's check
-// and not null, no key that its case-insensitive match would also map to
-// a field (so no later one overrides), values of the field's type, nothing
-// after the object (FuzzParseVolumeMetaMatchesReference compares them).
+// ok is false for anything else, and then it says nothing:
+// ParseVolumeMeta leaves such an input to parseVolumeMetaRef, which
+// decides it and says what is wrong. What it accepts the reference reads
+// to the same VolumeMeta without error (FuzzParseVolumeMetaMatchesReference
+// compares them).
 func parseMetaFast(data []byte) (m VolumeMeta, ok bool) {
 	p := metaScanner{data: data}
 	p.space()
@@ -25,6 +24,11 @@ func parseMetaFast(data []byte) (m VolumeMeta, ok bool) {
 		return VolumeMeta{}, false
 	}
 	var seen uint16
+	// The keys of no release met so far (slices of data), to decline a
+	// duplicate, which the reference refuses; a file with more than
+	// len(other) of them is left to the reference.
+	var other [4][]byte
+	nOther := 0
 	p.space()
 	if p.peek() == '}' {
 		return VolumeMeta{}, false // {} lacks every key
@@ -45,6 +49,16 @@ func parseMetaFast(data []byte) (m VolumeMeta, ok bool) {
 		case field == -2:
 			return VolumeMeta{}, false
 		case field < 0:
+			if nOther == len(other) {
+				return VolumeMeta{}, false
+			}
+			for _, k := range other[:nOther] {
+				if string(k) == string(key) {
+					return VolumeMeta{}, false // a duplicate
+				}
+			}
+			other[nOther] = key
+			nOther++
 			if !p.skipPlainValue() {
 				return VolumeMeta{}, false
 			}
@@ -71,29 +85,14 @@ func parseMetaFast(data []byte) (m VolumeMeta, ok bool) {
 	if p.i != len(p.data) || seen&metaRequired != metaRequired {
 		return VolumeMeta{}, false
 	}
+	if seen&(1<<fBackingFileName) != 0 && seen&(1<<fBackingFilePath) != 0 {
+		return VolumeMeta{}, false // the reference refuses both
+	}
+	if m.Head != "" && !PlainName(m.Head) {
+		return VolumeMeta{}, false // the reference refuses a path
+	}
+	m.Format = formatOf(seen)
 	return m, true
-}
-
-// The fields of VolumeMeta by index: the required ones in metaKeys'
-// order, then the optional ones.
-const (
-	fSize = iota
-	fHead
-	fDirty
-	fRebuilding
-	fParent
-	fSectorSize
-	fError
-	fBackingFilePath
-	fBackingFileName
-	fEncrypted
-	metaRequired = 1<<fError - 1 // the fields of metaKeys
-)
-
-var metaFields = [...]string{
-	fSize: "Size", fHead: "Head", fDirty: "Dirty", fRebuilding: "Rebuilding", fParent: "Parent",
-	fSectorSize: "SectorSize", fError: "Error", fBackingFilePath: "BackingFilePath",
-	fBackingFileName: "BackingFileName", fEncrypted: "Encrypted",
 }
 
 // metaField returns the index of the field key names exactly, -1 for a
@@ -304,9 +303,7 @@ func (p *metaScanner) fieldValue(m *VolumeMeta, field int) bool {
 		m.Error = s
 	case fParent:
 		m.Parent = s
-	case fBackingFileName:
-		m.BackingFileName = s
-	default:
+	default: // BackingFilePath, or BackingFileName it was renamed from
 		m.BackingFilePath = s
 	}
 	return true

@@ -1,50 +1,23 @@
-package diskscan
+package lhreplica
 
 import (
-	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/caretaker-storage/caretaker/diskscan/internal/disktest"
 )
 
-// parseVolumeMetaRef is ParseVolumeMeta as it was before parseMetaFast,
-// kept verbatim (it requires the keys of metaKeys) as the reference the
-// fast path is compared with.
-func parseVolumeMetaRef(data []byte) (VolumeMeta, error) {
-	var raw map[string]json.RawMessage
-	if err := strictUnmarshal(data, &raw); err != nil {
-		return VolumeMeta{}, corrupt(MetaFile, "not a JSON object: %v", err)
-	}
-	if raw == nil {
-		return VolumeMeta{}, corrupt(MetaFile, "not a JSON object: null")
-	}
-	for _, k := range metaKeys {
-		v, ok := raw[k]
-		if !ok {
-			return VolumeMeta{}, corrupt(MetaFile, "missing key %q", k)
-		}
-		if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-			return VolumeMeta{}, corrupt(MetaFile, "key %q is null", k)
-		}
-	}
-	var m VolumeMeta
-	if err := json.Unmarshal(data, &m); err != nil {
-		return VolumeMeta{}, corrupt(MetaFile, "%v", err)
-	}
-	if m.Size < 0 || m.SectorSize < 0 {
-		return VolumeMeta{}, corrupt(MetaFile, "negative Size %d or SectorSize %d", m.Size, m.SectorSize)
-	}
-	return m, nil
+// engineMeta is a volume.meta as engines v1.1.1 to v1.11 write it.
+func engineMeta(size int64) []byte {
+	return fmt.Appendf(nil, `{"Size":%d,"Head":"volume-head-000.img","Dirty":true,"Rebuilding":false,"Error":"","Parent":"","SectorSize":512,"BackingFilePath":""}`, size)
 }
 
-// metaSeeds are volume.meta inputs near the edges of what parseMetaFast
+// MetaSeeds are volume.meta inputs near the edges of what parseMetaFast
 // accepts: the engine's forms, and every way to step off them.
-func metaSeeds() []string {
+func MetaSeeds() []string {
 	full := `{"Size":1073741824,"Head":"volume-head-002.img","Dirty":true,"Rebuilding":false,"Error":"","Parent":"volume-snap-a.img","SectorSize":512,"BackingFilePath":"","Encrypted":true,"New":1}`
-	engine := string(disktest.Meta(1 << 30))
+	engine := string(engineMeta(1 << 30))
 	seeds := []string{
 		full, engine,
 		" \n\t" + engine + "\r\n ",
@@ -62,6 +35,8 @@ func metaSeeds() []string {
 		strings.Replace(engine, `}`, `,"X":{"a":[1,2]}}`, 1),
 		strings.Replace(engine, `}`, `,"X":1.5}`, 1),
 		strings.Replace(engine, `}`, `,"X":-1}`, 1),
+		strings.Replace(engine, `}`, `,"X":1,"X":2}`, 1),
+		strings.Replace(engine, `}`, `,"A":1,"B":2,"C":3,"D":4,"E":5}`, 1),
 		strings.Replace(engine, `"Head"`, `"\u0048ead"`, 1),
 		strings.Replace(engine, `"volume-head-000.img"`, `"volume-head-\u0030.img"`, 1),
 		strings.Replace(engine, `"volume-head-000.img"`, "\"volume-\xff.img\"", 1),
@@ -92,15 +67,15 @@ func metaSeeds() []string {
 		`{}`, `null`, `[]`, `""`, `1`, ``, ` `, `{`, `{"Size"}`, `{"Size":}`,
 	}
 	// Every engine release's form, and steps off the keys only some write.
-	for _, r := range releaseMetas() {
-		seeds = append(seeds, r.file,
-			strings.Replace(r.file, `"Parent"`, `"parent"`, 1),
-			strings.Replace(r.file, `}`, `,"BackingFileName":null}`, 1),
-			strings.Replace(r.file, `}`, `,"BackingFileName":5}`, 1),
-			strings.Replace(r.file, `}`, `,"backingfilename":"x"}`, 1),
-			strings.Replace(r.file, `}`, `,"Error":null}`, 1),
-			strings.Replace(r.file, `}`, `,"BackingFilePath":"a","BackingFileName":"b"}`, 1),
-			strings.Replace(r.file, `,"SectorSize":512`, ``, 1))
+	for _, r := range ReleaseForms() {
+		seeds = append(seeds, r.File,
+			strings.Replace(r.File, `"Parent"`, `"parent"`, 1),
+			strings.Replace(r.File, `}`, `,"BackingFileName":null}`, 1),
+			strings.Replace(r.File, `}`, `,"BackingFileName":5}`, 1),
+			strings.Replace(r.File, `}`, `,"backingfilename":"x"}`, 1),
+			strings.Replace(r.File, `}`, `,"Error":null}`, 1),
+			strings.Replace(r.File, `}`, `,"BackingFilePath":"a","BackingFileName":"b"}`, 1),
+			strings.Replace(r.File, `,"SectorSize":512`, ``, 1))
 	}
 	return seeds
 }
@@ -123,7 +98,7 @@ func checkMetaAgainstRef(t *testing.T, data []byte) {
 // TestParseVolumeMetaMatchesReference is the differential test of the
 // one-pass parser over the seeds.
 func TestParseVolumeMetaMatchesReference(t *testing.T) {
-	for _, s := range metaSeeds() {
+	for _, s := range MetaSeeds() {
 		checkMetaAgainstRef(t, []byte(s))
 	}
 }
@@ -142,10 +117,12 @@ func TestParseMetaFastTakesTheEngineForms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	v111, v112, v112enc := want, want, withEnc
+	v111.Format, v112.Format, v112enc.Format = FormatV111, FormatV112, FormatV112
 	for in, w := range map[string]VolumeMeta{
-		string(disktest.Meta(1 << 30)): want,
-		string(pretty) + "\n":          want,
-		string(plain):                  withEnc,
+		string(engineMeta(1 << 30)): v111,
+		string(pretty) + "\n":       v112,
+		string(plain):               v112enc,
 	} {
 		m, ok := parseMetaFast([]byte(in))
 		if !ok || !reflect.DeepEqual(m, w) {
@@ -157,7 +134,7 @@ func TestParseMetaFastTakesTheEngineForms(t *testing.T) {
 // FuzzParseVolumeMetaMatchesReference compares ParseVolumeMeta (its fast path and its
 // fallback) with the reference on any input.
 func FuzzParseVolumeMetaMatchesReference(f *testing.F) {
-	for _, s := range metaSeeds() {
+	for _, s := range MetaSeeds() {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -165,16 +142,16 @@ func FuzzParseVolumeMetaMatchesReference(f *testing.F) {
 	})
 }
 
-// validDataNameRef is ValidDataName as it was before its one-pass
-// rewrite: the reference it is compared with.
+// validDataNameRef is the data-directory name rule written plainly: the
+// reference ValidDataName's one pass is compared with.
 func validDataNameRef(name string) bool {
-	if SafeName(name) != nil || len(name) < suffixLen+2 {
+	if !PlainName(name) || len(name) < DataNameSuffixLen+2 {
 		return false
 	}
-	if name[len(name)-suffixLen-1] != '-' {
+	if name[len(name)-DataNameSuffixLen-1] != '-' {
 		return false
 	}
-	for i := len(name) - suffixLen; i < len(name); i++ {
+	for i := len(name) - DataNameSuffixLen; i < len(name); i++ {
 		if !isAlnum(name[i]) {
 			return false
 		}
@@ -183,16 +160,19 @@ func validDataNameRef(name string) bool {
 }
 
 // FuzzValidDataNameMatchesReference compares ValidDataName with the
-// reference on any name.
+// reference on any name, and VolumeOfDataName with it.
 func FuzzValidDataNameMatchesReference(f *testing.F) {
-	for _, s := range []string{"", ".", "..", "-12345678", "a-12345678", "a/b-12345678", "a\x00-12345678",
-		"a-1234567/", "a-1234567\x00", "pvc-000001-r-0a1b2c3d", "pvc-r-0a1b2c3", "pvc-r-0a1b2c3d.del", strings.Repeat("a", 246) + "-12345678",
-		strings.Repeat("a", 247) + "-12345678", "ä-12345678", "a-1234567ä"} {
+	for _, s := range DataNameSeeds() {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		if got, want := ValidDataName(name), validDataNameRef(name); got != want {
+		got, want := ValidDataName(name), validDataNameRef(name)
+		if got != want {
 			t.Fatalf("ValidDataName(%q) = %v, the reference says %v", name, got, want)
+		}
+		v := VolumeOfDataName(name)
+		if want && (v == "" || v+"-"+name[len(v)+1:] != name || len(name)-len(v) != DataNameSuffixLen+1) || !want && v != "" {
+			t.Fatalf("VolumeOfDataName(%q) = %q", name, v)
 		}
 	})
 }
