@@ -93,6 +93,8 @@ type Cluster struct {
 	// AgentUser to run a program with exactly that Role's rules.
 	AgentUser       string
 	AgentKubeconfig string
+	// EtcdURL is etcd's client URL (plain HTTP on 127.0.0.1).
+	EtcdURL string
 
 	procs []*exec.Cmd
 	logs  []string
@@ -138,6 +140,7 @@ func Start(base string) (c *Cluster, err error) {
 	if err := waitHTTP(clientURL+"/health", nil, ""); err != nil {
 		return nil, fmt.Errorf("kubetest: etcd not ready: %w", err)
 	}
+	c.EtcdURL = clientURL
 
 	token, err := randomToken()
 	if err != nil {
