@@ -244,11 +244,11 @@ func TestScaleStorm(t *testing.T) {
 	fmt.Fprintf(&b, "%-16s %7s %9s %6s %16s %10s %18s %12s %8s %13s %9s\n",
 		"storm", "agents", "synced s", "429s", "start req", "start LIST", "start KiB", "API peak MiB", "API CPU", "etcd peak MiB", "etcd CPU")
 	for _, r := range rows {
-		synced := fmt.Sprintf("%.0f", r.synced.Seconds())
+		synced := fmt.Sprintf("%.1f", r.synced.Seconds())
 		if r.unsynced > 0 {
 			synced = fmt.Sprintf("%d not", r.unsynced)
 		}
-		fmt.Fprintf(&b, "%-16s %7d %9s %6d %7.1f (%6d) %10.1f %8.0f (%7.0f) %12.0f %7.0fs %13.0f %8.0fs\n",
+		fmt.Fprintf(&b, "%-16s %7d %9s %6d %7.1f (%6d) %10.1f %8.0f (%7.0f) %12.0f %7.1fs %13.0f %8.1fs\n",
 			r.name, r.agents, synced, r.n429, r.reqMean, r.reqMax, r.listMean, r.kibMean, r.kibMax, r.apiPeak, r.apiCPU, r.etcdPeak, r.etcdCPU)
 		if !r.peakReset {
 			fmt.Fprintf(&b, "  (%s: could not reset the peak RSS; it is the peak since the process started)\n", r.name)
