@@ -70,7 +70,7 @@ cross-build:
 walkthroughs:
 	cd examples/walkthroughs && $(GO) vet ./... && $(GO) test -count=1 ./...
 
-## copy-test: copy examples/kube and examples/controller-runtime into fresh modules
+## copy-test: copy examples/kube, examples/controller-runtime and examples/scylla-operator into fresh modules
 ## outside this tree (with a replace to this checkout), then build and vet them:
 ## what an operator copying them gets. Reuses the module and build caches.
 copy-test:
@@ -97,7 +97,7 @@ generate:
 quickstart:
 	$(GO) run ./examples/quickstart
 
-## kube-test: examples/kube and examples/controller-runtime (their own modules) against a
+## kube-test: examples/kube, examples/controller-runtime and examples/scylla-operator (their own modules) against a
 ## real kube-apiserver and etcd on 127.0.0.1, the same two binaries for both.
 ## The first run builds kube-apiserver and etcd (3.6, the release kube-apiserver v1.34.2
 ## is built against) from the module proxy into a cache (minutes), reused after.
@@ -106,6 +106,8 @@ kube-test:
 	(cd examples/kube && $(GO) vet ./... && \
 	  KUBE_APISERVER=$$apiserver ETCD=$$etcd CI=$${CI:-1} $(GO) test -race -count=1 ./...) && \
 	(cd examples/controller-runtime && $(GO) vet ./... && \
+	  KUBE_APISERVER=$$apiserver ETCD=$$etcd CI=$${CI:-1} $(GO) test -race -count=1 ./...) && \
+	(cd examples/scylla-operator && $(GO) vet ./... && \
 	  KUBE_APISERVER=$$apiserver ETCD=$$etcd CI=$${CI:-1} $(GO) test -race -count=1 ./...)
 
 ## scale: examples/kube's agent at 10, 50 and 100 nodes on a real kube-apiserver and etcd:

@@ -34,6 +34,13 @@
 //     scale-out cleans only nodes that lost ranges, a decommission cleans
 //     nobody who only gained, and a replication factor decrease or strategy
 //     change with an unchanged ring cleans the nodes that lost replicas.
+//     ReadTopology builds a Topology from the cluster itself: the ring, and
+//     for each keyspace the token ring places, the replication that puts
+//     every range on exactly the replicas ScyllaDB's describe_ring lists
+//     (InferReplication); CheckReplication holds a given replication to
+//     the same test. A placement no SimpleStrategy or
+//     NetworkTopologyStrategy replication reproduces is
+//     ErrReplicationMismatch, never a guess.
 //   - Adapters: Client speaks ScyllaDB's REST API, directly
 //     (http://host:10000) or through the Scylla Manager Agent
 //     (https://host:10001, bearer token), and implements RingSource,

@@ -18,7 +18,9 @@
 //
 //   - six-nodes (the default): datacenter dc1, six nodes 10.0.0.1 to
 //     10.0.0.6 in racks r1, r2, r3 (two each), eight tokens each; the API
-//     is 10.0.0.1's. Keyspaces: shop (clean it) and system (local).
+//     is 10.0.0.1's. Keyspaces: shop (NetworkTopologyStrategy dc1=3: clean it)
+//     and system (local); GET /storage_service/describe_ring/shop places
+//     its replicas.
 //   - scaled-out: the same, after 10.0.0.7 joined rack r1 with eight tokens
 //     of its own: save a baseline against six-nodes, then compare with it.
 //   - nine-nodes: nine nodes 10.0.0.1 to 10.0.0.9 in racks r1, r2, r3
@@ -35,7 +37,8 @@
 //	    {"endpoint": "10.0.0.1", "hostID": "host-1", "datacenter": "dc1", "rack": "r1", "tokens": ["-9000", "100"]},
 //	    {"endpoint": "10.0.0.2", "hostID": "host-2", "datacenter": "dc1", "rack": "r2", "tokens": ["-5", "4000"]}
 //	  ],
-//	  "keyspaces": [{"name": "shop"}, {"name": "system", "local": true}, {"name": "tabular", "tablets": true}]
+//	  "keyspaces": [{"name": "shop", "replication": {"strategy": "NetworkTopologyStrategy", "datacenters": {"dc1": 2}}},
+//	                {"name": "system", "local": true}, {"name": "tabular", "tablets": true}]
 //	}
 //
 // Tokens are decimal Murmur3 tokens; a node with none is joining. Unknown
@@ -61,6 +64,7 @@ import (
 	"time"
 
 	"github.com/caretaker-storage/caretaker/examples/internal/cli"
+	"github.com/caretaker-storage/caretaker/tokenring"
 	"github.com/caretaker-storage/caretaker/tokenring/tokenringtest"
 )
 
@@ -266,6 +270,10 @@ type seedKeyspace struct {
 	Name    string `json:"name"`
 	Local   bool   `json:"local"`
 	Tablets bool   `json:"tablets"`
+	// Replication places the keyspace's replicas for describe_ring, as
+	// {"strategy": "NetworkTopologyStrategy", "datacenters": {"dc1": 3}}
+	// or {"strategy": "SimpleStrategy", "replication_factor": 2}.
+	Replication *tokenring.Replication `json:"replication,omitempty"`
 }
 
 func readSeed(path string) (tokenringtest.Cluster, error) {
@@ -313,7 +321,30 @@ func parseSeed(data []byte) (tokenringtest.Cluster, error) {
 		if k.Name == "" {
 			return c, fmt.Errorf("keyspaces[%d] has no name", i)
 		}
-		c.Keyspaces = append(c.Keyspaces, tokenringtest.Keyspace(k))
+		ks := tokenringtest.Keyspace{Name: k.Name, Local: k.Local, Tablets: k.Tablets}
+		if k.Replication != nil {
+			ks.Replication = *k.Replication
+			if err := checkSeedReplication(c, ks); err != nil {
+				return c, fmt.Errorf("keyspace %s: %w", k.Name, err)
+			}
+		}
+		c.Keyspaces = append(c.Keyspaces, ks)
 	}
 	return c, nil
+}
+
+// checkSeedReplication refuses a replication the seed's ring cannot place
+// (an unknown strategy, no replicas, a datacenter without nodes).
+func checkSeedReplication(c tokenringtest.Cluster, k tokenringtest.Keyspace) error {
+	switch k.Replication.Strategy {
+	case tokenring.SimpleStrategy, tokenring.NetworkTopologyStrategy:
+	default:
+		return fmt.Errorf("replication strategy %q: want SimpleStrategy or NetworkTopologyStrategy", k.Replication.Strategy)
+	}
+	node := tokenringtest.NewMemNode(c)
+	ring, err := tokenring.ReadRing(context.Background(), node, node)
+	if err != nil {
+		return err
+	}
+	return tokenring.Topology{Ring: ring, Keyspaces: map[string]tokenring.Replication{k.Name: k.Replication}}.Validate()
 }

@@ -128,3 +128,49 @@ func TestSeedFile(t *testing.T) {
 		t.Fatalf("cleanup keyspaces %v, %v", ks, err)
 	}
 }
+
+// TestSeedReplicationServesDescribeRing: a seed keyspace's replication
+// places its replicas for describe_ring, and ReadTopology reads it back.
+func TestSeedReplicationServesDescribeRing(t *testing.T) {
+	seed := filepath.Join(t.TempDir(), "cluster.json")
+	body := `{
+  "local": "10.0.0.1",
+  "nodes": [
+    {"endpoint": "10.0.0.1", "hostID": "host-1", "datacenter": "dc1", "rack": "r1", "tokens": ["-9000", "100"]},
+    {"endpoint": "10.0.0.2", "hostID": "host-2", "datacenter": "dc1", "rack": "r2", "tokens": ["-5", "4000"]},
+    {"endpoint": "10.0.0.3", "hostID": "host-3", "datacenter": "dc1", "rack": "r1", "tokens": ["7000"]}
+  ],
+  "keyspaces": [{"name": "shop", "replication": {"strategy": "NetworkTopologyStrategy", "datacenters": {"dc1": 2}}}, {"name": "system", "local": true}]
+}`
+	if err := os.WriteFile(seed, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u, _, stop := serve(t, "-seed", seed)
+	defer stop()
+	c, err := tokenring.NewClient(u, tokenring.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo, err := tokenring.ReadTopology(context.Background(), c, c, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := tokenring.Replication{Strategy: tokenring.NetworkTopologyStrategy, Datacenters: map[string]int{"dc1": 2}}
+	if got := topo.Keyspaces["shop"]; len(topo.Keyspaces) != 1 || got.Strategy != want.Strategy || got.Datacenters["dc1"] != 2 {
+		t.Fatalf("keyspaces %v, want shop %v", topo.Keyspaces, want)
+	}
+}
+
+func TestSeedReplicationRefusesWhatTheRingCannotPlace(t *testing.T) {
+	for _, repl := range []string{
+		`{"strategy": "NetworkTopologyStrategy", "datacenters": {"dc9": 2}}`,
+		`{"strategy": "SimpleStrategy", "replication_factor": 0}`,
+		`{"strategy": "EverywhereStrategy"}`,
+	} {
+		body := `{"local": "10.0.0.1", "nodes": [{"endpoint": "10.0.0.1", "hostID": "h", "datacenter": "dc1", "rack": "r1", "tokens": ["1"]}],
+  "keyspaces": [{"name": "shop", "replication": ` + repl + `}]}`
+		if _, err := parseSeed([]byte(body)); err == nil || !strings.Contains(err.Error(), "keyspace shop") {
+			t.Errorf("%s: err = %v, want a refusal naming keyspace shop", repl, err)
+		}
+	}
+}

@@ -1,5 +1,6 @@
 #!/bin/sh
-# copy-test: copy examples/kube and examples/controller-runtime into fresh
+# copy-test: copy examples/kube, examples/controller-runtime and
+# examples/scylla-operator into fresh
 # modules outside this repository, the way an operator would, point
 # caretaker at this checkout with a replace, and build and vet them.
 # It fails if either example imports anything of caretaker's that is not
@@ -48,9 +49,18 @@ rename "$tmp/cr" "$cr" example.com/operator/cr
 		-replace "example.com/operator/kube=$tmp/kube" &&
 	$GO build ./... && $GO vet ./...)
 
+so=github.com/caretaker-storage/caretaker/examples/scylla-operator
+echo "copy-test: examples/scylla-operator as example.com/operator/scylla in $tmp/so"
+copy "$checkout/examples/scylla-operator" "$tmp/so"
+rename "$tmp/so" "$so" example.com/operator/scylla
+(cd "$tmp/so" &&
+	$GO mod edit -dropreplace github.com/caretaker-storage/caretaker \
+		-replace "github.com/caretaker-storage/caretaker=$checkout" &&
+	$GO build ./... && $GO vet ./...)
+
 # Nothing of caretaker's but its public packages: go build has already
 # refused internal/ imports; this names any that slipped in as text.
-if grep -rn 'caretaker-storage/caretaker/\(internal\|examples\)' "$tmp/kube" "$tmp/cr" --include='*.go'; then
+if grep -rn 'caretaker-storage/caretaker/\(internal\|examples\)' "$tmp/kube" "$tmp/cr" "$tmp/so" --include='*.go'; then
 	echo "copy-test: the copies still import caretaker's private or example packages" >&2
 	exit 1
 fi

@@ -23,20 +23,22 @@
 //	# plan the cleanups of every node (or, with -baseline, of those that
 //	# lost ranges): waves of nodes that may clean together, never two
 //	# replicas of one range at once, at most 6 per datacenter, one rack of
-//	# it at a time (-max-per-dc N, -rack-at-a-time=false change that)
-//	go run ./examples/scylla-cleanup -plan -keyspace shop=NetworkTopologyStrategy:dc1=3
-//	go run ./examples/scylla-cleanup -plan -json -keyspace shop=NetworkTopologyStrategy:dc1=3
+//	# it at a time (-max-per-dc N, -rack-at-a-time=false change that). The
+//	# replication of every keyspace comes from the cluster (describe_ring);
+//	# a -keyspace that places replicas elsewhere is refused
+//	go run ./examples/scylla-cleanup -plan
+//	go run ./examples/scylla-cleanup -plan -json
 //
 //	# datacenters that replicate each other clean side by side when only
 //	# replicas in one datacenter must not clean together (clients at
 //	# LOCAL_QUORUM)
-//	go run ./examples/scylla-cleanup -plan -conflicts dc -keyspace shop=NetworkTopologyStrategy:dc1=3,dc2=3
+//	go run ./examples/scylla-cleanup -plan -conflicts dc
 //
 //	# run the plan: each node as soon as the rules allow, through its own
 //	# API (-node-api ENDPOINT=URL, or -api's scheme and port on the
 //	# endpoint's address); -state records the progress, and the same
 //	# command after a restart resumes without cleaning a done node again
-//	go run ./examples/scylla-cleanup -plan -run-cleanup -yes -state cleanup.json -keyspace shop=NetworkTopologyStrategy:dc1=3
+//	go run ./examples/scylla-cleanup -plan -run-cleanup -yes -state cleanup.json
 //
 // Exit codes: 0 done (or nothing to do), 1 failed, 2 bad usage, 3 dry run
 // that would clean, 4 refused by a safety rule.
@@ -176,8 +178,9 @@ var command = cli.Command{
 		"the -keyspace replication before scaling; with -baseline it says which nodes lost ranges since (they need a " +
 		"cleanup) and which only gained. With -run-cleanup -yes it runs a cleanup on this node; without -yes it lists " +
 		"the keyspaces it would clean, cleans nothing and exits 3. With -baseline, -run-cleanup cleans only if this " +
-		"node lost ranges, and only the keyspaces in which it lost them, unless -all is given. With -plan it plans the " +
-		"cleanups of the whole cluster (or, with -baseline, of the nodes that lost ranges) in waves that never clean two " +
+		"node lost ranges, and only the keyspaces in which it lost them, unless -all is given. With -plan it reads every keyspace's " +
+		"replication from the cluster (GET /storage_service/describe_ring/{keyspace}; a -keyspace that disagrees is an error) " +
+		"and plans the cleanups of the whole cluster (or, with -baseline, of the nodes that lost ranges) in waves that never clean two " +
 		"replicas of one range together (with -conflicts dc: never two in one datacenter), and -plan -run-cleanup -yes runs " +
 		"them, each node as soon as the rules allow, recording its progress in -state FILE so that a new run resumes.",
 }
@@ -296,11 +299,21 @@ func run(w io.Writer, c config) error {
 	var analysis *tokenring.Analysis // from -baseline
 	var topo tokenring.Topology      // the ring now, and the replication
 	if c.save != "" || c.baseline != "" || c.plan {
-		ring, err := tokenring.ReadRing(ctx, client, client)
-		if err != nil {
-			return err
+		var now tokenring.Topology
+		if c.plan {
+			// The replication comes from the cluster; -keyspace only
+			// overrides it where it places replicas the same way.
+			if now, err = planTopology(ctx, client, c.keyspaces); err != nil {
+				return err
+			}
+		} else {
+			ring, err := tokenring.ReadRing(ctx, client, client)
+			if err != nil {
+				return err
+			}
+			now = tokenring.Topology{Ring: ring, Keyspaces: c.keyspaces}
 		}
-		now := tokenring.Topology{Ring: ring, Keyspaces: c.keyspaces}
+		ring := now.Ring
 		topo = now
 		if err := now.Validate(); err != nil {
 			// A datacenter typo would make every node look as if it lost

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -29,7 +30,7 @@ type planJSON struct {
 // otherwise) and, with -run-cleanup -yes, runs it (follow).
 func plan(w, out io.Writer, c config, topo tokenring.Topology, analysis *tokenring.Analysis, opts tokenring.ClientOptions, local, hash string) error {
 	if len(topo.Keyspaces) == 0 {
-		return errors.New("-plan needs the replication: pass -keyspace (or a -baseline saved with it): without it no two nodes seem to share a range")
+		return errors.New("-plan: the cluster has no keyspace whose replicas the token ring places (none but local and tablet keyspaces): no node shares a range, nothing to plan")
 	}
 	var needed []string
 	if analysis != nil {
@@ -243,4 +244,31 @@ func racksOf(r tokenring.Ring, wave []string) string {
 	}
 	slices.Sort(racks)
 	return strings.Join(racks, ", ")
+}
+
+// planTopology reads the ring and each keyspace's replication from the
+// cluster (tokenring.ReadTopology: GET /storage_service/keyspaces and
+// GET /storage_service/describe_ring/{keyspace}), and checks each -keyspace
+// against it: one that places replicas where the cluster does not, or names
+// a keyspace the ring does not place, is an error that says so.
+func planTopology(ctx context.Context, client *tokenring.Client, given keyspaceFlags) (tokenring.Topology, error) {
+	topo, err := tokenring.ReadTopology(ctx, client, client, client)
+	if err != nil {
+		return tokenring.Topology{}, fmt.Errorf("-plan: reading the replication from the cluster: %w", err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(given)) {
+		if _, ok := topo.Keyspaces[name]; !ok {
+			return tokenring.Topology{}, fmt.Errorf("-keyspace %s: the cluster has no such keyspace placed by the token ring (it has %s)",
+				name, strings.Join(slices.Sorted(maps.Keys(topo.Keyspaces)), ", "))
+		}
+		ranges, err := client.DescribeRing(ctx, name)
+		if err != nil {
+			return tokenring.Topology{}, fmt.Errorf("-keyspace %s: %w", name, err)
+		}
+		if err := tokenring.CheckReplication(topo.Ring, given[name], ranges); err != nil {
+			return tokenring.Topology{}, fmt.Errorf("-keyspace %s disagrees with the cluster: %w", name, err)
+		}
+		topo.Keyspaces[name] = given[name]
+	}
+	return topo, nil
 }

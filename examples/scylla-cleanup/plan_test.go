@@ -343,11 +343,12 @@ func TestPlanRunCleanupRefusesAnotherRingsState(t *testing.T) {
 	}
 }
 
-// TestPlanRunCleanupRefusesAnotherReplicationsState: ALTER KEYSPACE
-// lowers shop's replication factor from 3 to 2. The ring, and so its
-// hash, is the same, but nodes recorded done under RF 3 may have lost
-// ranges since: the state is refused (exit 4) before anything is cleaned,
-// and so is a state file that records no replication at all.
+// TestPlanRunCleanupRefusesAnotherReplicationsState: a state recorded
+// while shop had replication factor 4, before an ALTER KEYSPACE lowered it
+// to the 3 the cluster places now. The ring, and so its hash, is the
+// same, but nodes recorded done under RF 4 may have lost ranges since:
+// the state is refused (exit 4) before anything is cleaned, and so is a
+// state file that records no replication at all.
 func TestPlanRunCleanupRefusesAnotherReplicationsState(t *testing.T) {
 	rec, nodeAPIs := nineNodes(t)
 	hash := ringHash(t, rec.apis["10.0.0.1"])
@@ -356,15 +357,16 @@ func TestPlanRunCleanupRefusesAnotherReplicationsState(t *testing.T) {
 		file stateFile
 		says string
 	}{
-		{"RF decrease", stateFile{TokenRingHash: hash, Keyspaces: shopRF3Replication, Done: []string{"10.0.0.1", "10.0.0.4", "10.0.0.7"}},
-			"keyspace shop was NetworkTopologyStrategy:dc1=3, now NetworkTopologyStrategy:dc1=2"},
+		{"RF decrease", stateFile{TokenRingHash: hash, Keyspaces: map[string]tokenring.Replication{
+			"shop": {Strategy: tokenring.NetworkTopologyStrategy, Datacenters: map[string]int{"dc1": 4}}}, Done: []string{"10.0.0.1", "10.0.0.4", "10.0.0.7"}},
+			"keyspace shop was NetworkTopologyStrategy:dc1=4, now NetworkTopologyStrategy:dc1=3"},
 		{"no replication recorded", stateFile{TokenRingHash: hash, Done: []string{"10.0.0.1"}}, "the file records no replication"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			state := filepath.Join(t.TempDir(), "cleanup.json")
 			writeState(t, state, tc.file)
-			args := append([]string{"-api", rec.apis["10.0.0.1"], "-plan", "-run-cleanup", "-yes", "-state", state,
-				"-keyspace", "shop=NetworkTopologyStrategy:dc1=2"}, nodeAPIs...)
+			// The replication is read from the cluster: shop at dc1=3.
+			args := append([]string{"-api", rec.apis["10.0.0.1"], "-plan", "-run-cleanup", "-yes", "-state", state}, nodeAPIs...)
 			code, stdout, stderr := runTool(args...)
 			if code != 4 || !strings.Contains(stderr, "planned under another replication") || !strings.Contains(stderr, tc.says) {
 				t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
@@ -459,6 +461,7 @@ func TestPlanConflictScope(t *testing.T) {
 			cluster.Nodes[i].Datacenter = "dc2"
 		}
 	}
+	cluster.Keyspaces[0].Replication.Datacenters = map[string]int{"dc1": 3, "dc2": 3}
 	srv := tokenringtest.NewServer(cluster, tokenringtest.ServerOptions{})
 	defer srv.Close()
 	topo := tokenring.Topology{Ring: tokenring.Ring{Locations: map[string]tokenring.Location{}}, Keyspaces: map[string]tokenring.Replication{
@@ -545,7 +548,14 @@ func TestPlanFlags(t *testing.T) {
 		{Name: "-plan with -save", Args: []string{"-api", api, "-plan", "-save", "x.json", "-keyspace", "shop=SimpleStrategy:1"}, Code: 2, Stderr: []string{"-plan and -save conflict"}},
 		{Name: "bad -node-api", Args: []string{"-api", api, "-plan", "-node-api", "10.0.0.2"}, Code: 2, Stderr: []string{"ENDPOINT=URL"}},
 		{Name: "-node-api without a scheme", Args: []string{"-api", api, "-plan", "-node-api", "10.0.0.2=10.0.0.2:10000"}, Code: 2, Stderr: []string{"10.0.0.2"}},
-		{Name: "-plan without replication", Args: []string{"-api", api, "-plan"}, Code: 1, Stderr: []string{"-plan needs the replication"}},
+		{Name: "-plan reads the replication from the cluster", Args: []string{"-api", api, "-plan"}, Code: 0, Stdout: []string{
+			"cleanup plan: 9 nodes in 3 waves", "wave 1: 10.0.0.1, 10.0.0.4, 10.0.0.7 (dc1/r1)"}},
+		{Name: "-keyspace that disagrees with the cluster", Args: []string{"-api", api, "-plan", "-keyspace", "shop=SimpleStrategy:3"}, Code: 1,
+			Stderr: []string{"-keyspace shop disagrees with the cluster", "SimpleStrategy:3 places the range ending at", "the cluster on"}},
+		{Name: "-keyspace with a lower factor than the cluster's", Args: []string{"-api", api, "-plan", "-keyspace", "shop=NetworkTopologyStrategy:dc1=2"}, Code: 1,
+			Stderr: []string{"-keyspace shop disagrees with the cluster"}},
+		{Name: "-keyspace the cluster does not have", Args: []string{"-api", api, "-plan", "-keyspace", "shoes=SimpleStrategy:1"}, Code: 1,
+			Stderr: []string{"-keyspace shoes: the cluster has no such keyspace", "it has shop"}},
 		{Name: "-plan with a datacenter typo", Args: []string{"-api", api, "-plan", "-keyspace", "shop=NetworkTopologyStrategy:dc9=3"}, Code: 1, Stderr: []string{"dc9"}},
 		{Name: "human plan", Args: append([]string{"-api", api, "-plan"}, shopRF3...), Code: 0, Stdout: []string{
 			"cleanup plan: 9 nodes in 3 waves (at most 6 at once per datacenter, one rack of a datacenter at a time, never two replicas of one range)",
@@ -584,5 +594,34 @@ func TestPlanWithBaselineOnlyCleansWhoLostRanges(t *testing.T) {
 	slices.Sort(planned)
 	if slices.Contains(planned, "10.0.0.7") || len(planned) == 0 || len(planned) >= 7 {
 		t.Fatalf("planned %v: want some of the six older nodes, never the newcomer", planned)
+	}
+}
+
+// TestPlanWithBaselineCatchesAReplicationDecrease: the ring does not change,
+// shop goes from factor 3 to 2 in dc1; without -keyspace the plan reads the
+// new replication from the cluster and cleans the nodes that lost replicas.
+func TestPlanWithBaselineCatchesAReplicationDecrease(t *testing.T) {
+	nine := tokenringtest.RackedCluster(9)
+	srv := tokenringtest.NewServer(nine, tokenringtest.ServerOptions{})
+	defer srv.Close()
+	file := t.TempDir() + "/before.json"
+	if code, _, stderr := runTool(append([]string{"-api", srv.URL, "-save", file}, shopRF3...)...); code != 0 {
+		t.Fatal(stderr)
+	}
+	srv.Node().Update(func(c *tokenringtest.Cluster) { c.Keyspaces[0].Replication.Datacenters["dc1"] = 2 })
+	code, stdout, stderr := runTool("-api", srv.URL, "-baseline", file, "-plan", "-json")
+	if code != 0 {
+		t.Fatal(stderr)
+	}
+	var p planJSON
+	if err := json.Unmarshal([]byte(stdout), &p); err != nil {
+		t.Fatalf("%s: %v", stdout, err)
+	}
+	planned := 0
+	for _, w := range p.Waves {
+		planned += len(w)
+	}
+	if planned == 0 {
+		t.Fatalf("planned nothing after a replication decrease: %s", stdout)
 	}
 }

@@ -1,10 +1,13 @@
 package tokenringtest
 
 import (
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/caretaker-storage/caretaker/tokenring"
 )
 
 // Cluster describes a ScyllaDB cluster as one node sees it.
@@ -35,11 +38,20 @@ type Keyspace struct {
 	Local bool
 	// Tablets keyspaces are never cleaned up by a node cleanup either.
 	Tablets bool
+	// Replication places the keyspace's replicas for describe_ring
+	// (SimpleStrategy or NetworkTopologyStrategy). A vnode keyspace that
+	// is not local and has none answers describe_ring with HTTP 500.
+	Replication tokenring.Replication
 }
 
 // Clone returns a deep copy of c.
 func (c Cluster) Clone() Cluster {
 	out := Cluster{Local: c.Local, Nodes: make([]Node, len(c.Nodes)), Keyspaces: slices.Clone(c.Keyspaces)}
+	for i, k := range out.Keyspaces {
+		if k.Replication.Datacenters != nil {
+			out.Keyspaces[i].Replication.Datacenters = maps.Clone(k.Replication.Datacenters)
+		}
+	}
 	for i, n := range c.Nodes {
 		n.Tokens = slices.Clone(n.Tokens)
 		out.Nodes[i] = n

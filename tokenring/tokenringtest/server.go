@@ -30,7 +30,8 @@ type Call struct {
 }
 
 // Server is a fake ScyllaDB REST API serving a MemNode: the token ring,
-// host IDs, snitch, keyspaces and cleanup endpoints, with the JSON shapes,
+// host IDs, snitch, keyspaces, describe_ring (Cluster.DescribeRing) and
+// cleanup endpoints, with the JSON shapes,
 // error bodies and status codes ScyllaDB uses. Create it with NewServer,
 // Close it when done; change the cluster, make cleanups fail and read what
 // ran through Node.
@@ -159,6 +160,20 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		}
 	case get && path == "/storage_service/keyspaces":
 		s.serveKeyspaces(w, r)
+	case get && strings.HasPrefix(path, "/storage_service/describe_ring/"):
+		keyspace := strings.TrimPrefix(path, "/storage_service/describe_ring/")
+		switch ranges, err := n.DescribeRing(ctx, keyspace); {
+		case errors.Is(err, tokenring.ErrKeyspaceNotFound):
+			// describe_ring looks the keyspace up with validate_keyspace,
+			// as keyspace_cleanup does.
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("Can't find a keyspace %s", keyspace))
+		case errors.Is(err, ErrTabletsKeyspace):
+			writeError(w, http.StatusBadRequest, err.Error())
+		case err != nil:
+			writeFailure(w, err)
+		default:
+			writeJSON(w, ranges) // an array of the "token_range" model
+		}
 	case post && strings.HasPrefix(path, "/storage_service/keyspace_cleanup/"):
 		keyspace := strings.TrimPrefix(path, "/storage_service/keyspace_cleanup/")
 		switch err := n.CleanupKeyspace(ctx, keyspace); {
