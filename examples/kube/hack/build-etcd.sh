@@ -23,7 +23,7 @@ if [ -x "$bin" ]; then
 fi
 
 mkdir -p "$cache"
-echo "build-etcd: building etcd $version into $bin (about a minute on 2 cores)" >&2
+echo "build-etcd: building etcd $version into $bin (a few minutes on 2 cores with empty caches)" >&2
 start=$(date +%s)
 tmp="$bin.tmp.$$"
 trap 'rm -f "$tmp"' EXIT
