@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -69,25 +68,26 @@ func TestMain(m *testing.M) {
 }
 
 // binaries finds kube-apiserver and etcd as examples/kube's tests do:
-// KUBE_APISERVER (default: hack/build-apiserver.sh's cache) and ETCD
-// (default: etcd on the PATH).
+// KUBE_APISERVER and ETCD, by default the cache that
+// examples/kube/hack/build-apiserver.sh and build-etcd.sh fill (etcd 3.6,
+// the release kube-apiserver v1.34.2 is built against).
 func binaries() (apiserver, etcd string, err error) {
-	apiserver = os.Getenv("KUBE_APISERVER")
-	if apiserver == "" {
-		cacheDir := os.Getenv("XDG_CACHE_HOME")
-		if cacheDir == "" {
+	cacheDir := os.Getenv("KUBE_APISERVER_CACHE")
+	if cacheDir == "" {
+		if cacheDir = os.Getenv("XDG_CACHE_HOME"); cacheDir == "" {
 			home, _ := os.UserHomeDir()
 			cacheDir = filepath.Join(home, ".cache")
 		}
-		apiserver = filepath.Join(cacheDir, "caretaker", "kube-apiserver-v1.34.2")
+		cacheDir = filepath.Join(cacheDir, "caretaker")
+	}
+	if apiserver = os.Getenv("KUBE_APISERVER"); apiserver == "" {
+		apiserver = filepath.Join(cacheDir, "kube-apiserver-v1.34.2")
 	}
 	if _, err := os.Stat(apiserver); err != nil {
 		return "", "", err
 	}
 	if etcd = os.Getenv("ETCD"); etcd == "" {
-		if etcd, err = exec.LookPath("etcd"); err != nil {
-			return "", "", err
-		}
+		etcd = filepath.Join(cacheDir, "etcd-v3.6.4")
 	}
 	if _, err := os.Stat(etcd); err != nil {
 		return "", "", err

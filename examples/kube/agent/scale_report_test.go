@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -28,9 +30,10 @@ const scaleReportEnv = "CARETAKER_SCALE_REPORT"
 // countingProxy forwards one agent process's requests to the API server
 // and counts them, so that the report has each process's own requests.
 type countingProxy struct {
-	rc  *reqCounter
-	srv *http.Server
-	url string
+	rc   *reqCounter
+	n429 *atomic.Int64 // answers 429 Too Many Requests (priority and fairness shedding load)
+	srv  *http.Server
+	url  string
 }
 
 func startCountingProxy(t *testing.T, target, token string) *countingProxy {
@@ -48,15 +51,16 @@ func startCountingProxy(t *testing.T, target, token string) *countingProxy {
 		r.Header.Set("Authorization", "Bearer "+token) // the agent user's: the agent speaks plain HTTP to the proxy
 	}
 	rp.FlushInterval = -1 // watches stream
-	rp.Transport = countingTransport{&http.Transport{
+	n429 := new(atomic.Int64)
+	rp.Transport = statusCounter{countingTransport{&http.Transport{
 		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, // the test cluster's self-signed certificate
 		MaxIdleConnsPerHost: 16,
-	}, rc}
+	}, rc}, http.StatusTooManyRequests, n429}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &countingProxy{rc: rc, srv: &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}, url: "http://" + ln.Addr().String()}
+	p := &countingProxy{rc: rc, n429: n429, srv: &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}, url: "http://" + ln.Addr().String()}
 	go func() { _ = p.srv.Serve(ln) }()
 	t.Cleanup(func() { _ = p.srv.Close() })
 	return p
@@ -95,6 +99,13 @@ type reportAgent struct {
 
 func (e *scaleEnv) startReportAgent(node, token string) *reportAgent {
 	e.t.Helper()
+	return e.startProxiedAgent(node, token, "error", os.Stderr)
+}
+
+// startProxiedAgent starts an agent process for node behind a counting
+// proxy of its own, logging at level to out.
+func (e *scaleEnv) startProxiedAgent(node, token, level string, out io.Writer) *reportAgent {
+	e.t.Helper()
 	c := kubetest.Require(e.t)
 	p := startCountingProxy(e.t, c.Config.Host, token)
 	kc := filepath.Join(e.base, "kubeconfig-"+node)
@@ -104,10 +115,10 @@ func (e *scaleEnv) startReportAgent(node, token string) *reportAgent {
 	if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
 		e.t.Fatal(err)
 	}
-	args := []string{"-kubeconfig=" + kc, "-namespace=" + e.ns, "-node=" + node, "-period=" + scalePeriod.String(), "-log-level=error"}
+	args := []string{"-kubeconfig=" + kc, "-namespace=" + e.ns, "-node=" + node, "-period=" + scalePeriod.String(), "-log-level=" + level}
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), agentArgsEnv+"="+strings.Join(args, "\n"))
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)

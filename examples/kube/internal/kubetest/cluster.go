@@ -2,10 +2,16 @@
 // 127.0.0.1 for the example's tests, with a static bearer token, and
 // installs the CRDs the tests need.
 //
-// The binaries come from the environment: KUBE_APISERVER (default: the
-// cache that hack/build-apiserver.sh fills) and ETCD (default: etcd on the
-// PATH, as Debian's etcd-server package installs it). `make kube-test`
-// builds and installs both.
+// The binaries come from the environment: KUBE_APISERVER and ETCD, by
+// default the cache that hack/build-apiserver.sh and hack/build-etcd.sh
+// fill. `make kube-test` builds both from the Go module proxy. The etcd is
+// the release kube-apiserver v1.34.2 is built against (3.6): an etcd older
+// than 3.5 lacks watch progress requests, and kube-apiserver then serves
+// every consistent list from etcd instead of its watch cache, which no
+// real cluster of Kubernetes 1.34 does.
+//
+// kube-apiserver runs with API priority and fairness on, as in a real
+// cluster: a burst of requests is queued and may be answered 429.
 package kubetest
 
 import (
@@ -37,6 +43,10 @@ import (
 // APIServerVersion is the kube-apiserver release hack/build-apiserver.sh builds.
 const APIServerVersion = "v1.34.2"
 
+// EtcdVersion is the etcd release hack/build-etcd.sh builds: the one
+// kube-apiserver v1.34.2's go.mod pins for its etcd client.
+const EtcdVersion = "v3.6.4"
+
 // ReadyTimeout bounds the wait for etcd and kube-apiserver to become ready.
 const ReadyTimeout = 90 * time.Second
 
@@ -47,23 +57,22 @@ var ErrNoBinaries = errors.New("kubetest: kube-apiserver or etcd missing; run `m
 // Binaries returns the paths of kube-apiserver and etcd, or an error
 // wrapping ErrNoBinaries.
 func Binaries() (apiserver, etcd string, err error) {
-	apiserver = os.Getenv("KUBE_APISERVER")
-	if apiserver == "" {
-		cache := os.Getenv("XDG_CACHE_HOME")
-		if cache == "" {
+	cache := os.Getenv("KUBE_APISERVER_CACHE")
+	if cache == "" {
+		if cache = os.Getenv("XDG_CACHE_HOME"); cache == "" {
 			home, _ := os.UserHomeDir()
 			cache = filepath.Join(home, ".cache")
 		}
-		apiserver = filepath.Join(cache, "caretaker", "kube-apiserver-"+APIServerVersion)
+		cache = filepath.Join(cache, "caretaker")
+	}
+	if apiserver = os.Getenv("KUBE_APISERVER"); apiserver == "" {
+		apiserver = filepath.Join(cache, "kube-apiserver-"+APIServerVersion)
 	}
 	if _, err := os.Stat(apiserver); err != nil {
 		return "", "", fmt.Errorf("%w: %v", ErrNoBinaries, err)
 	}
-	etcd = os.Getenv("ETCD")
-	if etcd == "" {
-		if etcd, err = exec.LookPath("etcd"); err != nil {
-			return "", "", fmt.Errorf("%w: %v", ErrNoBinaries, err)
-		}
+	if etcd = os.Getenv("ETCD"); etcd == "" {
+		etcd = filepath.Join(cache, "etcd-"+EtcdVersion)
 	}
 	if _, err := os.Stat(etcd); err != nil {
 		return "", "", fmt.Errorf("%w: %v", ErrNoBinaries, err)
@@ -84,6 +93,8 @@ type Cluster struct {
 	// AgentUser to run a program with exactly that Role's rules.
 	AgentUser       string
 	AgentKubeconfig string
+	// EtcdURL is etcd's client URL (plain HTTP on 127.0.0.1).
+	EtcdURL string
 
 	procs []*exec.Cmd
 	logs  []string
@@ -129,6 +140,7 @@ func Start(base string) (c *Cluster, err error) {
 	if err := waitHTTP(clientURL+"/health", nil, ""); err != nil {
 		return nil, fmt.Errorf("kubetest: etcd not ready: %w", err)
 	}
+	c.EtcdURL = clientURL
 
 	token, err := randomToken()
 	if err != nil {
@@ -163,7 +175,6 @@ func Start(base string) (c *Cluster, err error) {
 		"--service-account-signing-key-file="+saKey,
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--endpoint-reconciler-type=none",
-		"--enable-priority-and-fairness=false",
 		"--profiling=false",
 		"--v=1",
 	); err != nil {
@@ -216,6 +227,17 @@ func (c *Cluster) Stop() {
 		}
 	}
 	c.procs = nil
+}
+
+// PID returns the process id of the named component ("etcd" or
+// "kube-apiserver"), or 0 if it is not running.
+func (c *Cluster) PID(name string) int {
+	for i, p := range c.procs {
+		if filepath.Base(c.logs[i]) == name+".log" && p.Process != nil {
+			return p.Process.Pid
+		}
+	}
+	return 0
 }
 
 // RemoveAll removes the cluster's directory; call it after Stop.
