@@ -50,7 +50,7 @@ func ExampleRank() {
 	// Output:
 	// pvc-1-0a1b2c3d revision 1200 rank 2 []
 	// pvc-1-4e5f6a7b revision 1500 rank 1 []
-	// pvc-1-8c9d0e1f revision 9000 rank 0 [rebuilding: volume.meta: a rebuild into this replica did not finish (the data it holds is still there: export it as it is with RecoverOptions.Force or longhorn-salvage -force, or keep it until a better copy is found)]
+	// pvc-1-8c9d0e1f revision 9000 rank 0 [rebuilding: volume.meta: a rebuild into this replica did not finish (the data it holds is still there: export it as it is with a forced export (longhorn-salvage -force), or keep it until a better copy is found)]
 }
 
 // Inspect a copy whose newest snapshot image is gone: the engine would

@@ -175,10 +175,13 @@ func writeImage(t *testing.T, dir, name string, size, blockNo int64) {
 // each say what a person can do, in the text the orphan record shows.
 func TestReasonsSayWhatToDo(t *testing.T) {
 	for kind, want := range map[salvage.ReasonKind]string{
-		salvage.ReasonMissingBackingImage: "back onto this disk from another node that has it, then export",
-		salvage.ReasonVolumeMeta:          "the layers are untouched: copy volume.meta from another replica directory of the volume",
-		salvage.ReasonMissingLayer:        "from another replica directory of the volume",
-		salvage.ReasonRebuilding:          "export it as it is",
+		salvage.ReasonMissingBackingImage:  "back onto this disk from another node that has it, or give that node's file to the export (longhorn-salvage -backing FILE)",
+		salvage.ReasonBackingImageFormat:   "qemu-img convert -O raw",
+		salvage.ReasonBackingImageMismatch: "find the backing image the copy expects",
+		salvage.ReasonShortHead:            "a forced export (longhorn-salvage -force)",
+		salvage.ReasonVolumeMeta:           "the layers are untouched: copy volume.meta from another replica directory of the volume",
+		salvage.ReasonMissingLayer:         "from another replica directory of the volume",
+		salvage.ReasonRebuilding:           "export it as it is",
 	} {
 		s := salvage.Reason{Kind: kind, File: "f", Detail: "d"}.String()
 		if !strings.HasPrefix(s, string(kind)+": f: d (") || !strings.Contains(s, want) {

@@ -73,15 +73,17 @@ func (k ReasonKind) Remedy() string {
 	case ReasonVolumeMeta:
 		return "the layers are untouched: copy volume.meta from another replica directory of the volume, or write it by hand with Size, Head set to the volume-head-*.img present and Parent from that image's .meta, then export"
 	case ReasonErrorState, ReasonRebuilding:
-		return "the data it holds is still there: export it as it is with RecoverOptions.Force or longhorn-salvage -force, or keep it until a better copy is found"
+		return "the data it holds is still there: export it as it is with a forced export (longhorn-salvage -force), or keep it until a better copy is found"
 	case ReasonBrokenChain, ReasonLayerMeta, ReasonMissingLayer:
 		return "copy the missing or damaged file from another replica directory of the volume that has the same snapshot, then export"
 	case ReasonMissingBackingImage:
-		return "copy the backing image's directory, backing-images/<name>-<uuid>, back onto this disk from another node that has it, then export"
+		return "copy the backing image's directory, backing-images/<name>-<uuid>, back onto this disk from another node that has it, or give that node's file to the export (longhorn-salvage -backing FILE), then export"
 	case ReasonBackingImageFormat:
-		return "the export reads only raw backing images today; Longhorn itself reads qcow2: keep the copy and re-adopt it as a replica of the volume"
+		return "check the image with qemu-img check; a kind the export does not read can be converted with qemu-img convert -O raw and given to the export (longhorn-salvage -backing FILE), or keep the copy and re-adopt it as a replica of the volume"
+	case ReasonBackingImageMismatch:
+		return "find the backing image the copy expects (backing-images/<name>-<uuid> on another node) and give that file instead, or, if you know this file is that image, add -force"
 	case ReasonShortHead:
-		return "the data is still there: export it with RecoverOptions.Force or longhorn-salvage -force to read it as the engine would, older data past the head's end included"
+		return "the data is still there: a forced export (longhorn-salvage -force) reads it as the engine would, older data past the head's end included"
 	}
 	return ""
 }
