@@ -54,7 +54,9 @@ type Options struct {
 	// manager may have removed from that disk while the image lives on
 	// elsewhere). It is checked against what the files tell of the image
 	// the copy expects (see BackingImage.Checked); a mismatch is
-	// ReasonBackingImageMismatch.
+	// ReasonBackingImageMismatch. Where a backing.cfg records a checksum,
+	// each inspection reads the whole file for its SHA-512, so Recover,
+	// which inspects again before it exports, reads it once more.
 	BackingFile string
 }
 
