@@ -20,6 +20,7 @@ import (
 	"github.com/caretaker-storage/caretaker/examples/internal/cli"
 	"github.com/caretaker-storage/caretaker/tokenring"
 	"github.com/hashicorp/go-multierror"
+	"golang.org/x/sync/errgroup"
 )
 
 // planJSON is what -plan -json prints.
@@ -207,23 +208,43 @@ func oneLine(err error) string {
 // reachTimeout bounds the first request to each node's API.
 const reachTimeout = 10 * time.Second
 
+// reachParallel bounds how many nodes reachNodes asks at once.
+const reachParallel = 16
+
 // reachNodes asks each node to clean, before any cleanup starts, for its
 // host ID: a node whose API cannot be reached fails the run at once with
 // the address tried and the flag that names another, instead of each
-// cleanup retrying it with backoff for minutes.
+// cleanup retrying it with backoff for minutes. The nodes are asked
+// concurrently, so a cluster of unreachable nodes costs one reachTimeout,
+// not one per node; the message keeps the order of needed.
 func reachNodes(c config, opts tokenring.ClientOptions, needed []string, local string) error {
-	var unreachable []string
-	for _, ep := range needed {
+	clients := make([]*tokenring.Client, len(needed))
+	for i, ep := range needed {
 		api := nodeAPI(c, ep, local)
 		client, err := tokenring.NewClient(api, opts)
 		if err != nil {
 			return cli.Usagef("the API of %s (%s): %w", ep, api, err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), reachTimeout)
-		_, err = client.LocalHostID(ctx)
-		cancel()
-		if err != nil {
-			unreachable = append(unreachable, fmt.Sprintf("%s at %s (%s)", ep, api, oneLine(err)))
+		clients[i] = client
+	}
+	failed := make([]string, len(needed))
+	var g errgroup.Group
+	g.SetLimit(reachParallel)
+	for i, ep := range needed {
+		g.Go(func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), reachTimeout)
+			defer cancel()
+			if _, err := clients[i].LocalHostID(ctx); err != nil {
+				failed[i] = fmt.Sprintf("%s at %s (%s)", ep, nodeAPI(c, ep, local), oneLine(err))
+			}
+			return nil
+		})
+	}
+	_ = g.Wait() // every goroutine returns nil; failures are in failed
+	var unreachable []string
+	for _, f := range failed {
+		if f != "" {
+			unreachable = append(unreachable, f)
 		}
 	}
 	if len(unreachable) > 0 {

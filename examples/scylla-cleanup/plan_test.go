@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net"
 	"net/http"
@@ -658,5 +659,38 @@ func TestPlanRunCleanupFailsFastOnAnUnreachableNode(t *testing.T) {
 		if len(fake.Node().Cleaned()) != 0 || fake.Node().StopCalls() != 0 {
 			t.Errorf("%s was touched", ep)
 		}
+	}
+}
+
+// TestReachNodesAsksEveryNodeAtOnce holds the preflight to asking the nodes
+// concurrently: each fake node answers only once every node has asked, so
+// asking one after another would leave the first waiting for the others
+// until reachTimeout and report it unreachable.
+func TestReachNodesAsksEveryNodeAtOnce(t *testing.T) {
+	const n = 12
+	var arrived sync.WaitGroup
+	arrived.Add(n)
+	all := make(chan struct{})
+	go func() { arrived.Wait(); close(all) }()
+	c := config{nodeAPIs: nodeAPIFlags{}}
+	var needed []string
+	for i := range n {
+		ep := fmt.Sprintf("10.0.0.%d", i+1)
+		var once sync.Once
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			once.Do(arrived.Done)
+			select {
+			case <-all:
+			case <-r.Context().Done():
+				return
+			}
+			fmt.Fprintf(w, "%q", "host-"+ep)
+		}))
+		t.Cleanup(srv.Close)
+		c.nodeAPIs[ep] = srv.URL
+		needed = append(needed, ep)
+	}
+	if err := reachNodes(c, tokenring.ClientOptions{}, needed, ""); err != nil {
+		t.Fatalf("reachNodes: %v", err)
 	}
 }
