@@ -7,7 +7,7 @@
 // between a list and a delete).
 //
 // It also holds the conformance suite of package spdk's host-facing
-// interface: RunConformanceTests checks a spdk.Caller (spdk.Client, or a
+// interface: RunConformanceTests checks a spdkrpc.Caller (spdkrpc.Client, or a
 // host's own) against SPDK's JSON-RPC contract over this server.
 //
 // Replies are package spdk's wire types, spelled as SPDK's writers spell
@@ -43,7 +43,7 @@
 //
 //  1. Start a Server on a short socket path (Unix socket paths are limited
 //     to about 100 bytes; t.TempDir can be longer) and Close it.
-//  2. Build the state, point an spdk.Client at SocketPath.
+//  2. Build the state, point an spdkrpc.Client at SocketPath.
 //  3. Inject faults before the calls they should hit (by method, and by
 //     params when one method is called for different purposes); assert
 //     with Calls, CallCount, Lvols, LvolAliases, RaidNames, Subsystems and
@@ -62,7 +62,7 @@
 //	srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvols", Then: func() {
 //		srv.RecreateLvol("disk-1", "vol-r-1234abcd") // the UUID changes after the listing
 //	}})
-//	c := spdk.NewClient(spdk.ClientOptions{SocketPath: srv.SocketPath()})
+//	c := spdkrpc.NewClient(spdkrpc.ClientOptions{SocketPath: srv.SocketPath()})
 //	defer c.Close()
 //	// ... scan with spdk.NewOrphans, then purge: the judge finds the item's
 //	// UUID gone, and a purge of its record refuses with spdk.ErrUUIDMismatch.
