@@ -11,10 +11,10 @@ import (
 	"github.com/caretaker-storage/caretaker/internal/errclass"
 )
 
-// Caller is what Orphans and the typed calls (BdevGetBdevs...) need of an
+// Caller is what spdk.Orphans and the typed calls (BdevGetBdevs...) need of an
 // SPDK connection: SPDK's JSON-RPC 2.0 contract. *Client implements it;
 // a host may substitute its own (spdktest.RunConformanceTests checks it),
-// and tests may use the generated mock in package spdk/mocks.
+// and tests may use the generated mock in package spdk/spdkrpc/mocks.
 type Caller interface {
 	// Call sends one JSON-RPC request and decodes the reply's result into
 	// result (which may be nil to discard it). It may be called from many

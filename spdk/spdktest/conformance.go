@@ -14,7 +14,7 @@ import (
 )
 
 // Harness says what RunConformanceTests checks: one field per interface
-// of package spdk that a host may implement. Nil fields are skipped.
+// of package spdkrpc that a host may implement. Nil fields are skipped.
 type Harness struct {
 	// Caller makes the spdkrpc.Caller under test, reaching the fake SPDK at
 	// opts.SocketPath and failing any reply over opts.MaxReplySize bytes
@@ -25,7 +25,7 @@ type Harness struct {
 }
 
 // RunConformanceTests checks every implementation h names against the
-// contracts of package spdk, each in a subtest named after its interface
+// contracts of package spdkrpc, each in a subtest named after its interface
 // ("Caller": SPDK's JSON-RPC contract as spdkrpc.Caller documents it:
 // results decoded, error replies as *spdkrpc.RPCError with SPDK's code, a
 // result of the wrong shape as spdkrpc.ErrUnexpectedResult, the context

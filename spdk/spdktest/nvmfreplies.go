@@ -4,7 +4,7 @@ import (
 	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
-// The NVMe-oF reply objects. Like the others, they are package spdk's
+// The NVMe-oF reply objects. Like the others, they are package spdkrpc's
 // wire types with what SPDK writes besides; testdata/README.md says where
 // each shape comes from.
 

@@ -93,7 +93,7 @@ func decodeName(params json.RawMessage, failCode int) (string, *rpcError) {
 	return *p.Name, nil
 }
 
-// Codes SPDK answers that package spdk has no constant for.
+// Codes SPDK answers that package spdkrpc has no constant for.
 const (
 	// codeEINVAL is -EINVAL, sent with strerror's "Invalid argument".
 	codeEINVAL = -22
