@@ -173,8 +173,8 @@ func TestLookAlikeNamedLikeDerivedButUnrelated(t *testing.T) {
 }
 
 // TestPurgeOrderRefusesListingsThatProveNothing checks PurgeOrder on
-// listings SPDK would not send: each is an unreadable listing (a
-// *ResultError) or a refusal, never a plan and never "already gone".
+// listings SPDK would not send: each is an unreadable listing
+// (ErrUnexpectedResult) or a refusal, never a plan and never "already gone".
 func TestPurgeOrderRefusesListingsThatProveNothing(t *testing.T) {
 	lv := func(name, uuid, parent string, snapshot bool, clones ...string) spdkrpc.Bdev {
 		return spdkrpc.Bdev{Name: uuid, UUID: uuid, Aliases: []string{"d/" + name}, ProductName: spdkrpc.ProductLogicalVolume,

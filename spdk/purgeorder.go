@@ -29,11 +29,12 @@ import (
 //
 // No head of that name: nil, nil (already gone). Heads of that name but
 // none with that UUID: ErrUUIDMismatch. A foreign lvol in the tree, or an
-// lvol of the tree that a RAID bdev is built on: ErrPreconditionFailed. An
-// lvol bdev without a UUID or an "lvstore/lvol" alias, two lvols of one
-// name in one lvstore, a clone edge to an lvol not listed, or a parent
-// loop: an *spdkrpc.ResultError (ErrUnexpectedResult), because such a listing
-// cannot prove what the tree is.
+// lvol of the tree that a RAID bdev is built on:
+// orphan.ErrPreconditionFailed. An lvol bdev without a UUID or an
+// "lvstore/lvol" alias, two lvols of one name in one lvstore, a clone edge
+// to an lvol not listed, or a parent loop: an error matching
+// ErrUnexpectedResult, because such a listing cannot prove what the tree
+// is.
 func PurgeOrder(bdevs []spdkrpc.Bdev, name, uuid string) ([]spdkrpc.Lvol, error) {
 	ix, err := newLvolIndex(bdevs)
 	if err != nil {
