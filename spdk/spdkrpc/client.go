@@ -33,8 +33,9 @@ type ClientOptions struct {
 	// SocketPath is the Unix socket to dial; "" means DefaultSocketPath.
 	SocketPath string
 	// MaxReplySize bounds the bytes of one reply; 0 means
-	// DefaultMaxReplySize. A larger reply fails the connection with an
-	// error matching ErrTooLarge instead of being buffered.
+	// DefaultMaxReplySize, and NewClient refuses a negative one. A larger
+	// reply fails the connection with an error matching ErrTooLarge
+	// instead of being buffered.
 	MaxReplySize int64
 }
 
