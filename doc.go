@@ -16,9 +16,10 @@
 //   - instance: Longhorn's judgement of runtime instances (engine and
 //     replica processes, RAID bdevs and head lvols) against the host's
 //     Engine and Replica records.
-//   - spdk: SPDK JSON-RPC over its Unix socket; the v2 runtime inventory
-//     (engines are RAID bdevs, replicas head lvols) and UUID-checked
-//     deletion; spdktest, a fake SPDK speaking the real wire format.
+//   - spdk: the v2 runtime inventory (engines are RAID bdevs, replicas
+//     head lvols) and UUID-checked deletion; spdk/spdkrpc, SPDK JSON-RPC
+//     over its Unix socket; spdktest, a fake SPDK speaking the real wire
+//     format.
 //   - backupdelete: asynchronous backup deletion, the creation gate,
 //     failed-backup orphans; its backup stores in Longhorn's layout are
 //     backupdelete/fsstore (a filesystem or NFS backup target) and

@@ -9,7 +9,7 @@ import (
 	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/orphan/orphantest"
-	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
 
@@ -17,20 +17,6 @@ import (
 // over the fake SPDK.
 func TestOrphansConformance(t *testing.T) {
 	orphantest.RunConformanceTests(t, orphantest.Harness{Adapter: &adapterHarness{}})
-}
-
-// TestClientConformance runs spdktest's Caller suite against the Client,
-// the one Caller package spdk ships (the suite's concurrent calls, faults
-// and cancellations included), and checks that no goroutine outlives it.
-func TestClientConformance(t *testing.T) {
-	noGoroutineLeak(t)
-	spdktest.RunConformanceTests(t, spdktest.Harness{
-		Caller: func(t *testing.T, opts spdk.ClientOptions) spdk.Caller {
-			c := spdk.NewClient(opts)
-			t.Cleanup(func() { c.Close() })
-			return c
-		},
-	})
 }
 
 // adapterHarness binds Orphans to a fake SPDK and a record map that each
@@ -52,7 +38,7 @@ func (h *adapterHarness) Adapter(t *testing.T) orphan.Adapter {
 	h.mu.Lock()
 	h.srv, h.records = srv, records
 	h.mu.Unlock()
-	return newOrphans(t, newClient(t, srv, spdk.ClientOptions{}), records)
+	return newOrphans(t, newClient(t, srv, spdkrpc.ClientOptions{}), records)
 }
 
 // make creates a RAID bdev (even calls) or a head lvol with a snapshot
@@ -98,10 +84,10 @@ func (h *adapterHarness) Exists(t *testing.T, it orphan.Item) bool {
 	h.mu.Lock()
 	srv := h.srv
 	h.mu.Unlock()
-	c := newClient(t, srv, spdk.ClientOptions{})
+	c := newClient(t, srv, spdkrpc.ClientOptions{})
 	name, uuid := it.Param(orphan.ParamInstanceName), it.Param(orphan.ParamInstanceUUID)
 	if it.Kind == orphan.KindEngineInstance {
-		raids := must(spdk.BdevRaidGetBdevs(context.Background(), c, ""))(t)
+		raids := must(spdkrpc.BdevRaidGetBdevs(context.Background(), c, ""))(t)
 		for _, r := range raids {
 			if r.Name == name && r.UUID == uuid {
 				return true

@@ -7,6 +7,7 @@ import (
 
 	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/orphan"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
 // uuidMismatch says a runtime object was recreated, in errors and verdicts.
@@ -16,18 +17,18 @@ const uuidMismatch = "runtime UUID does not match the record"
 // UUID is not the recorded one (it was deleted and recreated, or belongs
 // to another lifecycle). Nothing was deleted. It wraps
 // orphan.ErrPreconditionFailed.
-var ErrUUIDMismatch = fmt.Errorf("%w: %s", orphan.ErrPreconditionFailed, uuidMismatch)
+var ErrUUIDMismatch error = &refusal{uuidMismatch}
 
 // ErrReplicaRecordExists: a replica record of the purged replica's name
 // exists (in any state), so its lvols are the replica's data and are kept.
 // Nothing more was deleted. It wraps orphan.ErrPreconditionFailed.
-var ErrReplicaRecordExists = fmt.Errorf("%w: a replica record of that name exists", orphan.ErrPreconditionFailed)
+var ErrReplicaRecordExists error = &refusal{"a replica record of that name exists"}
 
 // ErrNoLongerEmpty: a replica that a scan reported as holding no data
 // (Copy.NoData) has allocated clusters at the moment of its purge, or SPDK
 // no longer reports them. Nothing was deleted; the next scan reports it as
 // a copy that may hold data. It wraps orphan.ErrPreconditionFailed.
-var ErrNoLongerEmpty = fmt.Errorf("%w: the replica's lvols hold data now", orphan.ErrPreconditionFailed)
+var ErrNoLongerEmpty error = &refusal{"the replica's lvols hold data now"}
 
 // Delete implements orphan.Deleter for v2 engine-instance and
 // replica-instance records. It re-reads the runtime object named by the
@@ -81,7 +82,8 @@ var ErrNoLongerEmpty = fmt.Errorf("%w: the replica's lvols hold data now", orpha
 // wrong shape (ErrUnexpectedResult) and failed record lookups are
 // returned as they are and are retryable; on them nothing more is
 // deleted.
-func (o *Orphans) Delete(ctx context.Context, r orphan.Record) error {
+func (o *Orphans) Delete(ctx context.Context, r orphan.Record) (err error) {
+	defer func() { err = withPrefix(err) }()
 	name, uuid, err := o.check(r)
 	if err != nil {
 		return err
@@ -95,7 +97,7 @@ func (o *Orphans) Delete(ctx context.Context, r orphan.Record) error {
 // check refuses a record this adapter cannot re-check, before any call.
 func (o *Orphans) check(r orphan.Record) (name, uuid string, err error) {
 	refuse := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s: %s", orphan.ErrPreconditionFailed, r.Name, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: %s: %s", errRefused, r.Name, fmt.Sprintf(format, args...))
 	}
 	if r.Kind != orphan.KindEngineInstance && r.Kind != orphan.KindReplicaInstance {
 		return "", "", refuse("kind %q is not a runtime instance", r.Kind)
@@ -133,7 +135,7 @@ func (o *Orphans) deleteEngine(ctx context.Context, r orphan.Record, name, uuid 
 			return fmt.Errorf("looking up engine record %s: %w", name, err)
 		}
 		if v := instance.Verdict(r.Item(), view); v.Outcome != orphan.OutcomeOrphan {
-			return fmt.Errorf("%w: engine %s is %s: %s", orphan.ErrPreconditionFailed, name, v.Outcome, v.Reason)
+			return fmt.Errorf("%w: engine %s is %s: %s", errRefused, name, v.Outcome, v.Reason)
 		}
 		return nil
 	}
@@ -155,7 +157,7 @@ func (o *Orphans) deleteEngine(ctx context.Context, r orphan.Record, name, uuid 
 	if err != nil {
 		return fmt.Errorf("engine %s: %w", name, err)
 	}
-	raids, err := BdevRaidGetBdevs(ctx, o.rpc, RaidCategoryAll)
+	raids, err := spdkrpc.BdevRaidGetBdevs(ctx, o.rpc, spdkrpc.RaidCategoryAll)
 	if err != nil {
 		return fmt.Errorf("re-reading RAID bdevs for engine %s: %w", name, err)
 	}
@@ -173,7 +175,7 @@ func (o *Orphans) deleteEngine(ctx context.Context, r orphan.Record, name, uuid 
 	} else if found && raid.UUID != uuid {
 		return fmt.Errorf("%w: engine %s: RAID bdev UUID is %q, record has %q", ErrUUIDMismatch, name, raid.UUID, uuid)
 	}
-	if err := BdevRaidDelete(ctx, o.rpc, name); err != nil && !errors.Is(err, ErrNotFound) {
+	if err := spdkrpc.BdevRaidDelete(ctx, o.rpc, name); err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("deleting engine %s: %w", name, err)
 	}
 	for _, c := range attached {
@@ -188,7 +190,7 @@ func (o *Orphans) deleteReplica(ctx context.Context, name, uuid string) error {
 	if err := o.noReplicaRecord(ctx, name); err != nil {
 		return err
 	}
-	bdevs, err := BdevGetBdevs(ctx, o.rpc, "")
+	bdevs, err := spdkrpc.BdevGetBdevs(ctx, o.rpc, "")
 	if err != nil {
 		return fmt.Errorf("re-reading replica %s: %w", name, err)
 	}
@@ -224,7 +226,7 @@ func (o *Orphans) deleteReplica(ctx context.Context, name, uuid string) error {
 		if err := o.noReplicaRecord(ctx, name); err != nil {
 			return err
 		}
-		if err := BdevLvolDelete(ctx, o.rpc, l.UUID); err != nil && !errors.Is(err, ErrNotFound) {
+		if err := spdkrpc.BdevLvolDelete(ctx, o.rpc, l.UUID); err != nil && !errors.Is(err, ErrNotFound) {
 			return fmt.Errorf("deleting lvol %s of replica %s: %w", l.Alias, name, err)
 		}
 	}
@@ -238,11 +240,11 @@ func (o *Orphans) deleteReplica(ctx context.Context, name, uuid string) error {
 // says, the purge is refused and the claim forgotten: the next scan
 // reports the copy as holding data, and the guard judges it by its
 // volume's state.
-func (o *Orphans) stillEmpty(name, uuid string, order []Lvol, bdevs []Bdev) error {
+func (o *Orphans) stillEmpty(name, uuid string, order []spdkrpc.Lvol, bdevs []spdkrpc.Bdev) error {
 	if !o.claimedEmpty(uuid, false) {
 		return nil
 	}
-	byUUID := make(map[string]*Bdev, len(bdevs))
+	byUUID := make(map[string]*spdkrpc.Bdev, len(bdevs))
 	for i := range bdevs {
 		if b := &bdevs[i]; b.DriverSpecific.Lvol != nil {
 			byUUID[b.UUID] = b

@@ -11,6 +11,7 @@ import (
 	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
 
@@ -164,7 +165,7 @@ func TestPurgeDeletesNothingOnUnreadableReply(t *testing.T) {
 			record(t, orphan.KindEngineInstance, "vol1-e-0", s.uuids["vol1-e-0"]),
 		} {
 			err := d.Delete(context.Background(), r)
-			if !errors.Is(err, spdk.ErrConnection) || errors.Is(err, orphan.ErrPreconditionFailed) {
+			if !errors.Is(err, spdkrpc.ErrConnection) || errors.Is(err, orphan.ErrPreconditionFailed) {
 				t.Fatalf("action %d: err = %v, want a retryable connection error", action, err)
 			}
 		}
@@ -255,9 +256,9 @@ func TestSPDKRefusesSnapshotWithTwoClones(t *testing.T) {
 	// The fake follows SPDK: an lvol with more than one clone cannot be
 	// deleted; PurgeOrder never asks for that.
 	s := newScene(t)
-	err := spdk.BdevLvolDelete(context.Background(), s.client(t), "disk-1/"+repA+"-snap-s1")
-	var rerr *spdk.RPCError
-	if !errors.As(err, &rerr) || rerr.Code != spdk.CodeInternalError || rerr.Message != "Operation not permitted" {
+	err := spdkrpc.BdevLvolDelete(context.Background(), s.client(t), "disk-1/"+repA+"-snap-s1")
+	var rerr *spdkrpc.RPCError
+	if !errors.As(err, &rerr) || rerr.Code != spdkrpc.CodeInternalError || rerr.Message != "Operation not permitted" {
 		t.Fatalf("err = %v", err)
 	}
 }

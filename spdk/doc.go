@@ -6,8 +6,10 @@
 // # In short
 //
 // You implement an instance.Lookup over your Engine and Replica records.
-// The constructors: NewClient(ClientOptions{SocketPath: DefaultSocketPath})
-// for the node's SPDK target, then NewOrphans(client, lookup,
+// The constructors: spdkrpc.NewClient(spdkrpc.ClientOptions{}) for the
+// node's SPDK target (package spdk/spdkrpc: SPDK's JSON-RPC transport,
+// its typed calls and wire types; the zero options dial
+// spdkrpc.DefaultSocketPath), then NewOrphans(client, lookup,
 // Options{NodeID: node, InstanceManager: im}) (both fields required).
 // The result is an orphan.Adapter: hand it to orphan.NewMonitor and
 // orphan.NewSweeper and run the orphan package's loop; Close the client
@@ -18,15 +20,12 @@
 //
 // It has three layers:
 //
-//   - Client: a JSON-RPC 2.0 client over SPDK's Unix socket
-//     (DefaultSocketPath), configured by ClientOptions. Requests and
-//     replies are whole JSON values on one stream; concurrent callers
-//     share one connection, take turns reading it and hand each other
-//     the replies by id. Typed
-//     calls (BdevGetBdevs, BdevLvolGetLvstores, BdevLvolGetLvols,
-//     BdevRaidGetBdevs, BdevLvolDelete, BdevRaidDelete) work over any
-//     Caller and reject results of the wrong shape. The wire types (Bdev,
-//     Lvol, RaidBdev...) are SPDK's JSON objects.
+//   - Package spdk/spdkrpc: a JSON-RPC 2.0 client over SPDK's Unix socket
+//     (spdkrpc.Client), the Caller contract it fulfils, typed calls
+//     (spdkrpc.BdevGetBdevs, spdkrpc.NvmfGetSubsystems...) that reject
+//     results of the wrong shape, and the wire types (spdkrpc.Bdev,
+//     spdkrpc.Lvol, spdkrpc.RaidBdev...): SPDK's JSON objects. It knows
+//     nothing of Longhorn; this package needs only its Caller.
 //   - Classify and ReadRuntime: engines are RAID bdevs (identity: the bdev
 //     UUID), replicas are head lvols (identity: the lvol UUID, never the
 //     lvstore's). Longhorn's derived lvols (snapshot lvols
@@ -45,7 +44,7 @@
 //     by names alone.
 //
 // Package spdk/spdktest is a fake SPDK target for tests, with fault
-// injection, and the conformance suite of Caller.
+// injection, and the conformance suite of spdkrpc.Caller.
 //
 // # What a purge deletes
 //
@@ -214,17 +213,18 @@
 // Orphans in the instance-manager pod, beside longhorn-spdk-engine, one
 // per node, in either of two ways:
 //
-//   - with its own Client on DefaultSocketPath: SPDK's RPC server takes
-//     several connections, and ids are matched per connection;
-//   - or with a Caller over the engine's go-spdk-helper client:
+//   - with its own spdkrpc.Client on spdkrpc.DefaultSocketPath: SPDK's RPC
+//     server takes several connections, and ids are matched per
+//     connection;
+//   - or with an spdkrpc.Caller over the engine's go-spdk-helper client:
 //     jsonrpc.Client.SendCommand(method, params) returns the raw result;
-//     decode it into result (a failure is a *ResultError), turn the
-//     *jsonrpc.ResponseError in its jsonrpc.JSONClientError into an
-//     *RPCError with the same code and message, and honour ctx
+//     decode it into result (a failure is an *spdkrpc.ResultError), turn
+//     the *jsonrpc.ResponseError in its jsonrpc.JSONClientError into an
+//     *spdkrpc.RPCError with the same code and message, and honour ctx
 //     (SendCommand does not take one).
 //
-// Orphans needs nothing of the connection but Caller (Orphans and the
-// typed calls never look for a *Client), so the calls can also travel
+// Orphans needs nothing of the connection but spdkrpc.Caller (Orphans and
+// the typed calls never look for an *spdkrpc.Client), so the calls can also travel
 // elsewhere: a longhorn-manager that keeps the orphan decision can run
 // Orphans itself with a Caller that forwards each call to the node's
 // instance-manager. What any such Caller must do is Caller's contract,
@@ -233,8 +233,8 @@
 //
 // # Host duties
 //
-//  1. Run one Client per node against that node's SPDK socket, and Close it
-//     on shutdown.
+//  1. Run one spdkrpc.Client per node against that node's SPDK socket, and
+//     Close it on shutdown.
 //  2. Implement instance.Lookup over the engine and replica records
 //     (Longhorn: the Engine and Replica custom resources: metadata
 //     deletionTimestamp, spec.desireState, spec.nodeID,
@@ -262,7 +262,8 @@
 //
 // One complete loop:
 //
-//	client := spdk.NewClient(spdk.ClientOptions{}) // DefaultSocketPath
+//	client, err := spdkrpc.NewClient(spdkrpc.ClientOptions{}) // spdkrpc.DefaultSocketPath
+//	if err != nil { return err }
 //	defer client.Close()
 //	orphans, err := spdk.NewOrphans(client, records, spdk.Options{NodeID: node, InstanceManager: im})
 //	if err != nil { return err }
@@ -291,33 +292,17 @@
 //
 // # Errors
 //
-// A Call returns ctx.Err() when its context ends first; an *RPCError with
-// SPDK's code and message when SPDK answered with an error (errors.Is(err,
-// ErrNotFound) for -19, ENODEV); an error matching ErrConnection when
-// the connection failed (dial, write, a dropped connection, or an
-// unreadable reply: a *ProtocolError for garbage or a truncated value,
-// for a reply to a request that had not gone out whole, and for a second
-// reply to one request; ErrTooLarge, wrapping a *bounded.TooLargeError,
-// for a reply over ClientOptions.MaxReplySize). Each reply is matched
-// when it is read against the requests already written whole and not yet
-// answered, and never matched again later: one arriving while its
-// request's write is under way waits for that write, and before a write
-// a call that finds no other reading the connection first reads the
-// replies already waiting on the socket, so a reply SPDK sent before a
-// request existed is never taken for its answer. (While another call is
-// reading, a reply that reached the socket an instant before a write and
-// is read just after it cannot be told from one sent after it.)
-// Connection errors fail every call in
-// flight on that connection and are retryable: the next call dials again.
-// Only a request whose write failed before a byte left (SPDK dropped the
-// idle connection, as on a restart) is sent again, once, on a new
-// connection: SPDK never saw it.
-// A *ResultError (errors.Is(err, ErrUnexpectedResult)) is a well-formed
-// reply of the wrong shape: a null result, an object or a string where a
-// list belongs, a list element that is null or has no name, a delete that
-// answered anything but true, an lvol listed without a UUID or an
-// "lvstore/lvol" alias. It never means "nothing exists" or "already
-// gone"; the connection stays up. ErrClosed follows Close.
+// The SPDK calls fail as package spdkrpc documents: an *spdkrpc.RPCError
+// with SPDK's code (errors.Is(err, ErrNotFound) for -19, ENODEV), an
+// error matching spdkrpc.ErrConnection when the connection failed or a
+// reply was unreadable (retryable: the next call dials again), ctx.Err()
+// when the context ended. A well-formed reply of the wrong shape (a null
+// result, an object or a string where a list belongs, a list element
+// that is null or has no name, a delete that answered anything but true,
+// an lvol listed without a UUID or an "lvstore/lvol" alias) matches
+// ErrUnexpectedResult, this package's sentinel of the malformed-input
+// class that spdkrpc.ErrUnexpectedResult and every other caretaker
+// package's share. It never means "nothing exists" or "already gone".
 //
 // NewOrphans fails with an error wrapping orphan.ErrIncomplete when a
 // part is missing. Orphans.Scan fails on any of the errors above: a
@@ -342,12 +327,7 @@
 //
 // # Concurrency
 //
-// Client and Orphans are safe for concurrent use. A Client
-// holds one connection while connected and starts no goroutine: the calls,
-// one at a time, write their requests (the one writing takes along, in
-// the same write, those queued meanwhile) and, one at a time, read the
-// replies for all of them. Close fails the calls in flight. No call outlives its context: a
-// cancelled call returns at once (a call that was reading hands the
-// reading to another) and the one late reply SPDK owes it is dropped. Classify and PurgeOrder are pure. spdk keeps no time
-// of its own: every wait is bounded by the caller's context.
+// Orphans is safe for concurrent use, and so is spdkrpc.Client, which
+// starts no goroutine. Classify and PurgeOrder are pure. spdk keeps no
+// time of its own: every wait is bounded by the caller's context.
 package spdk

@@ -11,6 +11,7 @@ import (
 	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
 
@@ -37,7 +38,11 @@ func exampleServer() (*spdktest.Server, func()) {
 func ExampleNewOrphans() {
 	srv, stop := exampleServer()
 	defer stop()
-	client := spdk.NewClient(spdk.ClientOptions{SocketPath: srv.SocketPath()})
+	client, err := spdkrpc.NewClient(spdkrpc.ClientOptions{SocketPath: srv.SocketPath()})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer client.Close()
 
 	// The cluster has no engine or replica records at all.
@@ -67,7 +72,11 @@ func ExampleNewOrphans() {
 func ExampleOrphans_Delete() {
 	srv, stop := exampleServer()
 	defer stop()
-	client := spdk.NewClient(spdk.ClientOptions{SocketPath: srv.SocketPath()})
+	client, err := spdkrpc.NewClient(spdkrpc.ClientOptions{SocketPath: srv.SocketPath()})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer client.Close()
 	ctx := context.Background()
 
@@ -107,14 +116,14 @@ func ExampleOrphans_Delete() {
 }
 
 func ExampleClassify() {
-	lvs := spdk.LvolStoreRef{Name: "disk-1", UUID: "lvs-uuid"}
-	rt := spdk.Classify([]spdk.Lvol{
+	lvs := spdkrpc.LvolStoreRef{Name: "disk-1", UUID: "lvs-uuid"}
+	rt := spdk.Classify([]spdkrpc.Lvol{
 		{Name: "vol-r-1", UUID: "u1", Lvs: lvs},
 		{Name: "vol-r-1-snap-s1", UUID: "u2", IsSnapshot: true, Lvs: lvs},
 		{Name: "vol-r-1-rebuilding", UUID: "u3", Lvs: lvs},
 		{Name: "bi-image-disk-1", UUID: "u4", IsSnapshot: true, Lvs: lvs},
 		{Name: "vol-r-2", UUID: "", Lvs: lvs},
-	}, []spdk.RaidBdev{{Name: "vol-e-0", BdevRaidInfo: spdk.BdevRaidInfo{UUID: "u5"}}})
+	}, []spdkrpc.RaidBdev{{Name: "vol-e-0", BdevRaidInfo: spdkrpc.BdevRaidInfo{UUID: "u5"}}})
 	for _, r := range rt.Replicas {
 		fmt.Println("replica", r.Name(), "owns", len(r.Derived), "derived lvols")
 	}
@@ -128,26 +137,17 @@ func ExampleClassify() {
 	// skipped disk-1/vol-r-2: head lvol has an empty UUID; cannot be judged or deleted safely
 }
 
-func ExampleClient_Call() {
-	srv, stop := exampleServer()
-	defer stop()
-	client := spdk.NewClient(spdk.ClientOptions{SocketPath: srv.SocketPath()})
-	defer client.Close()
-
-	err := spdk.BdevLvolDelete(context.Background(), client, "disk-1/no-such-lvol")
-	var rerr *spdk.RPCError
-	fmt.Println(errors.As(err, &rerr), rerr.Code, rerr.Message, errors.Is(err, spdk.ErrNotFound))
-	// Output:
-	// true -19 No such device true
-}
-
 // Example shows the host loop of one cycle: the adapter goes to
 // orphan.NewSweeper (and, in a host, to orphan.NewMonitor), and a record
 // whose deletion a user requested is purged on the next cycle.
 func Example() {
 	srv, stop := exampleServer()
 	defer stop()
-	client := spdk.NewClient(spdk.ClientOptions{SocketPath: srv.SocketPath()})
+	client, err := spdkrpc.NewClient(spdkrpc.ClientOptions{SocketPath: srv.SocketPath()})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer client.Close()
 	ctx := context.Background()
 
@@ -203,10 +203,14 @@ func ExampleReadExposures() {
 	defer stop()
 	// The engine reaches a second replica on another node, as Longhorn
 	// attaches it, and exposes its RAID bdev.
-	_, _ = srv.AttachController("vol-r-9f8e7d6c", spdk.NvmeTransportID{Trtype: "TCP", Traddr: "10.0.0.2", Trsvcid: "20001", Subnqn: spdk.LonghornNQN("vol-r-9f8e7d6c")})
+	_, _ = srv.AttachController("vol-r-9f8e7d6c", spdkrpc.NvmeTransportID{Trtype: "TCP", Traddr: "10.0.0.2", Trsvcid: "20001", Subnqn: spdk.LonghornNQN("vol-r-9f8e7d6c")})
 	_ = srv.AddSubsystem(spdk.LonghornNQN("vol-e-0"), spdktest.SubsystemOptions{AllowAnyHost: true})
 	_, _ = srv.AddNamespace(spdk.LonghornNQN("vol-e-0"), "vol-e-0")
-	client := spdk.NewClient(spdk.ClientOptions{SocketPath: srv.SocketPath()})
+	client, err := spdkrpc.NewClient(spdkrpc.ClientOptions{SocketPath: srv.SocketPath()})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer client.Close()
 
 	inv, _, err := spdk.ReadExposures(context.Background(), client)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/caretaker-storage/caretaker/orphan"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
 // Longhorn's names for what a v2 volume exposes over NVMe-oF and what it
@@ -186,7 +187,7 @@ func newObjectIndex(rt Runtime) objectIndex {
 		o := bdevObject{kind: orphan.KindEngineInstance, owner: e.Name, name: e.Name, uuid: e.UUID, what: "engine " + e.Name}
 		idx[e.Name], idx[e.UUID] = o, o
 	}
-	add := func(owner string, l Lvol) {
+	add := func(owner string, l spdkrpc.Lvol) {
 		o := bdevObject{owner: owner, name: l.Name, uuid: l.UUID, what: "lvol " + aliasOf(l)}
 		if owner != "" {
 			o.kind = orphan.KindReplicaInstance
@@ -229,7 +230,7 @@ func newObjectIndex(rt Runtime) objectIndex {
 // its name names, when its name is a Longhorn replica or replica-lvol
 // name and every path's subnqn is LonghornNQN(<its name>), which is how
 // Longhorn attaches. Anything else is not attributed.
-func RelateExposures(subsystems []Exposure, controllers []AttachedController, bdevs []Bdev, rt Runtime) ExposureInventory {
+func RelateExposures(subsystems []Exposure, controllers []AttachedController, bdevs []spdkrpc.Bdev, rt Runtime) ExposureInventory {
 	idx := newObjectIndex(rt)
 	inv := ExposureInventory{Subsystems: make([]Exposure, 0, len(subsystems)), Controllers: make([]AttachedController, 0, len(controllers))}
 	for _, s := range subsystems {
@@ -433,7 +434,7 @@ func isRandomID(s string) bool {
 
 // controllerBdevs lists the listed bdevs SPDK made of controller name's
 // namespaces.
-func controllerBdevs(name string, bdevs []Bdev) []string {
+func controllerBdevs(name string, bdevs []spdkrpc.Bdev) []string {
 	var out []string
 	for _, b := range bdevs {
 		if isControllerBdev(name, b.Name) {
@@ -478,7 +479,8 @@ func longhornRemote(c AttachedController) string {
 // answering -32601, method not found) exposes and attaches nothing. Any
 // other failure, and a listing of the wrong shape, is an error: an
 // exposure that could not be read is never "not exposed".
-func ReadExposures(ctx context.Context, c Caller) (ExposureInventory, Runtime, error) {
+func ReadExposures(ctx context.Context, c spdkrpc.Caller) (_ ExposureInventory, _ Runtime, err error) {
+	defer func() { err = withPrefix(err) }()
 	rt, err := ReadRuntime(ctx, c)
 	if err != nil {
 		return ExposureInventory{}, Runtime{}, err
@@ -489,7 +491,7 @@ func ReadExposures(ctx context.Context, c Caller) (ExposureInventory, Runtime, e
 
 // readExposures reads subsystems and controllers and relates them to rt.
 // It lists every bdev only when a controller needs it.
-func readExposures(ctx context.Context, c Caller, rt Runtime) (ExposureInventory, error) {
+func readExposures(ctx context.Context, c spdkrpc.Caller, rt Runtime) (ExposureInventory, error) {
 	subs, err := readSubsystems(ctx, c)
 	if err != nil {
 		return ExposureInventory{}, err
@@ -498,9 +500,9 @@ func readExposures(ctx context.Context, c Caller, rt Runtime) (ExposureInventory
 	if err != nil {
 		return ExposureInventory{}, err
 	}
-	var bdevs []Bdev
+	var bdevs []spdkrpc.Bdev
 	if len(ctrls) > 0 {
-		if bdevs, err = BdevGetBdevs(ctx, c, ""); err != nil {
+		if bdevs, err = spdkrpc.BdevGetBdevs(ctx, c, ""); err != nil {
 			return ExposureInventory{}, fmt.Errorf("listing bdevs: %w", err)
 		}
 	}
@@ -509,8 +511,8 @@ func readExposures(ctx context.Context, c Caller, rt Runtime) (ExposureInventory
 
 // methodMissing reports whether err is SPDK's "method not found".
 func methodMissing(err error) bool {
-	var rerr *RPCError
-	return errors.As(err, &rerr) && rerr.Code == CodeMethodNotFound
+	var rerr *spdkrpc.RPCError
+	return errors.As(err, &rerr) && rerr.Code == spdkrpc.CodeMethodNotFound
 }
 
 func sortNamespaces(ns []ExposedNamespace) {
@@ -519,8 +521,8 @@ func sortNamespaces(ns []ExposedNamespace) {
 
 // readSubsystems lists the NVMe subsystems (not the discovery subsystem)
 // as Exposures, unrelated yet.
-func readSubsystems(ctx context.Context, c Caller) ([]Exposure, error) {
-	subs, err := NvmfGetSubsystems(ctx, c, "")
+func readSubsystems(ctx context.Context, c spdkrpc.Caller) ([]Exposure, error) {
+	subs, err := spdkrpc.NvmfGetSubsystems(ctx, c, "")
 	if methodMissing(err) {
 		return []Exposure{}, nil
 	}
@@ -529,7 +531,7 @@ func readSubsystems(ctx context.Context, c Caller) ([]Exposure, error) {
 	}
 	out := make([]Exposure, 0, len(subs))
 	for _, s := range subs {
-		if s.Subtype == SubtypeDiscovery {
+		if s.Subtype == spdkrpc.SubtypeDiscovery {
 			continue
 		}
 		out = append(out, exposureOf(s))
@@ -538,7 +540,7 @@ func readSubsystems(ctx context.Context, c Caller) ([]Exposure, error) {
 }
 
 // exposureOf turns a subsystem into an unrelated Exposure.
-func exposureOf(s NvmfSubsystem) Exposure {
+func exposureOf(s spdkrpc.NvmfSubsystem) Exposure {
 	e := Exposure{NQN: s.NQN, SerialNumber: s.SerialNumber, Namespaces: make([]ExposedNamespace, 0, len(s.Namespaces))}
 	for _, n := range s.Namespaces {
 		e.Namespaces = append(e.Namespaces, ExposedNamespace{NSID: n.NSID, BdevName: n.Bdev()})
@@ -549,8 +551,8 @@ func exposureOf(s NvmfSubsystem) Exposure {
 
 // readControllers lists the NVMe bdev controllers as AttachedControllers,
 // unrelated yet.
-func readControllers(ctx context.Context, c Caller) ([]AttachedController, error) {
-	ctrls, err := BdevNvmeGetControllers(ctx, c, "")
+func readControllers(ctx context.Context, c spdkrpc.Caller) ([]AttachedController, error) {
+	ctrls, err := spdkrpc.BdevNvmeGetControllers(ctx, c, "")
 	if methodMissing(err) {
 		return []AttachedController{}, nil
 	}
@@ -564,7 +566,7 @@ func readControllers(ctx context.Context, c Caller) ([]AttachedController, error
 	return out, nil
 }
 
-func controllerOf(ctrl BdevNvmeController) AttachedController {
+func controllerOf(ctrl spdkrpc.BdevNvmeController) AttachedController {
 	a := AttachedController{Name: ctrl.Name, Paths: make([]ControllerPath, 0, len(ctrl.Ctrlrs))}
 	for _, p := range ctrl.Ctrlrs {
 		a.Paths = append(a.Paths, ControllerPath{SubNQN: p.Trid.Subnqn, Traddr: p.Trid.Traddr, Trsvcid: p.Trid.Trsvcid})

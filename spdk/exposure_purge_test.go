@@ -13,6 +13,7 @@ import (
 	"github.com/caretaker-storage/caretaker/instance/instancetest"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
 
@@ -41,8 +42,8 @@ func newExposureScene(t *testing.T) *exposureScene {
 	x.uuids[goneReplica] = must(srv.AddLvol("disk-1", goneReplica))(t)
 	x.uuids[goneReplica+"-snap-s1"] = must(srv.Snapshot("disk-1", goneReplica, goneReplica+"-snap-s1"))(t)
 	x.uuids[liveReplica] = must(srv.AddLvol("disk-1", liveReplica))(t)
-	remote := func(name, port string) spdk.NvmeTransportID {
-		return spdk.NvmeTransportID{Trtype: "TCP", Adrfam: "IPv4", Traddr: "10.0.0.2", Trsvcid: port, Subnqn: spdk.LonghornNQN(name)}
+	remote := func(name, port string) spdkrpc.NvmeTransportID {
+		return spdkrpc.NvmeTransportID{Trtype: "TCP", Adrfam: "IPv4", Traddr: "10.0.0.2", Trsvcid: port, Subnqn: spdk.LonghornNQN(name)}
 	}
 	bdev := must(srv.AttachController(goneRemote, remote(goneRemote, "20001")))(t)
 	x.uuids[goneEngine] = must(srv.AddRaid(goneEngine, bdev))(t)
@@ -55,7 +56,7 @@ func newExposureScene(t *testing.T) *exposureScene {
 		if bdev != "" {
 			must(srv.AddNamespace(nqn, bdev))(t)
 		}
-		if err := srv.AddListener(nqn, spdk.NvmfListenAddress{Trtype: "tcp", Adrfam: "ipv4", Traddr: "10.0.0.1", Trsvcid: "20001"}); err != nil {
+		if err := srv.AddListener(nqn, spdkrpc.NvmfListenAddress{Trtype: "tcp", Adrfam: "ipv4", Traddr: "10.0.0.1", Trsvcid: "20001"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -69,13 +70,13 @@ func newExposureScene(t *testing.T) *exposureScene {
 }
 
 func (x *exposureScene) orphans(t *testing.T) *spdk.Orphans {
-	return newOrphans(t, newClient(t, x.srv, spdk.ClientOptions{}), x.records)
+	return newOrphans(t, newClient(t, x.srv, spdkrpc.ClientOptions{}), x.records)
 }
 
 func (x *exposureScene) nqns() []string {
 	var out []string
 	for _, s := range x.srv.Subsystems() {
-		if s.Subtype != spdk.SubtypeDiscovery {
+		if s.Subtype != spdkrpc.SubtypeDiscovery {
 			out = append(out, s.NQN)
 		}
 	}
@@ -194,7 +195,7 @@ func TestPurgeRefusesSubsystemNamedLikeAnotherVolume(t *testing.T) {
 	x := newExposureScene(t)
 	other := spdk.LonghornNQN("other-e-0")
 	// A namespace claims its bdev: move the RAID bdev's to the other NQN.
-	if err := spdk.NvmfDeleteSubsystem(context.Background(), newClient(t, x.srv, spdk.ClientOptions{}), spdk.LonghornNQN(goneEngine)); err != nil {
+	if err := spdkrpc.NvmfDeleteSubsystem(context.Background(), newClient(t, x.srv, spdkrpc.ClientOptions{}), spdk.LonghornNQN(goneEngine)); err != nil {
 		t.Fatal(err)
 	}
 	if err := x.srv.AddSubsystem(other, spdktest.SubsystemOptions{}); err != nil {
@@ -220,12 +221,12 @@ func TestPurgeRefusesSubsystemNamedLikeAnotherVolume(t *testing.T) {
 func TestPurgeLeavesNamespaceOfLiveReplica(t *testing.T) {
 	x := newExposureScene(t)
 	// Rebuild the gone replica's subsystem so it exposes the live head.
-	c := newClient(t, x.srv, spdk.ClientOptions{})
+	c := newClient(t, x.srv, spdkrpc.ClientOptions{})
 	ctx := context.Background()
-	if err := spdk.NvmfDeleteSubsystem(ctx, c, spdk.LonghornNQN(goneReplica)); err != nil {
+	if err := spdkrpc.NvmfDeleteSubsystem(ctx, c, spdk.LonghornNQN(goneReplica)); err != nil {
 		t.Fatal(err)
 	}
-	if err := spdk.NvmfDeleteSubsystem(ctx, c, spdk.LonghornNQN(liveReplica)); err != nil {
+	if err := spdkrpc.NvmfDeleteSubsystem(ctx, c, spdk.LonghornNQN(liveReplica)); err != nil {
 		t.Fatal(err)
 	}
 	if err := x.srv.AddSubsystem(spdk.LonghornNQN(goneReplica), spdktest.SubsystemOptions{}); err != nil {
@@ -243,7 +244,7 @@ func TestPurgeLeavesNamespaceOfLiveReplica(t *testing.T) {
 		}
 	}
 	subs := x.srv.Subsystems()
-	i := slices.IndexFunc(subs, func(s spdk.NvmfSubsystem) bool { return s.NQN == spdk.LonghornNQN(goneReplica) })
+	i := slices.IndexFunc(subs, func(s spdkrpc.NvmfSubsystem) bool { return s.NQN == spdk.LonghornNQN(goneReplica) })
 	if i < 0 || len(subs[i].Namespaces) != 1 || subs[i].Namespaces[0].Bdev() != x.uuids[liveReplica] {
 		t.Fatalf("the live replica's namespace was touched: %+v", subs)
 	}
@@ -378,7 +379,7 @@ func TestPurgeDoesNotHang(t *testing.T) {
 // purge's listing and its detach is left: it is that engine's now.
 func TestEnginePurgeLeavesControllerAnotherEngineUses(t *testing.T) {
 	x := newExposureScene(t)
-	must(x.srv.AddRaid("other-e-0", spdk.NvmeBdevName(goneRemote, 1)))(t)
+	must(x.srv.AddRaid("other-e-0", spdkrpc.NvmeBdevName(goneRemote, 1)))(t)
 	x.srv.ResetCalls()
 	if err := x.purge(t, orphan.KindEngineInstance, goneEngine); err != nil {
 		t.Fatal(err)
@@ -389,7 +390,7 @@ func TestEnginePurgeLeavesControllerAnotherEngineUses(t *testing.T) {
 
 	x = newExposureScene(t)
 	x.srv.Inject(spdktest.Fault{Method: "bdev_raid_delete", Then: func() {
-		if _, err := x.srv.AddRaid("gone-e-1", spdk.NvmeBdevName(goneRemote, 1)); err != nil {
+		if _, err := x.srv.AddRaid("gone-e-1", spdkrpc.NvmeBdevName(goneRemote, 1)); err != nil {
 			t.Error(err)
 		}
 	}})
@@ -407,11 +408,11 @@ func TestEnginePurgeLeavesControllerAnotherEngineUses(t *testing.T) {
 func TestEnginePurgeStopsWhenControllerMoves(t *testing.T) {
 	x := newExposureScene(t)
 	x.srv.Inject(spdktest.Fault{Method: "bdev_raid_delete", Then: func() {
-		c := newClient(t, x.srv, spdk.ClientOptions{})
-		if err := spdk.BdevNvmeDetachController(context.Background(), c, goneRemote, spdk.NvmeTransportID{}); err != nil {
+		c := newClient(t, x.srv, spdkrpc.ClientOptions{})
+		if err := spdkrpc.BdevNvmeDetachController(context.Background(), c, goneRemote, spdkrpc.NvmeTransportID{}); err != nil {
 			t.Error(err)
 		}
-		if _, err := x.srv.AttachController(goneRemote, spdk.NvmeTransportID{Trtype: "TCP", Adrfam: "IPv4", Traddr: "10.0.0.9", Trsvcid: "20001", Subnqn: spdk.LonghornNQN(goneRemote)}); err != nil {
+		if _, err := x.srv.AttachController(goneRemote, spdkrpc.NvmeTransportID{Trtype: "TCP", Adrfam: "IPv4", Traddr: "10.0.0.9", Trsvcid: "20001", Subnqn: spdk.LonghornNQN(goneRemote)}); err != nil {
 			t.Error(err)
 		}
 	}})
@@ -430,8 +431,8 @@ func TestEnginePurgeStopsWhenControllerMoves(t *testing.T) {
 // which the volume's other engines share, stays.
 func TestEnginePurgeRemovesItsEmptySubsystemNotTheVolumes(t *testing.T) {
 	x := newExposureScene(t)
-	c := newClient(t, x.srv, spdk.ClientOptions{})
-	if err := spdk.NvmfSubsystemRemoveNs(context.Background(), c, spdk.LonghornNQN(goneEngine), 1); err != nil {
+	c := newClient(t, x.srv, spdkrpc.ClientOptions{})
+	if err := spdkrpc.NvmfSubsystemRemoveNs(context.Background(), c, spdk.LonghornNQN(goneEngine), 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := x.srv.AddSubsystem(spdk.LonghornNQN("volume-gone"), spdktest.SubsystemOptions{}); err != nil {
@@ -451,10 +452,10 @@ func TestEnginePurgeRemovesItsEmptySubsystemNotTheVolumes(t *testing.T) {
 // connects there expects the live replica: the purge removes nothing.
 func TestReplicaPurgeRefusesExposureUnderLiveReplicasName(t *testing.T) {
 	x := newExposureScene(t)
-	c := newClient(t, x.srv, spdk.ClientOptions{})
+	c := newClient(t, x.srv, spdkrpc.ClientOptions{})
 	ctx := context.Background()
 	for _, nqn := range []string{spdk.LonghornNQN(goneReplica), spdk.LonghornNQN(liveReplica)} {
-		if err := spdk.NvmfDeleteSubsystem(ctx, c, nqn); err != nil {
+		if err := spdkrpc.NvmfDeleteSubsystem(ctx, c, nqn); err != nil {
 			t.Fatal(err)
 		}
 	}

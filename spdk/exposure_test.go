@@ -6,33 +6,34 @@ import (
 
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
 // relateRuntime is a node with one engine (vol1-e-0) on replica repA's
 // head and a remote replica's controller, replica repA with a snapshot,
 // replica repB and a backing image.
-func relateRuntime() (spdk.Runtime, []spdk.Bdev) {
-	lvs := spdk.LvolStoreRef{Name: "disk-1", UUID: "lvs-uuid"}
-	lvol := func(name, uuid string, snap bool) spdk.Lvol {
-		return spdk.Lvol{Alias: "disk-1/" + name, UUID: uuid, Name: name, IsSnapshot: snap, Lvs: lvs}
+func relateRuntime() (spdk.Runtime, []spdkrpc.Bdev) {
+	lvs := spdkrpc.LvolStoreRef{Name: "disk-1", UUID: "lvs-uuid"}
+	lvol := func(name, uuid string, snap bool) spdkrpc.Lvol {
+		return spdkrpc.Lvol{Alias: "disk-1/" + name, UUID: uuid, Name: name, IsSnapshot: snap, Lvs: lvs}
 	}
-	lvols := []spdk.Lvol{
+	lvols := []spdkrpc.Lvol{
 		lvol(repA, "uuid-a", false),
 		lvol(repA+"-snap-s1", "uuid-a-s1", true),
 		lvol(repB, "uuid-b", false),
 		lvol("bi-img1-disk-1", "uuid-bi", true),
 	}
-	raids := []spdk.RaidBdev{
-		{Name: "vol1-e-0", BdevRaidInfo: spdk.BdevRaidInfo{UUID: "uuid-e1", BaseBdevsList: []spdk.RaidBaseBdev{{Name: "uuid-a"}, {Name: "vol1-r-11111111n1"}}}},
-		{Name: "stray-raid", BdevRaidInfo: spdk.BdevRaidInfo{UUID: "", BaseBdevsList: []spdk.RaidBaseBdev{{Name: "vol9-r-99999999n1"}}}},
+	raids := []spdkrpc.RaidBdev{
+		{Name: "vol1-e-0", BdevRaidInfo: spdkrpc.BdevRaidInfo{UUID: "uuid-e1", BaseBdevsList: []spdkrpc.RaidBaseBdev{{Name: "uuid-a"}, {Name: "vol1-r-11111111n1"}}}},
+		{Name: "stray-raid", BdevRaidInfo: spdkrpc.BdevRaidInfo{UUID: "", BaseBdevsList: []spdkrpc.RaidBaseBdev{{Name: "vol9-r-99999999n1"}}}},
 	}
-	var bdevs []spdk.Bdev
+	var bdevs []spdkrpc.Bdev
 	for _, r := range raids {
 		info := r.BdevRaidInfo
-		bdevs = append(bdevs, spdk.Bdev{Name: r.Name, UUID: r.UUID, ProductName: spdk.ProductRaidVolume, DriverSpecific: spdk.BdevDriverSpecific{Raid: &info}})
+		bdevs = append(bdevs, spdkrpc.Bdev{Name: r.Name, UUID: r.UUID, ProductName: spdkrpc.ProductRaidVolume, DriverSpecific: spdkrpc.BdevDriverSpecific{Raid: &info}})
 	}
 	for _, n := range []string{"vol1-r-11111111n1", "vol2-r-22222222n1", "vol9-r-99999999n1", "foreignn1"} {
-		bdevs = append(bdevs, spdk.Bdev{Name: n, UUID: "uuid-" + n, ProductName: "NVMe disk"})
+		bdevs = append(bdevs, spdkrpc.Bdev{Name: n, UUID: "uuid-" + n, ProductName: "NVMe disk"})
 	}
 	return spdk.Classify(lvols, raids), bdevs
 }

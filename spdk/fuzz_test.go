@@ -1,57 +1,12 @@
 package spdk
 
 import (
-	"context"
 	"encoding/json"
-	"net"
 	"strings"
 	"testing"
+
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
-
-// FuzzReplyStream feeds arbitrary bytes to a connection as if SPDK had
-// sent them: the waiting call, reading them, must never panic and must
-// return either a valid reply or an error.
-func FuzzReplyStream(f *testing.F) {
-	for _, s := range []string{
-		`{"jsonrpc":"2.0","id":1,"result":true}` + "\n",
-		`{"jsonrpc":"2.0","id":1,"error":{"code":-19,"message":"No such device"}}`,
-		`{"jsonrpc":"2.0","id":2,"result":[]}{"jsonrpc":"2.0","id":1,"result":[{"name":"x"}]}`,
-		`{"jsonrpc":"2.0","id":1,"result":`,
-		`}{`,
-		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`,
-		`[` + "\x00",
-		`{"jsonrpc":"2.0","id":1e3,"result":1}`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		client, server := net.Pipe()
-		cn := newConn(client, 1024)
-		ch := waitFor(cn, 1)
-		go func() {
-			_, _ = server.Write(data)
-			_ = server.Close()
-		}()
-		rep, err := cn.wait(context.Background(), nil, 1, ch)
-		cn.fail(ErrClosed)
-		if err == nil && rep.errCode == nil && rep.result == nil {
-			t.Fatalf("waiter got an empty reply from %q", data)
-		}
-		if err == nil && rep.errCode == nil && !json.Valid(rep.result) {
-			t.Fatalf("result %q delivered from %q is not a JSON value", rep.result, data)
-		}
-	})
-}
-
-// waitFor registers a waiter for id, as a call does before it writes,
-// and marks its request written, as the writer does after.
-func waitFor(cn *conn, id uint64) chan reply {
-	ch := make(chan reply, 1)
-	cn.mu.Lock()
-	cn.pending[id] = waiter{ch: ch, state: reqWritten}
-	cn.mu.Unlock()
-	return ch
-}
 
 // FuzzClassify decodes arbitrary bytes as a bdev_lvol_get_lvols result and
 // classifies it: every lvol must land in exactly one place.
@@ -59,7 +14,7 @@ func FuzzClassify(f *testing.F) {
 	f.Add([]byte(`[{"alias":"d/r","uuid":"u1","name":"r","lvs":{"name":"d","uuid":"L"}},{"alias":"d/r-snap-s","uuid":"u2","name":"r-snap-s","is_snapshot":true,"lvs":{"name":"d","uuid":"L"}}]`))
 	f.Add([]byte(`[{"name":"x-snap-y-snap-z","is_snapshot":true},{"name":"x-snap-y"},{"name":"bi-img"},{"name":"a-expired-12345678"},{"name":""}]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var lvols []Lvol
+		var lvols []spdkrpc.Lvol
 		if json.Unmarshal(data, &lvols) != nil {
 			return
 		}
@@ -86,7 +41,7 @@ func FuzzPurgeOrder(f *testing.F) {
 	f.Add([]byte(`[{"name":"u1","aliases":["d/r"],"product_name":"Logical Volume","uuid":"u1","driver_specific":{"lvol":{"lvol_store_uuid":"L","base_snapshot":"r-snap-s"}}},{"name":"u2","aliases":["d/r-snap-s"],"product_name":"Logical Volume","uuid":"u2","driver_specific":{"lvol":{"lvol_store_uuid":"L","snapshot":true,"clones":["r","r-snap-s"]}}}]`), "r", "u1")
 	f.Add([]byte(`[{"name":"u1","aliases":["d/r"],"product_name":"Logical Volume","uuid":"u1","driver_specific":{"lvol":{"lvol_store_uuid":"L"}}},{"name":"u3","aliases":["d/r-snap-r-2"],"product_name":"Logical Volume","uuid":"u3","driver_specific":{"lvol":{"lvol_store_uuid":"L"}}},{"name":"u4","aliases":["d/r-snap-x"],"product_name":"Logical Volume","uuid":"u4","driver_specific":{"lvol":{"lvol_store_uuid":"L","snapshot":true}}}]`), "r", "u1")
 	f.Fuzz(func(t *testing.T, data []byte, name, uuid string) {
-		var bdevs []Bdev
+		var bdevs []spdkrpc.Bdev
 		if json.Unmarshal(data, &bdevs) != nil || uuid == "" {
 			return
 		}
@@ -118,7 +73,7 @@ func FuzzPurgeOrder(f *testing.F) {
 // ancestors (by base_snapshot) and of everything descending from them or
 // from the head (by clones and base_snapshot), in the head's lvstore,
 // names ignored.
-func relatedToChain(bdevs []Bdev, head Lvol) map[string]bool {
+func relatedToChain(bdevs []spdkrpc.Bdev, head spdkrpc.Lvol) map[string]bool {
 	type node struct {
 		uuid, parent string
 		clones       []string

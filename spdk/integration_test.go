@@ -16,7 +16,8 @@ import (
 	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
-	"github.com/caretaker-storage/caretaker/spdk/mocks"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc/mocks"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
 
@@ -209,10 +210,10 @@ func TestReplicaPurgeNeedsRecordLookup(t *testing.T) {
 // TestNewOrphansNeedsEveryPart: each missing part is an error, never an
 // adapter that would name items after an empty node or reach no SPDK.
 func TestNewOrphansNeedsEveryPart(t *testing.T) {
-	c := spdk.NewClient(spdk.ClientOptions{SocketPath: "/nonexistent"})
+	c := must(spdkrpc.NewClient(spdkrpc.ClientOptions{SocketPath: "/nonexistent"}))(t)
 	defer c.Close()
 	for name, tc := range map[string]struct {
-		rpc     spdk.Caller
+		rpc     spdkrpc.Caller
 		records instance.Lookup
 		opts    spdk.Options
 	}{
@@ -255,13 +256,13 @@ func TestInventoryWithMockCaller(t *testing.T) {
 	rpc := mocks.NewMockCaller(ctrl)
 	rpc.EXPECT().Call(gomock.Any(), "bdev_lvol_get_lvols", gomock.Any(), gomock.Any()).
 		DoAndReturn(func(_ context.Context, _ string, _, result any) error {
-			*result.(*[]spdk.Lvol) = []spdk.Lvol{} // an empty list, not a null result
+			*result.(*[]spdkrpc.Lvol) = []spdkrpc.Lvol{} // an empty list, not a null result
 			return nil
 		})
 	rpc.EXPECT().Call(gomock.Any(), "bdev_raid_get_bdevs", gomock.Any(), gomock.Any()).
-		Return(&spdk.RPCError{Method: "bdev_raid_get_bdevs", Code: spdk.CodeInternalError, Message: "boom"})
+		Return(&spdkrpc.RPCError{Method: "bdev_raid_get_bdevs", Code: spdkrpc.CodeInternalError, Message: "boom"})
 	_, err := newOrphans(t, rpc, noRecords).Scan(context.Background())
-	var rerr *spdk.RPCError
+	var rerr *spdkrpc.RPCError
 	if !errors.As(err, &rerr) || rerr.Message != "boom" {
 		t.Fatalf("err = %v", err)
 	}
@@ -272,7 +273,7 @@ func TestInventoryWithMockCaller(t *testing.T) {
 func TestSpdktestAnswersLikeSPDK(t *testing.T) {
 	srv := startServer(t)
 	must(srv.AddLvstore("disk-1"))(t)
-	c := newClient(t, srv, spdk.ClientOptions{})
+	c := newClient(t, srv, spdkrpc.ClientOptions{})
 	ctx := context.Background()
 	for _, tc := range []struct {
 		method string
@@ -280,18 +281,18 @@ func TestSpdktestAnswersLikeSPDK(t *testing.T) {
 		code   int
 	}{
 		// Params SPDK's decoder rejects: vbdev_lvol_rpc.c answers -32603.
-		{"bdev_lvol_delete", nil, spdk.CodeInternalError},
-		{"bdev_lvol_delete", map[string]any{"name": "x", "bogus": 1}, spdk.CodeInternalError},
+		{"bdev_lvol_delete", nil, spdkrpc.CodeInternalError},
+		{"bdev_lvol_delete", map[string]any{"name": "x", "bogus": 1}, spdkrpc.CodeInternalError},
 		// An unknown category is -EINVAL (bdev_raid_rpc.c).
 		{"bdev_raid_get_bdevs", map[string]string{"category": "weird"}, -22},
-		{"bdev_raid_delete", map[string]string{"name": "nope"}, spdk.CodeNoSuchDevice},
-		{"bdev_get_bdevs", map[string]string{"name": "nope"}, spdk.CodeNoSuchDevice},
-		{"bdev_lvol_get_lvols", map[string]string{"lvs_name": "nope"}, spdk.CodeNoSuchDevice},
-		{"bdev_lvol_get_lvstores", map[string]string{"lvs_name": "nope"}, spdk.CodeNoSuchDevice},
-		{"framework_get_reactors", nil, spdk.CodeMethodNotFound},
+		{"bdev_raid_delete", map[string]string{"name": "nope"}, spdkrpc.CodeNoSuchDevice},
+		{"bdev_get_bdevs", map[string]string{"name": "nope"}, spdkrpc.CodeNoSuchDevice},
+		{"bdev_lvol_get_lvols", map[string]string{"lvs_name": "nope"}, spdkrpc.CodeNoSuchDevice},
+		{"bdev_lvol_get_lvstores", map[string]string{"lvs_name": "nope"}, spdkrpc.CodeNoSuchDevice},
+		{"framework_get_reactors", nil, spdkrpc.CodeMethodNotFound},
 	} {
 		err := c.Call(ctx, tc.method, tc.params, nil)
-		var rerr *spdk.RPCError
+		var rerr *spdkrpc.RPCError
 		if !errors.As(err, &rerr) || rerr.Code != tc.code {
 			t.Errorf("%s %v: err = %v, want code %d", tc.method, tc.params, err, tc.code)
 		}
@@ -299,19 +300,19 @@ func TestSpdktestAnswersLikeSPDK(t *testing.T) {
 	// A named bdev_get_bdevs finds an lvol by alias and by UUID.
 	id := must(srv.AddLvol("disk-1", "r"))(t)
 	for _, name := range []string{"disk-1/r", id} {
-		bdevs, err := spdk.BdevGetBdevs(ctx, c, name)
-		if err != nil || len(bdevs) != 1 || bdevs[0].UUID != id || bdevs[0].ProductName != spdk.ProductLogicalVolume || bdevs[0].DriverSpecific.Lvol == nil {
+		bdevs, err := spdkrpc.BdevGetBdevs(ctx, c, name)
+		if err != nil || len(bdevs) != 1 || bdevs[0].UUID != id || bdevs[0].ProductName != spdkrpc.ProductLogicalVolume || bdevs[0].DriverSpecific.Lvol == nil {
 			t.Errorf("%s: %+v, %v", name, bdevs, err)
 		}
 	}
 	// Snapshots and clones show up as SPDK reports them.
 	snapID := must(srv.Snapshot("disk-1", "r", "r-snap-a"))(t)
 	must(srv.Clone("disk-1", "r-snap-a", "r-cloning"))(t)
-	bdevs := must(spdk.BdevGetBdevs(ctx, c, snapID))(t)
+	bdevs := must(spdkrpc.BdevGetBdevs(ctx, c, snapID))(t)
 	if info := bdevs[0].DriverSpecific.Lvol; !info.Snapshot || !slices.Equal(info.Clones, []string{"r", "r-cloning"}) {
 		t.Errorf("snapshot info %+v", info)
 	}
-	bdevs = must(spdk.BdevGetBdevs(ctx, c, "disk-1/r"))(t)
+	bdevs = must(spdkrpc.BdevGetBdevs(ctx, c, "disk-1/r"))(t)
 	if info := bdevs[0].DriverSpecific.Lvol; !info.Clone || info.BaseSnapshot != "r-snap-a" {
 		t.Errorf("clone info %+v", info)
 	}

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/caretaker-storage/caretaker/orphan"
-	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
 
@@ -49,7 +49,7 @@ func newLastCopyScene(t *testing.T, replica string, headClusters, snapClusters u
 func (s *lastCopyScene) sweep(t *testing.T, vols map[string]orphan.VolumeState, complete bool) (orphan.Store, map[string]string) {
 	t.Helper()
 	ctx := context.Background()
-	inv := newOrphans(t, newClient(t, s.srv, spdk.ClientOptions{}), noRecords)
+	inv := newOrphans(t, newClient(t, s.srv, spdkrpc.ClientOptions{}), noRecords)
 	store := orphan.NewMemStore()
 	sw := newSweeper(t, store, inv)
 	refused := map[string]string{}
@@ -180,7 +180,7 @@ func TestV2ReplicaWrittenAfterTheScan(t *testing.T) {
 	const replica = lcVolume + "-r-1a2b3c4d"
 	s := newLastCopyScene(t, replica, 0, 0)
 	ctx := context.Background()
-	inv := newOrphans(t, newClient(t, s.srv, spdk.ClientOptions{}), noRecords)
+	inv := newOrphans(t, newClient(t, s.srv, spdkrpc.ClientOptions{}), noRecords)
 	store := orphan.NewMemStore()
 	sw := newSweeper(t, store, inv)
 	cycle := orphan.Cycle{
@@ -229,7 +229,7 @@ func TestV2ReplicaVolumeFaultedSinceThePlan(t *testing.T) {
 	const replica = lcVolume + "-r-1a2b3c4d"
 	s := newLastCopyScene(t, replica, 5, 0)
 	ctx := context.Background()
-	inv := newOrphans(t, newClient(t, s.srv, spdk.ClientOptions{}), noRecords)
+	inv := newOrphans(t, newClient(t, s.srv, spdkrpc.ClientOptions{}), noRecords)
 	sw := newSweeper(t, orphan.NewMemStore(), inv)
 	var asked []string
 	cycle := orphan.Cycle{

@@ -8,13 +8,14 @@ import (
 	"strings"
 
 	"github.com/caretaker-storage/caretaker/orphan"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
 // ErrNoRecordCount: PurgeLeftoverExposures was called on an Orphans whose
 // instance.Lookup is not a RecordCounter, so it cannot tell an empty
 // records view from a node of leftovers. Nothing was removed. It wraps
 // orphan.ErrPreconditionFailed.
-var ErrNoRecordCount = fmt.Errorf("%w: the records lookup cannot count its records (spdk.RecordCounter)", orphan.ErrPreconditionFailed)
+var ErrNoRecordCount error = &refusal{"the records lookup cannot count its records (spdk.RecordCounter)"}
 
 // LeftoverReport is what PurgeLeftoverExposures did: every subsystem and
 // controller that no engine's or replica's purge removes, either removed
@@ -39,7 +40,7 @@ type LeftoverObject struct {
 type leftover struct {
 	sub   *Exposure
 	ctrl  *AttachedController
-	trids []NvmeTransportID // the controller's full transport IDs, as listed
+	trids []spdkrpc.NvmeTransportID // the controller's full transport IDs, as listed
 	owner Owner
 }
 
@@ -93,7 +94,8 @@ func (l leftover) object() string {
 // wrong shape (ErrUnexpectedResult), stops it with the error and the
 // report of what was done so far; nothing is removed after an unreadable
 // reply. It may be called concurrently with the other methods.
-func (o *Orphans) PurgeLeftoverExposures(ctx context.Context) (LeftoverReport, error) {
+func (o *Orphans) PurgeLeftoverExposures(ctx context.Context) (_ LeftoverReport, err error) {
+	defer func() { err = withPrefix(err) }()
 	var rep LeftoverReport
 	counter, ok := o.records.(RecordCounter)
 	if !ok {
@@ -107,16 +109,16 @@ func (o *Orphans) PurgeLeftoverExposures(ctx context.Context) (LeftoverReport, e
 	if err != nil {
 		return rep, err
 	}
-	raw, err := BdevNvmeGetControllers(ctx, o.rpc, "")
+	raw, err := spdkrpc.BdevNvmeGetControllers(ctx, o.rpc, "")
 	if err != nil && !methodMissing(err) {
 		return rep, fmt.Errorf("listing NVMe bdev controllers: %w", err)
 	}
-	bdevs, err := BdevGetBdevs(ctx, o.rpc, "")
+	bdevs, err := spdkrpc.BdevGetBdevs(ctx, o.rpc, "")
 	if err != nil {
 		return rep, fmt.Errorf("listing bdevs: %w", err)
 	}
 	ctrls := make([]AttachedController, 0, len(raw))
-	trids := make(map[string][]NvmeTransportID, len(raw))
+	trids := make(map[string][]spdkrpc.NvmeTransportID, len(raw))
 	for _, c := range raw {
 		ctrls = append(ctrls, controllerOf(c))
 		for _, p := range c.Ctrlrs {
@@ -265,7 +267,7 @@ func (o *Orphans) leftoverStill(ctx context.Context, owner Owner) error {
 		return fmt.Errorf("looking up %s record %s: %w", noun(owner.Kind), owner.Name, err)
 	}
 	if view.Exists {
-		return fmt.Errorf("%w: %s record %s exists", orphan.ErrPreconditionFailed, noun(owner.Kind), owner.Name)
+		return fmt.Errorf("%w: %s record %s exists", errRefused, noun(owner.Kind), owner.Name)
 	}
 	if owner.Kind == orphan.KindEngineInstance {
 		_, found, err := findEngine(ctx, o.rpc, owner.Name)
@@ -273,17 +275,17 @@ func (o *Orphans) leftoverStill(ctx context.Context, owner Owner) error {
 			return fmt.Errorf("re-reading RAID bdevs: %w", err)
 		}
 		if found {
-			return fmt.Errorf("%w: engine %s runs on this node now", orphan.ErrPreconditionFailed, owner.Name)
+			return fmt.Errorf("%w: engine %s runs on this node now", errRefused, owner.Name)
 		}
 		return nil
 	}
-	lvols, err := BdevLvolGetLvols(ctx, o.rpc, "")
+	lvols, err := spdkrpc.BdevLvolGetLvols(ctx, o.rpc, "")
 	if err != nil {
 		return fmt.Errorf("re-reading lvols: %w", err)
 	}
 	for _, l := range lvols {
 		if l.Name == owner.Name || ownedLvolName(owner.Name, l.Name, l.IsSnapshot) {
-			return fmt.Errorf("%w: replica %s has lvol %s on this node now", orphan.ErrPreconditionFailed, owner.Name, l.Alias)
+			return fmt.Errorf("%w: replica %s has lvol %s on this node now", errRefused, owner.Name, l.Alias)
 		}
 	}
 	return nil
@@ -296,14 +298,14 @@ func (o *Orphans) leftoverStill(ctx context.Context, owner Owner) error {
 func (o *Orphans) detachLeftover(ctx context.Context, l leftover) error {
 	name := l.ctrl.Name
 	for _, want := range l.trids {
-		cur, err := BdevNvmeGetControllers(ctx, o.rpc, name)
+		cur, err := spdkrpc.BdevNvmeGetControllers(ctx, o.rpc, name)
 		if errors.Is(err, ErrNotFound) {
 			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("re-reading controller %s: %w", name, err)
 		}
-		i := slices.IndexFunc(cur, func(c BdevNvmeController) bool { return c.Name == name })
+		i := slices.IndexFunc(cur, func(c spdkrpc.BdevNvmeController) bool { return c.Name == name })
 		if i < 0 {
 			return nil
 		}
@@ -312,10 +314,10 @@ func (o *Orphans) detachLeftover(ctx context.Context, l leftover) error {
 				return fmt.Errorf("%w: controller %s now connects to %+v, judged %+v", ErrExposureChanged, name, p.Trid, l.trids)
 			}
 		}
-		if !slices.ContainsFunc(cur[i].Ctrlrs, func(p NvmeCtrlr) bool { return p.Trid == want }) {
+		if !slices.ContainsFunc(cur[i].Ctrlrs, func(p spdkrpc.NvmeCtrlr) bool { return p.Trid == want }) {
 			continue // this path went meanwhile
 		}
-		raids, err := BdevRaidGetBdevs(ctx, o.rpc, RaidCategoryAll)
+		raids, err := spdkrpc.BdevRaidGetBdevs(ctx, o.rpc, spdkrpc.RaidCategoryAll)
 		if err != nil {
 			return fmt.Errorf("re-reading RAID bdevs before detaching %s: %w", name, err)
 		}
@@ -332,13 +334,13 @@ func (o *Orphans) detachLeftover(ctx context.Context, l leftover) error {
 			return fmt.Errorf("looking up replica record %s: %w", l.owner.Name, err)
 		}
 		if view.Exists {
-			return fmt.Errorf("%w: replica record %s exists", orphan.ErrPreconditionFailed, l.owner.Name)
+			return fmt.Errorf("%w: replica record %s exists", errRefused, l.owner.Name)
 		}
-		err = BdevNvmeDetachController(ctx, o.rpc, name, want)
-		var rerr *RPCError
+		err = spdkrpc.BdevNvmeDetachController(ctx, o.rpc, name, want)
+		var rerr *spdkrpc.RPCError
 		switch {
 		case err == nil, errors.Is(err, ErrNotFound):
-		case errors.As(err, &rerr) && rerr.Code == CodeNoSuchPath:
+		case errors.As(err, &rerr) && rerr.Code == spdkrpc.CodeNoSuchPath:
 			return fmt.Errorf("%w: controller %s no longer has path %+v", ErrExposureChanged, name, want)
 		default:
 			return fmt.Errorf("detaching controller %s: %w", name, err)

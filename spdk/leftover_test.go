@@ -13,6 +13,7 @@ import (
 	"github.com/caretaker-storage/caretaker/instance/instancetest"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
 
@@ -49,7 +50,7 @@ func newLeftoverScene(t *testing.T) *leftoverScene {
 		if bdev != "" {
 			must(srv.AddNamespace(nqn, bdev))(t)
 		}
-		if err := srv.AddListener(nqn, spdk.NvmfListenAddress{Trtype: "tcp", Adrfam: "ipv4", Traddr: "10.0.0.1", Trsvcid: "20001"}); err != nil {
+		if err := srv.AddListener(nqn, spdkrpc.NvmfListenAddress{Trtype: "tcp", Adrfam: "ipv4", Traddr: "10.0.0.1", Trsvcid: "20001"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -74,21 +75,21 @@ func newLeftoverScene(t *testing.T) *leftoverScene {
 	return x
 }
 
-func remoteTrid(name string) spdk.NvmeTransportID {
-	return spdk.NvmeTransportID{Trtype: "TCP", Adrfam: "IPv4", Traddr: "10.0.0.2", Trsvcid: "20001", Subnqn: spdk.LonghornNQN(name)}
+func remoteTrid(name string) spdkrpc.NvmeTransportID {
+	return spdkrpc.NvmeTransportID{Trtype: "TCP", Adrfam: "IPv4", Traddr: "10.0.0.2", Trsvcid: "20001", Subnqn: spdk.LonghornNQN(name)}
 }
 
 func (x *leftoverScene) run(t *testing.T, records instance.Lookup) (spdk.LeftoverReport, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return newOrphans(t, newClient(t, x.srv, spdk.ClientOptions{}), records).PurgeLeftoverExposures(ctx)
+	return newOrphans(t, newClient(t, x.srv, spdkrpc.ClientOptions{}), records).PurgeLeftoverExposures(ctx)
 }
 
 func (x *leftoverScene) nqns() []string {
 	var out []string
 	for _, s := range x.srv.Subsystems() {
-		if s.Subtype != spdk.SubtypeDiscovery {
+		if s.Subtype != spdkrpc.SubtypeDiscovery {
 			out = append(out, s.NQN)
 		}
 	}
@@ -303,7 +304,7 @@ func TestPurgeLeftoverExposuresHonoursContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := newOrphans(t, newClient(t, x.srv, spdk.ClientOptions{}), x.records).PurgeLeftoverExposures(ctx)
+	_, err := newOrphans(t, newClient(t, x.srv, spdkrpc.ClientOptions{}), x.records).PurgeLeftoverExposures(ctx)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want the context's deadline", err)
 	}
@@ -324,7 +325,7 @@ func sorted(s []string) []string { slices.Sort(s); return s }
 func TestPurgeLeftoverExposuresKeepsAControllerARaidNowUses(t *testing.T) {
 	x := newLeftoverScene(t)
 	x.srv.Inject(spdktest.Fault{Method: "bdev_nvme_get_controllers", Params: json.RawMessage(`{"name":"` + leftRemote + `"}`),
-		Then: func() { _, _ = x.srv.AddRaid("new-e-0", spdk.NvmeBdevName(leftRemote, 1)) }})
+		Then: func() { _, _ = x.srv.AddRaid("new-e-0", spdkrpc.NvmeBdevName(leftRemote, 1)) }})
 	rep, err := x.run(t, x.records)
 	if err != nil {
 		t.Fatal(err)

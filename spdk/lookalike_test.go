@@ -9,6 +9,7 @@ import (
 
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
 // Replica A of volume "x", and replicas whose names start like A's lvols:
@@ -51,7 +52,7 @@ func lookScene(t *testing.T) *scene {
 	// A snapshot named like A's, left by a deleted lvol: no clone, no parent.
 	must(srv.AddLvol("disk-1", "tmp-r-33333333"))(t)
 	add("disk-1/" + lookA + "-snap-stray")(srv.Snapshot("disk-1", "tmp-r-33333333", lookA+"-snap-stray"))
-	if err := spdk.BdevLvolDelete(context.Background(), s.client(t), "disk-1/tmp-r-33333333"); err != nil {
+	if err := spdkrpc.BdevLvolDelete(context.Background(), s.client(t), "disk-1/tmp-r-33333333"); err != nil {
 		t.Fatal(err)
 	}
 	srv.ResetCalls()
@@ -172,31 +173,31 @@ func TestLookAlikeNamedLikeDerivedButUnrelated(t *testing.T) {
 }
 
 // TestPurgeOrderRefusesListingsThatProveNothing checks PurgeOrder on
-// listings SPDK would not send: each is an unreadable listing (a
-// *ResultError) or a refusal, never a plan and never "already gone".
+// listings SPDK would not send: each is an unreadable listing
+// (ErrUnexpectedResult) or a refusal, never a plan and never "already gone".
 func TestPurgeOrderRefusesListingsThatProveNothing(t *testing.T) {
-	lv := func(name, uuid, parent string, snapshot bool, clones ...string) spdk.Bdev {
-		return spdk.Bdev{Name: uuid, UUID: uuid, Aliases: []string{"d/" + name}, ProductName: spdk.ProductLogicalVolume,
-			DriverSpecific: spdk.BdevDriverSpecific{Lvol: &spdk.BdevLvolInfo{LvolStoreUUID: "L", Snapshot: snapshot, Clone: parent != "", BaseSnapshot: parent, Clones: clones}}}
+	lv := func(name, uuid, parent string, snapshot bool, clones ...string) spdkrpc.Bdev {
+		return spdkrpc.Bdev{Name: uuid, UUID: uuid, Aliases: []string{"d/" + name}, ProductName: spdkrpc.ProductLogicalVolume,
+			DriverSpecific: spdkrpc.BdevDriverSpecific{Lvol: &spdkrpc.BdevLvolInfo{LvolStoreUUID: "L", Snapshot: snapshot, Clone: parent != "", BaseSnapshot: parent, Clones: clones}}}
 	}
 	head := lv("r", "u-r", "r-snap-a", false)
 	snapA := lv("r-snap-a", "u-a", "", true, "r")
 	for _, tc := range []struct {
 		name    string
-		bdevs   []spdk.Bdev
+		bdevs   []spdkrpc.Bdev
 		refused bool // ErrPreconditionFailed rather than an unreadable listing
 	}{
-		{"head without uuid", []spdk.Bdev{{Name: "x", Aliases: []string{"d/r"}, ProductName: spdk.ProductLogicalVolume, DriverSpecific: spdk.BdevDriverSpecific{Lvol: &spdk.BdevLvolInfo{}}}}, false},
-		{"head with the all-zero uuid", []spdk.Bdev{lv("r", "00000000-0000-0000-0000-000000000000", "", false)}, false},
-		{"lvol without alias", []spdk.Bdev{head, snapA, {Name: "u-x", UUID: "u-x", ProductName: spdk.ProductLogicalVolume, DriverSpecific: spdk.BdevDriverSpecific{Lvol: &spdk.BdevLvolInfo{}}}}, false},
-		{"lvol product without lvol info", []spdk.Bdev{head, snapA, {Name: "u-x", UUID: "u-x", Aliases: []string{"d/x"}, ProductName: spdk.ProductLogicalVolume}}, false},
-		{"two lvols of one name", []spdk.Bdev{head, snapA, lv("r-snap-a", "u-a2", "", true)}, false},
-		{"clone not listed", []spdk.Bdev{head, lv("r-snap-a", "u-a", "", true, "r", "r-expired-12345678")}, false},
-		{"parent loop", []spdk.Bdev{head, lv("r-snap-a", "u-a", "r-snap-b", true, "r"), lv("r-snap-b", "u-b", "r-snap-a", true, "r-snap-a")}, false},
-		{"foreign clone of the chain", []spdk.Bdev{head, lv("r-snap-a", "u-a", "", true, "r", "other-r-1"), lv("other-r-1", "u-o", "r-snap-a", false)}, true},
-		{"look-alike head cloned from the chain", []spdk.Bdev{head, lv("r-snap-a", "u-a", "", true, "r", "r-snap-x"), lv("r-snap-x", "u-x", "r-snap-a", false)}, true},
-		{"RAID built on the head", []spdk.Bdev{head, snapA, {Name: "e-0", UUID: "u-e", ProductName: spdk.ProductRaidVolume, DriverSpecific: spdk.BdevDriverSpecific{Raid: &spdk.BdevRaidInfo{BaseBdevsList: []spdk.RaidBaseBdev{{Name: "d/r"}}}}}}, true},
-		{"RAID built on a snapshot by UUID", []spdk.Bdev{head, snapA, {Name: "e-0", UUID: "u-e", ProductName: spdk.ProductRaidVolume, DriverSpecific: spdk.BdevDriverSpecific{Raid: &spdk.BdevRaidInfo{BaseBdevsList: []spdk.RaidBaseBdev{{UUID: "u-a"}}}}}}, true},
+		{"head without uuid", []spdkrpc.Bdev{{Name: "x", Aliases: []string{"d/r"}, ProductName: spdkrpc.ProductLogicalVolume, DriverSpecific: spdkrpc.BdevDriverSpecific{Lvol: &spdkrpc.BdevLvolInfo{}}}}, false},
+		{"head with the all-zero uuid", []spdkrpc.Bdev{lv("r", "00000000-0000-0000-0000-000000000000", "", false)}, false},
+		{"lvol without alias", []spdkrpc.Bdev{head, snapA, {Name: "u-x", UUID: "u-x", ProductName: spdkrpc.ProductLogicalVolume, DriverSpecific: spdkrpc.BdevDriverSpecific{Lvol: &spdkrpc.BdevLvolInfo{}}}}, false},
+		{"lvol product without lvol info", []spdkrpc.Bdev{head, snapA, {Name: "u-x", UUID: "u-x", Aliases: []string{"d/x"}, ProductName: spdkrpc.ProductLogicalVolume}}, false},
+		{"two lvols of one name", []spdkrpc.Bdev{head, snapA, lv("r-snap-a", "u-a2", "", true)}, false},
+		{"clone not listed", []spdkrpc.Bdev{head, lv("r-snap-a", "u-a", "", true, "r", "r-expired-12345678")}, false},
+		{"parent loop", []spdkrpc.Bdev{head, lv("r-snap-a", "u-a", "r-snap-b", true, "r"), lv("r-snap-b", "u-b", "r-snap-a", true, "r-snap-a")}, false},
+		{"foreign clone of the chain", []spdkrpc.Bdev{head, lv("r-snap-a", "u-a", "", true, "r", "other-r-1"), lv("other-r-1", "u-o", "r-snap-a", false)}, true},
+		{"look-alike head cloned from the chain", []spdkrpc.Bdev{head, lv("r-snap-a", "u-a", "", true, "r", "r-snap-x"), lv("r-snap-x", "u-x", "r-snap-a", false)}, true},
+		{"RAID built on the head", []spdkrpc.Bdev{head, snapA, {Name: "e-0", UUID: "u-e", ProductName: spdkrpc.ProductRaidVolume, DriverSpecific: spdkrpc.BdevDriverSpecific{Raid: &spdkrpc.BdevRaidInfo{BaseBdevsList: []spdkrpc.RaidBaseBdev{{Name: "d/r"}}}}}}, true},
+		{"RAID built on a snapshot by UUID", []spdkrpc.Bdev{head, snapA, {Name: "e-0", UUID: "u-e", ProductName: spdkrpc.ProductRaidVolume, DriverSpecific: spdkrpc.BdevDriverSpecific{Raid: &spdkrpc.BdevRaidInfo{BaseBdevsList: []spdkrpc.RaidBaseBdev{{UUID: "u-a"}}}}}}, true},
 	} {
 		order, err := spdk.PurgeOrder(tc.bdevs, "r", "u-r")
 		if order != nil || err == nil {
@@ -208,7 +209,7 @@ func TestPurgeOrderRefusesListingsThatProveNothing(t *testing.T) {
 		}
 	}
 	// The well-formed listing plans the snapshot, then the head.
-	order, err := spdk.PurgeOrder([]spdk.Bdev{head, snapA}, "r", "u-r")
+	order, err := spdk.PurgeOrder([]spdkrpc.Bdev{head, snapA}, "r", "u-r")
 	if err != nil || len(order) != 2 || order[0].UUID != "u-a" || order[1].UUID != "u-r" {
 		t.Fatalf("order %+v, err %v", order, err)
 	}
@@ -216,7 +217,7 @@ func TestPurgeOrderRefusesListingsThatProveNothing(t *testing.T) {
 	// the climb: the unnamed parent is kept.
 	orphaned := lv("r", "u-r", "", false)
 	orphaned.DriverSpecific.Lvol.Clone = true
-	order, err = spdk.PurgeOrder([]spdk.Bdev{orphaned, lv("r-snap-a", "u-a", "", true)}, "r", "u-r")
+	order, err = spdk.PurgeOrder([]spdkrpc.Bdev{orphaned, lv("r-snap-a", "u-a", "", true)}, "r", "u-r")
 	if err != nil || len(order) != 1 || order[0].UUID != "u-r" {
 		t.Fatalf("order %+v, err %v", order, err)
 	}

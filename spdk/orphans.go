@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/orphan"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
 // Options configure NewOrphans. Both fields are required: they are what
@@ -44,7 +46,7 @@ type Options struct {
 //
 // All methods are safe for concurrent use.
 type Orphans struct {
-	rpc     Caller
+	rpc     spdkrpc.Caller
 	records instance.Lookup
 	judge   *instance.Judge
 	node    string
@@ -60,14 +62,14 @@ type Orphans struct {
 var _ orphan.Adapter = (*Orphans)(nil)
 
 // NewOrphans returns the adapter of the node's SPDK that rpc reaches
-// (usually a *Client), judged and re-checked against records, the host's
+// (usually an *spdkrpc.Client), judged and re-checked against records, the host's
 // engine and replica records. rpc and records are required, and so are
 // opts.NodeID and opts.InstanceManager; a missing one is an error
 // wrapping orphan.ErrIncomplete. records must answer from the freshest
 // view the host has, and fail (not answer "no record") while that view
 // is not synced: a v2 replica's lvols are deleted only when it says no
 // replica record of that name exists.
-func NewOrphans(rpc Caller, records instance.Lookup, opts Options) (*Orphans, error) {
+func NewOrphans(rpc spdkrpc.Caller, records instance.Lookup, opts Options) (*Orphans, error) {
 	var missing []string
 	if rpc == nil {
 		missing = append(missing, "a Caller")
@@ -82,7 +84,7 @@ func NewOrphans(rpc Caller, records instance.Lookup, opts Options) (*Orphans, er
 		missing = append(missing, "Options.InstanceManager")
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("%w: spdk.NewOrphans needs %v", orphan.ErrIncomplete, missing)
+		return nil, fmt.Errorf("spdk: NewOrphans needs %v: %w", strings.Join(missing, ", "), orphan.ErrIncomplete)
 	}
 	return &Orphans{rpc: rpc, records: records, judge: instance.NewJudge(records), node: opts.NodeID, im: opts.InstanceManager}, nil
 }
@@ -115,7 +117,8 @@ func (o *Orphans) DataEngines() []orphan.DataEngine { return []orphan.DataEngine
 // "Orphaned V2 Volume Runtime Resource Cleanup" (longhorn/longhorn#10933)
 // skips such objects; caretaker also refuses to read their absence as
 // "gone".
-func (o *Orphans) Scan(ctx context.Context) (orphan.Snapshot, error) {
+func (o *Orphans) Scan(ctx context.Context) (_ orphan.Snapshot, err error) {
+	defer func() { err = withPrefix(err) }()
 	rt, err := ReadRuntime(ctx, o.rpc)
 	if err != nil {
 		return orphan.Snapshot{}, err
@@ -126,7 +129,7 @@ func (o *Orphans) Scan(ctx context.Context) (orphan.Snapshot, error) {
 		// and how many clusters it has allocated (Longhorn's SPDK leaves
 		// the count out of bdev_lvol_get_lvols). A failure is no error
 		// of the scan: every copy then may hold data.
-		bdevs, err := BdevGetBdevs(ctx, o.rpc, "")
+		bdevs, err := spdkrpc.BdevGetBdevs(ctx, o.rpc, "")
 		fillCopies(snap.Items[len(rt.Engines):], rt.Replicas, bdevs, err)
 	}
 	o.noteEmpty(rt, snap.Items[len(rt.Engines):])
@@ -258,7 +261,7 @@ func (o *Orphans) absent(ctx context.Context, kind orphan.Kind, name, uuid strin
 	if kind == orphan.KindEngineInstance {
 		key = name
 	}
-	bdevs, err := BdevGetBdevs(ctx, o.rpc, key)
+	bdevs, err := spdkrpc.BdevGetBdevs(ctx, o.rpc, key)
 	if errors.Is(err, ErrNotFound) {
 		if kind == orphan.KindEngineInstance {
 			return "the RAID bdev no longer exists"
@@ -270,7 +273,7 @@ func (o *Orphans) absent(ctx context.Context, kind orphan.Kind, name, uuid strin
 	}
 	if kind == orphan.KindEngineInstance {
 		for _, b := range bdevs {
-			if b.Name == name && b.ProductName == ProductRaidVolume {
+			if b.Name == name && b.ProductName == spdkrpc.ProductRaidVolume {
 				if b.UUID != uuid {
 					return fmt.Sprintf("%s: RAID bdev UUID is %q, the item has %q", uuidMismatch, b.UUID, uuid)
 				}
@@ -332,14 +335,14 @@ func (o *Orphans) item(kind orphan.Kind, name, uuid string) orphan.Item {
 }
 
 // findEngine returns the RAID bdev named name, and whether it exists.
-func findEngine(ctx context.Context, c Caller, name string) (RaidBdev, bool, error) {
-	raids, err := BdevRaidGetBdevs(ctx, c, RaidCategoryAll)
+func findEngine(ctx context.Context, c spdkrpc.Caller, name string) (spdkrpc.RaidBdev, bool, error) {
+	raids, err := spdkrpc.BdevRaidGetBdevs(ctx, c, spdkrpc.RaidCategoryAll)
 	if err != nil {
-		return RaidBdev{}, false, err
+		return spdkrpc.RaidBdev{}, false, err
 	}
-	i := slices.IndexFunc(raids, func(r RaidBdev) bool { return r.Name == name })
+	i := slices.IndexFunc(raids, func(r spdkrpc.RaidBdev) bool { return r.Name == name })
 	if i < 0 {
-		return RaidBdev{}, false, nil
+		return spdkrpc.RaidBdev{}, false, nil
 	}
 	return raids[i], true, nil
 }

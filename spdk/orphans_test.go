@@ -15,6 +15,7 @@ import (
 	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
 
@@ -69,8 +70,8 @@ func newScene(t *testing.T) *scene {
 
 	must(srv.AddLvol("disk-1", "gone-r-dddddddd"))(t)
 	must(srv.Snapshot("disk-1", "gone-r-dddddddd", "gone-r-dddddddd-snap-x"))(t)
-	c := newClient(t, srv, spdk.ClientOptions{})
-	if err := spdk.BdevLvolDelete(context.Background(), c, "disk-1/gone-r-dddddddd"); err != nil {
+	c := newClient(t, srv, spdkrpc.ClientOptions{})
+	if err := spdkrpc.BdevLvolDelete(context.Background(), c, "disk-1/gone-r-dddddddd"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -82,10 +83,12 @@ func newScene(t *testing.T) *scene {
 	return s
 }
 
-func (s *scene) client(t *testing.T) *spdk.Client { return newClient(t, s.srv, spdk.ClientOptions{}) }
+func (s *scene) client(t *testing.T) *spdkrpc.Client {
+	return newClient(t, s.srv, spdkrpc.ClientOptions{})
+}
 
 // newOrphans is the adapter of node nodeID and instance manager imName.
-func newOrphans(t testing.TB, rpc spdk.Caller, records instance.Lookup) *spdk.Orphans {
+func newOrphans(t testing.TB, rpc spdkrpc.Caller, records instance.Lookup) *spdk.Orphans {
 	t.Helper()
 	o, err := spdk.NewOrphans(rpc, records, spdk.Options{NodeID: nodeID, InstanceManager: imName})
 	if err != nil {
@@ -149,7 +152,7 @@ func TestScanListsEnginesAndHeadReplicas(t *testing.T) {
 		t.Fatalf("skipped = %+v", snap.Skipped)
 	}
 	// The replica's UUID is the head lvol's, never the lvstore's.
-	lvs := must(spdk.BdevLvolGetLvstores(context.Background(), s.client(t)))(t)
+	lvs := must(spdkrpc.BdevLvolGetLvstores(context.Background(), s.client(t)))(t)
 	for _, it := range snap.Items {
 		if it.Param(orphan.ParamInstanceUUID) == lvs[0].UUID {
 			t.Fatalf("%s carries the lvstore UUID", it.Param(orphan.ParamInstanceName))
@@ -249,17 +252,17 @@ func TestScanFailsOnUnreadableReply(t *testing.T) {
 	s := newScene(t)
 	s.srv.Inject(spdktest.Fault{Method: "bdev_raid_get_bdevs", Action: spdktest.Garbage})
 	inv := newOrphans(t, s.client(t), noRecords)
-	if _, err := inv.Scan(context.Background()); !errors.Is(err, spdk.ErrConnection) {
+	if _, err := inv.Scan(context.Background()); !errors.Is(err, spdkrpc.ErrConnection) {
 		t.Fatalf("err = %v", err)
 	}
 }
 
 func TestClassifyAttribution(t *testing.T) {
-	lv := func(name string, snap bool) spdk.Lvol {
-		return spdk.Lvol{Alias: "d/" + name, Name: name, UUID: "u-" + name, IsSnapshot: snap, Lvs: spdk.LvolStoreRef{Name: "d", UUID: "L"}}
+	lv := func(name string, snap bool) spdkrpc.Lvol {
+		return spdkrpc.Lvol{Alias: "d/" + name, Name: name, UUID: "u-" + name, IsSnapshot: snap, Lvs: spdkrpc.LvolStoreRef{Name: "d", UUID: "L"}}
 	}
-	other := spdk.Lvol{Alias: "e/r-snap-s", Name: "r-snap-s", UUID: "u-e", IsSnapshot: true, Lvs: spdk.LvolStoreRef{Name: "e", UUID: "E"}}
-	rt := spdk.Classify([]spdk.Lvol{
+	other := spdkrpc.Lvol{Alias: "e/r-snap-s", Name: "r-snap-s", UUID: "u-e", IsSnapshot: true, Lvs: spdkrpc.LvolStoreRef{Name: "e", UUID: "E"}}
+	rt := spdk.Classify([]spdkrpc.Lvol{
 		lv("r", false),
 		lv("r-snap-s", true),
 		lv("r-snap-a-snap-b", true),  // a snapshot whose name contains -snap- twice

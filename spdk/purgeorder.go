@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/caretaker-storage/caretaker/orphan"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
 // PurgeOrder returns the lvols to delete, in order, to purge the replica
@@ -29,12 +29,13 @@ import (
 //
 // No head of that name: nil, nil (already gone). Heads of that name but
 // none with that UUID: ErrUUIDMismatch. A foreign lvol in the tree, or an
-// lvol of the tree that a RAID bdev is built on: ErrPreconditionFailed. An
-// lvol bdev without a UUID or an "lvstore/lvol" alias, two lvols of one
-// name in one lvstore, a clone edge to an lvol not listed, or a parent
-// loop: a *ResultError (ErrUnexpectedResult), because such a listing
-// cannot prove what the tree is.
-func PurgeOrder(bdevs []Bdev, name, uuid string) ([]Lvol, error) {
+// lvol of the tree that a RAID bdev is built on:
+// orphan.ErrPreconditionFailed. An lvol bdev without a UUID or an
+// "lvstore/lvol" alias, two lvols of one name in one lvstore, a clone edge
+// to an lvol not listed, or a parent loop: an error matching
+// ErrUnexpectedResult, because such a listing cannot prove what the tree
+// is.
+func PurgeOrder(bdevs []spdkrpc.Bdev, name, uuid string) ([]spdkrpc.Lvol, error) {
 	ix, err := newLvolIndex(bdevs)
 	if err != nil {
 		return nil, err
@@ -45,13 +46,13 @@ func PurgeOrder(bdevs []Bdev, name, uuid string) ([]Lvol, error) {
 	}
 	children := st.children
 	if user, ok := raidUser(bdevs, tree); ok {
-		return nil, fmt.Errorf("%w: replica %s: %s", orphan.ErrPreconditionFailed, name, user)
+		return nil, fmt.Errorf("%w: replica %s: %s", errRefused, name, user)
 	}
 
 	// Post-order over clone edges, in name order for determinism.
 	names := slices.Sorted(maps.Keys(tree))
 	visited := make(map[string]bool, len(tree))
-	order := make([]Lvol, 0, len(tree))
+	order := make([]spdkrpc.Lvol, 0, len(tree))
 	var visit func(n string)
 	visit = func(n string) {
 		if visited[n] {
@@ -94,7 +95,7 @@ type lvstoreIndex struct {
 }
 
 // newLvolIndex indexes the lvol bdevs of bdevs; it fails as lvolsOf does.
-func newLvolIndex(bdevs []Bdev) (*lvolIndex, error) {
+func newLvolIndex(bdevs []spdkrpc.Bdev) (*lvolIndex, error) {
 	lvols, err := lvolsOf(bdevs)
 	if err != nil {
 		return nil, err
@@ -190,7 +191,7 @@ func (ix *lvolIndex) tree(name, uuid string) (*lvstoreIndex, map[string]*lvolNod
 			return nil, nil, badListing("lvol %s of replica %s's tree is named as a clone but not listed", n, name)
 		}
 		if n != name && !ownedLvolName(name, n, l.IsSnapshot) {
-			return nil, nil, fmt.Errorf("%w: replica %s: lvol %s descends from the replica's chain but is not one of its lvols (another volume's clone, or a look-alike name)", orphan.ErrPreconditionFailed, name, l.Alias)
+			return nil, nil, fmt.Errorf("%w: replica %s: lvol %s descends from the replica's chain but is not one of its lvols (another volume's clone, or a look-alike name)", errRefused, name, l.Alias)
 		}
 		tree[n] = l
 		stack = append(stack, children[n]...)
@@ -226,7 +227,7 @@ func ownedLvolName(r, n string, snapshot bool) bool {
 // base bdev names an lvol by its bdev name (the UUID) or its alias; a base
 // bdev named like the bare lvol counts too, since refusing is the safe
 // side of a doubt.
-func raidUser(bdevs []Bdev, tree map[string]*lvolNode) (string, bool) {
+func raidUser(bdevs []spdkrpc.Bdev, tree map[string]*lvolNode) (string, bool) {
 	ids := make(map[string]string, 3*len(tree))
 	for _, l := range tree {
 		ids[l.UUID] = l.Alias
@@ -250,7 +251,7 @@ func raidUser(bdevs []Bdev, tree map[string]*lvolNode) (string, bool) {
 
 // lvolNode is an lvol with its relations, from bdev_get_bdevs.
 type lvolNode struct {
-	Lvol
+	spdkrpc.Lvol
 	parent string   // base_snapshot, "" if none or not resolvable
 	clones []string // clones, for a snapshot
 }
@@ -260,11 +261,11 @@ type lvolNode struct {
 // without a usable UUID or without that alias cannot be told apart or
 // placed: the listing is refused rather than the lvol skipped, so that a
 // head never looks gone because SPDK described it badly.
-func lvolsOf(bdevs []Bdev) ([]lvolNode, error) {
+func lvolsOf(bdevs []spdkrpc.Bdev) ([]lvolNode, error) {
 	var out []lvolNode
 	for _, b := range bdevs {
 		info := b.DriverSpecific.Lvol
-		if info == nil && b.ProductName != ProductLogicalVolume {
+		if info == nil && b.ProductName != spdkrpc.ProductLogicalVolume {
 			continue
 		}
 		if info == nil {
@@ -285,13 +286,13 @@ func lvolsOf(bdevs []Bdev) ([]lvolNode, error) {
 		}
 		lvs, lname, _ := strings.Cut(alias, "/")
 		out = append(out, lvolNode{
-			Lvol: Lvol{
+			Lvol: spdkrpc.Lvol{
 				Alias:      alias,
 				UUID:       b.UUID,
 				Name:       lname,
 				IsSnapshot: info.Snapshot,
 				IsClone:    info.Clone,
-				Lvs:        LvolStoreRef{Name: lvs, UUID: info.LvolStoreUUID},
+				Lvs:        spdkrpc.LvolStoreRef{Name: lvs, UUID: info.LvolStoreUUID},
 			},
 			parent: info.BaseSnapshot,
 			clones: info.Clones,
@@ -301,5 +302,5 @@ func lvolsOf(bdevs []Bdev) ([]lvolNode, error) {
 }
 
 func badListing(format string, args ...any) error {
-	return &ResultError{Method: "bdev_get_bdevs", Err: fmt.Errorf(format, args...)}
+	return fmt.Errorf("%w: bdev_get_bdevs: %s", ErrUnexpectedResult, fmt.Sprintf(format, args...))
 }

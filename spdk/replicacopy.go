@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/caretaker-storage/caretaker/orphan"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
 // replicaNameInfix and replicaNameRandLen are Longhorn's replica name
@@ -43,12 +44,12 @@ const reasonV2Copy = "a v2 replica: the volume's data is in its SPDK lvols (the 
 // replicas' items in the order of reps; bdevs is SPDK's bdev_get_bdevs
 // listing, and err its failure. The listing is indexed once for all
 // replicas.
-func fillCopies(items []orphan.Item, reps []Replica, bdevs []Bdev, err error) {
+func fillCopies(items []orphan.Item, reps []Replica, bdevs []spdkrpc.Bdev, err error) {
 	var ix *lvolIndex
-	var byUUID map[string]*Bdev
+	var byUUID map[string]*spdkrpc.Bdev
 	if err == nil {
 		ix, err = newLvolIndex(bdevs)
-		byUUID = make(map[string]*Bdev, len(bdevs))
+		byUUID = make(map[string]*spdkrpc.Bdev, len(bdevs))
 		for i := range bdevs {
 			if b := &bdevs[i]; b.DriverSpecific.Lvol != nil && usableUUID(b.UUID) {
 				byUUID[b.UUID] = b
@@ -69,7 +70,7 @@ func fillCopies(items []orphan.Item, reps []Replica, bdevs []Bdev, err error) {
 // and reports for every one of them that it has allocated no cluster. A
 // listing that failed, a tree PurgeOrder cannot prove, and a count SPDK
 // did not write all leave the copy as one that may hold data.
-func replicaCopy(r Replica, ix *lvolIndex, byUUID map[string]*Bdev, listErr error) *orphan.Copy {
+func replicaCopy(r Replica, ix *lvolIndex, byUUID map[string]*spdkrpc.Bdev, listErr error) *orphan.Copy {
 	cp := &orphan.Copy{Volume: volumeOfReplica(r.Name()), Head: r.Name(), Reasons: []string{reasonV2Copy}}
 	if cp.Volume == "" {
 		cp.Reasons = append(cp.Reasons, "the name "+strconv.Quote(r.Name())+" is not of Longhorn's form <volume>-r-<8 hex digits>, so its volume cannot be told")
@@ -87,7 +88,7 @@ func replicaCopy(r Replica, ix *lvolIndex, byUUID map[string]*Bdev, listErr erro
 		case tree == nil:
 			why = "its head lvol was not in the bdev listing"
 		default:
-			order := make([]Lvol, 0, len(tree))
+			order := make([]spdkrpc.Lvol, 0, len(tree))
 			for _, n := range slices.Sorted(maps.Keys(tree)) {
 				order = append(order, tree[n].Lvol)
 			}
@@ -105,7 +106,7 @@ func replicaCopy(r Replica, ix *lvolIndex, byUUID map[string]*Bdev, listErr erro
 
 // allocatedOf says what the lvols of order hold by SPDK's count of their
 // allocated clusters: "" when every one reports none.
-func allocatedOf(order []Lvol, byUUID map[string]*Bdev) string {
+func allocatedOf(order []spdkrpc.Lvol, byUUID map[string]*spdkrpc.Bdev) string {
 	var total uint64
 	for _, l := range order {
 		b := byUUID[l.UUID]

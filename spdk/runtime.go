@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
 // Runtime is what one node's SPDK holds, in Longhorn's terms: engines (RAID
@@ -16,7 +18,7 @@ type Runtime struct {
 	Replicas []Replica
 	// BackingImages are lvols named "bi-...": shared by replicas, owned by
 	// no replica, never purged with one.
-	BackingImages []Lvol
+	BackingImages []spdkrpc.Lvol
 	// Skipped are objects seen but not listed, with the reason.
 	Skipped []SkippedObject
 }
@@ -39,8 +41,8 @@ type Engine struct {
 // a replica of its own; it never decides what a purge deletes. A purge
 // follows SPDK's own snapshot and clone relations (PurgeOrder).
 type Replica struct {
-	Head    Lvol
-	Derived []Lvol
+	Head    spdkrpc.Lvol
+	Derived []spdkrpc.Lvol
 }
 
 // Name returns the replica's name (the head lvol's name).
@@ -82,7 +84,7 @@ const BackingImagePrefix = "bi-"
 // only on an lvol SPDK reports as a snapshot: a head whose replica name
 // contains "-snap-" (a replica of volume "x-r-11111111-snap") is a head of
 // its own and is judged on its own. Output is sorted by lvstore and name.
-func Classify(lvols []Lvol, raids []RaidBdev) Runtime {
+func Classify(lvols []spdkrpc.Lvol, raids []spdkrpc.RaidBdev) Runtime {
 	var rt Runtime
 	for _, r := range raids {
 		if !usableUUID(r.UUID) {
@@ -100,7 +102,7 @@ func Classify(lvols []Lvol, raids []RaidBdev) Runtime {
 	}
 	heads := make(map[key]int) // index into rt.Replicas
 	var derived []struct {
-		l     Lvol
+		l     spdkrpc.Lvol
 		owner string
 	}
 	for _, l := range lvols {
@@ -111,7 +113,7 @@ func Classify(lvols []Lvol, raids []RaidBdev) Runtime {
 		owner, ok := derivedOwner(l, func(n string) bool { _, ok := names[key{l.Lvs.UUID, n}]; return ok })
 		if ok {
 			derived = append(derived, struct {
-				l     Lvol
+				l     spdkrpc.Lvol
 				owner string
 			}{l, owner})
 			continue
@@ -134,7 +136,7 @@ func Classify(lvols []Lvol, raids []RaidBdev) Runtime {
 		}
 		rt.Replicas[i].Derived = append(rt.Replicas[i].Derived, d.l)
 	}
-	byStoreName := func(a, b Lvol) int {
+	byStoreName := func(a, b spdkrpc.Lvol) int {
 		return cmp.Or(strings.Compare(a.Lvs.Name, b.Lvs.Name), strings.Compare(a.Lvs.UUID, b.Lvs.UUID), strings.Compare(a.Name, b.Name))
 	}
 	slices.SortFunc(rt.Replicas, func(a, b Replica) int { return byStoreName(a.Head, b.Head) })
@@ -149,12 +151,13 @@ func Classify(lvols []Lvol, raids []RaidBdev) Runtime {
 }
 
 // ReadRuntime lists lvols and RAID bdevs through c and classifies them.
-func ReadRuntime(ctx context.Context, c Caller) (Runtime, error) {
-	lvols, err := BdevLvolGetLvols(ctx, c, "")
+func ReadRuntime(ctx context.Context, c spdkrpc.Caller) (_ Runtime, err error) {
+	defer func() { err = withPrefix(err) }()
+	lvols, err := spdkrpc.BdevLvolGetLvols(ctx, c, "")
 	if err != nil {
 		return Runtime{}, fmt.Errorf("listing lvols: %w", err)
 	}
-	raids, err := BdevRaidGetBdevs(ctx, c, RaidCategoryAll)
+	raids, err := spdkrpc.BdevRaidGetBdevs(ctx, c, spdkrpc.RaidCategoryAll)
 	if err != nil {
 		return Runtime{}, fmt.Errorf("listing RAID bdevs: %w", err)
 	}
@@ -174,7 +177,7 @@ const (
 // derivedOwner returns the replica an lvol is derived from, if its name
 // has one of Longhorn's derived forms. exists reports whether an lvol of
 // that name is in the same lvstore.
-func derivedOwner(l Lvol, exists func(string) bool) (string, bool) {
+func derivedOwner(l spdkrpc.Lvol, exists func(string) bool) (string, bool) {
 	n := l.Name
 	for _, suf := range []string{cloningTmpSufx, cloningSufx, rebuildingSufx} {
 		if owner, ok := strings.CutSuffix(n, suf); ok && owner != "" {
@@ -217,7 +220,7 @@ func usableUUID(id string) bool { return id != "" && id != nilUUID }
 
 // aliasOf returns the lvol's alias, built from its lvstore and name when
 // the listing left it out.
-func aliasOf(l Lvol) string {
+func aliasOf(l spdkrpc.Lvol) string {
 	if l.Alias != "" {
 		return l.Alias
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
 
@@ -25,7 +26,7 @@ func (f callerFunc) Call(ctx context.Context, method string, params, result any)
 // inProcess is a Caller over the fake's state directly, as another
 // transport would carry each call: params in, SPDK's result or error
 // out, decoded as Caller promises.
-func inProcess(srv *spdktest.Server) spdk.Caller {
+func inProcess(srv *spdktest.Server) spdkrpc.Caller {
 	return callerFunc(func(ctx context.Context, method string, params, result any) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -46,7 +47,7 @@ func inProcess(srv *spdktest.Server) spdk.Caller {
 			return nil
 		}
 		if err := json.Unmarshal(res, result); err != nil {
-			return &spdk.ResultError{Method: method, Err: err}
+			return &spdkrpc.ResultError{Method: method, Err: err}
 		}
 		return nil
 	})

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/caretaker-storage/caretaker/orphan"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
 // ErrExposureChanged: a subsystem or controller a purge was about to
@@ -16,7 +17,7 @@ import (
 // bdev the purge deletes is exposed or used by something caretaker
 // cannot attribute to the purged engine or replica. Nothing more was
 // removed. It wraps orphan.ErrPreconditionFailed.
-var ErrExposureChanged = fmt.Errorf("%w: NVMe-oF exposure changed or not attributable", orphan.ErrPreconditionFailed)
+var ErrExposureChanged error = &refusal{"NVMe-oF exposure changed or not attributable"}
 
 // bdevTarget is a bdev a purge deletes: its UUID as judged and its own
 // name (the RAID bdev's, or the lvol's).
@@ -73,7 +74,7 @@ func exposurePlan(subs []Exposure, targets map[string]bdevTarget, kind orphan.Ki
 // absent or still an orphan) and re-reads the subsystem: it must still
 // have the judged serial number and namespaces, and each namespace's bdev
 // must still have the judged UUID. A subsystem already gone is success.
-func unexpose(ctx context.Context, c Caller, s Exposure, recheck func(context.Context) error) error {
+func unexpose(ctx context.Context, c spdkrpc.Caller, s Exposure, recheck func(context.Context) error) error {
 	cur, gone, err := rereadSubsystem(ctx, c, s.NQN)
 	if err != nil || gone {
 		return err
@@ -105,7 +106,7 @@ func unexpose(ctx context.Context, c Caller, s Exposure, recheck func(context.Co
 		if !slices.ContainsFunc(cur.Namespaces, func(n ExposedNamespace) bool { return n.NSID == ns.NSID }) {
 			continue // removed meanwhile
 		}
-		if err := NvmfSubsystemRemoveNs(ctx, c, s.NQN, ns.NSID); err != nil {
+		if err := spdkrpc.NvmfSubsystemRemoveNs(ctx, c, s.NQN, ns.NSID); err != nil {
 			return fmt.Errorf("removing namespace %d of subsystem %s: %w", ns.NSID, s.NQN, err)
 		}
 	}
@@ -119,7 +120,7 @@ func unexpose(ctx context.Context, c Caller, s Exposure, recheck func(context.Co
 	if err := sameSubsystem(s, cur, nil); err != nil {
 		return err
 	}
-	if err := NvmfDeleteSubsystem(ctx, c, s.NQN); err != nil {
+	if err := spdkrpc.NvmfDeleteSubsystem(ctx, c, s.NQN); err != nil {
 		// SPDK answers an NQN it does not know with -32602, as it answers
 		// bad params: only a re-read tells "already gone".
 		if _, gone, rerr := rereadSubsystem(ctx, c, s.NQN); rerr == nil && gone {
@@ -141,8 +142,8 @@ func (s Exposure) uuidOf(nsid uint32) string {
 }
 
 // rereadSubsystem reads the one subsystem named nqn.
-func rereadSubsystem(ctx context.Context, c Caller, nqn string) (Exposure, bool, error) {
-	subs, err := NvmfGetSubsystems(ctx, c, nqn)
+func rereadSubsystem(ctx context.Context, c spdkrpc.Caller, nqn string) (Exposure, bool, error) {
+	subs, err := spdkrpc.NvmfGetSubsystems(ctx, c, nqn)
 	if errors.Is(err, ErrNotFound) {
 		return Exposure{}, true, nil
 	}
@@ -174,8 +175,8 @@ func sameSubsystem(s, cur Exposure, want []ExposedNamespace) error {
 }
 
 // sameBdev checks that the bdev behind ns still has the judged UUID.
-func sameBdev(ctx context.Context, c Caller, nqn string, ns ExposedNamespace) error {
-	bdevs, err := BdevGetBdevs(ctx, c, ns.BdevName)
+func sameBdev(ctx context.Context, c spdkrpc.Caller, nqn string, ns ExposedNamespace) error {
+	bdevs, err := spdkrpc.BdevGetBdevs(ctx, c, ns.BdevName)
 	if errors.Is(err, ErrNotFound) {
 		return nil // gone: SPDK drops the namespace with it
 	}
@@ -207,12 +208,12 @@ func nsList(ns []ExposedNamespace) string {
 // that are not attached the way Longhorn attaches, or that another RAID
 // bdev also uses, are left: the RAID bdev's deletion releases them, and
 // Scan reports them.
-func engineControllers(ctrls []AttachedController, raids []RaidBdev, engine string) []AttachedController {
+func engineControllers(ctrls []AttachedController, raids []spdkrpc.RaidBdev, engine string) []AttachedController {
 	var out []AttachedController
 	for _, c := range ctrls {
 		var users []string
 		for _, r := range raids {
-			if slices.ContainsFunc(r.BaseBdevsList, func(b RaidBaseBdev) bool { return isControllerBdev(c.Name, b.Name) }) {
+			if slices.ContainsFunc(r.BaseBdevsList, func(b spdkrpc.RaidBaseBdev) bool { return isControllerBdev(c.Name, b.Name) }) {
 				users = append(users, r.Name)
 			}
 		}
@@ -229,25 +230,25 @@ func engineControllers(ctrls []AttachedController, raids []RaidBdev, engine stri
 // engine's, and it is left.
 // Each path is detached by its full transport ID, which SPDK compares at
 // the moment it detaches. A controller already gone is success.
-func detach(ctx context.Context, c Caller, ctrl AttachedController, recheck func(context.Context) error) error {
+func detach(ctx context.Context, c spdkrpc.Caller, ctrl AttachedController, recheck func(context.Context) error) error {
 	if err := recheck(ctx); err != nil {
 		return err
 	}
-	cur, err := BdevNvmeGetControllers(ctx, c, ctrl.Name)
+	cur, err := spdkrpc.BdevNvmeGetControllers(ctx, c, ctrl.Name)
 	if errors.Is(err, ErrNotFound) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("re-reading controller %s: %w", ctrl.Name, err)
 	}
-	i := slices.IndexFunc(cur, func(x BdevNvmeController) bool { return x.Name == ctrl.Name })
+	i := slices.IndexFunc(cur, func(x spdkrpc.BdevNvmeController) bool { return x.Name == ctrl.Name })
 	if i < 0 {
 		return nil
 	}
 	if now := controllerOf(cur[i]); !slices.Equal(now.Paths, ctrl.Paths) {
 		return fmt.Errorf("%w: controller %s now connects to %v, judged %v", ErrExposureChanged, ctrl.Name, now.Paths, ctrl.Paths)
 	}
-	raids, err := BdevRaidGetBdevs(ctx, c, RaidCategoryAll)
+	raids, err := spdkrpc.BdevRaidGetBdevs(ctx, c, spdkrpc.RaidCategoryAll)
 	if err != nil {
 		return fmt.Errorf("re-reading RAID bdevs before detaching %s: %w", ctrl.Name, err)
 	}
@@ -263,11 +264,11 @@ func detach(ctx context.Context, c Caller, ctrl AttachedController, recheck func
 		}
 	}
 	for _, p := range ctrl.Paths {
-		err := BdevNvmeDetachController(ctx, c, ctrl.Name, NvmeTransportID{Traddr: p.Traddr, Trsvcid: p.Trsvcid, Subnqn: p.SubNQN})
-		var rerr *RPCError
+		err := spdkrpc.BdevNvmeDetachController(ctx, c, ctrl.Name, spdkrpc.NvmeTransportID{Traddr: p.Traddr, Trsvcid: p.Trsvcid, Subnqn: p.SubNQN})
+		var rerr *spdkrpc.RPCError
 		switch {
 		case err == nil, errors.Is(err, ErrNotFound):
-		case errors.As(err, &rerr) && rerr.Code == CodeNoSuchPath:
+		case errors.As(err, &rerr) && rerr.Code == spdkrpc.CodeNoSuchPath:
 			return fmt.Errorf("%w: controller %s no longer has path %v", ErrExposureChanged, ctrl.Name, p)
 		default:
 			return fmt.Errorf("detaching controller %s: %w", ctrl.Name, err)

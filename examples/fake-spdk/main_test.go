@@ -13,6 +13,7 @@ import (
 	"github.com/caretaker-storage/caretaker/instance/instancetest"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
 // serve starts the command with args and waits until it is ready; see
@@ -32,7 +33,10 @@ func TestRejoinScenario(t *testing.T) {
 		t.Fatalf("ready on %s, printed:\n%s", got, out.String())
 	}
 	ctx := context.Background()
-	c := spdk.NewClient(spdk.ClientOptions{SocketPath: sock})
+	c, err := spdkrpc.NewClient(spdkrpc.ClientOptions{SocketPath: sock})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer c.Close()
 
 	rt, err := spdk.ReadRuntime(ctx, c)
@@ -135,11 +139,11 @@ func TestRejoinScenario(t *testing.T) {
 
 	// The snapshot trees are SPDK's: vol-gone's head sits under s2, under
 	// s1, which also has the expired clone.
-	lvols, err := spdk.BdevLvolGetLvols(ctx, c, "disk-1")
+	lvols, err := spdkrpc.BdevLvolGetLvols(ctx, c, "disk-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	byName := map[string]spdk.Lvol{}
+	byName := map[string]spdkrpc.Lvol{}
 	for _, l := range lvols {
 		byName[l.Name] = l
 	}
@@ -155,10 +159,10 @@ func TestRejoinScenario(t *testing.T) {
 		t.Errorf("the expired clone is not a clone: %+v", l)
 	}
 
-	if err := spdk.BdevLvolDelete(ctx, c, "disk-1/vol-redo-r-55555555"); err != nil {
+	if err := spdkrpc.BdevLvolDelete(ctx, c, "disk-1/vol-redo-r-55555555"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := spdk.BdevGetBdevs(ctx, c, "disk-1/vol-redo-r-55555555"); err == nil {
+	if _, err := spdkrpc.BdevGetBdevs(ctx, c, "disk-1/vol-redo-r-55555555"); err == nil {
 		t.Error("a deleted lvol is still served")
 	}
 
@@ -193,10 +197,13 @@ func TestSeedFile(t *testing.T) {
 	sock, _, stop := serve(t, "-socket", filepath.Join(dir, "s.sock"), "-seed", seed)
 	defer stop()
 	ctx := context.Background()
-	c := spdk.NewClient(spdk.ClientOptions{SocketPath: sock})
+	c, err := spdkrpc.NewClient(spdkrpc.ClientOptions{SocketPath: sock})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer c.Close()
 
-	stores, err := spdk.BdevLvolGetLvstores(ctx, c)
+	stores, err := spdkrpc.BdevLvolGetLvstores(ctx, c)
 	if err != nil || len(stores) != 1 || stores[0].Name != "disk-2" {
 		t.Fatalf("lvstores %+v, %v", stores, err)
 	}
@@ -207,7 +214,7 @@ func TestSeedFile(t *testing.T) {
 	if len(rt.Replicas) != 2 || len(rt.Engines) != 1 || rt.Engines[0].Name != "vol-e-0" {
 		t.Fatalf("runtime %+v", rt)
 	}
-	lvols, err := spdk.BdevLvolGetLvols(ctx, c, "disk-2")
+	lvols, err := spdkrpc.BdevLvolGetLvols(ctx, c, "disk-2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +228,7 @@ func TestSeedFile(t *testing.T) {
 		t.Fatalf("%d lvols, %d snapshots: %+v", len(lvols), snaps, lvols)
 	}
 	// s1 has two clones: deleting it is refused, as SPDK refuses it.
-	if err := spdk.BdevLvolDelete(ctx, c, "disk-2/vol-r-1234abcd-snap-s1"); err == nil {
+	if err := spdkrpc.BdevLvolDelete(ctx, c, "disk-2/vol-r-1234abcd-snap-s1"); err == nil {
 		t.Error("deleting a snapshot with two clones succeeded")
 	}
 }

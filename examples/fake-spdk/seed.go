@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/caretaker-storage/caretaker/examples/internal/cli"
-	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
 
@@ -231,7 +231,7 @@ func (s *Seed) apply(srv *spdktest.Server) error {
 		}
 	}
 	for _, c := range s.Controllers {
-		trid := spdk.NvmeTransportID{Trtype: "TCP", Adrfam: "IPv4", Traddr: c.Traddr, Trsvcid: c.Trsvcid, Subnqn: c.Subnqn}
+		trid := spdkrpc.NvmeTransportID{Trtype: "TCP", Adrfam: "IPv4", Traddr: c.Traddr, Trsvcid: c.Trsvcid, Subnqn: c.Subnqn}
 		if _, err := srv.AttachController(c.Name, trid); err != nil {
 			return err
 		}
@@ -252,7 +252,7 @@ func (s *Seed) apply(srv *spdktest.Server) error {
 		}
 		if ss.Listen != "" {
 			host, port, _ := net.SplitHostPort(ss.Listen)
-			if err := srv.AddListener(ss.NQN, spdk.NvmfListenAddress{Trtype: "tcp", Adrfam: "ipv4", Traddr: host, Trsvcid: port}); err != nil {
+			if err := srv.AddListener(ss.NQN, spdkrpc.NvmfListenAddress{Trtype: "tcp", Adrfam: "ipv4", Traddr: host, Trsvcid: port}); err != nil {
 				return fmt.Errorf("subsystem %s: %w", ss.NQN, err)
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/caretaker-storage/caretaker/instance/instancetest"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
 
@@ -38,7 +39,10 @@ func runSPDK(ctx context.Context, w io.Writer, dir string) error {
 	if err := buildV2Node(srv); err != nil {
 		return err
 	}
-	client := spdk.NewClient(spdk.ClientOptions{SocketPath: srv.SocketPath()})
+	client, err := spdkrpc.NewClient(spdkrpc.ClientOptions{SocketPath: srv.SocketPath()})
+	if err != nil {
+		return err
+	}
 	defer client.Close()
 
 	running := instance.View{Exists: true, DesiredState: instance.StateRunning, CurrentState: instance.StateRunning, OwnerNodeID: v2Node, InstanceManager: v2IM}
@@ -195,7 +199,7 @@ func runSPDK(ctx context.Context, w io.Writer, dir string) error {
 		fmt.Fprintf(w, "  raid %s\n", r)
 	}
 	for _, ss := range srv.Subsystems() {
-		if ss.Subtype != spdk.SubtypeDiscovery {
+		if ss.Subtype != spdkrpc.SubtypeDiscovery {
 			fmt.Fprintf(w, "  subsystem %s\n", ss.NQN)
 		}
 	}
@@ -207,7 +211,7 @@ func runSPDK(ctx context.Context, w io.Writer, dir string) error {
 
 // printExposures lists the NVMe-oF subsystems and NVMe controllers with
 // the engine or replica each belongs to and its verdict.
-func printExposures(ctx context.Context, w io.Writer, c spdk.Caller, orphans *spdk.Orphans) error {
+func printExposures(ctx context.Context, w io.Writer, c spdkrpc.Caller, orphans *spdk.Orphans) error {
 	inv, rt, err := spdk.ReadExposures(ctx, c)
 	if err != nil {
 		return err
@@ -295,7 +299,7 @@ func buildV2Node(srv *spdktest.Server) error {
 		// to its remote replica on node-3, after the RAID bdev went.
 		func() (string, error) { return "", expose(srv, "vol-old-r-88888888", "", "20021") },
 		func() (string, error) {
-			return srv.AttachController("vol-old-r-99999999", spdk.NvmeTransportID{Trtype: "TCP", Adrfam: "IPv4", Traddr: "10.0.0.3", Trsvcid: "20001", Subnqn: spdk.LonghornNQN("vol-old-r-99999999")})
+			return srv.AttachController("vol-old-r-99999999", spdkrpc.NvmeTransportID{Trtype: "TCP", Adrfam: "IPv4", Traddr: "10.0.0.3", Trsvcid: "20001", Subnqn: spdk.LonghornNQN("vol-old-r-99999999")})
 		},
 		// What Longhorn exposes: the engines' RAID bdevs and a replica's
 		// head (go-spdk-helper StartExposeBdev); vol-gone's are leftovers.
@@ -314,8 +318,8 @@ func buildV2Node(srv *spdktest.Server) error {
 }
 
 // remoteReplica is where a replica on node-2 is exposed.
-func remoteReplica(name, port string) spdk.NvmeTransportID {
-	return spdk.NvmeTransportID{Trtype: "TCP", Adrfam: "IPv4", Traddr: "10.0.0.2", Trsvcid: port, Subnqn: spdk.LonghornNQN(name)}
+func remoteReplica(name, port string) spdkrpc.NvmeTransportID {
+	return spdkrpc.NvmeTransportID{Trtype: "TCP", Adrfam: "IPv4", Traddr: "10.0.0.2", Trsvcid: port, Subnqn: spdk.LonghornNQN(name)}
 }
 
 // expose exposes bdev (none if "") under Longhorn's NQN for name, on a
@@ -330,7 +334,7 @@ func expose(srv *spdktest.Server, name, bdev, port string) error {
 			return err
 		}
 	}
-	return srv.AddListener(nqn, spdk.NvmfListenAddress{Trtype: "tcp", Adrfam: "ipv4", Traddr: "10.0.0.1", Trsvcid: port})
+	return srv.AddListener(nqn, spdkrpc.NvmfListenAddress{Trtype: "tcp", Adrfam: "ipv4", Traddr: "10.0.0.1", Trsvcid: port})
 }
 
 // shortReason cuts a verdict reason at its first ';'.

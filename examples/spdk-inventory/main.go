@@ -64,6 +64,7 @@ import (
 	"github.com/caretaker-storage/caretaker/internal/safefile"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
 // maxExpectedSize bounds the expected file; kubectl's output for a large
@@ -135,7 +136,7 @@ var (
 
 func run(ctx context.Context, args []string, w, stderr io.Writer) error {
 	fs := command.FlagSet()
-	socket := fs.String("socket", spdk.DefaultSocketPath, "SPDK JSON-RPC Unix socket")
+	socket := fs.String("socket", spdkrpc.DefaultSocketPath, "SPDK JSON-RPC Unix socket")
 	node := fs.String("node", "", "this node's ID, as in the records' status.ownerID (required)")
 	im := fs.String("instance-manager", "", "this node's v2 instance manager name, as in the records' status.instanceManagerName (required)")
 	expectedPath := fs.String("expected", "", "a `file` of the cluster's engine and replica records: the output of\n  "+kubectlRecords+"\n(or the hand-written form in the command doc)")
@@ -171,7 +172,10 @@ func run(ctx context.Context, args []string, w, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 
-	client := spdk.NewClient(spdk.ClientOptions{SocketPath: *socket})
+	client, err := spdkrpc.NewClient(spdkrpc.ClientOptions{SocketPath: *socket})
+	if err != nil {
+		return fmt.Errorf("-socket: %w", err)
+	}
 	defer client.Close()
 	records := instance.Lookup(noRecordsGiven{})
 	if exp != nil {
@@ -278,7 +282,7 @@ func run(ctx context.Context, args []string, w, stderr io.Writer) error {
 // with the engine or replica each belongs to and, when judged, the
 // verdict: a subsystem or controller goes with its engine's or replica's
 // deletion; the others are only reported.
-func listExposures(ctx context.Context, w io.Writer, c spdk.Caller, adapter *spdk.Orphans, judged bool) error {
+func listExposures(ctx context.Context, w io.Writer, c spdkrpc.Caller, adapter *spdk.Orphans, judged bool) error {
 	inv, rt, err := spdk.ReadExposures(ctx, c)
 	if err != nil {
 		return err

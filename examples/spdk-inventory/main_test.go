@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
 
@@ -198,8 +199,8 @@ func flagErrHelp() error { return flag.ErrHelp }
 // the engine and leaves the live remote's controller.
 func TestInventoryListsExposures(t *testing.T) {
 	srv, dir := node(t)
-	remote := func(name string) spdk.NvmeTransportID {
-		return spdk.NvmeTransportID{Trtype: "TCP", Adrfam: "IPv4", Traddr: "10.0.0.2", Trsvcid: "20001", Subnqn: spdk.LonghornNQN(name)}
+	remote := func(name string) spdkrpc.NvmeTransportID {
+		return spdkrpc.NvmeTransportID{Trtype: "TCP", Adrfam: "IPv4", Traddr: "10.0.0.2", Trsvcid: "20001", Subnqn: spdk.LonghornNQN(name)}
 	}
 	bdev, err := srv.AttachController("gone-r-44444444", remote("gone-r-44444444"))
 	if err != nil {

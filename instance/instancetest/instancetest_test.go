@@ -13,6 +13,7 @@ import (
 	"github.com/caretaker-storage/caretaker/internal/testrun"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
 
@@ -106,7 +107,10 @@ func TestMemLookupEmptyViewIsNoneExpected(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	client := spdk.NewClient(spdk.ClientOptions{SocketPath: srv.SocketPath()})
+	client, err := spdkrpc.NewClient(spdkrpc.ClientOptions{SocketPath: srv.SocketPath()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { client.Close() })
 	records := &instancetest.MemLookup{}
 	records.Put(orphan.KindEngineInstance, "vol-e-0", instance.View{DesiredState: instance.StateRunning, CurrentState: instance.StateRunning})

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 
-	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
 // Answer carries out one call on the server's state without the socket,
@@ -12,7 +12,7 @@ import (
 // reaching SPDK through a process that owns the socket, such as
 // Longhorn's instance-manager). The call is recorded like a request that
 // came on the socket (Calls, CallCount). It returns the result as SPDK
-// writes it, or SPDK's error as an *spdk.RPCError whose Method is
+// writes it, or SPDK's error as an *spdkrpc.RPCError whose Method is
 // method. Faults apply to the socket only: Answer ignores them.
 func (s *Server) Answer(method string, params json.RawMessage) (json.RawMessage, error) {
 	s.mu.Lock()
@@ -20,11 +20,11 @@ func (s *Server) Answer(method string, params json.RawMessage) (json.RawMessage,
 	s.mu.Unlock()
 	result, rerr := s.dispatch(method, params)
 	if rerr != nil {
-		return nil, &spdk.RPCError{Method: method, Code: rerr.code, Message: rerr.msg}
+		return nil, &spdkrpc.RPCError{Method: method, Code: rerr.code, Message: rerr.msg}
 	}
 	b, err := json.Marshal(result)
 	if err != nil {
-		return nil, &spdk.RPCError{Method: method, Code: spdk.CodeInternalError, Message: err.Error()}
+		return nil, &spdkrpc.RPCError{Method: method, Code: spdkrpc.CodeInternalError, Message: err.Error()}
 	}
 	return b, nil
 }

@@ -10,34 +10,34 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
 // Harness says what RunConformanceTests checks: one field per interface
-// of package spdk that a host may implement. Nil fields are skipped.
+// of package spdkrpc that a host may implement. Nil fields are skipped.
 type Harness struct {
-	// Caller makes the spdk.Caller under test, reaching the fake SPDK at
+	// Caller makes the spdkrpc.Caller under test, reaching the fake SPDK at
 	// opts.SocketPath and failing any reply over opts.MaxReplySize bytes
-	// with an error matching spdk.ErrTooLarge. The suite calls it once
+	// with an error matching spdkrpc.ErrTooLarge. The suite calls it once
 	// per subtest, with a server of its own; the maker registers its own
 	// cleanup (Close) with t.
-	Caller func(t *testing.T, opts spdk.ClientOptions) spdk.Caller
+	Caller func(t *testing.T, opts spdkrpc.ClientOptions) spdkrpc.Caller
 }
 
 // RunConformanceTests checks every implementation h names against the
-// contracts of package spdk, each in a subtest named after its interface
-// ("Caller": SPDK's JSON-RPC contract as spdk.Caller documents it:
-// results decoded, error replies as *spdk.RPCError with SPDK's code, a
-// result of the wrong shape as spdk.ErrUnexpectedResult, the context
+// contracts of package spdkrpc, each in a subtest named after its interface
+// ("Caller": SPDK's JSON-RPC contract as spdkrpc.Caller documents it:
+// results decoded, error replies as *spdkrpc.RPCError with SPDK's code, a
+// result of the wrong shape as spdkrpc.ErrUnexpectedResult, the context
 // honoured before and during a call, concurrent calls each getting their
 // own reply, and garbage, truncated, dropped and oversized replies as
 // typed connection errors after which the next call works). A Harness
-// with nothing set is a test failure. spdk.Client runs it; so can a
+// with nothing set is a test failure. spdkrpc.Client runs it; so can a
 // host's Caller:
 //
 //	func TestCaller(t *testing.T) {
 //		spdktest.RunConformanceTests(t, spdktest.Harness{
-//			Caller: func(t *testing.T, opts spdk.ClientOptions) spdk.Caller { return newMyCaller(t, opts) },
+//			Caller: func(t *testing.T, opts spdkrpc.ClientOptions) spdkrpc.Caller { return newMyCaller(t, opts) },
 //		})
 //	}
 func RunConformanceTests(t *testing.T, h Harness) {
@@ -52,12 +52,12 @@ func RunConformanceTests(t *testing.T, h Harness) {
 // fails rather than hangs.
 const waitLimit = 10 * time.Second
 
-func runCallerTests(t *testing.T, mk func(*testing.T, spdk.ClientOptions) spdk.Caller) {
+func runCallerTests(t *testing.T, mk func(*testing.T, spdkrpc.ClientOptions) spdkrpc.Caller) {
 	ctx := context.Background()
-	setup := func(t *testing.T, maxReply int64) (*Server, spdk.Caller) {
+	setup := func(t *testing.T, maxReply int64) (*Server, spdkrpc.Caller) {
 		t.Helper()
 		srv := startForSuite(t)
-		return srv, mk(t, spdk.ClientOptions{SocketPath: srv.SocketPath(), MaxReplySize: maxReply})
+		return srv, mk(t, spdkrpc.ClientOptions{SocketPath: srv.SocketPath(), MaxReplySize: maxReply})
 	}
 
 	t.Run("DecodesResult", func(t *testing.T) {
@@ -66,7 +66,7 @@ func runCallerTests(t *testing.T, mk func(*testing.T, spdk.ClientOptions) spdk.C
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got []spdk.Lvstore
+		var got []spdkrpc.Lvstore
 		if err := c.Call(ctx, "bdev_lvol_get_lvstores", nil, &got); err != nil {
 			t.Fatalf("Call: %v", err)
 		}
@@ -85,26 +85,26 @@ func runCallerTests(t *testing.T, mk func(*testing.T, spdk.ClientOptions) spdk.C
 			params any
 			code   int
 		}{
-			{"no_such_method", nil, spdk.CodeMethodNotFound},
-			{"bdev_lvol_delete", map[string]string{"name": "disk-1/missing"}, spdk.CodeNoSuchDevice},
+			{"no_such_method", nil, spdkrpc.CodeMethodNotFound},
+			{"bdev_lvol_delete", map[string]string{"name": "disk-1/missing"}, spdkrpc.CodeNoSuchDevice},
 			// A category of the wrong type fails SPDK's decoder, which
 			// bdev_raid_rpc.c answers with a parse error.
-			{"bdev_raid_get_bdevs", map[string]any{"category": 7}, spdk.CodeParseError},
+			{"bdev_raid_get_bdevs", map[string]any{"category": 7}, spdkrpc.CodeParseError},
 			// The NVMe-oF methods: an unknown controller is -ENODEV to
 			// detach; nvmf_rpc.c answers an unknown NQN -32602; listing an
 			// unknown controller is EINVAL, positive.
-			{"bdev_nvme_detach_controller", map[string]string{"name": "missing"}, spdk.CodeNoSuchDevice},
-			{"nvmf_delete_subsystem", map[string]string{"nqn": "nqn.2023-01.io.longhorn.spdk:missing"}, spdk.CodeInvalidParams},
+			{"bdev_nvme_detach_controller", map[string]string{"name": "missing"}, spdkrpc.CodeNoSuchDevice},
+			{"nvmf_delete_subsystem", map[string]string{"nqn": "nqn.2023-01.io.longhorn.spdk:missing"}, spdkrpc.CodeInvalidParams},
 			{"bdev_nvme_get_controllers", map[string]string{"name": "missing"}, 22},
 		} {
 			err := c.Call(ctx, tc.method, tc.params, nil)
-			var rerr *spdk.RPCError
+			var rerr *spdkrpc.RPCError
 			if !errors.As(err, &rerr) || rerr.Code != tc.code || rerr.Method != tc.method || rerr.Message == "" {
 				t.Errorf("%s: err = %v, want an *RPCError of code %d naming the method", tc.method, err, tc.code)
 			}
-			if errors.Is(err, spdk.ErrNotFound) != (tc.code == spdk.CodeNoSuchDevice) || errors.Is(err, spdk.ErrConnection) {
+			if errors.Is(err, spdkrpc.ErrNotFound) != (tc.code == spdkrpc.CodeNoSuchDevice) || errors.Is(err, spdkrpc.ErrConnection) {
 				t.Errorf("%s: err = %v matches ErrNotFound %v, ErrConnection %v", tc.method, err,
-					errors.Is(err, spdk.ErrNotFound), errors.Is(err, spdk.ErrConnection))
+					errors.Is(err, spdkrpc.ErrNotFound), errors.Is(err, spdkrpc.ErrConnection))
 			}
 		}
 		stillWorks(t, srv, c)
@@ -114,7 +114,7 @@ func runCallerTests(t *testing.T, mk func(*testing.T, spdk.ClientOptions) spdk.C
 		srv, c := setup(t, 0)
 		var wrong map[string]string
 		err := c.Call(ctx, "bdev_lvol_get_lvols", nil, &wrong)
-		if !errors.Is(err, spdk.ErrUnexpectedResult) || errors.Is(err, spdk.ErrConnection) {
+		if !errors.Is(err, spdkrpc.ErrUnexpectedResult) || errors.Is(err, spdkrpc.ErrConnection) {
 			t.Fatalf("a list decoded into a map: err = %v, want ErrUnexpectedResult and not ErrConnection", err)
 		}
 		stillWorks(t, srv, c)
@@ -176,7 +176,7 @@ func runCallerTests(t *testing.T, mk func(*testing.T, spdk.ClientOptions) spdk.C
 				defer wg.Done()
 				name := fmt.Sprintf("e-%d", i%n)
 				if i%2 == 0 {
-					var got []spdk.Bdev
+					var got []spdkrpc.Bdev
 					err := c.Call(ctx, "bdev_get_bdevs", map[string]string{"name": name}, &got)
 					if err == nil && (len(got) != 1 || got[0].Name != name) {
 						err = fmt.Errorf("asked for %s, got %+v", name, got)
@@ -184,7 +184,7 @@ func runCallerTests(t *testing.T, mk func(*testing.T, spdk.ClientOptions) spdk.C
 					errs <- err
 					return
 				}
-				var got []spdk.RaidBdev
+				var got []spdkrpc.RaidBdev
 				err := c.Call(ctx, "bdev_raid_get_bdevs", map[string]string{"category": "all"}, &got)
 				if err == nil && len(got) != n {
 					err = fmt.Errorf("listed %d RAID bdevs, want %d", len(got), n)
@@ -205,7 +205,7 @@ func runCallerTests(t *testing.T, mk func(*testing.T, spdk.ClientOptions) spdk.C
 		for _, tc := range []struct {
 			name     string
 			action   FaultAction
-			protocol bool // the error must be a *spdk.ProtocolError
+			protocol bool // the error must be a *spdkrpc.ProtocolError
 		}{
 			{"garbage", Garbage, true},
 			{"truncated", Truncate, true},
@@ -214,10 +214,10 @@ func runCallerTests(t *testing.T, mk func(*testing.T, spdk.ClientOptions) spdk.C
 			t.Run(tc.name, func(t *testing.T) {
 				srv, c := setup(t, 0)
 				srv.Inject(Fault{Method: "bdev_lvol_get_lvstores", Action: tc.action})
-				var got []spdk.Lvstore
+				var got []spdkrpc.Lvstore
 				err := c.Call(ctx, "bdev_lvol_get_lvstores", nil, &got)
-				var pe *spdk.ProtocolError
-				if !errors.Is(err, spdk.ErrConnection) || (tc.protocol && !errors.As(err, &pe)) {
+				var pe *spdkrpc.ProtocolError
+				if !errors.Is(err, spdkrpc.ErrConnection) || (tc.protocol && !errors.As(err, &pe)) {
 					t.Fatalf("err = %v, want ErrConnection (and a *ProtocolError: %v)", err, tc.protocol)
 				}
 				stillWorks(t, srv, c)
@@ -236,9 +236,9 @@ func runCallerTests(t *testing.T, mk func(*testing.T, spdk.ClientOptions) spdk.C
 				t.Fatal(err)
 			}
 		}
-		var got []spdk.Lvol
+		var got []spdkrpc.Lvol
 		err := c.Call(ctx, "bdev_lvol_get_lvols", nil, &got)
-		if !errors.Is(err, spdk.ErrTooLarge) || !errors.Is(err, spdk.ErrConnection) {
+		if !errors.Is(err, spdkrpc.ErrTooLarge) || !errors.Is(err, spdkrpc.ErrConnection) {
 			t.Fatalf("a reply of 50 lvols over a %d-byte limit: err = %v, want ErrTooLarge and ErrConnection", limit, err)
 		}
 		// Small replies still work, many times the limit in total.
@@ -249,9 +249,9 @@ func runCallerTests(t *testing.T, mk func(*testing.T, spdk.ClientOptions) spdk.C
 }
 
 // stillWorks checks that c answers a small call correctly.
-func stillWorks(t *testing.T, srv *Server, c spdk.Caller) {
+func stillWorks(t *testing.T, srv *Server, c spdkrpc.Caller) {
 	t.Helper()
-	var got []spdk.RaidBdev
+	var got []spdkrpc.RaidBdev
 	if err := c.Call(context.Background(), "bdev_raid_get_bdevs", map[string]string{"category": "all"}, &got); err != nil {
 		t.Fatalf("the next call failed: %v", err)
 	}

@@ -1,16 +1,16 @@
 // Package spdktest provides a fake SPDK target for tests: a JSON-RPC 2.0
 // server on a real Unix socket that keeps state (lvstores, lvols with
-// snapshot and clone trees, RAID bdevs), answers the methods package spdk
-// uses with SPDK's JSON shapes and error codes, and injects faults (slow
+// snapshot and clone trees, RAID bdevs), answers the methods packages spdk
+// and spdkrpc use with SPDK's JSON shapes and error codes, and injects faults (slow
 // replies, garbage, a reply cut mid-way, a dropped connection, a
 // well-formed reply with a result of the wrong shape, an object recreated
 // between a list and a delete).
 //
-// It also holds the conformance suite of package spdk's host-facing
-// interface: RunConformanceTests checks a spdk.Caller (spdk.Client, or a
+// It also holds the conformance suite of package spdkrpc's host-facing
+// interface: RunConformanceTests checks a spdkrpc.Caller (spdkrpc.Client, or a
 // host's own) against SPDK's JSON-RPC contract over this server.
 //
-// Replies are package spdk's wire types, spelled as SPDK's writers spell
+// Replies are package spdkrpc's wire types, spelled as SPDK's writers spell
 // them, with what SPDK writes besides for other clients: the fake is a
 // drop-in target for Longhorn's go-spdk-helper client too (its
 // BdevLvolGet, BdevAioGet, BdevRaidGet, BdevLvolGetLvstore and
@@ -43,7 +43,7 @@
 //
 //  1. Start a Server on a short socket path (Unix socket paths are limited
 //     to about 100 bytes; t.TempDir can be longer) and Close it.
-//  2. Build the state, point an spdk.Client at SocketPath.
+//  2. Build the state, point an spdkrpc.Client at SocketPath.
 //  3. Inject faults before the calls they should hit (by method, and by
 //     params when one method is called for different purposes); assert
 //     with Calls, CallCount, Lvols, LvolAliases, RaidNames, Subsystems and
@@ -62,7 +62,8 @@
 //	srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvols", Then: func() {
 //		srv.RecreateLvol("disk-1", "vol-r-1234abcd") // the UUID changes after the listing
 //	}})
-//	c := spdk.NewClient(spdk.ClientOptions{SocketPath: srv.SocketPath()})
+//	c, err := spdkrpc.NewClient(spdkrpc.ClientOptions{SocketPath: srv.SocketPath()})
+//	if err != nil { ... }
 //	defer c.Close()
 //	// ... scan with spdk.NewOrphans, then purge: the judge finds the item's
 //	// UUID gone, and a purge of its record refuses with spdk.ErrUUIDMismatch.

@@ -7,18 +7,21 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 
 	"github.com/caretaker-storage/caretaker/internal/testrun"
 )
 
-// ExampleRunConformanceTests runs the Caller suite against spdk.Client,
+// ExampleRunConformanceTests runs the Caller suite against spdkrpc.Client,
 // as a host would against a Caller of its own.
 func ExampleRunConformanceTests() {
 	harness := spdktest.Harness{
-		Caller: func(t *testing.T, opts spdk.ClientOptions) spdk.Caller {
-			c := spdk.NewClient(opts)
+		Caller: func(t *testing.T, opts spdkrpc.ClientOptions) spdkrpc.Caller {
+			c, err := spdkrpc.NewClient(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
 			t.Cleanup(func() { c.Close() })
 			return c
 		},
@@ -55,7 +58,10 @@ func ExampleServer_SetLvolXattr() {
 		}
 	}
 
-	c := spdk.NewClient(spdk.ClientOptions{SocketPath: srv.SocketPath()})
+	c, err := spdkrpc.NewClient(spdkrpc.ClientOptions{SocketPath: srv.SocketPath()})
+	if err != nil {
+		panic(err)
+	}
 	defer c.Close()
 	ctx := context.Background()
 	var stamp string
@@ -71,7 +77,7 @@ func ExampleServer_SetLvolXattr() {
 	// Output:
 	// 2026-07-16T04:13:30Z <nil>
 	// 42 <nil>
-	// spdk: bdev_lvol_get_xattr: No such file or directory (code -32603)
+	// spdkrpc: bdev_lvol_get_xattr: No such file or directory (code -32603)
 }
 
 func first(_ string, err error) error { return err }

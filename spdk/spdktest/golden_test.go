@@ -15,7 +15,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
 
@@ -33,7 +33,7 @@ import (
 // be exposed too: the engine claims it, and so would a namespace.)
 type goldenState struct {
 	srv       *spdktest.Server
-	c         *spdk.Client
+	c         *spdkrpc.Client
 	lvs       string // lvstore UUID
 	head      string // head lvol UUID
 	snap      string // snapshot UUID
@@ -85,7 +85,7 @@ func seedGolden(t *testing.T) goldenState {
 	must("", srv.SetLvolXattr("disk-1", goldenSnap, "snapshot_timestamp", goldenStamp))
 	must("", srv.SetSnapshotChecksum("disk-1", goldenSnap, goldenChecksum))
 	g.raid = must(srv.AddRaid(goldenEngine, "disk-1/"+goldenHead, goldenRemote))
-	if b := must(srv.AttachController(goldenRemoteCtrl, spdk.NvmeTransportID{Trtype: "tcp", Adrfam: "ipv4", Traddr: "10.0.0.6",
+	if b := must(srv.AttachController(goldenRemoteCtrl, spdkrpc.NvmeTransportID{Trtype: "tcp", Adrfam: "ipv4", Traddr: "10.0.0.6",
 		Trsvcid: "20002", Subnqn: goldenRemoteNQN})); b != goldenRemote {
 		t.Fatalf("attaching %s made bdev %s, want %s", goldenRemoteCtrl, b, goldenRemote)
 	}
@@ -93,9 +93,9 @@ func seedGolden(t *testing.T) goldenState {
 	if _, err := srv.AddNamespace(goldenNQN, goldenEngine); err != nil {
 		t.Fatal(err)
 	}
-	must("", srv.AddListener(goldenNQN, spdk.NvmfListenAddress{Trtype: "tcp", Adrfam: "ipv4", Traddr: "10.0.0.5", Trsvcid: "20001"}))
+	must("", srv.AddListener(goldenNQN, spdkrpc.NvmfListenAddress{Trtype: "tcp", Adrfam: "ipv4", Traddr: "10.0.0.5", Trsvcid: "20001"}))
 	must("", srv.AddHost(goldenNQN, "nqn.2014-08.org.nvmexpress:uuid:host-1"))
-	g.c = spdk.NewClient(spdk.ClientOptions{SocketPath: srv.SocketPath()})
+	g.c = mustClient(t, spdkrpc.ClientOptions{SocketPath: srv.SocketPath()})
 	t.Cleanup(func() { g.c.Close() })
 	return g
 }
@@ -400,7 +400,7 @@ func TestGoSPDKHelperBdevLvolGet(t *testing.T) {
 	g := seedGolden(t)
 	ctx := context.Background()
 	tolerated := func(err error, code int, msg string) bool {
-		var rerr *spdk.RPCError
+		var rerr *spdkrpc.RPCError
 		return errors.As(err, &rerr) && rerr.Code == code && (msg == "" || rerr.Message == msg)
 	}
 	var bdevs []ghBdevInfo
@@ -420,7 +420,7 @@ func TestGoSPDKHelperBdevLvolGet(t *testing.T) {
 			switch {
 			case err == nil:
 				xattrs[key] = v
-			case tolerated(err, spdk.CodeInternalError, "No such file or directory"):
+			case tolerated(err, spdkrpc.CodeInternalError, "No such file or directory"):
 			default:
 				t.Fatalf("%s xattr %s: %v: go-spdk-helper fails the listing", b.Name, key, err)
 			}
@@ -431,7 +431,7 @@ func TestGoSPDKHelperBdevLvolGet(t *testing.T) {
 			switch {
 			case err == nil:
 				xattrs["snapshot_checksum"] = fmt.Sprint(sum.Checksum)
-			case tolerated(err, spdk.CodeNoSuchDevice, ""):
+			case tolerated(err, spdkrpc.CodeNoSuchDevice, ""):
 			default:
 				t.Fatalf("%s checksum: %v: go-spdk-helper fails the listing", b.Name, err)
 			}
@@ -518,12 +518,12 @@ func TestXattrsAndChecksums(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := g.c.Call(ctx, "bdev_lvol_get_xattr", map[string]string{"name": "disk-1/" + goldenSnap, "xattr_name": "user_created"}, &v)
-	var rerr *spdk.RPCError
-	if !errors.As(err, &rerr) || rerr.Code != spdk.CodeInternalError || rerr.Message != "No such file or directory" {
+	var rerr *spdkrpc.RPCError
+	if !errors.As(err, &rerr) || rerr.Code != spdkrpc.CodeInternalError || rerr.Message != "No such file or directory" {
 		t.Errorf("xattr of a recreated lvol: %v", err)
 	}
 	var sum ghBdevLvolSnapshotChecksum
-	if err := g.c.Call(ctx, "bdev_lvol_get_snapshot_checksum", map[string]string{"name": "disk-1/" + goldenSnap}, &sum); !errors.Is(err, spdk.ErrNotFound) {
+	if err := g.c.Call(ctx, "bdev_lvol_get_snapshot_checksum", map[string]string{"name": "disk-1/" + goldenSnap}, &sum); !errors.Is(err, spdkrpc.ErrNotFound) {
 		t.Errorf("checksum of a recreated snapshot: %v, %v", sum, err)
 	}
 	if err := g.srv.SetSnapshotChecksum("disk-1", goldenHead, 1); !errors.Is(err, spdktest.ErrNotFound) {
@@ -548,68 +548,68 @@ func TestErrorRepliesAreSPDKs(t *testing.T) {
 	}{
 		// lib/jsonrpc/jsonrpc_server.c parse_single_request: params must
 		// be an object or an array.
-		{"params neither object nor array", "bdev_get_bdevs", json.RawMessage(`5`), spdk.CodeInvalidRequest, "Invalid request"},
-		{"params neither object nor array", "bdev_lvol_delete", json.RawMessage(`"x"`), spdk.CodeInvalidRequest, "Invalid request"},
+		{"params neither object nor array", "bdev_get_bdevs", json.RawMessage(`5`), spdkrpc.CodeInvalidRequest, "Invalid request"},
+		{"params neither object nor array", "bdev_lvol_delete", json.RawMessage(`"x"`), spdkrpc.CodeInvalidRequest, "Invalid request"},
 
 		// lib/bdev/bdev_rpc.c rpc_bdev_get_bdevs.
-		{"decoder: wrong type", "bdev_get_bdevs", map[string]any{"name": 1}, spdk.CodeInternalError, decodeFailed},
-		{"decoder: unknown member", "bdev_get_bdevs", map[string]any{"bogus": 1}, spdk.CodeInternalError, decodeFailed},
-		{"decoder: negative uint64", "bdev_get_bdevs", map[string]any{"name": "x", "timeout": -1}, spdk.CodeInternalError, decodeFailed},
-		{"decoder: array", "bdev_get_bdevs", json.RawMessage(`[]`), spdk.CodeInternalError, decodeFailed},
-		{"spdk_bdev_open_async: -ENODEV", "bdev_get_bdevs", map[string]any{"name": "nope"}, spdk.CodeNoSuchDevice, "No such device"},
-		{"spdk_bdev_open_async: -ENODEV", "bdev_get_bdevs", map[string]any{"name": ""}, spdk.CodeNoSuchDevice, "No such device"},
+		{"decoder: wrong type", "bdev_get_bdevs", map[string]any{"name": 1}, spdkrpc.CodeInternalError, decodeFailed},
+		{"decoder: unknown member", "bdev_get_bdevs", map[string]any{"bogus": 1}, spdkrpc.CodeInternalError, decodeFailed},
+		{"decoder: negative uint64", "bdev_get_bdevs", map[string]any{"name": "x", "timeout": -1}, spdkrpc.CodeInternalError, decodeFailed},
+		{"decoder: array", "bdev_get_bdevs", json.RawMessage(`[]`), spdkrpc.CodeInternalError, decodeFailed},
+		{"spdk_bdev_open_async: -ENODEV", "bdev_get_bdevs", map[string]any{"name": "nope"}, spdkrpc.CodeNoSuchDevice, "No such device"},
+		{"spdk_bdev_open_async: -ENODEV", "bdev_get_bdevs", map[string]any{"name": ""}, spdkrpc.CodeNoSuchDevice, "No such device"},
 
 		// vbdev_lvol_rpc.c rpc_bdev_lvol_get_lvstores.
-		{"decoder: array", "bdev_lvol_get_lvstores", json.RawMessage(`[]`), spdk.CodeInternalError, decodeFailed},
+		{"decoder: array", "bdev_lvol_get_lvstores", json.RawMessage(`[]`), spdkrpc.CodeInternalError, decodeFailed},
 		{"xor: both", "bdev_lvol_get_lvstores", map[string]any{"uuid": g.lvs, "lvs_name": "disk-1"}, -22, "Invalid argument"},
 		{"xor: neither", "bdev_lvol_get_lvstores", map[string]any{}, -22, "Invalid argument"},
-		{"xor: -ENODEV", "bdev_lvol_get_lvstores", map[string]any{"lvs_name": "nope"}, spdk.CodeNoSuchDevice, "No such device"},
-		{"xor: -ENODEV", "bdev_lvol_get_lvstores", map[string]any{"uuid": ""}, spdk.CodeNoSuchDevice, "No such device"},
+		{"xor: -ENODEV", "bdev_lvol_get_lvstores", map[string]any{"lvs_name": "nope"}, spdkrpc.CodeNoSuchDevice, "No such device"},
+		{"xor: -ENODEV", "bdev_lvol_get_lvstores", map[string]any{"uuid": ""}, spdkrpc.CodeNoSuchDevice, "No such device"},
 
 		// vbdev_lvol_rpc.c rpc_bdev_lvol_get_lvols. go-spdk-helper's
 		// BdevLvolGetLvols sends "uuid", which this decoder does not know.
-		{"decoder: unknown member", "bdev_lvol_get_lvols", map[string]any{"uuid": g.lvs}, spdk.CodeInternalError, decodeFailed},
-		{"decoder: wrong type", "bdev_lvol_get_lvols", map[string]any{"lvs_uuid": 7}, spdk.CodeInternalError, decodeFailed},
-		{"decoder: null member", "bdev_lvol_get_lvols", map[string]any{"lvs_name": nil}, spdk.CodeInternalError, decodeFailed},
+		{"decoder: unknown member", "bdev_lvol_get_lvols", map[string]any{"uuid": g.lvs}, spdkrpc.CodeInternalError, decodeFailed},
+		{"decoder: wrong type", "bdev_lvol_get_lvols", map[string]any{"lvs_uuid": 7}, spdkrpc.CodeInternalError, decodeFailed},
+		{"decoder: null member", "bdev_lvol_get_lvols", map[string]any{"lvs_name": nil}, spdkrpc.CodeInternalError, decodeFailed},
 		{"xor: both", "bdev_lvol_get_lvols", map[string]any{"lvs_uuid": g.lvs, "lvs_name": "disk-1"}, -22, "Invalid argument"},
 		{"xor: neither", "bdev_lvol_get_lvols", map[string]any{}, -22, "Invalid argument"},
-		{"xor: -ENODEV", "bdev_lvol_get_lvols", map[string]any{"lvs_name": "nope"}, spdk.CodeNoSuchDevice, "No such device"},
+		{"xor: -ENODEV", "bdev_lvol_get_lvols", map[string]any{"lvs_name": "nope"}, spdkrpc.CodeNoSuchDevice, "No such device"},
 
 		// vbdev_lvol_rpc.c rpc_bdev_lvol_delete.
-		{"decoder: no params", "bdev_lvol_delete", nil, spdk.CodeInternalError, decodeFailed},
-		{"decoder: name missing", "bdev_lvol_delete", map[string]any{}, spdk.CodeInternalError, decodeFailed},
-		{"decoder: names are case-sensitive", "bdev_lvol_delete", map[string]any{"Name": "disk-1/" + goldenHead}, spdk.CodeInternalError, decodeFailed},
-		{"decoder: null name", "bdev_lvol_delete", map[string]any{"name": nil}, spdk.CodeInternalError, decodeFailed},
-		{"decoder: unknown member", "bdev_lvol_delete", map[string]any{"name": "disk-1/" + goldenHead, "sync": true}, spdk.CodeInternalError, decodeFailed},
-		{"no such lvol: -ENODEV", "bdev_lvol_delete", map[string]any{"name": "disk-1/nope"}, spdk.CodeNoSuchDevice, "No such device"},
-		{"no such lvol: -ENODEV", "bdev_lvol_delete", map[string]any{"name": ""}, spdk.CodeNoSuchDevice, "No such device"},
+		{"decoder: no params", "bdev_lvol_delete", nil, spdkrpc.CodeInternalError, decodeFailed},
+		{"decoder: name missing", "bdev_lvol_delete", map[string]any{}, spdkrpc.CodeInternalError, decodeFailed},
+		{"decoder: names are case-sensitive", "bdev_lvol_delete", map[string]any{"Name": "disk-1/" + goldenHead}, spdkrpc.CodeInternalError, decodeFailed},
+		{"decoder: null name", "bdev_lvol_delete", map[string]any{"name": nil}, spdkrpc.CodeInternalError, decodeFailed},
+		{"decoder: unknown member", "bdev_lvol_delete", map[string]any{"name": "disk-1/" + goldenHead, "sync": true}, spdkrpc.CodeInternalError, decodeFailed},
+		{"no such lvol: -ENODEV", "bdev_lvol_delete", map[string]any{"name": "disk-1/nope"}, spdkrpc.CodeNoSuchDevice, "No such device"},
+		{"no such lvol: -ENODEV", "bdev_lvol_delete", map[string]any{"name": ""}, spdkrpc.CodeNoSuchDevice, "No such device"},
 
 		// bdev_raid_rpc.c rpc_bdev_raid_get_bdevs and rpc_bdev_raid_delete:
 		// a decoder failure is a parse error there.
-		{"decoder: no params", "bdev_raid_get_bdevs", nil, spdk.CodeParseError, decodeFailed},
-		{"decoder: wrong type", "bdev_raid_get_bdevs", map[string]any{"category": 7}, spdk.CodeParseError, decodeFailed},
+		{"decoder: no params", "bdev_raid_get_bdevs", nil, spdkrpc.CodeParseError, decodeFailed},
+		{"decoder: wrong type", "bdev_raid_get_bdevs", map[string]any{"category": 7}, spdkrpc.CodeParseError, decodeFailed},
 		{"raid_bdev_str_to_state: -EINVAL", "bdev_raid_get_bdevs", map[string]any{"category": "weird"}, -22, "Invalid argument"},
-		{"decoder: no params", "bdev_raid_delete", nil, spdk.CodeParseError, decodeFailed},
-		{"decoder: wrong type", "bdev_raid_delete", map[string]any{"name": 7}, spdk.CodeParseError, decodeFailed},
-		{"decoder: unknown member", "bdev_raid_delete", map[string]any{"name": goldenEngine, "force": true}, spdk.CodeParseError, decodeFailed},
-		{"raid_bdev_find_by_name: -ENODEV", "bdev_raid_delete", map[string]any{"name": "vol-e-9"}, spdk.CodeNoSuchDevice, "raid bdev vol-e-9 not found"},
+		{"decoder: no params", "bdev_raid_delete", nil, spdkrpc.CodeParseError, decodeFailed},
+		{"decoder: wrong type", "bdev_raid_delete", map[string]any{"name": 7}, spdkrpc.CodeParseError, decodeFailed},
+		{"decoder: unknown member", "bdev_raid_delete", map[string]any{"name": goldenEngine, "force": true}, spdkrpc.CodeParseError, decodeFailed},
+		{"raid_bdev_find_by_name: -ENODEV", "bdev_raid_delete", map[string]any{"name": "vol-e-9"}, spdkrpc.CodeNoSuchDevice, "raid bdev vol-e-9 not found"},
 
 		// vbdev_lvol_rpc.c rpc_bdev_lvol_get_xattr and _set_xattr.
-		{"decoder: xattr_name missing", "bdev_lvol_get_xattr", map[string]any{"name": g.snap}, spdk.CodeInternalError, decodeFailed},
-		{"no such bdev: -ENODEV", "bdev_lvol_get_xattr", map[string]any{"name": "disk-1/nope", "xattr_name": "user_created"}, spdk.CodeNoSuchDevice, "No such device"},
-		{"not an lvol: -ENODEV", "bdev_lvol_get_xattr", map[string]any{"name": goldenEngine, "xattr_name": "user_created"}, spdk.CodeNoSuchDevice, "No such device"},
-		{"blob has no such xattr: -ENOENT", "bdev_lvol_get_xattr", map[string]any{"name": g.head, "xattr_name": "user_created"}, spdk.CodeInternalError, "No such file or directory"},
-		{"decoder: xattr_value missing", "bdev_lvol_set_xattr", map[string]any{"name": g.head, "xattr_name": "k"}, spdk.CodeInternalError, decodeFailed},
-		{"no such bdev: -ENODEV", "bdev_lvol_set_xattr", map[string]any{"name": "disk-1/nope", "xattr_name": "k", "xattr_value": "v"}, spdk.CodeNoSuchDevice, "No such device"},
+		{"decoder: xattr_name missing", "bdev_lvol_get_xattr", map[string]any{"name": g.snap}, spdkrpc.CodeInternalError, decodeFailed},
+		{"no such bdev: -ENODEV", "bdev_lvol_get_xattr", map[string]any{"name": "disk-1/nope", "xattr_name": "user_created"}, spdkrpc.CodeNoSuchDevice, "No such device"},
+		{"not an lvol: -ENODEV", "bdev_lvol_get_xattr", map[string]any{"name": goldenEngine, "xattr_name": "user_created"}, spdkrpc.CodeNoSuchDevice, "No such device"},
+		{"blob has no such xattr: -ENOENT", "bdev_lvol_get_xattr", map[string]any{"name": g.head, "xattr_name": "user_created"}, spdkrpc.CodeInternalError, "No such file or directory"},
+		{"decoder: xattr_value missing", "bdev_lvol_set_xattr", map[string]any{"name": g.head, "xattr_name": "k"}, spdkrpc.CodeInternalError, decodeFailed},
+		{"no such bdev: -ENODEV", "bdev_lvol_set_xattr", map[string]any{"name": "disk-1/nope", "xattr_name": "k", "xattr_value": "v"}, spdkrpc.CodeNoSuchDevice, "No such device"},
 
 		// Longhorn's vbdev_lvol_rpc.c rpc_bdev_lvol_get_snapshot_checksum:
 		// every failure is -ENODEV.
-		{"decoder: no params", "bdev_lvol_get_snapshot_checksum", nil, spdk.CodeInternalError, decodeFailed},
-		{"not a snapshot: -ENODEV", "bdev_lvol_get_snapshot_checksum", map[string]any{"name": g.head}, spdk.CodeNoSuchDevice, "No such device"},
-		{"no such bdev: -ENODEV", "bdev_lvol_get_snapshot_checksum", map[string]any{"name": "disk-1/nope"}, spdk.CodeNoSuchDevice, "No such device"},
+		{"decoder: no params", "bdev_lvol_get_snapshot_checksum", nil, spdkrpc.CodeInternalError, decodeFailed},
+		{"not a snapshot: -ENODEV", "bdev_lvol_get_snapshot_checksum", map[string]any{"name": g.head}, spdkrpc.CodeNoSuchDevice, "No such device"},
+		{"no such bdev: -ENODEV", "bdev_lvol_get_snapshot_checksum", map[string]any{"name": "disk-1/nope"}, spdkrpc.CodeNoSuchDevice, "No such device"},
 	} {
 		err := g.c.Call(context.Background(), tc.method, tc.params, nil)
-		var rerr *spdk.RPCError
+		var rerr *spdkrpc.RPCError
 		if !errors.As(err, &rerr) || rerr.Code != tc.code || rerr.Message != tc.msg {
 			t.Errorf("%s %s: %v, want %d %q (%s)", tc.method, paramsString(tc.params), err, tc.code, tc.msg, tc.why)
 		}
@@ -619,8 +619,8 @@ func TestErrorRepliesAreSPDKs(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := g.c.Call(context.Background(), "bdev_lvol_get_snapshot_checksum", map[string]string{"name": "disk-1/vol-r-0a1b2c3d-snap-s2"}, nil)
-	var rerr *spdk.RPCError
-	if !errors.As(err, &rerr) || rerr.Code != spdk.CodeNoSuchDevice || rerr.Message != "No such device" {
+	var rerr *spdkrpc.RPCError
+	if !errors.As(err, &rerr) || rerr.Code != spdkrpc.CodeNoSuchDevice || rerr.Message != "No such device" {
 		t.Errorf("checksum never registered: %v", err)
 	}
 	// None of the refused deletes took anything.

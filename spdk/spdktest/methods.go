@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 
-	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
 // dispatch runs one method against the state. Each case follows the
@@ -18,7 +18,7 @@ func (s *Server) dispatch(method string, params json.RawMessage) (any, *rpcError
 	case "bdev_get_bdevs": // lib/bdev/bdev_rpc.c rpc_bdev_get_bdevs
 		var p getBdevsParams
 		if hasParams(params) && !decodeObject(params, &p, "name", "timeout") {
-			return nil, errDecodeFailed(spdk.CodeInternalError)
+			return nil, errDecodeFailed(spdkrpc.CodeInternalError)
 		}
 		return s.bdevs(p.Name)
 	case "bdev_lvol_get_lvstores": // vbdev_lvol_rpc.c rpc_bdev_lvol_get_lvstores
@@ -27,7 +27,7 @@ func (s *Server) dispatch(method string, params json.RawMessage) (any, *rpcError
 			return s.getLvstores(nil)
 		}
 		if !decodeObject(params, &p, "uuid", "lvs_name") {
-			return nil, errDecodeFailed(spdk.CodeInternalError)
+			return nil, errDecodeFailed(spdkrpc.CodeInternalError)
 		}
 		st, err := s.lvstoreXor(p.UUID, p.LvsName)
 		if err != nil {
@@ -40,7 +40,7 @@ func (s *Server) dispatch(method string, params json.RawMessage) (any, *rpcError
 			return s.getLvols(nil), nil
 		}
 		if !decodeObject(params, &p, "lvs_uuid", "lvs_name") {
-			return nil, errDecodeFailed(spdk.CodeInternalError)
+			return nil, errDecodeFailed(spdkrpc.CodeInternalError)
 		}
 		st, err := s.lvstoreXor(p.LvsUUID, p.LvsName)
 		if err != nil {
@@ -50,17 +50,17 @@ func (s *Server) dispatch(method string, params json.RawMessage) (any, *rpcError
 	case "bdev_raid_get_bdevs": // bdev_raid_rpc.c rpc_bdev_raid_get_bdevs
 		var p raidGetParams
 		if !hasParams(params) || !decodeObject(params, &p, "category") || p.Category == nil {
-			return nil, errDecodeFailed(spdk.CodeParseError)
+			return nil, errDecodeFailed(spdkrpc.CodeParseError)
 		}
 		return s.getRaids(*p.Category)
 	case "bdev_lvol_delete": // vbdev_lvol_rpc.c rpc_bdev_lvol_delete
-		name, err := decodeName(params, spdk.CodeInternalError)
+		name, err := decodeName(params, spdkrpc.CodeInternalError)
 		if err != nil {
 			return nil, err
 		}
 		return s.deleteLvol(name)
 	case "bdev_raid_delete": // bdev_raid_rpc.c rpc_bdev_raid_delete
-		name, err := decodeName(params, spdk.CodeParseError)
+		name, err := decodeName(params, spdkrpc.CodeParseError)
 		if err != nil {
 			return nil, err
 		}
@@ -68,14 +68,14 @@ func (s *Server) dispatch(method string, params json.RawMessage) (any, *rpcError
 	case "bdev_lvol_get_xattr": // vbdev_lvol_rpc.c rpc_bdev_lvol_get_xattr
 		var p getXattrParams
 		if !hasParams(params) || !decodeObject(params, &p, "name", "xattr_name") || p.Name == nil || p.XattrName == nil {
-			return nil, errDecodeFailed(spdk.CodeInternalError)
+			return nil, errDecodeFailed(spdkrpc.CodeInternalError)
 		}
 		return s.getXattr(*p.Name, *p.XattrName)
 	case "bdev_lvol_set_xattr": // vbdev_lvol_rpc.c rpc_bdev_lvol_set_xattr
 		var p setXattrParams
 		if !hasParams(params) || !decodeObject(params, &p, "name", "xattr_name", "xattr_value") ||
 			p.Name == nil || p.XattrName == nil || p.XattrValue == nil {
-			return nil, errDecodeFailed(spdk.CodeInternalError)
+			return nil, errDecodeFailed(spdkrpc.CodeInternalError)
 		}
 		l := s.lookupLvol(*p.Name)
 		if l == nil {
@@ -84,7 +84,7 @@ func (s *Server) dispatch(method string, params json.RawMessage) (any, *rpcError
 		l.setXattr(*p.XattrName, *p.XattrValue)
 		return true, nil
 	case "bdev_lvol_get_snapshot_checksum": // Longhorn's vbdev_lvol_rpc.c
-		name, err := decodeName(params, spdk.CodeInternalError)
+		name, err := decodeName(params, spdkrpc.CodeInternalError)
 		if err != nil {
 			return nil, err
 		}
@@ -99,18 +99,18 @@ func (s *Server) dispatch(method string, params json.RawMessage) (any, *rpcError
 	if result, err, ok := s.dispatchNvmf(method, params); ok {
 		return result, err
 	}
-	return nil, &rpcError{spdk.CodeMethodNotFound, "Method not found"}
+	return nil, &rpcError{spdkrpc.CodeMethodNotFound, "Method not found"}
 }
 
 // getLvstores answers bdev_lvol_get_lvstores: lvstore only, or every
 // lvstore for nil (a call without params).
 func (s *Server) getLvstores(only *lvstore) (any, *rpcError) {
-	out := []spdk.Lvstore{}
+	out := []spdkrpc.Lvstore{}
 	for _, l := range s.lvstores {
 		if only != nil && l != only {
 			continue
 		}
-		out = append(out, spdk.Lvstore{UUID: l.uuid, Name: l.name, BaseBdev: l.baseBdev, TotalDataClusters: 1 << 16, FreeClusters: 1 << 15, BlockSize: 4096, ClusterSize: 1 << 20})
+		out = append(out, spdkrpc.Lvstore{UUID: l.uuid, Name: l.name, BaseBdev: l.baseBdev, TotalDataClusters: 1 << 16, FreeClusters: 1 << 15, BlockSize: 4096, ClusterSize: 1 << 20})
 	}
 	return out, nil
 }
@@ -140,8 +140,8 @@ func (s *Server) getLvols(only *lvstore) []lvolReply {
 		if only != nil && l.lvs != only {
 			continue
 		}
-		out = append(out, lvolReply{Lvol: spdk.Lvol{Alias: l.alias(), UUID: l.uuid, Name: l.name, IsThinProvisioned: true, IsSnapshot: l.snapshot, IsClone: l.parent != nil,
-			Lvs: spdk.LvolStoreRef{Name: l.lvs.name, UUID: l.lvs.uuid}}, CreationTime: l.created})
+		out = append(out, lvolReply{Lvol: spdkrpc.Lvol{Alias: l.alias(), UUID: l.uuid, Name: l.name, IsThinProvisioned: true, IsSnapshot: l.snapshot, IsClone: l.parent != nil,
+			Lvs: spdkrpc.LvolStoreRef{Name: l.lvs.name, UUID: l.lvs.uuid}}, CreationTime: l.created})
 	}
 	return out
 }
@@ -153,12 +153,12 @@ func (s *Server) getRaids(category string) (any, *rpcError) {
 		// raid_bdev_str_to_state found no such state: -EINVAL.
 		return nil, errInvalidArgument()
 	}
-	out := []spdk.RaidBdev{}
+	out := []spdkrpc.RaidBdev{}
 	for _, r := range s.raids {
 		if category != "all" && category != r.state {
 			continue
 		}
-		out = append(out, spdk.RaidBdev{Name: r.name, BdevRaidInfo: s.raidInfo(r)})
+		out = append(out, spdkrpc.RaidBdev{Name: r.name, BdevRaidInfo: s.raidInfo(r)})
 	}
 	return out, nil
 }
@@ -167,19 +167,19 @@ func (s *Server) getRaids(category string) (any, *rpcError) {
 // UUID is that of the bdev the fake lists under its name; a member the
 // fake does not list (a remote replica's NVMe bdev) gets a stable UUID
 // derived from its name, as a configured member always has one.
-func (s *Server) raidInfo(r *raid) spdk.BdevRaidInfo {
+func (s *Server) raidInfo(r *raid) spdkrpc.BdevRaidInfo {
 	n := uint32(len(r.base))
-	info := spdk.BdevRaidInfo{UUID: r.uuid, State: r.state, RaidLevel: r.level, NumBaseBdevs: n, NumBaseBdevsDiscovered: n, NumBaseBdevsOperational: n, BaseBdevsList: []spdk.RaidBaseBdev{}}
+	info := spdkrpc.BdevRaidInfo{UUID: r.uuid, State: r.state, RaidLevel: r.level, NumBaseBdevs: n, NumBaseBdevsDiscovered: n, NumBaseBdevsOperational: n, BaseBdevsList: []spdkrpc.RaidBaseBdev{}}
 	for _, b := range r.base {
 		if b == "" {
 			// A slot whose bdev was removed (raid_bdev_remove_base_bdev):
 			// no name, the nil UUID, not configured.
-			info.BaseBdevsList = append(info.BaseBdevsList, spdk.RaidBaseBdev{UUID: "00000000-0000-0000-0000-000000000000", DataSize: raidBlocks})
+			info.BaseBdevsList = append(info.BaseBdevsList, spdkrpc.RaidBaseBdev{UUID: "00000000-0000-0000-0000-000000000000", DataSize: raidBlocks})
 			info.NumBaseBdevsDiscovered--
 			info.NumBaseBdevsOperational--
 			continue
 		}
-		m := spdk.RaidBaseBdev{Name: b, UUID: derivedUUID("member", b), IsConfigured: true, DataSize: raidBlocks}
+		m := spdkrpc.RaidBaseBdev{Name: b, UUID: derivedUUID("member", b), IsConfigured: true, DataSize: raidBlocks}
 		if l := s.lookupLvol(b); l != nil && l.uuid != "" {
 			m.UUID, m.DataSize = l.uuid, l.blocks
 		}
@@ -225,7 +225,7 @@ func (s *Server) bdevs(name *string) (any, *rpcError) {
 // blobstore (spdk_bs_bdev_claim in blob_bdev.c: read_many_write_one).
 func (s *Server) aioBdev(st *lvstore) bdevReply {
 	return bdevReply{
-		Bdev:               spdk.Bdev{Name: st.baseBdev, Aliases: []string{}, ProductName: productAIO, BlockSize: 4096, NumBlocks: 1 << 24, UUID: st.baseUUID, Claimed: true},
+		Bdev:               spdkrpc.Bdev{Name: st.baseBdev, Aliases: []string{}, ProductName: productAIO, BlockSize: 4096, NumBlocks: 1 << 24, UUID: st.baseUUID, Claimed: true},
 		ClaimType:          "read_many_write_one",
 		SupportedIOTypes:   ioTypes{Read: true, Write: true, Unmap: true, WriteZeroes: true, Flush: true, Reset: true},
 		DriverSpecific:     driverSpecific{Aio: &aioInfo{Filename: "/dev/" + st.baseBdev}},
@@ -237,7 +237,7 @@ func (s *Server) aioBdev(st *lvstore) bdevReply {
 // writes (vbdev_lvol_io_type_supported).
 func (s *Server) lvolBdev(l *lvol) bdevReply {
 	allocated := l.allocated
-	info := lvolInfo{BdevLvolInfo: spdk.BdevLvolInfo{LvolStoreUUID: l.lvs.uuid, BaseBdev: l.lvs.baseBdev, ThinProvision: true, NumAllocatedClusters: &allocated, Snapshot: l.snapshot, Clone: l.parent != nil},
+	info := lvolInfo{BdevLvolInfo: spdkrpc.BdevLvolInfo{LvolStoreUUID: l.lvs.uuid, BaseBdev: l.lvs.baseBdev, ThinProvision: true, NumAllocatedClusters: &allocated, Snapshot: l.snapshot, Clone: l.parent != nil},
 		NumClusters: l.blocks * 4096 / (1 << 20)}
 	if l.parent != nil {
 		info.BaseSnapshot = l.parent.name
@@ -253,7 +253,7 @@ func (s *Server) lvolBdev(l *lvol) bdevReply {
 	}
 	writable := !l.snapshot
 	b := bdevReply{
-		Bdev:             spdk.Bdev{Name: bname, Aliases: []string{l.alias()}, ProductName: spdk.ProductLogicalVolume, BlockSize: 4096, NumBlocks: l.blocks, UUID: l.uuid},
+		Bdev:             spdkrpc.Bdev{Name: bname, Aliases: []string{l.alias()}, ProductName: spdkrpc.ProductLogicalVolume, BlockSize: 4096, NumBlocks: l.blocks, UUID: l.uuid},
 		CreationTime:     l.created,
 		SupportedIOTypes: ioTypes{Read: true, Write: writable, Unmap: writable, WriteZeroes: writable, Flush: true, Reset: true},
 		DriverSpecific:   driverSpecific{Lvol: &info},
@@ -285,7 +285,7 @@ func (s *Server) raidMember(l *lvol) bool {
 func (s *Server) raidBdev(r *raid) bdevReply {
 	info := s.raidInfo(r)
 	b := bdevReply{
-		Bdev:             spdk.Bdev{Name: r.name, Aliases: []string{}, ProductName: spdk.ProductRaidVolume, BlockSize: 4096, NumBlocks: raidBlocks, UUID: r.uuid},
+		Bdev:             spdkrpc.Bdev{Name: r.name, Aliases: []string{}, ProductName: spdkrpc.ProductRaidVolume, BlockSize: 4096, NumBlocks: raidBlocks, UUID: r.uuid},
 		SupportedIOTypes: ioTypes{Read: true, Write: true, Unmap: true, WriteZeroes: true, Flush: true, Reset: true},
 		DriverSpecific:   driverSpecific{Raid: &info},
 	}
@@ -320,7 +320,7 @@ func (s *Server) deleteLvol(name string) (any, *rpcError) {
 		return nil, errNoDevice()
 	}
 	if len(l.clones) > 1 {
-		return nil, &rpcError{spdk.CodeInternalError, "Operation not permitted"}
+		return nil, &rpcError{spdkrpc.CodeInternalError, "Operation not permitted"}
 	}
 	p := l.parent
 	if p != nil {
@@ -345,7 +345,7 @@ func (s *Server) deleteLvol(name string) (any, *rpcError) {
 func (s *Server) deleteRaid(name string) (any, *rpcError) {
 	r := s.findRaid(name)
 	if r == nil {
-		return nil, &rpcError{spdk.CodeNoSuchDevice, "raid bdev " + name + " not found"}
+		return nil, &rpcError{spdkrpc.CodeNoSuchDevice, "raid bdev " + name + " not found"}
 	}
 	s.raids = slices.DeleteFunc(s.raids, func(x *raid) bool { return x == r })
 	s.hotRemove(bdevRef{raid: r})

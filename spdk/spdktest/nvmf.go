@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
 // The NVMe-oF state and methods: subsystems with their namespaces,
@@ -42,7 +42,7 @@ type subsystem struct {
 	allowAnyHost  bool
 	anaReporting  bool
 	maxNamespaces uint32 // as given; 0: none given
-	listeners     []spdk.NvmfListenAddress
+	listeners     []spdkrpc.NvmfListenAddress
 	hosts         []string
 	ns            []*namespace // ascending NSID
 }
@@ -84,13 +84,13 @@ type nvmeCtrlr struct {
 }
 
 type nvmePath struct {
-	trid   spdk.NvmeTransportID
-	host   spdk.NvmeHostID
+	trid   spdkrpc.NvmeTransportID
+	host   spdkrpc.NvmeHostID
 	cntlid uint16
 	state  string
 }
 
-func (c *nvmeCtrlr) bdevName() string { return spdk.NvmeBdevName(c.name, 1) }
+func (c *nvmeCtrlr) bdevName() string { return spdkrpc.NvmeBdevName(c.name, 1) }
 
 // SubsystemOptions are the optional params of a subsystem added with
 // AddSubsystem, as nvmf_create_subsystem takes them. The zero value means
@@ -145,7 +145,7 @@ func (s *Server) AddNamespace(nqn, bdev string) (uint32, error) {
 // nvmf_subsystem_add_listener does: Trtype and Adrfam are written as SPDK
 // writes them ("tcp" lists as "TCP", "ipv4" as "IPv4"; no Adrfam means
 // IPv4 for TCP and RDMA).
-func (s *Server) AddListener(nqn string, addr spdk.NvmfListenAddress) error {
+func (s *Server) AddListener(nqn string, addr spdkrpc.NvmfListenAddress) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss := s.findSubsystem(nqn)
@@ -183,7 +183,7 @@ func (s *Server) AddHost(nqn, hostNQN string) error {
 // target at trid, as bdev_nvme_attach_controller does, and returns the
 // name of the bdev of its namespace: "<name>n1". The fake's remote
 // targets always answer, with one namespace.
-func (s *Server) AttachController(name string, trid spdk.NvmeTransportID) (string, error) {
+func (s *Server) AttachController(name string, trid spdkrpc.NvmeTransportID) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.findCtrlr(name) != nil {
@@ -193,7 +193,7 @@ func (s *Server) AttachController(name string, trid spdk.NvmeTransportID) (strin
 	if !ok {
 		return "", fmt.Errorf("spdktest: invalid transport ID %+v", trid)
 	}
-	c := s.attach(name, t, spdk.NvmeHostID{})
+	c := s.attach(name, t, spdkrpc.NvmeHostID{})
 	return c.bdevName(), nil
 }
 
@@ -215,10 +215,10 @@ func (s *Server) SetControllerState(name, state string) error {
 
 // Subsystems returns every subsystem as nvmf_get_subsystems lists it, the
 // discovery subsystem first.
-func (s *Server) Subsystems() []spdk.NvmfSubsystem {
+func (s *Server) Subsystems() []spdkrpc.NvmfSubsystem {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]spdk.NvmfSubsystem, 0, len(s.subsystems))
+	out := make([]spdkrpc.NvmfSubsystem, 0, len(s.subsystems))
 	for _, ss := range s.subsystems {
 		out = append(out, s.subsystemReply(ss).NvmfSubsystem)
 	}
@@ -271,9 +271,9 @@ func (s *Server) dispatchNvmf(method string, params json.RawMessage) (result any
 
 // The errors of the nvmf handlers: nearly every failure, a decoder's or
 // an unknown NQN's, is -32602 "Invalid parameters".
-func errInvalidParams() *rpcError { return &rpcError{spdk.CodeInvalidParams, "Invalid parameters"} }
+func errInvalidParams() *rpcError { return &rpcError{spdkrpc.CodeInvalidParams, "Invalid parameters"} }
 func errNoTarget() *rpcError {
-	return &rpcError{spdk.CodeInternalError, "Unable to find a target."}
+	return &rpcError{spdkrpc.CodeInternalError, "Unable to find a target."}
 }
 
 // Params of the NVMe-oF methods, with SPDK's member names (the decoder
@@ -427,10 +427,10 @@ func (s *Server) rpcCreateSubsystem(params json.RawMessage) (any, *rpcError) {
 		return nil, errInvalidParams()
 	}
 	if !knownTarget(p.TgtName) {
-		return nil, &rpcError{spdk.CodeInternalError, "Unable to find target " + *p.TgtName}
+		return nil, &rpcError{spdkrpc.CodeInternalError, "Unable to find target " + *p.TgtName}
 	}
 	if s.findSubsystem(*p.NQN) != nil || !validNQN(*p.NQN) {
-		return nil, &rpcError{spdk.CodeInternalError, "Unable to create subsystem " + *p.NQN}
+		return nil, &rpcError{spdkrpc.CodeInternalError, "Unable to create subsystem " + *p.NQN}
 	}
 	opts := SubsystemOptions{SerialNumber: deref(p.SerialNumber), ModelNumber: deref(p.ModelNumber), AllowAnyHost: p.AllowAnyHost != nil && *p.AllowAnyHost}
 	if p.MaxNamespaces != nil {
@@ -584,7 +584,7 @@ func (s *Server) rpcListener(params json.RawMessage, add bool) (any, *rpcError) 
 	if ss == nil {
 		return nil, errInvalidParams()
 	}
-	addr, ok := listenAddress(spdk.NvmfListenAddress{Trtype: *a.Trtype, Adrfam: deref(a.Adrfam), Traddr: *a.Traddr, Trsvcid: deref(a.Trsvcid)})
+	addr, ok := listenAddress(spdkrpc.NvmfListenAddress{Trtype: *a.Trtype, Adrfam: deref(a.Adrfam), Traddr: *a.Traddr, Trsvcid: deref(a.Trsvcid)})
 	if !ok {
 		return nil, errInvalidParams() // rpc_listen_address_to_trid
 	}
@@ -612,7 +612,7 @@ func (s *Server) rpcGetListeners(params json.RawMessage) (any, *rpcError) {
 		return nil, errInvalidParams()
 	}
 	if !knownTarget(p.TgtName) {
-		return nil, &rpcError{spdk.CodeInternalError, "Unable to find a target"}
+		return nil, &rpcError{spdkrpc.CodeInternalError, "Unable to find a target"}
 	}
 	ss := s.findSubsystem(*p.NQN)
 	if ss == nil {
@@ -628,19 +628,19 @@ func (s *Server) rpcGetListeners(params json.RawMessage) (any, *rpcError) {
 func (s *Server) rpcAttachController(params json.RawMessage) (any, *rpcError) {
 	var p attachParams
 	if !hasParams(params) || !decodeObject(params, &p, attachMembers...) || p.Name == nil || p.Trtype == nil || p.Traddr == nil {
-		return nil, errDecodeFailed(spdk.CodeInternalError)
+		return nil, errDecodeFailed(spdkrpc.CodeInternalError)
 	}
 	trtype, ok := parseTrtype(*p.Trtype)
 	if !ok {
 		return nil, &rpcError{codeEINVAL, "Failed to parse trtype: " + *p.Trtype}
 	}
-	trid := spdk.NvmeTransportID{Trtype: trtype, Traddr: *p.Traddr, Trsvcid: deref(p.Trsvcid), Subnqn: deref(p.Subnqn)}
+	trid := spdkrpc.NvmeTransportID{Trtype: trtype, Traddr: *p.Traddr, Trsvcid: deref(p.Trsvcid), Subnqn: deref(p.Subnqn)}
 	if p.Adrfam != nil {
 		if trid.Adrfam, ok = parseAdrfam(*p.Adrfam); !ok {
 			return nil, &rpcError{codeEINVAL, "Failed to parse adrfam: " + *p.Adrfam}
 		}
 	}
-	host := spdk.NvmeHostID{NQN: deref(p.Hostnqn), Addr: deref(p.Hostaddr), Svcid: deref(p.Hostsvcid)}
+	host := spdkrpc.NvmeHostID{NQN: deref(p.Hostnqn), Addr: deref(p.Hostaddr), Svcid: deref(p.Hostsvcid)}
 	c := s.findCtrlr(*p.Name)
 	if c == nil {
 		c = s.attach(*p.Name, trid, host)
@@ -669,20 +669,20 @@ func (s *Server) rpcAttachController(params json.RawMessage) (any, *rpcError) {
 	}
 	host.NQN = first.host.NQN
 	s.seqCntlid++
-	c.paths = append(c.paths, &nvmePath{trid: trid, host: host, cntlid: s.seqCntlid, state: spdk.NvmeCtrlrEnabled})
+	c.paths = append(c.paths, &nvmePath{trid: trid, host: host, cntlid: s.seqCntlid, state: spdkrpc.NvmeCtrlrEnabled})
 	// A path added to an existing controller creates no bdev.
 	return []string{}, nil
 }
 
 // attach creates a controller with one path; s.mu is held.
-func (s *Server) attach(name string, trid spdk.NvmeTransportID, host spdk.NvmeHostID) *nvmeCtrlr {
+func (s *Server) attach(name string, trid spdkrpc.NvmeTransportID, host spdkrpc.NvmeHostID) *nvmeCtrlr {
 	if host.NQN == "" {
 		// spdk_nvme_ctrlr_get_default_ctrlr_opts: a host NQN made of a UUID.
 		host.NQN = "nqn.2014-08.org.nvmexpress:uuid:" + derivedUUID("hostnqn", name)
 	}
 	s.seqCntlid++
-	c := &nvmeCtrlr{name: name, uuid: derivedUUID("member", spdk.NvmeBdevName(name, 1)),
-		paths: []*nvmePath{{trid: trid, host: host, cntlid: s.seqCntlid, state: spdk.NvmeCtrlrEnabled}}}
+	c := &nvmeCtrlr{name: name, uuid: derivedUUID("member", spdkrpc.NvmeBdevName(name, 1)),
+		paths: []*nvmePath{{trid: trid, host: host, cntlid: s.seqCntlid, state: spdkrpc.NvmeCtrlrEnabled}}}
 	s.ctrlrs = append(s.ctrlrs, c)
 	return c
 }
@@ -690,9 +690,9 @@ func (s *Server) attach(name string, trid spdk.NvmeTransportID, host spdk.NvmeHo
 func (s *Server) rpcGetControllers(params json.RawMessage) (any, *rpcError) {
 	var p nameParams
 	if hasParams(params) && !decodeObject(params, &p, "name") {
-		return nil, errDecodeFailed(spdk.CodeInternalError)
+		return nil, errDecodeFailed(spdkrpc.CodeInternalError)
 	}
-	out := []spdk.BdevNvmeController{}
+	out := []spdkrpc.BdevNvmeController{}
 	for _, c := range s.ctrlrs {
 		if p.Name == nil || c.name == *p.Name {
 			out = append(out, controllerReplyOf(c))
@@ -708,9 +708,9 @@ func (s *Server) rpcGetControllers(params json.RawMessage) (any, *rpcError) {
 func (s *Server) rpcDetachController(params json.RawMessage) (any, *rpcError) {
 	var p detachParams
 	if !hasParams(params) || !decodeObject(params, &p, detachMembers...) || p.Name == nil {
-		return nil, errDecodeFailed(spdk.CodeInternalError)
+		return nil, errDecodeFailed(spdkrpc.CodeInternalError)
 	}
-	var want spdk.NvmeTransportID
+	var want spdkrpc.NvmeTransportID
 	var ok bool
 	if p.Trtype != nil {
 		if want.Trtype, ok = parseTrtype(*p.Trtype); !ok {
@@ -746,7 +746,7 @@ func (s *Server) rpcDetachController(params json.RawMessage) (any, *rpcError) {
 	return true, nil
 }
 
-func pathMatches(p *nvmePath, want spdk.NvmeTransportID, hostaddr, hostsvcid string) bool {
+func pathMatches(p *nvmePath, want spdkrpc.NvmeTransportID, hostaddr, hostsvcid string) bool {
 	eq := strings.EqualFold
 	return (want.Trtype == "" || eq(want.Trtype, p.trid.Trtype)) &&
 		(want.Traddr == "" || eq(want.Traddr, p.trid.Traddr)) &&
@@ -893,8 +893,8 @@ func (ss *subsystem) findNS(nsid uint32) *namespace {
 
 // findListener returns the index of the listener at a (nvmf_subsystem_find_listener
 // compares the transport IDs), or -1.
-func (ss *subsystem) findListener(a spdk.NvmfListenAddress) int {
-	return slices.IndexFunc(ss.listeners, func(l spdk.NvmfListenAddress) bool {
+func (ss *subsystem) findListener(a spdkrpc.NvmfListenAddress) int {
+	return slices.IndexFunc(ss.listeners, func(l spdkrpc.NvmfListenAddress) bool {
 		return l.Trtype == a.Trtype && l.Adrfam == a.Adrfam && strings.EqualFold(l.Traddr, a.Traddr) && strings.EqualFold(l.Trsvcid, a.Trsvcid)
 	})
 }
@@ -911,12 +911,12 @@ func (s *Server) findCtrlr(name string) *nvmeCtrlr {
 // listenAddress is a as SPDK stores and writes it (rpc_listen_address_to_trid,
 // nvmf_transport_listen_dump_trid): the transport's name, the address
 // family's, IPv4 when TCP or RDMA give none.
-func listenAddress(a spdk.NvmfListenAddress) (spdk.NvmfListenAddress, bool) {
+func listenAddress(a spdkrpc.NvmfListenAddress) (spdkrpc.NvmfListenAddress, bool) {
 	trtype, ok := parseTrtype(a.Trtype)
 	if !ok || a.Traddr == "" {
 		return a, false
 	}
-	out := spdk.NvmfListenAddress{Trtype: trtype, Traddr: a.Traddr, Trsvcid: a.Trsvcid}
+	out := spdkrpc.NvmfListenAddress{Trtype: trtype, Traddr: a.Traddr, Trsvcid: a.Trsvcid}
 	switch {
 	case a.Adrfam != "":
 		if out.Adrfam, ok = parseAdrfam(a.Adrfam); !ok {
@@ -929,7 +929,7 @@ func listenAddress(a spdk.NvmfListenAddress) (spdk.NvmfListenAddress, bool) {
 }
 
 // transportID is trid as bdev_nvme_attach_controller stores it.
-func transportID(trid spdk.NvmeTransportID) (spdk.NvmeTransportID, bool) {
+func transportID(trid spdkrpc.NvmeTransportID) (spdkrpc.NvmeTransportID, bool) {
 	trtype, ok := parseTrtype(trid.Trtype)
 	if !ok || trid.Traddr == "" {
 		return trid, false

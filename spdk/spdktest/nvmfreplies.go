@@ -1,8 +1,10 @@
 package spdktest
 
-import "github.com/caretaker-storage/caretaker/spdk"
+import (
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
+)
 
-// The NVMe-oF reply objects. Like the others, they are package spdk's
+// The NVMe-oF reply objects. Like the others, they are package spdkrpc's
 // wire types with what SPDK writes besides; testdata/README.md says where
 // each shape comes from.
 
@@ -12,7 +14,7 @@ import "github.com/caretaker-storage/caretaker/spdk"
 // replace the embedded type's (encoding/json prefers the shallower
 // field).
 type subsystemReply struct {
-	spdk.NvmfSubsystem
+	spdkrpc.NvmfSubsystem
 	SerialNumber *string           `json:"serial_number,omitempty"`
 	ModelNumber  *string           `json:"model_number,omitempty"`
 	MinCntlid    *uint16           `json:"min_cntlid,omitempty"`
@@ -23,7 +25,7 @@ type subsystemReply struct {
 // namespaceReply is a namespace as dump_nvmf_subsystem writes it; anagrpid
 // only when the subsystem reports ANA.
 type namespaceReply struct {
-	spdk.NvmfNamespace
+	spdkrpc.NvmfNamespace
 	Anagrpid *uint32 `json:"anagrpid,omitempty"`
 }
 
@@ -36,15 +38,15 @@ const (
 
 // subsystemReply is what nvmf_get_subsystems writes for ss; s.mu is held.
 func (s *Server) subsystemReply(ss *subsystem) subsystemReply {
-	r := subsystemReply{NvmfSubsystem: spdk.NvmfSubsystem{
-		NQN: ss.nqn, Subtype: spdk.SubtypeNVMe, AllowAnyHost: ss.allowAnyHost,
-		ListenAddresses: append([]spdk.NvmfListenAddress{}, ss.listeners...), Hosts: []spdk.NvmfHost{},
+	r := subsystemReply{NvmfSubsystem: spdkrpc.NvmfSubsystem{
+		NQN: ss.nqn, Subtype: spdkrpc.SubtypeNVMe, AllowAnyHost: ss.allowAnyHost,
+		ListenAddresses: append([]spdkrpc.NvmfListenAddress{}, ss.listeners...), Hosts: []spdkrpc.NvmfHost{},
 	}}
 	for _, h := range ss.hosts {
-		r.Hosts = append(r.Hosts, spdk.NvmfHost{NQN: h})
+		r.Hosts = append(r.Hosts, spdkrpc.NvmfHost{NQN: h})
 	}
 	if ss.discovery {
-		r.Subtype = spdk.SubtypeDiscovery
+		r.Subtype = spdkrpc.SubtypeDiscovery
 		return r
 	}
 	r.NvmfSubsystem.SerialNumber, r.NvmfSubsystem.ModelNumber, r.MaxNamespaces = ss.sn, ss.mn, ss.maxNamespaces
@@ -53,7 +55,7 @@ func (s *Server) subsystemReply(ss *subsystem) subsystemReply {
 	nss := []namespaceReply{}
 	for _, n := range ss.ns {
 		name := n.bdev.bdevName()
-		ns := namespaceReply{NvmfNamespace: spdk.NvmfNamespace{NSID: n.nsid, BdevName: name, Name: name, NGUID: n.nguid, UUID: n.uuid}}
+		ns := namespaceReply{NvmfNamespace: spdkrpc.NvmfNamespace{NSID: n.nsid, BdevName: name, Name: name, NGUID: n.nguid, UUID: n.uuid}}
 		if ss.anaReporting {
 			// spdk_nvmf_subsystem_add_ns_ext: the ANA group defaults to the NSID.
 			grp := n.nsid
@@ -70,11 +72,11 @@ func (s *Server) subsystemReply(ss *subsystem) subsystemReply {
 // name and, per path, the state, the transport ID (nvme_bdev_dump_trid_json
 // leaves out an unset adrfam, trsvcid and subnqn), the controller ID and
 // the host side.
-func controllerReplyOf(c *nvmeCtrlr) spdk.BdevNvmeController {
-	out := spdk.BdevNvmeController{Name: c.name, Ctrlrs: []spdk.NvmeCtrlr{}}
+func controllerReplyOf(c *nvmeCtrlr) spdkrpc.BdevNvmeController {
+	out := spdkrpc.BdevNvmeController{Name: c.name, Ctrlrs: []spdkrpc.NvmeCtrlr{}}
 	for _, p := range c.paths {
 		host := p.host
-		out.Ctrlrs = append(out.Ctrlrs, spdk.NvmeCtrlr{State: p.state, Cntlid: p.cntlid, Trid: p.trid, Host: &host})
+		out.Ctrlrs = append(out.Ctrlrs, spdkrpc.NvmeCtrlr{State: p.state, Cntlid: p.cntlid, Trid: p.trid, Host: &host})
 	}
 	return out
 }
@@ -83,10 +85,10 @@ func controllerReplyOf(c *nvmeCtrlr) spdk.BdevNvmeController {
 // module/bdev/nvme/bdev_nvme.c nvme_namespace_info_json writes it for a
 // fabrics controller (a PCIe one adds pci_address).
 type nvmeNsInfo struct {
-	Trid      spdk.NvmeTransportID `json:"trid"`
-	CtrlrData nvmeCtrlrData        `json:"ctrlr_data"`
-	VS        nvmeVS               `json:"vs"`
-	NsData    nvmeNsData           `json:"ns_data"`
+	Trid      spdkrpc.NvmeTransportID `json:"trid"`
+	CtrlrData nvmeCtrlrData           `json:"ctrlr_data"`
+	VS        nvmeVS                  `json:"vs"`
+	NsData    nvmeNsData              `json:"ns_data"`
 }
 
 type nvmeCtrlrData struct {
@@ -140,7 +142,7 @@ func (s *Server) nvmeBdev(c *nvmeCtrlr) bdevReply {
 		SerialNumber: "", FirmwareRevision: "", Subnqn: p.trid.Subnqn, MultiCtrlr: true, AnaReporting: true},
 		VS: nvmeVS{NvmeVersion: nvmfNvmeVersion}, NsData: nvmeNsData{ID: 1, AnaState: "optimized", CanShare: true}}
 	b := bdevReply{
-		Bdev:             spdk.Bdev{Name: c.bdevName(), Aliases: []string{}, ProductName: productNVMe, BlockSize: 4096, NumBlocks: raidBlocks, UUID: c.uuid},
+		Bdev:             spdkrpc.Bdev{Name: c.bdevName(), Aliases: []string{}, ProductName: productNVMe, BlockSize: 4096, NumBlocks: raidBlocks, UUID: c.uuid},
 		SupportedIOTypes: ioTypes{Read: true, Write: true, Unmap: true, WriteZeroes: true, Flush: true, Reset: true, Compare: true, CompareAndWrite: true, Abort: true, NvmeAdmin: true, NvmeIo: true},
 		DriverSpecific:   driverSpecific{Nvme: []nvmeNsInfo{info}, MpPolicy: "active_passive"},
 	}
@@ -154,6 +156,6 @@ func (s *Server) nvmeBdev(c *nvmeCtrlr) bdevReply {
 // dump_nvmf_subsystem_listener (nvmf_rpc.c) writes it: the address and
 // its ANA state, "optimized" unless set otherwise.
 type listenerReply struct {
-	Address  spdk.NvmfListenAddress `json:"address"`
-	AnaState string                 `json:"ana_state"`
+	Address  spdkrpc.NvmfListenAddress `json:"address"`
+	AnaState string                    `json:"ana_state"`
 }

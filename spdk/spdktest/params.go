@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 
-	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
 // How SPDK's handlers read their params, and what they answer when the
@@ -93,7 +93,7 @@ func decodeName(params json.RawMessage, failCode int) (string, *rpcError) {
 	return *p.Name, nil
 }
 
-// Codes SPDK answers that package spdk has no constant for.
+// Codes SPDK answers that package spdkrpc has no constant for.
 const (
 	// codeEINVAL is -EINVAL, sent with strerror's "Invalid argument".
 	codeEINVAL = -22
@@ -106,5 +106,5 @@ func errInvalidArgument() *rpcError { return &rpcError{codeEINVAL, "Invalid argu
 // strerror's message. go-spdk-helper's BdevLvolGetWithFilter tells a
 // missing xattr by exactly this code and message.
 func errNoXattr() *rpcError {
-	return &rpcError{spdk.CodeInternalError, "No such file or directory"}
+	return &rpcError{spdkrpc.CodeInternalError, "No such file or directory"}
 }

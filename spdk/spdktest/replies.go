@@ -1,6 +1,8 @@
 package spdktest
 
-import "github.com/caretaker-storage/caretaker/spdk"
+import (
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
+)
 
 // The reply objects. Each embeds package spdk's wire type, so the fields
 // package spdk reads have one spelling for the client and the fake, and
@@ -10,9 +12,9 @@ import "github.com/caretaker-storage/caretaker/spdk"
 
 // bdevReply is one element of bdev_get_bdevs, as rpc_dump_bdev_info
 // (lib/bdev/bdev_rpc.c) writes it. Its DriverSpecific replaces the
-// embedded spdk.Bdev's (encoding/json prefers the shallower field).
+// embedded spdkrpc.Bdev's (encoding/json prefers the shallower field).
 type bdevReply struct {
-	spdk.Bdev
+	spdkrpc.Bdev
 	// CreationTime is written by Longhorn's SPDK for lvol bdevs
 	// (vbdev_lvol.c _create_lvol_disk copies the lvol's), RFC 3339 in
 	// UTC to the second.
@@ -51,9 +53,9 @@ type ioTypes struct {
 
 // driverSpecific is the driver_specific object; one member is set.
 type driverSpecific struct {
-	Aio  *aioInfo           `json:"aio,omitempty"`
-	Lvol *lvolInfo          `json:"lvol,omitempty"`
-	Raid *spdk.BdevRaidInfo `json:"raid,omitempty"`
+	Aio  *aioInfo              `json:"aio,omitempty"`
+	Lvol *lvolInfo             `json:"lvol,omitempty"`
+	Raid *spdkrpc.BdevRaidInfo `json:"raid,omitempty"`
 	// Nvme and MpPolicy are an NVMe bdev's (nvmfreplies.go).
 	Nvme     []nvmeNsInfo `json:"nvme,omitempty"`
 	MpPolicy string       `json:"mp_policy,omitempty"`
@@ -71,14 +73,14 @@ type aioInfo struct {
 // lvolInfo is driver_specific.lvol as Longhorn's SPDK writes it
 // (vbdev_lvol_dump_info_json), which adds num_clusters.
 type lvolInfo struct {
-	spdk.BdevLvolInfo
+	spdkrpc.BdevLvolInfo
 	NumClusters uint64 `json:"num_clusters"`
 }
 
 // lvolReply is one element of bdev_lvol_get_lvols; Longhorn's SPDK adds
 // creation_time (rpc_dump_lvol in vbdev_lvol_rpc.c).
 type lvolReply struct {
-	spdk.Lvol
+	spdkrpc.Lvol
 	CreationTime string `json:"creation_time"`
 }
 

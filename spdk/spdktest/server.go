@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/caretaker-storage/caretaker/internal/clocks"
-	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
 // Options configure a Server. The zero value is usable.
@@ -194,7 +194,7 @@ func (s *Server) serve(c net.Conn) {
 			if errors.As(err, &syn) {
 				// SPDK answers unparsable input with a null id and drops
 				// the connection: it cannot find the next request.
-				w.write(errorReply(nil, spdk.CodeParseError, "Parse error"))
+				w.write(errorReply(nil, spdkrpc.CodeParseError, "Parse error"))
 			}
 			return
 		}
@@ -234,12 +234,12 @@ type rpcError struct {
 
 func (e *rpcError) Error() string { return e.msg }
 
-func errNoDevice() *rpcError { return &rpcError{spdk.CodeNoSuchDevice, "No such device"} }
+func errNoDevice() *rpcError { return &rpcError{spdkrpc.CodeNoSuchDevice, "No such device"} }
 
 func (s *Server) handle(w *connWriter, raw json.RawMessage) {
 	var req rpcRequest
 	if err := json.Unmarshal(raw, &req); err != nil || req.Version != "2.0" || req.Method == "" || !paramsShaped(req.Params) {
-		w.write(errorReply(req.ID, spdk.CodeInvalidRequest, "Invalid request"))
+		w.write(errorReply(req.ID, spdkrpc.CodeInvalidRequest, "Invalid request"))
 		return
 	}
 	s.mu.Lock()
@@ -307,7 +307,7 @@ func resultReply(id json.RawMessage, result any) []byte {
 		Result  any             `json:"result"`
 	}{"2.0", idOrNull(id), result})
 	if err != nil {
-		return errorReply(id, spdk.CodeInternalError, err.Error())
+		return errorReply(id, spdkrpc.CodeInternalError, err.Error())
 	}
 	return append(b, '\n')
 }

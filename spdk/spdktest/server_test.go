@@ -12,7 +12,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
 
@@ -41,25 +41,25 @@ func start(t *testing.T) (*spdktest.Server, string) {
 
 func TestFaultTimesAndClear(t *testing.T) {
 	srv, path := start(t)
-	c := spdk.NewClient(spdk.ClientOptions{SocketPath: path})
+	c := mustClient(t, spdkrpc.ClientOptions{SocketPath: path})
 	defer c.Close()
 	ctx := context.Background()
 
 	srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvstores", Action: spdktest.Garbage, Times: 2})
 	for i := range 3 {
-		_, err := spdk.BdevLvolGetLvstores(ctx, c)
-		if (i < 2) != errors.Is(err, spdk.ErrConnection) {
+		_, err := spdkrpc.BdevLvolGetLvstores(ctx, c)
+		if (i < 2) != errors.Is(err, spdkrpc.ErrConnection) {
 			t.Fatalf("call %d: %v", i, err)
 		}
 	}
 	srv.Inject(spdktest.Fault{Action: spdktest.Drop, Times: -1})
 	for range 2 {
-		if _, err := spdk.BdevLvolGetLvstores(ctx, c); !errors.Is(err, spdk.ErrConnection) {
+		if _, err := spdkrpc.BdevLvolGetLvstores(ctx, c); !errors.Is(err, spdkrpc.ErrConnection) {
 			t.Fatalf("unlimited fault: %v", err)
 		}
 	}
 	srv.ClearFaults()
-	if _, err := spdk.BdevLvolGetLvstores(ctx, c); err != nil {
+	if _, err := spdkrpc.BdevLvolGetLvstores(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	if n := srv.CallCount("bdev_lvol_get_lvstores"); n != 6 {
@@ -69,16 +69,16 @@ func TestFaultTimesAndClear(t *testing.T) {
 
 func TestDropConnectionsAndClose(t *testing.T) {
 	srv, path := start(t)
-	c := spdk.NewClient(spdk.ClientOptions{SocketPath: path})
+	c := mustClient(t, spdkrpc.ClientOptions{SocketPath: path})
 	defer c.Close()
 	srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvstores", Delay: time.Minute})
 	res := make(chan error, 1)
-	go func() { _, err := spdk.BdevLvolGetLvstores(context.Background(), c); res <- err }()
+	go func() { _, err := spdkrpc.BdevLvolGetLvstores(context.Background(), c); res <- err }()
 	for srv.CallCount("bdev_lvol_get_lvstores") == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	srv.DropConnections()
-	if err := <-res; !errors.Is(err, spdk.ErrConnection) {
+	if err := <-res; !errors.Is(err, spdkrpc.ErrConnection) {
 		t.Fatalf("err = %v", err)
 	}
 	// Close does not wait for the minute-long delay, and is idempotent.
@@ -148,7 +148,7 @@ func TestReplaceSendsTheRawResult(t *testing.T) {
 	if _, err := srv.AddLvol("disk-1", "r"); err != nil {
 		t.Fatal(err)
 	}
-	c := spdk.NewClient(spdk.ClientOptions{SocketPath: path})
+	c := mustClient(t, spdkrpc.ClientOptions{SocketPath: path})
 	defer c.Close()
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -168,7 +168,7 @@ func TestReplaceSendsTheRawResult(t *testing.T) {
 	}
 	// The method itself was carried out: a delete under Replace deletes.
 	srv.Inject(spdktest.Fault{Method: "bdev_lvol_delete", Action: spdktest.Replace, Result: json.RawMessage(`false`)})
-	if err := spdk.BdevLvolDelete(ctx, c, "disk-1/r"); !errors.Is(err, spdk.ErrUnexpectedResult) {
+	if err := spdkrpc.BdevLvolDelete(ctx, c, "disk-1/r"); !errors.Is(err, spdkrpc.ErrUnexpectedResult) {
 		t.Fatalf("err = %v", err)
 	}
 	if got := srv.LvolAliases(); len(got) != 0 {
@@ -190,11 +190,11 @@ func TestDelayFollowsTheClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	c := spdk.NewClient(spdk.ClientOptions{SocketPath: srv.SocketPath()})
+	c := mustClient(t, spdkrpc.ClientOptions{SocketPath: srv.SocketPath()})
 	defer c.Close()
 	srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvstores", Delay: time.Hour})
 	res := make(chan error, 1)
-	go func() { _, err := spdk.BdevLvolGetLvstores(context.Background(), c); res <- err }()
+	go func() { _, err := spdkrpc.BdevLvolGetLvstores(context.Background(), c); res <- err }()
 	for !clk.HasWaiters() {
 		time.Sleep(time.Millisecond)
 	}
@@ -207,4 +207,15 @@ func TestDelayFollowsTheClock(t *testing.T) {
 	if err := <-res; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// mustClient returns a client for opts, failing the test if NewClient
+// refuses them.
+func mustClient(t testing.TB, opts spdkrpc.ClientOptions) *spdkrpc.Client {
+	t.Helper()
+	c, err := spdkrpc.NewClient(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package spdk_test
+package spdkrpc_test
 
 import (
 	"syscall"

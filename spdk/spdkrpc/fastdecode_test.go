@@ -1,4 +1,4 @@
-package spdk
+package spdkrpc
 
 import (
 	"encoding/json"
@@ -133,3 +133,37 @@ func fieldNames[T any](fields []field[T]) []string {
 	}
 	return names
 }
+
+// TestAllocatedClustersAbsentIsNotZero: a count SPDK did not write
+// decodes as nil on both decoding paths, never as zero.
+func TestAllocatedClustersAbsentIsNotZero(t *testing.T) {
+	for _, tc := range []struct {
+		json string
+		want *uint64
+	}{
+		{`[{"name":"u","driver_specific":{"lvol":{"lvol_store_uuid":"L"}}}]`, nil},
+		{`[{"name":"u","driver_specific":{"lvol":{"lvol_store_uuid":"L","num_allocated_clusters":null}}}]`, nil},
+		{`[{"name":"u","driver_specific":{"lvol":{"lvol_store_uuid":"L","num_allocated_clusters":0}}}]`, clusters(0)},
+		{`[{"name":"u","driver_specific":{"lvol":{"lvol_store_uuid":"L","num_allocated_clusters":9}}}]`, clusters(9)},
+	} {
+		fast, ref, took, errs := decodeBoth([]byte(tc.json))
+		if errs[3] != nil {
+			t.Fatalf("%s: %v", tc.json, errs[3])
+		}
+		paths := map[string]any{"encoding/json": ref[3]}
+		if took[3] { // else the client falls back to encoding/json
+			paths["fast"] = fast[3]
+		} else if !strings.Contains(tc.json, "null") {
+			t.Errorf("%s: the fast path declined it", tc.json)
+		}
+		for path, v := range paths {
+			bdevs := *v.(*[]Bdev)
+			got := bdevs[0].DriverSpecific.Lvol.NumAllocatedClusters
+			if (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
+				t.Errorf("%s: %s decodes the count as %v, want %v", tc.json, path, got, tc.want)
+			}
+		}
+	}
+}
+
+func clusters(n uint64) *uint64 { return &n }

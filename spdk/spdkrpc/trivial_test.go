@@ -1,4 +1,4 @@
-package spdk_test
+package spdkrpc_test
 
 import (
 	"bytes"

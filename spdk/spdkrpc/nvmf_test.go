@@ -1,4 +1,4 @@
-package spdk_test
+package spdkrpc_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
 
@@ -32,26 +32,26 @@ func (c *jsonCaller) Call(_ context.Context, method string, params, result any) 
 		return nil
 	}
 	if err := json.Unmarshal([]byte(c.result), result); err != nil {
-		return &spdk.ResultError{Method: method, Err: err}
+		return &spdkrpc.ResultError{Method: method, Err: err}
 	}
 	return nil
 }
 
 // nvmfListings are the NVMe-oF list calls, by method.
-var nvmfListings = map[string]func(context.Context, spdk.Caller) (int, error){
-	"nvmf_get_subsystems": func(ctx context.Context, c spdk.Caller) (int, error) {
-		l, err := spdk.NvmfGetSubsystems(ctx, c, "")
+var nvmfListings = map[string]func(context.Context, spdkrpc.Caller) (int, error){
+	"nvmf_get_subsystems": func(ctx context.Context, c spdkrpc.Caller) (int, error) {
+		l, err := spdkrpc.NvmfGetSubsystems(ctx, c, "")
 		return len(l), err
 	},
-	"bdev_nvme_get_controllers": func(ctx context.Context, c spdk.Caller) (int, error) {
-		l, err := spdk.BdevNvmeGetControllers(ctx, c, "")
+	"bdev_nvme_get_controllers": func(ctx context.Context, c spdkrpc.Caller) (int, error) {
+		l, err := spdkrpc.BdevNvmeGetControllers(ctx, c, "")
 		return len(l), err
 	},
 }
 
 func TestNvmfListingsRejectWrongShapes(t *testing.T) {
 	srv := startServer(t)
-	c := newClient(t, srv, spdk.ClientOptions{})
+	c := newClient(t, srv, spdkrpc.ClientOptions{})
 	for method, call := range nvmfListings {
 		for _, bad := range badList {
 			f := bad.fault
@@ -101,7 +101,7 @@ func TestNvmfListingsRejectHollowElements(t *testing.T) {
 	} {
 		c := &jsonCaller{result: tc.result}
 		n, err := nvmfListings[tc.method](ctx, c)
-		var rerr *spdk.ResultError
+		var rerr *spdkrpc.ResultError
 		if !errors.As(err, &rerr) || rerr.Method != tc.method || n != 0 {
 			t.Errorf("%s: %d elements, err = %v; want a *ResultError naming %s", tc.name, n, err, tc.method)
 		}
@@ -116,14 +116,14 @@ func TestBdevNvmeGetControllersShapes(t *testing.T) {
 	c := &jsonCaller{result: `[{"name":"Nvme0","trid":{"trtype":"PCIe","traddr":"0000:05:00.0"}},
 		{"name":"vol-r-1","ctrlrs":[{"state":"failed","cntlid":3,"trid":{"trtype":"TCP","adrfam":"IPv4","traddr":"10.0.0.6","trsvcid":"20002","subnqn":"nqn.2023-01.io.longhorn.spdk:vol-r-1"},
 		"host":{"nqn":"nqn.h","addr":"","svcid":""}}]}]`}
-	got, err := spdk.BdevNvmeGetControllers(ctx, c, "")
+	got, err := spdkrpc.BdevNvmeGetControllers(ctx, c, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []spdk.BdevNvmeController{
-		{Name: "Nvme0", Ctrlrs: []spdk.NvmeCtrlr{{Trid: spdk.NvmeTransportID{Trtype: "PCIe", Traddr: "0000:05:00.0"}}}},
-		{Name: "vol-r-1", Ctrlrs: []spdk.NvmeCtrlr{{State: spdk.NvmeCtrlrFailed, Cntlid: 3, Trid: spdk.NvmeTransportID{Trtype: "TCP", Adrfam: "IPv4",
-			Traddr: "10.0.0.6", Trsvcid: "20002", Subnqn: "nqn.2023-01.io.longhorn.spdk:vol-r-1"}, Host: &spdk.NvmeHostID{NQN: "nqn.h"}}}},
+	want := []spdkrpc.BdevNvmeController{
+		{Name: "Nvme0", Ctrlrs: []spdkrpc.NvmeCtrlr{{Trid: spdkrpc.NvmeTransportID{Trtype: "PCIe", Traddr: "0000:05:00.0"}}}},
+		{Name: "vol-r-1", Ctrlrs: []spdkrpc.NvmeCtrlr{{State: spdkrpc.NvmeCtrlrFailed, Cntlid: 3, Trid: spdkrpc.NvmeTransportID{Trtype: "TCP", Adrfam: "IPv4",
+			Traddr: "10.0.0.6", Trsvcid: "20002", Subnqn: "nqn.2023-01.io.longhorn.spdk:vol-r-1"}, Host: &spdkrpc.NvmeHostID{NQN: "nqn.h"}}}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
@@ -135,17 +135,17 @@ func TestBdevNvmeGetControllersShapes(t *testing.T) {
 // ErrNotFound; the same code with another message is not.
 func TestBdevNvmeGetControllersNotFound(t *testing.T) {
 	ctx := context.Background()
-	c := &jsonCaller{err: &spdk.RPCError{Method: "bdev_nvme_get_controllers", Code: 22, Message: "Controller vol-r-1 does not exist"}}
-	_, err := spdk.BdevNvmeGetControllers(ctx, c, "vol-r-1")
-	var rerr *spdk.RPCError
-	if !errors.Is(err, spdk.ErrNotFound) || !errors.As(err, &rerr) || rerr.Code != 22 {
+	c := &jsonCaller{err: &spdkrpc.RPCError{Method: "bdev_nvme_get_controllers", Code: 22, Message: "Controller vol-r-1 does not exist"}}
+	_, err := spdkrpc.BdevNvmeGetControllers(ctx, c, "vol-r-1")
+	var rerr *spdkrpc.RPCError
+	if !errors.Is(err, spdkrpc.ErrNotFound) || !errors.As(err, &rerr) || rerr.Code != 22 {
 		t.Errorf("unknown name: %v, want ErrNotFound and the *RPCError", err)
 	}
-	if _, err := spdk.BdevNvmeGetControllers(ctx, c, "vol-r-2"); errors.Is(err, spdk.ErrNotFound) {
+	if _, err := spdkrpc.BdevNvmeGetControllers(ctx, c, "vol-r-2"); errors.Is(err, spdkrpc.ErrNotFound) {
 		t.Errorf("an EINVAL about another name is not a NotFound of this one: %v", err)
 	}
-	c.err = &spdk.RPCError{Method: "bdev_nvme_get_controllers", Code: 22, Message: "Invalid argument"}
-	if _, err := spdk.BdevNvmeGetControllers(ctx, c, "vol-r-1"); errors.Is(err, spdk.ErrNotFound) {
+	c.err = &spdkrpc.RPCError{Method: "bdev_nvme_get_controllers", Code: 22, Message: "Invalid argument"}
+	if _, err := spdkrpc.BdevNvmeGetControllers(ctx, c, "vol-r-1"); errors.Is(err, spdkrpc.ErrNotFound) {
 		t.Errorf("another EINVAL: %v", err)
 	}
 }
@@ -155,16 +155,16 @@ func TestBdevNvmeGetControllersNotFound(t *testing.T) {
 func TestNvmfCallsSendSPDKsParams(t *testing.T) {
 	ctx := context.Background()
 	c := &jsonCaller{result: "true"}
-	_ = spdk.NvmfDeleteSubsystem(ctx, c, "nqn.a")
-	_ = spdk.NvmfSubsystemRemoveNs(ctx, c, "nqn.a", 2)
-	_ = spdk.NvmfSubsystemRemoveListener(ctx, c, "nqn.a", spdk.NvmfListenAddress{Trtype: "TCP", Adrfam: "IPv4", Traddr: "10.0.0.5", Trsvcid: "20001"})
-	_ = spdk.BdevNvmeDetachController(ctx, c, "vol-r-1", spdk.NvmeTransportID{})
-	_ = spdk.BdevNvmeDetachController(ctx, c, "vol-r-1", spdk.NvmeTransportID{Traddr: "10.0.0.6", Trsvcid: "20002", Subnqn: "nqn.b"})
+	_ = spdkrpc.NvmfDeleteSubsystem(ctx, c, "nqn.a")
+	_ = spdkrpc.NvmfSubsystemRemoveNs(ctx, c, "nqn.a", 2)
+	_ = spdkrpc.NvmfSubsystemRemoveListener(ctx, c, "nqn.a", spdkrpc.NvmfListenAddress{Trtype: "TCP", Adrfam: "IPv4", Traddr: "10.0.0.5", Trsvcid: "20001"})
+	_ = spdkrpc.BdevNvmeDetachController(ctx, c, "vol-r-1", spdkrpc.NvmeTransportID{})
+	_ = spdkrpc.BdevNvmeDetachController(ctx, c, "vol-r-1", spdkrpc.NvmeTransportID{Traddr: "10.0.0.6", Trsvcid: "20002", Subnqn: "nqn.b"})
 	c.result = "[]"
-	_, _ = spdk.NvmfGetSubsystems(ctx, c, "")
-	_, _ = spdk.NvmfGetSubsystems(ctx, c, "nqn.a")
-	_, _ = spdk.BdevNvmeGetControllers(ctx, c, "")
-	_, _ = spdk.BdevNvmeGetControllers(ctx, c, "vol-r-1")
+	_, _ = spdkrpc.NvmfGetSubsystems(ctx, c, "")
+	_, _ = spdkrpc.NvmfGetSubsystems(ctx, c, "nqn.a")
+	_, _ = spdkrpc.BdevNvmeGetControllers(ctx, c, "")
+	_, _ = spdkrpc.BdevNvmeGetControllers(ctx, c, "vol-r-1")
 	want := []string{
 		`nvmf_delete_subsystem {"nqn":"nqn.a"}`,
 		`nvmf_subsystem_remove_ns {"nqn":"nqn.a","nsid":2}`,
@@ -183,20 +183,20 @@ func TestNvmfCallsSendSPDKsParams(t *testing.T) {
 
 func TestNvmfRemovalsRejectAnythingButTrue(t *testing.T) {
 	ctx := context.Background()
-	calls := map[string]func(spdk.Caller) error{
-		"nvmf_delete_subsystem":    func(c spdk.Caller) error { return spdk.NvmfDeleteSubsystem(ctx, c, "nqn.a") },
-		"nvmf_subsystem_remove_ns": func(c spdk.Caller) error { return spdk.NvmfSubsystemRemoveNs(ctx, c, "nqn.a", 1) },
-		"nvmf_subsystem_remove_listener": func(c spdk.Caller) error {
-			return spdk.NvmfSubsystemRemoveListener(ctx, c, "nqn.a", spdk.NvmfListenAddress{Trtype: "TCP", Traddr: "10.0.0.1"})
+	calls := map[string]func(spdkrpc.Caller) error{
+		"nvmf_delete_subsystem":    func(c spdkrpc.Caller) error { return spdkrpc.NvmfDeleteSubsystem(ctx, c, "nqn.a") },
+		"nvmf_subsystem_remove_ns": func(c spdkrpc.Caller) error { return spdkrpc.NvmfSubsystemRemoveNs(ctx, c, "nqn.a", 1) },
+		"nvmf_subsystem_remove_listener": func(c spdkrpc.Caller) error {
+			return spdkrpc.NvmfSubsystemRemoveListener(ctx, c, "nqn.a", spdkrpc.NvmfListenAddress{Trtype: "TCP", Traddr: "10.0.0.1"})
 		},
-		"bdev_nvme_detach_controller": func(c spdk.Caller) error {
-			return spdk.BdevNvmeDetachController(ctx, c, "c", spdk.NvmeTransportID{})
+		"bdev_nvme_detach_controller": func(c spdkrpc.Caller) error {
+			return spdkrpc.BdevNvmeDetachController(ctx, c, "c", spdkrpc.NvmeTransportID{})
 		},
 	}
 	for method, call := range calls {
 		for _, bad := range []string{`null`, `false`, `"true"`, `[true]`, `{}`, `1`} {
 			err := call(&jsonCaller{result: bad})
-			var rerr *spdk.ResultError
+			var rerr *spdkrpc.ResultError
 			if !errors.As(err, &rerr) || rerr.Method != method {
 				t.Errorf("%s answering %s: %v, want a *ResultError", method, bad, err)
 			}
@@ -208,10 +208,10 @@ func TestNvmfRemovalsRejectAnythingButTrue(t *testing.T) {
 }
 
 func TestNvmeBdevName(t *testing.T) {
-	if got := spdk.NvmeBdevName("vol-r-1234abcd", 1); got != "vol-r-1234abcd"+"n1" {
+	if got := spdkrpc.NvmeBdevName("vol-r-1234abcd", 1); got != "vol-r-1234abcd"+"n1" {
 		t.Errorf("NvmeBdevName = %q", got)
 	}
-	if got := spdk.NvmeBdevName("Nvme0", 12); got != "Nvme0n12" {
+	if got := spdkrpc.NvmeBdevName("Nvme0", 12); got != "Nvme0n12" {
 		t.Errorf("NvmeBdevName = %q", got)
 	}
 }
@@ -225,10 +225,10 @@ func TestNvmfWireTypesSpellSPDKsFields(t *testing.T) {
 		into any
 		json string
 	}{
-		{"nvmf_get_subsystems", &spdk.NvmfSubsystem{}, `{"nqn":"nqn.a","subtype":"NVMe","listen_addresses":[{"trtype":"TCP","adrfam":"IPv4",
+		{"nvmf_get_subsystems", &spdkrpc.NvmfSubsystem{}, `{"nqn":"nqn.a","subtype":"NVMe","listen_addresses":[{"trtype":"TCP","adrfam":"IPv4",
 			"traddr":"10.0.0.5","trsvcid":"4420"}],"allow_any_host":false,"hosts":[{"nqn":"nqn.h"}],"serial_number":"SN","model_number":"MN",
 			"max_namespaces":4,"namespaces":[{"nsid":1,"bdev_name":"b","name":"b","nguid":"00","eui64":"01","uuid":"u"}]}`},
-		{"bdev_nvme_get_controllers", &spdk.BdevNvmeController{}, `{"name":"c","ctrlrs":[{"state":"enabled","cntlid":1,
+		{"bdev_nvme_get_controllers", &spdkrpc.BdevNvmeController{}, `{"name":"c","ctrlrs":[{"state":"enabled","cntlid":1,
 			"trid":{"trtype":"TCP","adrfam":"IPv4","traddr":"10.0.0.6","trsvcid":"4420","subnqn":"nqn.s"},"host":{"nqn":"nqn.h","addr":"a","svcid":"s"}}]}`},
 	} {
 		if err := json.Unmarshal([]byte(tc.json), tc.into); err != nil {
@@ -264,9 +264,9 @@ func FuzzNvmfListings(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, result string) {
 		ctx := context.Background()
-		if subs, err := spdk.NvmfGetSubsystems(ctx, &jsonCaller{result: result}, ""); err == nil {
+		if subs, err := spdkrpc.NvmfGetSubsystems(ctx, &jsonCaller{result: result}, ""); err == nil {
 			for _, s := range subs {
-				if s.NQN == "" || s.Subtype == "" || s.Hosts == nil || s.ListenAddresses == nil || (s.Subtype == spdk.SubtypeNVMe && s.Namespaces == nil) {
+				if s.NQN == "" || s.Subtype == "" || s.Hosts == nil || s.ListenAddresses == nil || (s.Subtype == spdkrpc.SubtypeNVMe && s.Namespaces == nil) {
 					t.Fatalf("hollow subsystem %+v from %s", s, result)
 				}
 				for _, n := range s.Namespaces {
@@ -275,10 +275,10 @@ func FuzzNvmfListings(f *testing.F) {
 					}
 				}
 			}
-		} else if !errors.Is(err, spdk.ErrUnexpectedResult) {
+		} else if !errors.Is(err, spdkrpc.ErrUnexpectedResult) {
 			t.Fatalf("error %v is not ErrUnexpectedResult", err)
 		}
-		if ctrls, err := spdk.BdevNvmeGetControllers(ctx, &jsonCaller{result: result}, ""); err == nil {
+		if ctrls, err := spdkrpc.BdevNvmeGetControllers(ctx, &jsonCaller{result: result}, ""); err == nil {
 			for _, c := range ctrls {
 				if c.Name == "" || c.Ctrlrs == nil {
 					t.Fatalf("hollow controller %+v from %s", c, result)
@@ -289,7 +289,7 @@ func FuzzNvmfListings(f *testing.F) {
 					}
 				}
 			}
-		} else if !errors.Is(err, spdk.ErrUnexpectedResult) {
+		} else if !errors.Is(err, spdkrpc.ErrUnexpectedResult) {
 			t.Fatalf("error %v is not ErrUnexpectedResult", err)
 		}
 	})
@@ -298,7 +298,7 @@ func FuzzNvmfListings(f *testing.F) {
 // TestNvmfOverTheSocket runs the calls against the fake target.
 func TestNvmfOverTheSocket(t *testing.T) {
 	srv := startServer(t)
-	c := newClient(t, srv, spdk.ClientOptions{})
+	c := newClient(t, srv, spdkrpc.ClientOptions{})
 	ctx := context.Background()
 	must(srv.AddLvstore("disk-1"))(t)
 	id := must(srv.AddLvol("disk-1", "vol-r-1234abcd"))(t)
@@ -307,22 +307,22 @@ func TestNvmfOverTheSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	nsid := must(srv.AddNamespace(nqn, "disk-1/vol-r-1234abcd"))(t)
-	subs, err := spdk.NvmfGetSubsystems(ctx, c, nqn)
+	subs, err := spdkrpc.NvmfGetSubsystems(ctx, c, nqn)
 	if err != nil || len(subs) != 1 || subs[0].Namespaces[0].BdevName != id {
 		t.Fatalf("%+v, %v", subs, err)
 	}
-	if err := spdk.NvmfSubsystemRemoveNs(ctx, c, nqn, nsid); err != nil {
+	if err := spdkrpc.NvmfSubsystemRemoveNs(ctx, c, nqn, nsid); err != nil {
 		t.Fatal(err)
 	}
 	// SPDK answers a namespace that is gone as it answers bad params.
-	var rerr *spdk.RPCError
-	if err := spdk.NvmfSubsystemRemoveNs(ctx, c, nqn, nsid); !errors.As(err, &rerr) || rerr.Code != spdk.CodeInvalidParams {
+	var rerr *spdkrpc.RPCError
+	if err := spdkrpc.NvmfSubsystemRemoveNs(ctx, c, nqn, nsid); !errors.As(err, &rerr) || rerr.Code != spdkrpc.CodeInvalidParams {
 		t.Errorf("removing it again: %v", err)
 	}
-	if err := spdk.NvmfDeleteSubsystem(ctx, c, nqn); err != nil {
+	if err := spdkrpc.NvmfDeleteSubsystem(ctx, c, nqn); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := spdk.NvmfGetSubsystems(ctx, c, nqn); !errors.Is(err, spdk.ErrNotFound) {
+	if _, err := spdkrpc.NvmfGetSubsystems(ctx, c, nqn); !errors.Is(err, spdkrpc.ErrNotFound) {
 		t.Errorf("a deleted subsystem: %v", err)
 	}
 }

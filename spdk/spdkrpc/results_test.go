@@ -1,4 +1,4 @@
-package spdk_test
+package spdkrpc_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
 // The client copies each result into its request's buffer and recycles
@@ -16,11 +16,11 @@ import (
 // decoded lists, and json.RawMessage results, which json.Unmarshal copies.
 func TestResultsOutliveLaterCalls(t *testing.T) {
 	srv := startServer(t)
-	c := newClient(t, srv, spdk.ClientOptions{})
+	c := newClient(t, srv, spdkrpc.ClientOptions{})
 	ctx := context.Background()
 	must(srv.AddLvstore("disk-1"))(t)
 
-	first := must(spdk.BdevLvolGetLvstores(ctx, c))(t)
+	first := must(spdkrpc.BdevLvolGetLvstores(ctx, c))(t)
 	var firstRaw json.RawMessage
 	if err := c.Call(ctx, "bdev_lvol_get_lvstores", nil, &firstRaw); err != nil {
 		t.Fatal(err)
@@ -37,7 +37,7 @@ func TestResultsOutliveLaterCalls(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 50 {
-				if _, err := spdk.BdevLvolGetLvols(ctx, c, ""); err != nil {
+				if _, err := spdkrpc.BdevLvolGetLvols(ctx, c, ""); err != nil {
 					t.Error(err)
 					return
 				}

@@ -1,4 +1,4 @@
-package spdk_test
+package spdkrpc_test
 
 import (
 	"encoding/json"
@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
 // TestWireTypesSpellSPDKsFields decodes objects written with the keys
@@ -22,21 +22,21 @@ func TestWireTypesSpellSPDKsFields(t *testing.T) {
 		into any
 		json string
 	}{
-		{"bdev_lvol_get_lvols", &spdk.Lvol{}, `{"alias":"lvs0/lvol0","uuid":"u","name":"lvol0","is_thin_provisioned":true,
+		{"bdev_lvol_get_lvols", &spdkrpc.Lvol{}, `{"alias":"lvs0/lvol0","uuid":"u","name":"lvol0","is_thin_provisioned":true,
 			"is_snapshot":false,"is_clone":true,"is_esnap_clone":false,"is_degraded":false,"num_allocated_clusters":3,
 			"lvs":{"name":"lvs0","uuid":"L"}}`},
-		{"bdev_lvol_get_lvstores", &spdk.Lvstore{}, `{"uuid":"L","name":"lvs0","base_bdev":"Malloc0","total_data_clusters":31,
+		{"bdev_lvol_get_lvstores", &spdkrpc.Lvstore{}, `{"uuid":"L","name":"lvs0","base_bdev":"Malloc0","total_data_clusters":31,
 			"free_clusters":30,"block_size":4096,"cluster_size":4194304}`},
-		{"bdev_raid_get_bdevs", &spdk.RaidBdev{}, `{"name":"Raid0","uuid":"R","strip_size_kb":64,"state":"online","raid_level":"raid1",
+		{"bdev_raid_get_bdevs", &spdkrpc.RaidBdev{}, `{"name":"Raid0","uuid":"R","strip_size_kb":64,"state":"online","raid_level":"raid1",
 			"superblock":true,"num_base_bdevs":2,"num_base_bdevs_discovered":2,"num_base_bdevs_operational":2,
 			"base_bdevs_list":[{"name":"m0","uuid":"B","is_configured":true,"data_offset":2048,"data_size":63488}]}`},
-		{"bdev_get_bdevs lvol", &spdk.Bdev{}, `{"name":"u","aliases":["lvs0/lvol0"],"product_name":"Logical Volume","block_size":4096,
+		{"bdev_get_bdevs lvol", &spdkrpc.Bdev{}, `{"name":"u","aliases":["lvs0/lvol0"],"product_name":"Logical Volume","block_size":4096,
 			"num_blocks":256,"uuid":"u","claimed":false,"driver_specific":{"lvol":{"lvol_store_uuid":"L","base_bdev":"Malloc0",
 			"thin_provision":true,"num_allocated_clusters":3,"snapshot":false,"clone":true,"base_snapshot":"snap0","esnap_clone":false}}}`},
-		{"bdev_get_bdevs snapshot", &spdk.Bdev{}, `{"name":"s","aliases":["lvs0/snap0"],"product_name":"Logical Volume","block_size":4096,
+		{"bdev_get_bdevs snapshot", &spdkrpc.Bdev{}, `{"name":"s","aliases":["lvs0/snap0"],"product_name":"Logical Volume","block_size":4096,
 			"num_blocks":256,"uuid":"s","claimed":true,"driver_specific":{"lvol":{"lvol_store_uuid":"L","base_bdev":"Malloc0",
 			"thin_provision":true,"num_allocated_clusters":3,"snapshot":true,"clone":false,"clones":["lvol0"],"esnap_clone":false}}}`},
-		{"bdev_get_bdevs raid", &spdk.Bdev{}, `{"name":"Raid0","aliases":[],"product_name":"Raid Volume","block_size":4096,
+		{"bdev_get_bdevs raid", &spdkrpc.Bdev{}, `{"name":"Raid0","aliases":[],"product_name":"Raid Volume","block_size":4096,
 			"num_blocks":256,"uuid":"R","claimed":false,"driver_specific":{"raid":{"uuid":"R","strip_size_kb":64,"state":"online",
 			"raid_level":"raid1","superblock":true,"num_base_bdevs":1,"num_base_bdevs_discovered":1,"num_base_bdevs_operational":1,
 			"base_bdevs_list":[{"name":"m0","uuid":"B","is_configured":true,"data_offset":2048,"data_size":63488}]}}}`},

@@ -1,4 +1,4 @@
-package spdk
+package spdkrpc
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,8 +33,9 @@ type ClientOptions struct {
 	// SocketPath is the Unix socket to dial; "" means DefaultSocketPath.
 	SocketPath string
 	// MaxReplySize bounds the bytes of one reply; 0 means
-	// DefaultMaxReplySize. A larger reply fails the connection with an
-	// error matching ErrTooLarge instead of being buffered.
+	// DefaultMaxReplySize, and NewClient refuses a negative one. A larger
+	// reply fails the connection with an error matching ErrTooLarge
+	// instead of being buffered.
 	MaxReplySize int64
 }
 
@@ -58,16 +60,49 @@ type Client struct {
 
 var _ Caller = (*Client)(nil)
 
-// NewClient returns a client for opts. It does not dial.
-func NewClient(opts ClientOptions) *Client {
+// NewClient returns a client for opts. It does not dial. It returns an
+// error naming the option that is invalid (wrapping ErrInvalidOptions): a
+// SocketPath with a NUL byte (the kernel would stop reading the path at
+// it and dial another socket) or longer than a Unix socket address holds
+// on this platform (107 bytes on Linux and Windows, 103 elsewhere), or a
+// negative MaxReplySize.
+func NewClient(opts ClientOptions) (*Client, error) {
 	c := &Client{path: opts.SocketPath, maxSize: opts.MaxReplySize}
 	if c.path == "" {
 		c.path = DefaultSocketPath
 	}
-	if c.maxSize <= 0 {
+	if err := checkSocketPath(c.path); err != nil {
+		return nil, fmt.Errorf("%w: SocketPath %q: %s", ErrInvalidOptions, opts.SocketPath, err)
+	}
+	switch {
+	case c.maxSize < 0:
+		return nil, fmt.Errorf("%w: MaxReplySize %d is negative (0 means DefaultMaxReplySize)", ErrInvalidOptions, opts.MaxReplySize)
+	case c.maxSize == 0:
 		c.maxSize = DefaultMaxReplySize
 	}
-	return c
+	return c, nil
+}
+
+// checkSocketPath refuses a path the kernel would read as another one or
+// that no Unix socket address can hold (sockaddr_un's sun_path: 108 bytes
+// on Linux and Windows, 104 on the BSDs and macOS, with room for the
+// terminating NUL except for a Linux abstract name, written "@name").
+func checkSocketPath(path string) error {
+	if strings.IndexByte(path, 0) >= 0 {
+		return errors.New("contains a NUL byte")
+	}
+	limit := 103
+	switch runtime.GOOS {
+	case "linux", "android", "windows":
+		limit = 107
+		if path[0] == '@' {
+			limit = 108
+		}
+	}
+	if len(path) > limit {
+		return fmt.Errorf("is %d bytes, longer than the %d a Unix socket address holds", len(path), limit)
+	}
+	return nil
 }
 
 // SocketPath returns the socket the client dials.
@@ -114,7 +149,7 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 		body, err := appendRequest((*bp)[:0], method, id, params)
 		if err != nil {
 			putRequestBuffer(bp, body)
-			return fmt.Errorf("spdk: %s: encoding params: %w", method, err)
+			return fmt.Errorf("spdkrpc: %s: encoding params: %w", method, err)
 		}
 		*bp = body
 		var unsent bool
@@ -133,7 +168,7 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 			continue
 		}
 		putRequestBuffer(bp, body)
-		return fmt.Errorf("spdk: %s: %w", method, err)
+		return fmt.Errorf("spdkrpc: %s: %w", method, err)
 	}
 	// The result was copied into the request's buffer (see register),
 	// which goes back to the pool once the result is decoded: the

@@ -1,4 +1,4 @@
-package spdk
+package spdkrpc
 
 import (
 	"errors"

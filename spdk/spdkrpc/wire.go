@@ -1,4 +1,4 @@
-package spdk
+package spdkrpc
 
 // The wire types: the JSON objects SPDK's methods return, with the fields
 // SPDK writes (see SPDK's doc/jsonrpc.md and

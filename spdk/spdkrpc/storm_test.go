@@ -1,4 +1,4 @@
-package spdk_test
+package spdkrpc_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
 
@@ -133,7 +133,7 @@ func TestCancellationStormDeliversEveryReplyToItsOwnCaller(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			noGoroutineLeak(t)
 			srv := startStormServer(t, tc.dropEvery, tc.garbage)
-			c := spdk.NewClient(spdk.ClientOptions{SocketPath: srv.ln.Addr().String()})
+			c := mustClient(t, spdkrpc.ClientOptions{SocketPath: srv.ln.Addr().String()})
 			defer c.Close()
 
 			const callers, calls = 24, 40
@@ -177,7 +177,7 @@ func TestCancellationStormDeliversEveryReplyToItsOwnCaller(t *testing.T) {
 						took := time.Since(start)
 						ctxErr := ctx.Err()
 						cancel()
-						var pe *spdk.ProtocolError
+						var pe *spdkrpc.ProtocolError
 						switch {
 						case err == nil && got.Tag != tag:
 							wrong <- fmt.Sprintf("%s got the reply of %q", tag, got.Tag)
@@ -185,9 +185,9 @@ func TestCancellationStormDeliversEveryReplyToItsOwnCaller(t *testing.T) {
 							ok.Add(1)
 						case ctxErr != nil && errors.Is(err, ctxErr):
 							cancelled.Add(1)
-						case errors.Is(err, spdk.ErrConnection) || errors.As(err, &pe):
+						case errors.Is(err, spdkrpc.ErrConnection) || errors.As(err, &pe):
 							connFailed.Add(1)
-						case tc.closeMid && errors.Is(err, spdk.ErrClosed):
+						case tc.closeMid && errors.Is(err, spdkrpc.ErrClosed):
 							connFailed.Add(1)
 						default:
 							wrong <- fmt.Sprintf("%s: unexpected error %v (ctx: %v)", tag, err, ctxErr)
@@ -244,13 +244,13 @@ func TestCancellationStormDeliversEveryReplyToItsOwnCaller(t *testing.T) {
 func TestRequestReadBySPDKIsNeverSentAgain(t *testing.T) {
 	for _, action := range []spdktest.FaultAction{spdktest.Drop, spdktest.Truncate, spdktest.Garbage} {
 		srv := startServer(t)
-		c := newClient(t, srv, spdk.ClientOptions{})
+		c := newClient(t, srv, spdkrpc.ClientOptions{})
 		ctx := context.Background()
-		if _, err := spdk.BdevLvolGetLvstores(ctx, c); err != nil { // a live connection first
+		if _, err := spdkrpc.BdevLvolGetLvstores(ctx, c); err != nil { // a live connection first
 			t.Fatal(err)
 		}
 		srv.Inject(spdktest.Fault{Method: "bdev_raid_get_bdevs", Action: action})
-		if _, err := spdk.BdevRaidGetBdevs(ctx, c, ""); err == nil {
+		if _, err := spdkrpc.BdevRaidGetBdevs(ctx, c, ""); err == nil {
 			t.Fatalf("fault %d: the call succeeded", action)
 		}
 		if n := srv.CallCount("bdev_raid_get_bdevs"); n != 1 {

@@ -1,11 +1,11 @@
-package spdk_test
+package spdkrpc_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
-	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
 // A call whose context ends while the client dials does not throw the
@@ -16,7 +16,7 @@ func TestDialAsContextEndsKeepsTheConnection(t *testing.T) {
 	srv := startStormServer(t, 0, false)
 	const clients = 400
 	for i := range clients {
-		c := spdk.NewClient(spdk.ClientOptions{SocketPath: srv.ln.Addr().String()})
+		c := mustClient(t, spdkrpc.ClientOptions{SocketPath: srv.ln.Addr().String()})
 		d := time.Duration(i%100) * time.Microsecond / 2
 		ctx, cancel := context.WithTimeout(context.Background(), d)
 		_ = c.Call(ctx, "echo", map[string]int{"i": i}, nil)

@@ -1,4 +1,4 @@
-package spdk_test
+package spdkrpc_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
 // The tests of matching each reply to the one request it answers, against
@@ -107,19 +107,19 @@ func TestEarlyReplyIsNotTakenForTheNextRequest(t *testing.T) {
 			_, err := c.Write(errorReply(req.ID, -16, "Device or resource busy"))
 			return err
 		}
-		_, err := c.Write(errorReply(req.ID, spdk.CodeMethodNotFound, "Method not found"))
+		_, err := c.Write(errorReply(req.ID, spdkrpc.CodeMethodNotFound, "Method not found"))
 		return err
 	})
-	c := spdk.NewClient(spdk.ClientOptions{SocketPath: p.path})
+	c := mustClient(t, spdkrpc.ClientOptions{SocketPath: p.path})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := spdk.BdevLvolGetLvstores(ctx, c); err != nil {
+	if _, err := spdkrpc.BdevLvolGetLvstores(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	<-pushed // the early reply is on the client's socket before the delete is written
-	err := spdk.BdevLvolDelete(ctx, c, "lvs-1/replica-a")
-	var re *spdk.RPCError
+	err := spdkrpc.BdevLvolDelete(ctx, c, "lvs-1/replica-a")
+	var re *spdkrpc.RPCError
 	if !errors.As(err, &re) || re.Code != -16 {
 		t.Fatalf("bdev_lvol_delete = %v, want SPDK's real answer (code -16), not the reply pushed before the request", err)
 	}
@@ -143,12 +143,12 @@ func TestEarlyReplyInTheSameReadFailsTheConnection(t *testing.T) {
 		_, err := c.Write(b)
 		return err
 	})
-	c := spdk.NewClient(spdk.ClientOptions{SocketPath: p.path})
+	c := mustClient(t, spdkrpc.ClientOptions{SocketPath: p.path})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for i := range 2 {
-		if _, err := spdk.BdevLvolGetLvstores(ctx, c); err != nil {
+		if _, err := spdkrpc.BdevLvolGetLvstores(ctx, c); err != nil {
 			t.Fatalf("call %d: %v", i, err)
 		}
 	}
@@ -175,19 +175,19 @@ func TestSecondReplyToOneRequestFailsTheConnection(t *testing.T) {
 		_, err := c.Write(b)
 		return err
 	})
-	c := spdk.NewClient(spdk.ClientOptions{SocketPath: p.path})
+	c := mustClient(t, spdkrpc.ClientOptions{SocketPath: p.path})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := spdk.BdevLvolGetLvstores(ctx, c); err != nil {
+	if _, err := spdkrpc.BdevLvolGetLvstores(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	_, err := spdk.BdevLvolGetLvstores(ctx, c)
-	var pe *spdk.ProtocolError
-	if !errors.As(err, &pe) || !errors.Is(err, spdk.ErrConnection) {
+	_, err := spdkrpc.BdevLvolGetLvstores(ctx, c)
+	var pe *spdkrpc.ProtocolError
+	if !errors.As(err, &pe) || !errors.Is(err, spdkrpc.ErrConnection) {
 		t.Fatalf("the call that read a second reply to another: %v, want a *ProtocolError", err)
 	}
-	if _, err := spdk.BdevLvolGetLvstores(ctx, c); err != nil {
+	if _, err := spdkrpc.BdevLvolGetLvstores(ctx, c); err != nil {
 		t.Fatalf("the call after: %v", err)
 	}
 	if n := p.conns.Load(); n != 2 {
@@ -207,7 +207,7 @@ func TestLateReplyToCancelledCallKeepsTheConnection(t *testing.T) {
 		_, err := c.Write(reply(req.ID, "[]"))
 		return err
 	})
-	c := spdk.NewClient(spdk.ClientOptions{SocketPath: p.path})
+	c := mustClient(t, spdkrpc.ClientOptions{SocketPath: p.path})
 	defer c.Close()
 	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -218,7 +218,7 @@ func TestLateReplyToCancelledCallKeepsTheConnection(t *testing.T) {
 	ctx, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel2()
 	for i := range 3 {
-		if _, err := spdk.BdevLvolGetLvstores(ctx, c); err != nil {
+		if _, err := spdkrpc.BdevLvolGetLvstores(ctx, c); err != nil {
 			t.Fatalf("call %d after the cancelled one: %v", i, err)
 		}
 	}

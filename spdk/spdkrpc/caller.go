@@ -1,4 +1,4 @@
-package spdk
+package spdkrpc
 
 //go:generate go run go.uber.org/mock/mockgen@v0.6.0 -source=caller.go -destination=mocks/caller.go -package=mocks
 
@@ -11,10 +11,10 @@ import (
 	"github.com/caretaker-storage/caretaker/internal/errclass"
 )
 
-// Caller is what Orphans and the typed calls (BdevGetBdevs...) need of an
+// Caller is what spdk.Orphans and the typed calls (BdevGetBdevs...) need of an
 // SPDK connection: SPDK's JSON-RPC 2.0 contract. *Client implements it;
 // a host may substitute its own (spdktest.RunConformanceTests checks it),
-// and tests may use the generated mock in package spdk/mocks.
+// and tests may use the generated mock in package spdk/spdkrpc/mocks.
 type Caller interface {
 	// Call sends one JSON-RPC request and decodes the reply's result into
 	// result (which may be nil to discard it). It may be called from many
@@ -41,20 +41,25 @@ var (
 	// ErrConnection: the connection to SPDK failed (dial, write, read, or
 	// an unreadable reply). The call's outcome is unknown; the next call
 	// dials again.
-	ErrConnection = errors.New("spdk: connection failed")
+	ErrConnection = errors.New("spdkrpc: connection failed")
 	// ErrTooLarge: a reply exceeded ClientOptions.MaxReplySize. It is
 	// the value every caretaker package uses for oversized input, and
 	// the error also matches ErrConnection: the stream cannot be
 	// resynchronised.
 	ErrTooLarge = bounded.ErrTooLarge
+	// ErrInvalidOptions: NewClient was given ClientOptions it cannot use;
+	// the error names the option.
+	ErrInvalidOptions = errors.New("spdkrpc: invalid client options")
 	// ErrClosed: the Client was closed.
-	ErrClosed = errors.New("spdk: client closed")
+	ErrClosed = errors.New("spdkrpc: client closed")
 	// ErrUnexpectedResult: SPDK answered, but the result is not what the
 	// method returns: null, an object where a list belongs, a list of
 	// non-objects or of nameless objects, anything but true from a delete.
 	// It is never read as "nothing exists" or "already gone". *ResultError
 	// matches it. The connection stays usable; the call may be retried.
-	ErrUnexpectedResult = errors.New("spdk: unexpected result")
+	// It is of the malformed-input class: it matches spdk.ErrUnexpectedResult
+	// and every other caretaker package's malformed-input sentinel.
+	ErrUnexpectedResult = errclass.New("spdkrpc", "unexpected result", errclass.ErrMalformed)
 )
 
 // The JSON-RPC 2.0 error codes SPDK uses, and ENODEV as SPDK returns it.
@@ -75,7 +80,7 @@ type RPCError struct {
 }
 
 func (e *RPCError) Error() string {
-	return fmt.Sprintf("spdk: %s: %s (code %d)", e.Method, e.Message, e.Code)
+	return fmt.Sprintf("spdkrpc: %s: %s (code %d)", e.Method, e.Message, e.Code)
 }
 
 // Is reports ErrNotFound for code -19 (ENODEV).
@@ -90,7 +95,7 @@ type ProtocolError struct {
 	Err error
 }
 
-func (e *ProtocolError) Error() string { return "spdk: unreadable reply: " + e.Err.Error() }
+func (e *ProtocolError) Error() string { return "spdkrpc: unreadable reply: " + e.Err.Error() }
 
 // Unwrap returns the decoding error.
 func (e *ProtocolError) Unwrap() error { return e.Err }
@@ -108,11 +113,12 @@ type ResultError struct {
 }
 
 func (e *ResultError) Error() string {
-	return fmt.Sprintf("spdk: %s: unexpected result: %v", e.Method, e.Err)
+	return fmt.Sprintf("spdkrpc: %s: unexpected result: %v", e.Method, e.Err)
 }
 
 // Unwrap returns the decoding error.
 func (e *ResultError) Unwrap() error { return e.Err }
 
-// Is reports ErrUnexpectedResult.
-func (e *ResultError) Is(target error) bool { return target == ErrUnexpectedResult }
+// Is reports ErrUnexpectedResult and, with it, every sentinel of the
+// malformed-input class (spdk.ErrUnexpectedResult among them).
+func (e *ResultError) Is(target error) bool { return errors.Is(ErrUnexpectedResult, target) }

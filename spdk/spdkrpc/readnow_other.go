@@ -1,6 +1,6 @@
 //go:build !unix
 
-package spdk
+package spdkrpc
 
 import "net"
 

@@ -1,4 +1,4 @@
-package spdk_test
+package spdkrpc_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/caretaker-storage/caretaker/internal/bounded"
-	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
 
@@ -41,10 +41,10 @@ func startServer(t testing.TB) *spdktest.Server {
 	return srv
 }
 
-func newClient(t testing.TB, srv *spdktest.Server, opts spdk.ClientOptions) *spdk.Client {
+func newClient(t testing.TB, srv *spdktest.Server, opts spdkrpc.ClientOptions) *spdkrpc.Client {
 	t.Helper()
 	opts.SocketPath = srv.SocketPath()
-	c := spdk.NewClient(opts)
+	c := mustClient(t, opts)
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -87,10 +87,10 @@ func TestCallDecodesResultAndKeepsRPCErrors(t *testing.T) {
 	srv := startServer(t)
 	must(srv.AddLvstore("disk-1"))(t)
 	id := must(srv.AddLvol("disk-1", "vol-r-00000001"))(t)
-	c := newClient(t, srv, spdk.ClientOptions{})
+	c := newClient(t, srv, spdkrpc.ClientOptions{})
 	ctx := context.Background()
 
-	lvols, err := spdk.BdevLvolGetLvols(ctx, c, "")
+	lvols, err := spdkrpc.BdevLvolGetLvols(ctx, c, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,32 +98,32 @@ func TestCallDecodesResultAndKeepsRPCErrors(t *testing.T) {
 		t.Fatalf("lvols = %+v", lvols)
 	}
 
-	err = spdk.BdevLvolDelete(ctx, c, "disk-1/missing")
-	var rerr *spdk.RPCError
+	err = spdkrpc.BdevLvolDelete(ctx, c, "disk-1/missing")
+	var rerr *spdkrpc.RPCError
 	if !errors.As(err, &rerr) || rerr.Code != -19 || rerr.Message != "No such device" || rerr.Method != "bdev_lvol_delete" {
 		t.Fatalf("err = %v, want RPCError -19", err)
 	}
-	if !errors.Is(err, spdk.ErrNotFound) {
+	if !errors.Is(err, spdkrpc.ErrNotFound) {
 		t.Fatalf("errors.Is(%v, ErrNotFound) = false", err)
 	}
 
 	err = c.Call(ctx, "no_such_method", nil, nil)
-	if !errors.As(err, &rerr) || rerr.Code != spdk.CodeMethodNotFound || errors.Is(err, spdk.ErrNotFound) {
+	if !errors.As(err, &rerr) || rerr.Code != spdkrpc.CodeMethodNotFound || errors.Is(err, spdkrpc.ErrNotFound) {
 		t.Fatalf("err = %v, want -32601 not matching ErrNotFound", err)
 	}
 	err = c.Call(ctx, "bdev_raid_get_bdevs", map[string]any{"category": 7}, nil)
-	if !errors.As(err, &rerr) || rerr.Code != spdk.CodeParseError {
+	if !errors.As(err, &rerr) || rerr.Code != spdkrpc.CodeParseError {
 		t.Fatalf("err = %v, want -32700", err)
 	}
 
 	// A result of the wrong type is a ResultError; the connection survives.
 	var wrong map[string]string
 	err = c.Call(ctx, "bdev_lvol_get_lvols", nil, &wrong)
-	var resErr *spdk.ResultError
-	if !errors.As(err, &resErr) || errors.Is(err, spdk.ErrConnection) {
+	var resErr *spdkrpc.ResultError
+	if !errors.As(err, &resErr) || errors.Is(err, spdkrpc.ErrConnection) {
 		t.Fatalf("err = %v, want ResultError", err)
 	}
-	if _, err := spdk.BdevLvolGetLvstores(ctx, c); err != nil {
+	if _, err := spdkrpc.BdevLvolGetLvstores(ctx, c); err != nil {
 		t.Fatalf("connection did not survive a ResultError: %v", err)
 	}
 }
@@ -132,12 +132,12 @@ func TestCallHonoursContext(t *testing.T) {
 	noGoroutineLeak(t)
 	srv := startServer(t)
 	srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvstores", Delay: 2 * time.Second})
-	c := newClient(t, srv, spdk.ClientOptions{})
+	c := newClient(t, srv, spdkrpc.ClientOptions{})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := spdk.BdevLvolGetLvstores(ctx, c)
+	_, err := spdkrpc.BdevLvolGetLvstores(ctx, c)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want DeadlineExceeded", err)
 	}
@@ -150,7 +150,7 @@ func TestCallHonoursContext(t *testing.T) {
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	srv.Inject(spdktest.Fault{Method: "bdev_raid_get_bdevs", Delay: 300 * time.Millisecond})
 	done := make(chan error, 1)
-	go func() { _, err := spdk.BdevRaidGetBdevs(ctx2, c, ""); done <- err }()
+	go func() { _, err := spdkrpc.BdevRaidGetBdevs(ctx2, c, ""); done <- err }()
 	time.Sleep(20 * time.Millisecond)
 	cancel2()
 	select {
@@ -162,14 +162,14 @@ func TestCallHonoursContext(t *testing.T) {
 		t.Fatal("cancelled call did not return")
 	}
 	time.Sleep(400 * time.Millisecond) // let the late reply arrive
-	raids, err := spdk.BdevRaidGetBdevs(context.Background(), c, "")
+	raids, err := spdkrpc.BdevRaidGetBdevs(context.Background(), c, "")
 	if err != nil || len(raids) != 0 {
 		t.Fatalf("after a late reply: %v, %v", raids, err)
 	}
 
 	// An already-cancelled context never reaches the server.
 	before := srv.CallCount("bdev_lvol_get_lvols")
-	_, err = spdk.BdevLvolGetLvols(ctx2, c, "")
+	_, err = spdkrpc.BdevLvolGetLvols(ctx2, c, "")
 	if !errors.Is(err, context.Canceled) || srv.CallCount("bdev_lvol_get_lvols") != before {
 		t.Fatalf("err = %v; calls %d -> %d", err, before, srv.CallCount("bdev_lvol_get_lvols"))
 	}
@@ -184,43 +184,43 @@ func TestBrokenConnectionFailsInFlightCallsAndReconnects(t *testing.T) {
 		action spdktest.FaultAction
 		check  func(error) bool
 	}{
-		{"dropped", spdktest.Drop, func(err error) bool { return errors.Is(err, spdk.ErrConnection) }},
+		{"dropped", spdktest.Drop, func(err error) bool { return errors.Is(err, spdkrpc.ErrConnection) }},
 		{"garbage", spdktest.Garbage, func(err error) bool {
-			var pe *spdk.ProtocolError
-			return errors.As(err, &pe) && errors.Is(err, spdk.ErrConnection)
+			var pe *spdkrpc.ProtocolError
+			return errors.As(err, &pe) && errors.Is(err, spdkrpc.ErrConnection)
 		}},
 		{"truncated", spdktest.Truncate, func(err error) bool {
-			var pe *spdk.ProtocolError
-			return errors.As(err, &pe) && errors.Is(err, spdk.ErrConnection)
+			var pe *spdkrpc.ProtocolError
+			return errors.As(err, &pe) && errors.Is(err, spdkrpc.ErrConnection)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := startServer(t)
 			must(srv.AddRaid("e-1", "a"))(t)
-			c := newClient(t, srv, spdk.ClientOptions{})
+			c := newClient(t, srv, spdkrpc.ClientOptions{})
 			ctx := context.Background()
 
 			// A slow call is in flight when the fault breaks the connection.
 			srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvstores", Delay: 5 * time.Second})
 			slow := make(chan error, 1)
-			go func() { _, err := spdk.BdevLvolGetLvstores(ctx, c); slow <- err }()
+			go func() { _, err := spdkrpc.BdevLvolGetLvstores(ctx, c); slow <- err }()
 			for srv.CallCount("bdev_lvol_get_lvstores") == 0 {
 				time.Sleep(time.Millisecond)
 			}
 			srv.Inject(spdktest.Fault{Method: "bdev_raid_get_bdevs", Action: tc.action})
-			_, err := spdk.BdevRaidGetBdevs(ctx, c, "")
+			_, err := spdkrpc.BdevRaidGetBdevs(ctx, c, "")
 			if !tc.check(err) {
 				t.Fatalf("faulted call: err = %v", err)
 			}
 			select {
 			case err := <-slow:
-				if !errors.Is(err, spdk.ErrConnection) {
+				if !errors.Is(err, spdkrpc.ErrConnection) {
 					t.Fatalf("in-flight call: err = %v, want ErrConnection", err)
 				}
 			case <-time.After(2 * time.Second):
 				t.Fatal("in-flight call was not failed with the connection")
 			}
-			raids, err := spdk.BdevRaidGetBdevs(ctx, c, "")
+			raids, err := spdkrpc.BdevRaidGetBdevs(ctx, c, "")
 			if err != nil || len(raids) != 1 {
 				t.Fatalf("after reconnect: %v, %v", raids, err)
 			}
@@ -236,19 +236,19 @@ func TestReplyOverLimitIsAnError(t *testing.T) {
 	for i := range 50 {
 		must(srv.AddLvol("disk-1", fmt.Sprintf("vol-%02d-r-00000000", i)))(t)
 	}
-	c := newClient(t, srv, spdk.ClientOptions{MaxReplySize: 2048})
+	c := newClient(t, srv, spdkrpc.ClientOptions{MaxReplySize: 2048})
 	ctx := context.Background()
-	if _, err := spdk.BdevLvolGetLvstores(ctx, c); err != nil {
+	if _, err := spdkrpc.BdevLvolGetLvstores(ctx, c); err != nil {
 		t.Fatalf("small reply: %v", err)
 	}
-	_, err := spdk.BdevLvolGetLvols(ctx, c, "")
+	_, err := spdkrpc.BdevLvolGetLvols(ctx, c, "")
 	var tooLarge *bounded.TooLargeError
-	if !errors.Is(err, spdk.ErrTooLarge) || !errors.Is(err, spdk.ErrConnection) || !errors.As(err, &tooLarge) || tooLarge.Limit != 2048 {
+	if !errors.Is(err, spdkrpc.ErrTooLarge) || !errors.Is(err, spdkrpc.ErrConnection) || !errors.As(err, &tooLarge) || tooLarge.Limit != 2048 {
 		t.Fatalf("err = %v, want ErrTooLarge wrapping a *bounded.TooLargeError of limit 2048", err)
 	}
 	// Small replies still work, many times the limit in total.
 	for range 20 {
-		if _, err := spdk.BdevLvolGetLvstores(ctx, c); err != nil {
+		if _, err := spdkrpc.BdevLvolGetLvstores(ctx, c); err != nil {
 			t.Fatalf("small reply after an oversized one: %v", err)
 		}
 	}
@@ -258,32 +258,32 @@ func TestCloseFailsCallsAndLeavesNoGoroutine(t *testing.T) {
 	noGoroutineLeak(t)
 	srv := startServer(t)
 	srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvstores", Delay: 5 * time.Second})
-	c := spdk.NewClient(spdk.ClientOptions{SocketPath: srv.SocketPath()})
+	c := mustClient(t, spdkrpc.ClientOptions{SocketPath: srv.SocketPath()})
 	res := make(chan error, 1)
-	go func() { _, err := spdk.BdevLvolGetLvstores(context.Background(), c); res <- err }()
+	go func() { _, err := spdkrpc.BdevLvolGetLvstores(context.Background(), c); res <- err }()
 	for srv.CallCount("bdev_lvol_get_lvstores") == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-res; !errors.Is(err, spdk.ErrClosed) {
+	if err := <-res; !errors.Is(err, spdkrpc.ErrClosed) {
 		t.Fatalf("in-flight call: %v, want ErrClosed", err)
 	}
-	if _, err := spdk.BdevLvolGetLvstores(context.Background(), c); !errors.Is(err, spdk.ErrClosed) {
+	if _, err := spdkrpc.BdevLvolGetLvstores(context.Background(), c); !errors.Is(err, spdkrpc.ErrClosed) {
 		t.Fatalf("call after Close: %v", err)
 	}
 	srv.Close()
 }
 
 func TestDialFailureIsConnectionError(t *testing.T) {
-	c := spdk.NewClient(spdk.ClientOptions{SocketPath: filepath.Join(t.TempDir(), "absent.sock")})
+	c := mustClient(t, spdkrpc.ClientOptions{SocketPath: filepath.Join(t.TempDir(), "absent.sock")})
 	defer c.Close()
-	_, err := spdk.BdevLvolGetLvstores(context.Background(), c)
-	if !errors.Is(err, spdk.ErrConnection) {
+	_, err := spdkrpc.BdevLvolGetLvstores(context.Background(), c)
+	if !errors.Is(err, spdkrpc.ErrConnection) {
 		t.Fatalf("err = %v", err)
 	}
-	if spdk.NewClient(spdk.ClientOptions{}).SocketPath() != spdk.DefaultSocketPath {
+	if mustClient(t, spdkrpc.ClientOptions{}).SocketPath() != spdkrpc.DefaultSocketPath {
 		t.Fatal("default socket path")
 	}
 }
@@ -342,13 +342,13 @@ func TestMalformedRepliesFailTheConnection(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := rawServer(t, func(id string) string { return strings.ReplaceAll(tc.reply, "ID", id) + "\n" })
-			c := spdk.NewClient(spdk.ClientOptions{SocketPath: path})
+			c := mustClient(t, spdkrpc.ClientOptions{SocketPath: path})
 			defer c.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			err := c.Call(ctx, "x", nil, nil)
-			var pe *spdk.ProtocolError
-			if !errors.As(err, &pe) || !errors.Is(err, spdk.ErrConnection) {
+			var pe *spdkrpc.ProtocolError
+			if !errors.As(err, &pe) || !errors.Is(err, spdkrpc.ErrConnection) {
 				t.Fatalf("err = %v, want ProtocolError", err)
 			}
 		})
@@ -363,11 +363,11 @@ func TestReplyWithUnknownIDFailsTheConnection(t *testing.T) {
 	path := rawServer(t, func(id string) string {
 		return `{"jsonrpc":"2.0","id":999999,"result":false}` + "\n" + `{"jsonrpc":"2.0","id":` + id + `,"result":true}` + "\n"
 	})
-	c := spdk.NewClient(spdk.ClientOptions{SocketPath: path})
+	c := mustClient(t, spdkrpc.ClientOptions{SocketPath: path})
 	defer c.Close()
 	var ok bool
 	err := c.Call(context.Background(), "x", nil, &ok)
-	var pe *spdk.ProtocolError
+	var pe *spdkrpc.ProtocolError
 	if !errors.As(err, &pe) || ok {
 		t.Fatalf("ok=%v err=%v, want a *ProtocolError", ok, err)
 	}
@@ -379,14 +379,14 @@ func TestReplyWithUnknownIDFailsTheConnection(t *testing.T) {
 func TestCallAfterAFailedReplyRedials(t *testing.T) {
 	srv := startServer(t)
 	must(srv.AddLvstore("disk-1"))(t)
-	c := newClient(t, srv, spdk.ClientOptions{})
+	c := newClient(t, srv, spdkrpc.ClientOptions{})
 	ctx := context.Background()
 	for i := range 50 {
 		srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvstores", Action: spdktest.Garbage})
-		if _, err := spdk.BdevLvolGetLvstores(ctx, c); !errors.Is(err, spdk.ErrConnection) {
+		if _, err := spdkrpc.BdevLvolGetLvstores(ctx, c); !errors.Is(err, spdkrpc.ErrConnection) {
 			t.Fatalf("round %d: garbage: %v", i, err)
 		}
-		if _, err := spdk.BdevLvolGetLvstores(ctx, c); err != nil {
+		if _, err := spdkrpc.BdevLvolGetLvstores(ctx, c); err != nil {
 			t.Fatalf("round %d: the call after the garbage: %v", i, err)
 		}
 	}
@@ -398,10 +398,10 @@ func TestCallAfterAFailedReplyRedials(t *testing.T) {
 func TestIdleConnectionDroppedBySPDKIsRedialed(t *testing.T) {
 	srv := startServer(t)
 	must(srv.AddLvstore("disk-1"))(t)
-	c := newClient(t, srv, spdk.ClientOptions{})
+	c := newClient(t, srv, spdkrpc.ClientOptions{})
 	ctx := context.Background()
 	for i := range 3 {
-		if _, err := spdk.BdevLvolGetLvstores(ctx, c); err != nil {
+		if _, err := spdkrpc.BdevLvolGetLvstores(ctx, c); err != nil {
 			t.Fatalf("round %d: %v", i, err)
 		}
 		srv.DropConnections()
@@ -460,7 +460,7 @@ func TestCancelledReaderHandsOver(t *testing.T) {
 		served <- err
 		time.Sleep(100 * time.Millisecond)
 	}()
-	c := spdk.NewClient(spdk.ClientOptions{SocketPath: path})
+	c := mustClient(t, spdkrpc.ClientOptions{SocketPath: path})
 	defer c.Close()
 
 	first := make(chan error, 1)
@@ -472,7 +472,7 @@ func TestCancelledReaderHandsOver(t *testing.T) {
 	time.Sleep(30 * time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	var got []spdk.Lvstore
+	var got []spdkrpc.Lvstore
 	if err := c.Call(ctx, "second", nil, &got); err != nil || len(got) != 1 || got[0].Name != "lvs-1" {
 		t.Fatalf("second call: %+v, %v", got, err)
 	}
@@ -482,4 +482,15 @@ func TestCancelledReaderHandsOver(t *testing.T) {
 	if err := <-served; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// mustClient returns a client for opts, failing the test if NewClient
+// refuses them.
+func mustClient(t testing.TB, opts spdkrpc.ClientOptions) *spdkrpc.Client {
+	t.Helper()
+	c, err := spdkrpc.NewClient(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
