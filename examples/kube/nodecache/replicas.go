@@ -139,14 +139,12 @@ type replicaShare struct {
 	refs map[string]diskscan.ReplicaRef // by namespace/name
 }
 
-// claimsHere says whether r can claim a directory on one of the node's
-// disks by diskscan.StaticExpected's rule; a replica with no data
-// directory yet claims nothing anywhere.
+// claimsHere says whether the share keeps r: it can claim a directory on
+// one of the node's disks (diskscan's ReplicaRef.ClaimsOn), or it names
+// the node and has a data directory (wider, never narrower: a replica of
+// the node whose disk is not the node's now is kept).
 func (s *replicaShare) claimsHere(r diskscan.ReplicaRef) bool {
-	if r.DataDirectoryName == "" {
-		return false
-	}
-	return r.NodeID == s.nodeID || (r.DiskID != "" && s.disks[r.DiskID]) || (r.DiskID == "" && r.NodeID == "")
+	return r.ClaimsOn(s.nodeID, s.disks) || (r.NodeID == s.nodeID && r.DataDirectoryName != "")
 }
 
 // keep is localWatch's keep: whether a listed replica is the node's.

@@ -64,3 +64,22 @@ func TestVolumesAskedNamesCopiesAndDirectories(t *testing.T) {
 		}
 	}
 }
+
+// TestLastCopyOverridesReadsTheLabel: only the label with its one value
+// is an override; other values, other labels and no labels are not.
+func TestLastCopyOverridesReadsTheLabel(t *testing.T) {
+	recs := []Record{
+		{Name: "yes", Labels: map[string]string{LabelLastCopyOverride: LabelValueLastCopyOverride}},
+		{Name: "false", Labels: map[string]string{LabelLastCopyOverride: "false"}},
+		{Name: "empty", Labels: map[string]string{LabelLastCopyOverride: ""}},
+		{Name: "other", Labels: map[string]string{LabelDismissed: LabelValueDismissed}},
+		{Name: "none"},
+	}
+	got := LastCopyOverrides(recs)
+	if len(got) != 1 || !got["yes"] {
+		t.Errorf("LastCopyOverrides = %v, want only yes", got)
+	}
+	if LastCopyOverrides(recs[1:]) != nil {
+		t.Error("LastCopyOverrides of records without an override is not nil")
+	}
+}

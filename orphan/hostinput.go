@@ -32,3 +32,25 @@ func VolumesAsked(snap Snapshot, recs []Record) map[string]bool {
 	}
 	return names
 }
+
+// LastCopyOverrides names the records of recs that carry a person's
+// last-copy override, the label LabelLastCopyOverride with the value
+// LabelValueLastCopyOverride (any other value is no override): what a
+// host whose records keep their labels passes as Cycle.LastCopyOverride.
+// Read it from the very records the cycle plans with. The override lets
+// only a requested purge of a faulted volume's copy through, never an
+// automatic one, so a record is purged on it only once it is also deleted.
+// It returns nil when no record carries one.
+func LastCopyOverrides(recs []Record) map[string]bool {
+	var out map[string]bool
+	for _, r := range recs {
+		if r.Labels[LabelLastCopyOverride] != LabelValueLastCopyOverride {
+			continue
+		}
+		if out == nil {
+			out = map[string]bool{}
+		}
+		out[r.Name] = true
+	}
+	return out
+}
