@@ -75,16 +75,11 @@ func (e *Echoes) End(name, resourceVersion string, err error) {
 	if e.inFlight[name] <= 0 {
 		delete(e.inFlight, name)
 		for _, rv := range e.held[name] {
-			if slices.Contains(e.written[name], rv) {
-				delete(e.unseen[name], rv)
-			} else {
+			if !e.seenLocked(name, rv) {
 				wake = true
 			}
 		}
 		delete(e.held, name)
-		if len(e.unseen[name]) == 0 {
-			delete(e.unseen, name)
-		}
 	}
 	e.mu.Unlock()
 	if wake && e.wake != nil {
@@ -108,6 +103,24 @@ func (e *Echoes) noteLocked(name, rv string) {
 	e.unseen[name][rv] = true
 }
 
+// seenLocked reports whether rv is one of the last writes of name and,
+// if so, notes it seen through the watch, with every write of name made
+// before it: the watch shows an object's versions in order, so those will
+// not come back after it.
+func (e *Echoes) seenLocked(name, rv string) bool {
+	i := slices.Index(e.written[name], rv)
+	if i < 0 {
+		return false
+	}
+	for _, w := range e.written[name][:i+1] {
+		delete(e.unseen[name], w)
+	}
+	if len(e.unseen[name]) == 0 {
+		delete(e.unseen, name)
+	}
+	return true
+}
+
 // Echo reports whether an event showing the object name at
 // resourceVersion (a creation or an update) need not wake the host: it is
 // the result of one of the host's last writes of the object, or a write of
@@ -119,11 +132,7 @@ func (e *Echoes) Echo(name, resourceVersion string) bool {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if slices.Contains(e.written[name], resourceVersion) {
-		delete(e.unseen[name], resourceVersion)
-		if len(e.unseen[name]) == 0 {
-			delete(e.unseen, name)
-		}
+	if e.seenLocked(name, resourceVersion) {
 		return true
 	}
 	if e.inFlight[name] > 0 {

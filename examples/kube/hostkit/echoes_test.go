@@ -119,3 +119,26 @@ func TestEchoesSettleWaitsForTheWatch(t *testing.T) {
 		t.Error("Settle did not stop at its bound")
 	}
 }
+
+// TestEchoesLaterVersionSettlesEarlierWrites: the watch shows an object's
+// versions in order, so the echo of a later write means the earlier
+// writes of the object will not come back (their events came first, or
+// were never sent): nothing is left pending.
+func TestEchoesLaterVersionSettlesEarlierWrites(t *testing.T) {
+	e := hostkit.NewEchoes(nil)
+	e.Wrote("a", "1")
+	e.Wrote("a", "2")
+	e.Wrote("a", "3")
+	if !e.Echo("a", "2") {
+		t.Fatal("the second write is not an echo")
+	}
+	if n := e.Pending(); n != 1 {
+		t.Fatalf("Pending = %d after the second write's echo, want 1 (the third)", n)
+	}
+	if !e.Echo("a", "3") {
+		t.Fatal("the third write is not an echo")
+	}
+	if n := e.Pending(); n != 0 {
+		t.Fatalf("Pending = %d after the last write's echo, want 0", n)
+	}
+}
