@@ -1,40 +1,25 @@
 // Package agent is a per-node orphan agent for Longhorn v1 filesystem
 // disks on Kubernetes: it keeps its node's Orphan custom resources in step
 // with the replica directories on the node's disks, and purges a
-// directory when its Orphan is deleted.
+// directory when its Orphan is deleted. It is the glue a host copies:
+// informers, a Store, one adapter constructor and the loop.
 //
-// It watches four kinds of Longhorn object: its own Node (which disks to
-// scan, and whether the node or a disk is being evicted), the Replicas
-// (which directories the cluster expects), the Volumes (each one's
-// robustness, for the last-copy guard), and the Orphans labelled with its
-// node (deletion requests, and a person's last-copy override). What it
-// holds of them is its node's, not the cluster's: the Replicas that can
-// claim a directory on its disks and the Volumes of its orphans, each
-// object stripped to the fields it reads (see Run, and replicas.go for
-// why the Replica watch has no label selector). Sweeps read the Orphans
-// from that cache; every step that acts re-reads its record from the API
-// server. The diskscan
-// adapter, wrapped by salvage.WithCopies so that each orphaned directory
-// is inspected as a copy of its volume, runs under an orphan.Monitor; on every change, and on every event, the
-// agent runs one orphan.Sweeper cycle over the crstore Store. Everything
-// else is the core's: the plan carries every condition (DataCleanable,
-// Error, PurgeGuarded, Recoverable) and every release, and the Sweeper
-// writes them.
-//
-// Deletion follows Longhorn's rule, which the orphan core applies: the
-// data of a deleted Orphan is purged only when its DataCleanable condition
-// is True (the core marks it while the node and disk are Ready);
-// otherwise the finalizer is removed and the data stays. The core's
-// mass-deletion guard is on, and so is its last-copy guard: the agent
-// passes every Volume's robustness (Cycle.Volumes, complete once the
-// informer has synced), so a recoverable orphan of a faulted volume is
-// never purged unless a person confirms it, and one of a degraded or
-// unknown (detached) volume is not auto-deleted; an orphan of a deleted
-// volume is. A person confirms with the label
-// caretaker.io/last-copy-override=true (orphan.LabelLastCopyOverride) on
-// the Orphan: the agent passes the names of its Orphans that carry it in
-// Cycle.LastCopyOverride, which lets the purge through once the Orphan is
-// also deleted (never an automatic one).
+// It watches its own Node (which disks to scan; node and disk eviction
+// and readiness), the Orphans labelled with its node (deletion requests,
+// dismissals, last-copy overrides), and through package nodecache its
+// node's share of the Replicas (which directories the cluster expects)
+// and the Volumes its orphans belong to (for the last-copy guard). Sweeps
+// plan from those caches; every step that acts re-reads its record from
+// the API server. The diskscan adapter, wrapped by salvage.WithCopies so
+// that each orphaned directory is inspected as a copy of its volume, runs
+// under an orphan.Monitor; on every change, and on every event that is
+// not the agent's own write, the agent runs one orphan.Sweeper cycle over
+// the crstore Store. Everything else is the core's: Longhorn's deletion
+// rule (the data of a deleted Orphan is purged only while DataCleanable is
+// True), the mass-deletion guard, and the last-copy guard, fed with the
+// states of the volumes orphan.VolumesAsked names and the overrides
+// orphan.LastCopyOverrides reads from the label
+// caretaker.io/last-copy-override=true.
 package agent
 
 import (
@@ -42,7 +27,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"reflect"
 	"runtime/debug"
 	"sync"
@@ -59,7 +43,9 @@ import (
 
 	"github.com/caretaker-storage/caretaker/diskscan"
 	"github.com/caretaker-storage/caretaker/examples/kube/crstore"
+	"github.com/caretaker-storage/caretaker/examples/kube/hostkit"
 	"github.com/caretaker-storage/caretaker/examples/kube/longhorn"
+	"github.com/caretaker-storage/caretaker/examples/kube/nodecache"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/salvage"
 )
@@ -85,22 +71,11 @@ type Config struct {
 	// Hooks, if set, observe every scan of the Monitor and every step of
 	// the Sweeper (package metrics turns them into Prometheus metrics).
 	Hooks orphan.Hooks
-	// MaxCreates bounds the Orphans one sweep creates; zero means
-	// DefaultMaxCreates. A node that suddenly has thousands of orphans
-	// creates them in batches, sweep after sweep, and a user's deletion
-	// is carried out by the next sweep instead of after the whole backlog
-	// (orphan.SweeperOptions.MaxCreates).
+	// MaxCreates bounds the Orphans one sweep creates
+	// (orphan.SweeperOptions.MaxCreates); zero means
+	// hostkit.DefaultMaxCreates.
 	MaxCreates int
 }
-
-// DefaultMaxCreates is Config.MaxCreates's default: at two writes per
-// Orphan (the create, then its status: the Orphan CRD has a status
-// subresource, so the API server drops a status sent with the create), a
-// batch is about 200 writes, a few seconds.
-const DefaultMaxCreates = 100
-
-// retry is the delay after failed cycles in a row.
-var retry = retryPolicy{Initial: 250 * time.Millisecond, Max: 30 * time.Second}
 
 // ErrConfig is wrapped by errors about an incomplete Config.
 var ErrConfig = errors.New("agent: invalid config")
@@ -113,40 +88,23 @@ type Agent struct {
 	expected *diskscan.StaticExpected
 	monitor  *orphan.Monitor
 	sweeper  *orphan.Sweeper
-	store    *cachedStore
-	echo     *echoes
+	store    *nodecache.Store
+	replicas *nodecache.Replicas // the node's share of the Replicas
+	volumes  *nodecache.Volumes  // the volumes the guard asks about
+	echo     *hostkit.Echoes
 	trigger  chan struct{}
 	sweeps   atomic.Int64
-	changes  chan struct{} // the node's disk UUIDs changed: re-list the replicas
 
-	mu         sync.Mutex
-	scopes     map[orphan.Scope]orphan.ScopeStatus // the host's view, from the Node object
-	nodeView   *longhorn.NodeView                  // the last one applied
-	diskUUIDs  map[string]bool                     // the node's disks, from the Node object
-	replicas   *localReplicas                      // the node's share of the Replicas, once Run starts it
-	replicaCtl cache.Controller                    // the watch that fills replicas
-	volumes    *localVolumes                       // the volumes the guard asks about, once Run starts it
-	orphanc    cache.SharedIndexInformer           // the node's Orphans, once Run starts it
-	nodec      cache.SharedIndexInformer           // the node's Node object, once Run starts it
-}
+	// Node and replica changes mark the agent's view stale; Run rebuilds
+	// it once per burst (the initial list is one event per object).
+	nodeDirty, replicasDirty atomic.Bool
+	refresh                  chan struct{}
 
-// errReplicasNotReady is the expected set's answer while the Replica
-// watch has not listed the replicas of the node's current disks.
-var errReplicasNotReady = errors.New("agent: the node's replicas are not listed yet")
-
-// expectedWhenReady answers from the agent's expected set only once the
-// Replica watch has synced for the node's current disks: before that, a
-// directory's replica may not be in it yet, and the disk is undecided.
-type expectedWhenReady struct {
-	set   *diskscan.StaticExpected
-	ready func() bool
-}
-
-func (e expectedWhenReady) Expected(ctx context.Context, d diskscan.Disk) (diskscan.NameSet, error) {
-	if !e.ready() {
-		return nil, errReplicasNotReady
-	}
-	return e.set.Expected(ctx, d)
+	mu       sync.Mutex
+	scopes   map[orphan.Scope]orphan.ScopeStatus // the host's view, from the Node object
+	nodeView *longhorn.NodeView                  // the last one applied
+	orphanc  cache.SharedIndexInformer           // the node's Orphans, once Run starts it
+	nodec    cache.SharedIndexInformer           // the node's Node object, once Run starts it
 }
 
 // New returns an agent; it does nothing until Run.
@@ -163,18 +121,28 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.MaxCreates <= 0 {
+		cfg.MaxCreates = hostkit.DefaultMaxCreates
+	}
 	a := &Agent{
 		cfg:      cfg,
 		log:      cfg.Logger.With("node", cfg.NodeID),
 		expected: diskscan.NewStaticExpected(),
-		echo:     newEchoes(),
 		trigger:  make(chan struct{}, 1),
-		changes:  make(chan struct{}, 1),
+		refresh:  make(chan struct{}, 1),
 		// Until the Node object is read, nothing is known about the node.
 		scopes: map[orphan.Scope]orphan.ScopeStatus{{NodeID: cfg.NodeID}: {Health: orphan.HealthUnknown, Message: "the node object is not read yet"}},
 	}
+	a.echo = hostkit.NewEchoes(a.poke)
+	ns := cfg.Namespace
+	a.replicas = nodecache.NewReplicas(cfg.Client.Resource(longhorn.ReplicaGVR).Namespace(ns), cfg.NodeID, a.mark(&a.replicasDirty))
+	// A volume that faults, heals or is deleted changes what the
+	// last-copy guard lets through.
+	a.volumes = nodecache.NewVolumes(cfg.Client.Resource(longhorn.VolumeGVR).Namespace(ns), cfg.Client.Resource(longhorn.ReplicaGVR).Namespace(ns), ns, a.poke)
 	var err error
-	if a.orphans, err = diskscan.NewOrphans(expectedWhenReady{set: a.expected, ready: a.replicasReady}, diskscan.Options{}); err != nil {
+	// Until the node's share of the Replicas is listed whole, a directory's
+	// replica may be missing from the set: the disk is undecided.
+	if a.orphans, err = diskscan.NewOrphans(diskscan.WhenLoaded(a.expected, a.replicas.HasSynced), diskscan.Options{}); err != nil {
 		return nil, err
 	}
 	// Each orphaned directory is inspected as a copy of its volume, so its
@@ -184,18 +152,7 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.store = &cachedStore{
-		Store: crstore.New(cfg.Client, crstore.Options{Namespace: cfg.Namespace, OwnerID: cfg.NodeID, FieldManager: cfg.FieldManager, OnWrite: a.echo.wrote, Logger: a.log}),
-		inf: func() cache.SharedIndexInformer {
-			a.mu.Lock()
-			defer a.mu.Unlock()
-			return a.orphanc
-		},
-	}
-	if cfg.MaxCreates <= 0 {
-		cfg.MaxCreates = DefaultMaxCreates
-		a.cfg.MaxCreates = cfg.MaxCreates
-	}
+	a.store = nodecache.NewStore(crstore.New(cfg.Client, crstore.Options{Namespace: ns, OwnerID: cfg.NodeID, FieldManager: cfg.FieldManager, OnWrite: a.wrote, Logger: a.log}))
 	if a.sweeper, err = orphan.NewSweeper(a.store, adapter, orphan.SweeperOptions{Hooks: cfg.Hooks, MaxCreates: cfg.MaxCreates}); err != nil {
 		return nil, err
 	}
@@ -219,14 +176,9 @@ func (a *Agent) Stats() Stats {
 	st := Stats{Sweeps: a.sweeps.Load()}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	st.Replicas, st.Volumes = a.replicas.Len(), a.volumes.Len()
 	if a.nodec != nil {
 		st.Nodes = len(a.nodec.GetStore().ListKeys())
-	}
-	if a.replicas != nil {
-		st.Replicas = a.replicas.Len()
-	}
-	if a.volumes != nil {
-		st.Volumes = a.volumes.Len()
 	}
 	if a.orphanc != nil {
 		st.Orphans = len(a.orphanc.GetStore().ListKeys())
@@ -234,25 +186,11 @@ func (a *Agent) Stats() Stats {
 	return st
 }
 
-// replicasReady says whether the node's share of the Replicas is listed
-// whole for the node's current disks.
-func (a *Agent) replicasReady() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.replicaCtl != nil && a.replicaCtl.HasSynced() && maps.Equal(a.replicas.disks, a.diskUUIDs)
-}
-
 // Run watches, scans and sweeps until ctx is done. It returns nil when
-// ctx ends, or an error if the informers cannot start.
-//
-// What it watches, and how much of it it keeps: its own Node object (a
-// field selector on its name) and its node's Orphans (a label selector
-// on longhornnode), each stripped by client-go's informer transform to
-// what caretaker reads; every Replica and every Volume of the namespace
-// (no selector is safe for them, see replicas.go), of which it keeps only
-// the replicas that can claim a directory on its disks and the volumes
-// its orphans belong to. Only a change of these wakes a sweep, and not
-// the agent's own writes coming back through its watch.
+// ctx ends, or an error if the informers cannot start. Its own Node object
+// (a field selector on its name) and its node's Orphans (a label selector
+// on longhornnode) come through informers stripped to what caretaker
+// reads, the Replicas and Volumes through package nodecache.
 func (a *Agent) Run(ctx context.Context) error {
 	ns := a.cfg.Namespace
 	ctx, cancel := context.WithCancel(ctx)
@@ -272,53 +210,25 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 
-	// Node and replica changes mark the agent's view stale; refresh
-	// rebuilds it once per burst (the initial list is one event per object).
 	nodeKey := ns + "/" + a.cfg.NodeID
-	var nodeDirty, replicasDirty atomic.Bool
-	refresh := make(chan struct{}, 1)
-	mark := func(dirty *atomic.Bool) func() {
-		return func() {
-			dirty.Store(true)
-			select {
-			case refresh <- struct{}{}:
-			default:
-			}
-		}
-	}
-	onEvent := func(f func()) cache.ResourceEventHandlerFuncs {
-		return cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { f() },
-			UpdateFunc: func(any, any) { f() },
-			DeleteFunc: func(any) { f() },
-		}
-	}
-	if _, err := nodeInf.AddEventHandler(onEvent(mark(&nodeDirty))); err != nil {
+	dirty := a.mark(&a.nodeDirty)
+	if _, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { dirty() }, UpdateFunc: func(any, any) { dirty() }, DeleteFunc: func(any) { dirty() },
+	}); err != nil {
 		return err
 	}
 	// An Orphan event wakes a sweep unless it is the agent's own write.
 	if _, err := orphanInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if !a.echo.isEcho(obj, false) {
-				a.poke()
-			}
-		},
-		UpdateFunc: func(_, obj any) {
-			if !a.echo.isEcho(obj, false) {
-				a.poke()
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if !a.echo.isEcho(obj, true) {
-				a.poke()
-			}
-		},
+		AddFunc:    func(obj any) { a.orphanEvent(obj, false) },
+		UpdateFunc: func(_, obj any) { a.orphanEvent(obj, false) },
+		DeleteFunc: func(obj any) { a.orphanEvent(obj, true) },
 	}); err != nil {
 		return err
 	}
 	a.mu.Lock()
 	a.orphanc, a.nodec = orphanInf, nodeInf
 	a.mu.Unlock()
+	a.store.SetInformer(orphanInf)
 	for _, f := range []dynamicinformer.DynamicSharedInformerFactory{nodeF, orphanF} {
 		f.Start(ctx.Done())
 		defer f.Shutdown()
@@ -334,30 +244,19 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 	// The disks first: they say which replicas the node's share holds.
-	nodeDirty.Store(false)
+	a.nodeDirty.Store(false)
 	a.nodeChanged(nodeInf.GetStore(), nodeKey)
-
-	// A volume that faults, heals or is deleted changes what the
-	// last-copy guard lets through.
-	vri := a.cfg.Client.Resource(longhorn.VolumeGVR).Namespace(ns)
-	vols := newLocalVolumes(vri, a.cfg.Client.Resource(longhorn.ReplicaGVR).Namespace(ns), ns, a.poke)
-	a.mu.Lock()
-	a.volumes = vols
-	a.mu.Unlock()
-	volCtl := localWatch(ctx, vri, vols, vols.keep, longhorn.StripVolume, vols.apply)
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		a.watchReplicas(ctx, a.cfg.Client.Resource(longhorn.ReplicaGVR).Namespace(ns), mark(&replicasDirty))
-	}()
-	if !cache.WaitForCacheSync(ctx.Done(), volCtl.HasSynced, a.replicasReady) {
+	wg.Add(2)
+	go func() { defer wg.Done(); a.volumes.Run(ctx) }()
+	go func() { defer wg.Done(); a.replicas.Run(ctx) }()
+	if !cache.WaitForCacheSync(ctx.Done(), a.volumes.HasSynced, a.replicas.HasSynced) {
 		return nil // ctx ended
 	}
-	replicasDirty.Store(false)
+	a.replicasDirty.Store(false)
 	a.replicasChanged()
 	// The first lists decoded every Replica and Volume of the namespace,
 	// a page at a time, and kept the node's: give the pages' memory back
@@ -372,12 +271,12 @@ func (a *Agent) Run(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 				return
-			case <-refresh:
+			case <-a.refresh:
 			}
-			if nodeDirty.Swap(false) {
+			if a.nodeDirty.Swap(false) {
 				a.nodeChanged(nodeInf.GetStore(), nodeKey)
 			}
-			if replicasDirty.Swap(false) {
+			if a.replicasDirty.Swap(false) {
 				a.replicasChanged()
 			}
 		}
@@ -391,48 +290,37 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
-// watchReplicas keeps the node's share of the Replicas, and lists them
-// anew whenever the node's disk UUIDs change (a replica that names a new
-// disk's UUID was dropped while the disk was not the node's). Until the
-// new list is whole, replicasReady is false and no disk is judged.
-func (a *Agent) watchReplicas(ctx context.Context, ri dynamic.ResourceInterface, changed func()) {
-	for {
-		a.mu.Lock()
-		lr := newLocalReplicas(a.cfg.NodeID, a.diskUUIDs, changed)
-		a.mu.Unlock()
-		wctx, stop := context.WithCancel(ctx)
-		ctl := localWatch(wctx, ri, lr, lr.keep, longhorn.StripReplica, lr.apply)
-		a.mu.Lock()
-		a.replicas, a.replicaCtl = lr, ctl
-		a.mu.Unlock()
-		go func() {
-			if cache.WaitForCacheSync(wctx.Done(), ctl.HasSynced) {
-				changed() // ready now: judge the disks with the whole share
-			}
-		}()
-		if !a.waitDisksChanged(ctx, lr) {
-			stop()
-			return
-		}
-		stop()
+// wrote is crstore's Options.OnWrite: the agent's own writes, which its
+// Orphan watch brings back.
+func (a *Agent) wrote(name string, u *unstructured.Unstructured) {
+	if u == nil {
+		a.echo.Deleting(name, true)
+		return
+	}
+	a.echo.Wrote(name, u.GetResourceVersion())
+}
+
+// orphanEvent wakes a sweep unless the event is the agent's own write.
+func (a *Agent) orphanEvent(obj any, deleted bool) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	switch {
+	case !ok:
+		a.poke()
+	case deleted && !a.echo.Gone(u.GetName()), !deleted && !a.echo.Echo(u.GetName(), u.GetResourceVersion()):
+		a.poke()
 	}
 }
 
-// waitDisksChanged waits until the node's disk UUIDs differ from those
-// lr was started for (true), or ctx is done (false). A signal of the
-// change lr started from is no change.
-func (a *Agent) waitDisksChanged(ctx context.Context, lr *localReplicas) bool {
-	for {
+// mark returns a function that marks dirty and wakes Run's refresh.
+func (a *Agent) mark(dirty *atomic.Bool) func() {
+	return func() {
+		dirty.Store(true)
 		select {
-		case <-ctx.Done():
-			return false
-		case <-a.changes:
-		}
-		a.mu.Lock()
-		same := maps.Equal(lr.disks, a.diskUUIDs)
-		a.mu.Unlock()
-		if !same {
-			return true
+		case a.refresh <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -474,15 +362,8 @@ func (a *Agent) nodeChanged(store cache.Store, key string) {
 	a.mu.Lock()
 	a.scopes = v.Scopes
 	a.nodeView = &applied
-	disksChanged := !maps.Equal(a.diskUUIDs, uuids)
-	a.diskUUIDs = uuids
 	a.mu.Unlock()
-	if disksChanged {
-		select {
-		case a.changes <- struct{}{}:
-		default:
-		}
-	}
+	a.replicas.SetDisks(uuids)
 	a.monitor.Rescan()
 	a.poke()
 }
@@ -490,80 +371,14 @@ func (a *Agent) nodeChanged(store cache.Store, key string) {
 // replicasChanged rebuilds the expected set from the node's share of the
 // Replicas.
 func (a *Agent) replicasChanged() {
-	a.mu.Lock()
-	lr := a.replicas
-	a.mu.Unlock()
-	if lr == nil {
-		return
-	}
-	a.expected.Replace(lr.Refs())
+	a.expected.Replace(a.replicas.Refs())
 	a.monitor.Rescan()
 	a.poke()
 }
 
-func (a *Agent) hostScopes() map[orphan.Scope]orphan.ScopeStatus {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.scopes
-}
-
-// volumeStates is the robustness of the volumes of the node's orphan
-// candidates (snap) and records, and whether it is complete: every one
-// of them read (an existing volume with its state, a missing one known
-// missing). A volume not read is left out with complete false, so the
-// last-copy guard treats it as unknown, never as deleted.
-func (a *Agent) volumeStates(ctx context.Context, snap orphan.Snapshot, recs []orphan.Record) (map[string]orphan.VolumeState, bool) {
-	a.mu.Lock()
-	vols := a.volumes
-	a.mu.Unlock()
-	if vols == nil {
-		return nil, false
-	}
-	names := map[string]bool{}
-	add := func(n string) {
-		if n != "" {
-			names[n] = true
-		}
-	}
-	for _, it := range snap.Items {
-		if it.Copy != nil {
-			add(it.Copy.Volume)
-		}
-		add(orphan.VolumeOfDataName(it.Param(orphan.ParamDataName)))
-	}
-	for _, r := range recs {
-		add(orphan.VolumeOfDataName(r.Param(orphan.ParamDataName)))
-	}
-	vols.ensure(ctx, names)
-	return vols.states()
-}
-
-// lastCopyOverrides names the node's Orphans that carry a person's
-// last-copy override (the label caretaker.io/last-copy-override=true),
-// from the informer's cache. The override lets a requested purge of a
-// faulted volume's copy through, so only an Orphan that is also deleted
-// (kubectl delete orphan) is purged. Before the informer has synced, no
-// Orphan has one.
-func (a *Agent) lastCopyOverrides() map[string]bool {
-	a.mu.Lock()
-	inf := a.orphanc
-	a.mu.Unlock()
-	if inf == nil || !inf.HasSynced() {
-		return nil
-	}
-	var out map[string]bool
-	for _, obj := range inf.GetStore().List() {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok || !crstore.LastCopyOverridden(u.GetLabels()) {
-			continue
-		}
-		if out == nil {
-			out = map[string]bool{}
-		}
-		out[u.GetName()] = true
-	}
-	return out
-}
+// echoSettle bounds how long a sweep that follows a batch of creates waits
+// for the batch to come back through the watch.
+const echoSettle = 2 * time.Second
 
 // loop runs a cycle on every poke, after a failure with a growing delay,
 // and when the plan says time alone will change it.
@@ -587,7 +402,7 @@ func (a *Agent) loop(ctx context.Context) {
 		switch {
 		case err != nil:
 			failures++
-			wait = retry.Delay(failures)
+			wait = hostkit.DefaultRetry.Delay(failures)
 			a.log.Warn("cycle failed; retrying", "in", wait, "err", err)
 		case !next.IsZero():
 			failures = 0
@@ -595,7 +410,7 @@ func (a *Agent) loop(ctx context.Context) {
 			if wait == 0 {
 				// A batch of creates: the next sweep plans from the cache,
 				// so let the batch's own writes reach it first.
-				a.echo.settle(ctx, echoSettle)
+				a.echo.Settle(ctx, echoSettle)
 			}
 		default:
 			failures = 0
@@ -617,15 +432,20 @@ func (a *Agent) cycle(ctx context.Context) (time.Time, error) {
 	if obs.Err != nil {
 		return time.Time{}, fmt.Errorf("scan %d: %w", obs.Seq, obs.Err)
 	}
-	host := a.hostScopes()
+	a.mu.Lock()
+	host := a.scopes
+	a.mu.Unlock()
 	// The records this sweep plans with, read once from the cache, so
 	// that the volumes looked up are those of exactly these records.
-	recs, err := a.store.pin(ctx, orphan.Selector{NodeID: a.cfg.NodeID})
+	recs, err := a.store.Pin(ctx, orphan.Selector{NodeID: a.cfg.NodeID})
 	if err != nil {
 		return time.Time{}, err
 	}
-	volumes, complete := a.volumeStates(ctx, obs.Snapshot, recs)
-	overrides := a.lastCopyOverrides()
+	// The robustness of the volumes of these records and this scan's
+	// candidates, complete only once each is read (a volume not read is
+	// left out and unknown to the last-copy guard, never deleted).
+	a.volumes.Ensure(ctx, orphan.VolumesAsked(obs.Snapshot, recs))
+	volumes, complete := a.volumes.States()
 	a.sweeps.Add(1)
 	plan, res, err := a.sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
 		Selector:         orphan.Selector{NodeID: a.cfg.NodeID},
@@ -634,7 +454,7 @@ func (a *Agent) cycle(ctx context.Context) (time.Time, error) {
 		ObservedAt:       obs.StartedAt,
 		Volumes:          volumes,
 		VolumesComplete:  complete,
-		LastCopyOverride: overrides,
+		LastCopyOverride: orphan.LastCopyOverrides(recs),
 	})
 	if a.log.Enabled(ctx, slog.LevelDebug) {
 		for _, k := range plan.Keep {
