@@ -56,7 +56,7 @@
 //		if !ok || obs.Err != nil {
 //			continue
 //		}
-//		plan, result, err := sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
+//		plan, result, err := sweeper.Reconcile(ctx, obs.Snapshot, orphan.Cycle{
 //			Selector:   orphan.Selector{NodeID: node},
 //			Scopes:     clusterView(node), // evicted or down nodes and disks
 //			Policy:     policy,            // orphan.ParsePolicy(settings...)

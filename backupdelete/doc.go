@@ -127,7 +127,7 @@
 //		if !ok || obs.Err != nil {
 //			continue // nothing trustworthy yet; records stay as they are
 //		}
-//		plan, res, err := sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
+//		plan, res, err := sweeper.Reconcile(ctx, obs.Snapshot, orphan.Cycle{
 //			Selector:   orphan.Selector{NodeID: node, Kind: orphan.KindBackup},
 //			Scopes:     map[orphan.Scope]orphan.ScopeStatus{{NodeID: node}: {Health: orphan.HealthReady}},
 //			Policy:     orphan.Policy{FailedBackups: true, GracePeriod: grace},

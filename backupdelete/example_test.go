@@ -125,7 +125,7 @@ func ExampleNewOrphans() {
 		if err != nil {
 			fmt.Println(err)
 		}
-		_, res, err := sweeper.Run(ctx, snap, cycle)
+		_, res, err := sweeper.Reconcile(ctx, snap, cycle)
 		if err != nil {
 			fmt.Println(err)
 		}

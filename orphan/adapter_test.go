@@ -311,20 +311,20 @@ func TestRunTakesNodeHealthOnlyFromTheHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, res, err := s.Run(ctx, snap, orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}})
+	_, res, err := s.Reconcile(ctx, snap, orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}})
 	if err != nil || len(res.Purged) != 0 || len(disks.deleted) != 0 {
 		t.Fatalf("without the host's node health: %+v, %v, deleted %v; want nothing purged", res, err, disks.deleted)
 	}
 	// The host says the node is being evicted: the record is forgotten.
 	evicted := map[orphan.Scope]orphan.ScopeStatus{node: {Health: orphan.HealthNodeEvicted}}
-	if _, res, err = s.Run(ctx, snap, orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, Scopes: evicted}); err != nil ||
+	if _, res, err = s.Reconcile(ctx, snap, orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, Scopes: evicted}); err != nil ||
 		len(res.Forgotten) != 1 || len(disks.deleted) != 0 {
 		t.Fatalf("node evicted: %+v, %v, deleted %v; want the record forgotten", res, err, disks.deleted)
 	}
 	if _, err := store.Create(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	_, res, err = s.Run(ctx, snap, orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, Scopes: hostReady("n1")})
+	_, res, err = s.Reconcile(ctx, snap, orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, Scopes: hostReady("n1")})
 	if err != nil || len(res.Purged) != 1 || len(disks.deleted) != 1 {
 		t.Fatalf("with the host's node Ready: %+v, %v; want the purge", res, err)
 	}

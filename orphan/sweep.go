@@ -43,7 +43,7 @@ type Sweeper struct {
 
 	maxCreates int // SweeperOptions.MaxCreates
 
-	ledgerMu sync.Mutex  // held by Run from reading the ledger to keeping the plan's
+	ledgerMu sync.Mutex  // held by Reconcile from reading the ledger to keeping the plan's
 	ledger   []AutoPurge // the last plan's Plan.AutoPurges, if the Store is no LedgerStore
 	started  time.Time   // when NewSweeper made it: the in-memory ledger begins here
 }
@@ -71,13 +71,13 @@ type SweeperOptions struct {
 	// FinishInterrupted; each timed by Clock. Nil means none. See Hooks
 	// for when and how they are called.
 	Hooks Hooks
-	// MaxCreates, if positive, bounds the records one Run creates. When a
+	// MaxCreates, if positive, bounds the records one Reconcile creates. When a
 	// plan has more (the first scan of a disk with thousands of orphans),
-	// Run creates the first MaxCreates of them, carries out the rest of
+	// Reconcile creates the first MaxCreates of them, carries out the rest of
 	// the plan, and sets the plan's RequeueAt to now: the host runs again
 	// at once, with the records and deletion requests read anew, so a
 	// user's deletion waits for one batch of creates, not for the whole
-	// backlog. The creates left out are planned again by the next Run.
+	// backlog. The creates left out are planned again by the next Reconcile.
 	// Zero means no bound. Sync carries out whatever plan it is given.
 	MaxCreates int
 }
@@ -178,7 +178,7 @@ func (e *RecordError) Unwrap() error { return e.Err }
 // deletion request withdrawn, dismissed, or not marked DataCleanable=True:
 // refused),
 // re-judges its item with the Judge (anything but orphan: refused),
-// under Run with Cycle.LookupVolume set looks the volume of a copy the
+// under Reconcile with Cycle.LookupVolume set looks the volume of a copy the
 // last-copy guard covers up again (the guard refuses: refused),
 // records an auto-deletion as a deletion request in the Store so that a
 // crash leaves the intent behind (the record the Store answers must still
@@ -197,7 +197,7 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 }
 
 // sync is Sync, with the last-copy guard's re-check of each purge's
-// volume when vr is not nil (Run's Cycle.LookupVolume).
+// volume when vr is not nil (Reconcile's Cycle.LookupVolume).
 func (s *Sweeper) sync(ctx context.Context, plan Plan, vr *volumeRecheck) (Result, error) {
 	var (
 		mu   sync.Mutex

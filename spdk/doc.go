@@ -279,7 +279,7 @@
 //			continue // nothing trustworthy yet; records stay as they are
 //		}
 //		for _, sk := range obs.Snapshot.Skipped { log.Printf("skipped %s: %s", sk.Name, sk.Reason) }
-//		plan, res, err := s.Run(ctx, obs.Snapshot, orphan.Cycle{
+//		plan, res, err := s.Reconcile(ctx, obs.Snapshot, orphan.Cycle{
 //			Selector:   orphan.Selector{NodeID: node},
 //			Scopes:     nodeHealth(), // e.g. {{NodeID: node}: {Health: orphan.HealthNodeEvicted}}
 //			Policy:     policy,

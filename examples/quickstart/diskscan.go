@@ -119,7 +119,7 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	// disks'.
 	nodeReady := map[orphan.Scope]orphan.ScopeStatus{{NodeID: qsNode}: {Health: orphan.HealthReady}}
 	cycle := orphan.Cycle{Selector: orphan.Selector{NodeID: qsNode}, Scopes: nodeReady}
-	plan, res, err := sweeper.Run(ctx, snap, cycle)
+	plan, res, err := sweeper.Reconcile(ctx, snap, cycle)
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,7 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	if err := request(victim); err != nil {
 		return err
 	}
-	plan, res, err = sweeper.Run(ctx, snap, cycle)
+	plan, res, err = sweeper.Reconcile(ctx, snap, cycle)
 	if err != nil {
 		return err
 	}
@@ -182,7 +182,7 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	if snap, err = rescan(mon, next); err != nil {
 		return err
 	}
-	_, res, err = sweeper.Run(ctx, snap, cycle)
+	_, res, err = sweeper.Reconcile(ctx, snap, cycle)
 	if err != nil {
 		return err
 	}
@@ -201,7 +201,7 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	}
 	evicted := orphan.Cycle{Selector: cycle.Selector, Scopes: map[orphan.Scope]orphan.ScopeStatus{
 		{NodeID: qsNode}: {Health: orphan.HealthNodeEvicted, Message: "eviction requested for node " + qsNode}}}
-	_, res, err = sweeper.Run(ctx, snap, evicted)
+	_, res, err = sweeper.Reconcile(ctx, snap, evicted)
 	if err != nil {
 		return err
 	}
@@ -210,7 +210,7 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	if err := onDisk(stale); err != nil || len(res.Purged) != 0 {
 		return fmt.Errorf("%s purged on an evicted node: %v %+v", stale, err, res)
 	}
-	if _, res, err = sweeper.Run(ctx, snap, cycle); err != nil {
+	if _, res, err = sweeper.Reconcile(ctx, snap, cycle); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "Eviction over: the next sweep creates its record again (%d created), waiting for a new request.\n", len(res.Created))
@@ -222,7 +222,7 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	if snap, err = rescan(mon, next); err != nil {
 		return err
 	}
-	if _, _, err = sweeper.Run(ctx, snap, cycle); err != nil {
+	if _, _, err = sweeper.Reconcile(ctx, snap, cycle); err != nil {
 		return err
 	}
 	all, err := store.List(ctx, orphan.Selector{NodeID: qsNode})
@@ -234,7 +234,7 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 			return err
 		}
 	}
-	_, res, err = sweeper.Run(ctx, snap, cycle)
+	_, res, err = sweeper.Reconcile(ctx, snap, cycle)
 	if err != nil {
 		return err
 	}
@@ -261,7 +261,7 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	if snap, err = rescan(mon, next); err != nil {
 		return err
 	}
-	if _, res, err = sweeper.Run(ctx, snap, cycle); err != nil {
+	if _, res, err = sweeper.Reconcile(ctx, snap, cycle); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "The list is right again: %s forgotten (owned); the user's request for the real orphan stands: %d purged.\n",

@@ -520,7 +520,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	snap, held := paced(obs.Snapshot, recs, c.cfg.CreatesPerSweep, c.justCreated(recs))
 	c.records.pin(recs)
 	volumes, complete, volumesPending := c.volumeStates(ctx, obs.Snapshot, recs)
-	plan, res, err := c.sweeper.Run(ctx, snap, orphan.Cycle{
+	plan, res, err := c.sweeper.Reconcile(ctx, snap, orphan.Cycle{
 		Selector:         sel,
 		Scopes:           c.hostScopes(),
 		Policy:           c.cfg.Policy,

@@ -206,7 +206,7 @@ func New(cfg Config) (*Agent, error) {
 // Stats is what an agent holds and has done, for tests and benchmarks of
 // its cost.
 type Stats struct {
-	// Sweeps is the number of sweeps (orphan.Sweeper Runs) so far.
+	// Sweeps is the number of sweeps (orphan.Sweeper.Reconcile calls) so far.
 	Sweeps int64
 	// Nodes, Replicas, Volumes and Orphans are the objects of each kind
 	// the agent holds in memory now.
@@ -627,7 +627,7 @@ func (a *Agent) cycle(ctx context.Context) (time.Time, error) {
 	volumes, complete := a.volumeStates(ctx, obs.Snapshot, recs)
 	overrides := a.lastCopyOverrides()
 	a.sweeps.Add(1)
-	plan, res, err := a.sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
+	plan, res, err := a.sweeper.Reconcile(ctx, obs.Snapshot, orphan.Cycle{
 		Selector:         orphan.Selector{NodeID: a.cfg.NodeID},
 		Scopes:           host,
 		Policy:           a.cfg.Policy,
