@@ -47,7 +47,7 @@
 //
 //	orphans, err := diskscan.NewOrphans(hostReplicas, diskscan.Options{}) // hostReplicas: a diskscan.ExpectedSource over the replica cache
 //	err = orphans.SetDisks(diskscan.Disk{...})                             // this node's disks, again whenever its Node object changes
-//	mon := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: enqueue})
+//	mon, err := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: enqueue})
 //	_ = mon.Start(ctx)
 //	defer mon.Stop()
 //	sweeper, err := orphan.NewSweeper(store, orphans, orphan.SweeperOptions{})

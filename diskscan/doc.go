@@ -203,7 +203,8 @@
 //	if err != nil { ... }
 //	// whenever the Node object changes:
 //	if err := orphans.SetDisks(diskscan.Disk{NodeID: node, Name: "disk-1", Path: "/var/lib/longhorn/", UUID: uuid}); err != nil { ... }
-//	m := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: func(orphan.Observation) { enqueue(node) }})
+//	m, err := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: func(orphan.Observation) { enqueue(node) }})
+//	if err != nil { ... }
 //	if err := m.Start(ctx); err != nil { ... }
 //	defer m.Stop()
 //	s, err := orphan.NewSweeper(store, orphans, orphan.SweeperOptions{}) // store: your Orphan CRs, or orphan.NewMemStore()

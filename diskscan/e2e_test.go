@@ -35,7 +35,10 @@ func TestEndToEndThroughOrphan(t *testing.T) {
 	h.exp.Add(diskscan.ReplicaRef{DiskID: d.UUID, DataDirectoryName: "pvc-own-r-000000ff"})
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
 	changes := make(chan orphan.Observation, 8)
-	mon := orphan.NewMonitor(o, orphan.MonitorOptions{Clock: clk, OnChange: func(obs orphan.Observation) { changes <- obs }})
+	mon, err := orphan.NewMonitor(o, orphan.MonitorOptions{Clock: clk, OnChange: func(obs orphan.Observation) { changes <- obs }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := t.Context()
 	if err := mon.Start(ctx); err != nil {
 		t.Fatal(err)

@@ -139,8 +139,10 @@ const RacyWindow = time.Second
 var ErrNoExpectedSource = errors.New("diskscan: NewOrphans needs an ExpectedSource")
 
 // NewOrphans returns the adapter of the replica directories the cluster
-// does not expect, judged against expected. It fails without expected, or
-// when opts.Disks is refused as SetDisks refuses it.
+// does not expect, judged against expected. It returns an error naming the
+// option that is invalid: ErrNoExpectedSource without expected, an error
+// wrapping ErrHostRoot for unusable HostRoot and HostMountInfo, or the
+// error SetDisks returns for opts.Disks.
 func NewOrphans(expected ExpectedSource, opts Options) (*Orphans, error) {
 	if expected == nil {
 		return nil, ErrNoExpectedSource

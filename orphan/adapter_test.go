@@ -342,3 +342,28 @@ func (a *verdictAdapter) Judge(_ context.Context, it orphan.Item) (orphan.Verdic
 	}
 	return orphan.Orphan("not expected"), nil
 }
+
+// TestConstructorErrorsWrapErrIncomplete: every constructor of the package
+// refuses a missing part or an unknown kind the same way, with an error
+// wrapping ErrIncomplete that names what is wrong.
+func TestConstructorErrorsWrapErrIncomplete(t *testing.T) {
+	inv, j, d := &orphantest.Inventory{}, &orphantest.Judge{}, &orphantest.Deleter{}
+	kinds := []orphan.Kind{orphan.KindReplicaData}
+	for _, tc := range []struct {
+		name, says string
+		err        error
+	}{
+		{"NewAdapter without kinds", "kind", second(orphan.NewAdapter(nil, inv, j, d))},
+		{"NewAdapter of an unknown kind", `"volume"`, second(orphan.NewAdapter([]orphan.Kind{"volume"}, inv, j, d))},
+		{"NewAdapter without a Judge", "Judge", second(orphan.NewAdapter(kinds, inv, nil, d))},
+		{"Combine of nil", "nil adapter", second(orphan.Combine(nil))},
+		{"NewSweeper without a Store", "Store", second(orphan.NewSweeper(nil, nil, orphan.SweeperOptions{}))},
+		{"NewMonitor without an Inventory", "Inventory", second(orphan.NewMonitor(nil, orphan.MonitorOptions{}))},
+	} {
+		if !errors.Is(tc.err, orphan.ErrIncomplete) || !strings.Contains(tc.err.Error(), tc.says) || !strings.HasPrefix(tc.err.Error(), "orphan: ") {
+			t.Errorf("%s: %v; want an error wrapping ErrIncomplete naming %s", tc.name, tc.err, tc.says)
+		}
+	}
+}
+
+func second[T any](_ T, err error) error { return err }

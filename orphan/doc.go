@@ -184,7 +184,8 @@
 //
 //	orphans, err := diskscan.NewOrphans(expected, diskscan.Options{}) // or spdk.NewOrphans, backupdelete.NewOrphans
 //	if err != nil { ... }
-//	mon := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: func(orphan.Observation) { enqueue() }})
+//	mon, err := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: func(orphan.Observation) { enqueue() }})
+//	if err != nil { ... }
 //	if err := mon.Start(ctx); err != nil { ... }
 //	defer mon.Stop()
 //	sweeper, err := orphan.NewSweeper(store, orphans, orphan.SweeperOptions{})

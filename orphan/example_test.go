@@ -163,10 +163,14 @@ func ExampleMonitor() {
 		}}, nil
 	})
 	changed := make(chan orphan.Observation, 1)
-	mon := orphan.NewMonitor(inv, orphan.MonitorOptions{
+	mon, err := orphan.NewMonitor(inv, orphan.MonitorOptions{
 		Period:   time.Hour,
 		OnChange: func(o orphan.Observation) { changed <- o },
 	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	if err := mon.Start(context.Background()); err != nil {
 		fmt.Println(err)
 		return

@@ -70,8 +70,11 @@ func TestMonitorHooksSeeEveryScanTimedByItsClock(t *testing.T) {
 	inv := &steppingInventory{clock: clk, took: 2 * time.Second}
 	log := &eventLog{}
 	scans := make(chan orphan.Observation, 4)
-	mon := orphan.NewMonitor(inv, orphan.MonitorOptions{Clock: clk, Hooks: log,
+	mon, err := orphan.NewMonitor(inv, orphan.MonitorOptions{Clock: clk, Hooks: log,
 		OnScan: func(o orphan.Observation) { scans <- o }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := mon.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

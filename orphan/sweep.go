@@ -82,11 +82,15 @@ type SweeperOptions struct {
 	MaxCreates int
 }
 
-// ErrIncomplete is returned by constructors given a nil part.
+// ErrIncomplete is wrapped by the error of a constructor given options it
+// cannot use: a nil part, or (NewAdapter) no kind or an unknown one.
+// backupdelete's constructors wrap it too.
 var ErrIncomplete = errors.New("orphan: incomplete")
 
 // NewSweeper returns a Sweeper that keeps records in store and judges and
-// deletes through a (one adapter's value, or Combine of several).
+// deletes through a (one adapter's value, or Combine of several). It
+// returns an error naming the option that is invalid, wrapping
+// ErrIncomplete: a nil store or a.
 func NewSweeper(store Store, a Adapter, opts SweeperOptions) (*Sweeper, error) {
 	if store == nil || a == nil {
 		return nil, fmt.Errorf("%w: NewSweeper needs a Store and an Adapter", ErrIncomplete)

@@ -266,7 +266,8 @@
 //	defer client.Close()
 //	orphans, err := spdk.NewOrphans(client, records, spdk.Options{NodeID: node, InstanceManager: im})
 //	if err != nil { return err }
-//	m := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: func(orphan.Observation) { enqueue() }})
+//	m, err := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: func(orphan.Observation) { enqueue() }})
+//	if err != nil { return err }
 //	if err := m.Start(ctx); err != nil { return err }
 //	defer m.Stop()
 //	s, err := orphan.NewSweeper(store, orphans, orphan.SweeperOptions{}) // store: the host's orphan records, or orphan.NewMemStore()

@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -94,9 +95,17 @@ func cloneState(s CleanupState) CleanupState {
 // attempt of that node's cleanup.
 type CleanerFor func(endpoint string) (Cleaner, error)
 
-// CleanupDriverOptions configure a CleanupDriver. The zero value is the
-// documented defaults.
+// CleanupDriverOptions configure a CleanupDriver. Scheduler, CleanerFor
+// and Store are required; the zero value of every other field is its
+// documented default.
 type CleanupDriverOptions struct {
+	// Scheduler decides which nodes may clean at once; required.
+	Scheduler *Scheduler
+	// CleanerFor gives the Cleaner of each node; required.
+	CleanerFor CleanerFor
+	// Store keeps what runs and what is done, so that a new driver
+	// resumes; required (MemCleanupStateStore keeps it in memory).
+	Store CleanupStateStore
 	// Backoff is the wait before a failed node's next attempt: Initial,
 	// doubling up to Max. Zero fields take DefaultCleanupBackoffInitial
 	// and DefaultCleanupBackoffMax.
@@ -227,8 +236,27 @@ type CleanupDriver struct {
 	hooks   CleanupHooks
 }
 
-// NewCleanupDriver returns a driver over sched, cleaner and store.
-func NewCleanupDriver(sched *Scheduler, cleaner CleanerFor, store CleanupStateStore, opts CleanupDriverOptions) *CleanupDriver {
+// ErrInvalidOptions is wrapped by the error NewCleanupDriver returns for
+// options it cannot use.
+var ErrInvalidOptions = errors.New("tokenring: invalid options")
+
+// NewCleanupDriver returns a driver over opts.Scheduler, opts.CleanerFor
+// and opts.Store. It returns an error naming the option that is invalid,
+// wrapping ErrInvalidOptions: a missing Scheduler, CleanerFor or Store.
+func NewCleanupDriver(opts CleanupDriverOptions) (*CleanupDriver, error) {
+	var missing []string
+	if opts.Scheduler == nil {
+		missing = append(missing, "CleanupDriverOptions.Scheduler")
+	}
+	if opts.CleanerFor == nil {
+		missing = append(missing, "CleanupDriverOptions.CleanerFor")
+	}
+	if opts.Store == nil {
+		missing = append(missing, "CleanupDriverOptions.Store")
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%w: NewCleanupDriver needs %s", ErrInvalidOptions, strings.Join(missing, ", "))
+	}
 	if opts.MaxAttempts <= 0 {
 		opts.MaxAttempts = DefaultCleanupMaxAttempts
 	}
@@ -240,9 +268,9 @@ func NewCleanupDriver(sched *Scheduler, cleaner CleanerFor, store CleanupStateSt
 	if f, ok := opts.Hooks.(CleanupHooksFunc); opts.Hooks != nil && !(ok && f == nil) {
 		hooks = opts.Hooks
 	}
-	return &CleanupDriver{sched: sched, cleaner: cleaner, store: store, opts: opts, clock: clocks.Or(opts.Clock), log: log, hooks: hooks,
+	return &CleanupDriver{sched: opts.Scheduler, cleaner: opts.CleanerFor, store: opts.Store, opts: opts, clock: clocks.Or(opts.Clock), log: log, hooks: hooks,
 		policy: backoff.Policy{Initial: opts.Backoff.Initial, Max: opts.Backoff.Max}.Or(
-			backoff.Policy{Initial: DefaultCleanupBackoffInitial, Max: DefaultCleanupBackoffMax})}
+			backoff.Policy{Initial: DefaultCleanupBackoffInitial, Max: DefaultCleanupBackoffMax})}, nil
 }
 
 // saveTimeout bounds a state Save made after Run's context ended.

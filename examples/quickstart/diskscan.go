@@ -73,7 +73,10 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	// observations, so the report does not depend on when it runs.
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
 	observed := make(chan orphan.Observation, 4)
-	mon := orphan.NewMonitor(orphans, orphan.MonitorOptions{Clock: clk, OnScan: func(o orphan.Observation) { observed <- o }})
+	mon, err := orphan.NewMonitor(orphans, orphan.MonitorOptions{Clock: clk, OnScan: func(o orphan.Observation) { observed <- o }})
+	if err != nil {
+		return err
+	}
 	if err := mon.Start(ctx); err != nil {
 		return err
 	}

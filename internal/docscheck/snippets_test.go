@@ -21,7 +21,10 @@ func embedOrphanedReplicaDirectories(ctx context.Context, expected diskscan.Expe
 		return err
 	}
 
-	mon := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: func(orphan.Observation) { enqueue() }})
+	mon, err := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: func(orphan.Observation) { enqueue() }})
+	if err != nil {
+		return err
+	}
 	if err := mon.Start(ctx); err != nil {
 		return err
 	}

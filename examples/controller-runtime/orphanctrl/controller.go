@@ -172,7 +172,9 @@ func Setup(mgr manager.Manager, cfg Config) (*Controller, error) {
 	if c.sweeper, err = orphan.NewSweeper(c.records, adapter, orphan.SweeperOptions{Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
-	c.monitor = orphan.NewMonitor(adapter, orphan.MonitorOptions{Period: cfg.Period, OnChange: func(orphan.Observation) { c.poke() }})
+	if c.monitor, err = orphan.NewMonitor(adapter, orphan.MonitorOptions{Period: cfg.Period, OnChange: func(orphan.Observation) { c.poke() }}); err != nil {
+		return nil, err
+	}
 	if err := mgr.Add(monitorRunnable{c}); err != nil {
 		return nil, err
 	}

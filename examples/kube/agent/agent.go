@@ -199,7 +199,9 @@ func New(cfg Config) (*Agent, error) {
 	if a.sweeper, err = orphan.NewSweeper(a.store, adapter, orphan.SweeperOptions{Hooks: cfg.Hooks, MaxCreates: cfg.MaxCreates}); err != nil {
 		return nil, err
 	}
-	a.monitor = orphan.NewMonitor(adapter, orphan.MonitorOptions{Period: cfg.Period, Hooks: cfg.Hooks, OnChange: func(orphan.Observation) { a.poke() }})
+	if a.monitor, err = orphan.NewMonitor(adapter, orphan.MonitorOptions{Period: cfg.Period, Hooks: cfg.Hooks, OnChange: func(orphan.Observation) { a.poke() }}); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
