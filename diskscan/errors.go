@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/caretaker-storage/caretaker/internal/bounded"
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -52,8 +53,11 @@ var (
 	ErrForeignTombstone = errors.New("diskscan: tombstone not made by caretaker")
 
 	// ErrCorrupt: a file or reply is not what its format says (bad JSON,
-	// a missing key, a value of the wrong type).
-	ErrCorrupt = errors.New("diskscan: corrupt input")
+	// a missing key, a value of the wrong type). It is diskscan's sentinel
+	// of the library's one malformed-input class: errors.Is matches it
+	// with every package's (salvage.ErrCorrupt, tokenring.ErrMalformedReply,
+	// ...) both ways.
+	ErrCorrupt = errclass.New("diskscan", "corrupt input", errclass.ErrMalformed)
 	// ErrTooLarge: a file or reply is larger than its read limit. It is
 	// the same value in every caretaker package (internal/bounded), and
 	// the error wraps a *bounded.TooLargeError naming the input and limit.

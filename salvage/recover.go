@@ -9,7 +9,7 @@ import (
 )
 
 // ErrNotRecoverable is wrapped by every *NotRecoverableError.
-var ErrNotRecoverable = errors.New("replica directory is not recoverable")
+var ErrNotRecoverable = errors.New("salvage: replica directory is not recoverable")
 
 // NotRecoverableError says why Recover refused a replica directory.
 type NotRecoverableError struct {

@@ -95,13 +95,13 @@ type ObserveOptions struct {
 
 // ErrNoBaseline: Baselines.Analyze met a ring member that has no
 // baseline; call Observe with that ring first.
-var ErrNoBaseline = errors.New("node has no baseline")
+var ErrNoBaseline = errors.New("tokenring: node has no baseline")
 
 // ErrInvalidBaselines: a Baselines record that cannot be used (an index
 // out of range, an unknown reason, a topology that fails
 // Topology.Validate): a corrupt or hand-edited record. Nothing is guessed
 // from it.
-var ErrInvalidBaselines = errors.New("invalid baselines")
+var ErrInvalidBaselines = errors.New("tokenring: invalid baselines")
 
 // HoldsData is DataFromKeyspaces' rule: a topology holds data when it has
 // any keyspace that is not LocalStrategy. Replicated system keyspaces

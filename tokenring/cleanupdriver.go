@@ -212,7 +212,7 @@ type CleanupRunReport struct {
 // ErrCleanupNotProven is wrapped by the error of an attempt whose
 // RunCleanup returned no error but whose report does not show every
 // listed keyspace cleaned or dropped: the attempt does not count as done.
-var ErrCleanupNotProven = errors.New("cleanup not proven by the API")
+var ErrCleanupNotProven = errors.New("tokenring: cleanup not proven by the API")
 
 // CleanupDriver runs the cleanups of one campaign: it asks the Scheduler
 // what to start, starts each through RunCleanup on the node's Cleaner, in

@@ -17,7 +17,7 @@ import (
 // error names the keyspace and the first range that differs. Planning or
 // analysing with such a replication would let two replicas of a range be
 // cleaned together, or miss a node that lost ranges: nothing is guessed.
-var ErrReplicationMismatch = errors.New("replication does not match the cluster's replica placement")
+var ErrReplicationMismatch = errors.New("tokenring: replication does not match the cluster's replica placement")
 
 // DescribedRange is one entry of GET /storage_service/describe_ring/{keyspace}
 // (the "token_range" model of ScyllaDB's api/api-doc/storage_service.json):
@@ -76,7 +76,7 @@ func (c *Client) DescribeRing(ctx context.Context, keyspace string) ([]Described
 	err := c.call(ctx, http.MethodGet, path, nil, &ranges)
 	var apiErr *APIError
 	if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusBadRequest && keyspaceMissing(apiErr.Message, keyspace) {
-		return nil, fmt.Errorf("tokenring: keyspace %q: %w: %w", keyspace, ErrKeyspaceNotFound, apiErr)
+		return nil, fmt.Errorf("%w: keyspace %q: %w", ErrKeyspaceNotFound, keyspace, apiErr)
 	}
 	return ranges, err
 }

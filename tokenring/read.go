@@ -9,14 +9,14 @@ import (
 
 // ErrNotJoined: the node owns no tokens of its own yet (it is joining, or
 // left), so its view of the ring is not worth a hash. Wait and ask again.
-var ErrNotJoined = errors.New("node has not joined the token ring")
+var ErrNotJoined = errors.New("tokenring: node has not joined the token ring")
 
 // ErrInconsistentRing: the node's replies disagree with each other: it
 // owns tokens, but the ring it reports (GET /storage_service/tokens) is
 // empty or lacks some of them. The ring was changing between the two
 // calls, or a reply is stale; hashing it would record a ring the node
 // is not in. Ask again later (IsRetryable says so).
-var ErrInconsistentRing = errors.New("ring reply does not hold the node's own tokens")
+var ErrInconsistentRing = errors.New("tokenring: ring reply does not hold the node's own tokens")
 
 // Membership is the node's place in the ring.
 type Membership struct {

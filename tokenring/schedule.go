@@ -152,9 +152,9 @@ type ScheduleStep struct {
 var (
 	// ErrUnknownEndpoint: a node said to need or run a cleanup owns no
 	// token of the ring the Scheduler was built on.
-	ErrUnknownEndpoint = errors.New("endpoint not in the ring")
+	ErrUnknownEndpoint = errors.New("tokenring: endpoint not in the ring")
 	// ErrInvalidLimits: a ScheduleLimits field is out of range.
-	ErrInvalidLimits = errors.New("invalid schedule limits")
+	ErrInvalidLimits = errors.New("tokenring: invalid schedule limits")
 )
 
 // Scheduler decides which cleanups may run together, for one topology. It

@@ -16,7 +16,7 @@ func (t Token) String() string { return strconv.FormatInt(int64(t), 10) }
 // ErrNotMurmur3 is wrapped by every *TokenError: the text is not a token of
 // the Murmur3 partitioner (RandomPartitioner tokens overflow 64 bits,
 // ByteOrderedPartitioner tokens are hex, and anything else is garbage).
-var ErrNotMurmur3 = errors.New("not a Murmur3 token")
+var ErrNotMurmur3 = errors.New("tokenring: not a Murmur3 token")
 
 // TokenError names a token that could not be parsed and why.
 type TokenError struct {

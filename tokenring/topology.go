@@ -183,19 +183,19 @@ func describeDatacenters(dcs map[string]bool) string {
 // endpoint or keyspace.
 var (
 	// ErrInvalidRing: a token owned twice, or an empty endpoint name.
-	ErrInvalidRing = errors.New("invalid token ring")
+	ErrInvalidRing = errors.New("tokenring: invalid token ring")
 	// ErrInvalidReplication: unknown strategy, a negative factor, no
 	// replicas at all, or a datacenter the ring does not have (see
 	// Topology.Validate).
-	ErrInvalidReplication = errors.New("invalid replication")
+	ErrInvalidReplication = errors.New("tokenring: invalid replication")
 	// ErrUnknownDatacenter: a NetworkTopologyStrategy keyspace asks for
 	// replicas in a datacenter without endpoints in the ring (a typo, or a
 	// replication from another cluster). Errors wrapping it also wrap
 	// ErrInvalidReplication.
-	ErrUnknownDatacenter = errors.New("datacenter not in the ring")
+	ErrUnknownDatacenter = errors.New("tokenring: datacenter not in the ring")
 	// ErrMissingLocation: a NetworkTopologyStrategy keyspace is analysed
 	// and an endpoint of the ring has no datacenter.
-	ErrMissingLocation = errors.New("endpoint without location")
+	ErrMissingLocation = errors.New("tokenring: endpoint without location")
 )
 
 func validateReplication(r Replication) error {
