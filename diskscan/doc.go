@@ -292,6 +292,12 @@
 // no NotFound class: a missing disk or directory is a scope's health, a
 // refusal, or success.
 //
+// Every error text starts with "diskscan: ", also an I/O error from the
+// standard library (it stays reachable with errors.Is and errors.As), except
+// a context's own error, returned as it is. ErrCorrupt is of the library's
+// one malformed-input class: errors.Is(err, diskscan.ErrCorrupt) also holds
+// for salvage.ErrCorrupt and tokenring.ErrMalformedReply, and the reverse.
+//
 // # Concurrency
 //
 // Orphans and StaticExpected are safe for concurrent use. Scan and Report

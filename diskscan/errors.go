@@ -1,8 +1,12 @@
 package diskscan
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/hashicorp/go-multierror"
 
 	"github.com/caretaker-storage/caretaker/internal/bounded"
 	"github.com/caretaker-storage/caretaker/internal/errclass"
@@ -97,7 +101,29 @@ func corrupt(input, format string, args ...any) error {
 }
 
 // refuse builds a Delete refusal: it matches orphan.ErrPreconditionFailed
-// and why.
+// and why, and its text starts with why's ("diskscan: ...").
 func refuse(why error, format string, args ...any) error {
-	return fmt.Errorf("%w: %w: %s", orphan.ErrPreconditionFailed, why, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s (%w)", why, fmt.Sprintf(format, args...), orphan.ErrPreconditionFailed)
 }
+
+// withPrefix gives the error an exported function returns the package's
+// prefix when it lacks one: an error of the standard library or of the
+// host's ExpectedSource, wrapped with context on the way. errors.Is and
+// errors.As see through it. A context's own error, returned as it is, is
+// left alone for hosts that compare it with ==, and so is a
+// *multierror.Error, whose text lists errors that carry the prefix.
+func withPrefix(err *error) {
+	e := *err
+	if e == nil || e == context.Canceled || e == context.DeadlineExceeded || strings.HasPrefix(e.Error(), "diskscan: ") {
+		return
+	}
+	if _, ok := e.(*multierror.Error); ok {
+		return
+	}
+	*err = &prefixedError{e}
+}
+
+type prefixedError struct{ err error }
+
+func (e *prefixedError) Error() string { return "diskscan: " + e.err.Error() }
+func (e *prefixedError) Unwrap() error { return e.err }

@@ -143,7 +143,8 @@ var ErrNoExpectedSource = errors.New("diskscan: NewOrphans needs an ExpectedSour
 // option that is invalid: ErrNoExpectedSource without expected, an error
 // wrapping ErrHostRoot for unusable HostRoot and HostMountInfo, or the
 // error SetDisks returns for opts.Disks.
-func NewOrphans(expected ExpectedSource, opts Options) (*Orphans, error) {
+func NewOrphans(expected ExpectedSource, opts Options) (_ *Orphans, err error) {
+	defer withPrefix(&err)
 	if expected == nil {
 		return nil, ErrNoExpectedSource
 	}
@@ -172,7 +173,10 @@ func NewOrphans(expected ExpectedSource, opts Options) (*Orphans, error) {
 // name; otherwise SetDisks changes nothing and returns an error. The
 // filesystem IDs pinned by scans are kept for disks whose Path and UUID
 // did not change. It is safe to call at any time, also during a scan.
-func (o *Orphans) SetDisks(disks ...Disk) error { return o.disks.set(disks) }
+func (o *Orphans) SetDisks(disks ...Disk) (err error) {
+	defer withPrefix(&err)
+	return o.disks.set(disks)
+}
 
 // Disks returns a copy of the disks, sorted by node and name.
 func (o *Orphans) Disks() []Disk { return o.disks.list() }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/caretaker-storage/caretaker/internal/clocks"
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 )
 
 // DefaultConcurrency is how many store or delete calls a Sweeper runs at
@@ -168,7 +169,9 @@ type RecordError struct {
 	Err  error
 }
 
-func (e *RecordError) Error() string { return fmt.Sprintf("orphan %s %s: %v", e.Op, e.Name, e.Err) }
+func (e *RecordError) Error() string {
+	return fmt.Sprintf("orphan: %s %s: %s", e.Op, e.Name, strings.TrimPrefix(e.Err.Error(), "orphan: "))
+}
 
 // Unwrap returns the cause.
 func (e *RecordError) Unwrap() error { return e.Err }
@@ -501,7 +504,7 @@ func (s *Sweeper) purge(ctx context.Context, p Purge, vr *volumeRecheck) (*Refus
 	}
 	v, err := s.adapter.Judge(ctx, cur.Item())
 	if err != nil {
-		return nil, fmt.Errorf("re-judging: %w", err)
+		return nil, errclass.Wrapf("orphan", err, "re-judging")
 	}
 	if v.Outcome != OutcomeOrphan {
 		return refuse(RuleRecheck, "re-judged "+v.Outcome.String()+": "+v.Reason)
@@ -519,7 +522,7 @@ func (s *Sweeper) purge(ctx context.Context, p Purge, vr *volumeRecheck) (*Refus
 			if errors.Is(err, ErrNotFound) {
 				return refuse(RuleRecheck, refusalGone)
 			}
-			return nil, fmt.Errorf("recording the auto-deletion: %w", err)
+			return nil, errclass.Wrapf("orphan", err, "recording the auto-deletion")
 		}
 		// What the Store answers is the record as stored: a Store that let
 		// another writer's change through (a forget's DataCleanable=False)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/caretaker-storage/caretaker/internal/backoff"
 	"github.com/caretaker-storage/caretaker/internal/clocks"
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 	"github.com/hashicorp/go-multierror"
 	"k8s.io/utils/clock"
 )
@@ -411,7 +412,7 @@ func (d *CleanupDriver) Run(ctx context.Context, needed []string) (CleanupRunRep
 			d.settled(ep, res, mayRun)
 			delete(todo, ep)
 			rep.Failed[ep] = res.err
-			failures = multierror.Append(failures, fmt.Errorf("node %s, %d attempts: %w", ep, attempt, res.err))
+			failures = multierror.Append(failures, errclass.Wrapf("tokenring", res.err, "node %s, %d attempts", ep, attempt))
 			ev.Outcome = CleanupGivenUp
 			if err := save(); err != nil {
 				return err
@@ -534,7 +535,7 @@ func (d *CleanupDriver) Run(ctx context.Context, needed []string) (CleanupRunRep
 			}
 			err := fmt.Errorf("%w: never started: held while %v, whose cleanup could not be confirmed stopped, counts as running", ErrCleanupNotProven, sortedKeys(mayRun))
 			rep.Failed[ep] = err
-			failures = multierror.Append(failures, fmt.Errorf("node %s: %w", ep, err))
+			failures = multierror.Append(failures, errclass.Wrapf("tokenring", err, "node %s", ep))
 		}
 	}
 	rep.Done = sortedKeys(done)
@@ -563,11 +564,11 @@ func (d *CleanupDriver) attempt(ctx context.Context, ep string) (res attemptResu
 	}()
 	c, err := d.cleaner(ep)
 	if err != nil {
-		res.err = fmt.Errorf("cleaner for %s: %w", ep, err)
+		res.err = errclass.Wrapf("tokenring", err, "cleaner for %s", ep)
 		return res
 	}
 	if c == nil {
-		res.err = fmt.Errorf("cleaner for %s: nil Cleaner", ep)
+		res.err = fmt.Errorf("tokenring: cleaner for %s: nil Cleaner", ep)
 		return res
 	}
 	res.started = true

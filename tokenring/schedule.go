@@ -7,6 +7,8 @@ import (
 	"math/bits"
 	"slices"
 	"sort"
+
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 )
 
 // ScheduleLimits bound the cleanups a Scheduler lets run at once. The zero
@@ -366,7 +368,7 @@ func (s *Scheduler) markConflicts(t Topology, c compiledRing, names endpointName
 		}
 		p, err := placeCached(cache, c, r)
 		if err != nil {
-			return fmt.Errorf("keyspace %q: %w", ks, err)
+			return errclass.Wrapf("tokenring", err, "keyspace %q", ks)
 		}
 		cur := newCursors(c, p)
 		for i := len(c.owner) - 1; i >= 0; i-- {
@@ -377,7 +379,7 @@ func (s *Scheduler) markConflicts(t Topology, c compiledRing, names endpointName
 			}
 			if k >= 0 {
 				if err := cur[k].back(p, &p.parts[k], ep); err != nil {
-					return fmt.Errorf("keyspace %q: %w", ks, err)
+					return errclass.Wrapf("tokenring", err, "keyspace %q", ks)
 				}
 			}
 			reps = reps[:0]

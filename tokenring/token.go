@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 )
 
 // Token is a Murmur3Partitioner token: a signed 64-bit position on the ring.
@@ -26,7 +28,7 @@ type TokenError struct {
 
 // Error implements error.
 func (e *TokenError) Error() string {
-	return fmt.Sprintf("tokenring: %q is %v: %s", e.Token, ErrNotMurmur3, e.Reason)
+	return fmt.Sprintf("%v: %q: %s", ErrNotMurmur3, e.Token, e.Reason)
 }
 
 // Unwrap makes errors.Is(err, ErrNotMurmur3) true.
@@ -76,7 +78,7 @@ func ParseTokens(texts []string) ([]Token, error) {
 	for i, s := range texts {
 		t, err := ParseToken(s)
 		if err != nil {
-			return nil, fmt.Errorf("token %d: %w", i, err)
+			return nil, errclass.Wrapf("tokenring", err, "token %d", i)
 		}
 		tokens[i] = t
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 )
 
 // Location is where an endpoint sits, as the snitch reports it.
@@ -123,19 +125,19 @@ func (s Topology) compile(names *endpointNames) (compiledRing, error) {
 	for _, ks := range slices.Sorted(maps.Keys(s.Keyspaces)) {
 		r := s.Keyspaces[ks]
 		if err := validateReplication(r); err != nil {
-			return compiledRing{}, fmt.Errorf("keyspace %q: %w", ks, err)
+			return compiledRing{}, errclass.Wrapf("tokenring", err, "keyspace %q", ks)
 		}
 		if r.Strategy != NetworkTopologyStrategy {
 			continue
 		}
 		if dcs == nil {
 			if dcs, err = c.datacenters(s.Ring); err != nil {
-				return compiledRing{}, fmt.Errorf("keyspace %q: %w", ks, err)
+				return compiledRing{}, errclass.Wrapf("tokenring", err, "keyspace %q", ks)
 			}
 		}
 		for _, dc := range slices.Sorted(maps.Keys(r.Datacenters)) {
 			if r.Datacenters[dc] > 0 && !dcs[dc] {
-				return compiledRing{}, fmt.Errorf("keyspace %q: %w: %w: datacenter %q (factor %d) has no endpoint in the ring; the ring has %s",
+				return compiledRing{}, fmt.Errorf("tokenring: keyspace %q: %w: %w: datacenter %q (factor %d) has no endpoint in the ring; the ring has %s",
 					ks, ErrInvalidReplication, ErrUnknownDatacenter, dc, r.Datacenters[dc], describeDatacenters(dcs))
 			}
 		}
