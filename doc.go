@@ -48,7 +48,7 @@
 //
 //	orphans, err := diskscan.NewOrphans(hostReplicas, diskscan.Options{}) // hostReplicas: a diskscan.ExpectedSource over the replica cache
 //	err = orphans.SetDisks(diskscan.Disk{...})                             // this node's disks, again whenever its Node object changes
-//	mon := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: enqueue})
+//	mon, err := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: enqueue})
 //	_ = mon.Start(ctx)
 //	defer mon.Stop()
 //	sweeper, err := orphan.NewSweeper(store, orphans, orphan.SweeperOptions{})
@@ -57,7 +57,7 @@
 //		if !ok || obs.Err != nil {
 //			continue
 //		}
-//		plan, result, err := sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
+//		plan, result, err := sweeper.Reconcile(ctx, obs.Snapshot, orphan.Cycle{
 //			Selector:   orphan.Selector{NodeID: node},
 //			Scopes:     clusterView(node), // evicted or down nodes and disks
 //			Policy:     policy,            // orphan.ParsePolicy(settings...)
@@ -65,6 +65,21 @@
 //		})
 //		report(plan, result, err)
 //	}
+//
+// # One surface
+//
+// The packages share their names for the same ideas. A driver's one pass,
+// which a Kubernetes host calls from its reconcile, is Reconcile
+// (orphan.Sweeper, backupdelete.Driver, rebuild.Driver); what blocks until
+// its work is done or its context ends is Run (orphan.Monitor,
+// backupdelete.ProgressMonitor, tokenring.CleanupDriver). Configuration is
+// an Options struct whose zero value is the documented defaults. A
+// constructor that can fail returns (*T, error) and its error names the
+// option that is invalid; one that cannot returns *T. Every error text
+// starts with its package's name ("diskscan: ..."), and the sentinels of
+// malformed input (diskscan.ErrCorrupt, salvage.ErrCorrupt,
+// tokenring.ErrMalformedReply, ...) are one class under errors.Is, as are
+// those of a refused redirect.
 //
 // # Design documents
 //

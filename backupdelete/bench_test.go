@@ -60,8 +60,11 @@ func BenchmarkDriver10kDeletions(b *testing.B) {
 
 	b.Run("cycle", func(b *testing.B) {
 		var wg sync.WaitGroup
-		d := backupdelete.NewDriver(&instantStore{}, backupdelete.DriverOptions{MaxConcurrent: 16, Clock: clk,
+		d, err := backupdelete.NewDriver(&instantStore{}, backupdelete.DriverOptions{MaxConcurrent: 16, Clock: clk,
 			OnDone: func(backupdelete.BackupRef, error) { wg.Done() }})
+		if err != nil {
+			b.Fatal(err)
+		}
 		defer d.Close()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
@@ -89,7 +92,10 @@ func BenchmarkDriver10kDeletions(b *testing.B) {
 
 	b.Run("poll", func(b *testing.B) {
 		store := &instantStore{hold: make(chan struct{}), exists: true}
-		d := backupdelete.NewDriver(store, backupdelete.DriverOptions{MaxConcurrent: 16, Clock: clk})
+		d, err := backupdelete.NewDriver(store, backupdelete.DriverOptions{MaxConcurrent: 16, Clock: clk})
+		if err != nil {
+			b.Fatal(err)
+		}
 		defer func() { close(store.hold); d.Close() }()
 		for _, r := range refs {
 			if _, err := d.Reconcile(ctx, backupdelete.Request{Ref: r, State: backupdelete.StateCompleted}); err != nil {

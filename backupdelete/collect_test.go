@@ -35,12 +35,15 @@ func (c *collectingStore) collections() int {
 
 func newCollectingDriver(t *testing.T, store backupdelete.Backupstore, done chan error) *backupdelete.Driver {
 	t.Helper()
-	d := backupdelete.NewDriver(store, backupdelete.DriverOptions{Clock: clocktesting.NewFakeClock(epoch),
+	d, err := backupdelete.NewDriver(store, backupdelete.DriverOptions{Clock: clocktesting.NewFakeClock(epoch),
 		OnDone: func(_ backupdelete.BackupRef, err error) {
 			if done != nil {
 				done <- err
 			}
 		}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(d.Close)
 	return d
 }
@@ -127,8 +130,11 @@ func TestDriverCollectsAfterFailedCommand(t *testing.T) {
 func TestDriverWithoutCollector(t *testing.T) {
 	var ops []backupdelete.Op
 	var mu sync.Mutex
-	d := backupdelete.NewDriver(backupstoretest.NewMemStore(), backupdelete.DriverOptions{Clock: clocktesting.NewFakeClock(epoch),
+	d, err := backupdelete.NewDriver(backupstoretest.NewMemStore(), backupdelete.DriverOptions{Clock: clocktesting.NewFakeClock(epoch),
 		Hooks: backupdelete.HooksFunc(func(e backupdelete.Event) { mu.Lock(); ops = append(ops, e.Op); mu.Unlock() })})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(d.Close)
 	res, err := d.Reconcile(context.Background(), backupdelete.Request{Ref: backupdelete.BackupRef{Target: "t", Volume: "vol-v", Name: "backup-b"}, State: backupdelete.StateDeleting})
 	if err != nil || !res.Finalize {

@@ -83,9 +83,10 @@
 // # A complete loop
 //
 //	store, _ := fsstore.Open("/mnt/nfs-backupstore", fsstore.Options{LockWait: time.Minute})
-//	drv := backupdelete.NewDriver(store, backupdelete.DriverOptions{
+//	drv, err := backupdelete.NewDriver(store, backupdelete.DriverOptions{
 //		OnDone: func(ref backupdelete.BackupRef, err error) { queue.Add(ref) },
 //	})
+//	if err != nil { ... } // a nil store
 //	defer drv.Close()
 //
 //	func reconcile(ctx context.Context, b *Backup) error {
@@ -117,7 +118,8 @@
 //
 //	orphans, err := backupdelete.NewOrphans(backupLister, store, backupdelete.OrphansOptions{NodeID: node})
 //	if err != nil { ... } // a missing part, or a store that cannot tell a backup in progress
-//	mon := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: func(orphan.Observation) { enqueue() }})
+//	mon, err := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: func(orphan.Observation) { enqueue() }})
+//	if err != nil { ... }
 //	if err := mon.Start(ctx); err != nil { ... }
 //	defer mon.Stop()
 //	sweeper, err := orphan.NewSweeper(orphanStore, orphans, orphan.SweeperOptions{})
@@ -127,7 +129,7 @@
 //		if !ok || obs.Err != nil {
 //			continue // nothing trustworthy yet; records stay as they are
 //		}
-//		plan, res, err := sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
+//		plan, res, err := sweeper.Reconcile(ctx, obs.Snapshot, orphan.Cycle{
 //			Selector:   orphan.Selector{NodeID: node, Kind: orphan.KindBackup},
 //			Scopes:     map[orphan.Scope]orphan.ScopeStatus{{NodeID: node}: {Health: orphan.HealthReady}},
 //			Policy:     orphan.Policy{FailedBackups: true, GracePeriod: grace},
@@ -218,7 +220,7 @@
 // creations while its command still holds the deletion lock, and the
 // creation fails on that lock, which is the very complaint longhorn/longhorn#8742 reports and #8746 fixes.
 // The default backoff is the proposal's 10 s to 1 min; Longhorn's code later
-// moved to 1 min to 24 h, available through BackoffConfig.
+// moved to 1 min to 24 h, available through BackoffOptions.
 //
 // # Failed-backup orphans (caretaker's own)
 //

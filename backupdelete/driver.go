@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/caretaker-storage/caretaker/internal/clocks"
+	"github.com/caretaker-storage/caretaker/orphan"
 	"k8s.io/utils/clock"
 )
 
@@ -22,7 +23,7 @@ type DriverOptions struct {
 	// Backoff is the per-backup backoff between commands; the zero value
 	// is longhorn/longhorn#8746's 10 s initial, 1 min maximum. (Longhorn's controller
 	// later moved to 1 min .. 24 h; set it here if you want that.)
-	Backoff BackoffConfig
+	Backoff BackoffOptions
 	// PollInterval is how soon Reconcile asks to be called again while a
 	// command runs; default 2 s.
 	PollInterval time.Duration
@@ -115,8 +116,13 @@ type queued struct {
 	attempt int
 }
 
-// NewDriver returns a Driver that deletes through store.
-func NewDriver(store Backupstore, opts DriverOptions) *Driver {
+// NewDriver returns a Driver that deletes through store. It returns an
+// error naming the option that is invalid, wrapping orphan.ErrIncomplete:
+// a nil store.
+func NewDriver(store Backupstore, opts DriverOptions) (*Driver, error) {
+	if store == nil {
+		return nil, fmt.Errorf("%w: backupdelete.NewDriver needs a Backupstore", orphan.ErrIncomplete)
+	}
 	if opts.MaxConcurrent <= 0 {
 		opts.MaxConcurrent = DefaultMaxConcurrent
 	}
@@ -128,7 +134,7 @@ func NewDriver(store Backupstore, opts DriverOptions) *Driver {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Driver{store: store, opts: opts, clock: clocks.Or(opts.Clock), log: log, hooks: noHooks(opts.Hooks), ctx: ctx, cancel: cancel, entries: map[BackupRef]*entry{}, collected: map[BackupRef]bool{}}
+	return &Driver{store: store, opts: opts, clock: clocks.Or(opts.Clock), log: log, hooks: noHooks(opts.Hooks), ctx: ctx, cancel: cancel, entries: map[BackupRef]*entry{}, collected: map[BackupRef]bool{}}, nil
 }
 
 // Reconcile runs one step for a backup whose deletion was requested and
@@ -235,13 +241,13 @@ func (d *Driver) step(req Request, presence Presence) (StepResult, int, error) {
 	}
 	e := d.entries[req.Ref]
 	in := StepInput{
-		Backup:        req.Ref.Name,
-		State:         req.State,
-		Message:       req.Message,
-		Presence:      presence,
-		Now:           d.clock.Now(),
-		BackoffConfig: d.opts.Backoff,
-		PollInterval:  d.opts.PollInterval,
+		Backup:         req.Ref.Name,
+		State:          req.State,
+		Message:        req.Message,
+		Presence:       presence,
+		Now:            d.clock.Now(),
+		BackoffOptions: d.opts.Backoff,
+		PollInterval:   d.opts.PollInterval,
 	}
 	if e != nil {
 		in.Record, in.Backoff = e.record, e.backoff

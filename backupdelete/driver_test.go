@@ -12,6 +12,7 @@ import (
 	"github.com/caretaker-storage/caretaker/backupdelete"
 	"github.com/caretaker-storage/caretaker/backupdelete/backupstoretest"
 	"github.com/caretaker-storage/caretaker/backupdelete/mocks"
+	"github.com/caretaker-storage/caretaker/orphan"
 	"go.uber.org/mock/gomock"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -34,7 +35,11 @@ func newRig(t *testing.T, opts backupdelete.DriverOptions) *rig {
 	r.faulty = &backupstoretest.Faulty{Store: r.mem}
 	opts.Clock = r.clock
 	opts.OnDone = func(_ backupdelete.BackupRef, err error) { r.done <- err }
-	r.driver = backupdelete.NewDriver(r.faulty, opts)
+	var err error
+	r.driver, err = backupdelete.NewDriver(r.faulty, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(r.driver.Close)
 	return r
 }
@@ -279,7 +284,10 @@ func TestDriverCrashRecovery(t *testing.T) {
 	faulty := &backupstoretest.Faulty{Store: mem}
 	faulty.InjectDelete(backupstoretest.Fault{Wait: make(chan struct{})}) // never returns by itself
 	clk := clocktesting.NewFakeClock(epoch)
-	old := backupdelete.NewDriver(faulty, backupdelete.DriverOptions{Clock: clk})
+	old, err := backupdelete.NewDriver(faulty, backupdelete.DriverOptions{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
 	res, _ := old.Reconcile(context.Background(), backupdelete.Request{Ref: refB, State: backupdelete.StateCompleted})
 	if res.State != backupdelete.StateDeleting {
 		t.Fatal(res)
@@ -288,9 +296,12 @@ func TestDriverCrashRecovery(t *testing.T) {
 	old.Close() // the process goes away; its in-memory records with it
 
 	done := make(chan error, 1)
-	d := backupdelete.NewDriver(faulty, backupdelete.DriverOptions{Clock: clk, OnDone: func(_ backupdelete.BackupRef, err error) { done <- err }})
+	d, err := backupdelete.NewDriver(faulty, backupdelete.DriverOptions{Clock: clk, OnDone: func(_ backupdelete.BackupRef, err error) { done <- err }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer d.Close()
-	res, err := d.Reconcile(context.Background(), backupdelete.Request{Ref: refB, State: backupdelete.StateDeleting})
+	res, err = d.Reconcile(context.Background(), backupdelete.Request{Ref: refB, State: backupdelete.StateDeleting})
 	if err != nil || res.State != backupdelete.StateError || res.Message != backupdelete.MessageNoDeletionRecord || res.StartCommand {
 		t.Fatalf("%v %+v, want Error %q", err, res, backupdelete.MessageNoDeletionRecord)
 	}
@@ -347,7 +358,10 @@ func TestDriverWithGeneratedMock(t *testing.T) {
 	done := make(chan error, 1)
 	store.EXPECT().DeleteBackup(gomock.Any(), refB).Return(nil).Times(1)
 	store.EXPECT().BackupExists(gomock.Any(), refB).Return(false, nil).Times(1)
-	d := backupdelete.NewDriver(store, backupdelete.DriverOptions{OnDone: func(_ backupdelete.BackupRef, err error) { done <- err }})
+	d, err := backupdelete.NewDriver(store, backupdelete.DriverOptions{OnDone: func(_ backupdelete.BackupRef, err error) { done <- err }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer d.Close()
 	if res, err := d.Reconcile(context.Background(), backupdelete.Request{Ref: refB, State: backupdelete.StateCompleted}); err != nil || !res.StartCommand {
 		t.Fatal(res, err)
@@ -378,5 +392,15 @@ func TestDriverCommandTimeout(t *testing.T) {
 	r.reconcile(t, refB, &state, &msg)
 	if state != backupdelete.StateError || !strings.Contains(msg, "timed out after 1m0s") {
 		t.Fatalf("%q %q", state, msg)
+	}
+}
+
+// TestNewDriverNeedsAStore: a Driver without a Backupstore is refused when
+// it is built, with an error naming what is missing, instead of a nil
+// dereference at the first Reconcile.
+func TestNewDriverNeedsAStore(t *testing.T) {
+	d, err := backupdelete.NewDriver(nil, backupdelete.DriverOptions{})
+	if d != nil || !errors.Is(err, orphan.ErrIncomplete) || !strings.Contains(err.Error(), "Backupstore") {
+		t.Fatalf("NewDriver(nil) = %v, %v; want no driver and orphan.ErrIncomplete naming the Backupstore", d, err)
 	}
 }

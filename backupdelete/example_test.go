@@ -48,10 +48,14 @@ func ExampleDriver() {
 	_ = store.Put(ref, false, "block-1")
 
 	done := make(chan error, 1)
-	drv := backupdelete.NewDriver(store, backupdelete.DriverOptions{
+	drv, err := backupdelete.NewDriver(store, backupdelete.DriverOptions{
 		Clock:  clocktesting.NewFakeClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)),
 		OnDone: func(_ backupdelete.BackupRef, err error) { done <- err },
 	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer drv.Close()
 
 	ctx := context.Background()
@@ -82,7 +86,7 @@ func ExampleExpiredFailedBackups() {
 
 func ExampleProgressTracker() {
 	start := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-	tr := backupdelete.NewProgressTracker("backup-c", backupdelete.MonitorConfig{}, start)
+	tr := backupdelete.NewProgressTracker("backup-c", backupdelete.MonitorOptions{}, start)
 	d := tr.Observe(start, backupdelete.Progress{}, fmt.Errorf("engine restarting"))
 	fmt.Println("unreadable, retry in", d.RequeueAt.Sub(start))
 	now := d.RequeueAt
@@ -125,7 +129,7 @@ func ExampleNewOrphans() {
 		if err != nil {
 			fmt.Println(err)
 		}
-		_, res, err := sweeper.Run(ctx, snap, cycle)
+		_, res, err := sweeper.Reconcile(ctx, snap, cycle)
 		if err != nil {
 			fmt.Println(err)
 		}

@@ -50,7 +50,7 @@ func (h *sweepHarness) scan(t *testing.T) (orphan.Snapshot, time.Time) {
 
 func (h *sweepHarness) run(t *testing.T, snap orphan.Snapshot, observedAt time.Time) (orphan.Plan, orphan.Result) {
 	t.Helper()
-	plan, res, err := h.sweeper.Run(context.Background(), snap, orphan.Cycle{Selector: orphan.Selector{NodeID: "node-1"},
+	plan, res, err := h.sweeper.Reconcile(context.Background(), snap, orphan.Cycle{Selector: orphan.Selector{NodeID: "node-1"},
 		Scopes: map[orphan.Scope]orphan.ScopeStatus{{NodeID: "node-1"}: {Health: orphan.HealthReady}}, ObservedAt: observedAt})
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,7 @@ func ExampleHooksFunc() {
 	store := backupstoretest.NewMemStore()
 	ref := backupdelete.BackupRef{Target: "default", Volume: "vol-a", Name: "backup-b"}
 	_ = store.Put(ref, false, "k1")
-	d := backupdelete.NewDriver(store, backupdelete.DriverOptions{
+	d, err := backupdelete.NewDriver(store, backupdelete.DriverOptions{
 		Hooks: backupdelete.HooksFunc(func(e backupdelete.Event) {
 			mu.Lock() // commands report from their own goroutines
 			counts[string(e.Op)+" "+string(e.Outcome)]++
@@ -28,6 +28,10 @@ func ExampleHooksFunc() {
 		}),
 		OnDone: func(backupdelete.BackupRef, error) { close(done) },
 	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer d.Close()
 
 	ctx := context.Background()

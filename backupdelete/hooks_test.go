@@ -63,8 +63,11 @@ func TestDriverHooksSeeEveryActWithItsOutcome(t *testing.T) {
 	clk := clocktesting.NewFakeClock(epoch)
 	log := &eventLog{}
 	done := make(chan error, 10)
-	d := backupdelete.NewDriver(slowStore{faulty, clk, 4 * time.Second, time.Second}, backupdelete.DriverOptions{
+	d, err := backupdelete.NewDriver(slowStore{faulty, clk, 4 * time.Second, time.Second}, backupdelete.DriverOptions{
 		Clock: clk, Hooks: log, OnDone: func(_ backupdelete.BackupRef, err error) { done <- err }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(d.Close)
 	must(t, mem.Put(refB, false, "k1"))
 	// Each command waits for the test, so that its clock step cannot

@@ -10,9 +10,10 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// MonitorConfig is the backup progress monitor's timing (longhorn/longhorn#3898). The
-// zero value is the defaults.
-type MonitorConfig struct {
+// MonitorOptions configure the backup progress monitor (ProgressMonitor,
+// ProgressTracker): its timing, after longhorn/longhorn#3898. The zero
+// value is the defaults.
+type MonitorOptions struct {
 	// InitialInterval is the first retry delay while the status is not
 	// readable; it doubles up to MaxInterval. Default 2 s.
 	InitialInterval time.Duration
@@ -27,7 +28,7 @@ type MonitorConfig struct {
 	MaxRetryPeriod time.Duration
 }
 
-// Defaults of MonitorConfig.
+// Defaults of MonitorOptions.
 const (
 	DefaultMonitorInitial  = 2 * time.Second
 	DefaultMonitorMax      = 10 * time.Minute
@@ -36,7 +37,7 @@ const (
 	messageStatusUnreadble = "Failed to get the status of backup %s for %s, err %s"
 )
 
-func (c MonitorConfig) withDefaults() MonitorConfig {
+func (c MonitorOptions) withDefaults() MonitorOptions {
 	if c.InitialInterval <= 0 {
 		c.InitialInterval = DefaultMonitorInitial
 	}
@@ -57,7 +58,7 @@ func (c MonitorConfig) withDefaults() MonitorConfig {
 // give up. It is not safe for concurrent use; one goroutine (or one
 // reconciler) owns it.
 type ProgressTracker struct {
-	cfg      MonitorConfig
+	opts     MonitorOptions
 	name     string
 	since    time.Time // start, or the last readable status
 	failures int       // unreadable polls since then
@@ -77,9 +78,11 @@ type PollDecision struct {
 	RequeueAt time.Time
 }
 
-// NewProgressTracker starts tracking the named backup at now.
-func NewProgressTracker(backup string, cfg MonitorConfig, now time.Time) *ProgressTracker {
-	return &ProgressTracker{cfg: cfg.withDefaults(), name: backup, since: now, last: Progress{State: StateInProgress}}
+// NewProgressTracker starts tracking the named backup at now. It cannot
+// fail: a zero or negative duration in opts takes its default, and a
+// MaxInterval below InitialInterval is raised to it.
+func NewProgressTracker(backup string, opts MonitorOptions, now time.Time) *ProgressTracker {
+	return &ProgressTracker{opts: opts.withDefaults(), name: backup, since: now, last: Progress{State: StateInProgress}}
 }
 
 // Observe takes one poll's result: the progress, or the error that made it
@@ -96,25 +99,25 @@ func (t *ProgressTracker) Observe(now time.Time, p Progress, err error) PollDeci
 		if p.State == StateCompleted || p.State == StateError {
 			return PollDecision{Progress: p, Done: true}
 		}
-		return PollDecision{Progress: p, RequeueAt: now.Add(t.cfg.SteadyInterval)}
+		return PollDecision{Progress: p, RequeueAt: now.Add(t.opts.SteadyInterval)}
 	}
-	if elapsed := now.Sub(t.since); elapsed >= t.cfg.MaxRetryPeriod {
+	if elapsed := now.Sub(t.since); elapsed >= t.opts.MaxRetryPeriod {
 		failed := t.last
 		failed.State = StateError
-		failed.Error = fmt.Sprintf(messageStatusUnreadble, t.name, t.cfg.MaxRetryPeriod, err)
+		failed.Error = fmt.Sprintf(messageStatusUnreadble, t.name, t.opts.MaxRetryPeriod, err)
 		return PollDecision{Progress: failed, Done: true, GaveUp: true}
 	}
 	t.failures++
-	delay := backoff.Policy{Initial: t.cfg.InitialInterval, Max: t.cfg.MaxInterval}.Delay(t.failures)
+	delay := backoff.Policy{Initial: t.opts.InitialInterval, Max: t.opts.MaxInterval}.Delay(t.failures)
 	// Never sleep past the give-up moment: the verdict should come on time.
-	return PollDecision{Progress: t.last, RequeueAt: now.Add(min(delay, t.since.Add(t.cfg.MaxRetryPeriod).Sub(now)))}
+	return PollDecision{Progress: t.last, RequeueAt: now.Add(min(delay, t.since.Add(t.opts.MaxRetryPeriod).Sub(now)))}
 }
 
 // ProgressMonitor polls a StatusSource for backups being created, on an
 // injected clock, using a ProgressTracker per backup.
 type ProgressMonitor struct {
-	Source StatusSource
-	Config MonitorConfig
+	Source  StatusSource
+	Options MonitorOptions
 	// Clock provides timers; default the real clock. Tests pass a
 	// FakeClock and step it.
 	Clock clock.Clock
@@ -129,7 +132,7 @@ type ProgressMonitor struct {
 // runs one goroutine per backup being created, and cancels ctx to stop.
 func (m *ProgressMonitor) Run(ctx context.Context, ref BackupRef) (Progress, error) {
 	c := clocks.Or(m.Clock)
-	t := NewProgressTracker(ref.Name, m.Config, c.Now())
+	t := NewProgressTracker(ref.Name, m.Options, c.Now())
 	for {
 		p, err := m.Source.BackupStatus(ctx, ref)
 		if ctx.Err() != nil {

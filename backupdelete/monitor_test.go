@@ -15,7 +15,7 @@ import (
 var errUnreadable = errors.New("engine unreachable")
 
 func TestProgressTrackerBackoffThenSteady(t *testing.T) {
-	tr := backupdelete.NewProgressTracker("backup-c", backupdelete.MonitorConfig{}, epoch)
+	tr := backupdelete.NewProgressTracker("backup-c", backupdelete.MonitorOptions{}, epoch)
 	now := epoch
 	var delays []time.Duration
 	for range 12 {
@@ -46,7 +46,7 @@ func TestProgressTrackerBackoffThenSteady(t *testing.T) {
 }
 
 func TestProgressTrackerGivesUpAfterMaxRetryPeriod(t *testing.T) {
-	cfg := backupdelete.MonitorConfig{MaxRetryPeriod: time.Hour}
+	cfg := backupdelete.MonitorOptions{MaxRetryPeriod: time.Hour}
 	tr := backupdelete.NewProgressTracker("backup-c", cfg, epoch)
 	now := epoch
 	for {

@@ -56,8 +56,8 @@ type completedStore interface {
 // The store is required and must be a CompletedBackupDeleter: without it
 // a backup the host reports failed (Unknown: it lost track of it) but that
 // is still being written could be purged. A nil lister or store, a
-// store without that ability, or an empty NodeID is an error wrapping
-// orphan.ErrIncomplete.
+// store without that ability, or an empty NodeID is an error naming the
+// option that is invalid, wrapping orphan.ErrIncomplete.
 func NewOrphans(lister BackupLister, store Backupstore, opts OrphansOptions) (*Orphans, error) {
 	if lister == nil || store == nil {
 		return nil, fmt.Errorf("%w: backupdelete.NewOrphans needs a BackupLister and a Backupstore", orphan.ErrIncomplete)

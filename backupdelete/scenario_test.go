@@ -61,8 +61,11 @@ func newHost(t *testing.T, mount string) *host {
 	h := &host{t: t, store: s, clk: clocktesting.NewFakeClock(epoch), done: make(chan error, 16),
 		backups: map[string]*backupdelete.Backup{}, message: map[string]string{}}
 	h.faulty = &backupstoretest.Faulty{Store: s}
-	h.drv = backupdelete.NewDriver(h.faulty, backupdelete.DriverOptions{Clock: h.clk,
+	h.drv, err = backupdelete.NewDriver(h.faulty, backupdelete.DriverOptions{Clock: h.clk,
 		OnDone: func(_ backupdelete.BackupRef, err error) { h.done <- err }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(h.drv.Close)
 	return h
 }
@@ -324,7 +327,10 @@ func TestSeedScenarioControllerCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stuck.Close()
-	crashed := backupdelete.NewDriver(stuck, backupdelete.DriverOptions{Clock: h.clk})
+	crashed, err := backupdelete.NewDriver(stuck, backupdelete.DriverOptions{Clock: h.clk})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer crashed.Close() // at test end only: the crash itself cleans nothing up
 	res, err := crashed.Reconcile(context.Background(), backupdelete.Request{Ref: h.ref("backup-b"), State: backupdelete.StateCompleted})
 	if err != nil || res.State != backupdelete.StateDeleting {

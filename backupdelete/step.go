@@ -62,14 +62,14 @@ func (p Presence) String() string {
 	return "unknown"
 }
 
-// BackoffConfig is the per-backup backoff between delete commands. The
+// BackoffOptions is the per-backup backoff between delete commands. The
 // zero value is longhorn/longhorn#8746's: 10 s initial, 1 min maximum.
-type BackoffConfig struct {
+type BackoffOptions struct {
 	Initial time.Duration // the first delay; default 10 s
 	Max     time.Duration // the delay doubles up to this; default 1 min
 }
 
-// Defaults of BackoffConfig and StepConfig.
+// Defaults of BackoffOptions and StepInput.PollInterval.
 const (
 	DefaultBackoffInitial = 10 * time.Second
 	DefaultBackoffMax     = time.Minute
@@ -77,7 +77,7 @@ const (
 )
 
 // policy is c with its defaults filled in.
-func (c BackoffConfig) policy() backoff.Policy {
+func (c BackoffOptions) policy() backoff.Policy {
 	return backoff.Policy{Initial: c.Initial, Max: c.Max}.Or(backoff.Policy{Initial: DefaultBackoffInitial, Max: DefaultBackoffMax})
 }
 
@@ -102,7 +102,7 @@ func (b Backoff) Until(now time.Time) time.Duration {
 // the first time, then doubling up to the maximum. Like Kubernetes'
 // flowcontrol.Backoff, which Longhorn uses, a backup left alone for twice
 // the maximum starts again from the initial delay.
-func (b Backoff) Next(now time.Time, c BackoffConfig) Backoff {
+func (b Backoff) Next(now time.Time, c BackoffOptions) Backoff {
 	return Backoff{LastStart: now, Delay: c.policy().Next(b.LastStart, b.Delay, now)}
 }
 
@@ -124,7 +124,7 @@ type StepInput struct {
 	Backoff  Backoff
 	Now      time.Time
 
-	BackoffConfig BackoffConfig
+	BackoffOptions BackoffOptions
 	// PollInterval is how soon to look again while a command runs;
 	// default 2 s.
 	PollInterval time.Duration
@@ -195,7 +195,7 @@ func Step(in StepInput) StepResult {
 		return StepResult{
 			State:        StateDeleting,
 			StartCommand: true,
-			Backoff:      in.Backoff.Next(in.Now, in.BackoffConfig),
+			Backoff:      in.Backoff.Next(in.Now, in.BackoffOptions),
 			RequeueAt:    in.Now.Add(poll),
 			Why:          "start command",
 		}

@@ -140,7 +140,7 @@ func TestStepSeedSequences(t *testing.T) {
 }
 
 func TestBackoffNext(t *testing.T) {
-	c := BackoffConfig{}
+	c := BackoffOptions{}
 	var b Backoff
 	var delays []time.Duration
 	now := t0
@@ -160,7 +160,7 @@ func TestBackoffNext(t *testing.T) {
 		t.Fatalf("after a long quiet, delay %v, want 10s", got)
 	}
 	// Longhorn's later 1 min .. 24 h is an option.
-	lh := BackoffConfig{Initial: time.Minute, Max: 24 * time.Hour}
+	lh := BackoffOptions{Initial: time.Minute, Max: 24 * time.Hour}
 	if got := (Backoff{}).Next(t0, lh).Delay; got != time.Minute {
 		t.Fatalf("custom initial %v", got)
 	}

@@ -71,7 +71,8 @@ import (
 // gone is success. An error wrapping ctx's error means the purge stopped
 // part way and left a marked tombstone that FinishInterrupted finishes.
 // Other errors (I/O, the expected source failing) are retryable.
-func (o *Orphans) Delete(ctx context.Context, r orphan.Record) error {
+func (o *Orphans) Delete(ctx context.Context, r orphan.Record) (err error) {
+	defer withPrefix(&err)
 	if err := ctx.Err(); err != nil {
 		return err
 	}

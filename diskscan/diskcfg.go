@@ -39,7 +39,8 @@ func ParseDiskConfig(data []byte) (DiskConfig, error) {
 // ReadDiskConfig reads and parses a longhorn-disk.cfg from r, reading at
 // most limit bytes (DefaultMaxConfigSize if limit <= 0). A larger file is
 // a *ParseError wrapping ErrTooLarge.
-func ReadDiskConfig(r io.Reader, limit int64) (DiskConfig, error) {
+func ReadDiskConfig(r io.Reader, limit int64) (_ DiskConfig, err error) {
+	defer withPrefix(&err)
 	data, err := readBounded(r, ConfigFile, orDefault(limit, DefaultMaxConfigSize))
 	if err != nil {
 		return DiskConfig{}, err

@@ -16,7 +16,7 @@
 // disks with Orphans.SetDisks whenever the Node object changes. The
 // result is an orphan.Adapter: hand it to orphan.NewMonitor and
 // orphan.NewSweeper and run the orphan package's loop (Monitor.Latest,
-// then Sweeper.Run with the node's health as Cycle.Scopes). Without a
+// then Sweeper.Reconcile with the node's health as Cycle.Scopes). Without a
 // cluster, Orphans.Report scans once and says what it found, as the
 // longhorn-disk example does.
 //
@@ -134,7 +134,7 @@
 //     strings. Filesystem calls use the cleaned path.
 //  3. Hand the Orphans to orphan.NewMonitor (as the Inventory) and to
 //     orphan.NewSweeper, exactly as for any other orphan kind; in each
-//     reconcile, run Sweeper.Run on the Monitor's latest observation with
+//     reconcile, run Sweeper.Reconcile on the Monitor's latest observation with
 //     Cycle.ObservedAt set to its StartedAt. The snapshot's scope status
 //     carries OwnedUnlisted (the expected directories, which are counted
 //     but not listed as items) and NoneExpected, the evidence orphan's
@@ -203,14 +203,15 @@
 //	if err != nil { ... }
 //	// whenever the Node object changes:
 //	if err := orphans.SetDisks(diskscan.Disk{NodeID: node, Name: "disk-1", Path: "/var/lib/longhorn/", UUID: uuid}); err != nil { ... }
-//	m := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: func(orphan.Observation) { enqueue(node) }})
+//	m, err := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: func(orphan.Observation) { enqueue(node) }})
+//	if err != nil { ... }
 //	if err := m.Start(ctx); err != nil { ... }
 //	defer m.Stop()
 //	s, err := orphan.NewSweeper(store, orphans, orphan.SweeperOptions{}) // store: your Orphan CRs, or orphan.NewMemStore()
 //	if err != nil { ... }
 //	// in the node's reconcile:
 //	if obs, ok := m.Latest(); ok && obs.Err == nil {
-//		plan, res, err := s.Run(ctx, obs.Snapshot, orphan.Cycle{
+//		plan, res, err := s.Reconcile(ctx, obs.Snapshot, orphan.Cycle{
 //			Selector:   orphan.Selector{NodeID: node},
 //			Scopes:     health,    // the host's own view: node Ready or down, node or disk evicted
 //			Policy:     policy,    // orphan.ParsePolicy(setting, gracePeriod)
@@ -290,6 +291,12 @@
 // expected source failing) are retryable on the next sweep. diskscan has
 // no NotFound class: a missing disk or directory is a scope's health, a
 // refusal, or success.
+//
+// Every error text starts with "diskscan: ", also an I/O error from the
+// standard library (it stays reachable with errors.Is and errors.As), except
+// a context's own error, returned as it is. ErrCorrupt is of the library's
+// one malformed-input class: errors.Is(err, diskscan.ErrCorrupt) also holds
+// for salvage.ErrCorrupt and tokenring.ErrMalformedReply, and the reverse.
 //
 // # Concurrency
 //

@@ -35,7 +35,10 @@ func TestEndToEndThroughOrphan(t *testing.T) {
 	h.exp.Add(diskscan.ReplicaRef{DiskID: d.UUID, DataDirectoryName: "pvc-own-r-000000ff"})
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
 	changes := make(chan orphan.Observation, 8)
-	mon := orphan.NewMonitor(o, orphan.MonitorOptions{Clock: clk, OnChange: func(obs orphan.Observation) { changes <- obs }})
+	mon, err := orphan.NewMonitor(o, orphan.MonitorOptions{Clock: clk, OnChange: func(obs orphan.Observation) { changes <- obs }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := t.Context()
 	if err := mon.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -65,7 +68,7 @@ func TestEndToEndThroughOrphan(t *testing.T) {
 	}
 
 	snap := next()
-	if _, res, err := sw.Run(ctx, snap, cycle); err != nil || len(res.Created) != 2 {
+	if _, res, err := sw.Reconcile(ctx, snap, cycle); err != nil || len(res.Created) != 2 {
 		t.Fatalf("first sweep: %+v, %v", res, err)
 	}
 	recs, _ := store.List(ctx, orphan.Selector{})
@@ -78,7 +81,7 @@ func TestEndToEndThroughOrphan(t *testing.T) {
 	if err := store.RequestDeletion(ctx, aName); err != nil {
 		t.Fatal(err)
 	}
-	if _, res, err := sw.Run(ctx, snap, cycle); err != nil || len(res.Purged) != 1 || res.Purged[0] != aName {
+	if _, res, err := sw.Reconcile(ctx, snap, cycle); err != nil || len(res.Purged) != 1 || res.Purged[0] != aName {
 		t.Fatalf("purge sweep: %+v, %v", res, err)
 	}
 	if _, err := os.Stat(filepath.Join(d.Path, diskscan.ReplicasDir, "pvc-a-r-0000000a")); !errors.Is(err, os.ErrNotExist) {
@@ -89,7 +92,7 @@ func TestEndToEndThroughOrphan(t *testing.T) {
 	// the directory is gone and no record comes back for it.
 	stale := cycle
 	stale.ObservedAt = time.Time{}
-	if _, res, err := sw.Run(ctx, snap, stale); err != nil || len(res.Created) != 0 || store.Len() != 1 {
+	if _, res, err := sw.Reconcile(ctx, snap, stale); err != nil || len(res.Created) != 0 || store.Len() != 1 {
 		t.Fatalf("stale snapshot after the purge: %+v, %v, %d records", res, err, store.Len())
 	}
 
@@ -102,7 +105,7 @@ func TestEndToEndThroughOrphan(t *testing.T) {
 	}
 	mon.Rescan()
 	snap = next()
-	if _, res, err := sw.Run(ctx, snap, cycle); err != nil || len(res.Forgotten) != 1 || len(res.Created) != 1 {
+	if _, res, err := sw.Reconcile(ctx, snap, cycle); err != nil || len(res.Forgotten) != 1 || len(res.Created) != 1 {
 		t.Fatalf("after b vanished: %+v, %v", res, err)
 	}
 
@@ -110,13 +113,13 @@ func TestEndToEndThroughOrphan(t *testing.T) {
 	// back once the eviction is over.
 	evicted := cycle
 	evicted.Scopes = map[orphan.Scope]orphan.ScopeStatus{d.Scope(): {Health: orphan.HealthDiskEvicted}}
-	if _, res, err := sw.Run(ctx, snap, evicted); err != nil || len(res.Forgotten) != 1 || store.Len() != 0 {
+	if _, res, err := sw.Reconcile(ctx, snap, evicted); err != nil || len(res.Forgotten) != 1 || store.Len() != 0 {
 		t.Fatalf("evicted: %+v, %v, %d records", res, err, store.Len())
 	}
 	if _, err := os.Stat(filepath.Join(d.Path, diskscan.ReplicasDir, "pvc-c-r-0000000c", diskscan.MetaFile)); err != nil {
 		t.Fatalf("eviction touched data: %v", err)
 	}
-	if _, res, err := sw.Run(ctx, snap, cycle); err != nil || len(res.Created) != 1 {
+	if _, res, err := sw.Reconcile(ctx, snap, cycle); err != nil || len(res.Created) != 1 {
 		t.Fatalf("after the eviction: %+v, %v", res, err)
 	}
 
@@ -129,7 +132,7 @@ func TestEndToEndThroughOrphan(t *testing.T) {
 	if st := snap.Scopes[d.Scope()]; st.Health != orphan.HealthDiskChanged || !strings.Contains(st.Message, "someone-else") {
 		t.Fatalf("scope %+v", st)
 	}
-	if _, res, err := sw.Run(ctx, snap, cycle); err != nil || len(res.Forgotten) != 1 || store.Len() != 0 {
+	if _, res, err := sw.Reconcile(ctx, snap, cycle); err != nil || len(res.Forgotten) != 1 || store.Len() != 0 {
 		t.Fatalf("after the disk changed: %+v, %v, %d records", res, err, store.Len())
 	}
 	if _, err := os.Stat(filepath.Join(d.Path, diskscan.ReplicasDir, "pvc-c-r-0000000c", diskscan.MetaFile)); err != nil {

@@ -1,10 +1,15 @@
 package diskscan
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/hashicorp/go-multierror"
 
 	"github.com/caretaker-storage/caretaker/internal/bounded"
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -52,8 +57,11 @@ var (
 	ErrForeignTombstone = errors.New("diskscan: tombstone not made by caretaker")
 
 	// ErrCorrupt: a file or reply is not what its format says (bad JSON,
-	// a missing key, a value of the wrong type).
-	ErrCorrupt = errors.New("diskscan: corrupt input")
+	// a missing key, a value of the wrong type). It is diskscan's sentinel
+	// of the library's one malformed-input class: errors.Is matches it
+	// with every package's (salvage.ErrCorrupt, tokenring.ErrMalformedReply,
+	// ...) both ways.
+	ErrCorrupt = errclass.New("diskscan", "corrupt input", errclass.ErrMalformed)
 	// ErrTooLarge: a file or reply is larger than its read limit. It is
 	// the same value in every caretaker package (internal/bounded), and
 	// the error wraps a *bounded.TooLargeError naming the input and limit.
@@ -93,7 +101,29 @@ func corrupt(input, format string, args ...any) error {
 }
 
 // refuse builds a Delete refusal: it matches orphan.ErrPreconditionFailed
-// and why.
+// and why, and its text starts with why's ("diskscan: ...").
 func refuse(why error, format string, args ...any) error {
-	return fmt.Errorf("%w: %w: %s", orphan.ErrPreconditionFailed, why, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s (%w)", why, fmt.Sprintf(format, args...), orphan.ErrPreconditionFailed)
 }
+
+// withPrefix gives the error an exported function returns the package's
+// prefix when it lacks one: an error of the standard library or of the
+// host's ExpectedSource, wrapped with context on the way. errors.Is and
+// errors.As see through it. A context's own error, returned as it is, is
+// left alone for hosts that compare it with ==, and so is a
+// *multierror.Error, whose text lists errors that carry the prefix.
+func withPrefix(err *error) {
+	e := *err
+	if e == nil || e == context.Canceled || e == context.DeadlineExceeded || strings.HasPrefix(e.Error(), "diskscan: ") {
+		return
+	}
+	if _, ok := e.(*multierror.Error); ok {
+		return
+	}
+	*err = &prefixedError{e}
+}
+
+type prefixedError struct{ err error }
+
+func (e *prefixedError) Error() string { return "diskscan: " + e.err.Error() }
+func (e *prefixedError) Unwrap() error { return e.err }

@@ -141,7 +141,7 @@ func ExampleNewOrphans() {
 		fmt.Println(err)
 		return
 	}
-	_, res, err := s.Run(ctx, snap, orphan.Cycle{
+	_, res, err := s.Reconcile(ctx, snap, orphan.Cycle{
 		Selector: orphan.Selector{NodeID: "node-1"},
 		Scopes:   map[orphan.Scope]orphan.ScopeStatus{{NodeID: "node-1"}: {Health: orphan.HealthReady}},
 	})

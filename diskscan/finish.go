@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-multierror"
 
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -24,14 +25,15 @@ import (
 // error wrapping ErrForeignTombstone) and left alone, as is the tombstone
 // of a purge this value is running. The failures come back as a
 // *multierror.Error; a disk that fails does not stop the others.
-func (o *Orphans) FinishInterrupted(ctx context.Context) error {
+func (o *Orphans) FinishInterrupted(ctx context.Context) (err error) {
+	defer withPrefix(&err)
 	var errs *multierror.Error
 	for _, disk := range o.disks.list() {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if err := o.finishDisk(ctx, disk); err != nil {
-			errs = multierror.Append(errs, fmt.Errorf("disk %s: %w", disk.Scope(), err))
+			errs = multierror.Append(errs, errclass.Wrapf("diskscan", err, "disk %s", disk.Scope()))
 		}
 	}
 	return errs.ErrorOrNil()

@@ -13,7 +13,8 @@ import (
 // combined into one 64-bit value, first word high, printed as %012x. It
 // equals the output of `stat -f -c %i path` whenever that has 12 digits
 // or more.
-func FSID(path string) (string, error) {
+func FSID(path string) (_ string, err error) {
+	defer withPrefix(&err)
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(path, &st); err != nil {
 		return "", &os.PathError{Op: "statfs", Path: path, Err: err}

@@ -13,7 +13,8 @@ import (
 
 // FSID returns the filesystem ID of the filesystem holding path. On this
 // platform it always fails.
-func FSID(path string) (string, error) {
+func FSID(path string) (_ string, err error) {
+	defer withPrefix(&err)
 	return "", &os.PathError{Op: "statfs", Path: path, Err: errUnsupported}
 }
 

@@ -33,7 +33,8 @@ import (
 // never followed (a link, or anything but a directory, is no replica).
 // The disk's identity is not checked here: Delete checks it at the moment
 // it acts, and a changed disk is reported by the scan.
-func (o *Orphans) Judge(ctx context.Context, it orphan.Item) (orphan.Verdict, error) {
+func (o *Orphans) Judge(ctx context.Context, it orphan.Item) (_ orphan.Verdict, err error) {
+	defer withPrefix(&err)
 	if it.Kind != orphan.KindReplicaData || it.DataEngine != orphan.DataEngineV1 {
 		return orphan.Undecided(fmt.Sprintf("not a v1 replica data item (%s/%s)", it.Kind, it.DataEngine)), nil
 	}

@@ -76,7 +76,8 @@ func scanPolicy(m VolumeMeta) string {
 // ReadVolumeMeta reads and parses a volume.meta from r, reading at most
 // limit bytes (DefaultMaxMetaSize if limit <= 0). A larger file is a
 // *ParseError wrapping ErrTooLarge (a *bounded.TooLargeError).
-func ReadVolumeMeta(r io.Reader, limit int64) (VolumeMeta, error) {
+func ReadVolumeMeta(r io.Reader, limit int64) (_ VolumeMeta, err error) {
+	defer withPrefix(&err)
 	data, err := readBounded(r, MetaFile, orDefault(limit, DefaultMaxMetaSize))
 	if err != nil {
 		return VolumeMeta{}, err

@@ -159,7 +159,7 @@ func TestNonRegularFilesNeverBlock(t *testing.T) {
 
 	// A Monitor over the Inventory scans and stops.
 	scanned := make(chan orphan.Observation, 1)
-	mon := orphan.NewMonitor(f.o, orphan.MonitorOptions{
+	mon, err := orphan.NewMonitor(f.o, orphan.MonitorOptions{
 		Clock: clocktesting.NewFakeClock(time.Now()),
 		OnScan: func(o orphan.Observation) {
 			select {
@@ -168,6 +168,9 @@ func TestNonRegularFilesNeverBlock(t *testing.T) {
 			}
 		},
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	must(t, mon.Start(ctx))
 	obs := within(t, "Monitor's first scan", func() orphan.Observation { return <-scanned })
 	within(t, "Monitor.Stop", func() struct{} { mon.Stop(); return struct{}{} })

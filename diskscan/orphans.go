@@ -139,9 +139,12 @@ const RacyWindow = time.Second
 var ErrNoExpectedSource = errors.New("diskscan: NewOrphans needs an ExpectedSource")
 
 // NewOrphans returns the adapter of the replica directories the cluster
-// does not expect, judged against expected. It fails without expected, or
-// when opts.Disks is refused as SetDisks refuses it.
-func NewOrphans(expected ExpectedSource, opts Options) (*Orphans, error) {
+// does not expect, judged against expected. It returns an error naming the
+// option that is invalid: ErrNoExpectedSource without expected, an error
+// wrapping ErrHostRoot for unusable HostRoot and HostMountInfo, or the
+// error SetDisks returns for opts.Disks.
+func NewOrphans(expected ExpectedSource, opts Options) (_ *Orphans, err error) {
+	defer withPrefix(&err)
 	if expected == nil {
 		return nil, ErrNoExpectedSource
 	}
@@ -170,7 +173,10 @@ func NewOrphans(expected ExpectedSource, opts Options) (*Orphans, error) {
 // name; otherwise SetDisks changes nothing and returns an error. The
 // filesystem IDs pinned by scans are kept for disks whose Path and UUID
 // did not change. It is safe to call at any time, also during a scan.
-func (o *Orphans) SetDisks(disks ...Disk) error { return o.disks.set(disks) }
+func (o *Orphans) SetDisks(disks ...Disk) (err error) {
+	defer withPrefix(&err)
+	return o.disks.set(disks)
+}
 
 // Disks returns a copy of the disks, sorted by node and name.
 func (o *Orphans) Disks() []Disk { return o.disks.list() }

@@ -21,7 +21,8 @@ const DefaultMaxReplicaListSize = 256 << 20
 // *bounded.TooLargeError); on error no
 // refs are returned, so a truncated list never looks like "nothing is
 // expected".
-func ParseReplicaList(r io.Reader, limit int64) ([]ReplicaRef, error) {
+func ParseReplicaList(r io.Reader, limit int64) (_ []ReplicaRef, err error) {
+	defer withPrefix(&err)
 	const input = "replica list"
 	limit = orDefault(limit, DefaultMaxReplicaListSize)
 	br := &bounded.Reader{R: r, Limit: limit, What: input}

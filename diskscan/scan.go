@@ -31,7 +31,8 @@ func (o *Orphans) Scan(ctx context.Context) (orphan.Snapshot, error) {
 // Report scans every disk, as Scan does, and returns the full Report:
 // per-disk details, the orphans' metas and sizes, and the entries
 // skipped. Calls are serialised with Scan's.
-func (o *Orphans) Report(ctx context.Context) (Report, error) {
+func (o *Orphans) Report(ctx context.Context) (_ Report, err error) {
+	defer withPrefix(&err)
 	o.scanMu.Lock()
 	defer o.scanMu.Unlock()
 

@@ -75,7 +75,7 @@ func newSwapWorld(t *testing.T) *swapWorld {
 	}
 	w.cycle = orphan.Cycle{Selector: orphan.Selector{NodeID: "n"},
 		Scopes: map[orphan.Scope]orphan.ScopeStatus{{NodeID: "n"}: {Health: orphan.HealthReady}}}
-	if _, res, err := w.sw.Run(w.ctx, w.scan(), w.cycle); err != nil || len(res.Created) != 1 {
+	if _, res, err := w.sw.Reconcile(w.ctx, w.scan(), w.cycle); err != nil || len(res.Created) != 1 {
 		t.Fatalf("first cycle: %+v, %v", res, err)
 	}
 	recs, _ := w.store.List(w.ctx, orphan.Selector{})
@@ -95,7 +95,7 @@ func (w *swapWorld) scan() orphan.Snapshot {
 	return snap
 }
 
-// plan plans from snap as Sweeper.Run would.
+// plan plans from snap as Sweeper.Reconcile would.
 func (w *swapWorld) plan(snap orphan.Snapshot) orphan.Plan {
 	w.t.Helper()
 	cands, err := orphan.JudgeAll(w.ctx, w.o, snap.Items)
@@ -178,7 +178,7 @@ func TestRequestedPurgeOfDirectorySwappedForSymlink(t *testing.T) {
 			// Plans from the scan that predates the swap keep the record,
 			// still requested, and still showing why it waits.
 			for range 2 {
-				if _, res, err := w.sw.Run(w.ctx, snap, w.cycle); err != nil || len(res.Purged) != 0 {
+				if _, res, err := w.sw.Reconcile(w.ctx, snap, w.cycle); err != nil || len(res.Purged) != 0 {
 					t.Fatalf("stale cycle: %+v, %v", res, err)
 				}
 				if c := w.errorCondition(); c == nil || c.Status != metav1.ConditionTrue {
@@ -188,7 +188,7 @@ func TestRequestedPurgeOfDirectorySwappedForSymlink(t *testing.T) {
 
 			// A scan that sees the link forgets the record; nothing is
 			// recorded for the link.
-			_, res, err = w.sw.Run(w.ctx, w.scan(), w.cycle)
+			_, res, err = w.sw.Reconcile(w.ctx, w.scan(), w.cycle)
 			if err != nil || len(res.Forgotten) != 1 || res.Forgotten[0] != w.rec.Name || len(res.Created) != 0 || w.store.Len() != 0 {
 				t.Fatalf("fresh cycle: %+v, %v, %d records", res, err, w.store.Len())
 			}

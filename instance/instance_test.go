@@ -324,7 +324,7 @@ func (w *seedWorld) cycle(t *testing.T) []string {
 	if w.health != orphan.HealthReady {
 		snap = orphan.Snapshot{} // an unreachable node reports nothing
 	}
-	if _, _, err := w.sweeper.Run(context.Background(), snap, orphan.Cycle{Selector: orphan.Selector{NodeID: instNode}, Scopes: scopes, Policy: w.policy}); err != nil {
+	if _, _, err := w.sweeper.Reconcile(context.Background(), snap, orphan.Cycle{Selector: orphan.Selector{NodeID: instNode}, Scopes: scopes, Policy: w.policy}); err != nil {
 		t.Fatal(err)
 	}
 	return w.recordNames(t)
@@ -497,7 +497,7 @@ func TestSeedRecreatedInstanceIsNotPurged(t *testing.T) {
 	snap, _ := w.rt.scan(context.Background())
 	snap.Items = slices.DeleteFunc(snap.Items, func(it orphan.Item) bool { return it.Param(orphan.ParamInstanceName) == "vol-r-1" })
 	snap.Items = append(snap.Items, instItem(orphan.KindReplicaInstance, "vol-r-1", "uuid-r")) // a stale scan still shows the old UUID
-	_, res, err := w.sweeper.Run(context.Background(), snap, orphan.Cycle{Selector: orphan.Selector{NodeID: instNode}, Scopes: map[orphan.Scope]orphan.ScopeStatus{{NodeID: instNode}: {Health: orphan.HealthReady}}, Policy: w.policy})
+	_, res, err := w.sweeper.Reconcile(context.Background(), snap, orphan.Cycle{Selector: orphan.Selector{NodeID: instNode}, Scopes: map[orphan.Scope]orphan.ScopeStatus{{NodeID: instNode}: {Health: orphan.HealthReady}}, Policy: w.policy})
 	if err != nil {
 		t.Fatal(err)
 	}

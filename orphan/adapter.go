@@ -36,10 +36,12 @@ type Adapter interface {
 }
 
 // NewAdapter builds an Adapter from separate pieces serving kinds. The
-// result is a Finisher when d is one.
+// result is a Finisher when d is one. It returns an error naming the
+// option that is invalid, wrapping ErrIncomplete: a nil inv, j or d, no
+// kinds, or a kind this package does not know.
 func NewAdapter(kinds []Kind, inv Inventory, j Judge, d Deleter) (Adapter, error) {
 	if inv == nil || j == nil || d == nil {
-		return nil, fmt.Errorf("orphan: NewAdapter needs an Inventory, a Judge and a Deleter")
+		return nil, fmt.Errorf("%w: NewAdapter needs an Inventory, a Judge and a Deleter", ErrIncomplete)
 	}
 	if err := checkKinds(kinds); err != nil {
 		return nil, err
@@ -74,11 +76,11 @@ func (p finishingParts) FinishInterrupted(ctx context.Context) error {
 
 func checkKinds(kinds []Kind) error {
 	if len(kinds) == 0 {
-		return fmt.Errorf("orphan: an adapter must serve at least one kind")
+		return fmt.Errorf("%w: an adapter must serve at least one kind", ErrIncomplete)
 	}
 	for _, k := range kinds {
 		if !k.Valid() {
-			return fmt.Errorf("orphan: adapter serves unknown kind %q", k)
+			return fmt.Errorf("%w: adapter serves unknown kind %q", ErrIncomplete, k)
 		}
 	}
 	return nil
@@ -113,7 +115,7 @@ func Combine(adapters ...Adapter) (Adapter, error) {
 	c := &combined{byKind: map[Kind][]route{}}
 	for _, a := range adapters {
 		if a == nil {
-			return nil, fmt.Errorf("orphan: Combine: nil adapter")
+			return nil, fmt.Errorf("%w: Combine: nil adapter", ErrIncomplete)
 		}
 		kinds := a.Kinds()
 		if err := checkKinds(kinds); err != nil {

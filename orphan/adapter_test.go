@@ -311,20 +311,20 @@ func TestRunTakesNodeHealthOnlyFromTheHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, res, err := s.Run(ctx, snap, orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}})
+	_, res, err := s.Reconcile(ctx, snap, orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}})
 	if err != nil || len(res.Purged) != 0 || len(disks.deleted) != 0 {
 		t.Fatalf("without the host's node health: %+v, %v, deleted %v; want nothing purged", res, err, disks.deleted)
 	}
 	// The host says the node is being evicted: the record is forgotten.
 	evicted := map[orphan.Scope]orphan.ScopeStatus{node: {Health: orphan.HealthNodeEvicted}}
-	if _, res, err = s.Run(ctx, snap, orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, Scopes: evicted}); err != nil ||
+	if _, res, err = s.Reconcile(ctx, snap, orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, Scopes: evicted}); err != nil ||
 		len(res.Forgotten) != 1 || len(disks.deleted) != 0 {
 		t.Fatalf("node evicted: %+v, %v, deleted %v; want the record forgotten", res, err, disks.deleted)
 	}
 	if _, err := store.Create(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	_, res, err = s.Run(ctx, snap, orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, Scopes: hostReady("n1")})
+	_, res, err = s.Reconcile(ctx, snap, orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, Scopes: hostReady("n1")})
 	if err != nil || len(res.Purged) != 1 || len(disks.deleted) != 1 {
 		t.Fatalf("with the host's node Ready: %+v, %v; want the purge", res, err)
 	}
@@ -342,3 +342,28 @@ func (a *verdictAdapter) Judge(_ context.Context, it orphan.Item) (orphan.Verdic
 	}
 	return orphan.Orphan("not expected"), nil
 }
+
+// TestConstructorErrorsWrapErrIncomplete: every constructor of the package
+// refuses a missing part or an unknown kind the same way, with an error
+// wrapping ErrIncomplete that names what is wrong.
+func TestConstructorErrorsWrapErrIncomplete(t *testing.T) {
+	inv, j, d := &orphantest.Inventory{}, &orphantest.Judge{}, &orphantest.Deleter{}
+	kinds := []orphan.Kind{orphan.KindReplicaData}
+	for _, tc := range []struct {
+		name, says string
+		err        error
+	}{
+		{"NewAdapter without kinds", "kind", second(orphan.NewAdapter(nil, inv, j, d))},
+		{"NewAdapter of an unknown kind", `"volume"`, second(orphan.NewAdapter([]orphan.Kind{"volume"}, inv, j, d))},
+		{"NewAdapter without a Judge", "Judge", second(orphan.NewAdapter(kinds, inv, nil, d))},
+		{"Combine of nil", "nil adapter", second(orphan.Combine(nil))},
+		{"NewSweeper without a Store", "Store", second(orphan.NewSweeper(nil, nil, orphan.SweeperOptions{}))},
+		{"NewMonitor without an Inventory", "Inventory", second(orphan.NewMonitor(nil, orphan.MonitorOptions{}))},
+	} {
+		if !errors.Is(tc.err, orphan.ErrIncomplete) || !strings.Contains(tc.err.Error(), tc.says) || !strings.HasPrefix(tc.err.Error(), "orphan: ") {
+			t.Errorf("%s: %v; want an error wrapping ErrIncomplete naming %s", tc.name, tc.err, tc.says)
+		}
+	}
+}
+
+func second[T any](_ T, err error) error { return err }

@@ -18,14 +18,14 @@ import (
 // The ledger is saved with optimistic concurrency, so that "load, decide,
 // save" is safe for several Sweepers sharing it: LoadAutoPurges returns a
 // version with the ledger, and SaveAutoPurges replaces the ledger only if
-// it is still at that version. Sweeper.Run loads the ledger, decides,
+// it is still at that version. Sweeper.Reconcile loads the ledger, decides,
 // and saves the plan's ledger before carrying out anything; on
 // ErrConflict it loads the ledger again and decides again with it (a few
-// times, then the Run fails), so the automatic purges two Sweepers plan
+// times, then the Reconcile fails), so the automatic purges two Sweepers plan
 // at once are counted against one allowance. A purge is reserved in the
-// saved ledger before it happens: if the save fails, the Run fails before
+// saved ledger before it happens: if the save fails, the Reconcile fails before
 // anything is done, and a purge that was reserved and then failed stays
-// counted (its record's next purge is not counted twice). A Run that
+// counted (its record's next purge is not counted twice). A Reconcile that
 // plans no new automatic purge does not save, and one that would plan no
 // automatic purge even with an empty ledger does not load it either.
 //
@@ -74,9 +74,9 @@ func ledgerOf(s Store) (LedgerStore, bool) {
 	return nil, false
 }
 
-// ledgerAttempts bounds how often Run loads the ledger again after a
+// ledgerAttempts bounds how often Reconcile loads the ledger again after a
 // conflicting save: a few Sweepers of one node conflict rarely, and a
-// Run that keeps losing fails and is retried by its host.
+// Reconcile that keeps losing fails and is retried by its host.
 const ledgerAttempts = 5
 
 // planWithLedger calls decide with the ledger of automatic purges and
@@ -84,7 +84,7 @@ const ledgerAttempts = 5
 // it returns: saved in a LedgerStore (deciding again on a conflict), or
 // in the Sweeper's memory.
 func (s *Sweeper) planWithLedger(ctx context.Context, decide func(ledger []AutoPurge, since time.Time) Plan) (Plan, error) {
-	s.ledgerMu.Lock() // one Run of this Sweeper at a time; other Sweepers are told apart by the version
+	s.ledgerMu.Lock() // one Reconcile of this Sweeper at a time; other Sweepers are told apart by the version
 	defer s.ledgerMu.Unlock()
 	ls, ok := ledgerOf(s.store)
 	if !ok {

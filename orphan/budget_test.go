@@ -55,7 +55,7 @@ func trickle(t *testing.T, h *sweepHarness) (purged []string, rules map[string]i
 				present = append(present, it)
 			}
 		}
-		_, res, err := h.sweeper.Run(ctx, orphan.Snapshot{Items: present, Scopes: ready(d1)},
+		_, res, err := h.sweeper.Reconcile(ctx, orphan.Snapshot{Items: present, Scopes: ready(d1)},
 			orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, Scopes: hostReady("n1"), Policy: policy})
 		if err != nil {
 			t.Fatal(err)
@@ -270,7 +270,7 @@ func (s *ledgerStore) ledger(t *testing.T) []orphan.AutoPurge {
 
 // TestBudgetSurvivesRestartWithALedgerStore: a Sweeper restarted over a
 // Store that keeps the ledger goes on counting. A ledger that cannot be
-// saved stops the Run before anything is done. Only the Runs that plan a
+// saved stops the Reconcile before anything is done. Only the Reconciles that plan a
 // new automatic purge save (two of the seven).
 func TestBudgetSurvivesRestartWithALedgerStore(t *testing.T) {
 	h := newSweepHarness()
@@ -292,7 +292,7 @@ func TestBudgetSurvivesRestartWithALedgerStore(t *testing.T) {
 	h.judge.Set(mustName(t, present[2]), orphan.Owned("expected again"))
 	cyc := orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, Scopes: hostReady("n1"), Policy: orphan.Policy{Kinds: []orphan.Kind{orphan.KindReplicaData}}}
 	snap := orphan.Snapshot{Items: present, Scopes: ready(d1)}
-	_, res, err := restarted.Run(ctx, snap, cyc)
+	_, res, err := restarted.Reconcile(ctx, snap, cyc)
 	if err != nil || len(res.Purged) != 0 || len(res.Refused) == 0 || !strings.HasPrefix(res.Refused[0].Reason, "Budget:") {
 		t.Fatalf("after a restart with the ledger kept: %+v, %v; want Budget refusals", res, err)
 	}
@@ -300,11 +300,11 @@ func TestBudgetSurvivesRestartWithALedgerStore(t *testing.T) {
 	// purges fails: nothing is done.
 	h.clock.Step(time.Hour)
 	ls.failing = true
-	if _, res, err := restarted.Run(ctx, snap, cyc); err == nil || len(res.Purged)+len(res.Marked)+len(res.Created) != 0 || len(h.deleter.Deleted()) != 2 {
+	if _, res, err := restarted.Reconcile(ctx, snap, cyc); err == nil || len(res.Purged)+len(res.Marked)+len(res.Created) != 0 || len(h.deleter.Deleted()) != 2 {
 		t.Fatalf("a ledger that cannot be saved: %+v, %v, deleted %v; want an error and nothing done", res, err, h.deleter.Deleted())
 	}
 	ls.failing = false
-	if _, res, err := restarted.Run(ctx, snap, cyc); err != nil || len(res.Purged) != 2 {
+	if _, res, err := restarted.Reconcile(ctx, snap, cyc); err != nil || len(res.Purged) != 2 {
 		t.Fatalf("once it can be saved: %+v, %v; want the two orphans purged", res, err)
 	}
 }

@@ -123,7 +123,7 @@ type Cycle struct {
 	// Scopes are the host's own scope statuses, merged over the
 	// snapshot's with MergeScopes. They must give the health of every
 	// node the cycle covers (Ready, NodeUnavailable, NodeEvicted,
-	// NodeDeleted) and each evicted disk. A disk is Ready to Run only under a node listed here:
+	// NodeDeleted) and each evicted disk. A disk is Ready only under a node listed here:
 	// an adapter's node-level Ready (SPDK answered, the backupstore
 	// listed) means only that its own scan of the node was complete, so
 	// under Combine it must not vouch for another adapter's disks, and
@@ -132,7 +132,7 @@ type Cycle struct {
 	// Policy is the auto-deletion policy.
 	Policy Policy
 	// Guard is the mass-deletion guard; the zero value is on. Its Budget
-	// rule counts automatic purges across Runs and Sweepers in the
+	// rule counts automatic purges across Reconcile calls and Sweepers in the
 	// Store's ledger (see LedgerStore).
 	Guard Guard
 	// Volumes, VolumesComplete and LastCopyOverride are the last-copy
@@ -144,7 +144,7 @@ type Cycle struct {
 	// LookupVolume, if set, gives a volume's state at the moment of a
 	// purge: the state Volumes gave when the cycle started may be stale
 	// by then (a volume faulted since loses its last copy). Right before
-	// each purge the last-copy guard covers, Run asks it for the record's
+	// each purge the last-copy guard covers, Reconcile asks it for the record's
 	// volume and judges the purge anew by the guard's rules (see
 	// VolumeState) with that state, VolumesComplete and LastCopyOverride:
 	// a purge they refuse does not happen and is in Result.Refused with
@@ -156,18 +156,18 @@ type Cycle struct {
 	LookupVolume func(ctx context.Context, volume string) (state VolumeState, known bool, err error)
 	// ObservedAt is when the snapshot's scan started (Observation.StartedAt),
 	// by the Sweeper's clock. A snapshot taken before a purge still shows
-	// the purged data; with ObservedAt set, Run creates no record for data
+	// the purged data; with ObservedAt set, Reconcile creates no record for data
 	// this Sweeper purged after that time. Zero turns the check off.
 	ObservedAt time.Time
 }
 
-// Run judges snap's items with the Sweeper's Adapter, lists the records
+// Reconcile judges snap's items with the Sweeper's Adapter, lists the records
 // c.Selector picks from its Store, decides with the merged scopes and the
 // ledger of automatic purges (its Store's if it is a LedgerStore, saved
 // before anything is done; else the Sweeper's own), and syncs the plan, re-checking each purge's volume with
 // c.LookupVolume when it is set. It returns the plan it carried out and the sync's
 // result. A failure before the sync (judging, listing) changes nothing.
-func (s *Sweeper) Run(ctx context.Context, snap Snapshot, c Cycle) (Plan, Result, error) {
+func (s *Sweeper) Reconcile(ctx context.Context, snap Snapshot, c Cycle) (Plan, Result, error) {
 	cands, err := JudgeAll(ctx, s.adapter, snap.Items)
 	if err != nil {
 		return Plan{}, Result{}, err
@@ -175,7 +175,7 @@ func (s *Sweeper) Run(ctx context.Context, snap Snapshot, c Cycle) (Plan, Result
 	return s.run(ctx, cands, snap.Scopes, c, false)
 }
 
-// run is Run and RunJudged after judging: scopes are the observation's.
+// run is Reconcile and ReconcileJudged after judging: scopes are the observation's.
 func (s *Sweeper) run(ctx context.Context, cands []Candidate, scopes map[Scope]ScopeStatus, c Cycle, evidenceRequired bool) (Plan, Result, error) {
 	recs, err := s.store.List(ctx, c.Selector)
 	if err != nil {

@@ -18,7 +18,7 @@
 //
 //	obs, ok := mon.Latest() // never waits for a scan
 //	if ok && obs.Err == nil {
-//		plan, result, err := sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
+//		plan, result, err := sweeper.Reconcile(ctx, obs.Snapshot, orphan.Cycle{
 //			Selector: orphan.Selector{NodeID: node}, Scopes: health,
 //			Policy: policy, ObservedAt: obs.StartedAt})
 //		// requeue at plan.RequeueAt; log result; after err, retry with backoff
@@ -126,7 +126,7 @@
 // that passes no volume states gets no automatic purge of replica data
 // that may hold data (each refusal says why, and whether the tool can
 // export the copy); see VolumeState. The states are those of when the
-// cycle starts; with Cycle.LookupVolume set, Sweeper.Run looks the volume
+// cycle starts; with Cycle.LookupVolume set, Sweeper.Reconcile looks the volume
 // up again right before each purge the guard covers and refuses the purge
 // if the state then says so, or if the lookup fails.
 //
@@ -158,7 +158,7 @@
 //     is missing, NodeEvicted when eviction is requested, NodeDeleted when
 //     its node object is gone) and each evicted disk (DiskEvicted); a disk
 //     the node no longer has is simply not listed. Records of a disk under
-//     a node the host does not list as Ready are never purged. Then call Sweeper.Run — or JudgeAll,
+//     a node the host does not list as Ready are never purged. Then call Sweeper.Reconcile — or JudgeAll,
 //     Decide and Sweeper.Sync separately.
 //  4. Requeue at Plan.RequeueAt when it is set (it is Now when a due purge
 //     waits only for this plan's DataCleanable mark).
@@ -184,7 +184,8 @@
 //
 //	orphans, err := diskscan.NewOrphans(expected, diskscan.Options{}) // or spdk.NewOrphans, backupdelete.NewOrphans
 //	if err != nil { ... }
-//	mon := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: func(orphan.Observation) { enqueue() }})
+//	mon, err := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: func(orphan.Observation) { enqueue() }})
+//	if err != nil { ... }
 //	if err := mon.Start(ctx); err != nil { ... }
 //	defer mon.Stop()
 //	sweeper, err := orphan.NewSweeper(store, orphans, orphan.SweeperOptions{})
@@ -196,7 +197,7 @@
 //		if !ok || obs.Err != nil {
 //			continue // nothing trustworthy yet; records stay as they are
 //		}
-//		plan, res, err := sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
+//		plan, res, err := sweeper.Reconcile(ctx, obs.Snapshot, orphan.Cycle{
 //			Selector:        orphan.Selector{NodeID: node},
 //			Scopes:          nodeAndDiskHealth(), // e.g. {{NodeID: node}: {Health: orphan.HealthReady}}, plus evicted disks
 //			Policy:          policy,
@@ -224,7 +225,7 @@
 //     the node's controllers: the Sweeper refuses a second purge of a
 //     record already under way (RuleInProgress), so the cycle and the
 //     finalizer never call the Deleter twice at once for one record.
-//  2. The node controller runs the cycle (Run, or RunJudged with its own
+//  2. The node controller runs the cycle (Reconcile, or ReconcileJudged with its own
 //     judgement) as in the host's duties above: it creates, marks and
 //     forgets records, and carries out automatic purges with the Budget.
 //     Its Store maps a deletion timestamp to DeletionRequested.
@@ -259,7 +260,7 @@
 // # A host's own judgement
 //
 // A host whose own code already decided which items are orphaned
-// (Longhorn's disk monitor) passes its decisions as Judged to RunJudged
+// (Longhorn's disk monitor) passes its decisions as Judged to ReconcileJudged
 // and PurgeRecord, with the guard's evidence per group in
 // ScopeStatus.Groups; a group without it is refused every purge
 // (GuardNoEvidence). The guard then sees only the counts the host

@@ -114,7 +114,7 @@ func ExampleItem_Name() {
 
 // A Sweeper carries a plan out; here with the in-memory store and a
 // deleter that only prints.
-func ExampleSweeper_Run() {
+func ExampleSweeper_Reconcile() {
 	ctx := context.Background()
 	store := orphan.NewMemStore()
 	judge := orphan.JudgeFunc(func(context.Context, orphan.Item) (orphan.Verdict, error) {
@@ -141,12 +141,12 @@ func ExampleSweeper_Run() {
 	// that its scan was complete.
 	cycle := orphan.Cycle{Selector: orphan.Selector{NodeID: "node-1"}, Scopes: map[orphan.Scope]orphan.ScopeStatus{node: {Health: orphan.HealthReady}}}
 
-	_, res, _ := s.Run(ctx, snap, cycle)
+	_, res, _ := s.Reconcile(ctx, snap, cycle)
 	fmt.Println("created", len(res.Created))
 
 	recs, _ := store.List(ctx, orphan.Selector{})
 	_ = store.RequestDeletion(ctx, recs[0].Name) // a user asks for the deletion
-	_, res, _ = s.Run(ctx, snap, cycle)
+	_, res, _ = s.Reconcile(ctx, snap, cycle)
 	fmt.Println("purged", len(res.Purged), "records left", store.Len())
 	// Output:
 	// created 1
@@ -163,10 +163,14 @@ func ExampleMonitor() {
 		}}, nil
 	})
 	changed := make(chan orphan.Observation, 1)
-	mon := orphan.NewMonitor(inv, orphan.MonitorOptions{
+	mon, err := orphan.NewMonitor(inv, orphan.MonitorOptions{
 		Period:   time.Hour,
 		OnChange: func(o orphan.Observation) { changed <- o },
 	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	if err := mon.Start(context.Background()); err != nil {
 		fmt.Println(err)
 		return

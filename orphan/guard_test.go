@@ -271,7 +271,7 @@ func TestSweeperCleanableRuleEndToEnd(t *testing.T) {
 		t.Fatalf("after the mark: cleanable %v, requested %v; want both", got.Cleanable(), got.DeletionRequested)
 	}
 
-	_, res, err = h.sweeper.Run(ctx, snap, orphan.Cycle{Selector: cycle.Selector, Scopes: snap.Scopes})
+	_, res, err = h.sweeper.Reconcile(ctx, snap, orphan.Cycle{Selector: cycle.Selector, Scopes: snap.Scopes})
 	if err != nil || len(res.Purged) != 1 {
 		t.Fatalf("second cycle = %+v, %v; want the purge", res, err)
 	}
@@ -290,9 +290,9 @@ func TestSweeperReportsGuardRefusals(t *testing.T) {
 	for _, c := range w.in.Candidates {
 		items = append(items, c.Item)
 	}
-	_, res, err := h.sweeper.Run(ctx, orphan.Snapshot{Items: items, Scopes: w.in.Scopes}, orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, Scopes: hostReady("n1")})
+	_, res, err := h.sweeper.Reconcile(ctx, orphan.Snapshot{Items: items, Scopes: w.in.Scopes}, orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, Scopes: hostReady("n1")})
 	if err != nil || len(res.Refused) != 2 || len(res.Purged) != 0 || len(h.deleter.Deleted()) != 0 {
-		t.Fatalf("Run = %+v, %v; deleted %v; want two refusals and nothing deleted", res, err, h.deleter.Deleted())
+		t.Fatalf("Reconcile = %+v, %v; deleted %v; want two refusals and nothing deleted", res, err, h.deleter.Deleted())
 	}
 	for name := range w.recs {
 		got, err := h.store.Get(ctx, name)

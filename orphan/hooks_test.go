@@ -70,8 +70,11 @@ func TestMonitorHooksSeeEveryScanTimedByItsClock(t *testing.T) {
 	inv := &steppingInventory{clock: clk, took: 2 * time.Second}
 	log := &eventLog{}
 	scans := make(chan orphan.Observation, 4)
-	mon := orphan.NewMonitor(inv, orphan.MonitorOptions{Clock: clk, Hooks: log,
+	mon, err := orphan.NewMonitor(inv, orphan.MonitorOptions{Clock: clk, Hooks: log,
 		OnScan: func(o orphan.Observation) { scans <- o }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := mon.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -220,10 +223,10 @@ func TestSweeperHooksSeeTheGuardsRefusalsWithKindAndNode(t *testing.T) {
 	for _, c := range w.in.Candidates {
 		items = append(items, c.Item)
 	}
-	_, res, err := h.sweeper.Run(context.Background(), orphan.Snapshot{Items: items, Scopes: w.in.Scopes},
+	_, res, err := h.sweeper.Reconcile(context.Background(), orphan.Snapshot{Items: items, Scopes: w.in.Scopes},
 		orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, Scopes: hostReady("n1")})
 	if err != nil || len(res.Refused) != 2 {
-		t.Fatalf("Run = %+v, %v; want two refusals", res, err)
+		t.Fatalf("Reconcile = %+v, %v; want two refusals", res, err)
 	}
 	for name, r := range w.recs {
 		e := log.one(t, orphan.OpPurge, name)

@@ -68,12 +68,12 @@ func evidenceHit(scopes map[Scope]ScopeStatus, k guardKey, h guardHit) guardHit 
 		"the host judged %s itself and stated no evidence for it (its owned items and whether any was expected): without it a list of orphans cannot be told from a broken view", k)}
 }
 
-// RunJudged is Run for a host that judged its items itself (see
+// ReconcileJudged is Reconcile for a host that judged its items itself (see
 // Judged): it lists the records c.Selector picks, decides with
 // Input.EvidenceRequired set, and syncs the plan, each purge re-judged
 // with the Sweeper's Adapter and re-checked by its Deleter exactly as
-// Run's are. j's scopes stand where a Snapshot's would, under the host's
+// Reconcile's are. j's scopes stand where a Snapshot's would, under the host's
 // c.Scopes.
-func (s *Sweeper) RunJudged(ctx context.Context, j Judged, c Cycle) (Plan, Result, error) {
+func (s *Sweeper) ReconcileJudged(ctx context.Context, j Judged, c Cycle) (Plan, Result, error) {
 	return s.run(ctx, j.Candidates, j.Scopes, c, true)
 }

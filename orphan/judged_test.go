@@ -14,7 +14,7 @@ import (
 // orphans with the guard's evidence. Without the evidence, the guard
 // refuses every purge of the group; with it, the guard weighs the group
 // as it weighs a scanned one.
-func TestRunJudgedRefusesWithoutEvidence(t *testing.T) {
+func TestReconcileJudgedRefusesWithoutEvidence(t *testing.T) {
 	ctx := context.Background()
 	d1 := orphan.Scope{NodeID: "n1", Disk: "disk-1"}
 	group := orphan.Group{Kind: orphan.KindReplicaData, DataEngine: orphan.DataEngineV1}
@@ -44,8 +44,8 @@ func TestRunJudgedRefusesWithoutEvidence(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newSweepHarness() // its judge answers orphan for the re-judgement at the purge
-			if _, res, err := h.sweeper.RunJudged(ctx, judged(tc.evidence), cycle); err != nil || len(res.Created) != 1 {
-				t.Fatalf("RunJudged created %v, %v", res.Created, err)
+			if _, res, err := h.sweeper.ReconcileJudged(ctx, judged(tc.evidence), cycle); err != nil || len(res.Created) != 1 {
+				t.Fatalf("ReconcileJudged created %v, %v", res.Created, err)
 			}
 			r, _ := h.store.Get(ctx, name)
 			guarded := meta.FindStatusCondition(r.Conditions, orphan.ConditionPurgeGuarded)
@@ -53,7 +53,7 @@ func TestRunJudgedRefusesWithoutEvidence(t *testing.T) {
 				t.Fatalf("new record's PurgeGuarded = %+v, want %s", guarded, tc.rule)
 			}
 			must(t, h.store.RequestDeletion(ctx, name))
-			_, res, err := h.sweeper.RunJudged(ctx, judged(tc.evidence), cycle)
+			_, res, err := h.sweeper.ReconcileJudged(ctx, judged(tc.evidence), cycle)
 			must(t, err)
 			if tc.rule == "" {
 				if len(res.Purged) != 1 {

@@ -51,7 +51,7 @@ import (
 // (Plan.Refused, Result.Refused, PurgeGuarded=True with the rule).
 //
 // The states above are those of when the cycle started. A host that sets
-// Cycle.LookupVolume has Sweeper.Run look each covered orphan's volume up
+// Cycle.LookupVolume has Sweeper.Reconcile look each covered orphan's volume up
 // again right before its purge and apply the same rules to that state: a
 // volume faulted since the plan (or one listed deleted that is back)
 // keeps its copy, and a failed lookup refuses the purge. Sweeper.Sync

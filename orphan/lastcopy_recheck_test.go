@@ -13,7 +13,7 @@ import (
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
-// TestLastCopyRecheckAtPurge: with Cycle.LookupVolume set, Run judges
+// TestLastCopyRecheckAtPurge: with Cycle.LookupVolume set, Reconcile judges
 // each purge the last-copy guard covers anew by its volume's state at the
 // moment of deletion, not only by the state Cycle.Volumes gave when the
 // cycle started. One orphan directory of volume pvc-a, cleanable and due,
@@ -97,7 +97,7 @@ func TestLastCopyRecheckAtPurge(t *testing.T) {
 					return tc.lookup(ctx, volume)
 				}
 			}
-			plan, res, err := h.sweeper.Run(ctx, orphan.Snapshot{Items: items, Scopes: ready(d1)}, cyc)
+			plan, res, err := h.sweeper.Reconcile(ctx, orphan.Snapshot{Items: items, Scopes: ready(d1)}, cyc)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -153,7 +153,7 @@ func TestLastCopyGuardThroughTheSweeper(t *testing.T) {
 	cyc := orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, Scopes: hostReady("n1"),
 		Policy: orphan.Policy{Kinds: []orphan.Kind{orphan.KindReplicaData}}, Volumes: map[string]orphan.VolumeState{"pvc-a": orphan.VolumeFaulted}}
 	snap := orphan.Snapshot{Items: items, Scopes: ready(d1)}
-	_, res, err := h.sweeper.Run(ctx, snap, cyc)
+	_, res, err := h.sweeper.Reconcile(ctx, snap, cyc)
 	if err != nil || len(res.Purged) != 0 || len(res.Refused) != 1 || !strings.HasPrefix(res.Refused[0].Reason, "LastCopy:") || len(h.deleter.Deleted()) != 0 {
 		t.Fatalf("faulted: %+v, %v; deleted %v", res, err, h.deleter.Deleted())
 	}
@@ -162,7 +162,7 @@ func TestLastCopyGuardThroughTheSweeper(t *testing.T) {
 		t.Fatalf("record: %v, %+v; want PurgeGuarded=True", err, got.Conditions)
 	}
 	cyc.Volumes, cyc.VolumesComplete = nil, true
-	if _, res, err = h.sweeper.Run(ctx, snap, cyc); err != nil || len(res.Purged) != 1 {
+	if _, res, err = h.sweeper.Reconcile(ctx, snap, cyc); err != nil || len(res.Purged) != 1 {
 		t.Fatalf("deleted volume: %+v, %v; want the purge", res, err)
 	}
 }

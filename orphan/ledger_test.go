@@ -85,7 +85,7 @@ func TestBudgetRestartEveryCycle(t *testing.T) {
 	var at []time.Time // when each purge happened
 	for k := range 24 {
 		before := len(b.deleter.Deleted())
-		if _, _, err := b.sweeper().Run(ctx, b.view(k, rebuild), brokenCycle); err != nil {
+		if _, _, err := b.sweeper().Reconcile(ctx, b.view(k, rebuild), brokenCycle); err != nil {
 			t.Fatal(err)
 		}
 		for range len(b.deleter.Deleted()) - before {
@@ -134,7 +134,7 @@ func TestBudgetSharedBySweepersOfANode(t *testing.T) {
 				snap := b.view(k, rebuild)
 				if mode == "alternating" {
 					for i := range sweepers {
-						if _, _, err := sweepers[(i+k)%2].Run(ctx, b.view(k, rebuild), brokenCycle); err != nil {
+						if _, _, err := sweepers[(i+k)%2].Reconcile(ctx, b.view(k, rebuild), brokenCycle); err != nil {
 							t.Fatal(err)
 						}
 					}
@@ -145,7 +145,7 @@ func TestBudgetSharedBySweepersOfANode(t *testing.T) {
 							// Two agents racing over one store see each
 							// other's writes as conflicts now and then;
 							// the next cycle goes on.
-							s.Run(ctx, snap, brokenCycle) //nolint:errcheck
+							s.Reconcile(ctx, snap, brokenCycle) //nolint:errcheck
 						})
 					}
 					wg.Wait()
@@ -182,9 +182,9 @@ func (s *conflictingStore) SaveAutoPurges(ctx context.Context, l []orphan.AutoPu
 	return s.MemStore.SaveAutoPurges(ctx, l, version)
 }
 
-// TestLedgerConflictDecidesAgain: the save of a Run's ledger conflicts
+// TestLedgerConflictDecidesAgain: the save of a Reconcile's ledger conflicts
 // with another Sweeper's, which spent the disk's allowance meanwhile. The
-// Run loads the ledger again and decides again: its purges are refused
+// Reconcile loads the ledger again and decides again: its purges are refused
 // by the budget, none happens.
 func TestLedgerConflictDecidesAgain(t *testing.T) {
 	cs := &conflictingStore{MemStore: orphan.NewMemStore()}
@@ -196,11 +196,11 @@ func TestLedgerConflictDecidesAgain(t *testing.T) {
 	}
 	s := b.sweeper()
 	ctx := context.Background()
-	if _, _, err := s.Run(ctx, b.view(1, false), brokenCycle); err != nil { // creates the records
+	if _, _, err := s.Reconcile(ctx, b.view(1, false), brokenCycle); err != nil { // creates the records
 		t.Fatal(err)
 	}
 	b.clock.Step(time.Minute)
-	_, res, err := s.Run(ctx, b.view(1, false), brokenCycle)
+	_, res, err := s.Reconcile(ctx, b.view(1, false), brokenCycle)
 	if err != nil || len(res.Purged) != 0 || len(b.deleter.Deleted()) != 0 || len(res.Refused) != 2 {
 		t.Fatalf("res %+v, err %v, deleted %v; want the 2 purges refused after the conflict", res, err, b.deleter.Deleted())
 	}
@@ -227,11 +227,11 @@ func TestBudgetWithoutALedgerWaitsOneWindow(t *testing.T) {
 	b := newBrokenDisk(t, 10, storeOnly{mem})
 	s := b.sweeper()
 	ctx := context.Background()
-	if _, _, err := s.Run(ctx, b.view(2, false), brokenCycle); err != nil { // creates 3 records
+	if _, _, err := s.Reconcile(ctx, b.view(2, false), brokenCycle); err != nil { // creates 3 records
 		t.Fatal(err)
 	}
 	b.clock.Step(10 * time.Minute)
-	_, res, err := s.Run(ctx, b.view(2, false), brokenCycle)
+	_, res, err := s.Reconcile(ctx, b.view(2, false), brokenCycle)
 	if err != nil || len(res.Purged) != 0 || len(res.Refused) != 3 || !strings.Contains(res.Refused[0].Reason, "keeps no ledger") {
 		t.Fatalf("within the first window: %+v, %v; want the 3 refused by Budget", res, err)
 	}
@@ -239,11 +239,11 @@ func TestBudgetWithoutALedgerWaitsOneWindow(t *testing.T) {
 	if err := mem.RequestDeletion(ctx, recs[0].Name); err != nil {
 		t.Fatal(err)
 	}
-	if _, res, err = s.Run(ctx, b.view(2, false), brokenCycle); err != nil || len(res.Purged) != 1 || res.Purged[0] != recs[0].Name {
+	if _, res, err = s.Reconcile(ctx, b.view(2, false), brokenCycle); err != nil || len(res.Purged) != 1 || res.Purged[0] != recs[0].Name {
 		t.Fatalf("a requested purge within the first window: %+v, %v; want it purged", res, err)
 	}
 	b.clock.Step(50 * time.Minute) // one hour after NewSweeper
-	if _, res, err = s.Run(ctx, b.view(2, false), brokenCycle); err != nil || len(res.Purged) != 2 {
+	if _, res, err = s.Reconcile(ctx, b.view(2, false), brokenCycle); err != nil || len(res.Purged) != 2 {
 		t.Fatalf("after the window: %+v, %v; want the other 2 purged", res, err)
 	}
 }
@@ -255,9 +255,9 @@ func (downLedger) LoadAutoPurges(context.Context) ([]orphan.AutoPurge, string, e
 	return nil, "", errors.New("ledger unreachable")
 }
 
-// TestLedgerReadOnlyForAutomaticPurges: a Run that plans no automatic
+// TestLedgerReadOnlyForAutomaticPurges: a Reconcile that plans no automatic
 // purge (here, only a requested one) neither reads nor writes the ledger,
-// so an unreadable ledger does not stop it; a Run that would purge
+// so an unreadable ledger does not stop it; a Reconcile that would purge
 // automatically fails before doing anything.
 func TestLedgerReadOnlyForAutomaticPurges(t *testing.T) {
 	mem := orphan.NewMemStore()
@@ -266,7 +266,7 @@ func TestLedgerReadOnlyForAutomaticPurges(t *testing.T) {
 	ctx := context.Background()
 	manual := brokenCycle
 	manual.Policy = orphan.Policy{}
-	if _, res, err := s.Run(ctx, b.view(1, false), manual); err != nil || len(res.Created) != 2 {
+	if _, res, err := s.Reconcile(ctx, b.view(1, false), manual); err != nil || len(res.Created) != 2 {
 		t.Fatalf("creating the records: %+v, %v", res, err)
 	}
 	recs, _ := mem.List(ctx, orphan.Selector{NodeID: "n1"})
@@ -274,10 +274,10 @@ func TestLedgerReadOnlyForAutomaticPurges(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.clock.Step(time.Minute)
-	if _, res, err := s.Run(ctx, b.view(1, false), manual); err != nil || len(res.Purged) != 1 {
+	if _, res, err := s.Reconcile(ctx, b.view(1, false), manual); err != nil || len(res.Purged) != 1 {
 		t.Fatalf("a requested purge with the ledger unreadable: %+v, %v; want it purged", res, err)
 	}
-	if _, res, err := s.Run(ctx, b.view(1, false), brokenCycle); err == nil || len(res.Purged) != 0 || len(b.deleter.Deleted()) != 1 {
+	if _, res, err := s.Reconcile(ctx, b.view(1, false), brokenCycle); err == nil || len(res.Purged) != 0 || len(b.deleter.Deleted()) != 1 {
 		t.Fatalf("an automatic purge with the ledger unreadable: %+v, %v; want an error and nothing purged", res, err)
 	}
 }
@@ -299,7 +299,7 @@ func TestLedgerFoundThroughUnwrap(t *testing.T) {
 	var at []time.Time
 	for k := range 24 {
 		before := len(b.deleter.Deleted())
-		if _, _, err := b.sweeper().Run(ctx, b.view(k, rebuild), brokenCycle); err != nil {
+		if _, _, err := b.sweeper().Reconcile(ctx, b.view(k, rebuild), brokenCycle); err != nil {
 			t.Fatal(err)
 		}
 		for range len(b.deleter.Deleted()) - before {

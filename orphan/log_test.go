@@ -22,8 +22,11 @@ func TestMonitorLogsScans(t *testing.T) {
 	inv.Set(snapshotOf(replicaItem("n1", "disk-1", "pvc-a-0123abcd")), nil)
 	clk := clocktesting.NewFakeClock(testEpoch)
 	scans := make(chan orphan.Observation, 4)
-	mon := orphan.NewMonitor(inv, orphan.MonitorOptions{Clock: clk, Logger: slog.New(rec),
+	mon, err := orphan.NewMonitor(inv, orphan.MonitorOptions{Clock: clk, Logger: slog.New(rec),
 		OnScan: func(o orphan.Observation) { scans <- o }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := mon.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -145,8 +148,11 @@ func TestDriversWithoutLoggerStaySilent(t *testing.T) {
 	inv := &orphantest.Inventory{}
 	inv.Set(orphan.Snapshot{}, errors.New("EIO"))
 	scans := make(chan orphan.Observation, 1)
-	mon := orphan.NewMonitor(inv, orphan.MonitorOptions{Clock: clocktesting.NewFakeClock(testEpoch),
+	mon, err := orphan.NewMonitor(inv, orphan.MonitorOptions{Clock: clocktesting.NewFakeClock(testEpoch),
 		OnScan: func(o orphan.Observation) { scans <- o }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := mon.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

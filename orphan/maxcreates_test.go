@@ -12,9 +12,9 @@ import (
 )
 
 // TestMaxCreatesBatchesABacklog: a first scan that finds 25 orphans with
-// MaxCreates 10 creates them in three Runs of at most 10, each asking to
+// MaxCreates 10 creates them in three Reconciles of at most 10, each asking to
 // run again at once, and the user's deletion requested meanwhile is
-// purged by the next Run, not after the backlog.
+// purged by the next Reconcile, not after the backlog.
 func TestMaxCreatesBatchesABacklog(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(testEpoch)
@@ -36,14 +36,14 @@ func TestMaxCreatesBatchesABacklog(t *testing.T) {
 	snap := orphan.Snapshot{Items: append(items, owned), Scopes: ready(d1)}
 	cycle := orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, Scopes: hostReady("n1")}
 
-	plan, res, err := s.Run(ctx, snap, cycle)
+	plan, res, err := s.Reconcile(ctx, snap, cycle)
 	if err != nil || len(res.Created) != 10 || !plan.RequeueAt.Equal(clk.Now()) {
-		t.Fatalf("first Run: created %d, requeue %v, %v; want 10 and now", len(res.Created), plan.RequeueAt, err)
+		t.Fatalf("first Reconcile: created %d, requeue %v, %v; want 10 and now", len(res.Created), plan.RequeueAt, err)
 	}
 	// A user deletes one of the records created (it is marked cleanable
-	// by the next Run first, as Longhorn requires).
-	if _, res2, err := s.Run(ctx, snap, cycle); err != nil || len(res2.Created) != 10 {
-		t.Fatalf("second Run: created %d, %v; want 10", len(res2.Created), err)
+	// by the next Reconcile first, as Longhorn requires).
+	if _, res2, err := s.Reconcile(ctx, snap, cycle); err != nil || len(res2.Created) != 10 {
+		t.Fatalf("second Reconcile: created %d, %v; want 10", len(res2.Created), err)
 	}
 	victim := res.Created[0]
 	rec, err := store.Get(ctx, victim)
@@ -54,18 +54,18 @@ func TestMaxCreatesBatchesABacklog(t *testing.T) {
 	if _, err := store.Update(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	plan, res, err = s.Run(ctx, snap, cycle)
+	plan, res, err = s.Reconcile(ctx, snap, cycle)
 	if err != nil || len(res.Purged) != 1 || res.Purged[0] != victim {
-		t.Fatalf("third Run: purged %v, %v; want %s purged before the backlog is done", res.Purged, err, victim)
+		t.Fatalf("third Reconcile: purged %v, %v; want %s purged before the backlog is done", res.Purged, err, victim)
 	}
 	if len(res.Created) != 5 || !plan.RequeueAt.IsZero() {
-		t.Fatalf("third Run created %d, requeue %v; want the last 5 and no requeue", len(res.Created), plan.RequeueAt)
+		t.Fatalf("third Reconcile created %d, requeue %v; want the last 5 and no requeue", len(res.Created), plan.RequeueAt)
 	}
 	all, err := store.List(ctx, orphan.Selector{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(all) != 24 {
-		t.Fatalf("after three Runs %d records; want the backlog created", len(all))
+		t.Fatalf("after three Reconciles %d records; want the backlog created", len(all))
 	}
 }

@@ -3,6 +3,7 @@ package orphan
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"reflect"
 	"sync"
@@ -80,7 +81,12 @@ type Monitor struct {
 }
 
 // NewMonitor returns a monitor of inv; it does not scan until started.
-func NewMonitor(inv Inventory, opts MonitorOptions) *Monitor {
+// It returns an error naming the option that is invalid, wrapping
+// ErrIncomplete: a nil inv.
+func NewMonitor(inv Inventory, opts MonitorOptions) (*Monitor, error) {
+	if inv == nil {
+		return nil, fmt.Errorf("%w: NewMonitor needs an Inventory", ErrIncomplete)
+	}
 	if opts.Period <= 0 {
 		opts.Period = DefaultPeriod
 	}
@@ -89,7 +95,7 @@ func NewMonitor(inv Inventory, opts MonitorOptions) *Monitor {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	opts.Hooks = noHooks(opts.Hooks)
-	return &Monitor{inv: inv, opts: opts, rescan: make(chan struct{}, 1)}
+	return &Monitor{inv: inv, opts: opts, rescan: make(chan struct{}, 1)}, nil
 }
 
 // Start runs the monitor in a new goroutine until Stop is called or ctx is

@@ -3,6 +3,7 @@ package orphan_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,11 +31,15 @@ func newMonitorHarness(t *testing.T) *monitorHarness {
 		scans:   make(chan orphan.Observation, 16),
 		changes: make(chan orphan.Observation, 16),
 	}
-	h.mon = orphan.NewMonitor(h.inv, orphan.MonitorOptions{
+	var err error
+	h.mon, err = orphan.NewMonitor(h.inv, orphan.MonitorOptions{
 		Clock:    h.clock,
 		OnScan:   func(o orphan.Observation) { h.scans <- o },
 		OnChange: func(o orphan.Observation) { h.changes <- o },
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := h.mon.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +174,10 @@ func TestMonitorStopCancelsScanAndReturns(t *testing.T) {
 	inv := &orphantest.Inventory{}
 	started, release := inv.Hold()
 	defer release()
-	mon := orphan.NewMonitor(inv, orphan.MonitorOptions{Clock: clocktesting.NewFakeClock(testEpoch)})
+	mon, err := orphan.NewMonitor(inv, orphan.MonitorOptions{Clock: clocktesting.NewFakeClock(testEpoch)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := mon.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -191,5 +199,19 @@ func TestMonitorStopCancelsScanAndReturns(t *testing.T) {
 }
 
 func TestMonitorStopWithoutStart(t *testing.T) {
-	orphan.NewMonitor(&orphantest.Inventory{}, orphan.MonitorOptions{}).Stop()
+	mon, err := orphan.NewMonitor(&orphantest.Inventory{}, orphan.MonitorOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mon.Stop()
+}
+
+// TestNewMonitorNeedsAnInventory: a Monitor without an Inventory is
+// refused when it is built, with an error naming what is missing, instead
+// of a nil dereference in its goroutine at the first scan.
+func TestNewMonitorNeedsAnInventory(t *testing.T) {
+	mon, err := orphan.NewMonitor(nil, orphan.MonitorOptions{})
+	if mon != nil || !errors.Is(err, orphan.ErrIncomplete) || !strings.Contains(err.Error(), "Inventory") {
+		t.Fatalf("NewMonitor(nil) = %v, %v; want no monitor and ErrIncomplete naming the Inventory", mon, err)
+	}
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/caretaker-storage/caretaker/orphan/orphantest"
 )
 
-// lifecycle is one node's world driven through Sweeper.Run cycle after
+// lifecycle is one node's world driven through Sweeper.Reconcile cycle after
 // cycle: a MemAdapter's items, a MemStore, a fake clock, and an
 // auto-deletion policy for replica data with a one-minute grace period.
 type lifecycle struct {
@@ -69,10 +69,10 @@ func (l *lifecycle) run(host, scan map[orphan.Scope]orphan.ScopeStatus) (orphan.
 	if scan != nil {
 		snap.Scopes = scan
 	}
-	plan, res, err := l.sweeper.Run(l.ctx, snap, orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, Scopes: host, Policy: l.policy,
+	plan, res, err := l.sweeper.Reconcile(l.ctx, snap, orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, Scopes: host, Policy: l.policy,
 		VolumesComplete: true}) // no volume listed: each is deleted, and the last-copy guard stays out of these tests
 	if err != nil {
-		l.t.Fatalf("Run: %v", err)
+		l.t.Fatalf("Reconcile: %v", err)
 	}
 	return plan, res
 }

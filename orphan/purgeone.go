@@ -34,7 +34,7 @@ type PurgeRecordOptions struct {
 	// Adapter's Scan is called.
 	Snapshot *Snapshot
 	// Judged, if set, is the host's own judgement instead (see Judged):
-	// its evidence is then required, as by RunJudged.
+	// its evidence is then required, as by ReconcileJudged.
 	Judged *Judged
 }
 
@@ -42,7 +42,7 @@ type PurgeRecordOptions struct {
 // deletion path is not the Sweeper's cycle: a finalizer that runs when a
 // user deletes an Orphan (longhorn-manager's orphan controller,
 // controller/orphan_controller.go, cleans up in its finalizer). It
-// applies every rule Run applies to a requested purge, and purges through
+// applies every rule Reconcile applies to a requested purge, and purges through
 // the same path:
 //
 //  1. It re-reads the record from the Store: gone is PurgeGone; a record
@@ -54,7 +54,7 @@ type PurgeRecordOptions struct {
 //  3. It decides with Decide over that observation (judged now with the
 //     Adapter's Judge unless opts.Judged), c's scopes, guard, volumes and
 //     overrides, and this one record: the record's scope must be Ready
-//     (c.Scopes must list its node, as for Run), its item seen and judged
+//     (c.Scopes must list its node, as for Reconcile), its item seen and judged
 //     an orphan, the record DataCleanable=True, the mass-deletion guard
 //     must not read the scope as a broken view (NoneExpected and
 //     WholeScope weigh the observation's whole group; AutoShare and
@@ -65,7 +65,7 @@ type PurgeRecordOptions struct {
 //  4. It purges as Sync does: the record re-read, its item re-judged, the
 //     volume looked up again with c.LookupVolume, then the Deleter with
 //     its own re-checks, then the record deleted. A purge of the same
-//     record already under way in this Sweeper (its Run) is refused
+//     record already under way in this Sweeper (its Reconcile) is refused
 //     (RuleInProgress); retry later.
 //
 // A refusal is returned as a *Refusal (errors.Is ErrRefused) saying the

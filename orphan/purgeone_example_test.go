@@ -37,7 +37,7 @@ func ExampleSweeper_PurgeRecord() {
 	}
 	// The node controller's cycle records the orphans.
 	snap, _ := world.Scan(ctx)
-	_, _, _ = sweeper.Run(ctx, snap, cycle)
+	_, _, _ = sweeper.Reconcile(ctx, snap, cycle)
 
 	// A user deletes both records; the finalizer runs for each.
 	for _, data := range []string{"pvc-gone-1a2b3c4d", "pvc-sick-5e6f7a8b"} {

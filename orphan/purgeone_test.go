@@ -83,7 +83,7 @@ func newFinalizerWorld(t *testing.T, owned int, orphans ...string) (*finalizerWo
 	// The node controller's cycle creates the records.
 	snap, err := w.adapter.Scan(context.Background())
 	must(t, err)
-	if _, res, err := w.sweeper.Run(context.Background(), snap, w.cycle); err != nil || len(res.Created) != len(orphans) {
+	if _, res, err := w.sweeper.Reconcile(context.Background(), snap, w.cycle); err != nil || len(res.Created) != len(orphans) {
 		t.Fatalf("the node's cycle created %v, %v; want %d records", res.Created, err, len(orphans))
 	}
 	return w, items
@@ -297,7 +297,7 @@ func TestPurgeRecordWhileTheCyclePurgesIt(t *testing.T) {
 	done := make(chan orphan.Result)
 	go func() {
 		snap, _ := w.adapter.Scan(ctx)
-		_, res, _ := w.sweeper.Run(ctx, snap, w.cycle)
+		_, res, _ := w.sweeper.Reconcile(ctx, snap, w.cycle)
 		done <- res
 	}()
 	<-inDelete

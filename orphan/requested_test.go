@@ -29,7 +29,7 @@ func TestRequestedDeletionNeverSitsSilently(t *testing.T) {
 		Volumes: map[string]orphan.VolumeState{"pvc-a": orphan.VolumeHealthy}, VolumesComplete: true}
 	run := func() (orphan.Plan, orphan.Result) {
 		t.Helper()
-		p, res, err := h.sweeper.Run(ctx, snap, cycle)
+		p, res, err := h.sweeper.Reconcile(ctx, snap, cycle)
 		must(t, err)
 		return p, res
 	}
@@ -83,12 +83,12 @@ func TestRequestedDeletionInAnUnknownScopeIsReported(t *testing.T) {
 	name, _ := item.Name()
 	d1 := orphan.Scope{NodeID: "n1", Disk: "disk-1"}
 	cycle := orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, Scopes: hostReady("n1")}
-	if _, _, err := h.sweeper.Run(ctx, orphan.Snapshot{Items: []orphan.Item{item}, Scopes: ready(d1)}, cycle); err != nil {
+	if _, _, err := h.sweeper.Reconcile(ctx, orphan.Snapshot{Items: []orphan.Item{item}, Scopes: ready(d1)}, cycle); err != nil {
 		t.Fatal(err)
 	}
 	must(t, h.store.RequestDeletion(ctx, name))
 	unknown := map[orphan.Scope]orphan.ScopeStatus{d1: {Health: orphan.HealthUnknown, Message: "listing replicas: input/output error"}}
-	_, res, err := h.sweeper.Run(ctx, orphan.Snapshot{Scopes: unknown}, cycle)
+	_, res, err := h.sweeper.Reconcile(ctx, orphan.Snapshot{Scopes: unknown}, cycle)
 	must(t, err)
 	if !refusedAs(res.Refused, name, orphan.RuleScopeUnknown, "input/output error") {
 		t.Fatalf("Refused = %+v", res.Refused)

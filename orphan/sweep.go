@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/caretaker-storage/caretaker/internal/clocks"
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 )
 
 // DefaultConcurrency is how many store or delete calls a Sweeper runs at
@@ -43,7 +44,7 @@ type Sweeper struct {
 
 	maxCreates int // SweeperOptions.MaxCreates
 
-	ledgerMu sync.Mutex  // held by Run from reading the ledger to keeping the plan's
+	ledgerMu sync.Mutex  // held by Reconcile from reading the ledger to keeping the plan's
 	ledger   []AutoPurge // the last plan's Plan.AutoPurges, if the Store is no LedgerStore
 	started  time.Time   // when NewSweeper made it: the in-memory ledger begins here
 }
@@ -71,22 +72,26 @@ type SweeperOptions struct {
 	// FinishInterrupted; each timed by Clock. Nil means none. See Hooks
 	// for when and how they are called.
 	Hooks Hooks
-	// MaxCreates, if positive, bounds the records one Run creates. When a
+	// MaxCreates, if positive, bounds the records one Reconcile creates. When a
 	// plan has more (the first scan of a disk with thousands of orphans),
-	// Run creates the first MaxCreates of them, carries out the rest of
+	// Reconcile creates the first MaxCreates of them, carries out the rest of
 	// the plan, and sets the plan's RequeueAt to now: the host runs again
 	// at once, with the records and deletion requests read anew, so a
 	// user's deletion waits for one batch of creates, not for the whole
-	// backlog. The creates left out are planned again by the next Run.
+	// backlog. The creates left out are planned again by the next Reconcile.
 	// Zero means no bound. Sync carries out whatever plan it is given.
 	MaxCreates int
 }
 
-// ErrIncomplete is returned by constructors given a nil part.
+// ErrIncomplete is wrapped by the error of a constructor given options it
+// cannot use: a nil part, or (NewAdapter) no kind or an unknown one.
+// backupdelete's constructors wrap it too.
 var ErrIncomplete = errors.New("orphan: incomplete")
 
 // NewSweeper returns a Sweeper that keeps records in store and judges and
-// deletes through a (one adapter's value, or Combine of several).
+// deletes through a (one adapter's value, or Combine of several). It
+// returns an error naming the option that is invalid, wrapping
+// ErrIncomplete: a nil store or a.
 func NewSweeper(store Store, a Adapter, opts SweeperOptions) (*Sweeper, error) {
 	if store == nil || a == nil {
 		return nil, fmt.Errorf("%w: NewSweeper needs a Store and an Adapter", ErrIncomplete)
@@ -164,7 +169,9 @@ type RecordError struct {
 	Err  error
 }
 
-func (e *RecordError) Error() string { return fmt.Sprintf("orphan %s %s: %v", e.Op, e.Name, e.Err) }
+func (e *RecordError) Error() string {
+	return fmt.Sprintf("orphan: %s %s: %s", e.Op, e.Name, strings.TrimPrefix(e.Err.Error(), "orphan: "))
+}
 
 // Unwrap returns the cause.
 func (e *RecordError) Unwrap() error { return e.Err }
@@ -178,7 +185,7 @@ func (e *RecordError) Unwrap() error { return e.Err }
 // deletion request withdrawn, dismissed, or not marked DataCleanable=True:
 // refused),
 // re-judges its item with the Judge (anything but orphan: refused),
-// under Run with Cycle.LookupVolume set looks the volume of a copy the
+// under Reconcile with Cycle.LookupVolume set looks the volume of a copy the
 // last-copy guard covers up again (the guard refuses: refused),
 // records an auto-deletion as a deletion request in the Store so that a
 // crash leaves the intent behind (the record the Store answers must still
@@ -197,7 +204,7 @@ func (s *Sweeper) Sync(ctx context.Context, plan Plan) (Result, error) {
 }
 
 // sync is Sync, with the last-copy guard's re-check of each purge's
-// volume when vr is not nil (Run's Cycle.LookupVolume).
+// volume when vr is not nil (Reconcile's Cycle.LookupVolume).
 func (s *Sweeper) sync(ctx context.Context, plan Plan, vr *volumeRecheck) (Result, error) {
 	var (
 		mu   sync.Mutex
@@ -497,7 +504,7 @@ func (s *Sweeper) purge(ctx context.Context, p Purge, vr *volumeRecheck) (*Refus
 	}
 	v, err := s.adapter.Judge(ctx, cur.Item())
 	if err != nil {
-		return nil, fmt.Errorf("re-judging: %w", err)
+		return nil, errclass.Wrapf("orphan", err, "re-judging")
 	}
 	if v.Outcome != OutcomeOrphan {
 		return refuse(RuleRecheck, "re-judged "+v.Outcome.String()+": "+v.Reason)
@@ -515,7 +522,7 @@ func (s *Sweeper) purge(ctx context.Context, p Purge, vr *volumeRecheck) (*Refus
 			if errors.Is(err, ErrNotFound) {
 				return refuse(RuleRecheck, refusalGone)
 			}
-			return nil, fmt.Errorf("recording the auto-deletion: %w", err)
+			return nil, errclass.Wrapf("orphan", err, "recording the auto-deletion")
 		}
 		// What the Store answers is the record as stored: a Store that let
 		// another writer's change through (a forget's DataCleanable=False)

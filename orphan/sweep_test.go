@@ -335,7 +335,7 @@ func TestRunLifecycle(t *testing.T) {
 
 	run := func(snap orphan.Snapshot, c orphan.Cycle) orphan.Plan {
 		t.Helper()
-		p, _, err := h.sweeper.Run(ctx, snap, c)
+		p, _, err := h.sweeper.Reconcile(ctx, snap, c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -370,7 +370,7 @@ func sortedNames(rs []orphan.Record) []string {
 	return out
 }
 
-// A snapshot taken before a purge still shows the purged data. Run given
+// A snapshot taken before a purge still shows the purged data. Reconcile given
 // that snapshot's start must not create a record for it again; a snapshot
 // started after the purge is trusted as usual.
 func TestRunIgnoresPurgedDataInOlderSnapshots(t *testing.T) {
@@ -382,19 +382,19 @@ func TestRunIgnoresPurgedDataInOlderSnapshots(t *testing.T) {
 	scanStart := h.clock.Now()
 	cycle := orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, Scopes: hostReady("n1"), ObservedAt: scanStart}
 
-	if _, _, err := h.sweeper.Run(ctx, snap, cycle); err != nil {
+	if _, _, err := h.sweeper.Reconcile(ctx, snap, cycle); err != nil {
 		t.Fatal(err)
 	}
 	name, _ := item.Name()
 	must(t, h.store.RequestDeletion(ctx, name))
 	h.clock.Step(time.Second)
-	if _, res, err := h.sweeper.Run(ctx, snap, cycle); err != nil || len(res.Purged) != 1 {
+	if _, res, err := h.sweeper.Reconcile(ctx, snap, cycle); err != nil || len(res.Purged) != 1 {
 		t.Fatalf("purge: %+v, %v", res, err)
 	}
 
 	// The same old snapshot again, as a host reconciling on the purge's
 	// own event would pass it.
-	p, res, err := h.sweeper.Run(ctx, snap, cycle)
+	p, res, err := h.sweeper.Reconcile(ctx, snap, cycle)
 	if err != nil || len(p.Create) != 0 || len(res.Created) != 0 || h.store.Len() != 0 {
 		t.Fatalf("a snapshot from before the purge re-created its record: plan %+v result %+v", p, res)
 	}
@@ -404,7 +404,7 @@ func TestRunIgnoresPurgedDataInOlderSnapshots(t *testing.T) {
 	h.clock.Step(time.Second)
 	fresh := cycle
 	fresh.ObservedAt = h.clock.Now()
-	if p, _, err := h.sweeper.Run(ctx, snap, fresh); err != nil || len(p.Create) != 1 {
+	if p, _, err := h.sweeper.Reconcile(ctx, snap, fresh); err != nil || len(p.Create) != 1 {
 		t.Fatalf("a snapshot newer than the purge was ignored: %+v, %v", p, err)
 	}
 }

@@ -63,7 +63,7 @@ func TestUnknownKindPassesThroughUntouched(t *testing.T) {
 	h.seed(t, shard)
 	ctx := context.Background()
 	for range 2 {
-		_, res, err := h.sweeper.Run(ctx, orphan.Snapshot{}, orphan.Cycle{
+		_, res, err := h.sweeper.Reconcile(ctx, orphan.Snapshot{}, orphan.Cycle{
 			Selector: orphan.Selector{NodeID: "n1"},
 			Scopes:   ready(orphan.Scope{NodeID: "n1"}),
 			Policy:   all,

@@ -15,8 +15,9 @@ type Planner struct {
 	opts Options
 }
 
-// NewPlanner returns a Planner for opts, or an error wrapping
-// ErrInvalidOptions.
+// NewPlanner returns a Planner for opts. It returns an error naming the
+// option that is invalid, wrapping ErrInvalidOptions: Options that
+// Options.Validate refuses.
 func NewPlanner(opts Options) (Planner, error) {
 	if err := opts.Validate(); err != nil {
 		return Planner{}, err

@@ -33,7 +33,9 @@ type Driver struct {
 }
 
 // NewDriver returns a Driver reading the time from opts.Clock (nil: the
-// real clock; tests pass a fake one). The error wraps ErrInvalidOptions.
+// real clock; tests pass a fake one). It returns an error naming the option
+// that is invalid, wrapping ErrInvalidOptions: a nil volumes or tickets, or
+// Options that Options.Validate refuses.
 func NewDriver(volumes VolumeSource, tickets TicketStore, opts Options) (*Driver, error) {
 	if volumes == nil || tickets == nil {
 		return nil, fmt.Errorf("%w: a volume source and a ticket store are required", ErrInvalidOptions)

@@ -140,7 +140,7 @@ func TestWithCopiesRechecksNoDataAtThePurge(t *testing.T) {
 	if !old.Items[0].Copy.NoData {
 		t.Fatalf("copy %+v, want NoData", *old.Items[0].Copy)
 	}
-	if _, _, err := sweeper.Run(ctx, old, cycle); err != nil { // records it
+	if _, _, err := sweeper.Reconcile(ctx, old, cycle); err != nil { // records it
 		t.Fatal(err)
 	}
 	clk.Step(time.Minute)
@@ -153,7 +153,7 @@ func TestWithCopiesRechecksNoDataAtThePurge(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	_, res, err := sweeper.Run(ctx, old, cycle)
+	_, res, err := sweeper.Reconcile(ctx, old, cycle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,13 +177,13 @@ func TestWithCopiesRechecksNoDataAtThePurge(t *testing.T) {
 	if now.Items[0].Copy.NoData {
 		t.Fatal("NoData after the write")
 	}
-	if _, res, err = sweeper.Run(ctx, now, cycle); err != nil || len(res.Purged) != 0 || len(res.Refused) != 1 || !strings.HasPrefix(res.Refused[0].Reason, "LastCopy") {
+	if _, res, err = sweeper.Reconcile(ctx, now, cycle); err != nil || len(res.Purged) != 0 || len(res.Refused) != 1 || !strings.HasPrefix(res.Refused[0].Reason, "LastCopy") {
 		t.Fatalf("purged %v refused %+v (%v); want LastCopy", res.Purged, res.Refused, err)
 	}
 	// The volume is deleted: its copy goes.
 	clk.Step(time.Minute)
 	cycle.Volumes, cycle.VolumesComplete = nil, true
-	if _, res, err = sweeper.Run(ctx, scan(), cycle); err != nil || len(res.Purged) != 1 {
+	if _, res, err = sweeper.Reconcile(ctx, scan(), cycle); err != nil || len(res.Purged) != 1 {
 		t.Fatalf("purged %v refused %+v (%v); want the deleted volume's copy purged", res.Purged, res.Refused, err)
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {

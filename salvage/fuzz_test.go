@@ -18,7 +18,7 @@ func FuzzParseVolumeMeta(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := salvage.ParseVolumeMeta(data)
 		if err != nil {
-			if !strings.HasPrefix(err.Error(), "volume.meta: ") {
+			if !strings.HasPrefix(err.Error(), "salvage: volume.meta: ") {
 				t.Fatalf("error does not name its file: %v", err)
 			}
 			return

@@ -111,7 +111,7 @@ func TestFaultedVolumesCopiesThatHoldDataAreNeverAutoPurged(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, res, err := sweeper.Run(ctx, snap, cycle)
+		_, res, err := sweeper.Reconcile(ctx, snap, cycle)
 		if err != nil {
 			t.Fatal(err)
 		}

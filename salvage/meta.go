@@ -14,8 +14,10 @@ const (
 )
 
 // ErrCorrupt is wrapped by every *MetaError: a meta file that is not what
-// the engine writes. It is the same value diskscan's volume.meta errors
-// come from: both read the one replica format.
+// the engine writes. Both salvage and diskscan read the one replica
+// format; ErrCorrupt is of the library's malformed-input class, so
+// errors.Is matches it with diskscan.ErrCorrupt (and every other package's
+// malformed sentinel) both ways.
 var ErrCorrupt = lhreplica.ErrCorrupt
 
 // MetaError says which meta file did not parse (File: volume.meta,

@@ -9,7 +9,7 @@ import (
 )
 
 // ErrNotRecoverable is wrapped by every *NotRecoverableError.
-var ErrNotRecoverable = errors.New("replica directory is not recoverable")
+var ErrNotRecoverable = errors.New("salvage: replica directory is not recoverable")
 
 // NotRecoverableError says why Recover refused a replica directory.
 type NotRecoverableError struct {
@@ -22,7 +22,7 @@ func (e *NotRecoverableError) Error() string {
 	for i, r := range e.Reasons {
 		s[i] = r.String()
 	}
-	return fmt.Sprintf("%s: %v: %s", e.Dir, ErrNotRecoverable, strings.Join(s, "; "))
+	return fmt.Sprintf("%v: %s: %s", ErrNotRecoverable, e.Dir, strings.Join(s, "; "))
 }
 
 // Unwrap returns ErrNotRecoverable.

@@ -71,7 +71,7 @@ func (w *v2World) scan(t *testing.T) (orphan.Snapshot, error) {
 
 func (w *v2World) run(t *testing.T, snap orphan.Snapshot) (orphan.Result, error) {
 	t.Helper()
-	_, res, err := w.sw.Run(context.Background(), snap, orphan.Cycle{Selector: orphan.Selector{NodeID: nodeID}})
+	_, res, err := w.sw.Reconcile(context.Background(), snap, orphan.Cycle{Selector: orphan.Selector{NodeID: nodeID}})
 	return res, err
 }
 

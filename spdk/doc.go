@@ -267,7 +267,8 @@
 //	defer client.Close()
 //	orphans, err := spdk.NewOrphans(client, records, spdk.Options{NodeID: node, InstanceManager: im})
 //	if err != nil { return err }
-//	m := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: func(orphan.Observation) { enqueue() }})
+//	m, err := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: func(orphan.Observation) { enqueue() }})
+//	if err != nil { return err }
 //	if err := m.Start(ctx); err != nil { return err }
 //	defer m.Stop()
 //	s, err := orphan.NewSweeper(store, orphans, orphan.SweeperOptions{}) // store: the host's orphan records, or orphan.NewMemStore()
@@ -280,7 +281,7 @@
 //			continue // nothing trustworthy yet; records stay as they are
 //		}
 //		for _, sk := range obs.Snapshot.Skipped { log.Printf("skipped %s: %s", sk.Name, sk.Reason) }
-//		plan, res, err := s.Run(ctx, obs.Snapshot, orphan.Cycle{
+//		plan, res, err := s.Reconcile(ctx, obs.Snapshot, orphan.Cycle{
 //			Selector:   orphan.Selector{NodeID: node},
 //			Scopes:     nodeHealth(), // e.g. {{NodeID: node}: {Health: orphan.HealthNodeEvicted}}
 //			Policy:     policy,

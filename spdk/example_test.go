@@ -170,7 +170,7 @@ func Example() {
 			fmt.Println(err)
 			return orphan.Result{}
 		}
-		_, res, err := s.Run(ctx, snap, orphan.Cycle{Selector: orphan.Selector{NodeID: "node-1"},
+		_, res, err := s.Reconcile(ctx, snap, orphan.Cycle{Selector: orphan.Selector{NodeID: "node-1"},
 			Scopes: map[orphan.Scope]orphan.ScopeStatus{{NodeID: "node-1"}: {Health: orphan.HealthReady}}, ObservedAt: started})
 		if err != nil {
 			fmt.Println(err)

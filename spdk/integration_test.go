@@ -71,7 +71,7 @@ func TestEndToEndRejoinAndPurge(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, res, err := sw.Run(ctx, snap, orphan.Cycle{
+		_, res, err := sw.Reconcile(ctx, snap, orphan.Cycle{
 			Selector: orphan.Selector{NodeID: nodeID},
 			Scopes:   map[orphan.Scope]orphan.ScopeStatus{{NodeID: nodeID}: {Health: health}},
 		})

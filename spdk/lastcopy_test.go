@@ -58,7 +58,7 @@ func (s *lastCopyScene) sweep(t *testing.T, vols map[string]orphan.VolumeState, 
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, res, err := sw.Run(ctx, snap, orphan.Cycle{
+		_, res, err := sw.Reconcile(ctx, snap, orphan.Cycle{
 			Selector: orphan.Selector{NodeID: nodeID},
 			Scopes:   map[orphan.Scope]orphan.ScopeStatus{{NodeID: nodeID}: {Health: orphan.HealthReady}},
 			Policy:   orphan.Policy{Kinds: []orphan.Kind{orphan.KindEngineInstance, orphan.KindReplicaInstance}},
@@ -201,7 +201,7 @@ func TestV2ReplicaWrittenAfterTheScan(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		_, res, err := sw.Run(ctx, snap, cycle)
+		_, res, err := sw.Reconcile(ctx, snap, cycle)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -249,7 +249,7 @@ func TestV2ReplicaVolumeFaultedSinceThePlan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, res, err = sw.Run(ctx, snap, cycle); err != nil {
+		if _, res, err = sw.Reconcile(ctx, snap, cycle); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -228,7 +228,7 @@ func TestScanWithoutUUIDKeepsRecords(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, _, err := sw.Run(context.Background(), snap, orphan.Cycle{Selector: orphan.Selector{NodeID: nodeID}}); err != nil {
+			if _, _, err := sw.Reconcile(context.Background(), snap, orphan.Cycle{Selector: orphan.Selector{NodeID: nodeID}}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -1,9 +1,10 @@
 package tokenring
 
 import (
-	"fmt"
 	"slices"
 	"sort"
+
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 )
 
 // Range is the token range (Start, End]. Start == End is the whole ring.
@@ -102,11 +103,11 @@ func Analyze(before, after Topology) (Analysis, error) {
 	names := endpointNames{ids: map[string]int32{}}
 	b, err := before.compile(&names)
 	if err != nil {
-		return Analysis{}, fmt.Errorf("before: %w", err)
+		return Analysis{}, errclass.Wrapf("tokenring", err, "before")
 	}
 	a, err := after.compile(&names)
 	if err != nil {
-		return Analysis{}, fmt.Errorf("after: %w", err)
+		return Analysis{}, errclass.Wrapf("tokenring", err, "after")
 	}
 	b.finish()
 	a.finish()
@@ -142,14 +143,14 @@ func Analyze(before, after Topology) (Analysis, error) {
 		} else {
 			pb, err := placeCached(placedBefore, b, rb)
 			if err != nil {
-				return Analysis{}, fmt.Errorf("keyspace %q before: %w", ks, err)
+				return Analysis{}, errclass.Wrapf("tokenring", err, "keyspace %q before", ks)
 			}
 			pa, err := placeCached(placedAfter, a, ra)
 			if err != nil {
-				return Analysis{}, fmt.Errorf("keyspace %q after: %w", ks, err)
+				return Analysis{}, errclass.Wrapf("tokenring", err, "keyspace %q after", ks)
 			}
 			if err := diffPlacements(b, a, pb, pa, acc); err != nil {
-				return Analysis{}, fmt.Errorf("keyspace %q: %w", ks, err)
+				return Analysis{}, errclass.Wrapf("tokenring", err, "keyspace %q", ks)
 			}
 		}
 		acc.flush(ks, a.isMember, names.list, result.Nodes)

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 )
 
 // Baselines is the record that makes cleanup after provisioning work
@@ -95,13 +97,13 @@ type ObserveOptions struct {
 
 // ErrNoBaseline: Baselines.Analyze met a ring member that has no
 // baseline; call Observe with that ring first.
-var ErrNoBaseline = errors.New("node has no baseline")
+var ErrNoBaseline = errors.New("tokenring: node has no baseline")
 
 // ErrInvalidBaselines: a Baselines record that cannot be used (an index
 // out of range, an unknown reason, a topology that fails
 // Topology.Validate): a corrupt or hand-edited record. Nothing is guessed
 // from it.
-var ErrInvalidBaselines = errors.New("invalid baselines")
+var ErrInvalidBaselines = errors.New("tokenring: invalid baselines")
 
 // HoldsData is DataFromKeyspaces' rule: a topology holds data when it has
 // any keyspace that is not LocalStrategy. Replicated system keyspaces
@@ -147,7 +149,7 @@ func HoldsData(t Topology) bool {
 // package's Analyze once per distinct baseline, as Baselines.Analyze does.
 func (b Baselines) Observe(now Topology, opts ObserveOptions) (Baselines, error) {
 	if err := now.Validate(); err != nil {
-		return b, fmt.Errorf("observed topology: %w", err)
+		return b, errclass.Wrapf("tokenring", err, "observed topology")
 	}
 	if err := b.Validate(); err != nil {
 		return b, err
@@ -186,7 +188,7 @@ func (b Baselines) Observe(now Topology, opts ObserveOptions) (Baselines, error)
 		base := adoptKeyspaces(b.Topologies[oldIdx], now)
 		a, err := Analyze(base, now)
 		if err != nil {
-			return b, fmt.Errorf("baseline of %q: %w", groups[oldIdx], err)
+			return b, errclass.Wrapf("tokenring", err, "baseline of %q", groups[oldIdx])
 		}
 		keptIdx := -1
 		unchanged := reflect.DeepEqual(base, now)
@@ -235,7 +237,7 @@ func (b Baselines) Observe(now Topology, opts ObserveOptions) (Baselines, error)
 		}
 		joined := withoutEndpoints(now, exclude)
 		if err := joined.Validate(); err != nil {
-			return b, fmt.Errorf("ring when %s joined: %w", ep, err)
+			return b, errclass.Wrapf("tokenring", err, "ring when %s joined", ep)
 		}
 		idx := slices.IndexFunc(out.Topologies, func(t Topology) bool { return reflect.DeepEqual(t, joined) })
 		if idx < 0 {
@@ -253,7 +255,7 @@ func (b Baselines) Observe(now Topology, opts ObserveOptions) (Baselines, error)
 // that started it). endpoint must own tokens in at.
 func (b Baselines) RecordCleanup(endpoint string, at Topology) (Baselines, error) {
 	if err := at.Validate(); err != nil {
-		return b, fmt.Errorf("cleaned topology: %w", err)
+		return b, errclass.Wrapf("tokenring", err, "cleaned topology")
 	}
 	if err := b.Validate(); err != nil {
 		return b, err
@@ -303,7 +305,7 @@ func (b Baselines) Analyze(now Topology) (Analysis, error) {
 	for _, idx := range slices.Sorted(maps.Keys(byBaseline)) {
 		a, err := Analyze(adoptKeyspaces(b.Topologies[idx], now), now)
 		if err != nil {
-			return Analysis{}, fmt.Errorf("baseline of %q: %w", byBaseline[idx], err)
+			return Analysis{}, errclass.Wrapf("tokenring", err, "baseline of %q", byBaseline[idx])
 		}
 		for _, ep := range byBaseline[idx] {
 			out.Nodes[ep] = a.Nodes[ep]

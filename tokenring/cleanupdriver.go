@@ -8,11 +8,13 @@ import (
 	"runtime/debug"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/caretaker-storage/caretaker/internal/backoff"
 	"github.com/caretaker-storage/caretaker/internal/clocks"
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 	"github.com/hashicorp/go-multierror"
 	"k8s.io/utils/clock"
 )
@@ -94,9 +96,17 @@ func cloneState(s CleanupState) CleanupState {
 // attempt of that node's cleanup.
 type CleanerFor func(endpoint string) (Cleaner, error)
 
-// CleanupDriverOptions configure a CleanupDriver. The zero value is the
-// documented defaults.
+// CleanupDriverOptions configure a CleanupDriver. Scheduler, CleanerFor
+// and Store are required; the zero value of every other field is its
+// documented default.
 type CleanupDriverOptions struct {
+	// Scheduler decides which nodes may clean at once; required.
+	Scheduler *Scheduler
+	// CleanerFor gives the Cleaner of each node; required.
+	CleanerFor CleanerFor
+	// Store keeps what runs and what is done, so that a new driver
+	// resumes; required (MemCleanupStateStore keeps it in memory).
+	Store CleanupStateStore
 	// Backoff is the wait before a failed node's next attempt: Initial,
 	// doubling up to Max. Zero fields take DefaultCleanupBackoffInitial
 	// and DefaultCleanupBackoffMax.
@@ -203,7 +213,7 @@ type CleanupRunReport struct {
 // ErrCleanupNotProven is wrapped by the error of an attempt whose
 // RunCleanup returned no error but whose report does not show every
 // listed keyspace cleaned or dropped: the attempt does not count as done.
-var ErrCleanupNotProven = errors.New("cleanup not proven by the API")
+var ErrCleanupNotProven = errors.New("tokenring: cleanup not proven by the API")
 
 // CleanupDriver runs the cleanups of one campaign: it asks the Scheduler
 // what to start, starts each through RunCleanup on the node's Cleaner, in
@@ -227,8 +237,27 @@ type CleanupDriver struct {
 	hooks   CleanupHooks
 }
 
-// NewCleanupDriver returns a driver over sched, cleaner and store.
-func NewCleanupDriver(sched *Scheduler, cleaner CleanerFor, store CleanupStateStore, opts CleanupDriverOptions) *CleanupDriver {
+// ErrInvalidOptions is wrapped by the error NewCleanupDriver returns for
+// options it cannot use.
+var ErrInvalidOptions = errors.New("tokenring: invalid options")
+
+// NewCleanupDriver returns a driver over opts.Scheduler, opts.CleanerFor
+// and opts.Store. It returns an error naming the option that is invalid,
+// wrapping ErrInvalidOptions: a missing Scheduler, CleanerFor or Store.
+func NewCleanupDriver(opts CleanupDriverOptions) (*CleanupDriver, error) {
+	var missing []string
+	if opts.Scheduler == nil {
+		missing = append(missing, "CleanupDriverOptions.Scheduler")
+	}
+	if opts.CleanerFor == nil {
+		missing = append(missing, "CleanupDriverOptions.CleanerFor")
+	}
+	if opts.Store == nil {
+		missing = append(missing, "CleanupDriverOptions.Store")
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%w: NewCleanupDriver needs %s", ErrInvalidOptions, strings.Join(missing, ", "))
+	}
 	if opts.MaxAttempts <= 0 {
 		opts.MaxAttempts = DefaultCleanupMaxAttempts
 	}
@@ -240,9 +269,9 @@ func NewCleanupDriver(sched *Scheduler, cleaner CleanerFor, store CleanupStateSt
 	if f, ok := opts.Hooks.(CleanupHooksFunc); opts.Hooks != nil && !(ok && f == nil) {
 		hooks = opts.Hooks
 	}
-	return &CleanupDriver{sched: sched, cleaner: cleaner, store: store, opts: opts, clock: clocks.Or(opts.Clock), log: log, hooks: hooks,
+	return &CleanupDriver{sched: opts.Scheduler, cleaner: opts.CleanerFor, store: opts.Store, opts: opts, clock: clocks.Or(opts.Clock), log: log, hooks: hooks,
 		policy: backoff.Policy{Initial: opts.Backoff.Initial, Max: opts.Backoff.Max}.Or(
-			backoff.Policy{Initial: DefaultCleanupBackoffInitial, Max: DefaultCleanupBackoffMax})}
+			backoff.Policy{Initial: DefaultCleanupBackoffInitial, Max: DefaultCleanupBackoffMax})}, nil
 }
 
 // saveTimeout bounds a state Save made after Run's context ended.
@@ -383,7 +412,7 @@ func (d *CleanupDriver) Run(ctx context.Context, needed []string) (CleanupRunRep
 			d.settled(ep, res, mayRun)
 			delete(todo, ep)
 			rep.Failed[ep] = res.err
-			failures = multierror.Append(failures, fmt.Errorf("node %s, %d attempts: %w", ep, attempt, res.err))
+			failures = multierror.Append(failures, errclass.Wrapf("tokenring", res.err, "node %s, %d attempts", ep, attempt))
 			ev.Outcome = CleanupGivenUp
 			if err := save(); err != nil {
 				return err
@@ -506,7 +535,7 @@ func (d *CleanupDriver) Run(ctx context.Context, needed []string) (CleanupRunRep
 			}
 			err := fmt.Errorf("%w: never started: held while %v, whose cleanup could not be confirmed stopped, counts as running", ErrCleanupNotProven, sortedKeys(mayRun))
 			rep.Failed[ep] = err
-			failures = multierror.Append(failures, fmt.Errorf("node %s: %w", ep, err))
+			failures = multierror.Append(failures, errclass.Wrapf("tokenring", err, "node %s", ep))
 		}
 	}
 	rep.Done = sortedKeys(done)
@@ -535,11 +564,11 @@ func (d *CleanupDriver) attempt(ctx context.Context, ep string) (res attemptResu
 	}()
 	c, err := d.cleaner(ep)
 	if err != nil {
-		res.err = fmt.Errorf("cleaner for %s: %w", ep, err)
+		res.err = errclass.Wrapf("tokenring", err, "cleaner for %s", ep)
 		return res
 	}
 	if c == nil {
-		res.err = fmt.Errorf("cleaner for %s: nil Cleaner", ep)
+		res.err = fmt.Errorf("tokenring: cleaner for %s: nil Cleaner", ep)
 		return res
 	}
 	res.started = true

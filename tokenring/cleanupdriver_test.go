@@ -153,10 +153,14 @@ func TestCleanupDriverRunsNineNodes(t *testing.T) {
 	store := &MemCleanupStateStore{}
 	var logs bytes.Buffer
 	var events []CleanupEvent
-	d := NewCleanupDriver(s, f.cleanerFor, store, CleanupDriverOptions{
+	d, err := NewCleanupDriver(CleanupDriverOptions{
+		Scheduler: s, CleanerFor: f.cleanerFor, Store: store,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Hooks:  CleanupHooksFunc(func(e CleanupEvent) { events = append(events, e) }),
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rep, err := d.Run(context.Background(), all9())
 	if err != nil {
 		t.Fatal(err)
@@ -211,10 +215,14 @@ func TestCleanupDriverRetriesAFailure(t *testing.T) {
 	store := &MemCleanupStateStore{}
 	var mu sync.Mutex
 	var events []CleanupEvent
-	d := NewCleanupDriver(mustScheduler(t, topo, ScheduleLimits{}), f.cleanerFor, store, CleanupDriverOptions{
+	d, err := NewCleanupDriver(CleanupDriverOptions{
+		Scheduler: mustScheduler(t, topo, ScheduleLimits{}), CleanerFor: f.cleanerFor, Store: store,
 		Clock: fc, Backoff: CleanupBackoff{Initial: time.Minute},
 		Hooks: CleanupHooksFunc(func(e CleanupEvent) { mu.Lock(); events = append(events, e); mu.Unlock() }),
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	type out struct {
 		rep CleanupRunReport
 		err error
@@ -256,11 +264,12 @@ func TestCleanupDriverGivesUp(t *testing.T) {
 	f := newFakeCluster(topo)
 	f.fail["n2"] = 100
 	fc := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
-	d := NewCleanupDriver(mustScheduler(t, topo, ScheduleLimits{}), f.cleanerFor, &MemCleanupStateStore{},
-		CleanupDriverOptions{Clock: fc, MaxAttempts: 2})
+	d, err := NewCleanupDriver(CleanupDriverOptions{Scheduler: mustScheduler(t, topo, ScheduleLimits{}), CleanerFor: f.cleanerFor, Store: &MemCleanupStateStore{}, Clock: fc, MaxAttempts: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan struct{})
 	var rep CleanupRunReport
-	var err error
 	go func() { rep, err = d.Run(context.Background(), all9()); close(done) }()
 	waitFor(t, fc, time.Hour, func() bool {
 		select {
@@ -291,13 +300,16 @@ func TestCleanupDriverResumesAfterRestart(t *testing.T) {
 	store := &MemCleanupStateStore{}
 	ctx, cancel := context.WithCancel(context.Background())
 	doneCount := 0
-	d1 := NewCleanupDriver(s, f.cleanerFor, store, CleanupDriverOptions{Hooks: CleanupHooksFunc(func(e CleanupEvent) {
+	d1, err := NewCleanupDriver(CleanupDriverOptions{Scheduler: s, CleanerFor: f.cleanerFor, Store: store, Hooks: CleanupHooksFunc(func(e CleanupEvent) {
 		if e.Outcome == CleanupDone {
 			if doneCount++; doneCount == 4 {
 				cancel()
 			}
 		}
 	})})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rep1, err := d1.Run(ctx, all9())
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("first run: %v", err)
@@ -317,7 +329,10 @@ func TestCleanupDriverResumesAfterRestart(t *testing.T) {
 	f.mu.Unlock()
 	doneBefore := slices.Clone(st.Done)
 
-	d2 := NewCleanupDriver(s, f.cleanerFor, store, CleanupDriverOptions{})
+	d2, err := NewCleanupDriver(CleanupDriverOptions{Scheduler: s, CleanerFor: f.cleanerFor, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rep2, err := d2.Run(context.Background(), all9())
 	if err != nil {
 		t.Fatal(err)
@@ -350,7 +365,10 @@ func TestCleanupDriverHonoursCancellation(t *testing.T) {
 	f := newFakeCluster(topo)
 	f.hold = time.Hour // cleanups never finish by themselves
 	store := &MemCleanupStateStore{}
-	d := NewCleanupDriver(mustScheduler(t, topo, ScheduleLimits{}), f.cleanerFor, store, CleanupDriverOptions{})
+	d, err := NewCleanupDriver(CleanupDriverOptions{Scheduler: mustScheduler(t, topo, ScheduleLimits{}), CleanerFor: f.cleanerFor, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { _, err := d.Run(ctx, all9()); errc <- err }()
@@ -373,20 +391,29 @@ func TestCleanupDriverHonoursCancellation(t *testing.T) {
 
 func TestCleanupDriverRejectsUnknownNodesAndUnprovenRuns(t *testing.T) {
 	s := mustScheduler(t, racked9(), ScheduleLimits{})
-	d := NewCleanupDriver(s, newFakeCluster(racked9()).cleanerFor, &MemCleanupStateStore{}, CleanupDriverOptions{})
+	d, err := NewCleanupDriver(CleanupDriverOptions{Scheduler: s, CleanerFor: newFakeCluster(racked9()).cleanerFor, Store: &MemCleanupStateStore{}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := d.Run(context.Background(), []string{"n1", "ghost"}); !errors.Is(err, ErrUnknownEndpoint) {
 		t.Fatalf("Run with an unknown node: %v", err)
 	}
 	bad := &MemCleanupStateStore{}
 	_ = bad.Save(context.Background(), CleanupState{Running: []string{"ghost"}})
-	d = NewCleanupDriver(s, newFakeCluster(racked9()).cleanerFor, bad, CleanupDriverOptions{})
+	d, err = NewCleanupDriver(CleanupDriverOptions{Scheduler: s, CleanerFor: newFakeCluster(racked9()).cleanerFor, Store: bad})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := d.Run(context.Background(), []string{"n1"}); !errors.Is(err, ErrUnknownEndpoint) {
 		t.Fatalf("Run with an unknown node in the state: %v", err)
 	}
 
 	// A panicking Cleaner is a failed attempt, not a crashed run.
 	panicky := func(string) (Cleaner, error) { return panickyCleaner{}, nil }
-	d = NewCleanupDriver(s, panicky, &MemCleanupStateStore{}, CleanupDriverOptions{MaxAttempts: 1})
+	d, err = NewCleanupDriver(CleanupDriverOptions{Scheduler: s, CleanerFor: panicky, Store: &MemCleanupStateStore{}, MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rep, err := d.Run(context.Background(), []string{"n1"})
 	if err == nil || !strings.Contains(err.Error(), "panicked") || len(rep.Done) != 0 || rep.Failed["n1"] == nil {
 		t.Fatalf("panicking cleaner: %+v, %v", rep, err)
@@ -396,7 +423,11 @@ func TestCleanupDriverRejectsUnknownNodesAndUnprovenRuns(t *testing.T) {
 		func(string) (Cleaner, error) { return nil, nil },
 		func(string) (Cleaner, error) { return nil, errors.New("no route to node") },
 	} {
-		d = NewCleanupDriver(s, factory, &MemCleanupStateStore{}, CleanupDriverOptions{MaxAttempts: 1})
+		var err error
+		d, err = NewCleanupDriver(CleanupDriverOptions{Scheduler: s, CleanerFor: factory, Store: &MemCleanupStateStore{}, MaxAttempts: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if rep, err := d.Run(context.Background(), []string{"n1"}); err == nil || len(rep.Done) != 0 {
 			t.Fatalf("bad factory: %+v, %v", rep, err)
 		}
@@ -436,7 +467,10 @@ func TestCleanupDriverCountsRecordedRunningAsRunning(t *testing.T) {
 	f.stops["n3"] = 0
 	store := &MemCleanupStateStore{}
 	_ = store.Save(context.Background(), CleanupState{Done: []string{"n1", "n4", "n7"}, Running: []string{"n3"}})
-	d := NewCleanupDriver(mustScheduler(t, topo, ScheduleLimits{}), f.cleanerFor, store, CleanupDriverOptions{})
+	d, err := NewCleanupDriver(CleanupDriverOptions{Scheduler: mustScheduler(t, topo, ScheduleLimits{}), CleanerFor: f.cleanerFor, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rep, err := d.Run(context.Background(), all9())
 	if err != nil {
 		t.Fatal(err)
@@ -480,9 +514,13 @@ func TestCleanupDriverLostConnectionHoldsNeighbours(t *testing.T) {
 	f.lost["n4"] = 1
 	f.stopFail["n4"] = 1 // the stop after the failure fails; the retry's succeeds
 	fc := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
-	d := NewCleanupDriver(mustScheduler(t, topo, ScheduleLimits{}), f.cleanerFor, &MemCleanupStateStore{}, CleanupDriverOptions{
+	d, err := NewCleanupDriver(CleanupDriverOptions{
+		Scheduler: mustScheduler(t, topo, ScheduleLimits{}), CleanerFor: f.cleanerFor, Store: &MemCleanupStateStore{},
 		Clock: fc, Backoff: CleanupBackoff{Initial: time.Minute},
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rep, err := runDriver(t, d, fc)
 	if err != nil {
 		t.Fatal(err)
@@ -501,9 +539,13 @@ func TestCleanupDriverStoppedAfterLostConnection(t *testing.T) {
 	f := newFakeCluster(topo)
 	f.lost["n4"] = 1
 	fc := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
-	d := NewCleanupDriver(mustScheduler(t, topo, ScheduleLimits{}), f.cleanerFor, &MemCleanupStateStore{}, CleanupDriverOptions{
+	d, err := NewCleanupDriver(CleanupDriverOptions{
+		Scheduler: mustScheduler(t, topo, ScheduleLimits{}), CleanerFor: f.cleanerFor, Store: &MemCleanupStateStore{},
 		Clock: fc, Backoff: CleanupBackoff{Initial: time.Hour},
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rep, err := runDriver(t, d, fc)
 	if err != nil {
 		t.Fatal(err)
@@ -527,9 +569,13 @@ func TestCleanupDriverGivesUpAnUnstoppableNode(t *testing.T) {
 	f.stopFail["n4"] = 1000
 	fc := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
 	store := &MemCleanupStateStore{}
-	d := NewCleanupDriver(mustScheduler(t, topo, ScheduleLimits{}), f.cleanerFor, store, CleanupDriverOptions{
+	d, err := NewCleanupDriver(CleanupDriverOptions{
+		Scheduler: mustScheduler(t, topo, ScheduleLimits{}), CleanerFor: f.cleanerFor, Store: store,
 		Clock: fc, MaxAttempts: 1,
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rep, err := runDriver(t, d, fc)
 	if err == nil {
 		t.Fatal("a run that left nodes unstarted reported success")
@@ -549,5 +595,26 @@ func TestCleanupDriverGivesUpAnUnstoppableNode(t *testing.T) {
 	st, _ := store.Load(context.Background())
 	if !slices.Contains(st.Running, "n4") {
 		t.Fatalf("state %+v: n4 may still be cleaning and must stay recorded running", st)
+	}
+}
+
+// TestNewCleanupDriverNamesMissingOptions: a driver without its Scheduler,
+// CleanerFor or Store is refused when it is built, and the error names
+// every option missing, instead of a nil dereference in the middle of a
+// campaign.
+func TestNewCleanupDriverNamesMissingOptions(t *testing.T) {
+	d, err := NewCleanupDriver(CleanupDriverOptions{MaxAttempts: 2})
+	if d != nil || !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("NewCleanupDriver without parts = %v, %v; want ErrInvalidOptions", d, err)
+	}
+	for _, opt := range []string{"CleanupDriverOptions.Scheduler", "CleanupDriverOptions.CleanerFor", "CleanupDriverOptions.Store"} {
+		if !strings.Contains(err.Error(), opt) {
+			t.Errorf("error %q does not name %s", err, opt)
+		}
+	}
+	s := mustScheduler(t, racked9(), ScheduleLimits{})
+	if _, err := NewCleanupDriver(CleanupDriverOptions{Scheduler: s, CleanerFor: newFakeCluster(racked9()).cleanerFor}); !errors.Is(err, ErrInvalidOptions) ||
+		!strings.Contains(err.Error(), "Store") || strings.Contains(err.Error(), "Scheduler") {
+		t.Errorf("NewCleanupDriver without a Store: %v; want ErrInvalidOptions naming only the Store", err)
 	}
 }

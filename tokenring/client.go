@@ -64,7 +64,7 @@ func NewClient(baseURL string, opts ClientOptions) (*Client, error) {
 		return nil, err
 	}
 	if opts.AuthToken != "" && u.Scheme != "https" {
-		return nil, fmt.Errorf("tokenring: base URL %q: %w: use https (the Manager Agent listens on https://host:10001)", baseURL, ErrTokenWithoutTLS)
+		return nil, fmt.Errorf("%w: base URL %q: use https (the Manager Agent listens on https://host:10001)", ErrTokenWithoutTLS, baseURL)
 	}
 	c := &Client{
 		base:     strings.TrimSuffix(u.String(), "/"),
@@ -248,13 +248,13 @@ func (c *Client) CleanupKeyspace(ctx context.Context, keyspace string) error {
 	err := c.call(ctx, http.MethodPost, path, nil, &result)
 	var apiErr *APIError
 	if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusBadRequest && keyspaceMissing(apiErr.Message, keyspace) {
-		return fmt.Errorf("tokenring: keyspace %q: %w: %w", keyspace, ErrKeyspaceNotFound, apiErr)
+		return fmt.Errorf("%w: keyspace %q: %w", ErrKeyspaceNotFound, keyspace, apiErr)
 	}
 	if err != nil {
 		return err
 	}
 	if string(bytes.TrimSpace(result)) != "0" {
-		return fmt.Errorf("tokenring: POST %s: %w: ScyllaDB answers a finished cleanup with 0, got %s", path, ErrMalformedReply, shorten(string(result)))
+		return fmt.Errorf("%w: POST %s: ScyllaDB answers a finished cleanup with 0, got %s", ErrMalformedReply, path, shorten(string(result)))
 	}
 	return nil
 }
@@ -310,14 +310,14 @@ func (c *Client) call(ctx context.Context, method, path string, query url.Values
 	if string(bytes.TrimSpace(body)) == "null" {
 		// Every endpoint we call answers a value; null decodes to "nothing"
 		// (a nil list, an empty string), which must not pass for an answer.
-		return fmt.Errorf("tokenring: %s %s: %w: null", method, path, ErrMalformedReply)
+		return fmt.Errorf("%w: %s %s: null", ErrMalformedReply, method, path)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(out); err != nil {
-		return fmt.Errorf("tokenring: %s %s: %w: %v", method, path, ErrMalformedReply, err)
+		return fmt.Errorf("%w: %s %s: %v", ErrMalformedReply, method, path, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("tokenring: %s %s: %w: data after the JSON value", method, path, ErrMalformedReply)
+		return fmt.Errorf("%w: %s %s: data after the JSON value", ErrMalformedReply, method, path)
 	}
 	return nil
 }

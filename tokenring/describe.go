@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 )
 
 // ErrReplicationMismatch: a replication (given by the host, or the only
@@ -17,7 +19,7 @@ import (
 // error names the keyspace and the first range that differs. Planning or
 // analysing with such a replication would let two replicas of a range be
 // cleaned together, or miss a node that lost ranges: nothing is guessed.
-var ErrReplicationMismatch = errors.New("replication does not match the cluster's replica placement")
+var ErrReplicationMismatch = errors.New("tokenring: replication does not match the cluster's replica placement")
 
 // DescribedRange is one entry of GET /storage_service/describe_ring/{keyspace}
 // (the "token_range" model of ScyllaDB's api/api-doc/storage_service.json):
@@ -76,7 +78,7 @@ func (c *Client) DescribeRing(ctx context.Context, keyspace string) ([]Described
 	err := c.call(ctx, http.MethodGet, path, nil, &ranges)
 	var apiErr *APIError
 	if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusBadRequest && keyspaceMissing(apiErr.Message, keyspace) {
-		return nil, fmt.Errorf("tokenring: keyspace %q: %w: %w", keyspace, ErrKeyspaceNotFound, apiErr)
+		return nil, fmt.Errorf("%w: keyspace %q: %w", ErrKeyspaceNotFound, keyspace, apiErr)
 	}
 	return ranges, err
 }
@@ -102,7 +104,7 @@ func ReadTopology(ctx context.Context, src RingSource, replicas ReplicaSource, l
 	}
 	names, err := replicas.ReplicatedKeyspaces(ctx)
 	if err != nil {
-		return Topology{}, fmt.Errorf("keyspaces: %w", err)
+		return Topology{}, errclass.Wrapf("tokenring", err, "keyspaces")
 	}
 	seen := map[string]bool{}
 	for i, ks := range names {
@@ -116,10 +118,10 @@ func ReadTopology(ctx context.Context, src RingSource, replicas ReplicaSource, l
 	for _, ks := range slices.Sorted(maps.Keys(seen)) {
 		ranges, err := replicas.DescribeRing(ctx, ks)
 		if err != nil {
-			return Topology{}, fmt.Errorf("keyspace %q: %w", ks, err)
+			return Topology{}, errclass.Wrapf("tokenring", err, "keyspace %q", ks)
 		}
 		if err := collectLocations(ring.Locations, ranges); err != nil {
-			return Topology{}, fmt.Errorf("keyspace %q: describe_ring: %w", ks, err)
+			return Topology{}, errclass.Wrapf("tokenring", err, "keyspace %q: describe_ring", ks)
 		}
 		described[ks] = ranges
 	}
@@ -132,7 +134,7 @@ func ReadTopology(ctx context.Context, src RingSource, replicas ReplicaSource, l
 		}
 		loc, err := locs.Location(ctx, ep)
 		if err != nil {
-			return Topology{}, fmt.Errorf("location of %s: %w", ep, err)
+			return Topology{}, errclass.Wrapf("tokenring", err, "location of %s", ep)
 		}
 		ring.Locations[ep] = loc
 	}
@@ -140,7 +142,7 @@ func ReadTopology(ctx context.Context, src RingSource, replicas ReplicaSource, l
 	for _, ks := range slices.Sorted(maps.Keys(described)) {
 		r, err := InferReplication(ring, described[ks])
 		if err != nil {
-			return Topology{}, fmt.Errorf("keyspace %q: %w", ks, err)
+			return Topology{}, errclass.Wrapf("tokenring", err, "keyspace %q", ks)
 		}
 		topo.Keyspaces[ks] = r
 	}

@@ -210,7 +210,13 @@
 // ErrRedirect, ErrMalformedReply and ErrTooLarge (REST replies, the
 // shared "too large" class; bodies are read up to ClientOptions.MaxReplyBytes, and an oversized one wraps
 // a *bounded.TooLargeError), ErrInvalidURL and
-// ErrTokenWithoutTLS (NewClient's configuration). Non-2xx replies are
+// ErrTokenWithoutTLS (NewClient's configuration). ErrMalformedReply and
+// ErrRedirect are of the library's shared malformed-input and redirect
+// classes: errors.Is matches them with every other package's sentinel of
+// the same class (diskscan.ErrCorrupt, ...), and an *APIError of HTTP 3xx
+// matches every redirect sentinel. Every error text starts with
+// "tokenring: ". NewCleanupDriver without a Scheduler, CleanerFor or Store
+// wraps ErrInvalidOptions. Non-2xx replies are
 // *APIError. IsRetryable classifies any error of this package. RunCleanup
 // continues past failing keyspaces and returns them all in a
 // *multierror.Error and in its report.

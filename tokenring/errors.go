@@ -22,23 +22,23 @@ var (
 	// ErrKeyspaceNotFound: ScyllaDB said the keyspace asked for does not
 	// exist (it was dropped). See Client.CleanupKeyspace for the exact
 	// replies that prove it.
-	ErrKeyspaceNotFound = errors.New("keyspace does not exist")
+	ErrKeyspaceNotFound = errors.New("tokenring: keyspace does not exist")
 	// ErrRedirect: the API answered with a redirect. ScyllaDB's API and the
 	// Manager Agent never redirect, and following one could send the
 	// agent's bearer token to another origin, or over plain HTTP: the
 	// client never follows redirects. The *APIError in the chain holds
 	// the status and the Location it pointed to.
-	ErrRedirect = errors.New("redirect refused")
+	ErrRedirect = errclass.New("tokenring", "redirect refused", errclass.ErrRedirect)
 	// ErrInvalidURL: NewClient was given a base URL it cannot use (no
 	// scheme, a scheme other than http or https, no host, credentials,
 	// a query or a fragment).
-	ErrInvalidURL = errors.New("invalid base URL")
+	ErrInvalidURL = errors.New("tokenring: invalid base URL")
 	// ErrTokenWithoutTLS: ClientOptions.AuthToken was set with an http
 	// base URL. The Manager Agent's token is only ever sent over TLS.
-	ErrTokenWithoutTLS = errors.New("refusing to send the agent's bearer token without TLS")
+	ErrTokenWithoutTLS = errors.New("tokenring: refusing to send the agent's bearer token without TLS")
 	// ErrMalformedReply: the reply is not the JSON shape the API
 	// documents (truncated, wrong types, trailing garbage).
-	ErrMalformedReply = errors.New("malformed reply")
+	ErrMalformedReply = errclass.New("tokenring", "malformed reply", errclass.ErrMalformed)
 	// ErrTooLarge: a reply exceeded ClientOptions.MaxReplyBytes. The error
 	// wraps a *bounded.TooLargeError naming the request and the limit. It
 	// is caretaker's one "too large" class, the same value in every
@@ -62,14 +62,18 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("tokenring: %s %s: HTTP %d: %s", e.Method, e.Path, e.StatusCode, e.Message)
 }
 
-// Is makes a 404 match ErrNotFound and a 3xx match ErrRedirect. Nothing
+// Is makes a 404 match ErrNotFound and a 3xx match ErrRedirect (and so
+// the redirect class of every package). Nothing
 // else matches ErrNotFound: a message that merely says "does not exist"
 // proves nothing about what is missing.
 func (e *APIError) Is(target error) bool {
 	switch target {
 	case ErrNotFound:
 		return e.StatusCode == http.StatusNotFound
-	case ErrRedirect:
+	}
+	// A 3xx matches the redirect class: ErrRedirect and every other
+	// package's redirect sentinel.
+	if errors.Is(target, errclass.ErrRedirect) {
 		return e.StatusCode >= 300 && e.StatusCode <= 399
 	}
 	return false

@@ -37,7 +37,7 @@ func ExampleReadTokenRingHash() {
 	fmt.Println(err)
 	// Output:
 	// true 10.0.0.1 2 <nil>
-	// local host ID: tokenring: GET /storage_service/hostid/local: HTTP 404: local host ID is not yet set
+	// tokenring: local host ID: GET /storage_service/hostid/local: HTTP 404: local host ID is not yet set
 }
 
 // A scale-out: D joins between A and B. Only B and C lost ranges; A kept

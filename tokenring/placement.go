@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 )
 
 // placement says who replicates each range of one ring under one
@@ -216,7 +218,7 @@ func placeNetworkTopology(c compiledRing, factors map[string]int) (placement, er
 	for k, dc := range dcs {
 		if pi := partIndex[k]; pi >= 0 {
 			if err := p.finishPart(c, pi, &p.parts[pi]); err != nil {
-				return placement{}, fmt.Errorf("datacenter %q: %w", dc, err)
+				return placement{}, errclass.Wrapf("tokenring", err, "datacenter %q", dc)
 			}
 		}
 	}

@@ -5,18 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 )
 
 // ErrNotJoined: the node owns no tokens of its own yet (it is joining, or
 // left), so its view of the ring is not worth a hash. Wait and ask again.
-var ErrNotJoined = errors.New("node has not joined the token ring")
+var ErrNotJoined = errors.New("tokenring: node has not joined the token ring")
 
 // ErrInconsistentRing: the node's replies disagree with each other: it
 // owns tokens, but the ring it reports (GET /storage_service/tokens) is
 // empty or lacks some of them. The ring was changing between the two
 // calls, or a reply is stale; hashing it would record a ring the node
 // is not in. Ask again later (IsRetryable says so).
-var ErrInconsistentRing = errors.New("ring reply does not hold the node's own tokens")
+var ErrInconsistentRing = errors.New("tokenring: ring reply does not hold the node's own tokens")
 
 // Membership is the node's place in the ring.
 type Membership struct {
@@ -38,11 +40,11 @@ func ReadMembership(ctx context.Context, src RingSource) (Membership, error) {
 func readMembership(ctx context.Context, src RingSource) (Membership, []Token, error) {
 	hostID, err := src.LocalHostID(ctx)
 	if err != nil {
-		return Membership{}, nil, fmt.Errorf("local host ID: %w", err)
+		return Membership{}, nil, errclass.Wrapf("tokenring", err, "local host ID")
 	}
 	ids, err := src.HostIDs(ctx)
 	if err != nil {
-		return Membership{}, nil, fmt.Errorf("host ID map: %w", err)
+		return Membership{}, nil, errclass.Wrapf("tokenring", err, "host ID map")
 	}
 	var endpoints []string
 	for ep, id := range ids {
@@ -65,7 +67,7 @@ func readOwnTokens(ctx context.Context, src RingSource, hostID, endpoint string)
 	m := Membership{HostID: hostID, Endpoint: endpoint}
 	raw, err := src.EndpointTokens(ctx, endpoint)
 	if err != nil {
-		return m, nil, fmt.Errorf("tokens of %s: %w", endpoint, err)
+		return m, nil, errclass.Wrapf("tokenring", err, "tokens of %s", endpoint)
 	}
 	m.OwnTokens = len(raw)
 	if len(raw) == 0 {
@@ -73,7 +75,7 @@ func readOwnTokens(ctx context.Context, src RingSource, hostID, endpoint string)
 	}
 	own, err := ParseTokens(raw)
 	if err != nil {
-		return m, nil, fmt.Errorf("tokens of %s: %w", endpoint, err)
+		return m, nil, errclass.Wrapf("tokenring", err, "tokens of %s", endpoint)
 	}
 	return m, own, nil
 }
@@ -93,11 +95,11 @@ func ReadTokenRingHash(ctx context.Context, src RingSource) (string, Membership,
 	}
 	tokens, err := src.Tokens(ctx)
 	if err != nil {
-		return "", m, fmt.Errorf("tokens: %w", err)
+		return "", m, errclass.Wrapf("tokenring", err, "tokens")
 	}
 	ring, err := ParseTokens(tokens)
 	if err != nil {
-		return "", m, fmt.Errorf("tokens: %w", err)
+		return "", m, errclass.Wrapf("tokenring", err, "tokens")
 	}
 	inRing := make(map[Token]bool, len(ring))
 	for _, t := range ring {
@@ -121,7 +123,7 @@ func ReadTokenRingHash(ctx context.Context, src RingSource) (string, Membership,
 func ReadRing(ctx context.Context, src RingSource, locs LocationSource) (Ring, error) {
 	pairs, err := src.TokenEndpoints(ctx)
 	if err != nil {
-		return Ring{}, fmt.Errorf("token endpoints: %w", err)
+		return Ring{}, errclass.Wrapf("tokenring", err, "token endpoints")
 	}
 	ring := Ring{Owners: make([]TokenOwner, 0, len(pairs))}
 	var endpoints []string
@@ -129,7 +131,7 @@ func ReadRing(ctx context.Context, src RingSource, locs LocationSource) (Ring, e
 	for i, p := range pairs {
 		t, err := ParseToken(p.Token)
 		if err != nil {
-			return Ring{}, fmt.Errorf("token endpoints entry %d: %w", i, err)
+			return Ring{}, errclass.Wrapf("tokenring", err, "token endpoints entry %d", i)
 		}
 		if p.Endpoint == "" {
 			return Ring{}, fmt.Errorf("%w: token endpoints entry %d has no endpoint", ErrMalformedReply, i)
@@ -148,7 +150,7 @@ func ReadRing(ctx context.Context, src RingSource, locs LocationSource) (Ring, e
 	for _, ep := range endpoints {
 		loc, err := locs.Location(ctx, ep)
 		if err != nil {
-			return Ring{}, fmt.Errorf("location of %s: %w", ep, err)
+			return Ring{}, errclass.Wrapf("tokenring", err, "location of %s", ep)
 		}
 		ring.Locations[ep] = loc
 	}

@@ -52,7 +52,7 @@ func TestReplicationMustMatchTheRing(t *testing.T) {
 					}
 				}
 			}
-			if err := analyzeErr(bad, fine); err != nil && !strings.HasPrefix(err.Error(), "before: ") {
+			if err := analyzeErr(bad, fine); err != nil && !strings.HasPrefix(err.Error(), "tokenring: before: ") {
 				t.Errorf("error %q does not say which topology", err)
 			}
 		})

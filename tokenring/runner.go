@@ -3,9 +3,10 @@ package tokenring
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/hashicorp/go-multierror"
+
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 )
 
 // CleanupReport says what a RunCleanup did.
@@ -37,11 +38,11 @@ type CleanupReport struct {
 func RunCleanup(ctx context.Context, c Cleaner) (CleanupReport, error) {
 	var report CleanupReport
 	if err := c.StopCleanups(ctx); err != nil {
-		return report, fmt.Errorf("stop running cleanups: %w", err)
+		return report, errclass.Wrapf("tokenring", err, "stop running cleanups")
 	}
 	keyspaces, err := c.CleanupKeyspaces(ctx)
 	if err != nil {
-		return report, fmt.Errorf("list keyspaces: %w", err)
+		return report, errclass.Wrapf("tokenring", err, "list keyspaces")
 	}
 	report.Keyspaces = keyspaces
 	var failures *multierror.Error
@@ -60,7 +61,7 @@ func RunCleanup(ctx context.Context, c Cleaner) (CleanupReport, error) {
 				report.Failed = map[string]error{}
 			}
 			report.Failed[ks] = err
-			failures = multierror.Append(failures, fmt.Errorf("keyspace %q: %w", ks, err))
+			failures = multierror.Append(failures, errclass.Wrapf("tokenring", err, "keyspace %q", ks))
 		}
 	}
 	return report, failures.ErrorOrNil()

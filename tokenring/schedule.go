@@ -7,6 +7,8 @@ import (
 	"math/bits"
 	"slices"
 	"sort"
+
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 )
 
 // ScheduleLimits bound the cleanups a Scheduler lets run at once. The zero
@@ -152,9 +154,9 @@ type ScheduleStep struct {
 var (
 	// ErrUnknownEndpoint: a node said to need or run a cleanup owns no
 	// token of the ring the Scheduler was built on.
-	ErrUnknownEndpoint = errors.New("endpoint not in the ring")
+	ErrUnknownEndpoint = errors.New("tokenring: endpoint not in the ring")
 	// ErrInvalidLimits: a ScheduleLimits field is out of range.
-	ErrInvalidLimits = errors.New("invalid schedule limits")
+	ErrInvalidLimits = errors.New("tokenring: invalid schedule limits")
 )
 
 // Scheduler decides which cleanups may run together, for one topology. It
@@ -366,7 +368,7 @@ func (s *Scheduler) markConflicts(t Topology, c compiledRing, names endpointName
 		}
 		p, err := placeCached(cache, c, r)
 		if err != nil {
-			return fmt.Errorf("keyspace %q: %w", ks, err)
+			return errclass.Wrapf("tokenring", err, "keyspace %q", ks)
 		}
 		cur := newCursors(c, p)
 		for i := len(c.owner) - 1; i >= 0; i-- {
@@ -377,7 +379,7 @@ func (s *Scheduler) markConflicts(t Topology, c compiledRing, names endpointName
 			}
 			if k >= 0 {
 				if err := cur[k].back(p, &p.parts[k], ep); err != nil {
-					return fmt.Errorf("keyspace %q: %w", ks, err)
+					return errclass.Wrapf("tokenring", err, "keyspace %q", ks)
 				}
 			}
 			reps = reps[:0]

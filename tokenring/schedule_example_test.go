@@ -77,7 +77,11 @@ func ExampleCleanupDriver() {
 	}
 	s, _ := tokenring.NewScheduler(topo, tokenring.ScheduleLimits{})
 	store := &tokenring.MemCleanupStateStore{}
-	d := tokenring.NewCleanupDriver(s, func(ep string) (tokenring.Cleaner, error) { return nodes[ep], nil }, store, tokenring.CleanupDriverOptions{})
+	d, err := tokenring.NewCleanupDriver(tokenring.CleanupDriverOptions{Scheduler: s, CleanerFor: func(ep string) (tokenring.Cleaner, error) { return nodes[ep], nil }, Store: store})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	needed := slices.Sorted(maps.Keys(nodes))
 	report, err := d.Run(context.Background(), needed)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 )
 
 // Token is a Murmur3Partitioner token: a signed 64-bit position on the ring.
@@ -16,7 +18,7 @@ func (t Token) String() string { return strconv.FormatInt(int64(t), 10) }
 // ErrNotMurmur3 is wrapped by every *TokenError: the text is not a token of
 // the Murmur3 partitioner (RandomPartitioner tokens overflow 64 bits,
 // ByteOrderedPartitioner tokens are hex, and anything else is garbage).
-var ErrNotMurmur3 = errors.New("not a Murmur3 token")
+var ErrNotMurmur3 = errors.New("tokenring: not a Murmur3 token")
 
 // TokenError names a token that could not be parsed and why.
 type TokenError struct {
@@ -26,7 +28,7 @@ type TokenError struct {
 
 // Error implements error.
 func (e *TokenError) Error() string {
-	return fmt.Sprintf("tokenring: %q is %v: %s", e.Token, ErrNotMurmur3, e.Reason)
+	return fmt.Sprintf("%v: %q: %s", ErrNotMurmur3, e.Token, e.Reason)
 }
 
 // Unwrap makes errors.Is(err, ErrNotMurmur3) true.
@@ -76,7 +78,7 @@ func ParseTokens(texts []string) ([]Token, error) {
 	for i, s := range texts {
 		t, err := ParseToken(s)
 		if err != nil {
-			return nil, fmt.Errorf("token %d: %w", i, err)
+			return nil, errclass.Wrapf("tokenring", err, "token %d", i)
 		}
 		tokens[i] = t
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 )
 
 // Location is where an endpoint sits, as the snitch reports it.
@@ -123,19 +125,19 @@ func (s Topology) compile(names *endpointNames) (compiledRing, error) {
 	for _, ks := range slices.Sorted(maps.Keys(s.Keyspaces)) {
 		r := s.Keyspaces[ks]
 		if err := validateReplication(r); err != nil {
-			return compiledRing{}, fmt.Errorf("keyspace %q: %w", ks, err)
+			return compiledRing{}, errclass.Wrapf("tokenring", err, "keyspace %q", ks)
 		}
 		if r.Strategy != NetworkTopologyStrategy {
 			continue
 		}
 		if dcs == nil {
 			if dcs, err = c.datacenters(s.Ring); err != nil {
-				return compiledRing{}, fmt.Errorf("keyspace %q: %w", ks, err)
+				return compiledRing{}, errclass.Wrapf("tokenring", err, "keyspace %q", ks)
 			}
 		}
 		for _, dc := range slices.Sorted(maps.Keys(r.Datacenters)) {
 			if r.Datacenters[dc] > 0 && !dcs[dc] {
-				return compiledRing{}, fmt.Errorf("keyspace %q: %w: %w: datacenter %q (factor %d) has no endpoint in the ring; the ring has %s",
+				return compiledRing{}, fmt.Errorf("tokenring: keyspace %q: %w: %w: datacenter %q (factor %d) has no endpoint in the ring; the ring has %s",
 					ks, ErrInvalidReplication, ErrUnknownDatacenter, dc, r.Datacenters[dc], describeDatacenters(dcs))
 			}
 		}
@@ -183,19 +185,19 @@ func describeDatacenters(dcs map[string]bool) string {
 // endpoint or keyspace.
 var (
 	// ErrInvalidRing: a token owned twice, or an empty endpoint name.
-	ErrInvalidRing = errors.New("invalid token ring")
+	ErrInvalidRing = errors.New("tokenring: invalid token ring")
 	// ErrInvalidReplication: unknown strategy, a negative factor, no
 	// replicas at all, or a datacenter the ring does not have (see
 	// Topology.Validate).
-	ErrInvalidReplication = errors.New("invalid replication")
+	ErrInvalidReplication = errors.New("tokenring: invalid replication")
 	// ErrUnknownDatacenter: a NetworkTopologyStrategy keyspace asks for
 	// replicas in a datacenter without endpoints in the ring (a typo, or a
 	// replication from another cluster). Errors wrapping it also wrap
 	// ErrInvalidReplication.
-	ErrUnknownDatacenter = errors.New("datacenter not in the ring")
+	ErrUnknownDatacenter = errors.New("tokenring: datacenter not in the ring")
 	// ErrMissingLocation: a NetworkTopologyStrategy keyspace is analysed
 	// and an endpoint of the ring has no datacenter.
-	ErrMissingLocation = errors.New("endpoint without location")
+	ErrMissingLocation = errors.New("tokenring: endpoint without location")
 )
 
 func validateReplication(r Replication) error {

@@ -8,7 +8,7 @@
 //
 //	store, err := fsstore.Open("/mnt/nfs-backups", fsstore.Options{}) // the directory holding backupstore/
 //	defer store.Close()
-//	drv := backupdelete.NewDriver(store, backupdelete.DriverOptions{}) // drv.Reconcile(ctx, req) per backup the user deletes
+//	drv, err := backupdelete.NewDriver(store, backupdelete.DriverOptions{}) // drv.Reconcile(ctx, req) per backup the user deletes
 //	// or directly, under Longhorn's deletion lock:
 //	err = store.DeleteBackup(ctx, backupdelete.BackupRef{Volume: "pvc-1", Name: "backup-0123456789abcdef"})
 //

@@ -147,8 +147,11 @@ func TestDriverRetriesOmittingListing(t *testing.T) {
 	})
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
 	done := make(chan error, 4)
-	drv := backupdelete.NewDriver(s, backupdelete.DriverOptions{Clock: clk,
+	drv, err := backupdelete.NewDriver(s, backupdelete.DriverOptions{Clock: clk,
 		OnDone: func(_ backupdelete.BackupRef, err error) { done <- err }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(drv.Close)
 	state, msg := backupdelete.StateCompleted, ""
 	reconcile := func() backupdelete.StepResult {

@@ -14,7 +14,7 @@
 //	cfg := s3store.ConfigFromEnv("s3://backups@us-east-1/longhorn", os.Getenv) // Longhorn's backup-target secret variables
 //	store, err := s3store.New(cfg)
 //	err = store.Check(ctx) // endpoint, credentials and bucket, as Longhorn checks them on load
-//	drv := backupdelete.NewDriver(store, backupdelete.DriverOptions{}) // drv.Reconcile(ctx, req) per backup the user deletes
+//	drv, err := backupdelete.NewDriver(store, backupdelete.DriverOptions{}) // drv.Reconcile(ctx, req) per backup the user deletes
 //
 // It is built on aws-sdk-go-v2's service/s3 client with the aws and
 // credentials packages only: the SDK's config package is left out because

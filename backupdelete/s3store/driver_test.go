@@ -44,8 +44,12 @@ func newHost(t *testing.T) *host {
 	h := &host{t: t, e: e, clk: clocktesting.NewFakeClock(epoch), done: make(chan error, 16),
 		backups: map[string]*backupdelete.Backup{}, message: map[string]string{}}
 	h.faulty = &backupstoretest.Faulty{Store: e.store}
-	h.drv = backupdelete.NewDriver(h.faulty, backupdelete.DriverOptions{Clock: h.clk,
+	var err error
+	h.drv, err = backupdelete.NewDriver(h.faulty, backupdelete.DriverOptions{Clock: h.clk,
 		OnDone: func(_ backupdelete.BackupRef, err error) { h.done <- err }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(h.drv.Close)
 	return h
 }
@@ -236,7 +240,10 @@ func TestDriverControllerCrash(t *testing.T) {
 	cfg.Options.Clock = clocktesting.NewFakeClock(epoch) // never advances: the settle wait never ends
 	stuck, err := New(cfg)
 	must(t, err)
-	crashed := backupdelete.NewDriver(stuck, backupdelete.DriverOptions{Clock: h.clk})
+	crashed, err := backupdelete.NewDriver(stuck, backupdelete.DriverOptions{Clock: h.clk})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer crashed.Close()
 	res, err := crashed.Reconcile(context.Background(), backupdelete.Request{Ref: h.ref("backup-b"), State: backupdelete.StateCompleted})
 	if err != nil || res.State != backupdelete.StateDeleting {
@@ -335,7 +342,10 @@ func TestDriverRestartCollects(t *testing.T) {
 	}
 	fresh, err := New(h.e.cfg)
 	must(t, err)
-	drv := backupdelete.NewDriver(fresh, backupdelete.DriverOptions{Clock: h.clk})
+	drv, err := backupdelete.NewDriver(fresh, backupdelete.DriverOptions{Clock: h.clk})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(drv.Close)
 	res, err := drv.Reconcile(ctxT(t), backupdelete.Request{Ref: h.ref("backup-b"), State: backupdelete.StateDeleting})
 	if err != nil || !res.Finalize {

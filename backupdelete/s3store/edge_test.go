@@ -840,8 +840,11 @@ func TestNoSecretInLogsHooksOrErrors(t *testing.T) {
 		s := newStore(t, cfg)
 		logf("config %v %+v %#v store %v %+v %#v", cfg, cfg, cfg, s, s, s)
 		done := make(chan error, 4)
-		drv := backupdelete.NewDriver(s, backupdelete.DriverOptions{Logger: logger, Hooks: hooks,
+		drv, err := backupdelete.NewDriver(s, backupdelete.DriverOptions{Logger: logger, Hooks: hooks,
 			OnDone: func(_ backupdelete.BackupRef, err error) { done <- err }})
+		if err != nil {
+			t.Fatal(err)
+		}
 		defer drv.Close()
 		req := backupdelete.Request{Ref: backupdelete.BackupRef{Target: "default", Volume: "vol-a", Name: name}, State: backupdelete.StateCompleted}
 		for i := 0; i < 4; i++ {

@@ -169,7 +169,10 @@ func TestFaultServerRestartedMidDeletion(t *testing.T) {
 	})
 	st := faultStore(t, f, p.URL, Options{})
 	done := make(chan error, 1)
-	drv := backupdelete.NewDriver(st, backupdelete.DriverOptions{OnDone: func(_ backupdelete.BackupRef, err error) { done <- err }})
+	drv, err := backupdelete.NewDriver(st, backupdelete.DriverOptions{OnDone: func(_ backupdelete.BackupRef, err error) { done <- err }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer drv.Close()
 	ref := f.ref(faultVictim)
 	res, err := drv.Reconcile(ctx, backupdelete.Request{Ref: ref, State: backupdelete.StateCompleted})

@@ -255,7 +255,7 @@ func deleteAsync(ctx context.Context, w io.Writer, store backupStore, ref backup
 	wake := make(chan struct{}, 1)
 	var mu sync.Mutex
 	var lastErr error // the last deletion's outcome, from OnDone
-	drv := backupdelete.NewDriver(store, backupdelete.DriverOptions{
+	drv, err := backupdelete.NewDriver(store, backupdelete.DriverOptions{
 		OnDone: func(_ backupdelete.BackupRef, err error) {
 			mu.Lock()
 			lastErr = err
@@ -266,6 +266,9 @@ func deleteAsync(ctx context.Context, w io.Writer, store backupStore, ref backup
 			}
 		},
 	})
+	if err != nil {
+		return err
+	}
 	defer drv.Close()
 
 	state, msg := backupdelete.StateCompleted, ""

@@ -70,7 +70,10 @@ func runBackup(ctx context.Context, w io.Writer, dir string) error {
 
 	// Delete backup-b asynchronously, as a controller would.
 	done := make(chan error, 1)
-	drv := backupdelete.NewDriver(store, backupdelete.DriverOptions{Clock: clk, OnDone: func(_ backupdelete.BackupRef, err error) { done <- err }})
+	drv, err := backupdelete.NewDriver(store, backupdelete.DriverOptions{Clock: clk, OnDone: func(_ backupdelete.BackupRef, err error) { done <- err }})
+	if err != nil {
+		return err
+	}
 	defer drv.Close()
 	step := func(name string) (backupdelete.StepResult, error) {
 		b := host.backups[name]

@@ -88,7 +88,10 @@ func runBackupS3(ctx context.Context, w io.Writer, target string, getenv func(st
 	// deletion lock), then finalized once it is gone.
 	store.ResetStats()
 	done := make(chan error, 1)
-	drv := backupdelete.NewDriver(store, backupdelete.DriverOptions{OnDone: func(_ backupdelete.BackupRef, err error) { done <- err }})
+	drv, err := backupdelete.NewDriver(store, backupdelete.DriverOptions{OnDone: func(_ backupdelete.BackupRef, err error) { done <- err }})
+	if err != nil {
+		return err
+	}
 	defer drv.Close()
 	ref := backupdelete.BackupRef{Volume: vol, Name: "backup-b"}
 	state := backupdelete.StateCompleted

@@ -73,7 +73,10 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	// observations, so the report does not depend on when it runs.
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
 	observed := make(chan orphan.Observation, 4)
-	mon := orphan.NewMonitor(orphans, orphan.MonitorOptions{Clock: clk, OnScan: func(o orphan.Observation) { observed <- o }})
+	mon, err := orphan.NewMonitor(orphans, orphan.MonitorOptions{Clock: clk, OnScan: func(o orphan.Observation) { observed <- o }})
+	if err != nil {
+		return err
+	}
 	if err := mon.Start(ctx); err != nil {
 		return err
 	}
@@ -119,7 +122,7 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	// disks'.
 	nodeReady := map[orphan.Scope]orphan.ScopeStatus{{NodeID: qsNode}: {Health: orphan.HealthReady}}
 	cycle := orphan.Cycle{Selector: orphan.Selector{NodeID: qsNode}, Scopes: nodeReady}
-	plan, res, err := sweeper.Run(ctx, snap, cycle)
+	plan, res, err := sweeper.Reconcile(ctx, snap, cycle)
 	if err != nil {
 		return err
 	}
@@ -156,7 +159,7 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	if err := request(victim); err != nil {
 		return err
 	}
-	plan, res, err = sweeper.Run(ctx, snap, cycle)
+	plan, res, err = sweeper.Reconcile(ctx, snap, cycle)
 	if err != nil {
 		return err
 	}
@@ -182,7 +185,7 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	if snap, err = rescan(mon, next); err != nil {
 		return err
 	}
-	_, res, err = sweeper.Run(ctx, snap, cycle)
+	_, res, err = sweeper.Reconcile(ctx, snap, cycle)
 	if err != nil {
 		return err
 	}
@@ -201,7 +204,7 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	}
 	evicted := orphan.Cycle{Selector: cycle.Selector, Scopes: map[orphan.Scope]orphan.ScopeStatus{
 		{NodeID: qsNode}: {Health: orphan.HealthNodeEvicted, Message: "eviction requested for node " + qsNode}}}
-	_, res, err = sweeper.Run(ctx, snap, evicted)
+	_, res, err = sweeper.Reconcile(ctx, snap, evicted)
 	if err != nil {
 		return err
 	}
@@ -210,7 +213,7 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	if err := onDisk(stale); err != nil || len(res.Purged) != 0 {
 		return fmt.Errorf("%s purged on an evicted node: %v %+v", stale, err, res)
 	}
-	if _, res, err = sweeper.Run(ctx, snap, cycle); err != nil {
+	if _, res, err = sweeper.Reconcile(ctx, snap, cycle); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "Eviction over: the next sweep creates its record again (%d created), waiting for a new request.\n", len(res.Created))
@@ -222,7 +225,7 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	if snap, err = rescan(mon, next); err != nil {
 		return err
 	}
-	if _, _, err = sweeper.Run(ctx, snap, cycle); err != nil {
+	if _, _, err = sweeper.Reconcile(ctx, snap, cycle); err != nil {
 		return err
 	}
 	all, err := store.List(ctx, orphan.Selector{NodeID: qsNode})
@@ -234,7 +237,7 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 			return err
 		}
 	}
-	_, res, err = sweeper.Run(ctx, snap, cycle)
+	_, res, err = sweeper.Reconcile(ctx, snap, cycle)
 	if err != nil {
 		return err
 	}
@@ -261,7 +264,7 @@ func runDiskscan(ctx context.Context, w io.Writer, dir string) error {
 	if snap, err = rescan(mon, next); err != nil {
 		return err
 	}
-	if _, res, err = sweeper.Run(ctx, snap, cycle); err != nil {
+	if _, res, err = sweeper.Reconcile(ctx, snap, cycle); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "The list is right again: %s forgotten (owned); the user's request for the real orphan stands: %d purged.\n",

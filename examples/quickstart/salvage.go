@@ -107,7 +107,7 @@ func runLastCopy(ctx context.Context, w io.Writer, dir string) error {
 		if err != nil {
 			return orphan.Result{}, err
 		}
-		_, res, err := sweeper.Run(ctx, snap, cycle)
+		_, res, err := sweeper.Reconcile(ctx, snap, cycle)
 		return res, err
 	}
 	// The first sweep records the orphans (cleanable); the second is the

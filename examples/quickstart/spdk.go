@@ -110,7 +110,7 @@ func runSPDK(ctx context.Context, w io.Writer, dir string) error {
 	// only says the runtime was read completely.
 	cyc := orphan.Cycle{Selector: orphan.Selector{NodeID: v2Node}, Policy: policy,
 		Scopes: map[orphan.Scope]orphan.ScopeStatus{{NodeID: v2Node}: {Health: orphan.HealthReady}}}
-	plan, _, err := sweeper.Run(ctx, snap, cyc)
+	plan, _, err := sweeper.Reconcile(ctx, snap, cyc)
 	if err != nil {
 		return err
 	}
@@ -152,7 +152,7 @@ func runSPDK(ctx context.Context, w io.Writer, dir string) error {
 	if err != nil {
 		return err
 	}
-	_, res, err := sweeper.Run(ctx, snap, cyc)
+	_, res, err := sweeper.Reconcile(ctx, snap, cyc)
 	if err != nil {
 		return err
 	}

@@ -148,7 +148,10 @@ func follow(w io.Writer, c config, sched *tokenring.Scheduler, needed []string, 
 		printf("  %s: cleaning ...\n", ep)
 		return nodeCleaner(c, opts, ep, local, analysis)
 	}
-	d := tokenring.NewCleanupDriver(sched, cleanerFor, store, tokenring.CleanupDriverOptions{MaxAttempts: c.attempts, Hooks: hooks})
+	d, err := tokenring.NewCleanupDriver(tokenring.CleanupDriverOptions{Scheduler: sched, CleanerFor: cleanerFor, Store: store, MaxAttempts: c.attempts, Hooks: hooks})
+	if err != nil {
+		return err
+	}
 
 	// Ctrl-C stops the run; the driver records what was cut short as
 	// running, for the next run to resume.

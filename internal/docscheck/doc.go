@@ -3,7 +3,9 @@
 // `Type.Member`, an identifier or a .go/.yaml path in backticks), or
 // holds a Go snippet that is not the text of a real, compiled .go file.
 //
-// The snippets of the top-level README live in snippets.go, which the
-// build compiles and vet checks; a snippet of a nested module's README
-// lives in that module's own files.
+// The snippets of the top-level README live in snippets_test.go, which go
+// test and go vet compile. It is a test file so that no non-test code under
+// internal/ imports a public package of the module: imports run downward
+// only. A snippet of a nested module's README lives in that module's own
+// files.
 package docscheck

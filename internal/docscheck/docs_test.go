@@ -324,7 +324,7 @@ func TestCheckFindsStaleNames(t *testing.T) {
 			t.Errorf("%q passed the check", span)
 		}
 	}
-	for _, span := range []string{"diskscan.NewOrphans", "orphan.Cycle.Scopes", "orphantest.RunConformanceTests(t, orphantest.Harness{Store: ...})", "Sweeper.Run(ctx, latest.Snapshot, cycle)", "DataCleanable", "doc.go"} {
+	for _, span := range []string{"diskscan.NewOrphans", "orphan.Cycle.Scopes", "orphantest.RunConformanceTests(t, orphantest.Harness{Store: ...})", "Sweeper.Reconcile(ctx, latest.Snapshot, cycle)", "DataCleanable", "doc.go"} {
 		if p := ix.check(span, repoRoot); len(p) != 0 {
 			t.Errorf("%q failed the check: %v", span, p)
 		}

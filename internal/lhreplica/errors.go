@@ -1,13 +1,18 @@
 package lhreplica
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 )
 
 // ErrCorrupt is wrapped by every *MetaError: a replica's meta file that is
-// not what the engine writes.
-var ErrCorrupt = errors.New("corrupt replica metadata")
+// not what the engine writes. It is of the malformed-input class, so it
+// matches diskscan.ErrCorrupt and every other package's malformed sentinel
+// under errors.Is. Its text, like MetaError's, carries salvage's prefix:
+// salvage exports both (salvage.ErrCorrupt, salvage.MetaError), while
+// diskscan turns a MetaError into its own *ParseError.
+var ErrCorrupt = errclass.New("salvage", "corrupt replica metadata", errclass.ErrMalformed)
 
 // MetaError says which meta file did not parse, and why.
 type MetaError struct {
@@ -15,8 +20,9 @@ type MetaError struct {
 	Detail string // what was wrong, for people
 }
 
-// Error returns "<file>: <detail>".
-func (e *MetaError) Error() string { return e.File + ": " + e.Detail }
+// Error returns "salvage: <file>: <detail>" (see ErrCorrupt for the
+// prefix).
+func (e *MetaError) Error() string { return "salvage: " + e.File + ": " + e.Detail }
 
 // Unwrap returns ErrCorrupt.
 func (e *MetaError) Unwrap() error { return ErrCorrupt }

@@ -71,7 +71,7 @@ func runLedgerTests(t *testing.T, newLedger func(t *testing.T) (open func() orph
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, _, err := s.Run(ctx, snap, w.cycle); err != nil {
+			if _, _, err := s.Reconcile(ctx, snap, w.cycle); err != nil {
 				t.Fatalf("cycle %d: %v", k, err)
 			}
 			w.tick()
@@ -97,14 +97,14 @@ func runLedgerTests(t *testing.T, newLedger func(t *testing.T) (open func() orph
 				if concurrent {
 					var wg sync.WaitGroup
 					for _, s := range sweepers {
-						// A Run may lose a race for a record or the
+						// A Reconcile may lose a race for a record or the
 						// ledger and fail; the next cycle goes on.
-						wg.Go(func() { _, _, _ = s.Run(ctx, snap, w.cycle) })
+						wg.Go(func() { _, _, _ = s.Reconcile(ctx, snap, w.cycle) })
 					}
 					wg.Wait()
 				} else {
 					for i := range sweepers {
-						if _, _, err := sweepers[(i+k)%2].Run(ctx, snap, w.cycle); err != nil {
+						if _, _, err := sweepers[(i+k)%2].Reconcile(ctx, snap, w.cycle); err != nil {
 							t.Fatalf("cycle %d: %v", k, err)
 						}
 					}

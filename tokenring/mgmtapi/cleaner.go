@@ -74,7 +74,7 @@ var (
 	// (util/JobExecutor.java): a Cassandra restart or a thousand later
 	// jobs lose it. Whether it finished is unknown, so the cleanup is not
 	// done; a cleanup may be run again (IsRetryable is true).
-	ErrJobNotFound = errors.New("cleanup job vanished")
+	ErrJobNotFound = errors.New("mgmtapi: cleanup job vanished")
 )
 
 // JobError is a cleanup job that ended with status ERROR and the keyspace

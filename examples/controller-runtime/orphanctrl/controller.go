@@ -165,7 +165,9 @@ func Setup(mgr manager.Manager, cfg Config) (*Controller, error) {
 	if c.sweeper, err = orphan.NewSweeper(c.records, adapter, orphan.SweeperOptions{Logger: cfg.Logger, MaxCreates: cfg.MaxCreates}); err != nil {
 		return nil, err
 	}
-	c.monitor = orphan.NewMonitor(adapter, orphan.MonitorOptions{Period: cfg.Period, OnChange: func(orphan.Observation) { c.poke() }})
+	if c.monitor, err = orphan.NewMonitor(adapter, orphan.MonitorOptions{Period: cfg.Period, OnChange: func(orphan.Observation) { c.poke() }}); err != nil {
+		return nil, err
+	}
 	if err := mgr.Add(monitorRunnable{c}); err != nil {
 		return nil, err
 	}
@@ -424,7 +426,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	c.records.pin(recs)
 	volumes, complete, volumesPending := c.volumeStates(ctx, obs.Snapshot, recs)
-	plan, res, err := c.sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
+	plan, res, err := c.sweeper.Reconcile(ctx, obs.Snapshot, orphan.Cycle{
 		Selector:         sel,
 		Scopes:           c.hostScopes(),
 		Policy:           c.cfg.Policy,

@@ -156,14 +156,16 @@ func New(cfg Config) (*Agent, error) {
 	if a.sweeper, err = orphan.NewSweeper(a.store, adapter, orphan.SweeperOptions{Hooks: cfg.Hooks, MaxCreates: cfg.MaxCreates}); err != nil {
 		return nil, err
 	}
-	a.monitor = orphan.NewMonitor(adapter, orphan.MonitorOptions{Period: cfg.Period, Hooks: cfg.Hooks, OnChange: func(orphan.Observation) { a.poke() }})
+	if a.monitor, err = orphan.NewMonitor(adapter, orphan.MonitorOptions{Period: cfg.Period, Hooks: cfg.Hooks, OnChange: func(orphan.Observation) { a.poke() }}); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
 // Stats is what an agent holds and has done, for tests and benchmarks of
 // its cost.
 type Stats struct {
-	// Sweeps is the number of sweeps (orphan.Sweeper Runs) so far.
+	// Sweeps is the number of sweeps (orphan.Sweeper.Reconcile calls) so far.
 	Sweeps int64
 	// Nodes, Replicas, Volumes and Orphans are the objects of each kind
 	// the agent holds in memory now.
@@ -447,7 +449,7 @@ func (a *Agent) cycle(ctx context.Context) (time.Time, error) {
 	a.volumes.Ensure(ctx, orphan.VolumesAsked(obs.Snapshot, recs))
 	volumes, complete := a.volumes.States()
 	a.sweeps.Add(1)
-	plan, res, err := a.sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
+	plan, res, err := a.sweeper.Reconcile(ctx, obs.Snapshot, orphan.Cycle{
 		Selector:         orphan.Selector{NodeID: a.cfg.NodeID},
 		Scopes:           host,
 		Policy:           a.cfg.Policy,

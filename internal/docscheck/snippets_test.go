@@ -21,7 +21,10 @@ func embedOrphanedReplicaDirectories(ctx context.Context, expected diskscan.Expe
 		return err
 	}
 
-	mon := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: func(orphan.Observation) { enqueue() }})
+	mon, err := orphan.NewMonitor(orphans, orphan.MonitorOptions{OnChange: func(orphan.Observation) { enqueue() }})
+	if err != nil {
+		return err
+	}
 	if err := mon.Start(ctx); err != nil {
 		return err
 	}
@@ -40,7 +43,7 @@ func embedOrphanedReplicaDirectories(ctx context.Context, expected diskscan.Expe
 	// In your reconcile:
 	obs, ok := mon.Latest() // never waits for a scan
 	if ok && obs.Err == nil {
-		plan, result, err := sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
+		plan, result, err := sweeper.Reconcile(ctx, obs.Snapshot, orphan.Cycle{
 			Selector:   orphan.Selector{NodeID: "node-1"},
 			Scopes:     nodeAndDisks, // the node's health (Ready, NodeUnavailable, NodeEvicted) and evicted disks
 			Policy:     policy,
