@@ -40,6 +40,7 @@ var sentinels = map[string]map[string]error{
 		"ErrMountPoint": diskscan.ErrMountPoint, "ErrNoExpectedSource": diskscan.ErrNoExpectedSource, "ErrNoneExpected": diskscan.ErrNoneExpected,
 		"ErrNotRegular": diskscan.ErrNotRegular, "ErrNotReplica": diskscan.ErrNotReplica, "ErrStillExpected": diskscan.ErrStillExpected,
 		"ErrTooLarge": diskscan.ErrTooLarge, "ErrUnknownDisk": diskscan.ErrUnknownDisk, "ErrUnsafePath": diskscan.ErrUnsafePath,
+		"ErrNotLoaded": diskscan.ErrNotLoaded,
 	},
 	"salvage": {
 		"ErrCorrupt": salvage.ErrCorrupt, "ErrDataAppeared": salvage.ErrDataAppeared, "ErrExportBadChain": salvage.ErrExportBadChain,
