@@ -33,7 +33,8 @@ func planInputWithOrphans(n, every int) orphan.Input {
 }
 
 // BenchmarkDecide plans a node of ten disks with 1% of the items orphans,
-// and with every item an orphan (half of the orphans with a record). The
+// and with every item an orphan (half of the orphans with a record), at
+// the sizes one node has (10^2 to 10^4 items) and far beyond. The
 // yardstick in the same run is the floor of any planner over these items:
 // reading each item's match key and disk from its Parameters, which is a
 // cache miss per item on a large input; the ratio is x-touch.
@@ -66,9 +67,9 @@ func benchmarkPlanning(b *testing.B, prepare func(orphan.Input) func()) {
 		name  string
 		every int
 	}{{"orphans=1%", 100}, {"orphans=100%", 1}} {
-		for _, n := range []int{100_000, 1_000_000} {
-			in := planInputWithOrphans(n, mix.every)
+		for _, n := range []int{100, 1_000, 10_000, 100_000, 1_000_000} {
 			b.Run(fmt.Sprintf("%s/items=%d", mix.name, n), func(b *testing.B) {
+				in := planInputWithOrphans(n, mix.every)
 				floor := touchFloor(in.Candidates)
 				plan := prepare(in)
 				b.ReportAllocs()

@@ -1,0 +1,165 @@
+package orphan
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+// The benchmarks in this file weigh each of the planner's fast paths
+// against the plain code it replaces, in the same run, at the sizes one
+// node's planner sees (10^2 to 10^4 records or items): the fast sub-benchmark
+// reports x-plain, the plain version's time per operation over its own,
+// so a ratio above 1 is what the fast path buys. Run with
+//
+//	go test -run '^$' -bench 'FastPath' -benchmem -count 6 ./orphan/ | benchstat -
+var fastPathSizes = []int{100, 1_000, 10_000}
+
+// fastPathRecords are n records of a ten-disk node, in the order a store
+// lists them (by creation, not by name).
+func fastPathRecords(n int) []Record {
+	recs := make([]Record, n)
+	for i := range recs {
+		r, err := NewRecord(fastPathItem(i), time.Unix(1_700_000_000, 0))
+		if err != nil {
+			panic(err)
+		}
+		recs[i] = r
+	}
+	return recs
+}
+
+func fastPathItem(i int) Item {
+	return Item{Kind: KindReplicaData, NodeID: "node-1", DataEngine: DataEngineV1, Parameters: map[string]string{
+		ParamDataName: fmt.Sprintf("pvc-%08d-%08x", i, i), ParamDiskName: fmt.Sprintf("disk-%d", i%10),
+		ParamDiskUUID: "4c8e0c8a-1b0f-4e4b-9d55-6a3a0d3c1c11", ParamDiskPath: "/var/lib/longhorn", ParamDiskType: "filesystem",
+	}}
+}
+
+// fastPathInput is a node of ten Ready disks with n items, one in every
+// every orphan, and half of the orphans recorded.
+func fastPathInput(n, every int) Input {
+	in := Input{Now: time.Unix(1_700_000_000, 0), Scopes: map[Scope]ScopeStatus{{NodeID: "node-1"}: {Health: HealthReady}}}
+	for d := range 10 {
+		in.Scopes[Scope{NodeID: "node-1", Disk: fmt.Sprintf("disk-%d", d)}] = ScopeStatus{Health: HealthReady}
+	}
+	for i := range n {
+		it := fastPathItem(i)
+		v := Owned("expected")
+		if i%every == 0 {
+			v = Orphan("not expected")
+			if i%(2*every) == 0 {
+				r, _ := NewRecord(it, in.Now)
+				in.Records = append(in.Records, r)
+			}
+		}
+		in.Candidates = append(in.Candidates, Candidate{Item: it, Verdict: v})
+	}
+	return in
+}
+
+// timePlain times plain over n runs, in seconds per run.
+func timePlain(n int, plain func()) float64 {
+	start := time.Now()
+	for range n {
+		plain()
+	}
+	return time.Since(start).Seconds() / float64(n)
+}
+
+// BenchmarkFastPathSortRecords: the records' name order (sortedIndexes,
+// which sorts eight-byte keys by radix from radixMin on), against sorting
+// the indexes by comparing the names (slices.SortStableFunc).
+func BenchmarkFastPathSortRecords(b *testing.B) {
+	for _, n := range fastPathSizes {
+		recs := fastPathRecords(n)
+		name := func(i int) string { return recs[i].Name }
+		plain := func() []int {
+			idx := make([]int, n)
+			for i := range idx {
+				idx[i] = i
+			}
+			slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(name(a), name(b)) })
+			return idx
+		}
+		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
+			var sc scratch
+			if got, want := sortedIndexes(n, name, &sc), plain(); !slices.Equal(got, want) {
+				b.Fatal("sortedIndexes and the plain sort disagree")
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				sortedIndexes(n, name, &sc)
+			}
+			fast := b.Elapsed().Seconds() / float64(b.N)
+			b.StopTimer()
+			b.ReportMetric(timePlain(b.N, func() { plain() })/fast, "x-plain")
+		})
+	}
+}
+
+// BenchmarkFastPathSortKeys: sortKeys on the sums' leading bytes (what
+// orders new records), against slices.SortStableFunc on the same keys.
+func BenchmarkFastPathSortKeys(b *testing.B) {
+	for _, n := range fastPathSizes {
+		recs := fastPathRecords(n)
+		keys := make([]sortKey, n)
+		for i, r := range recs {
+			sum, _ := parseName(r.Name)
+			keys[i] = sortKey{lead(&sum), int32(i)}
+		}
+		tie := func(a, b int32) int { return cmp.Compare(a, b) }
+		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+			work := make([]sortKey, n)
+			var tmp []sortKey
+			b.ReportAllocs()
+			for b.Loop() {
+				copy(work, keys)
+				sortKeys(work, &tmp, tie)
+			}
+			fast := b.Elapsed().Seconds() / float64(b.N)
+			b.StopTimer()
+			b.ReportMetric(timePlain(b.N, func() {
+				copy(work, keys)
+				slices.SortStableFunc(work, func(x, y sortKey) int {
+					if c := cmp.Compare(x.k, y.k); c != 0 {
+						return c
+					}
+					return tie(x.i, y.i)
+				})
+			})/fast, "x-plain")
+		})
+	}
+}
+
+// BenchmarkFastPathMemo: a Planner in its steady state (the same input as
+// its previous cycle, so its memo finds every name), against the same
+// Planner's scratch with no memo (every name hashed), and against Decide
+// (no memo, a new scratch each call): x-plain is the memo's gain,
+// x-decide the Planner's whole.
+func BenchmarkFastPathMemo(b *testing.B) {
+	for _, mix := range []struct {
+		name  string
+		every int
+	}{{"orphans=1%", 100}, {"orphans=100%", 1}} {
+		for _, n := range fastPathSizes {
+			in := fastPathInput(n, mix.every)
+			b.Run(fmt.Sprintf("%s/items=%d", mix.name, n), func(b *testing.B) {
+				var p Planner
+				p.Decide(in)
+				p.Decide(in)
+				b.ReportAllocs()
+				for b.Loop() {
+					p.Decide(in)
+				}
+				fast := b.Elapsed().Seconds() / float64(b.N)
+				b.StopTimer()
+				var sc scratch
+				b.ReportMetric(timePlain(b.N, func() { decide(in, &sumSource{}, &sc) })/fast, "x-plain")
+				b.ReportMetric(timePlain(b.N, func() { Decide(in) })/fast, "x-decide")
+			})
+		}
+	}
+}
