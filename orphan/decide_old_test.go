@@ -940,3 +940,27 @@ func (p *planOld) applyAutoRulesOld(gs *guardState, auto []int, in Input) {
 // DecideOldForTest exposes decideOld to the orphan_test package, whose
 // input generators the differential tests share.
 var DecideOldForTest = decideOld
+
+// outsideReady is the old Decide's rules 1 to 4.
+func (p *planOld) outsideReady(r Record, st ScopeStatus, scope Scope) bool {
+	switch {
+	case st.Health == HealthReady:
+		return false
+	case st.Health.Forgets():
+		p.forget(r, ForgetReason(st.Health), st.Message)
+	case r.Dismissed:
+		p.dismissed(r)
+	case st.Health.Holds() && r.DeletionRequested:
+		p.forget(r, ForgetReason(st.Health), "deletion requested while "+scope.String()+" is "+string(st.Health)+
+			": the record goes, the data stays: "+st.Message)
+	case st.Health.Holds():
+		p.hold(r, st, scope)
+	case r.DeletionRequested && r.NotCleanable():
+		p.forget(r, ReasonNotCleanable, "deletion requested, but the record says its data is not cleanable")
+	case r.DeletionRequested:
+		p.requestKept(r, RuleScopeUnknown, "deletion requested, but scope "+scope.String()+" was not scanned completely: "+st.Message)
+	default:
+		p.Keep = append(p.Keep, Keep{Record: r, Reason: "scope " + scope.String() + " was not scanned completely: " + st.Message})
+	}
+	return true
+}

@@ -36,7 +36,7 @@ type Planner struct {
 // does; see it for the rules. The input is not modified, and nothing of
 // it is retained but the name keys the Planner copies.
 func (p *Planner) Decide(in Input) Plan {
-	plan := decide(in, &sumSource{memo: p}, &p.sc)
+	plan := decide(&in, &sumSource{memo: p}, &p.sc)
 	clear(p.sc.facts[:cap(p.sc.facts)]) // they point at this input's scopes, which are not the Planner's to keep
 	// Working arrays sized for a much larger input than this one's are
 	// given back, as the memo gives back its entries.
