@@ -28,15 +28,15 @@ type index struct {
 
 // newIndex indexes in. Candidates that could not be named are added to
 // plan.Rejected.
-func newIndex(in *Input, plan *Plan, sums *sumSource, sc *scratch) *index {
+func newIndex(in *Input, plan *Plan, sc *scratch) *index {
 	ix := &index{in: in, sc: sc}
-	ix.cands = indexCandidates(in.Candidates, in.Records, plan, sums, sc)
+	ix.cands = indexCandidates(in.Candidates, in.Records, plan, sc)
 	ix.guard = newGuardState(*in, ix.cands.counts)
 	ix.scopes = scopeResolver{scopes: in.Scopes, guard: ix.guard, evidenceRequired: in.EvidenceRequired}
 	// What each record's plan depends on is looked up in input order,
 	// which is the order the records lie in memory; they are planned in
 	// name order (recordsByName).
-	ix.facts = recordFactsOf(in.Records, &ix.cands, &ix.scopes, sums, sc)
+	ix.facts = recordFactsOf(in.Records, &ix.cands, &ix.scopes, sc)
 	return ix
 }
 
@@ -216,7 +216,7 @@ func (b bitset) contains(i int) bool { return b[i/64]&(1<<(i%64)) != 0 }
 // orphans' maps (few, usually; none when every candidate is an orphan),
 // the second reads each map once, for both the match key and the scope.
 // Names are kept as sums (see sumTable) and spelled only for new records.
-func indexCandidates(cs []Candidate, recs []Record, plan *Plan, sums *sumSource, sc *scratch) candidates {
+func indexCandidates(cs []Candidate, recs []Record, plan *Plan, sc *scratch) candidates {
 	// Orphans are always named; match keys are needed only to name the
 	// other candidates, so a set made only of orphans builds none.
 	others := 0
@@ -256,7 +256,6 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan, sums *sumSource,
 	var tally []scopeCount // by group id
 	n := min(len(needed)+len(cs)-others, len(cs))
 	out := candidates{cs: cs, byName: newSumTable(n, &sc.slots), named: room(&sc.named, n)}
-	sums.startCandidates()
 	for ci := range cs {
 		c := &cs[ci]
 		spec := lk.spec(c.Item.Kind)
@@ -276,14 +275,13 @@ func indexCandidates(cs []Candidate, recs []Record, plan *Plan, sums *sumSource,
 				continue
 			}
 		}
-		sum, err := sums.candidate(spec, &c.Item, scope.Disk)
+		sum, err := c.Item.nameSumOf(spec, scope.Disk)
 		if err != nil {
 			plan.Rejected = append(plan.Rejected, Rejected{Item: c.Item, Err: err})
 			continue
 		}
 		out.named = append(out.named, namedCandidate{sum: sum, last: int32(ci), scope: sid, orphan: orphan, copied: c.Item.Copy != nil})
 	}
-	sums.endCandidates()
 	out.merge()
 	out.recorded = newBitset(len(out.named))
 	for _, nc := range out.named {
@@ -572,16 +570,13 @@ type recordFacts struct {
 // else tells a record whose name is not the one its fields give
 // (tampered, or written by hand) from the record of the candidate it
 // names, and the hash costs less than reaching the candidate's fields
-// would. The sum of its fields comes from sums: hashed, or, for a
-// Planner, remembered by the whole string that is hashed, never by the
-// record's name or any part of a hash.
-func recordFactsOf(recs []Record, cands *candidates, scopes *scopeResolver, sums *sumSource, sc *scratch) []recordFacts {
+// would.
+func recordFactsOf(recs []Record, cands *candidates, scopes *scopeResolver, sc *scratch) []recordFacts {
 	facts := take(&sc.facts, len(recs))
 	// The names are parsed and checked first, and looked up in a loop of
 	// their own, so that the table's cache misses overlap.
 	parsed := take(&sc.parsed, len(recs))
 	canon := newBitset(len(recs))
-	sums.startRecords()
 	for i := range recs {
 		r := &recs[i]
 		rs := scopes.resolve(r.Scope())
@@ -597,11 +592,11 @@ func recordFactsOf(recs []Record, cands *candidates, scopes *scopeResolver, sums
 		parsed[i] = sum
 		canon.add(i)
 		if rs.st.Health == HealthReady {
-			own, err := sums.record(r, rs.scope.Disk)
+			it := r.Item()
+			own, err := it.nameSumOf(specOf(it.Kind), rs.scope.Disk)
 			f.consistent = err == nil && own == sum
 		}
 	}
-	sums.endRecords()
 	for i := range recs {
 		if !canon.contains(i) {
 			continue

@@ -255,26 +255,28 @@ type Rejected struct {
 //  9. the candidate is undecided: keep; if its deletion was requested,
 //     reported in Refused (RuleUndecided) and marked Error=True with the
 //     verdict's reason, which stays while the request stands;
-//  10. the candidate is an orphan and deletion was requested, or the policy
-//     auto-deletes its kind and the grace period since CreatedAt is over:
-//     - marked DataCleanable=False by Decide itself (a hold of rule 3 or a
-//     dismissal, now over) and not requested: keep; this plan marks it
+//  10. the candidate is an orphan. If its purge is not due (its deletion
+//     was not requested, and the policy does not auto-delete its kind or
+//     the grace period since CreatedAt is not over): keep (requeued for
+//     the end of the grace period, if the policy auto-deletes its kind).
+//     If it is due:
+//     (a) marked DataCleanable=False by Decide itself (a hold of rule 3 or
+//     a dismissal, now over) and not requested: keep; this plan marks it
 //     DataCleanable=True and requeues at once, as for a new record;
-//     - marked DataCleanable=False otherwise (a forget cut short, or a
+//     (b) marked DataCleanable=False otherwise (a forget cut short, or a
 //     host, left it), or requested while so marked: forget
 //     (ReasonNotCleanable), as Longhorn does;
-//     - not marked DataCleanable=True yet: keep; this plan marks it and
+//     (c) not marked DataCleanable=True yet: keep; this plan marks it and
 //     requeues at once, so the next cycle purges (Longhorn's rule: data is
 //     purged only while DataCleanable is True);
-//     - the Guard refuses its group (kind and data engine) of its scope:
+//     (d) the Guard refuses its group (kind and data engine) of its scope:
 //     keep, with a Refusal;
-//     - the candidate of its name was observed in another scope (its
+//     (e) the candidate of its name was observed in another scope (its
 //     own scope's scan did not see its item): forget (ReasonGone);
-//     - the last-copy guard refuses it (see VolumeState): keep, with a
+//     (f) the last-copy guard refuses it (see VolumeState): keep, with a
 //     Refusal;
-//     - otherwise: purge, unless it is automatic and the Guard's AutoShare
-//     or Budget rule refuses it (keep, with a Refusal);
-//     and otherwise keep.
+//     (g) otherwise: purge, unless it is automatic and the Guard's
+//     AutoShare or Budget rule refuses it (keep, with a Refusal).
 //
 // Every record kept in a Ready scope that is not marked DataCleanable=True
 // gets it in Conditions (a dismissed one excepted); a record the Guard
@@ -293,18 +295,17 @@ type Rejected struct {
 // different verdicts count as undecided. Nothing is ever purged that was
 // not judged an orphan in this very input.
 func Decide(in Input) Plan {
-	return decide(&in, &sumSource{}, &scratch{})
+	return decide(&in, &scratch{})
 }
 
-// decide is Decide with the record names' sums taken from sums, and its
-// working arrays from sc. Everything the rules look up is indexed first,
+// decide is Decide with its working arrays from sc. Everything the rules look up is indexed first,
 // once (newIndex); then each record in the input's authority goes through
 // the rules (decideRecord), in name order, so that the plan's lists come
 // out sorted; then the Guard weighs the automatic purges together, and
 // the orphans without a record get one (create).
-func decide(in *Input, sums *sumSource, sc *scratch) Plan {
+func decide(in *Input, sc *scratch) Plan {
 	var plan Plan
-	ix := newIndex(in, &plan, sums, sc)
+	ix := newIndex(in, &plan, sc)
 	// Most records are kept, and most kept ones need a condition at most
 	// once: room for all of them, so large plans never grow by copying.
 	plan.Keep = make([]Keep, 0, len(in.Records))
@@ -411,12 +412,12 @@ func (p *Plan) decideRecord(in *Input, ix *index, i int) (autoPurge bool) {
 		p.keep(r, hit, cp, "auto-deletion due at "+due.UTC().Format(time.RFC3339))
 	case !isDue:
 		p.keep(r, hit, cp, "orphan; waiting for a deletion request")
-	// Rule 10a: Decide's own DataCleanable=False, of a hold or a
+	// Rule 10(a): Decide's own DataCleanable=False, of a hold or a
 	// dismissal that is over: cleanable again, as a new record is.
 	case r.NotCleanable() && !r.DeletionRequested && heldMark(r):
 		p.requeue(in.Now)
 		p.keep(r, hit, cp, "purge due once DataCleanable=True is recorded again")
-	// Rule 10b: a DataCleanable=False of another's (a forget cut short, a
+	// Rule 10(b): a DataCleanable=False of another's (a forget cut short, a
 	// host), or any while requested: forget, as Longhorn does.
 	case r.NotCleanable():
 		what := "auto-deletion due"
@@ -424,26 +425,26 @@ func (p *Plan) decideRecord(in *Input, ix *index, i int) (autoPurge bool) {
 			what = "deletion requested"
 		}
 		p.forget(r, ReasonNotCleanable, what+", but the record says its data is not cleanable")
-	// Rule 10c: DataCleanable=True not recorded yet: the next cycle purges.
+	// Rule 10(c): DataCleanable=True not recorded yet: the next cycle purges.
 	case !r.Cleanable():
 		p.requeue(in.Now)
 		p.keep(r, hit, cp, "purge due once DataCleanable=True is recorded")
-	// Rule 10d: the Guard refuses its group.
+	// Rule 10(d): the Guard refuses its group.
 	case hit.rule != "":
 		p.refuse(r, hit, cp)
-	// Rule 10e: its name was observed in another scope only (an instance
+	// Rule 10(e): its name was observed in another scope only (an instance
 	// seen on another node: the node is not in Longhorn's formula; node
 	// and disk names that dash-join alike). That vouches for nothing in
 	// this record's scope, whose scan did not see its item.
 	case !ix.seenInScope(i):
 		p.forget(r, ReasonGone, "no longer seen in "+scope.String()+"; its name was seen in "+ix.candidateScope(i).String())
 	default:
-		// Rule 10f: the last-copy guard.
+		// Rule 10(f): the last-copy guard.
 		if lc := lastCopyHit(in, &r, ix.item(i)); lc.rule != "" {
 			p.refuse(r, lc, cp)
 			return false
 		}
-		// Rule 10g: purge; an automatic one is weighed by the Guard's
+		// Rule 10(g): purge; an automatic one is weighed by the Guard's
 		// AutoShare and Budget rules once every record is planned.
 		p.Purge = append(p.Purge, Purge{Record: r, Candidate: ix.candidate(i), Auto: !r.DeletionRequested})
 		return !r.DeletionRequested

@@ -45,17 +45,15 @@ func BenchmarkDecide(b *testing.B) {
 }
 
 // BenchmarkPlannerDecide is BenchmarkDecide for a Planner in its steady
-// state: the same input as its previous cycle, so the memo is warm and no
-// name is hashed. The yardsticks are BenchmarkDecide's (x-touch,
+// state: the same input as its previous cycle, so its working arrays are
+// sized already. The yardsticks are BenchmarkDecide's (x-touch,
 // floor-items/s, which includes hashing every orphan), and beside them
 // fields-floor-items/s: touching each item and reading every orphan's
-// name fields, without hashing, the least a planner that remembers names
-// by their whole fields must read.
+// name fields, without hashing.
 func BenchmarkPlannerDecide(b *testing.B) {
 	benchmarkPlanning(b, func(in orphan.Input) func() {
 		var p orphan.Planner
-		p.Decide(in) // the previous cycles: the memo's buffers
-		p.Decide(in) // are both in use from the third on
+		p.Decide(in) // the previous cycle: the working arrays are sized
 		return func() { p.Decide(in) }
 	})
 }
