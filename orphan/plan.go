@@ -298,11 +298,12 @@ func Decide(in Input) Plan {
 	return decide(&in, &scratch{})
 }
 
-// decide is Decide with its working arrays from sc. Everything the rules look up is indexed first,
-// once (newIndex); then each record in the input's authority goes through
-// the rules (decideRecord), in name order, so that the plan's lists come
-// out sorted; then the Guard weighs the automatic purges together, and
-// the orphans without a record get one (create).
+// decide is Decide with its working arrays from sc. Everything the rules
+// look up is indexed first, once (newIndex); then each record in the
+// input's authority goes through the rules (decideRecord), in name order,
+// so that the plan's lists come out sorted; then the Guard weighs the
+// automatic purges together, and the orphans without a record get one
+// (create).
 func decide(in *Input, sc *scratch) Plan {
 	var plan Plan
 	ix := newIndex(in, &plan, sc)
