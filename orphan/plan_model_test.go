@@ -157,7 +157,10 @@ func hardInput(rng *rand.Rand, steady bool) orphan.Input {
 		r.DeletionRequested = rng.IntN(3) == 0
 		switch rng.IntN(4) {
 		case 0:
-			r.Conditions = []metav1.Condition{{Type: orphan.ConditionDataCleanable, Status: metav1.ConditionFalse, Reason: "DiskEvicted"}}
+			// A host's mark, or Decide's own of a hold or a dismissal
+			// (rule 10(a) tells them apart).
+			reason := []string{"DiskEvicted", "NodeUnavailable", "DiskInvalid", orphan.ReasonDismissed}[rng.IntN(4)]
+			r.Conditions = []metav1.Condition{{Type: orphan.ConditionDataCleanable, Status: metav1.ConditionFalse, Reason: reason}}
 		case 1, 2:
 			r.Conditions = []metav1.Condition{{Type: orphan.ConditionDataCleanable, Status: metav1.ConditionTrue, Reason: "Cleanable"}}
 		}
