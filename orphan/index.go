@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"encoding/binary"
 	"hash/maphash"
-	"iter"
 	"strings"
 )
 
@@ -18,18 +17,20 @@ import (
 // table, a Bloom filter of match keys, radix-sorted keys, working arrays
 // that a Planner lends from one cycle to the next.
 type index struct {
-	in     *Input
-	cands  candidates
-	scopes scopeResolver
-	guard  *guardState
-	facts  []recordFacts // by index in in.Records
-	sc     *scratch
+	recs    []Record // the input's
+	cands   candidates
+	scopes  scopeResolver
+	guard   *guardState
+	facts   []recordFacts // by index in recs
+	creates []int32       // the unrecorded orphans, as indexes in cands.named, in name order
+	spelled string        // the names of the block of creates that newOrphan(j) is in
+	sc      *scratch
 }
 
 // newIndex indexes in. Candidates that could not be named are added to
 // plan.Rejected.
-func newIndex(in *Input, plan *Plan, sc *scratch) *index {
-	ix := &index{in: in, sc: sc}
+func newIndex(in *Input, plan *Plan, sc *scratch) index {
+	ix := index{recs: in.Records, sc: sc}
 	ix.cands = indexCandidates(in.Candidates, in.Records, plan, sc)
 	ix.guard = newGuardState(*in, ix.cands.counts)
 	ix.scopes = scopeResolver{scopes: in.Scopes, guard: ix.guard, evidenceRequired: in.EvidenceRequired}
@@ -42,7 +43,7 @@ func newIndex(in *Input, plan *Plan, sc *scratch) *index {
 
 // recordsByName is the indexes of the input's records in name order.
 func (ix *index) recordsByName() []int {
-	return sortedIndexes(len(ix.in.Records), func(i int) string { return ix.in.Records[i].Name }, ix.sc)
+	return sortedIndexes(len(ix.recs), func(i int) string { return ix.recs[i].Name }, ix.sc)
 }
 
 // inAuthority reports whether record i's scope resolves to a status of
@@ -84,7 +85,7 @@ func (ix *index) copy(i int) *Copy {
 // Judged requires) of record i's group in its scope; zero if none stops
 // it.
 func (ix *index) hit(i int) guardHit {
-	r := &ix.in.Records[i]
+	r := &ix.recs[i]
 	return ix.scopes.hitOf(ix.facts[i].rs, r.Kind, r.DataEngine)
 }
 
@@ -111,11 +112,10 @@ type newOrphan struct {
 	hit  guardHit // the Guard's hit of its group in its scope
 }
 
-// unrecordedOrphans is the orphan candidates of a Ready scope that no
-// record in the input's authority names: how many, and each in name
-// order. The names are spelled into strings of namesPerBlock names, and
-// each one is a piece of one.
-func (ix *index) unrecordedOrphans() (int, iter.Seq[newOrphan]) {
+// unrecordedOrphans indexes the orphan candidates of a Ready scope that
+// no record in the input's authority names, in name order, and returns
+// how many there are; newOrphan(j) is the j-th.
+func (ix *index) unrecordedOrphans() int {
 	cands := &ix.cands
 	creates := room(&ix.sc.creates, len(cands.named))
 	for i := range cands.named {
@@ -124,21 +124,23 @@ func (ix *index) unrecordedOrphans() (int, iter.Seq[newOrphan]) {
 		}
 	}
 	sortBySum(creates, cands.named, ix.sc)
-	return len(creates), func(yield func(newOrphan) bool) {
-		var spelled string // the names of this block of namesPerBlock records
-		for j, i := range creates {
-			nc := &cands.named[i]
-			if j%namesPerBlock == 0 {
-				spelled = spellNames(creates[j:min(j+namesPerBlock, len(creates))], cands.named)
-			}
-			k := j % namesPerBlock
-			it := &cands.cs[nc.last].Item
-			rs := ix.scopes.resolveID(nc.scope, cands.scopes)
-			if !yield(newOrphan{name: spelled[k*nameLen : (k+1)*nameLen], item: it, hit: ix.scopes.hitOf(rs, it.Kind, it.DataEngine)}) {
-				return
-			}
-		}
+	ix.creates = creates
+	return len(creates)
+}
+
+// newOrphan is the j-th unrecorded orphan. Ask for them in order, from
+// 0: the names are spelled into strings of namesPerBlock names as a block
+// begins, and each one is a piece of one.
+func (ix *index) newOrphan(j int) newOrphan {
+	cands := &ix.cands
+	if j%namesPerBlock == 0 {
+		ix.spelled = spellNames(ix.creates[j:min(j+namesPerBlock, len(ix.creates))], cands.named)
 	}
+	k := j % namesPerBlock
+	nc := &cands.named[ix.creates[j]]
+	it := &cands.cs[nc.last].Item
+	rs := ix.scopes.resolveID(nc.scope, cands.scopes)
+	return newOrphan{name: ix.spelled[k*nameLen : (k+1)*nameLen], item: it, hit: ix.scopes.hitOf(rs, it.Kind, it.DataEngine)}
 }
 
 // candidates is the input's candidates as Decide needs them: the ones

@@ -317,14 +317,14 @@ func decide(in *Input, sc *scratch) Plan {
 		if !ix.inAuthority(i) {
 			continue
 		}
-		if plan.decideRecord(in, ix, i) {
+		if plan.decideRecord(in, &ix, i) {
 			dueAuto = append(dueAuto, len(plan.Purge)-1)
 		}
 	}
 	// Rule 10's last step: the Guard's AutoShare and Budget rules weigh
 	// the automatic purges of a group together.
 	resort := plan.applyAutoRules(ix.guard, dueAuto, *in)
-	plan.create(in, ix)
+	plan.create(in, &ix)
 	plan.sort(resort)
 	return plan
 }
@@ -456,10 +456,11 @@ func (p *Plan) decideRecord(in *Input, ix *index, i int) (autoPurge bool) {
 // create plans a record for every orphan candidate of a Ready scope that
 // no record in the input's authority names, in name order.
 func (p *Plan) create(in *Input, ix *index) {
-	n, orphans := ix.unrecordedOrphans()
+	n := ix.unrecordedOrphans()
 	p.Create = make([]Record, 0, n)
 	var labels labelCache
-	for o := range orphans {
+	for j := range n {
+		o := ix.newOrphan(j)
 		it := o.item
 		rec := Record{Name: o.name, Kind: it.Kind, NodeID: it.NodeID, DataEngine: it.DataEngine,
 			Parameters: it.Parameters, Labels: labels.of(*it), CreatedAt: in.Now}
