@@ -122,9 +122,6 @@ func TestDecideRecordShowsTheCopy(t *testing.T) {
 			case *got != *tc.want:
 				t.Fatalf("condition\n got  %+v\n want %+v", *got, *tc.want)
 			}
-			if p2 := orphan.DecideOldForTest(in); fmt.Sprint(p2) != fmt.Sprint(p) {
-				t.Fatalf("the old Decide plans otherwise:\n%+v\n%+v", p2, p)
-			}
 		})
 	}
 }

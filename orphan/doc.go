@@ -42,8 +42,8 @@
 // Monitor that scans in the background so a slow disk never blocks the
 // host's reconcile, and a Sweeper that carries a plan out. A driver that
 // plans the same node cycle after cycle may keep a Planner: its Decide
-// makes the very same plans, and remembers the names it computed, so a
-// steady state is planned without hashing them again.
+// makes the very same plans, and keeps its working arrays from one cycle
+// to the next, so a steady state allocates little besides its plan.
 //
 // Records are byte-compatible with Longhorn's Orphan objects: the same
 // names (Item.Name), labels (Item.Labels), parameter keys (Param*),

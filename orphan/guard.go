@@ -258,16 +258,6 @@ func (k guardKey) levels() []guardKey {
 // guardCounts are the guard's counts by group of a scope.
 type guardCounts map[guardKey]*scopeCount
 
-func (gc guardCounts) add(k guardKey, valid, orphans int) {
-	c := gc[k]
-	if c == nil {
-		c = &scopeCount{}
-		gc[k] = c
-	}
-	c.valid += valid
-	c.orphans += orphans
-}
-
 // guardState is the guard evaluated over one Input. The rules that do not
 // depend on the plan (NoneExpected, WholeScope) are evaluated for a group
 // when it is first asked for, and remembered.

@@ -1,10 +1,8 @@
 package orphan
 
 import (
-	"bytes"
 	"cmp"
 	"slices"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -257,26 +255,28 @@ type Rejected struct {
 //  9. the candidate is undecided: keep; if its deletion was requested,
 //     reported in Refused (RuleUndecided) and marked Error=True with the
 //     verdict's reason, which stays while the request stands;
-//  10. the candidate is an orphan and deletion was requested, or the policy
-//     auto-deletes its kind and the grace period since CreatedAt is over:
-//     - marked DataCleanable=False by Decide itself (a hold of rule 3 or a
-//     dismissal, now over) and not requested: keep; this plan marks it
+//  10. the candidate is an orphan. If its purge is not due (its deletion
+//     was not requested, and the policy does not auto-delete its kind or
+//     the grace period since CreatedAt is not over): keep (requeued for
+//     the end of the grace period, if the policy auto-deletes its kind).
+//     If it is due:
+//     (a) marked DataCleanable=False by Decide itself (a hold of rule 3 or
+//     a dismissal, now over) and not requested: keep; this plan marks it
 //     DataCleanable=True and requeues at once, as for a new record;
-//     - marked DataCleanable=False otherwise (a forget cut short, or a
+//     (b) marked DataCleanable=False otherwise (a forget cut short, or a
 //     host, left it), or requested while so marked: forget
 //     (ReasonNotCleanable), as Longhorn does;
-//     - not marked DataCleanable=True yet: keep; this plan marks it and
+//     (c) not marked DataCleanable=True yet: keep; this plan marks it and
 //     requeues at once, so the next cycle purges (Longhorn's rule: data is
 //     purged only while DataCleanable is True);
-//     - the Guard refuses its group (kind and data engine) of its scope:
+//     (d) the Guard refuses its group (kind and data engine) of its scope:
 //     keep, with a Refusal;
-//     - the candidate of its name was observed in another scope (its
+//     (e) the candidate of its name was observed in another scope (its
 //     own scope's scan did not see its item): forget (ReasonGone);
-//     - the last-copy guard refuses it (see VolumeState): keep, with a
+//     (f) the last-copy guard refuses it (see VolumeState): keep, with a
 //     Refusal;
-//     - otherwise: purge, unless it is automatic and the Guard's AutoShare
-//     or Budget rule refuses it (keep, with a Refusal);
-//     and otherwise keep.
+//     (g) otherwise: purge, unless it is automatic and the Guard's
+//     AutoShare or Budget rule refuses it (keep, with a Refusal).
 //
 // Every record kept in a Ready scope that is not marked DataCleanable=True
 // gets it in Conditions (a dismissed one excepted); a record the Guard
@@ -295,366 +295,181 @@ type Rejected struct {
 // different verdicts count as undecided. Nothing is ever purged that was
 // not judged an orphan in this very input.
 func Decide(in Input) Plan {
-	return decide(in, &sumSource{}, &scratch{})
+	return decide(&in, &scratch{})
 }
 
-// decide is Decide with the record names' sums taken from sums, and its
-// working arrays from sc.
-func decide(in Input, sums *sumSource, sc *scratch) Plan {
+// decide is Decide with its working arrays from sc. Everything the rules
+// look up is indexed first, once (newIndex); then each record in the
+// input's authority goes through the rules (decideRecord), in name order,
+// so that the plan's lists come out sorted; then the Guard weighs the
+// automatic purges together, and the orphans without a record get one
+// (create).
+func decide(in *Input, sc *scratch) Plan {
 	var plan Plan
-	cands := indexCandidates(in.Candidates, in.Records, &plan, sums, sc)
-	guard := newGuardState(in, cands.counts)
-	scopes := scopeResolver{scopes: in.Scopes, guard: guard, evidenceRequired: in.EvidenceRequired}
+	ix := newIndex(in, &plan, sc)
 	// Most records are kept, and most kept ones need a condition at most
 	// once: room for all of them, so large plans never grow by copying.
 	plan.Keep = make([]Keep, 0, len(in.Records))
 	plan.Conditions = make([]SetConditions, 0, len(in.Records))
 	plan.conds.vols, plan.conds.msg = in.Volumes, &sc.msg
-
-	// What each record's plan depends on is looked up first, in input
-	// order, which is the order the records lie in memory; then records
-	// are planned in name order, so the plan's lists come out sorted and
-	// large ones never have to move their entries.
-	facts := recordFactsOf(in.Records, &cands, &scopes, sums, sc)
-	order := sortedIndexes(len(in.Records), func(i int) string { return in.Records[i].Name }, sc)
-	var dueAuto []int // indexes in plan.Purge of auto purges, for the guard's share rule
-	for _, i := range order {
-		f := facts[i]
-		if f.rs == nil {
+	var dueAuto []int // indexes in plan.Purge of the automatic purges
+	for _, i := range ix.recordsByName() {
+		if !ix.inAuthority(i) {
 			continue
 		}
-		r := in.Records[i]
-		st, scope := f.rs.st, f.rs.scope
-		ci, seen := int(f.ci), f.seen
-		if specOf(r.Kind) == nil {
-			// Another orphan type of Longhorn's (shard-instance...): its
-			// owner handles it; caretaker neither purges nor forgets it.
-			plan.Keep = append(plan.Keep, Keep{Record: r, Reason: unknownKindReason(r.Kind)})
-			continue
-		}
-		if plan.outsideReady(r, st, scope) {
-			continue
-		}
-		hit := scopes.hitOf(f.rs, r.Kind, r.DataEngine)
-		var cp *Copy // this cycle's inspection of its item, for ConditionRecoverable
-		if seen && cands.named[ci].copied {
-			cp = cands.cs[cands.named[ci].last].Item.Copy
-		}
-		var v Verdict
-		if seen && !f.orphan {
-			v = cands.verdict(ci) // an orphan's is known
-		}
-		if !f.consistent {
-			plan.forget(r, ReasonMismatch, "the record's name does not match its parameters")
-			continue
-		}
-		switch {
-		case !seen:
-			plan.forget(r, ReasonGone, "no longer seen in "+scope.String())
-			continue
-		case !f.orphan && v.Outcome == OutcomeOwned:
-			plan.forget(r, ReasonOwned, v.Reason)
-			continue
-		case r.Dismissed:
-			plan.dismissed(r)
-			continue
-		case !f.orphan && r.DeletionRequested:
-			plan.requestUndecided(r, hit, cp, v.Reason)
-			continue
-		case !f.orphan:
-			plan.keep(r, hit, cp, "undecided: "+v.Reason)
-			continue
-		}
-		due, auto := in.Policy.DueAt(r)
-		isDue := r.DeletionRequested || (auto && !in.Now.Before(due))
-		switch {
-		case !isDue && auto:
-			plan.requeue(due)
-			plan.keep(r, hit, cp, "auto-deletion due at "+due.UTC().Format(time.RFC3339))
-		case !isDue:
-			plan.keep(r, hit, cp, "orphan; waiting for a deletion request")
-		case r.NotCleanable() && !r.DeletionRequested && heldMark(r):
-			// Decide's own mark of an outage or a dismissal that is over:
-			// the record is cleanable again, as a new one is.
-			plan.requeue(in.Now)
-			plan.keep(r, hit, cp, "purge due once DataCleanable=True is recorded again")
-		case r.NotCleanable():
-			what := "auto-deletion due"
-			if r.DeletionRequested {
-				what = "deletion requested"
-			}
-			plan.forget(r, ReasonNotCleanable, what+", but the record says its data is not cleanable")
-		case !r.Cleanable():
-			plan.requeue(in.Now)
-			plan.keep(r, hit, cp, "purge due once DataCleanable=True is recorded")
-		case hit.rule != "":
-			plan.refuse(r, hit, cp)
-		case !sameScope(cands.scope(ci), scope):
-			// The name's observation lies in another scope (an instance
-			// seen on another node: the node is not in Longhorn's formula;
-			// node and disk names that dash-join alike). It vouches for
-			// nothing in this record's scope, whose scan did not see the
-			// record's item. Checked here, where the candidate is read
-			// anyway, because only a purge acts on the observation.
-			plan.forget(r, ReasonGone, "no longer seen in "+scope.String()+"; its name was seen in "+cands.scope(ci).String())
-		default:
-			if lc := lastCopyHit(&in, &r, &cands.cs[cands.named[ci].last].Item); lc.rule != "" {
-				plan.refuse(r, lc, cp)
-				continue
-			}
-			plan.Purge = append(plan.Purge, Purge{Record: r, Candidate: cands.candidate(ci), Auto: !r.DeletionRequested})
-			if !r.DeletionRequested {
-				dueAuto = append(dueAuto, len(plan.Purge)-1)
-			}
+		if plan.decideRecord(in, &ix, i) {
+			dueAuto = append(dueAuto, len(plan.Purge)-1)
 		}
 	}
-	resort := plan.applyAutoRules(guard, dueAuto, in)
-	plan.create(in, &cands, &scopes, sc)
+	// Rule 10's last step: the Guard's AutoShare and Budget rules weigh
+	// the automatic purges of a group together.
+	resort := plan.applyAutoRules(ix.guard, dueAuto, *in)
+	plan.create(in, &ix)
 	plan.sort(resort)
 	return plan
 }
 
-// recordFacts is what a record's plan depends on besides the record.
-type recordFacts struct {
-	rs         *resolvedScope // its scope resolved; nil outside the input's authority
-	ci         int32          // its candidate's index in named, if seen
-	seen       bool           // a candidate of its name takes part
-	orphan     bool           // that candidate's merged verdict is OutcomeOrphan
-	consistent bool           // its name is the one its fields give; computed only in a Ready scope
-}
+// decideRecord plans in.Records[i], a record in the input's authority, by
+// the rules listed on Decide: its cases are the rules, in their order and
+// with their numbers. It reports whether it planned an automatic purge,
+// which the Guard's AutoShare and Budget rules weigh once every record is
+// planned (see applyAutoRules).
+func (p *Plan) decideRecord(in *Input, ix *index, i int) (autoPurge bool) {
+	r := in.Records[i]
+	st, scope := ix.scopeOf(i)
+	ready := st.Health == HealthReady
+	var (
+		hit guardHit // the Guard's stop of the record's group, if any
+		cp  *Copy    // this cycle's inspection of its item, for ConditionRecoverable
+		v   Verdict  // its candidate's verdict, merged over the observations of its name
+	)
+	if ready {
+		hit, cp, v = ix.hit(i), ix.copy(i), ix.verdict(i)
+	}
+	due, auto := in.Policy.DueAt(r)
+	isDue := r.DeletionRequested || auto && !in.Now.Before(due)
 
-// recordFactsOf resolves each record's scope, finds its candidate (and
-// marks the candidate recorded: the record is in the input's authority,
-// whatever its scope's health) and, in a Ready scope, checks its name,
-// which is all Decide reads of a record besides its own fields.
-//
-// A record's name is checked against its own fields, every time: nothing
-// else tells a record whose name is not the one its fields give
-// (tampered, or written by hand) from the record of the candidate it
-// names, and the hash costs less than reaching the candidate's fields
-// would. The sum of its fields comes from sums: hashed, or, for a
-// Planner, remembered by the whole string that is hashed, never by the
-// record's name or any part of a hash.
-func recordFactsOf(recs []Record, cands *candidates, scopes *scopeResolver, sums *sumSource, sc *scratch) []recordFacts {
-	facts := take(&sc.facts, len(recs))
-	// The names are parsed and checked first, and looked up in a loop of
-	// their own, so that the table's cache misses overlap.
-	parsed := take(&sc.parsed, len(recs))
-	canon := newBitset(len(recs))
-	sums.startRecords()
-	for i := range recs {
-		r := &recs[i]
-		rs := scopes.resolve(r.Scope())
-		if !rs.ok {
-			continue
+	switch {
+	// Before the rules: another orphan type of Longhorn's (shard
+	// instances...) is its owner's to handle; caretaker neither purges
+	// nor forgets it.
+	case specOf(r.Kind) == nil:
+		p.Keep = append(p.Keep, Keep{Record: r, Reason: unknownKindReason(r.Kind)})
+
+	// Rule 1: its scope's health forgets.
+	case st.Health.Forgets():
+		p.forget(r, ForgetReason(st.Health), st.Message)
+
+	// Rule 2: it is dismissed and its scope is not Ready.
+	case r.Dismissed && !ready:
+		p.dismissed(r)
+
+	// Rule 3: its scope's health holds. Longhorn's rule: deleting an
+	// Orphan whose data is not cleanable removes the object and keeps the
+	// data.
+	case st.Health.Holds() && r.DeletionRequested:
+		p.forget(r, ForgetReason(st.Health), "deletion requested while "+scope.String()+" is "+string(st.Health)+
+			": the record goes, the data stays: "+st.Message)
+	case st.Health.Holds():
+		p.hold(r, st, scope)
+
+	// Rule 4: its scope is Unknown (every health that is not Ready and
+	// neither forgets nor holds). Forgetting keeps the data whatever the
+	// scope holds; keeping would leave the user's deletion hanging until
+	// the scope is known again.
+	case !ready && r.DeletionRequested && r.NotCleanable():
+		p.forget(r, ReasonNotCleanable, "deletion requested, but the record says its data is not cleanable")
+	case !ready && r.DeletionRequested:
+		p.requestKept(r, RuleScopeUnknown, "deletion requested, but scope "+scope.String()+" was not scanned completely: "+st.Message)
+	case !ready:
+		p.Keep = append(p.Keep, Keep{Record: r, Reason: "scope " + scope.String() + " was not scanned completely: " + st.Message})
+
+	// Rule 5: its name is not the one its parameters give.
+	case !ix.nameMatches(i):
+		p.forget(r, ReasonMismatch, "the record's name does not match its parameters")
+
+	// Rule 6: no candidate of its name was seen.
+	case !ix.seen(i):
+		p.forget(r, ReasonGone, "no longer seen in "+scope.String())
+
+	// Rule 7: its candidate is owned.
+	case v.Outcome == OutcomeOwned:
+		p.forget(r, ReasonOwned, v.Reason)
+
+	// Rule 8: it is dismissed.
+	case r.Dismissed:
+		p.dismissed(r)
+
+	// Rule 9: its candidate is undecided.
+	case v.Outcome != OutcomeOrphan && r.DeletionRequested:
+		p.requestUndecided(r, hit, cp, v.Reason)
+	case v.Outcome != OutcomeOrphan:
+		p.keep(r, hit, cp, "undecided: "+v.Reason)
+
+	// Rule 10: its candidate is an orphan. Not due (not requested, and
+	// not auto-deleted with its grace period over): keep.
+	case !isDue && auto:
+		p.requeue(due)
+		p.keep(r, hit, cp, "auto-deletion due at "+due.UTC().Format(time.RFC3339))
+	case !isDue:
+		p.keep(r, hit, cp, "orphan; waiting for a deletion request")
+	// Rule 10(a): Decide's own DataCleanable=False, of a hold or a
+	// dismissal that is over: cleanable again, as a new record is.
+	case r.NotCleanable() && !r.DeletionRequested && heldMark(r):
+		p.requeue(in.Now)
+		p.keep(r, hit, cp, "purge due once DataCleanable=True is recorded again")
+	// Rule 10(b): a DataCleanable=False of another's (a forget cut short, a
+	// host), or any while requested: forget, as Longhorn does.
+	case r.NotCleanable():
+		what := "auto-deletion due"
+		if r.DeletionRequested {
+			what = "deletion requested"
 		}
-		f := &facts[i]
-		f.rs = rs
-		sum, canonical := parseName(r.Name) // a name of another form is no candidate's, and not its fields'
-		if !canonical {
-			continue
+		p.forget(r, ReasonNotCleanable, what+", but the record says its data is not cleanable")
+	// Rule 10(c): DataCleanable=True not recorded yet: the next cycle purges.
+	case !r.Cleanable():
+		p.requeue(in.Now)
+		p.keep(r, hit, cp, "purge due once DataCleanable=True is recorded")
+	// Rule 10(d): the Guard refuses its group.
+	case hit.rule != "":
+		p.refuse(r, hit, cp)
+	// Rule 10(e): its name was observed in another scope only (an instance
+	// seen on another node: the node is not in Longhorn's formula; node
+	// and disk names that dash-join alike). That vouches for nothing in
+	// this record's scope, whose scan did not see its item.
+	case !ix.seenInScope(i):
+		p.forget(r, ReasonGone, "no longer seen in "+scope.String()+"; its name was seen in "+ix.candidateScope(i).String())
+	default:
+		// Rule 10(f): the last-copy guard.
+		if lc := lastCopyHit(in, &r, ix.item(i)); lc.rule != "" {
+			p.refuse(r, lc, cp)
+			return false
 		}
-		parsed[i] = sum
-		canon.add(i)
-		if rs.st.Health == HealthReady {
-			own, err := sums.record(r, rs.scope.Disk)
-			f.consistent = err == nil && own == sum
-		}
+		// Rule 10(g): purge; an automatic one is weighed by the Guard's
+		// AutoShare and Budget rules once every record is planned.
+		p.Purge = append(p.Purge, Purge{Record: r, Candidate: ix.candidate(i), Auto: !r.DeletionRequested})
+		return !r.DeletionRequested
 	}
-	sums.endRecords()
-	for i := range recs {
-		if !canon.contains(i) {
-			continue
-		}
-		if j, ok := cands.byName.find(&parsed[i], cands.named); ok {
-			f := &facts[i]
-			k := cands.byName.slots[j].index()
-			f.ci, f.seen, f.orphan = int32(k), true, cands.named[k].orphan
-			cands.recorded.add(k)
-		}
-	}
-	return facts
+	return false
 }
 
 // create plans a record for every orphan candidate of a Ready scope that
-// no record in the input's authority names. The names are spelled, in
-// name order, into strings of namesPerBlock names, and each record's is a
-// piece of one.
-func (p *Plan) create(in Input, cands *candidates, scopes *scopeResolver, sc *scratch) {
-	creates := room(&sc.creates, len(cands.named))
-	for i := range cands.named {
-		if nc := &cands.named[i]; nc.orphan && !cands.recorded.contains(i) && scopes.resolveID(nc.scope, cands.scopes).isReady() {
-			creates = append(creates, int32(i))
-		}
-	}
-	sortBySum(creates, cands.named, sc)
-	p.Create = make([]Record, 0, len(creates))
+// no record in the input's authority names, in name order.
+func (p *Plan) create(in *Input, ix *index) {
+	n := ix.unrecordedOrphans()
+	p.Create = make([]Record, 0, n)
 	var labels labelCache
-	var spelled string // the names of this block of namesPerBlock records
-	for j, i := range creates {
-		nc := &cands.named[i]
-		c := &cands.cs[nc.last]
-		if j%namesPerBlock == 0 {
-			spelled = spellNames(creates[j:min(j+namesPerBlock, len(creates))], cands.named)
-		}
-		k := j % namesPerBlock
-		rec := Record{Name: spelled[k*nameLen : (k+1)*nameLen], Kind: c.Item.Kind, NodeID: c.Item.NodeID, DataEngine: c.Item.DataEngine,
-			Parameters: c.Item.Parameters, Labels: labels.of(c.Item), CreatedAt: in.Now}
-		rec.Conditions = p.newConditions(rec, scopes.hitOf(scopes.resolveID(nc.scope, cands.scopes), rec.Kind, rec.DataEngine), c.Item.Copy)
+	for j := range n {
+		o := ix.newOrphan(j)
+		it := o.item
+		rec := Record{Name: o.name, Kind: it.Kind, NodeID: it.NodeID, DataEngine: it.DataEngine,
+			Parameters: it.Parameters, Labels: labels.of(*it), CreatedAt: in.Now}
+		rec.Conditions = p.newConditions(rec, o.hit, it.Copy)
 		p.Create = append(p.Create, rec)
 		if due, auto := in.Policy.DueAt(rec); auto {
 			p.requeue(due)
 		}
 	}
-}
-
-// namesPerBlock is how many new records' names share one string: few
-// allocations, and a store that keeps one record of a block keeps at
-// most this many names' bytes alive with it.
-const namesPerBlock = 64
-
-// spellNames spells the names of named[idx...] into one string.
-func spellNames(idx []int32, named []namedCandidate) string {
-	var b strings.Builder
-	b.Grow(len(idx) * nameLen)
-	var buf [nameLen]byte
-	for _, i := range idx {
-		b.Write(named[i].sum.appendName(buf[:0]))
-	}
-	return b.String()
-}
-
-// sortBySum orders indexes of named by their names: the sums' bytes
-// compare as their lower-case hex spellings do.
-func sortBySum(idx []int32, named []namedCandidate, sc *scratch) {
-	keys := take(&sc.keys, len(idx))
-	for j, i := range idx {
-		keys[j] = sortKey{lead(&named[i].sum), i}
-	}
-	sortKeys(keys, &sc.tmp, func(a, b int32) int { return bytes.Compare(named[a].sum[:], named[b].sum[:]) })
-	for j, k := range keys {
-		idx[j] = k.i
-	}
-}
-
-// scopeResolver is resolveScope and the guard's hit, remembered per
-// scope: a node has few scopes and a large input long runs of one. Both
-// are functions of the Input alone, which Decide never changes, so what
-// is remembered never goes stale within one Decide.
-type scopeResolver struct {
-	scopes map[Scope]ScopeStatus
-	guard  *guardState
-	// evidenceRequired is the Input's EvidenceRequired.
-	evidenceRequired bool
-	recent           []*resolvedScope
-	all              map[Scope]*resolvedScope
-	byID             []*resolvedScope // by the candidates' scope ids
-}
-
-type resolvedScope struct {
-	scope Scope
-	st    ScopeStatus
-	ok    bool       // the scope is in the input's authority
-	hits  []groupHit // the guard's hits of the groups asked for so far
-}
-
-type groupHit struct {
-	group Group
-	hit   guardHit
-}
-
-func (rs *resolvedScope) isReady() bool { return rs.ok && rs.st.Health == HealthReady }
-
-func (sr *scopeResolver) resolve(s Scope) *resolvedScope {
-	for _, e := range sr.recent {
-		if sameScope(e.scope, s) {
-			return e
-		}
-	}
-	if e, ok := sr.all[s]; ok {
-		return e
-	}
-	st, ok := resolveScope(sr.scopes, s)
-	e := &resolvedScope{scope: s, st: st, ok: ok}
-	if sr.all == nil {
-		sr.all = map[Scope]*resolvedScope{}
-	}
-	sr.all[s] = e
-	if len(sr.recent) < recentScopes {
-		sr.recent = append(sr.recent, e)
-	}
-	return e
-}
-
-// hitOf is the guard's hit of the group of kind k and data engine e in
-// rs's scope: a scope holds few groups, found by a linear search.
-func (sr *scopeResolver) hitOf(rs *resolvedScope, k Kind, e DataEngine) guardHit {
-	for i := range rs.hits {
-		if g := &rs.hits[i]; g.group.Kind == k && g.group.DataEngine == e {
-			return g.hit
-		}
-	}
-	g := Group{Kind: k, DataEngine: e}
-	h := sr.guard.hit(guardKey{scope: rs.scope, group: g})
-	if sr.evidenceRequired {
-		h = evidenceHit(sr.scopes, guardKey{scope: rs.scope, group: g}, h)
-	}
-	rs.hits = append(rs.hits, groupHit{g, h})
-	return h
-}
-
-// resolveID is resolve of scopes[id].
-func (sr *scopeResolver) resolveID(id int32, scopes []Scope) *resolvedScope {
-	if sr.byID == nil {
-		sr.byID = make([]*resolvedScope, len(scopes))
-	}
-	if e := sr.byID[id]; e != nil {
-		return e
-	}
-	e := sr.resolve(scopes[id])
-	sr.byID[id] = e
-	return e
-}
-
-// sameScope is a == b, telling most different scopes of a node apart by
-// their disk names' lengths and last bytes before comparing whole strings.
-func sameScope(a, b Scope) bool {
-	if n := len(a.Disk); n != len(b.Disk) || n > 0 && a.Disk[n-1] != b.Disk[n-1] {
-		return false
-	}
-	return a == b
-}
-
-// outsideReady plans a record whose scope is not Ready, and reports
-// whether it did; see Decide's rules 1 to 5. Forgetting never touches
-// data, so a deletion requested where nothing can be purged ends as a
-// forget, never as a request left hanging.
-func (p *Plan) outsideReady(r Record, st ScopeStatus, scope Scope) bool {
-	switch {
-	case st.Health == HealthReady:
-		return false
-	case st.Health.Forgets():
-		p.forget(r, ForgetReason(st.Health), st.Message)
-	case r.Dismissed:
-		p.dismissed(r)
-	case st.Health.Holds() && r.DeletionRequested:
-		// Longhorn's rule: deleting an Orphan whose data is not cleanable
-		// removes the object and keeps the data.
-		p.forget(r, ForgetReason(st.Health), "deletion requested while "+scope.String()+" is "+string(st.Health)+
-			": the record goes, the data stays: "+st.Message)
-	case st.Health.Holds():
-		p.hold(r, st, scope)
-	case r.DeletionRequested && r.NotCleanable():
-		// Forgetting keeps the data whatever the scope holds; keeping
-		// would leave the user's deletion hanging until the scope is
-		// known again.
-		p.forget(r, ReasonNotCleanable, "deletion requested, but the record says its data is not cleanable")
-	case r.DeletionRequested:
-		p.requestKept(r, RuleScopeUnknown, "deletion requested, but scope "+scope.String()+" was not scanned completely: "+st.Message)
-	default:
-		p.Keep = append(p.Keep, Keep{Record: r, Reason: "scope " + scope.String() + " was not scanned completely: " + st.Message})
-	}
-	return true
 }
 
 // ReasonDismissed is the reason of the DataCleanable=False condition
@@ -1001,57 +816,6 @@ func sortBy[T any](s []T, name func(T) string) {
 	if !slices.IsSortedFunc(s, cmpName) {
 		slices.SortStableFunc(s, cmpName)
 	}
-}
-
-// sortedIndexes returns 0..n-1 ordered by name(i), exactly as comparing
-// the strings does (Plan.sort relies on it). It sorts small keys instead
-// of whole records: which side of the NamePrefix range a name lies on,
-// then the eight bytes of each name after the common "orphan-" prefix
-// (of other names, their own first eight), compared as a number, and the
-// whole names only where those tie. Ties of whole names keep input order.
-func sortedIndexes(n int, name func(int) string, sc *scratch) []int {
-	var classes [3][]sortKey // names before the NamePrefix range, in it, after it
-	classes[1] = room(&sc.keys, n)
-	for i := range n {
-		class, p := namePrefix(name(i))
-		classes[class+1] = append(classes[class+1], sortKey{p, int32(i)})
-	}
-	idx := room(&sc.order, n)
-	for _, keys := range classes {
-		sortKeys(keys, &sc.tmp, func(a, b int32) int {
-			if c := cmp.Compare(name(int(a)), name(int(b))); c != 0 {
-				return c
-			}
-			return cmp.Compare(a, b)
-		})
-		for _, k := range keys {
-			idx = append(idx, int(k.i))
-		}
-	}
-	return idx
-}
-
-// namePrefix packs the eight bytes of name after NamePrefix (fewer,
-// zero-padded, when it is shorter) big-endian, so that comparing prefixes
-// orders names as comparing the strings does, apart from ties. Names
-// without NamePrefix are packed from their first byte, and class tells
-// the three ranges apart: names before every NamePrefix name (-1), the
-// NamePrefix names (0), and names after them (1).
-func namePrefix(name string) (class int8, p uint64) {
-	rest, ok := strings.CutPrefix(name, NamePrefix)
-	if !ok {
-		rest, class = name, 1
-		if name < NamePrefix {
-			class = -1
-		}
-	}
-	for i := range 8 {
-		p <<= 8
-		if i < len(rest) {
-			p |= uint64(rest[i])
-		}
-	}
-	return class, p
 }
 
 // Empty reports whether the plan changes nothing.

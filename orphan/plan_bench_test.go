@@ -33,7 +33,8 @@ func planInputWithOrphans(n, every int) orphan.Input {
 }
 
 // BenchmarkDecide plans a node of ten disks with 1% of the items orphans,
-// and with every item an orphan (half of the orphans with a record). The
+// and with every item an orphan (half of the orphans with a record), at
+// the sizes one node has (10^2 to 10^4 items) and far beyond. The
 // yardstick in the same run is the floor of any planner over these items:
 // reading each item's match key and disk from its Parameters, which is a
 // cache miss per item on a large input; the ratio is x-touch.
@@ -44,17 +45,15 @@ func BenchmarkDecide(b *testing.B) {
 }
 
 // BenchmarkPlannerDecide is BenchmarkDecide for a Planner in its steady
-// state: the same input as its previous cycle, so the memo is warm and no
-// name is hashed. The yardsticks are BenchmarkDecide's (x-touch,
+// state: the same input as its previous cycle, so its working arrays are
+// sized already. The yardsticks are BenchmarkDecide's (x-touch,
 // floor-items/s, which includes hashing every orphan), and beside them
 // fields-floor-items/s: touching each item and reading every orphan's
-// name fields, without hashing, the least a planner that remembers names
-// by their whole fields must read.
+// name fields, without hashing.
 func BenchmarkPlannerDecide(b *testing.B) {
 	benchmarkPlanning(b, func(in orphan.Input) func() {
 		var p orphan.Planner
-		p.Decide(in) // the previous cycles: the memo's buffers
-		p.Decide(in) // are both in use from the third on
+		p.Decide(in) // the previous cycle: the working arrays are sized
 		return func() { p.Decide(in) }
 	})
 }
@@ -66,9 +65,9 @@ func benchmarkPlanning(b *testing.B, prepare func(orphan.Input) func()) {
 		name  string
 		every int
 	}{{"orphans=1%", 100}, {"orphans=100%", 1}} {
-		for _, n := range []int{100_000, 1_000_000} {
-			in := planInputWithOrphans(n, mix.every)
+		for _, n := range []int{100, 1_000, 10_000, 100_000, 1_000_000} {
 			b.Run(fmt.Sprintf("%s/items=%d", mix.name, n), func(b *testing.B) {
+				in := planInputWithOrphans(n, mix.every)
 				floor := touchFloor(in.Candidates)
 				plan := prepare(in)
 				b.ReportAllocs()

@@ -165,9 +165,10 @@ func TestPlannerMatchesDecideOverSequences(t *testing.T) {
 	}
 }
 
-// TestPlannerMatchesDecideOnLargeInputs: past the size where the memo
-// indexes its keys, with items vanishing, moving and being forged between
-// cycles; and across inputs of different nodes, one Planner for all.
+// TestPlannerMatchesDecideOnLargeInputs: working arrays that grow, are
+// reused and are given back, with items vanishing, moving and being
+// forged between cycles; and across inputs of different nodes, one
+// Planner for all.
 func TestPlannerMatchesDecideOnLargeInputs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	base := planInputWithOrphans(2000, 2)
@@ -183,8 +184,8 @@ func TestPlannerMatchesDecideOnLargeInputs(t *testing.T) {
 }
 
 // TestPlannerKeepsCheckingRecordNames: a record forged in a later cycle,
-// after the memo has seen the genuine record at the same place, is still
-// forgotten as Mismatch and never purged.
+// after the Planner planned the genuine record at the same place, is
+// still forgotten as Mismatch and never purged.
 func TestPlannerKeepsCheckingRecordNames(t *testing.T) {
 	in := planInputWithOrphans(200, 1)
 	for i := range in.Records {

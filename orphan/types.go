@@ -242,19 +242,13 @@ func (it *Item) nameSumOf(s *KindSpec, disk string) (nameSum, error) {
 	return sha256.Sum256(key), nil
 }
 
-// appendNameKey appends to buf the string whose SHA-256 the item's name
-// spells: the spec's NameFields joined by "-" and trimmed of surrounding
-// white space, as Longhorn does. Trimming the joined string equals
-// trimming the front of the first field and the back of the last one,
-// because the fields are non-empty and joined by '-', which is not white
-// space; that lets the planner name a million items without building a
-// string. The name is a function of this key alone, which is what a
-// Planner remembers names by. It fails like Name.
-func (it *Item) appendNameKey(buf []byte, s *KindSpec) ([]byte, error) {
-	return it.appendNameKeyIn(buf, s, "")
-}
-
-// appendNameKeyIn is appendNameKey for an item whose scope parameter
+// appendNameKeyIn appends to buf the string whose SHA-256 the item's
+// name spells: the spec's NameFields joined by "-" and trimmed of
+// surrounding white space, as Longhorn does. Trimming the joined string
+// equals trimming the front of the first field and the back of the last
+// one, because the fields are non-empty and joined by '-', which is not
+// white space; that lets the planner name a million items without
+// building a string. It fails like Name. The item's scope parameter
 // (ScopeParam: the disk) was read already, as disk: the planner reads it
 // for the scope, and each look-up in a Parameters map costs. An empty
 // disk is looked up again.
