@@ -10,8 +10,8 @@
 // node (deletion requests, and a person's last-copy override). What it
 // holds of them is its node's, not the cluster's: the Replicas that can
 // claim a directory on its disks and the Volumes of its orphans, each
-// object stripped to the fields it reads (see Run, and replicas.go for
-// why the Replica watch has no label selector). Sweeps read the Orphans
+// object stripped to the fields it reads (package nodecache, which also
+// says why the Replica watch has no label selector). Sweeps read the Orphans
 // from that cache; every step that acts re-reads its record from the API
 // server. The diskscan
 // adapter, wrapped by salvage.WithCopies so that each orphaned directory
@@ -42,7 +42,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"reflect"
 	"runtime/debug"
 	"sync"
@@ -60,6 +59,7 @@ import (
 	"github.com/caretaker-storage/caretaker/diskscan"
 	"github.com/caretaker-storage/caretaker/examples/kube/crstore"
 	"github.com/caretaker-storage/caretaker/examples/kube/longhorn"
+	"github.com/caretaker-storage/caretaker/examples/kube/nodecache"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/salvage"
 )
@@ -113,21 +113,23 @@ type Agent struct {
 	expected *diskscan.StaticExpected
 	monitor  *orphan.Monitor
 	sweeper  *orphan.Sweeper
-	store    *cachedStore
+	store    *nodecache.Store
+	replicas *nodecache.Replicas // the node's share of the Replicas
+	volumes  *nodecache.Volumes  // the volumes the guard asks about
 	echo     *echoes
 	trigger  chan struct{}
 	sweeps   atomic.Int64
-	changes  chan struct{} // the node's disk UUIDs changed: re-list the replicas
 
-	mu         sync.Mutex
-	scopes     map[orphan.Scope]orphan.ScopeStatus // the host's view, from the Node object
-	nodeView   *longhorn.NodeView                  // the last one applied
-	diskUUIDs  map[string]bool                     // the node's disks, from the Node object
-	replicas   *localReplicas                      // the node's share of the Replicas, once Run starts it
-	replicaCtl cache.Controller                    // the watch that fills replicas
-	volumes    *localVolumes                       // the volumes the guard asks about, once Run starts it
-	orphanc    cache.SharedIndexInformer           // the node's Orphans, once Run starts it
-	nodec      cache.SharedIndexInformer           // the node's Node object, once Run starts it
+	// Node and replica changes mark the agent's view stale; Run rebuilds
+	// it once per burst (the initial list is one event per object).
+	nodeDirty, replicasDirty atomic.Bool
+	refresh                  chan struct{}
+
+	mu       sync.Mutex
+	scopes   map[orphan.Scope]orphan.ScopeStatus // the host's view, from the Node object
+	nodeView *longhorn.NodeView                  // the last one applied
+	orphanc  cache.SharedIndexInformer           // the node's Orphans, once Run starts it
+	nodec    cache.SharedIndexInformer           // the node's Node object, once Run starts it
 }
 
 // errReplicasNotReady is the expected set's answer while the Replica
@@ -169,12 +171,17 @@ func New(cfg Config) (*Agent, error) {
 		expected: diskscan.NewStaticExpected(),
 		echo:     newEchoes(),
 		trigger:  make(chan struct{}, 1),
-		changes:  make(chan struct{}, 1),
+		refresh:  make(chan struct{}, 1),
 		// Until the Node object is read, nothing is known about the node.
 		scopes: map[orphan.Scope]orphan.ScopeStatus{{NodeID: cfg.NodeID}: {Health: orphan.HealthUnknown, Message: "the node object is not read yet"}},
 	}
+	ns := cfg.Namespace
+	a.replicas = nodecache.NewReplicas(cfg.Client.Resource(longhorn.ReplicaGVR).Namespace(ns), cfg.NodeID, a.mark(&a.replicasDirty))
+	// A volume that faults, heals or is deleted changes what the
+	// last-copy guard lets through.
+	a.volumes = nodecache.NewVolumes(cfg.Client.Resource(longhorn.VolumeGVR).Namespace(ns), cfg.Client.Resource(longhorn.ReplicaGVR).Namespace(ns), ns, a.poke)
 	var err error
-	if a.orphans, err = diskscan.NewOrphans(expectedWhenReady{set: a.expected, ready: a.replicasReady}, diskscan.Options{}); err != nil {
+	if a.orphans, err = diskscan.NewOrphans(expectedWhenReady{set: a.expected, ready: a.replicas.HasSynced}, diskscan.Options{}); err != nil {
 		return nil, err
 	}
 	// Each orphaned directory is inspected as a copy of its volume, so its
@@ -184,14 +191,7 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.store = &cachedStore{
-		Store: crstore.New(cfg.Client, crstore.Options{Namespace: cfg.Namespace, OwnerID: cfg.NodeID, FieldManager: cfg.FieldManager, OnWrite: a.echo.wrote, Logger: a.log}),
-		inf: func() cache.SharedIndexInformer {
-			a.mu.Lock()
-			defer a.mu.Unlock()
-			return a.orphanc
-		},
-	}
+	a.store = nodecache.NewStore(crstore.New(cfg.Client, crstore.Options{Namespace: ns, OwnerID: cfg.NodeID, FieldManager: cfg.FieldManager, OnWrite: a.echo.wrote, Logger: a.log}))
 	if cfg.MaxCreates <= 0 {
 		cfg.MaxCreates = DefaultMaxCreates
 		a.cfg.MaxCreates = cfg.MaxCreates
@@ -219,27 +219,14 @@ func (a *Agent) Stats() Stats {
 	st := Stats{Sweeps: a.sweeps.Load()}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	st.Replicas, st.Volumes = a.replicas.Len(), a.volumes.Len()
 	if a.nodec != nil {
 		st.Nodes = len(a.nodec.GetStore().ListKeys())
-	}
-	if a.replicas != nil {
-		st.Replicas = a.replicas.Len()
-	}
-	if a.volumes != nil {
-		st.Volumes = a.volumes.Len()
 	}
 	if a.orphanc != nil {
 		st.Orphans = len(a.orphanc.GetStore().ListKeys())
 	}
 	return st
-}
-
-// replicasReady says whether the node's share of the Replicas is listed
-// whole for the node's current disks.
-func (a *Agent) replicasReady() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.replicaCtl != nil && a.replicaCtl.HasSynced() && maps.Equal(a.replicas.disks, a.diskUUIDs)
 }
 
 // Run watches, scans and sweeps until ctx is done. It returns nil when
@@ -249,7 +236,7 @@ func (a *Agent) replicasReady() bool {
 // field selector on its name) and its node's Orphans (a label selector
 // on longhornnode), each stripped by client-go's informer transform to
 // what caretaker reads; every Replica and every Volume of the namespace
-// (no selector is safe for them, see replicas.go), of which it keeps only
+// (no selector is safe for them, see package nodecache), of which it keeps only
 // the replicas that can claim a directory on its disks and the volumes
 // its orphans belong to. Only a change of these wakes a sweep, and not
 // the agent's own writes coming back through its watch.
@@ -272,20 +259,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 
-	// Node and replica changes mark the agent's view stale; refresh
-	// rebuilds it once per burst (the initial list is one event per object).
 	nodeKey := ns + "/" + a.cfg.NodeID
-	var nodeDirty, replicasDirty atomic.Bool
-	refresh := make(chan struct{}, 1)
-	mark := func(dirty *atomic.Bool) func() {
-		return func() {
-			dirty.Store(true)
-			select {
-			case refresh <- struct{}{}:
-			default:
-			}
-		}
-	}
 	onEvent := func(f func()) cache.ResourceEventHandlerFuncs {
 		return cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { f() },
@@ -293,7 +267,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			DeleteFunc: func(any) { f() },
 		}
 	}
-	if _, err := nodeInf.AddEventHandler(onEvent(mark(&nodeDirty))); err != nil {
+	if _, err := nodeInf.AddEventHandler(onEvent(a.mark(&a.nodeDirty))); err != nil {
 		return err
 	}
 	// An Orphan event wakes a sweep unless it is the agent's own write.
@@ -319,6 +293,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Lock()
 	a.orphanc, a.nodec = orphanInf, nodeInf
 	a.mu.Unlock()
+	a.store.SetInformer(orphanInf)
 	for _, f := range []dynamicinformer.DynamicSharedInformerFactory{nodeF, orphanF} {
 		f.Start(ctx.Done())
 		defer f.Shutdown()
@@ -334,30 +309,19 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 	// The disks first: they say which replicas the node's share holds.
-	nodeDirty.Store(false)
+	a.nodeDirty.Store(false)
 	a.nodeChanged(nodeInf.GetStore(), nodeKey)
-
-	// A volume that faults, heals or is deleted changes what the
-	// last-copy guard lets through.
-	vri := a.cfg.Client.Resource(longhorn.VolumeGVR).Namespace(ns)
-	vols := newLocalVolumes(vri, a.cfg.Client.Resource(longhorn.ReplicaGVR).Namespace(ns), ns, a.poke)
-	a.mu.Lock()
-	a.volumes = vols
-	a.mu.Unlock()
-	volCtl := localWatch(ctx, vri, vols, vols.keep, longhorn.StripVolume, vols.apply)
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		a.watchReplicas(ctx, a.cfg.Client.Resource(longhorn.ReplicaGVR).Namespace(ns), mark(&replicasDirty))
-	}()
-	if !cache.WaitForCacheSync(ctx.Done(), volCtl.HasSynced, a.replicasReady) {
+	wg.Add(2)
+	go func() { defer wg.Done(); a.volumes.Run(ctx) }()
+	go func() { defer wg.Done(); a.replicas.Run(ctx) }()
+	if !cache.WaitForCacheSync(ctx.Done(), a.volumes.HasSynced, a.replicas.HasSynced) {
 		return nil // ctx ended
 	}
-	replicasDirty.Store(false)
+	a.replicasDirty.Store(false)
 	a.replicasChanged()
 	// The first lists decoded every Replica and Volume of the namespace,
 	// a page at a time, and kept the node's: give the pages' memory back
@@ -372,12 +336,12 @@ func (a *Agent) Run(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 				return
-			case <-refresh:
+			case <-a.refresh:
 			}
-			if nodeDirty.Swap(false) {
+			if a.nodeDirty.Swap(false) {
 				a.nodeChanged(nodeInf.GetStore(), nodeKey)
 			}
-			if replicasDirty.Swap(false) {
+			if a.replicasDirty.Swap(false) {
 				a.replicasChanged()
 			}
 		}
@@ -391,48 +355,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
-// watchReplicas keeps the node's share of the Replicas, and lists them
-// anew whenever the node's disk UUIDs change (a replica that names a new
-// disk's UUID was dropped while the disk was not the node's). Until the
-// new list is whole, replicasReady is false and no disk is judged.
-func (a *Agent) watchReplicas(ctx context.Context, ri dynamic.ResourceInterface, changed func()) {
-	for {
-		a.mu.Lock()
-		lr := newLocalReplicas(a.cfg.NodeID, a.diskUUIDs, changed)
-		a.mu.Unlock()
-		wctx, stop := context.WithCancel(ctx)
-		ctl := localWatch(wctx, ri, lr, lr.keep, longhorn.StripReplica, lr.apply)
-		a.mu.Lock()
-		a.replicas, a.replicaCtl = lr, ctl
-		a.mu.Unlock()
-		go func() {
-			if cache.WaitForCacheSync(wctx.Done(), ctl.HasSynced) {
-				changed() // ready now: judge the disks with the whole share
-			}
-		}()
-		if !a.waitDisksChanged(ctx, lr) {
-			stop()
-			return
-		}
-		stop()
-	}
-}
-
-// waitDisksChanged waits until the node's disk UUIDs differ from those
-// lr was started for (true), or ctx is done (false). A signal of the
-// change lr started from is no change.
-func (a *Agent) waitDisksChanged(ctx context.Context, lr *localReplicas) bool {
-	for {
+// mark returns a function that marks dirty and wakes Run's refresh.
+func (a *Agent) mark(dirty *atomic.Bool) func() {
+	return func() {
+		dirty.Store(true)
 		select {
-		case <-ctx.Done():
-			return false
-		case <-a.changes:
-		}
-		a.mu.Lock()
-		same := maps.Equal(lr.disks, a.diskUUIDs)
-		a.mu.Unlock()
-		if !same {
-			return true
+		case a.refresh <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -474,15 +403,8 @@ func (a *Agent) nodeChanged(store cache.Store, key string) {
 	a.mu.Lock()
 	a.scopes = v.Scopes
 	a.nodeView = &applied
-	disksChanged := !maps.Equal(a.diskUUIDs, uuids)
-	a.diskUUIDs = uuids
 	a.mu.Unlock()
-	if disksChanged {
-		select {
-		case a.changes <- struct{}{}:
-		default:
-		}
-	}
+	a.replicas.SetDisks(uuids)
 	a.monitor.Rescan()
 	a.poke()
 }
@@ -490,13 +412,7 @@ func (a *Agent) nodeChanged(store cache.Store, key string) {
 // replicasChanged rebuilds the expected set from the node's share of the
 // Replicas.
 func (a *Agent) replicasChanged() {
-	a.mu.Lock()
-	lr := a.replicas
-	a.mu.Unlock()
-	if lr == nil {
-		return
-	}
-	a.expected.Replace(lr.Refs())
+	a.expected.Replace(a.replicas.Refs())
 	a.monitor.Rescan()
 	a.poke()
 }
@@ -513,12 +429,6 @@ func (a *Agent) hostScopes() map[orphan.Scope]orphan.ScopeStatus {
 // missing). A volume not read is left out with complete false, so the
 // last-copy guard treats it as unknown, never as deleted.
 func (a *Agent) volumeStates(ctx context.Context, snap orphan.Snapshot, recs []orphan.Record) (map[string]orphan.VolumeState, bool) {
-	a.mu.Lock()
-	vols := a.volumes
-	a.mu.Unlock()
-	if vols == nil {
-		return nil, false
-	}
 	names := map[string]bool{}
 	add := func(n string) {
 		if n != "" {
@@ -534,8 +444,8 @@ func (a *Agent) volumeStates(ctx context.Context, snap orphan.Snapshot, recs []o
 	for _, r := range recs {
 		add(orphan.VolumeOfDataName(r.Param(orphan.ParamDataName)))
 	}
-	vols.ensure(ctx, names)
-	return vols.states()
+	a.volumes.Ensure(ctx, names)
+	return a.volumes.States()
 }
 
 // lastCopyOverrides names the node's Orphans that carry a person's
@@ -620,7 +530,7 @@ func (a *Agent) cycle(ctx context.Context) (time.Time, error) {
 	host := a.hostScopes()
 	// The records this sweep plans with, read once from the cache, so
 	// that the volumes looked up are those of exactly these records.
-	recs, err := a.store.pin(ctx, orphan.Selector{NodeID: a.cfg.NodeID})
+	recs, err := a.store.Pin(ctx, orphan.Selector{NodeID: a.cfg.NodeID})
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -1,4 +1,4 @@
-package agent
+package nodecache
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
-// localVolumes holds the state of the Volumes the last-copy guard asks
+// Volumes holds the state of the Volumes the last-copy guard asks
 // about on this node: the volumes of the node's orphan candidates and
 // records, a handful, not the cluster's. Like the Replicas, they come
 // through a wide watch (a volume becomes interesting when its copy here
@@ -30,10 +30,10 @@ import (
 //
 // A detached volume, whose robustness Longhorn leaves unknown
 // (longhorn.NeedsReplicas), is stated from its Replicas
-// (orphan.LonghornVolumeState): ensure lists them from the API server,
+// (orphan.LonghornVolumeState): Ensure lists them from the API server,
 // by the label longhornvolume=<volume>, at every sweep; until a list
 // succeeds the volume is unknown.
-type localVolumes struct {
+type Volumes struct {
 	ri      dynamic.ResourceInterface
 	rri     dynamic.ResourceInterface // Replicas, listed for detached volumes
 	ns      string
@@ -41,6 +41,7 @@ type localVolumes struct {
 
 	mu   sync.Mutex
 	want map[string]*volEntry // by volume name
+	ctl  cache.Controller
 }
 
 type volEntry struct {
@@ -55,12 +56,33 @@ type volEntry struct {
 	fromReplicas orphan.VolumeState
 }
 
-func newLocalVolumes(ri, rri dynamic.ResourceInterface, ns string, changed func()) *localVolumes {
-	return &localVolumes{ri: ri, rri: rri, ns: ns, changed: changed, want: map[string]*volEntry{}}
+// NewVolumes returns an empty set of wanted volumes, read through ri (the
+// Volumes of Longhorn's namespace ns) and rri (its Replicas, listed for
+// detached volumes; nil: a detached volume stays unknown). changed is
+// called when a wanted volume's state changed; it must not block.
+func NewVolumes(ri, rri dynamic.ResourceInterface, ns string, changed func()) *Volumes {
+	return &Volumes{ri: ri, rri: rri, ns: ns, changed: changed, want: map[string]*volEntry{}}
+}
+
+// Run watches the Volumes until ctx is done.
+func (v *Volumes) Run(ctx context.Context) {
+	ctl := localWatch(v.ri, v, v.keep, longhorn.StripVolume, v.apply)
+	v.mu.Lock()
+	v.ctl = ctl
+	v.mu.Unlock()
+	ctl.RunWithContext(ctx)
+}
+
+// HasSynced says whether the watch has applied its first list.
+func (v *Volumes) HasSynced() bool {
+	v.mu.Lock()
+	ctl := v.ctl
+	v.mu.Unlock()
+	return ctl != nil && ctl.HasSynced()
 }
 
 // keep is localWatch's keep: whether a listed volume is wanted.
-func (v *localVolumes) keep(u *unstructured.Unstructured) bool {
+func (v *Volumes) keep(u *unstructured.Unstructured) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	_, ok := v.want[u.GetName()]
@@ -68,7 +90,7 @@ func (v *localVolumes) keep(u *unstructured.Unstructured) bool {
 }
 
 // apply is localWatch's apply.
-func (v *localVolumes) apply(d cache.Delta) {
+func (v *Volumes) apply(d cache.Delta) {
 	key, err := deltaKey(d)
 	if err != nil {
 		return
@@ -97,9 +119,9 @@ func (v *localVolumes) apply(d cache.Delta) {
 	}
 }
 
-// ensure makes names the wanted set and reads the volumes not resolved
+// Ensure makes names the wanted set and reads the volumes not resolved
 // yet with a GET each. A failed GET leaves its volume unresolved.
-func (v *localVolumes) ensure(ctx context.Context, names map[string]bool) {
+func (v *Volumes) Ensure(ctx context.Context, names map[string]bool) {
 	var missing []string
 	v.mu.Lock()
 	for n := range v.want {
@@ -142,7 +164,7 @@ func (v *localVolumes) ensure(ctx context.Context, names map[string]bool) {
 
 // countReplicas states each wanted detached volume from its Replicas,
 // listed now. A failed list leaves the volume unknown for this sweep.
-func (v *localVolumes) countReplicas(ctx context.Context) {
+func (v *Volumes) countReplicas(ctx context.Context) {
 	type detached struct {
 		name string
 		obj  *unstructured.Unstructured
@@ -171,9 +193,9 @@ func (v *localVolumes) countReplicas(ctx context.Context) {
 	}
 }
 
-// states returns the wanted volumes' states (the existing ones) and
+// States returns the wanted volumes' states (the existing ones) and
 // whether every wanted volume is resolved.
-func (v *localVolumes) states() (map[string]orphan.VolumeState, bool) {
+func (v *Volumes) States() (map[string]orphan.VolumeState, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	out := make(map[string]orphan.VolumeState, len(v.want))
@@ -192,7 +214,7 @@ func (v *localVolumes) states() (map[string]orphan.VolumeState, bool) {
 }
 
 // Len is the number of volumes held.
-func (v *localVolumes) Len() int {
+func (v *Volumes) Len() int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return len(v.want)
@@ -200,7 +222,7 @@ func (v *localVolumes) Len() int {
 
 // ListKeys implements cache.KeyListerGetter: the wanted volumes that
 // exist, so a re-list that misses one reports it deleted.
-func (v *localVolumes) ListKeys() []string {
+func (v *Volumes) ListKeys() []string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	out := make([]string, 0, len(v.want))
@@ -213,7 +235,7 @@ func (v *localVolumes) ListKeys() []string {
 }
 
 // GetByKey implements cache.KeyListerGetter.
-func (v *localVolumes) GetByKey(key string) (any, bool, error) {
+func (v *Volumes) GetByKey(key string) (any, bool, error) {
 	_, name, _ := cache.SplitMetaNamespaceKey(key)
 	v.mu.Lock()
 	defer v.mu.Unlock()

@@ -1,4 +1,4 @@
-package agent
+package nodecache
 
 import (
 	"context"
@@ -13,14 +13,14 @@ import (
 )
 
 // listPage is how many objects one LIST page of a wide watch carries:
-// the most the agent decodes at once.
+// the most a cache decodes at once.
 const listPage = 500
 
 // localWatch lists and watches every object of a resource (no selector:
-// see replicas.go for why) and hands each change to apply, which keeps
-// what its node needs in a store of its own. known is that store's keys:
-// on a re-list, the objects it holds that the list no longer has come
-// back as deletions.
+// see the package doc for why) and hands each change to apply, which
+// keeps what its node needs in a store of its own. known is that store's
+// keys: on a re-list, the objects it holds that the list no longer has
+// come back as deletions.
 //
 // The list is read in pages of listPage objects, and of each page only
 // the objects keep accepts are kept, stripped by transform: the agent
@@ -30,8 +30,9 @@ const listPage = 500
 // Watch events go through client-go's informer transform (the DeltaFIFO's
 // Transformer, the hook SetTransform installs in a shared informer) and
 // then to apply, which drops what is not the node's. The returned
-// controller's HasSynced is true once the first list has been applied.
-func localWatch(ctx context.Context, ri dynamic.ResourceInterface, known cache.KeyListerGetter,
+// controller's HasSynced is true once the first list has been applied;
+// the caller runs it.
+func localWatch(ri dynamic.ResourceInterface, known cache.KeyListerGetter,
 	keep func(*unstructured.Unstructured) bool, transform cache.TransformFunc, apply func(d cache.Delta)) cache.Controller {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -46,14 +47,14 @@ func localWatch(ctx context.Context, ri dynamic.ResourceInterface, known cache.K
 		EmitDeltaTypeReplaced: true,
 		Transformer:           transform,
 	})
-	ctl := cache.New(&cache.Config{
+	return cache.New(&cache.Config{
 		Queue:         fifo,
 		ListerWatcher: lw,
 		ObjectType:    &unstructured.Unstructured{},
 		Process: func(obj any, _ bool) error {
 			deltas, ok := obj.(cache.Deltas)
 			if !ok {
-				return fmt.Errorf("agent: watch queue gave %T, not Deltas", obj)
+				return fmt.Errorf("nodecache: watch queue gave %T, not Deltas", obj)
 			}
 			for _, d := range deltas {
 				apply(d)
@@ -61,8 +62,6 @@ func localWatch(ctx context.Context, ri dynamic.ResourceInterface, known cache.K
 			return nil
 		},
 	})
-	go ctl.RunWithContext(ctx)
-	return ctl
 }
 
 // listKept lists in pages and returns the objects keep accepts, stripped
