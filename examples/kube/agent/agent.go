@@ -44,6 +44,7 @@ import (
 	"log/slog"
 	"reflect"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -115,6 +116,7 @@ type Agent struct {
 	sweeper  *orphan.Sweeper
 	store    *nodecache.Store
 	replicas *nodecache.Replicas // the node's share of the Replicas
+	confirm  *nodecache.Confirmer // checks the share against a full list
 	volumes  *nodecache.Volumes  // the volumes the guard asks about
 	echo     *echoes
 	trigger  chan struct{}
@@ -176,7 +178,12 @@ func New(cfg Config) (*Agent, error) {
 		scopes: map[orphan.Scope]orphan.ScopeStatus{{NodeID: cfg.NodeID}: {Health: orphan.HealthUnknown, Message: "the node object is not read yet"}},
 	}
 	ns := cfg.Namespace
-	a.replicas = nodecache.NewReplicas(cfg.Client.Resource(longhorn.ReplicaGVR).Namespace(ns), cfg.NodeID, a.mark(&a.replicasDirty))
+	replicaRI := cfg.Client.Resource(longhorn.ReplicaGVR).Namespace(ns)
+	a.replicas = nodecache.NewReplicas(replicaRI, cfg.NodeID, a.mark(&a.replicasDirty))
+	// The share is what the node's labels select; what it misses (a label
+	// stale or missing) the confirmation finds before anything is
+	// recorded or purged.
+	a.confirm = nodecache.NewConfirmer(replicaRI, a.replicas.Claims, a.claimsFound)
 	// A volume that faults, heals or is deleted changes what the
 	// last-copy guard lets through.
 	a.volumes = nodecache.NewVolumes(cfg.Client.Resource(longhorn.VolumeGVR).Namespace(ns), cfg.Client.Resource(longhorn.ReplicaGVR).Namespace(ns), ns, a.poke)
@@ -196,7 +203,12 @@ func New(cfg Config) (*Agent, error) {
 		cfg.MaxCreates = DefaultMaxCreates
 		a.cfg.MaxCreates = cfg.MaxCreates
 	}
-	if a.sweeper, err = orphan.NewSweeper(a.store, adapter, orphan.SweeperOptions{Hooks: cfg.Hooks, MaxCreates: cfg.MaxCreates}); err != nil {
+	// Every purge is confirmed against a full list of the Replicas first.
+	swept, err := orphan.NewAdapter(adapter.Kinds(), adapter, adapter, nodecache.ConfirmingDeleter{Deleter: adapter, C: a.confirm})
+	if err != nil {
+		return nil, err
+	}
+	if a.sweeper, err = orphan.NewSweeper(a.store, swept, orphan.SweeperOptions{Hooks: cfg.Hooks, MaxCreates: cfg.MaxCreates}); err != nil {
 		return nil, err
 	}
 	a.monitor = orphan.NewMonitor(adapter, orphan.MonitorOptions{Period: cfg.Period, Hooks: cfg.Hooks, OnChange: func(orphan.Observation) { a.poke() }})
@@ -410,11 +422,35 @@ func (a *Agent) nodeChanged(store cache.Store, key string) {
 }
 
 // replicasChanged rebuilds the expected set from the node's share of the
-// Replicas.
+// Replicas and what the last confirmation found beside it.
 func (a *Agent) replicasChanged() {
-	a.expected.Replace(a.replicas.Refs())
+	a.expected.Replace(append(a.replicas.Refs(), a.confirm.Claims()...))
 	a.monitor.Rescan()
 	a.poke()
+}
+
+// claimsFound is the Confirmer's onClaims: the replicas a full list found
+// claiming directories on the node join the expected set at once (the
+// sweep that confirmed judges its items with it), and those the node's
+// labels do not select are logged, since their labels need fixing.
+func (a *Agent) claimsFound(refs []diskscan.ReplicaRef) {
+	a.expected.Replace(append(a.replicas.Refs(), refs...))
+	a.monitor.Rescan()
+	held := map[string]bool{}
+	for _, r := range a.replicas.Refs() {
+		held[r.Name] = true
+	}
+	var hidden []string
+	for _, r := range refs {
+		if !held[r.Name] {
+			hidden = append(hidden, r.Name)
+		}
+	}
+	if len(hidden) > 0 {
+		slices.Sort(hidden)
+		a.log.Warn("replicas that expect directories on this node are not labelled with it; kept by the full list's confirmation",
+			"replicas", hidden, "labels", nodecache.LabelNode+", "+nodecache.LabelDiskUUID)
+	}
 }
 
 func (a *Agent) hostScopes() map[orphan.Scope]orphan.ScopeStatus {
@@ -532,6 +568,17 @@ func (a *Agent) cycle(ctx context.Context) (time.Time, error) {
 	// that the volumes looked up are those of exactly these records.
 	recs, err := a.store.Pin(ctx, orphan.Selector{NodeID: a.cfg.NodeID})
 	if err != nil {
+		return time.Time{}, err
+	}
+	// What the node's labels alone call orphans is confirmed against a
+	// full list before it is recorded: once for candidates not seen
+	// before, never again for the same ones.
+	a.confirm.BeginSweep()
+	cands := make(map[string]bool, len(obs.Snapshot.Items))
+	for _, it := range obs.Snapshot.Items {
+		cands[nodecache.CandidateKey(it)] = true
+	}
+	if _, err := a.confirm.Candidates(ctx, cands); err != nil {
 		return time.Time{}, err
 	}
 	volumes, complete := a.volumeStates(ctx, obs.Snapshot, recs)

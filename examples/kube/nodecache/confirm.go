@@ -49,7 +49,7 @@ var ErrUnconfirmed = errors.New("nodecache: orphan candidates not confirmed agai
 type Confirmer struct {
 	ri       dynamic.ResourceInterface
 	claims   func(diskscan.ReplicaRef) bool
-	onClaims func()
+	onClaims func([]diskscan.ReplicaRef)
 
 	lists atomic.Int64 // full lists taken
 
@@ -64,10 +64,11 @@ type Confirmer struct {
 // NewConfirmer returns a Confirmer listing ri (the namespace's Replicas).
 // claims says whether a replica can claim a directory on the node (the
 // rule the narrow view's stores apply); onClaims, if not nil, is called
-// after a confirmation whose claims differ from the last one's, before
-// Candidates or BeforePurge returns, so that the host's expected set has
-// them when the sweep goes on.
-func NewConfirmer(ri dynamic.ResourceInterface, claims func(diskscan.ReplicaRef) bool, onClaims func()) *Confirmer {
+// with the new claims after a confirmation whose claims differ from the
+// last one's, before Candidates or BeforePurge returns, so that the
+// host's expected set has them when the sweep goes on. It must not call
+// the Confirmer.
+func NewConfirmer(ri dynamic.ResourceInterface, claims func(diskscan.ReplicaRef) bool, onClaims func([]diskscan.ReplicaRef)) *Confirmer {
 	return &Confirmer{ri: ri, claims: claims, onClaims: onClaims, found: map[string]diskscan.ReplicaRef{}, confirmed: map[string]bool{}}
 }
 
@@ -100,13 +101,17 @@ func CandidateKey(it orphan.Item) string {
 // CandidateKey) before anything is recorded. If every one was covered by
 // an earlier confirmation it returns (false, nil) at no cost. Otherwise
 // it confirms (once per sweep) and returns whether the claims changed: if
-// they did, the host's expected set now holds replicas its scan did not
-// know, so the sweep stops here and the next scan judges the disks
-// again. An error (wrapping ErrUnconfirmed) means the candidates could
-// not be confirmed: the sweep records nothing.
+// they did, onClaims has handed them to the host, whose expected set now
+// holds replicas its scan did not know (a Sweeper judges each item again
+// with the Judge, which reads that set, before recording it). An error
+// (wrapping ErrUnconfirmed) means the candidates could not be confirmed:
+// the sweep records nothing.
 //
 // A confirmation covers the candidates it was taken for; a candidate seen
-// later (or seen again after it went away) needs a new one.
+// later (or seen again after it went away) needs a new one. A list that
+// had to be resumed at a later version (ListPages) still confirms
+// candidates for recording: a record deletes nothing, and the purge
+// confirms again (BeforePurge), consistently.
 func (c *Confirmer) Candidates(ctx context.Context, cands map[string]bool) (changed bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -172,7 +177,7 @@ func (c *Confirmer) confirmLocked(ctx context.Context) (changed bool, err error)
 	changed = !maps.Equal(found, c.found)
 	c.found, c.takenIn, c.consistV = found, c.sweep, res.Consistent()
 	if changed && c.onClaims != nil {
-		c.onClaims()
+		c.onClaims(slices.Collect(maps.Values(found)))
 	}
 	return changed, nil
 }
@@ -191,4 +196,15 @@ func (d ConfirmingDeleter) Delete(ctx context.Context, r orphan.Record) error {
 		return err
 	}
 	return d.Deleter.Delete(ctx, r)
+}
+
+// FinishInterrupted finishes the wrapped Deleter's interrupted purges,
+// when it is an orphan.Finisher (nothing otherwise): what it finishes was
+// renamed to a tombstone by a purge that was confirmed, and is no
+// replica's directory any more.
+func (d ConfirmingDeleter) FinishInterrupted(ctx context.Context) error {
+	if f, ok := d.Deleter.(orphan.Finisher); ok {
+		return f.FinishInterrupted(ctx)
+	}
+	return nil
 }

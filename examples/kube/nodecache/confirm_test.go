@@ -114,7 +114,7 @@ func TestConfirmerFindsWhatLabelsHide(t *testing.T) {
 
 	var claimsChanged int
 	conf := nodecache.NewConfirmer(ri, func(r diskscan.ReplicaRef) bool { return r.NodeID == "node-a" || r.DiskID == disk },
-		func() { claimsChanged++ })
+		func([]diskscan.ReplicaRef) { claimsChanged++ })
 	expectLists := func(want int, when string) {
 		t.Helper()
 		if got := counter.fullLists(); got != want {
