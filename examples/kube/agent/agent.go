@@ -115,9 +115,9 @@ type Agent struct {
 	monitor  *orphan.Monitor
 	sweeper  *orphan.Sweeper
 	store    *nodecache.Store
-	replicas *nodecache.Replicas // the node's share of the Replicas
+	replicas *nodecache.Replicas  // the node's share of the Replicas
 	confirm  *nodecache.Confirmer // checks the share against a full list
-	volumes  *nodecache.Volumes  // the volumes the guard asks about
+	volumes  *nodecache.Volumes   // the volumes the guard asks about
 	echo     *echoes
 	trigger  chan struct{}
 	sweeps   atomic.Int64

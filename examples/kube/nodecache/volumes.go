@@ -55,7 +55,7 @@ const MaxVolumeWatches = 64
 type volEntry struct {
 	stop     context.CancelFunc // ends its watch; nil: not watched
 	resolved bool               // an event or a GET said what it is
-	fromWait bool // an event came since it was wanted (a GET's answer is older)
+	fromWait bool               // an event came since it was wanted (a GET's answer is older)
 	exists   bool
 	state    orphan.VolumeState
 	obj      *unstructured.Unstructured // the stripped Volume, when it exists
@@ -97,7 +97,9 @@ func (v *Volumes) watchLocked(name string, e *volEntry) {
 	wctx, stop := context.WithCancel(v.ctx)
 	e.stop = stop
 	v.watches++
-	sel := func(o *metav1.ListOptions) { o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String() }
+	sel := func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+	}
 	ctl := localWatch(v.ri, sel, volumeKey{v, name}, func(*unstructured.Unstructured) bool { return true }, longhorn.StripVolume, v.apply)
 	go ctl.RunWithContext(wctx)
 }
