@@ -10,8 +10,10 @@
 // node (deletion requests, and a person's last-copy override). What it
 // holds of them is its node's, not the cluster's: the Replicas that can
 // claim a directory on its disks and the Volumes of its orphans, each
-// object stripped to the fields it reads (package nodecache, which also
-// says why the Replica watch has no label selector). Sweeps read the Orphans
+// object stripped to the fields it reads, and what it lists at start is
+// selected on the server (package nodecache, which also says why what the
+// Replicas' labels select is confirmed against a full list before
+// anything is recorded or purged). Sweeps read the Orphans
 // from that cache; every step that acts re-reads its record from the API
 // server. The diskscan
 // adapter, wrapped by salvage.WithCopies so that each orphaned directory
@@ -247,11 +249,12 @@ func (a *Agent) Stats() Stats {
 // What it watches, and how much of it it keeps: its own Node object (a
 // field selector on its name) and its node's Orphans (a label selector
 // on longhornnode), each stripped by client-go's informer transform to
-// what caretaker reads; every Replica and every Volume of the namespace
-// (no selector is safe for them, see package nodecache), of which it keeps only
-// the replicas that can claim a directory on its disks and the volumes
-// its orphans belong to. Only a change of these wakes a sweep, and not
-// the agent's own writes coming back through its watch.
+// what caretaker reads; the Replicas labelled with its node or its disks
+// (nodecache.Replicas), of which it keeps those that can claim a
+// directory on its disks; and, by name, the Volumes its orphans belong
+// to. Only a change of these wakes a sweep, and not the agent's own
+// writes coming back through its watch. What the labels miss, a full
+// list finds before anything is recorded or purged (nodecache.Confirmer).
 func (a *Agent) Run(ctx context.Context) error {
 	ns := a.cfg.Namespace
 	ctx, cancel := context.WithCancel(ctx)
@@ -335,10 +338,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.replicasDirty.Store(false)
 	a.replicasChanged()
-	// The first lists decoded every Replica and Volume of the namespace,
-	// a page at a time, and kept the node's: give the pages' memory back
-	// now rather than whenever the runtime's scavenger gets to it, so the
-	// agent's resident memory is its node's from the start.
+	// The first lists were decoded a page at a time, and only the node's
+	// objects kept: give the pages' memory back now rather than whenever
+	// the runtime's scavenger gets to it, so the agent's resident memory
+	// is its node's from the start.
 	debug.FreeOSMemory()
 	a.log.Info("informers synced; starting the disk monitor", "period", a.cfg.Period)
 	wg.Add(1)
