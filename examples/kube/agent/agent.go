@@ -185,7 +185,7 @@ func New(cfg Config) (*Agent, error) {
 	// The share is what the node's labels select; what it misses (a label
 	// stale or missing) the confirmation finds before anything is
 	// recorded or purged.
-	a.confirm = nodecache.NewConfirmer(replicaRI, a.replicas.Claims, a.claimsFound)
+	a.confirm = nodecache.NewConfirmer(replicaRI, a.replicas.Claims, a.replicas.Holds, a.claimsFound)
 	// A volume that faults, heals or is deleted changes what the
 	// last-copy guard lets through.
 	a.volumes = nodecache.NewVolumes(cfg.Client.Resource(longhorn.VolumeGVR).Namespace(ns), cfg.Client.Resource(longhorn.ReplicaGVR).Namespace(ns), ns, a.poke)
@@ -433,21 +433,15 @@ func (a *Agent) replicasChanged() {
 }
 
 // claimsFound is the Confirmer's onClaims: the replicas a full list found
-// claiming directories on the node join the expected set at once (the
-// sweep that confirmed judges its items with it), and those the node's
-// labels do not select are logged, since their labels need fixing.
+// claiming directories on the node, which the node's labels do not
+// select, join the expected set at once (the sweep that confirmed judges
+// its items with it), and are logged, since their labels need fixing.
 func (a *Agent) claimsFound(refs []diskscan.ReplicaRef) {
 	a.expected.Replace(append(a.replicas.Refs(), refs...))
 	a.monitor.Rescan()
-	held := map[string]bool{}
-	for _, r := range a.replicas.Refs() {
-		held[r.Name] = true
-	}
 	var hidden []string
 	for _, r := range refs {
-		if !held[r.Name] {
-			hidden = append(hidden, r.Name)
-		}
+		hidden = append(hidden, r.Name)
 	}
 	if len(hidden) > 0 {
 		slices.Sort(hidden)

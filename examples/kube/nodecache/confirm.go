@@ -41,14 +41,19 @@ var ErrUnconfirmed = errors.New("nodecache: orphan candidates not confirmed agai
 // earlier confirmation covered, and before the first purge of a sweep;
 // at most once per sweep (BeginSweep), and never in a sweep that has no
 // new candidate and purges nothing. The replicas it finds claiming a
-// directory on the node (by the claims rule given to NewConfirmer) are
-// kept (Claims) until the next confirmation, so a host adds them to its
-// expected set beside the narrow view's.
+// directory on the node (by the claims rule given to NewConfirmer) that
+// the narrow view does not hold are kept (Claims) until the next
+// confirmation, so a host adds them to its expected set beside the narrow
+// view's. (Only those: a replica the narrow view holds leaves the
+// expected set when it is deleted, and its directory becomes a candidate;
+// a kept one is dropped only by the next confirmation, so the directory
+// of a mislabelled replica deleted meanwhile waits for it.)
 //
 // It is safe for concurrent use; confirmations are serialized.
 type Confirmer struct {
 	ri       dynamic.ResourceInterface
 	claims   func(diskscan.ReplicaRef) bool
+	held     func(diskscan.ReplicaRef) bool
 	onClaims func([]diskscan.ReplicaRef)
 
 	lists atomic.Int64 // full lists taken
@@ -63,13 +68,17 @@ type Confirmer struct {
 
 // NewConfirmer returns a Confirmer listing ri (the namespace's Replicas).
 // claims says whether a replica can claim a directory on the node (the
-// rule the narrow view's stores apply); onClaims, if not nil, is called
+// rule the narrow view's stores apply), held whether the narrow view
+// holds it now (nil: never); onClaims, if not nil, is called
 // with the new claims after a confirmation whose claims differ from the
 // last one's, before Candidates or BeforePurge returns, so that the
 // host's expected set has them when the sweep goes on. It must not call
 // the Confirmer.
-func NewConfirmer(ri dynamic.ResourceInterface, claims func(diskscan.ReplicaRef) bool, onClaims func([]diskscan.ReplicaRef)) *Confirmer {
-	return &Confirmer{ri: ri, claims: claims, onClaims: onClaims, found: map[string]diskscan.ReplicaRef{}, confirmed: map[string]bool{}}
+func NewConfirmer(ri dynamic.ResourceInterface, claims, held func(diskscan.ReplicaRef) bool, onClaims func([]diskscan.ReplicaRef)) *Confirmer {
+	if held == nil {
+		held = func(diskscan.ReplicaRef) bool { return false }
+	}
+	return &Confirmer{ri: ri, claims: claims, held: held, onClaims: onClaims, found: map[string]diskscan.ReplicaRef{}, confirmed: map[string]bool{}}
 }
 
 // BeginSweep starts a new sweep: the next Candidates or BeforePurge that
@@ -84,7 +93,7 @@ func (c *Confirmer) BeginSweep() {
 func (c *Confirmer) FullLists() int64 { return c.lists.Load() }
 
 // Claims returns the replicas the last confirmation found claiming a
-// directory on the node, in no order.
+// directory on the node that the narrow view did not hold, in no order.
 func (c *Confirmer) Claims() []diskscan.ReplicaRef {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -163,7 +172,7 @@ func (c *Confirmer) confirmLocked(ctx context.Context) (changed bool, err error)
 	res, err := ListPages(ctx, c.ri, metav1.ListOptions{}, func(page *unstructured.UnstructuredList) error {
 		for i := range page.Items {
 			r := longhorn.ReplicaRefOf(&page.Items[i])
-			if c.claims(r) {
+			if c.claims(r) && !c.held(r) {
 				found[page.Items[i].GetNamespace()+"/"+page.Items[i].GetName()] = r
 			}
 		}

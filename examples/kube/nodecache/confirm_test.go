@@ -77,7 +77,8 @@ func replica(ns, name string, labels map[string]any, nodeID, diskID, dir string)
 
 // TestConfirmerFindsWhatLabelsHide: on a real API server, the replicas a
 // label selector for node-a misses (one labelled with another node, one
-// with no labels at all) are found by the confirmation, which lists every
+// with no labels at all) are found by the confirmation (and only those:
+// what the narrow view holds leaves the expected set when it is deleted), which lists every
 // Replica once for a sweep with a new candidate and once before a sweep's
 // first purge, and never for a sweep whose candidates an earlier
 // confirmation covered, or that has none.
@@ -114,6 +115,7 @@ func TestConfirmerFindsWhatLabelsHide(t *testing.T) {
 
 	var claimsChanged int
 	conf := nodecache.NewConfirmer(ri, func(r diskscan.ReplicaRef) bool { return r.NodeID == "node-a" || r.DiskID == disk },
+		func(r diskscan.ReplicaRef) bool { return r.Name == "good" }, // what the narrow view holds
 		func([]diskscan.ReplicaRef) { claimsChanged++ })
 	expectLists := func(want int, when string) {
 		t.Helper()
@@ -145,8 +147,8 @@ func TestConfirmerFindsWhatLabelsHide(t *testing.T) {
 		names = append(names, r.Name)
 	}
 	slices.Sort(names)
-	if strings.Join(names, ",") != "bare,good,stale" {
-		t.Fatalf("claims %v, want bare, good and stale (never another node's)", names)
+	if strings.Join(names, ",") != "bare,stale" {
+		t.Fatalf("claims %v, want bare and stale (not good, which the narrow view holds, nor another node's)", names)
 	}
 	// The same sweep's purge needs no other list.
 	if err := conf.BeforePurge(ctx); err != nil {
@@ -193,7 +195,7 @@ func TestConfirmingDeleterRefusesWithoutAList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conf := nodecache.NewConfirmer(dc.Resource(longhorn.ReplicaGVR).Namespace("default"), func(diskscan.ReplicaRef) bool { return true }, nil)
+	conf := nodecache.NewConfirmer(dc.Resource(longhorn.ReplicaGVR).Namespace("default"), func(diskscan.ReplicaRef) bool { return true }, nil, nil)
 	conf.BeginSweep()
 	inner := &recordingDeleter{}
 	err = nodecache.ConfirmingDeleter{Deleter: inner, C: conf}.Delete(context.Background(), orphan.Record{Name: "x"})

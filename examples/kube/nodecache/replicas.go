@@ -185,6 +185,29 @@ func (r *Replicas) Refs() []diskscan.ReplicaRef {
 // Len is the number of replicas held.
 func (r *Replicas) Len() int { return len(r.Refs()) }
 
+// Holds says whether the share holds ref now (by name), as it is: a
+// Confirmer's held.
+func (r *Replicas) Holds(ref diskscan.ReplicaRef) bool {
+	r.mu.Lock()
+	shares := r.shares
+	r.mu.Unlock()
+	for _, s := range shares {
+		s.mu.Lock()
+		held := false
+		for _, h := range s.refs {
+			if h == ref {
+				held = true
+				break
+			}
+		}
+		s.mu.Unlock()
+		if held {
+			return true
+		}
+	}
+	return false
+}
+
 // replicaShare is one watch's share of the Replicas: a store for
 // localWatch, and the KnownObjects of its queue.
 type replicaShare struct {
