@@ -569,10 +569,19 @@ func (a *Agent) cycle(ctx context.Context) (time.Time, error) {
 	}
 	// What the node's labels alone call orphans is confirmed against a
 	// full list before it is recorded: once for candidates not seen
-	// before, never again for the same ones.
+	// before, never again for the same ones. A candidate that has its
+	// record already was confirmed when it was recorded (by this process
+	// or the one before a restart): it needs none until its purge.
 	a.confirm.BeginSweep()
+	recorded := make(map[string]bool, len(recs))
+	for _, r := range recs {
+		recorded[r.Name] = true
+	}
 	cands := make(map[string]bool, len(obs.Snapshot.Items))
 	for _, it := range obs.Snapshot.Items {
+		if name, err := it.Name(); err == nil && recorded[name] {
+			continue
+		}
 		cands[nodecache.CandidateKey(it)] = true
 	}
 	if _, err := a.confirm.Candidates(ctx, cands); err != nil {
