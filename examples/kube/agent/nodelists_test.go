@@ -215,3 +215,30 @@ func TestStaleLabelsNeverMakeOrphans(t *testing.T) {
 		}
 	}
 }
+
+// TestPurgeConfirmsAgainstAFullList (issue 37 point 2): an Orphan is
+// recorded, then a Replica comes to claim its directory with labels that
+// name another node, so the node's selected view never sees it. Deleting
+// the Orphan asks for a purge; the purge's confirmation lists every
+// Replica, finds the claim, and the directory stays (the Orphan is then
+// forgotten, its data kept).
+func TestPurgeConfirmsAgainstAFullList(t *testing.T) {
+	e := newEnv(t)
+	d := e.addNode("node-a", "disk-1")
+	e.owned(d, dataName("vol-ok"))
+	dir := dataName("vol-late")
+	e.orphanDir(d, dir)
+	_, ll := e.startLoggedAgent("node-a", nil)
+	name := longhornName(d, dir)
+	e.waitOrphans("node-a", name)
+	before := ll.full("replicas")
+	e.replicaWithLabels(d, "r-late", dir, map[string]any{"longhornnode": "node-b"})
+	e.deleteOrphan(name)
+	e.waitGone(name)
+	if !exists(t, d.dir(dir)) {
+		t.Fatal("the directory a mislabelled replica claims was purged")
+	}
+	if ll.full("replicas") == before {
+		t.Fatalf("the purge was refused without a full list: %s", ll)
+	}
+}
