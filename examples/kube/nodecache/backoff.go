@@ -26,7 +26,7 @@ import (
 // Retried counts the requests sent again. It is safe for concurrent use.
 type Backoff429 struct {
 	Next  http.RoundTripper // nil: http.DefaultTransport
-	Clock clock.WithTicker  // nil: the real clock
+	Clock clock.Clock       // nil: the real clock
 	// Rand returns a number in [0, 1); nil uses math/rand/v2.
 	Rand func() float64
 	// Tries bounds the attempts of one request (0: 8); Base and Cap bound
