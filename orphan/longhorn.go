@@ -94,11 +94,8 @@ func LonghornVolumeState(robustness, state string, numberOfReplicas int, replica
 	switch robustness {
 	case RobustnessHealthy, RobustnessDegraded, RobustnessFaulted: // 1
 		return VolumeState(robustness)
-	case RobustnessUnknown, "":
-	default:
-		return ""
 	}
-	if state != VolumeStateDetached { // 3
+	if !LonghornVolumeNeedsReplicas(robustness, state) { // 3
 		return ""
 	}
 	healthy := 0 // 2
@@ -114,6 +111,16 @@ func LonghornVolumeState(robustness, state string, numberOfReplicas int, replica
 		return VolumeHealthy
 	}
 	return VolumeDegraded
+}
+
+// LonghornVolumeNeedsReplicas reports whether LonghornVolumeState of a
+// volume with this status.robustness and status.state counts the
+// volume's Replicas (its rule 2: robustness unknown or empty, and the
+// volume detached). For every other volume the replicas change nothing,
+// so a host lists a volume's Replicas only when this is true, and may
+// pass nil for the others.
+func LonghornVolumeNeedsReplicas(robustness, state string) bool {
+	return state == VolumeStateDetached && (robustness == RobustnessUnknown || robustness == "")
 }
 
 // LonghornCondition mirrors longhorn-manager's Condition

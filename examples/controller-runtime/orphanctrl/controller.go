@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/caretaker-storage/caretaker/diskscan"
 	"github.com/caretaker-storage/caretaker/examples/kube/crstore"
+	"github.com/caretaker-storage/caretaker/examples/kube/hostkit"
 	"github.com/caretaker-storage/caretaker/examples/kube/longhorn"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/salvage"
@@ -48,12 +48,13 @@ type Config struct {
 	// one key to two workers at once, so more workers never sweep the node
 	// twice at the same time; they only sit idle.
 	MaxConcurrentReconciles int
-	// CreatesPerSweep bounds the new records one sweep creates; zero means
-	// DefaultCreatesPerSweep. A node that finds thousands of orphans at
+	// MaxCreates bounds the records one sweep creates
+	// (orphan.SweeperOptions.MaxCreates); zero means
+	// hostkit.DefaultMaxCreates. A node that finds thousands of orphans at
 	// once creates their records over many short sweeps, and a deletion a
 	// user asks for meanwhile is purged by the next one, not after all of
 	// them.
-	CreatesPerSweep int
+	MaxCreates int
 	// Store keeps the records; nil means NewStore(mgr.GetClient(),
 	// mgr.GetAPIReader(), Namespace, NodeID), whose own writes do not wake
 	// the controller again. A Store of your own must read Get from the API
@@ -71,15 +72,8 @@ type Config struct {
 	LocalCache *LocalCache
 }
 
-// DefaultCreatesPerSweep is Config.CreatesPerSweep's default.
-const DefaultCreatesPerSweep = 50
-
 // ErrConfig is wrapped by errors about an incomplete Config.
 var ErrConfig = errors.New("orphanctrl: invalid config")
-
-// retry is the delay between failed attempts to read the node's view
-// before the first scan.
-var retry = retryPolicy{Initial: 250 * time.Millisecond, Max: 30 * time.Second}
 
 // Controller is one node's orphan controller on a controller-runtime
 // manager. Setup creates it and adds it to the manager.
@@ -94,13 +88,12 @@ type Controller struct {
 	monitor  *orphan.Monitor
 	sweeper  *orphan.Sweeper
 	records  *pinnedStore
-	echo     *echoes // nil for a Store of the user's
+	echo     *hostkit.Echoes // nil for a Store of the user's
 	events   chan event.GenericEvent
 
 	ready atomic.Bool // the expected set holds every replica of the node's current disks
 
-	mu       sync.Mutex           // guards the view below (the runnable's first refresh and Reconcile)
-	created  map[string]time.Time // records created lately, until the cache shows them
+	mu       sync.Mutex // guards the view below (the runnable's first refresh and Reconcile)
 	disks    []diskscan.Disk
 	replicas []diskscan.ReplicaRef
 	scopes   map[orphan.Scope]orphan.ScopeStatus
@@ -128,22 +121,23 @@ func Setup(mgr manager.Manager, cfg Config) (*Controller, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.CreatesPerSweep <= 0 {
-		cfg.CreatesPerSweep = DefaultCreatesPerSweep
+	if cfg.MaxCreates <= 0 {
+		cfg.MaxCreates = hostkit.DefaultMaxCreates
 	}
 	if lc := cfg.LocalCache; lc != nil && (lc.nodeID != cfg.NodeID || lc.namespace != cfg.Namespace) {
 		return nil, fmt.Errorf("%w: LocalCache is node %s in namespace %s, the controller node %s in namespace %s",
 			ErrConfig, lc.nodeID, lc.namespace, cfg.NodeID, cfg.Namespace)
 	}
-	var echo *echoes
+	var c *Controller
+	var echo *hostkit.Echoes
 	if cfg.Store == nil {
-		echo = newEchoes(nil) // its wake is the controller's poke, below
+		echo = hostkit.NewEchoes(func() { c.poke() })
 		st := NewStore(echoClient{mgr.GetClient(), echo}, mgr.GetAPIReader(), cfg.Namespace, cfg.NodeID)
 		st.echo = echo
 		st.spellings = &crstore.DismissalLog{Logger: cfg.Logger}
 		cfg.Store = st
 	}
-	c := &Controller{
+	c = &Controller{
 		cfg:      cfg,
 		log:      cfg.Logger.With("node", cfg.NodeID),
 		key:      reconcile.Request{NamespacedName: types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.NodeID}},
@@ -156,11 +150,10 @@ func Setup(mgr manager.Manager, cfg Config) (*Controller, error) {
 		events: make(chan event.GenericEvent, 1),
 		scopes: map[orphan.Scope]orphan.ScopeStatus{{NodeID: cfg.NodeID}: {Health: orphan.HealthUnknown, Message: "the node object is not read yet"}},
 	}
-	if echo != nil {
-		echo.wake = c.poke
-	}
 	var err error
-	if c.orphans, err = diskscan.NewOrphans(diskscan.ExpectedFunc(c.expectedWhenReady), diskscan.Options{}); err != nil {
+	// The scan's expected set answers only once it holds every replica of
+	// the node's current disks: until then the disk is undecided.
+	if c.orphans, err = diskscan.NewOrphans(diskscan.WhenLoaded(c.expected, c.ready.Load), diskscan.Options{}); err != nil {
 		return nil, err
 	}
 	// Each orphaned directory is inspected as a copy of its volume: its
@@ -169,7 +162,7 @@ func Setup(mgr manager.Manager, cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.sweeper, err = orphan.NewSweeper(c.records, adapter, orphan.SweeperOptions{Logger: cfg.Logger}); err != nil {
+	if c.sweeper, err = orphan.NewSweeper(c.records, adapter, orphan.SweeperOptions{Logger: cfg.Logger, MaxCreates: cfg.MaxCreates}); err != nil {
 		return nil, err
 	}
 	c.monitor = orphan.NewMonitor(adapter, orphan.MonitorOptions{Period: cfg.Period, OnChange: func(orphan.Observation) { c.poke() }})
@@ -236,7 +229,7 @@ func (r monitorRunnable) Start(ctx context.Context) error {
 			break
 		}
 		failures++
-		wait := retry.Delay(failures)
+		wait := hostkit.DefaultRetry.Delay(failures)
 		r.c.log.Warn("reading the node's view failed; retrying", "in", wait, "err", err)
 		select {
 		case <-ctx.Done():
@@ -283,7 +276,7 @@ func (c *Controller) refresh(ctx context.Context) error {
 	ready := c.cfg.LocalCache == nil || c.cfg.LocalCache.ready(list.Items)
 	refs := make([]diskscan.ReplicaRef, 0)
 	for i := range list.Items {
-		if r := longhorn.ReplicaRefOf(&list.Items[i]); c.claimsHere(r, uuids) {
+		if r := longhorn.ReplicaRefOf(&list.Items[i]); r.ClaimsOn(c.cfg.NodeID, uuids) {
 			refs = append(refs, r)
 		}
 	}
@@ -330,16 +323,17 @@ func (c *Controller) refresh(ctx context.Context) error {
 // auto-deleted.
 //
 // With a LocalCache, the cache holds only the volumes the sweep asks
-// about (wantedVolumes of snap and recs): they are set as the Volume
+// about (orphan.VolumesAsked of snap and recs): they are set as the Volume
 // filter's selection first, and the list is complete only once the cache
 // holds a LIST made with every one of them selected. Until then a wanted
 // volume the cache lacks may only have been filtered out, so the list is
 // incomplete (every volume unknown, never deleted), and pending asks the
 // caller to sweep again shortly.
 func (c *Controller) volumeStates(ctx context.Context, snap orphan.Snapshot, recs []orphan.Record) (states map[string]orphan.VolumeState, complete, pending bool) {
+	wanted := orphan.VolumesAsked(snap, recs)
 	lc := c.cfg.LocalCache
 	if lc != nil {
-		lc.setVolumes(wantedVolumes(snap, recs))
+		lc.setVolumes(wanted)
 	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(VolumeGVK.GroupVersion().WithKind(VolumeGVK.Kind + "List"))
@@ -356,7 +350,7 @@ func (c *Controller) volumeStates(ctx context.Context, snap orphan.Snapshot, rec
 		vols[i] = &list.Items[i]
 	}
 	states = longhorn.VolumeStates(vols)
-	c.detachedStates(ctx, vols, wantedVolumes(snap, recs), states)
+	c.detachedStates(ctx, vols, wanted, states)
 	return states, true, false
 }
 
@@ -381,104 +375,15 @@ func (c *Controller) detachedStates(ctx context.Context, vols []*unstructured.Un
 	}
 }
 
-// wantedVolumes names the volumes the last-copy guard can ask about in a
-// sweep of snap against recs: each candidate's copy's volume (what the
-// inspection read) and the volume its data directory is named after, and
-// the volume of each record's data directory.
-func wantedVolumes(snap orphan.Snapshot, recs []orphan.Record) map[string]bool {
-	names := map[string]bool{}
-	add := func(n string) {
-		if n != "" {
-			names[n] = true
-		}
-	}
-	for _, it := range snap.Items {
-		if it.Copy != nil {
-			add(it.Copy.Volume)
-		}
-		add(orphan.VolumeOfDataName(it.Param(orphan.ParamDataName)))
-	}
-	for _, r := range recs {
-		add(orphan.VolumeOfDataName(r.Param(orphan.ParamDataName)))
-	}
-	return names
-}
-
 // notReadyRequeue is the pause before the node's view is read again
 // while the cache lists the replicas of the node's new disks.
 const notReadyRequeue = 250 * time.Millisecond
 
-// errReplicasNotReady is the expected set's answer while the cache does
-// not hold the replicas of the node's current disks.
-var errReplicasNotReady = errors.New("orphanctrl: the replicas of the node's disks are not listed yet")
-
-// expectedWhenReady is the scan's expected source: the expected set, once
-// it holds every replica of the node's current disks.
-func (c *Controller) expectedWhenReady(ctx context.Context, d diskscan.Disk) (diskscan.NameSet, error) {
-	if !c.ready.Load() {
-		return nil, errReplicasNotReady
-	}
-	return c.expected.Expected(ctx, d)
-}
-
-// heldRequeue is the pause before the sweep that goes on with the new
-// orphans one held back.
-const heldRequeue = 100 * time.Millisecond
-
-// createdWait is how long a record this controller created is taken to
-// exist though the cache does not show it yet. After it, the record's
-// orphan is planned again (a record someone deleted meanwhile is made
-// anew).
-const createdWait = 30 * time.Second
-
-// justCreated forgets the created records recs shows, and returns
-// whether a name was created within createdWait.
-func (c *Controller) justCreated(recs []orphan.Record) func(string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, r := range recs {
-		delete(c.created, r.Name)
-	}
-	now := time.Now()
-	for name, at := range c.created {
-		if now.Sub(at) > createdWait {
-			delete(c.created, name)
-		}
-	}
-	pending := maps.Clone(c.created)
-	return func(name string) bool { _, ok := pending[name]; return ok }
-}
-
-func (c *Controller) noteCreated(names []string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.created == nil {
-		c.created = map[string]time.Time{}
-	}
-	now := time.Now()
-	for _, n := range names {
-		c.created[n] = now
-	}
-}
-
-// lastCopyOverrides names the node's records that carry a person's
-// last-copy override (the label caretaker.io/last-copy-override=true),
-// from the list the sweep plans from. The override lets a requested
-// purge of a faulted volume's copy through, so only an Orphan that is
-// also deleted (kubectl delete orphan) is purged.
-func lastCopyOverrides(recs []orphan.Record) map[string]bool {
-	var out map[string]bool
-	for _, r := range recs {
-		if !crstore.LastCopyOverridden(r.Labels) {
-			continue
-		}
-		if out == nil {
-			out = map[string]bool{}
-		}
-		out[r.Name] = true
-	}
-	return out
-}
+// batchRequeue is the pause before the sweep that goes on with the new
+// orphans a sweep left for later (MaxCreates): long enough for the
+// manager's cache to show the batch just created, so the next sweep does
+// not plan it again.
+const batchRequeue = 100 * time.Millisecond
 
 func (c *Controller) hostScopes() map[orphan.Scope]orphan.ScopeStatus {
 	c.mu.Lock()
@@ -510,27 +415,25 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, fmt.Errorf("orphanctrl: scan %d: %w", obs.Seq, obs.Err)
 	}
 	// The records, from the Store's List (the manager's cache for the
-	// default Store): the Sweeper plans from this very list, and this
-	// sweep creates the records of at most CreatesPerSweep new orphans.
+	// default Store): the Sweeper plans from this very list, so the
+	// volumes and overrides read are those of exactly these records.
 	sel := orphan.Selector{NodeID: c.cfg.NodeID}
 	recs, err := c.cfg.Store.List(ctx, sel)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("orphanctrl: listing records: %w", err)
 	}
-	snap, held := paced(obs.Snapshot, recs, c.cfg.CreatesPerSweep, c.justCreated(recs))
 	c.records.pin(recs)
 	volumes, complete, volumesPending := c.volumeStates(ctx, obs.Snapshot, recs)
-	plan, res, err := c.sweeper.Run(ctx, snap, orphan.Cycle{
+	plan, res, err := c.sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
 		Selector:         sel,
 		Scopes:           c.hostScopes(),
 		Policy:           c.cfg.Policy,
 		ObservedAt:       obs.StartedAt,
 		Volumes:          volumes,
 		VolumesComplete:  complete,
-		LastCopyOverride: lastCopyOverrides(recs),
+		LastCopyOverride: orphan.LastCopyOverrides(recs),
 	})
 	c.records.unpin()
-	c.noteCreated(res.Created)
 	if len(res.Created)+len(res.Forgotten)+len(res.Purged)+len(res.Refused)+len(res.Failed) > 0 {
 		c.log.Info("swept", "scan", obs.Seq, "created", res.Created, "forgotten", res.Forgotten,
 			"purged", res.Purged, "refused", res.Refused, "failed", len(res.Failed))
@@ -539,12 +442,11 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// controller-runtime requeues the key with its per-item backoff.
 		return reconcile.Result{}, err
 	}
-	if held > 0 {
-		// More new orphans wait (or records just created wait for the
-		// cache to show them): the next sweep comes shortly, after any
-		// deletion request that arrived during this one.
-		c.log.Info("records of new orphans held for the next sweep", "held", held)
-		return reconcile.Result{RequeueAfter: heldRequeue}, nil
+	if len(res.Created) > 0 && !plan.RequeueAt.IsZero() && time.Until(plan.RequeueAt) <= 0 {
+		// The sweep created a batch of MaxCreates and more new orphans
+		// wait: the next sweep comes shortly, after any deletion request
+		// that arrived during this one, once the cache shows the batch.
+		return reconcile.Result{RequeueAfter: batchRequeue}, nil
 	}
 	if volumesPending && (plan.RequeueAt.IsZero() || time.Until(plan.RequeueAt) > notReadyRequeue) {
 		// The cache lists the newly wanted volumes: the guard judges

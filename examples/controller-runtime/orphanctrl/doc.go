@@ -35,7 +35,7 @@
 // node only when it changes what the node's sweep reads and is not the
 // echo of the controller's own write, and a first sweep that finds
 // thousands of orphans creates their records a few at a time
-// (Config.CreatesPerSweep) so that a deletion asked for meanwhile is
+// (Config.MaxCreates, the core's SweeperOptions.MaxCreates) so that a deletion asked for meanwhile is
 // served by the next sweep.
 //
 // The records are kept by Store, an orphan.Store over client.Client that

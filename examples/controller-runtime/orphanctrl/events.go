@@ -63,20 +63,20 @@ func (c *Controller) orphanChanged(old, new client.Object) bool {
 	}
 	switch {
 	case old == nil: // created
-		if c.echo.echo(new) {
+		if c.echo.Echo(new.GetName(), new.GetResourceVersion()) {
 			return false
 		}
 		// Someone else's object of a name we once deleted: its deletion
 		// will not be ours.
-		c.echo.deleting(new.GetName(), false)
+		c.echo.Deleting(new.GetName(), false)
 		return true
 	case new == nil: // deleted
-		return !c.echo.gone(old.GetName())
+		return !c.echo.Gone(old.GetName())
 	}
-	if c.echo.echo(new) {
+	if c.echo.Echo(new.GetName(), new.GetResourceVersion()) {
 		return false
 	}
-	if old.GetDeletionTimestamp() == nil && new.GetDeletionTimestamp() != nil && c.echo.deletedByUs(new.GetName()) {
+	if old.GetDeletionTimestamp() == nil && new.GetDeletionTimestamp() != nil && c.echo.DeletedByUs(new.GetName()) {
 		return false
 	}
 	return !onlyAnnotations(old, new)
@@ -136,14 +136,14 @@ func (c *Controller) replicaChanged(old, new client.Object) bool {
 	uuids := c.diskUUIDs()
 	if old == nil || new == nil {
 		r, ok := ref(o)
-		return !ok || c.claimsHere(r, uuids)
+		return !ok || r.ClaimsOn(c.cfg.NodeID, uuids)
 	}
 	ro, ok1 := ref(old)
 	rn, ok2 := ref(new)
 	if !ok1 || !ok2 {
 		return true
 	}
-	return ro != rn && (c.claimsHere(ro, uuids) || c.claimsHere(rn, uuids))
+	return ro != rn && (ro.ClaimsOn(c.cfg.NodeID, uuids) || rn.ClaimsOn(c.cfg.NodeID, uuids))
 }
 
 // diskUUIDs are the UUIDs of the disks the node scans.
@@ -155,17 +155,6 @@ func (c *Controller) diskUUIDs() map[string]bool {
 		out[d.UUID] = true
 	}
 	return out
-}
-
-// claimsHere reports whether r can claim a directory on one of the disks
-// of uuids, by diskscan.StaticExpected's rule: a replica with a diskID
-// claims on that disk only, whatever its nodeID; one without claims on
-// its node's disks (any node's if its nodeID is empty too) by path.
-func (c *Controller) claimsHere(r diskscan.ReplicaRef, uuids map[string]bool) bool {
-	if r.DiskID != "" {
-		return uuids[r.DiskID]
-	}
-	return r.NodeID == c.cfg.NodeID || r.NodeID == ""
 }
 
 // volumeChanged: a volume whose robustness changed, or that appeared or

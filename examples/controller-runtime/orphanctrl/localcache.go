@@ -142,7 +142,7 @@ func (l *LocalCache) newInformer(lw toolscache.ListerWatcher, obj runtime.Object
 }
 
 // keep is the filter: whether a replica can claim a directory on the
-// node. It is wider than the controller's own rule (Controller.claimsHere),
+// node. It is wider than the controller's own rule (diskscan.ReplicaRef.ClaimsOn),
 // never narrower: a replica naming the node is kept whatever its disk.
 func (l *LocalCache) keep(u *unstructured.Unstructured, disks map[string]bool) bool {
 	r := longhorn.ReplicaRefOf(u)

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/caretaker-storage/caretaker/examples/kube/crstore"
+	"github.com/caretaker-storage/caretaker/examples/kube/hostkit"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -40,7 +41,7 @@ type Store struct {
 	api       client.Reader
 	namespace string
 	ownerID   string
-	echo      *echoes // the controller's, when Setup built this Store; else nil
+	echo      *hostkit.Echoes // the controller's, when Setup built this Store; else nil
 	// spellings logs dismissal labels of unknown spelling; Setup gives it
 	// the controller's Logger, and a nil one is silent.
 	spellings *crstore.DismissalLog
@@ -208,10 +209,10 @@ func (s *Store) requestDeletion(ctx context.Context, o *Orphan) error {
 func (s *Store) Delete(ctx context.Context, name string) (err error) {
 	// Removing the finalizer of an object being deleted deletes it: its
 	// DELETED event is this call's echo from the start.
-	s.echo.deleting(name, true)
+	s.echo.Deleting(name, true)
 	defer func() {
 		if err != nil {
-			s.echo.deleting(name, false)
+			s.echo.Deleting(name, false)
 		}
 	}()
 	for range maxAttempts {

@@ -1,42 +1,26 @@
 // Package agent is a per-node orphan agent for Longhorn v1 filesystem
 // disks on Kubernetes: it keeps its node's Orphan custom resources in step
 // with the replica directories on the node's disks, and purges a
-// directory when its Orphan is deleted.
+// directory when its Orphan is deleted. It is the glue a host copies:
+// informers, a Store, one adapter constructor and the loop.
 //
-// It watches four kinds of Longhorn object: its own Node (which disks to
-// scan, and whether the node or a disk is being evicted), the Replicas
-// (which directories the cluster expects), the Volumes (each one's
-// robustness, for the last-copy guard), and the Orphans labelled with its
-// node (deletion requests, and a person's last-copy override). What it
-// holds of them is its node's, not the cluster's: the Replicas that can
-// claim a directory on its disks and the Volumes of its orphans, each
-// object stripped to the fields it reads, and what it lists at start is
-// selected on the server (package nodecache, which also says why what the
-// Replicas' labels select is confirmed against a full list before
-// anything is recorded or purged). Sweeps read the Orphans
-// from that cache; every step that acts re-reads its record from the API
-// server. The diskscan
-// adapter, wrapped by salvage.WithCopies so that each orphaned directory
-// is inspected as a copy of its volume, runs under an orphan.Monitor; on every change, and on every event, the
-// agent runs one orphan.Sweeper cycle over the crstore Store. Everything
-// else is the core's: the plan carries every condition (DataCleanable,
-// Error, PurgeGuarded, Recoverable) and every release, and the Sweeper
-// writes them.
-//
-// Deletion follows Longhorn's rule, which the orphan core applies: the
-// data of a deleted Orphan is purged only when its DataCleanable condition
-// is True (the core marks it while the node and disk are Ready);
-// otherwise the finalizer is removed and the data stays. The core's
-// mass-deletion guard is on, and so is its last-copy guard: the agent
-// passes every Volume's robustness (Cycle.Volumes, complete once the
-// informer has synced), so a recoverable orphan of a faulted volume is
-// never purged unless a person confirms it, and one of a degraded or
-// unknown (detached) volume is not auto-deleted; an orphan of a deleted
-// volume is. A person confirms with the label
-// caretaker.io/last-copy-override=true (orphan.LabelLastCopyOverride) on
-// the Orphan: the agent passes the names of its Orphans that carry it in
-// Cycle.LastCopyOverride, which lets the purge through once the Orphan is
-// also deleted (never an automatic one).
+// It watches its own Node (which disks to scan; node and disk eviction
+// and readiness), the Orphans labelled with its node (deletion requests,
+// dismissals, last-copy overrides), and through package nodecache its
+// node's share of the Replicas (which directories the cluster expects:
+// those its labels select, confirmed against a full list before anything
+// is recorded or purged) and the Volumes its orphans belong to (for the
+// last-copy guard). Sweeps plan from those caches; every step that acts re-reads its record from
+// the API server. The diskscan adapter, wrapped by salvage.WithCopies so
+// that each orphaned directory is inspected as a copy of its volume, runs
+// under an orphan.Monitor; on every change, and on every event that is
+// not the agent's own write, the agent runs one orphan.Sweeper cycle over
+// the crstore Store. Everything else is the core's: Longhorn's deletion
+// rule (the data of a deleted Orphan is purged only while DataCleanable is
+// True), the mass-deletion guard, and the last-copy guard, fed with the
+// states of the volumes orphan.VolumesAsked names and the overrides
+// orphan.LastCopyOverrides reads from the label
+// caretaker.io/last-copy-override=true.
 package agent
 
 import (
@@ -61,6 +45,7 @@ import (
 
 	"github.com/caretaker-storage/caretaker/diskscan"
 	"github.com/caretaker-storage/caretaker/examples/kube/crstore"
+	"github.com/caretaker-storage/caretaker/examples/kube/hostkit"
 	"github.com/caretaker-storage/caretaker/examples/kube/longhorn"
 	"github.com/caretaker-storage/caretaker/examples/kube/nodecache"
 	"github.com/caretaker-storage/caretaker/orphan"
@@ -88,22 +73,11 @@ type Config struct {
 	// Hooks, if set, observe every scan of the Monitor and every step of
 	// the Sweeper (package metrics turns them into Prometheus metrics).
 	Hooks orphan.Hooks
-	// MaxCreates bounds the Orphans one sweep creates; zero means
-	// DefaultMaxCreates. A node that suddenly has thousands of orphans
-	// creates them in batches, sweep after sweep, and a user's deletion
-	// is carried out by the next sweep instead of after the whole backlog
-	// (orphan.SweeperOptions.MaxCreates).
+	// MaxCreates bounds the Orphans one sweep creates
+	// (orphan.SweeperOptions.MaxCreates); zero means
+	// hostkit.DefaultMaxCreates.
 	MaxCreates int
 }
-
-// DefaultMaxCreates is Config.MaxCreates's default: at two writes per
-// Orphan (the create, then its status: the Orphan CRD has a status
-// subresource, so the API server drops a status sent with the create), a
-// batch is about 200 writes, a few seconds.
-const DefaultMaxCreates = 100
-
-// retry is the delay after failed cycles in a row.
-var retry = retryPolicy{Initial: 250 * time.Millisecond, Max: 30 * time.Second}
 
 // ErrConfig is wrapped by errors about an incomplete Config.
 var ErrConfig = errors.New("agent: invalid config")
@@ -120,7 +94,7 @@ type Agent struct {
 	replicas *nodecache.Replicas  // the node's share of the Replicas
 	confirm  *nodecache.Confirmer // checks the share against a full list
 	volumes  *nodecache.Volumes   // the volumes the guard asks about
-	echo     *echoes
+	echo     *hostkit.Echoes
 	trigger  chan struct{}
 	sweeps   atomic.Int64
 
@@ -134,25 +108,6 @@ type Agent struct {
 	nodeView *longhorn.NodeView                  // the last one applied
 	orphanc  cache.SharedIndexInformer           // the node's Orphans, once Run starts it
 	nodec    cache.SharedIndexInformer           // the node's Node object, once Run starts it
-}
-
-// errReplicasNotReady is the expected set's answer while the Replica
-// watch has not listed the replicas of the node's current disks.
-var errReplicasNotReady = errors.New("agent: the node's replicas are not listed yet")
-
-// expectedWhenReady answers from the agent's expected set only once the
-// Replica watch has synced for the node's current disks: before that, a
-// directory's replica may not be in it yet, and the disk is undecided.
-type expectedWhenReady struct {
-	set   *diskscan.StaticExpected
-	ready func() bool
-}
-
-func (e expectedWhenReady) Expected(ctx context.Context, d diskscan.Disk) (diskscan.NameSet, error) {
-	if !e.ready() {
-		return nil, errReplicasNotReady
-	}
-	return e.set.Expected(ctx, d)
 }
 
 // New returns an agent; it does nothing until Run.
@@ -169,16 +124,19 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.MaxCreates <= 0 {
+		cfg.MaxCreates = hostkit.DefaultMaxCreates
+	}
 	a := &Agent{
 		cfg:      cfg,
 		log:      cfg.Logger.With("node", cfg.NodeID),
 		expected: diskscan.NewStaticExpected(),
-		echo:     newEchoes(),
 		trigger:  make(chan struct{}, 1),
 		refresh:  make(chan struct{}, 1),
 		// Until the Node object is read, nothing is known about the node.
 		scopes: map[orphan.Scope]orphan.ScopeStatus{{NodeID: cfg.NodeID}: {Health: orphan.HealthUnknown, Message: "the node object is not read yet"}},
 	}
+	a.echo = hostkit.NewEchoes(a.poke)
 	ns := cfg.Namespace
 	replicaRI := cfg.Client.Resource(longhorn.ReplicaGVR).Namespace(ns)
 	a.replicas = nodecache.NewReplicas(replicaRI, cfg.NodeID, a.mark(&a.replicasDirty))
@@ -190,7 +148,9 @@ func New(cfg Config) (*Agent, error) {
 	// last-copy guard lets through.
 	a.volumes = nodecache.NewVolumes(cfg.Client.Resource(longhorn.VolumeGVR).Namespace(ns), cfg.Client.Resource(longhorn.ReplicaGVR).Namespace(ns), ns, a.poke)
 	var err error
-	if a.orphans, err = diskscan.NewOrphans(expectedWhenReady{set: a.expected, ready: a.replicas.HasSynced}, diskscan.Options{}); err != nil {
+	// Until the node's share of the Replicas is listed whole, a directory's
+	// replica may be missing from the set: the disk is undecided.
+	if a.orphans, err = diskscan.NewOrphans(diskscan.WhenLoaded(a.expected, a.replicas.HasSynced), diskscan.Options{}); err != nil {
 		return nil, err
 	}
 	// Each orphaned directory is inspected as a copy of its volume, so its
@@ -200,11 +160,7 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.store = nodecache.NewStore(crstore.New(cfg.Client, crstore.Options{Namespace: ns, OwnerID: cfg.NodeID, FieldManager: cfg.FieldManager, OnWrite: a.echo.wrote, Logger: a.log}))
-	if cfg.MaxCreates <= 0 {
-		cfg.MaxCreates = DefaultMaxCreates
-		a.cfg.MaxCreates = cfg.MaxCreates
-	}
+	a.store = nodecache.NewStore(crstore.New(cfg.Client, crstore.Options{Namespace: ns, OwnerID: cfg.NodeID, FieldManager: cfg.FieldManager, OnWrite: a.wrote, Logger: a.log}))
 	// Every purge is confirmed against a full list of the Replicas first.
 	swept, err := orphan.NewAdapter(adapter.Kinds(), adapter, adapter, nodecache.ConfirmingDeleter{Deleter: adapter, C: a.confirm})
 	if err != nil {
@@ -244,17 +200,13 @@ func (a *Agent) Stats() Stats {
 }
 
 // Run watches, scans and sweeps until ctx is done. It returns nil when
-// ctx ends, or an error if the informers cannot start.
-//
-// What it watches, and how much of it it keeps: its own Node object (a
-// field selector on its name) and its node's Orphans (a label selector
-// on longhornnode), each stripped by client-go's informer transform to
-// what caretaker reads; the Replicas labelled with its node or its disks
-// (nodecache.Replicas), of which it keeps those that can claim a
-// directory on its disks; and, by name, the Volumes its orphans belong
-// to. Only a change of these wakes a sweep, and not the agent's own
-// writes coming back through its watch. What the labels miss, a full
-// list finds before anything is recorded or purged (nodecache.Confirmer).
+// ctx ends, or an error if the informers cannot start. Its own Node object
+// (a field selector on its name) and its node's Orphans (a label selector
+// on longhornnode) come through informers stripped to what caretaker
+// reads, the Replicas and Volumes through package nodecache: the
+// Replicas its labels select, and the Volumes its orphans belong to, by
+// name. What the labels miss, a full list finds before anything is
+// recorded or purged (nodecache.Confirmer).
 func (a *Agent) Run(ctx context.Context) error {
 	ns := a.cfg.Namespace
 	ctx, cancel := context.WithCancel(ctx)
@@ -275,33 +227,17 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 
 	nodeKey := ns + "/" + a.cfg.NodeID
-	onEvent := func(f func()) cache.ResourceEventHandlerFuncs {
-		return cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { f() },
-			UpdateFunc: func(any, any) { f() },
-			DeleteFunc: func(any) { f() },
-		}
-	}
-	if _, err := nodeInf.AddEventHandler(onEvent(a.mark(&a.nodeDirty))); err != nil {
+	dirty := a.mark(&a.nodeDirty)
+	if _, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { dirty() }, UpdateFunc: func(any, any) { dirty() }, DeleteFunc: func(any) { dirty() },
+	}); err != nil {
 		return err
 	}
 	// An Orphan event wakes a sweep unless it is the agent's own write.
 	if _, err := orphanInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if !a.echo.isEcho(obj, false) {
-				a.poke()
-			}
-		},
-		UpdateFunc: func(_, obj any) {
-			if !a.echo.isEcho(obj, false) {
-				a.poke()
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if !a.echo.isEcho(obj, true) {
-				a.poke()
-			}
-		},
+		AddFunc:    func(obj any) { a.orphanEvent(obj, false) },
+		UpdateFunc: func(_, obj any) { a.orphanEvent(obj, false) },
+		DeleteFunc: func(obj any) { a.orphanEvent(obj, true) },
 	}); err != nil {
 		return err
 	}
@@ -370,6 +306,30 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
+// wrote is crstore's Options.OnWrite: the agent's own writes, which its
+// Orphan watch brings back.
+func (a *Agent) wrote(name string, u *unstructured.Unstructured) {
+	if u == nil {
+		a.echo.Deleting(name, true)
+		return
+	}
+	a.echo.Wrote(name, u.GetResourceVersion())
+}
+
+// orphanEvent wakes a sweep unless the event is the agent's own write.
+func (a *Agent) orphanEvent(obj any, deleted bool) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	switch {
+	case !ok:
+		a.poke()
+	case deleted && !a.echo.Gone(u.GetName()), !deleted && !a.echo.Echo(u.GetName(), u.GetResourceVersion()):
+		a.poke()
+	}
+}
+
 // mark returns a function that marks dirty and wakes Run's refresh.
 func (a *Agent) mark(dirty *atomic.Bool) func() {
 	return func() {
@@ -425,7 +385,7 @@ func (a *Agent) nodeChanged(store cache.Store, key string) {
 }
 
 // replicasChanged rebuilds the expected set from the node's share of the
-// Replicas and what the last confirmation found beside it.
+// Replicas.
 func (a *Agent) replicasChanged() {
 	a.expected.Replace(append(a.replicas.Refs(), a.confirm.Claims()...))
 	a.monitor.Rescan()
@@ -450,63 +410,9 @@ func (a *Agent) claimsFound(refs []diskscan.ReplicaRef) {
 	}
 }
 
-func (a *Agent) hostScopes() map[orphan.Scope]orphan.ScopeStatus {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.scopes
-}
-
-// volumeStates is the robustness of the volumes of the node's orphan
-// candidates (snap) and records, and whether it is complete: every one
-// of them read (an existing volume with its state, a missing one known
-// missing). A volume not read is left out with complete false, so the
-// last-copy guard treats it as unknown, never as deleted.
-func (a *Agent) volumeStates(ctx context.Context, snap orphan.Snapshot, recs []orphan.Record) (map[string]orphan.VolumeState, bool) {
-	names := map[string]bool{}
-	add := func(n string) {
-		if n != "" {
-			names[n] = true
-		}
-	}
-	for _, it := range snap.Items {
-		if it.Copy != nil {
-			add(it.Copy.Volume)
-		}
-		add(orphan.VolumeOfDataName(it.Param(orphan.ParamDataName)))
-	}
-	for _, r := range recs {
-		add(orphan.VolumeOfDataName(r.Param(orphan.ParamDataName)))
-	}
-	a.volumes.Ensure(ctx, names)
-	return a.volumes.States()
-}
-
-// lastCopyOverrides names the node's Orphans that carry a person's
-// last-copy override (the label caretaker.io/last-copy-override=true),
-// from the informer's cache. The override lets a requested purge of a
-// faulted volume's copy through, so only an Orphan that is also deleted
-// (kubectl delete orphan) is purged. Before the informer has synced, no
-// Orphan has one.
-func (a *Agent) lastCopyOverrides() map[string]bool {
-	a.mu.Lock()
-	inf := a.orphanc
-	a.mu.Unlock()
-	if inf == nil || !inf.HasSynced() {
-		return nil
-	}
-	var out map[string]bool
-	for _, obj := range inf.GetStore().List() {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok || !crstore.LastCopyOverridden(u.GetLabels()) {
-			continue
-		}
-		if out == nil {
-			out = map[string]bool{}
-		}
-		out[u.GetName()] = true
-	}
-	return out
-}
+// echoSettle bounds how long a sweep that follows a batch of creates waits
+// for the batch to come back through the watch.
+const echoSettle = 2 * time.Second
 
 // loop runs a cycle on every poke, after a failure with a growing delay,
 // and when the plan says time alone will change it.
@@ -530,7 +436,7 @@ func (a *Agent) loop(ctx context.Context) {
 		switch {
 		case err != nil:
 			failures++
-			wait = retry.Delay(failures)
+			wait = hostkit.DefaultRetry.Delay(failures)
 			a.log.Warn("cycle failed; retrying", "in", wait, "err", err)
 		case !next.IsZero():
 			failures = 0
@@ -538,7 +444,7 @@ func (a *Agent) loop(ctx context.Context) {
 			if wait == 0 {
 				// A batch of creates: the next sweep plans from the cache,
 				// so let the batch's own writes reach it first.
-				a.echo.settle(ctx, echoSettle)
+				a.echo.Settle(ctx, echoSettle)
 			}
 		default:
 			failures = 0
@@ -560,7 +466,9 @@ func (a *Agent) cycle(ctx context.Context) (time.Time, error) {
 	if obs.Err != nil {
 		return time.Time{}, fmt.Errorf("scan %d: %w", obs.Seq, obs.Err)
 	}
-	host := a.hostScopes()
+	a.mu.Lock()
+	host := a.scopes
+	a.mu.Unlock()
 	// The records this sweep plans with, read once from the cache, so
 	// that the volumes looked up are those of exactly these records.
 	recs, err := a.store.Pin(ctx, orphan.Selector{NodeID: a.cfg.NodeID})
@@ -587,8 +495,11 @@ func (a *Agent) cycle(ctx context.Context) (time.Time, error) {
 	if _, err := a.confirm.Candidates(ctx, cands); err != nil {
 		return time.Time{}, err
 	}
-	volumes, complete := a.volumeStates(ctx, obs.Snapshot, recs)
-	overrides := a.lastCopyOverrides()
+	// The robustness of the volumes of these records and this scan's
+	// candidates, complete only once each is read (a volume not read is
+	// left out and unknown to the last-copy guard, never deleted).
+	a.volumes.Ensure(ctx, orphan.VolumesAsked(obs.Snapshot, recs))
+	volumes, complete := a.volumes.States()
 	a.sweeps.Add(1)
 	plan, res, err := a.sweeper.Run(ctx, obs.Snapshot, orphan.Cycle{
 		Selector:         orphan.Selector{NodeID: a.cfg.NodeID},
@@ -597,7 +508,7 @@ func (a *Agent) cycle(ctx context.Context) (time.Time, error) {
 		ObservedAt:       obs.StartedAt,
 		Volumes:          volumes,
 		VolumesComplete:  complete,
-		LastCopyOverride: overrides,
+		LastCopyOverride: orphan.LastCopyOverrides(recs),
 	})
 	if a.log.Enabled(ctx, slog.LevelDebug) {
 		for _, k := range plan.Keep {

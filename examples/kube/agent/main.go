@@ -2,20 +2,13 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -66,13 +59,13 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	var hooks orphan.Hooks
 	if *metricsAt != "" {
-		stop, h, err := serveMetrics(*metricsAt, log)
+		m, stop, err := metrics.Serve(*metricsAt, log)
 		if err != nil {
 			log.Error("cannot serve metrics", "addr", *metricsAt, "err", err)
 			return 1
 		}
 		defer stop()
-		hooks = h
+		hooks = m.Orphan()
 	}
 	var cfg *rest.Config
 	if *kubeconfig != "" {
@@ -111,34 +104,4 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	log.Info("agent stopped")
 	return 0
-}
-
-// serveMetrics serves the agent's Prometheus metrics (caretaker's, the Go
-// runtime's and the process's) at /metrics on addr, and returns the hooks
-// that feed caretaker's and a function that stops the server.
-func serveMetrics(addr string, log *slog.Logger) (stop func(), hooks orphan.Hooks, err error) {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m, err := metrics.New(reg)
-	if err != nil {
-		return nil, nil, err
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, nil, err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics server stopped", "err", err)
-		}
-	}()
-	log.Info("serving metrics", "addr", ln.Addr().String(), "path", "/metrics")
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	}, m.Orphan(), nil
 }

@@ -155,7 +155,7 @@ const LabelVolume = "longhornvolume"
 func NeedsReplicas(u *unstructured.Unstructured) bool {
 	r, _, _ := unstructured.NestedString(u.Object, "status", "robustness")
 	st, _, _ := unstructured.NestedString(u.Object, "status", "state")
-	return st == orphan.VolumeStateDetached && (r == orphan.RobustnessUnknown || r == "")
+	return orphan.LonghornVolumeNeedsReplicas(r, st)
 }
 
 // VolumeStateOf is orphan.LonghornVolumeState of the Volume u

@@ -219,16 +219,15 @@ type replicaShare struct {
 	refs map[string]diskscan.ReplicaRef // by namespace/name
 }
 
-// claimsHere says whether r can claim a directory on one of the node's
-// disks by diskscan.StaticExpected's rule; a replica with no data
-// directory yet claims nothing anywhere.
+// claimsHere says whether the share keeps r (claims).
 func (s *replicaShare) claimsHere(r diskscan.ReplicaRef) bool { return claims(s.nodeID, s.disks, r) }
 
+// claims says whether a share of nodeID with disks keeps r: it can claim
+// a directory on one of the node's disks (diskscan's ReplicaRef.ClaimsOn),
+// or it names the node and has a data directory (wider, never narrower: a
+// replica of the node whose disk is not the node's now is kept).
 func claims(nodeID string, disks map[string]bool, r diskscan.ReplicaRef) bool {
-	if r.DataDirectoryName == "" {
-		return false
-	}
-	return r.NodeID == nodeID || (r.DiskID != "" && disks[r.DiskID]) || (r.DiskID == "" && r.NodeID == "")
+	return r.ClaimsOn(nodeID, disks) || (r.NodeID == nodeID && r.DataDirectoryName != "")
 }
 
 // keep is localWatch's keep: whether a listed replica is the node's.
