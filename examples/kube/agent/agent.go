@@ -7,9 +7,10 @@
 // It watches its own Node (which disks to scan; node and disk eviction
 // and readiness), the Orphans labelled with its node (deletion requests,
 // dismissals, last-copy overrides), and through package nodecache its
-// node's share of the Replicas (which directories the cluster expects)
-// and the Volumes its orphans belong to (for the last-copy guard). Sweeps
-// plan from those caches; every step that acts re-reads its record from
+// node's share of the Replicas (which directories the cluster expects:
+// those its labels select, confirmed against a full list before anything
+// is recorded or purged) and the Volumes its orphans belong to (for the
+// last-copy guard). Sweeps plan from those caches; every step that acts re-reads its record from
 // the API server. The diskscan adapter, wrapped by salvage.WithCopies so
 // that each orphaned directory is inspected as a copy of its volume, runs
 // under an orphan.Monitor; on every change, and on every event that is
@@ -29,6 +30,7 @@ import (
 	"log/slog"
 	"reflect"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,8 +91,9 @@ type Agent struct {
 	monitor  *orphan.Monitor
 	sweeper  *orphan.Sweeper
 	store    *nodecache.Store
-	replicas *nodecache.Replicas // the node's share of the Replicas
-	volumes  *nodecache.Volumes  // the volumes the guard asks about
+	replicas *nodecache.Replicas  // the node's share of the Replicas
+	confirm  *nodecache.Confirmer // checks the share against a full list
+	volumes  *nodecache.Volumes   // the volumes the guard asks about
 	echo     *hostkit.Echoes
 	trigger  chan struct{}
 	sweeps   atomic.Int64
@@ -135,7 +138,12 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a.echo = hostkit.NewEchoes(a.poke)
 	ns := cfg.Namespace
-	a.replicas = nodecache.NewReplicas(cfg.Client.Resource(longhorn.ReplicaGVR).Namespace(ns), cfg.NodeID, a.mark(&a.replicasDirty))
+	replicaRI := cfg.Client.Resource(longhorn.ReplicaGVR).Namespace(ns)
+	a.replicas = nodecache.NewReplicas(replicaRI, cfg.NodeID, a.mark(&a.replicasDirty))
+	// The share is what the node's labels select; what it misses (a label
+	// stale or missing) the confirmation finds before anything is
+	// recorded or purged.
+	a.confirm = nodecache.NewConfirmer(replicaRI, a.replicas.Claims, a.replicas.Holds, a.claimsFound)
 	// A volume that faults, heals or is deleted changes what the
 	// last-copy guard lets through.
 	a.volumes = nodecache.NewVolumes(cfg.Client.Resource(longhorn.VolumeGVR).Namespace(ns), cfg.Client.Resource(longhorn.ReplicaGVR).Namespace(ns), ns, a.poke)
@@ -153,7 +161,12 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a.store = nodecache.NewStore(crstore.New(cfg.Client, crstore.Options{Namespace: ns, OwnerID: cfg.NodeID, FieldManager: cfg.FieldManager, OnWrite: a.wrote, Logger: a.log}))
-	if a.sweeper, err = orphan.NewSweeper(a.store, adapter, orphan.SweeperOptions{Hooks: cfg.Hooks, MaxCreates: cfg.MaxCreates}); err != nil {
+	// Every purge is confirmed against a full list of the Replicas first.
+	swept, err := orphan.NewAdapter(adapter.Kinds(), adapter, adapter, nodecache.ConfirmingDeleter{Deleter: adapter, C: a.confirm})
+	if err != nil {
+		return nil, err
+	}
+	if a.sweeper, err = orphan.NewSweeper(a.store, swept, orphan.SweeperOptions{Hooks: cfg.Hooks, MaxCreates: cfg.MaxCreates}); err != nil {
 		return nil, err
 	}
 	if a.monitor, err = orphan.NewMonitor(adapter, orphan.MonitorOptions{Period: cfg.Period, Hooks: cfg.Hooks, OnChange: func(orphan.Observation) { a.poke() }}); err != nil {
@@ -192,7 +205,10 @@ func (a *Agent) Stats() Stats {
 // ctx ends, or an error if the informers cannot start. Its own Node object
 // (a field selector on its name) and its node's Orphans (a label selector
 // on longhornnode) come through informers stripped to what caretaker
-// reads, the Replicas and Volumes through package nodecache.
+// reads, the Replicas and Volumes through package nodecache: the
+// Replicas its labels select, and the Volumes its orphans belong to, by
+// name. What the labels miss, a full list finds before anything is
+// recorded or purged (nodecache.Confirmer).
 func (a *Agent) Run(ctx context.Context) error {
 	ns := a.cfg.Namespace
 	ctx, cancel := context.WithCancel(ctx)
@@ -260,10 +276,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.replicasDirty.Store(false)
 	a.replicasChanged()
-	// The first lists decoded every Replica and Volume of the namespace,
-	// a page at a time, and kept the node's: give the pages' memory back
-	// now rather than whenever the runtime's scavenger gets to it, so the
-	// agent's resident memory is its node's from the start.
+	// The first lists were decoded a page at a time, and only the node's
+	// objects kept: give the pages' memory back now rather than whenever
+	// the runtime's scavenger gets to it, so the agent's resident memory
+	// is its node's from the start.
 	debug.FreeOSMemory()
 	a.log.Info("informers synced; starting the disk monitor", "period", a.cfg.Period)
 	wg.Add(1)
@@ -373,9 +389,27 @@ func (a *Agent) nodeChanged(store cache.Store, key string) {
 // replicasChanged rebuilds the expected set from the node's share of the
 // Replicas.
 func (a *Agent) replicasChanged() {
-	a.expected.Replace(a.replicas.Refs())
+	a.expected.Replace(append(a.replicas.Refs(), a.confirm.Claims()...))
 	a.monitor.Rescan()
 	a.poke()
+}
+
+// claimsFound is the Confirmer's onClaims: the replicas a full list found
+// claiming directories on the node, which the node's labels do not
+// select, join the expected set at once (the sweep that confirmed judges
+// its items with it), and are logged, since their labels need fixing.
+func (a *Agent) claimsFound(refs []diskscan.ReplicaRef) {
+	a.expected.Replace(append(a.replicas.Refs(), refs...))
+	a.monitor.Rescan()
+	var hidden []string
+	for _, r := range refs {
+		hidden = append(hidden, r.Name)
+	}
+	if len(hidden) > 0 {
+		slices.Sort(hidden)
+		a.log.Warn("replicas that expect directories on this node are not labelled with it; kept by the full list's confirmation",
+			"replicas", hidden, "labels", nodecache.LabelNode+", "+nodecache.LabelDiskUUID)
+	}
 }
 
 // echoSettle bounds how long a sweep that follows a batch of creates waits
@@ -441,6 +475,26 @@ func (a *Agent) cycle(ctx context.Context) (time.Time, error) {
 	// that the volumes looked up are those of exactly these records.
 	recs, err := a.store.Pin(ctx, orphan.Selector{NodeID: a.cfg.NodeID})
 	if err != nil {
+		return time.Time{}, err
+	}
+	// What the node's labels alone call orphans is confirmed against a
+	// full list before it is recorded: once for candidates not seen
+	// before, never again for the same ones. A candidate that has its
+	// record already was confirmed when it was recorded (by this process
+	// or the one before a restart): it needs none until its purge.
+	a.confirm.BeginSweep()
+	recorded := make(map[string]bool, len(recs))
+	for _, r := range recs {
+		recorded[r.Name] = true
+	}
+	cands := make(map[string]bool, len(obs.Snapshot.Items))
+	for _, it := range obs.Snapshot.Items {
+		if name, err := it.Name(); err == nil && recorded[name] {
+			continue
+		}
+		cands[nodecache.CandidateKey(it)] = true
+	}
+	if _, err := a.confirm.Candidates(ctx, cands); err != nil {
 		return time.Time{}, err
 	}
 	// The robustness of the volumes of these records and this scan's

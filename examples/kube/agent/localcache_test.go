@@ -40,10 +40,12 @@ func TestNewDiskClaimedByAnotherNodesReplica(t *testing.T) {
 	d2 := disk{node: "node-a", name: "disk-2", path: filepath.Join(e.base, "node-a", "disk-2"), uuid: uuid.NewString()}
 	claimed, lost := dataName("moved"), dataName("lost")
 	// The replica names another node, and the disk that is about to be
-	// node-a's.
+	// node-a's; its labels say both, as longhorn-manager writes them. (The
+	// agent lists it by its disk label; without labels, the confirmation
+	// against a full list keeps its directory: TestStaleLabelsNeverMakeOrphans.)
 	r := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "longhorn.io/v1beta2", "kind": "Replica",
-		"metadata": map[string]any{"name": "r-" + claimed, "namespace": e.ns, "labels": map[string]any{"longhornnode": "node-b"}},
+		"metadata": map[string]any{"name": "r-" + claimed, "namespace": e.ns, "labels": map[string]any{"longhornnode": "node-b", "longhorndiskuuid": d2.uuid}},
 		"spec":     map[string]any{"nodeID": "node-b", "diskID": d2.uuid, "diskPath": "/var/lib/longhorn/", "dataDirectoryName": claimed},
 	}}
 	if _, err := e.dc.Resource(longhorn.ReplicaGVR).Namespace(e.ns).Create(ctx, r, metav1.CreateOptions{}); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strconv"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/caretaker-storage/caretaker/examples/kube/crstore"
 	"github.com/caretaker-storage/caretaker/examples/kube/metrics"
+	"github.com/caretaker-storage/caretaker/examples/kube/nodecache"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -81,6 +83,11 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 	cfg.QPS, cfg.Burst = 50, 100
 	// Longhorn's finalizer "longhorn.io" draws a warning on every write.
 	cfg.WarningHandler = rest.NewWarningWriter(stderr, rest.WarningWriterOptions{Deduplicate: true})
+	// When every agent of a cluster starts at once (a reboot, an API server
+	// outage that dropped every watch), priority and fairness sheds load
+	// with 429s: wait what they say, plus jitter, so the agents come back
+	// spread out rather than together.
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &nodecache.Backoff429{Next: rt} })
 	client, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		log.Error("client", "err", err)

@@ -2,37 +2,51 @@
 // cluster: its node's share of the Replicas (Replicas), the Volumes its
 // orphans belong to (Volumes), and its node's Orphans read from an
 // informer's cache instead of the API server (Store). Each keeps memory in
-// proportion to the node, not the cluster: objects come through a watch
-// whose list is read in pages and whose every object is stripped to the
+// proportion to the node, not the cluster, and so does each start: the
+// Replicas come through watches that select the node's objects by their
+// labels, the Volumes one by name, and every object is stripped to the
 // fields caretaker reads and dropped unless the node needs it.
 //
-// # Why the Replica watch has no label selector
+// # Why a label selector needs a Confirmer behind it
 //
-// Longhorn labels each Replica with its node (longhornnode) and disk UUID
-// (longhorndiskuuid), types.LonghornNodeKey and types.LonghornDiskUUIDKey
-// in longhorn-manager's types/types.go, and its own code lists a disk's
-// replicas by them (datastore.ListReplicasByDiskUUID). But the labels
-// follow spec.nodeID and spec.diskID only for writes made through
-// longhorn-manager's DataStore: CreateReplica and UpdateReplica in
-// datastore/longhorn.go set them from the spec before each write. Any
-// other writer (kubectl edit or patch, a restore tool, an object written
-// before the labels existed) leaves them stale, and nothing at the API
-// server recomputes them. And caretaker's claim rule is wider than the
-// labels say: a replica claims its directory on the disk whose UUID is its
-// spec.diskID whatever its spec.nodeID (a reconnected disk's replicas can
-// still name the old node), and one without a diskID claims by node and
-// path (see diskscan.StaticExpected). A replica missing from the expected
-// set makes its live directory look orphaned, so no selector is safe.
+// Longhorn labels each Replica with its node (LabelNode, longhornnode)
+// and disk UUID (LabelDiskUUID, longhorndiskuuid), types.LonghornNodeKey
+// and types.LonghornDiskUUIDKey in longhorn-manager's types/types.go, and
+// its own code lists a disk's replicas by them
+// (datastore.ListReplicasByDiskUUID). Replicas selects by both: the node's
+// label, and its disks' UUIDs (a reconnected disk's replicas can still
+// name the old node). But the labels follow spec.nodeID and spec.diskID
+// only for writes made through longhorn-manager's DataStore: CreateReplica
+// and UpdateReplica in datastore/longhorn.go set them from the spec before
+// each write. Any other writer (kubectl edit or patch, a restore tool, an
+// object written before the labels existed) leaves them stale, and
+// nothing at the API server recomputes them. And caretaker's claim rule is
+// wider than the labels say: a replica claims its directory on the disk
+// whose UUID is its spec.diskID whatever its spec.nodeID, and one without
+// a diskID claims by node and path (see diskscan.StaticExpected). A
+// replica missing from the expected set makes its live directory look
+// orphaned.
 //
-// So the watch is wide, and the memory is not: client-go's informer
-// transform strips each Replica to the fields caretaker reads
-// (longhorn.StripReplica), and Replicas keeps only the replicas that can
-// claim a directory on this node: spec.nodeID is the node, or spec.diskID
-// is one of the node's disk UUIDs, or both are empty. An update that
-// moves a replica away drops it; one that moves it here adds it (a watch
-// event carries the whole object). What stays proportional to the cluster
-// is the bytes the API server streams, decoded and dropped, not the
-// agent's cache, and a change elsewhere wakes nothing.
+// So the selected view is fast, not trusted: what it alone finds orphaned
+// is confirmed against a full, consistent list of the Replicas before it
+// is recorded, and again before anything is purged (Confirmer,
+// ConfirmingDeleter). The full list runs only for a sweep that finds a
+// candidate no earlier confirmation covered, or that purges; never in
+// steady state.
+//
+// Of what the watches list, client-go's informer transform strips each
+// Replica to the fields caretaker reads (longhorn.StripReplica), and
+// Replicas keeps only the replicas that can claim a directory on this
+// node: spec.nodeID is the node, or spec.diskID is one of the node's disk
+// UUIDs, or both are empty. An update that moves a replica away drops it;
+// one that moves it here adds it (a watch event carries the whole object).
+//
+// # Restart storms
+//
+// ListPages reads every list in pages and resumes a page whose continue
+// token expired from the token the API server offers in its 410 answer,
+// not from the first page. Backoff429 makes a client wait out the 429s
+// API priority and fairness answers when every agent starts at once.
 //
 // # Concurrency
 //

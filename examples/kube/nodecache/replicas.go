@@ -6,7 +6,10 @@ import (
 	"slices"
 	"sync"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 
@@ -14,21 +17,38 @@ import (
 	"github.com/caretaker-storage/caretaker/examples/kube/longhorn"
 )
 
+// LabelNode and LabelDiskUUID are the labels longhorn-manager sets on
+// each Replica from its spec.nodeID and spec.diskID
+// (types.LonghornNodeKey and types.LonghornDiskUUIDKey in its
+// types/types.go, set by CreateReplica and UpdateReplica in
+// datastore/longhorn.go, and read by datastore.ListReplicasByDiskUUID).
+const (
+	LabelNode     = "longhornnode"
+	LabelDiskUUID = "longhorndiskuuid"
+)
+
 // Replicas is a node's share of the cluster's Replicas: those that can
 // claim a directory on one of the node's disks (see the package doc). It
-// lists them anew whenever the node's disk UUIDs change (a replica that
-// names a new disk's UUID was dropped while the disk was not the node's);
-// until that list is whole, HasSynced is false, and a host judges no disk.
+// reads them through two selected watches, so that a start lists the
+// node's objects, not the cluster's: the Replicas labelled with the node
+// (LabelNode), and those labelled with one of its disks' UUIDs
+// (LabelDiskUUID; a reconnected disk's replicas can still name their old
+// node). What the labels miss (a label stale or missing) a Confirmer
+// finds before anything is recorded or purged.
+//
+// It lists the disks' replicas anew whenever the node's disk UUIDs change;
+// until both lists are whole, HasSynced is false, and a host judges no
+// disk.
 type Replicas struct {
 	ri      dynamic.ResourceInterface
 	nodeID  string
 	changed func()
 	moved   chan struct{} // the disk UUIDs changed: list again
 
-	mu    sync.Mutex
-	disks map[string]bool // the node's disk UUIDs, from SetDisks
-	share *replicaShare   // the share of the current watch
-	ctl   cache.Controller
+	mu     sync.Mutex
+	disks  map[string]bool // the node's disk UUIDs, from SetDisks
+	shares []*replicaShare // the current watches' shares: by node, by disk
+	ctls   []cache.Controller
 }
 
 // NewReplicas returns the share of nodeID's replicas read through ri (the
@@ -53,25 +73,55 @@ func (r *Replicas) SetDisks(uuids map[string]bool) {
 	}
 }
 
-// Run watches the Replicas until ctx is done, listing them anew whenever
-// the node's disks change.
+// Claims says whether ref can claim a directory on one of the node's
+// current disks by diskscan.StaticExpected's rule (a Confirmer's claims
+// rule).
+func (r *Replicas) Claims(ref diskscan.ReplicaRef) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return claims(r.nodeID, r.disks, ref)
+}
+
+// Run watches the node's replicas until ctx is done, listing them anew
+// whenever the node's disk UUIDs change.
 func (r *Replicas) Run(ctx context.Context) {
 	for {
 		r.mu.Lock()
-		s := &replicaShare{nodeID: r.nodeID, disks: maps.Clone(r.disks), changed: r.changed, refs: map[string]diskscan.ReplicaRef{}}
+		disks := maps.Clone(r.disks)
 		r.mu.Unlock()
 		wctx, stop := context.WithCancel(ctx)
-		ctl := localWatch(r.ri, s, s.keep, longhorn.StripReplica, s.apply)
+		selectors := []func(*metav1.ListOptions){func(o *metav1.ListOptions) {
+			o.LabelSelector = labels.Set{LabelNode: r.nodeID}.String()
+		}}
+		if len(disks) > 0 {
+			req, err := labels.NewRequirement(LabelDiskUUID, selection.In, slices.Sorted(maps.Keys(disks)))
+			if err == nil {
+				selectors = append(selectors, func(o *metav1.ListOptions) { o.LabelSelector = labels.NewSelector().Add(*req).String() })
+			}
+			// A disk UUID that is no label value cannot be selected; the
+			// node's selector and the Confirmer still cover its replicas.
+		}
+		var shares []*replicaShare
+		var ctls []cache.Controller
+		for _, sel := range selectors {
+			s := &replicaShare{nodeID: r.nodeID, disks: disks, changed: r.changed, refs: map[string]diskscan.ReplicaRef{}}
+			ctl := localWatch(r.ri, sel, s, s.keep, longhorn.StripReplica, s.apply)
+			shares, ctls = append(shares, s), append(ctls, ctl)
+			go ctl.RunWithContext(wctx)
+		}
 		r.mu.Lock()
-		r.share, r.ctl = s, ctl
+		r.shares, r.ctls = shares, ctls
 		r.mu.Unlock()
-		go ctl.RunWithContext(wctx)
 		go func() {
-			if cache.WaitForCacheSync(wctx.Done(), ctl.HasSynced) {
+			synced := make([]cache.InformerSynced, len(ctls))
+			for i, c := range ctls {
+				synced[i] = c.HasSynced
+			}
+			if cache.WaitForCacheSync(wctx.Done(), synced...) {
 				r.changed() // ready now: judge the disks with the whole share
 			}
 		}()
-		moved := r.waitDisksChanged(ctx, s)
+		moved := r.waitDisksChanged(ctx, disks)
 		stop()
 		if !moved {
 			return
@@ -79,10 +129,10 @@ func (r *Replicas) Run(ctx context.Context) {
 	}
 }
 
-// waitDisksChanged waits until the node's disk UUIDs differ from those
-// s was started for (true), or ctx is done (false). A signal of the
-// change s started from is no change.
-func (r *Replicas) waitDisksChanged(ctx context.Context, s *replicaShare) bool {
+// waitDisksChanged waits until the node's disk UUIDs differ from disks,
+// those the watches were started for (true), or ctx is done (false). A
+// signal of the change they started from is no change.
+func (r *Replicas) waitDisksChanged(ctx context.Context, disks map[string]bool) bool {
 	for {
 		select {
 		case <-ctx.Done():
@@ -90,7 +140,7 @@ func (r *Replicas) waitDisksChanged(ctx context.Context, s *replicaShare) bool {
 		case <-r.moved:
 		}
 		r.mu.Lock()
-		same := maps.Equal(s.disks, r.disks)
+		same := maps.Equal(disks, r.disks)
 		r.mu.Unlock()
 		if !same {
 			return true
@@ -103,29 +153,59 @@ func (r *Replicas) waitDisksChanged(ctx context.Context, s *replicaShare) bool {
 func (r *Replicas) HasSynced() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.ctl != nil && r.ctl.HasSynced() && maps.Equal(r.share.disks, r.disks)
+	if len(r.ctls) == 0 || !maps.Equal(r.shares[0].disks, r.disks) {
+		return false
+	}
+	for _, c := range r.ctls {
+		if !c.HasSynced() {
+			return false
+		}
+	}
+	return true
 }
 
-// Refs returns the share's replicas, in no order.
+// Refs returns the share's replicas, in no order; a replica both watches
+// hold is returned once.
 func (r *Replicas) Refs() []diskscan.ReplicaRef {
 	r.mu.Lock()
-	s := r.share
+	shares := r.shares
 	r.mu.Unlock()
-	if s == nil {
-		return nil
+	if len(shares) == 1 {
+		return shares[0].Refs()
 	}
-	return s.Refs()
+	all := map[string]diskscan.ReplicaRef{}
+	for _, s := range shares {
+		s.mu.Lock()
+		maps.Copy(all, s.refs)
+		s.mu.Unlock()
+	}
+	return slices.Collect(maps.Values(all))
 }
 
 // Len is the number of replicas held.
-func (r *Replicas) Len() int {
+func (r *Replicas) Len() int { return len(r.Refs()) }
+
+// Holds says whether the share holds ref now (by name), as it is: a
+// Confirmer's held.
+func (r *Replicas) Holds(ref diskscan.ReplicaRef) bool {
 	r.mu.Lock()
-	s := r.share
+	shares := r.shares
 	r.mu.Unlock()
-	if s == nil {
-		return 0
+	for _, s := range shares {
+		s.mu.Lock()
+		held := false
+		for _, h := range s.refs {
+			if h == ref {
+				held = true
+				break
+			}
+		}
+		s.mu.Unlock()
+		if held {
+			return true
+		}
 	}
-	return s.Len()
+	return false
 }
 
 // replicaShare is one watch's share of the Replicas: a store for
@@ -139,12 +219,15 @@ type replicaShare struct {
 	refs map[string]diskscan.ReplicaRef // by namespace/name
 }
 
-// claimsHere says whether the share keeps r: it can claim a directory on
-// one of the node's disks (diskscan's ReplicaRef.ClaimsOn), or it names
-// the node and has a data directory (wider, never narrower: a replica of
-// the node whose disk is not the node's now is kept).
-func (s *replicaShare) claimsHere(r diskscan.ReplicaRef) bool {
-	return r.ClaimsOn(s.nodeID, s.disks) || (r.NodeID == s.nodeID && r.DataDirectoryName != "")
+// claimsHere says whether the share keeps r (claims).
+func (s *replicaShare) claimsHere(r diskscan.ReplicaRef) bool { return claims(s.nodeID, s.disks, r) }
+
+// claims says whether a share of nodeID with disks keeps r: it can claim
+// a directory on one of the node's disks (diskscan's ReplicaRef.ClaimsOn),
+// or it names the node and has a data directory (wider, never narrower: a
+// replica of the node whose disk is not the node's now is kept).
+func claims(nodeID string, disks map[string]bool, r diskscan.ReplicaRef) bool {
+	return r.ClaimsOn(nodeID, disks) || (r.NodeID == nodeID && r.DataDirectoryName != "")
 }
 
 // keep is localWatch's keep: whether a listed replica is the node's.

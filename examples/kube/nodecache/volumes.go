@@ -7,6 +7,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 
@@ -16,11 +17,13 @@ import (
 
 // Volumes holds the state of the Volumes the last-copy guard asks
 // about on this node: the volumes of the node's orphan candidates and
-// records, a handful, not the cluster's. Like the Replicas, they come
-// through a wide watch (a volume becomes interesting when its copy here
-// is orphaned, which no selector can know in advance), stripped by
-// longhorn.StripVolume and dropped unless wanted. A volume that becomes
-// wanted is read once with a GET, unless a watch event brought it first.
+// records, a handful, not the cluster's, and nothing at all on a node
+// without orphans. A volume that becomes wanted is read once with a GET,
+// and then watched by name (a field selector on metadata.name), so that a
+// change of its state wakes a sweep; a start lists no Volume. At most
+// MaxVolumeWatches volumes are watched; the others are read again with a
+// GET at every sweep (Ensure), so their state is never older than the
+// sweep's start. A watch ends when its volume is no longer wanted.
 //
 // A wanted volume is resolved once its state is known: present with its
 // robustness, or known absent (NotFound, or a deletion seen). States
@@ -39,14 +42,20 @@ type Volumes struct {
 	ns      string
 	changed func() // called when a wanted volume's state changed
 
-	mu   sync.Mutex
-	want map[string]*volEntry // by volume name
-	ctl  cache.Controller
+	mu      sync.Mutex
+	want    map[string]*volEntry // by volume name
+	ctx     context.Context      // Run's; nil before Run
+	watches int                  // volumes watched now
 }
 
+// MaxVolumeWatches bounds the volumes a Volumes watches by name; the
+// others are read with a GET at every sweep.
+const MaxVolumeWatches = 64
+
 type volEntry struct {
-	resolved bool // an event or a GET said what it is
-	fromWait bool // an event came since it was wanted (a GET's answer is older)
+	stop     context.CancelFunc // ends its watch; nil: not watched
+	resolved bool               // an event or a GET said what it is
+	fromWait bool               // an event came since it was wanted (a GET's answer is older)
 	exists   bool
 	state    orphan.VolumeState
 	obj      *unstructured.Unstructured // the stripped Volume, when it exists
@@ -64,30 +73,54 @@ func NewVolumes(ri, rri dynamic.ResourceInterface, ns string, changed func()) *V
 	return &Volumes{ri: ri, rri: rri, ns: ns, changed: changed, want: map[string]*volEntry{}}
 }
 
-// Run watches the Volumes until ctx is done.
+// Run lets Ensure watch the wanted volumes until ctx is done.
 func (v *Volumes) Run(ctx context.Context) {
-	ctl := localWatch(v.ri, v, v.keep, longhorn.StripVolume, v.apply)
 	v.mu.Lock()
-	v.ctl = ctl
+	v.ctx = ctx
 	v.mu.Unlock()
-	ctl.RunWithContext(ctx)
+	<-ctx.Done()
 }
 
-// HasSynced says whether the watch has applied its first list.
+// HasSynced is true once Run started: a start lists no Volume.
 func (v *Volumes) HasSynced() bool {
 	v.mu.Lock()
-	ctl := v.ctl
-	v.mu.Unlock()
-	return ctl != nil && ctl.HasSynced()
+	defer v.mu.Unlock()
+	return v.ctx != nil
 }
 
-// keep is localWatch's keep: whether a listed volume is wanted.
-func (v *Volumes) keep(u *unstructured.Unstructured) bool {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	_, ok := v.want[u.GetName()]
-	return ok
+// watchLocked starts the watch of the wanted volume name, if Run runs and
+// fewer than MaxVolumeWatches are watched; v.mu is held.
+func (v *Volumes) watchLocked(name string, e *volEntry) {
+	if v.ctx == nil || v.watches >= MaxVolumeWatches {
+		return
+	}
+	wctx, stop := context.WithCancel(v.ctx)
+	e.stop = stop
+	v.watches++
+	sel := func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+	}
+	ctl := localWatch(v.ri, sel, volumeKey{v, name}, func(*unstructured.Unstructured) bool { return true }, longhorn.StripVolume, v.apply)
+	go ctl.RunWithContext(wctx)
 }
+
+// volumeKey is the KnownObjects of one volume's watch: that volume, if
+// it exists, so a re-list that misses it reports it deleted.
+type volumeKey struct {
+	v    *Volumes
+	name string
+}
+
+func (k volumeKey) ListKeys() []string {
+	k.v.mu.Lock()
+	defer k.v.mu.Unlock()
+	if e, ok := k.v.want[k.name]; ok && e.exists {
+		return []string{k.v.ns + "/" + k.name}
+	}
+	return nil
+}
+
+func (k volumeKey) GetByKey(key string) (any, bool, error) { return k.v.GetByKey(key) }
 
 // apply is localWatch's apply.
 func (v *Volumes) apply(d cache.Delta) {
@@ -119,13 +152,18 @@ func (v *Volumes) apply(d cache.Delta) {
 	}
 }
 
-// Ensure makes names the wanted set and reads the volumes not resolved
-// yet with a GET each. A failed GET leaves its volume unresolved.
+// Ensure makes names the wanted set, watching the new ones, and reads
+// with a GET each the volumes not resolved yet and those not watched. A
+// failed GET leaves its volume unresolved.
 func (v *Volumes) Ensure(ctx context.Context, names map[string]bool) {
 	var missing []string
 	v.mu.Lock()
-	for n := range v.want {
+	for n, e := range v.want {
 		if !names[n] {
+			if e.stop != nil {
+				e.stop()
+				v.watches--
+			}
 			delete(v.want, n)
 		}
 	}
@@ -134,6 +172,12 @@ func (v *Volumes) Ensure(ctx context.Context, names map[string]bool) {
 		if !ok {
 			e = &volEntry{}
 			v.want[n] = e
+		}
+		if e.stop == nil {
+			v.watchLocked(n, e)
+			if e.stop == nil {
+				e.resolved, e.fromWait = false, false // read again at every sweep
+			}
 		}
 		if !e.resolved {
 			missing = append(missing, n)

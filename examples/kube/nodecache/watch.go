@@ -12,33 +12,34 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// listPage is how many objects one LIST page of a wide watch carries:
-// the most a cache decodes at once.
-const listPage = 500
-
-// localWatch lists and watches every object of a resource (no selector:
-// see the package doc for why) and hands each change to apply, which
+// localWatch lists and watches the objects of a resource that sel
+// selects (sel sets the label or field selector of both the list and the
+// watch; nil selects every object) and hands each change to apply, which
 // keeps what its node needs in a store of its own. known is that store's
 // keys: on a re-list, the objects it holds that the list no longer has
 // come back as deletions.
 //
-// The list is read in pages of listPage objects, and of each page only
-// the objects keep accepts are kept, stripped by transform: the agent
-// never holds the cluster's list at once, and its queue never holds more
-// than its node's share (an object left out of a list is one the store
-// would drop anyway, and one it held and the list lacks is a deletion).
-// Watch events go through client-go's informer transform (the DeltaFIFO's
-// Transformer, the hook SetTransform installs in a shared informer) and
-// then to apply, which drops what is not the node's. The returned
-// controller's HasSynced is true once the first list has been applied;
-// the caller runs it.
-func localWatch(ri dynamic.ResourceInterface, known cache.KeyListerGetter,
+// The list is read in pages (ListPages), and of each page only the
+// objects keep accepts are kept, stripped by transform: the agent never
+// holds a whole list at once, and its queue never holds more than its
+// node's share (an object left out of a list is one the store would drop
+// anyway, and one it held and the list lacks is a deletion). Watch events
+// go through client-go's informer transform (the DeltaFIFO's Transformer,
+// the hook SetTransform installs in a shared informer) and then to apply,
+// which drops what is not the node's. The returned controller's HasSynced
+// is true once the first list has been applied; the caller runs it.
+func localWatch(ri dynamic.ResourceInterface, sel func(*metav1.ListOptions), known cache.KeyListerGetter,
 	keep func(*unstructured.Unstructured) bool, transform cache.TransformFunc, apply func(d cache.Delta)) cache.Controller {
+	if sel == nil {
+		sel = func(*metav1.ListOptions) {}
+	}
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			sel(&o)
 			return listKept(ctx, ri, o, keep, transform)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			sel(&o)
 			return ri.Watch(ctx, o)
 		},
 	}
@@ -64,46 +65,49 @@ func localWatch(ri dynamic.ResourceInterface, known cache.KeyListerGetter,
 	})
 }
 
-// listKept lists in pages and returns the objects keep accepts, stripped
-// by transform, as one list at the first page's resource version (every
-// page of a paginated list is read at that version).
+// listKept lists in pages (ListPages) and returns the objects keep
+// accepts, stripped by transform, as one list. Its resource version, from
+// which the watch goes on, is the first page's, at which every page of a
+// paged list is read; when an expired continue token had to be resumed,
+// it is the last page's instead, since the first one's is compacted (a
+// watch from it would fail and list again from the start). The events
+// between the two versions among the keys read before the resumption are
+// then missed until the next re-list: a replica created or changed there
+// can be missing from the node's view, which is why nothing is recorded
+// or purged on this view alone (Confirmer).
 func listKept(ctx context.Context, ri dynamic.ResourceInterface, o metav1.ListOptions,
 	keep func(*unstructured.Unstructured) bool, transform cache.TransformFunc) (*unstructured.UnstructuredList, error) {
-	if o.ResourceVersion == "0" {
-		// "Any version" is served from the API server's cache whole, with
-		// no pages: ask for the latest, which pages.
-		o.ResourceVersion, o.ResourceVersionMatch = "", ""
-	}
-	o.Limit = listPage
 	out := &unstructured.UnstructuredList{}
-	for page := 0; ; page++ {
-		list, err := ri.List(ctx, o)
-		if err != nil {
-			return nil, err
-		}
-		if page == 0 {
+	last := ""
+	res, err := ListPages(ctx, ri, o, func(list *unstructured.UnstructuredList) error {
+		if out.GetKind() == "" {
 			out.SetAPIVersion(list.GetAPIVersion())
 			out.SetKind(list.GetKind())
-			out.SetResourceVersion(list.GetResourceVersion())
 		}
+		last = list.GetResourceVersion()
 		for i := range list.Items {
 			if !keep(&list.Items[i]) {
 				continue
 			}
 			obj, err := transform(&list.Items[i])
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if u, ok := obj.(*unstructured.Unstructured); ok {
 				out.Items = append(out.Items, *u)
 			}
 		}
-		if list.GetContinue() == "" {
-			return out, nil
-		}
-		o.Continue = list.GetContinue()
-		o.ResourceVersion, o.ResourceVersionMatch = "", ""
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	rv := res.ResourceVersion
+	if !res.Consistent() {
+		rv = last
+	}
+	out.SetResourceVersion(rv)
+	return out, nil
 }
 
 // deltaKey is the namespace/name key of a delta's object, also of a
