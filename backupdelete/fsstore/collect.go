@@ -10,30 +10,16 @@ import (
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
 	"github.com/caretaker-storage/caretaker/backupdelete/internal/lhformat"
+	"github.com/caretaker-storage/caretaker/backupdelete/internal/lhstore"
 )
 
 // This file is block collection: what a deletion does under the volume's
 // deletion lock, in Longhorn's order (see Store.DeleteBackupReport).
 
-// Collection says what a deletion did to the volume's blocks.
-type Collection struct {
-	// Removed is the number of block files unlinked.
-	Removed int
-	// Referenced is the number of distinct blocks the remaining backups
-	// reference (volume.cfg's new BlockCount when blocks were collected).
-	// A targeted collection derives it from the old BlockCount (see
-	// collection.scan) and leaves it 0 when skipped.
-	Referenced int
-	// Full: every block file of the volume was a candidate (not only the
-	// deleted backup's).
-	Full bool
-	// Skipped is why no block was removed, or "".
-	Skipped string
-	// Abandoned: DeleteCompletedBackup deleted a backup whose cfg had an
-	// empty CreatedTime because no backup lock of its volume was live
-	// (its creation died mid-upload).
-	Abandoned bool
-}
+// Collection says what a deletion did to the volume's blocks: Removed
+// (block files unlinked), Referenced, Full, Skipped, Abandoned. It is the
+// same type as s3store.Collection.
+type Collection = lhstore.Collection
 
 // collectionSteps are a deletion's steps, in order. Each one reads and
 // fills the collection; an error stops the deletion there (what was done

@@ -157,7 +157,7 @@ func TestFIFOVolumeDirectory(t *testing.T) {
 		"BlockFiles":   func() error { _, err := s.BlockFiles(ctx, "vol-a"); return err },
 		"ReadVolume":   func() error { _, err := s.ReadVolume(ctx, "vol-a"); return err },
 		"ReadBackup":   func() error { _, err := s.ReadBackup(ctx, ref1); return err },
-		"Lock":         func() error { l, err := s.Lock(ctx, "vol-a", LockBackup); l.releaseIfHeld(); return err },
+		"Lock":         func() error { l, err := s.Lock(ctx, "vol-a", LockBackup); releaseIfHeld(l); return err },
 		"WriteBlock":   func() error { return s.WriteBlock(ctx, "vol-a", ckA, []byte("x")) },
 	} {
 		err := runStepping(t, clk, op)
@@ -170,7 +170,7 @@ func TestFIFOVolumeDirectory(t *testing.T) {
 	}
 }
 
-func (l *Lock) releaseIfHeld() {
+func releaseIfHeld(l *Lock) {
 	if l != nil {
 		l.Release()
 	}

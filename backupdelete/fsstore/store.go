@@ -180,7 +180,7 @@ func (s *Store) deleteBackup(ctx context.Context, ref backupdelete.BackupRef, re
 	// ends, whichever comes first: a deletion stuck past its context does
 	// not hold the volume for longer than LockExpiry (and, cancelled, it
 	// unlinks nothing more: see removeBlocks).
-	lock, err := s.acquire(ctx, vol, ref.Volume, LockDeletion, ctx.Done())
+	lock, err := s.acquire(ctx, vol, ref.Volume, LockDeletion, ctx.Done(), nil)
 	if err != nil {
 		return Collection{}, fmt.Errorf("fsstore: delete backup %s: %w", ref, err)
 	}

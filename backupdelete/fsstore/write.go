@@ -80,12 +80,11 @@ func (s *Store) Lock(ctx context.Context, volume string, t LockType) (*Lock, err
 	if err != nil {
 		return nil, err
 	}
-	l, err := s.acquire(ctx, vol, volume, t, nil)
+	l, err := s.acquire(ctx, vol, volume, t, nil, func() { vol.Close() })
 	if err != nil {
 		vol.Close()
 		return nil, err
 	}
-	l.closeRoot = true
 	return l, nil
 }
 

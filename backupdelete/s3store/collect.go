@@ -9,13 +9,14 @@ import (
 	"sync"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
-	"github.com/caretaker-storage/caretaker/backupdelete/fsstore"
 	"github.com/caretaker-storage/caretaker/backupdelete/internal/lhformat"
+	"github.com/caretaker-storage/caretaker/backupdelete/internal/lhstore"
 )
 
-// Collection says what a deletion did to the volume's blocks (fsstore's
-// type: Removed, Referenced, Full, Skipped, Abandoned).
-type Collection = fsstore.Collection
+// Collection says what a deletion did to the volume's blocks: Removed,
+// Referenced, Full, Skipped, Abandoned. It is the same type as
+// fsstore.Collection.
+type Collection = lhstore.Collection
 
 // BackupExists reports whether the backup's cfg is in the bucket (in
 // progress or not). It lists the cfg's exact key (one ListObjectsV2)

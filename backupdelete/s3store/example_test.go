@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
+	"github.com/caretaker-storage/caretaker/backupdelete/fsstore"
 	"github.com/caretaker-storage/caretaker/backupdelete/s3store"
 )
 
@@ -46,3 +47,7 @@ func ExampleParseURL() {
 	// backups us-east-1 longhorn <nil>
 	// s3store: invalid URL: must be either s3://bucket@region/path/, or s3://bucket/path
 }
+
+// Both stores offer a tool the same methods (fsstore.LonghornStore), so a
+// program handles a mount and a bucket with one code path.
+var _ fsstore.LonghornStore = (*s3store.Store)(nil)

@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
-	"github.com/caretaker-storage/caretaker/backupdelete/fsstore"
 	"github.com/caretaker-storage/caretaker/backupdelete/internal/lhformat"
 )
 
@@ -181,5 +180,3 @@ var (
 	_ backupdelete.Backupstore            = (*Store)(nil)
 	_ backupdelete.CompletedBackupDeleter = (*Store)(nil)
 )
-
-var _ fsstore.LonghornStore = (*Store)(nil)
