@@ -163,7 +163,7 @@ func BenchmarkBlockCollection(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
 				restore()
-				s, err := Open(mount, Options{Clock: fastClock{}})
+				s, err := New(Options{Dir: mount, Clock: fastClock{}})
 				if err != nil {
 					b.Fatal(err)
 				}

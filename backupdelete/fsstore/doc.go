@@ -6,7 +6,7 @@
 //
 // # In short
 //
-//	store, err := fsstore.Open("/mnt/nfs-backups", fsstore.Options{}) // the directory holding backupstore/
+//	store, err := fsstore.New(fsstore.Options{Dir: "/mnt/nfs-backups"}) // the directory holding backupstore/
 //	defer store.Close()
 //	drv := backupdelete.NewDriver(store, backupdelete.DriverOptions{}) // drv.Reconcile(ctx, req) per backup the user deletes
 //	// or directly, under Longhorn's deletion lock:
@@ -239,7 +239,7 @@
 //
 // # Host duties
 //
-//  1. Open the mount point with Open; Close it when done.
+//  1. Open the mount point with New(Options{Dir: ...}); Close it when done.
 //  2. Pass the Store to backupdelete.NewDriver (or call DeleteBackup
 //     yourself).
 //  3. If you also create backups, take Store.Lock(ctx, volume, LockBackup)
@@ -247,7 +247,7 @@
 //
 // # A complete loop
 //
-//	store, err := fsstore.Open("/mnt/backupstore", fsstore.Options{LockWait: time.Minute})
+//	store, err := fsstore.New(fsstore.Options{Dir: "/mnt/backupstore", LockWait: time.Minute})
 //	if err != nil {
 //		return err
 //	}

@@ -145,7 +145,7 @@ func TestFIFOVolumeDirectory(t *testing.T) {
 		t.Skipf("mkfifo: %v", err)
 	}
 	clk := clocktesting.NewFakeClock(time.Now())
-	s, err := Open(mount, Options{Clock: clk})
+	s, err := New(Options{Dir: mount, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestFIFOsInListings(t *testing.T) {
 	mount, v := threeBackups(t)
 	v.mkfifo("locks/lock-00000000000000ee.lck")
 	clk := clocktesting.NewFakeClock(time.Now())
-	s, err := Open(mount, Options{Clock: clk})
+	s, err := New(Options{Dir: mount, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestOpenRefusesAFIFOMountPoint(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		s, err := Open(p, Options{})
+		s, err := New(Options{Dir: p})
 		if err == nil {
 			s.Close()
 		}

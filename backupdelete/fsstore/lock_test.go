@@ -41,7 +41,8 @@ func lockFixture(t *testing.T, opts Options) (*Store, *lhVolume, *clocktesting.F
 	mount, v := threeBackups(t)
 	clk := clocktesting.NewFakeClock(time.Now())
 	opts.Clock = clk
-	s, err := Open(mount, opts)
+	opts.Dir = mount
+	s, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,14 +23,15 @@ type Collection = lhstore.Collection
 // rather than asking HeadObject, whose 404 has no body and so cannot tell
 // a missing object from a missing bucket: a wrong bucket is
 // ErrNoSuchBucket, never "gone". See backupdelete.Backupstore.
-func (s *Store) BackupExists(ctx context.Context, ref backupdelete.BackupRef) (bool, error) {
+func (s *Store) BackupExists(ctx context.Context, ref backupdelete.BackupRef) (_ bool, err error) {
+	defer prefixErr(&err)
 	if err := ref.Validate(); err != nil {
 		return false, err
 	}
 	dir := lhformat.VolumePath(ref.Volume) + "/" + lhformat.BackupsDir
 	want := lhformat.BackupPrefix + ref.Name + lhformat.CfgSuffix
 	found := false
-	err := s.listExact(ctx, dir, want, func() { found = true })
+	err = s.listExact(ctx, dir, want, func() { found = true })
 	if err != nil {
 		return false, fmt.Errorf("s3store: backup %s: %w", ref, err)
 	}
@@ -51,15 +52,17 @@ func (s *Store) listExact(ctx context.Context, dir, name string, f func()) error
 
 // DeleteBackup deletes a backup and collects its blocks. See
 // backupdelete.Backupstore and DeleteBackupReport.
-func (s *Store) DeleteBackup(ctx context.Context, ref backupdelete.BackupRef) error {
-	_, err := s.DeleteBackupReport(ctx, ref)
+func (s *Store) DeleteBackup(ctx context.Context, ref backupdelete.BackupRef) (err error) {
+	defer prefixErr(&err)
+	_, err = s.DeleteBackupReport(ctx, ref)
 	return err
 }
 
 // DeleteBackupReport deletes a backup under a deletion lock in Longhorn's
 // order (see the package documentation, "Deletion"), and says what it
 // did to the blocks. A backup or volume already gone is success.
-func (s *Store) DeleteBackupReport(ctx context.Context, ref backupdelete.BackupRef) (Collection, error) {
+func (s *Store) DeleteBackupReport(ctx context.Context, ref backupdelete.BackupRef) (_ Collection, err error) {
+	defer prefixErr(&err)
 	return s.deleteBackup(ctx, ref, false)
 }
 
@@ -70,8 +73,9 @@ func (s *Store) DeleteBackupReport(ctx context.Context, ref backupdelete.BackupR
 // *BackupRunningError wrapping backupdelete.ErrInProgress). With no live
 // backup lock, an in-progress cfg was abandoned by a writer that died and
 // is deleted. See backupdelete.CompletedBackupDeleter.
-func (s *Store) DeleteCompletedBackup(ctx context.Context, ref backupdelete.BackupRef) error {
-	_, err := s.deleteBackup(ctx, ref, true)
+func (s *Store) DeleteCompletedBackup(ctx context.Context, ref backupdelete.BackupRef) (err error) {
+	defer prefixErr(&err)
+	_, err = s.deleteBackup(ctx, ref, true)
 	return err
 }
 
@@ -82,7 +86,8 @@ func (s *Store) DeleteCompletedBackup(ctx context.Context, ref backupdelete.Back
 // interrupted or skipped; a host runs it to collect what a process that
 // crashed between a cfg's deletion and its blocks' left (see the package
 // documentation, "Crash safety"), or on a schedule.
-func (s *Store) CollectBlocks(ctx context.Context, volume string) (Collection, error) {
+func (s *Store) CollectBlocks(ctx context.Context, volume string) (_ Collection, err error) {
+	defer prefixErr(&err)
 	if !backupdelete.ValidName(volume) {
 		return Collection{}, fmt.Errorf("%w: volume name %q", backupdelete.ErrInvalidRef, volume)
 	}
@@ -98,8 +103,9 @@ func (s *Store) CollectBlocks(ctx context.Context, volume string) (Collection, e
 // whose deletion it did not see succeed, so that a deletion cut short
 // between the backup's cfg and its blocks is finished by the Driver's
 // recovery.
-func (s *Store) CollectVolume(ctx context.Context, ref backupdelete.BackupRef) error {
-	_, err := s.CollectBlocks(ctx, ref.Volume)
+func (s *Store) CollectVolume(ctx context.Context, ref backupdelete.BackupRef) (err error) {
+	defer prefixErr(&err)
+	_, err = s.CollectBlocks(ctx, ref.Volume)
 	return err
 }
 

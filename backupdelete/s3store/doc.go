@@ -11,7 +11,7 @@
 //
 // # In short
 //
-//	cfg := s3store.ConfigFromEnv("s3://backups@us-east-1/longhorn", os.Getenv) // Longhorn's backup-target secret variables
+//	cfg := s3store.OptionsFromEnv("s3://backups@us-east-1/longhorn", os.Getenv) // Longhorn's backup-target secret variables
 //	store, err := s3store.New(cfg)
 //	err = store.Check(ctx) // endpoint, credentials and bucket, as Longhorn checks them on load
 //	drv := backupdelete.NewDriver(store, backupdelete.DriverOptions{}) // drv.Reconcile(ctx, req) per backup the user deletes
@@ -19,7 +19,7 @@
 // It is built on aws-sdk-go-v2's service/s3 client with the aws and
 // credentials packages only: the SDK's config package is left out because
 // it reads the process environment and shared files (~/.aws) itself,
-// which would bypass the Config, and pulls in STS, SSO and IMDS clients
+// which would bypass the Options, and pulls in STS, SSO and IMDS clients
 // a backup target does not use.
 //
 // # Target and credentials
@@ -28,7 +28,7 @@
 // s3://bucket/path with the region from AWS_REGION), parsed as
 // longhorn/backupstore s3/s3.go initFunc parses it (ParseURL). The
 // credentials and settings are the variables of Longhorn's backup-target
-// secret (ConfigFromEnv reads them through a getenv function, never the
+// secret (OptionsFromEnv reads them through a getenv function, never the
 // process environment by itself): AWS_ACCESS_KEY_ID,
 // AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_ENDPOINTS (a custom
 // endpoint), AWS_CERT (extra PEM CA certificates), VIRTUAL_HOSTED_STYLE,
@@ -232,7 +232,7 @@
 //
 // # Host duties
 //
-//  1. Build a Config (ConfigFromEnv with the backup-target secret's
+//  1. Build an Options (OptionsFromEnv with the backup-target secret's
 //     lookup) and New; call Check once to fail early on a wrong
 //     endpoint, credentials or bucket.
 //  2. Pass the Store to backupdelete.NewDriver and, for failed backups, to
@@ -244,7 +244,7 @@
 //
 // # A complete loop
 //
-//	store, err := s3store.New(s3store.ConfigFromEnv("s3://backups@us-east-1/longhorn", os.Getenv))
+//	store, err := s3store.New(s3store.OptionsFromEnv("s3://backups@us-east-1/longhorn", os.Getenv))
 //	if err != nil {
 //		return err
 //	}

@@ -15,7 +15,7 @@ import (
 // once, then one backup deleted with the request counts.
 func ExampleNew() {
 	ctx := context.Background()
-	cfg := s3store.ConfigFromEnv("s3://backups@us-east-1/longhorn", os.Getenv)
+	cfg := s3store.OptionsFromEnv("s3://backups@us-east-1/longhorn", os.Getenv)
 	store, err := s3store.New(cfg)
 	if err != nil {
 		fmt.Println(err) // a *ConfigError: nothing was sent

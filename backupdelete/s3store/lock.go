@@ -134,7 +134,8 @@ func (s *Store) lockRel(volume, name string) string {
 // protocol; release it with Lock.Release. A backup creator takes
 // LockBackup, which DeleteBackup's LockDeletion excludes. The lock is
 // refreshed until Release or until ctx ends, whichever is first.
-func (s *Store) Lock(ctx context.Context, volume string, t LockType) (*Lock, error) {
+func (s *Store) Lock(ctx context.Context, volume string, t LockType) (_ *Lock, err error) {
+	defer prefixErr(&err)
 	if !backupdelete.ValidName(volume) {
 		return nil, fmt.Errorf("%w: volume name %q", backupdelete.ErrInvalidRef, volume)
 	}
