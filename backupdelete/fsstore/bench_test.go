@@ -167,7 +167,7 @@ func BenchmarkBlockCollection(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				s.swept["vol-bench"] = mode == "targeted"
+				s.leaks.Set("vol-bench", mode == "targeted")
 
 				t0 := time.Now()
 				for _, p := range freed {

@@ -7,11 +7,11 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"sync"
 	"time"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
 	"github.com/caretaker-storage/caretaker/backupdelete/internal/lhformat"
+	"github.com/caretaker-storage/caretaker/backupdelete/internal/lhstore"
 	"github.com/caretaker-storage/caretaker/internal/clocks"
 	"k8s.io/utils/clock"
 )
@@ -76,11 +76,10 @@ type Store struct {
 	// listing that lies).
 	listBackups func(vol *os.Root) ([]string, error)
 
-	mu sync.Mutex
-	// swept holds the volumes in which this Store completed a full
+	// leaks holds the volumes in which this Store completed a full
 	// collection and every collection since: no block can have leaked
 	// through us, so the deleted backup's blocks are the only candidates.
-	swept map[string]bool
+	leaks *lhstore.Leaks
 }
 
 // New opens the backupstore mounted at opts.Dir (the directory that
@@ -108,7 +107,7 @@ func New(opts Options) (_ *Store, err error) {
 	if opts.MaxConfigBytes <= 0 {
 		opts.MaxConfigBytes = DefaultMaxConfigBytes
 	}
-	return &Store{root: root, opts: opts, clock: clocks.Or(opts.Clock), listBackups: listBackupNames, swept: map[string]bool{}}, nil
+	return &Store{root: root, opts: opts, clock: clocks.Or(opts.Clock), listBackups: listBackupNames, leaks: lhstore.NewLeaks(false)}, nil
 }
 
 // Close releases the mount point's handle.

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/caretaker-storage/caretaker/backupdelete/internal/lhstore"
 	"github.com/caretaker-storage/caretaker/internal/backoff"
 	"github.com/caretaker-storage/caretaker/internal/clocks"
 	"k8s.io/utils/clock"
@@ -99,11 +100,10 @@ type Store struct {
 	// per request.
 	noMultiDelete atomic.Bool
 
-	mu sync.Mutex
-	// dirty holds the volumes where a collection of this Store removed
+	// leaks holds the volumes where a collection of this Store removed
 	// a cfg and did not finish (or skipped) deleting its blocks: the
 	// next deletion there lists every block object.
-	dirty map[string]bool
+	leaks *lhstore.Leaks
 }
 
 // New checks opts and returns a Store for its target; a wrong setting is
@@ -145,7 +145,7 @@ func New(opts Options) (_ *Store, err error) {
 		}
 	}
 	s.stats.byOp = map[string]*atomic.Int64{}
-	s.dirty = map[string]bool{}
+	s.leaks = lhstore.NewLeaks(true)
 
 	var creds aws.CredentialsProvider = aws.AnonymousCredentials{}
 	if cfg.AccessKeyID != "" {
