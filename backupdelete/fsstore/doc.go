@@ -176,7 +176,11 @@
 // (60 s). To take a lock: write it (not acquired), wait LockSettle (2 s),
 // list the locks; a lock of another type that is not expired and ranks
 // first (acquired first, then older file time, then smaller name) blocks.
-// Unreadable lock files are skipped, as Longhorn does. Longhorn's
+// A lock file that does not parse, or is not a regular file, is skipped, as
+// Longhorn does; one that cannot be read for another reason (an I/O error)
+// fails the attempt, where Longhorn's lock.go skips it too: a live lock
+// skipped that way would let two exclusive takers proceed. The protocol,
+// like block collection, is the same code as s3store's. Longhorn's
 // FileLock.Lock (longhorn/backupstore lock.go) looks once, after the
 // settle, and fails ("failed to acquire lock ... please try again later");
 // its old loop that looked again every 10 s for up to 30 s was removed in

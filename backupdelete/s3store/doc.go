@@ -85,7 +85,9 @@
 // gets single deletes, Options.DeleteConcurrency at a time, and the Store
 // remembers it (Stats.MultiDeleteUnsupported).
 //
-// Differences from fsstore, and why:
+// The collection is the same code as fsstore's (one algorithm over a
+// storage interface each store implements); what differs is stated as a
+// choice of each store, and why:
 //
 //   - Only the deleted backup's blocks are candidates, by default on every
 //     deletion: fsstore also lists every block file on a Store's first
@@ -97,14 +99,17 @@
 //     this Store in the volume that removed a cfg and did not finish or
 //     skipped its blocks, with Options.FullCollection, and by
 //     CollectBlocks.
-//   - volume.cfg is read first, so that a volume with neither it nor the
-//     cfg is "already gone" without a write (there are no directories
-//     to find missing), and a backup whose volume.cfg is missing is
-//     corrupt before anything is deleted.
-//   - A read of the deleted cfg that fails for any reason but its absence
-//     or its content (a 503 storm, a dropped connection, a truncated body)
-//     stops the deletion before anything is deleted: unlike a local read
-//     error, it says nothing about the cfg.
+//   - volume.cfg's new BlockCount is always counted from the remaining
+//     backups, as Longhorn counts it (fsstore derives it from the old
+//     count in a targeted collection, which saves it work that costs S3
+//     no request).
+//
+// Both stores read volume.cfg first, so that a volume with neither it nor
+// the cfg is "already gone" without a write, and a backup whose volume.cfg
+// is missing is corrupt before anything is deleted; and a read of the
+// deleted cfg that fails for any reason but its absence or its content (a
+// 503 storm, a dropped connection, a truncated body) stops the deletion
+// before anything is deleted: it says nothing about the cfg.
 //
 // # Listings that lie
 //
@@ -264,7 +269,7 @@
 // backupdelete.ErrCorrupt), or ErrRequest; a missing object also wraps
 // backupdelete.ErrNotFound. Lock conflicts are *LockConflictError
 // (backupdelete.ErrLocked) and a backup in progress *BackupRunningError
-// (backupdelete.ErrInProgress), fsstore's types; corrupt cfgs wrap
+// (backupdelete.ErrInProgress), the same types as fsstore's; corrupt cfgs wrap
 // backupdelete.ErrCorrupt; invalid names backupdelete.ErrInvalidRef; a
 // cancelled context its own error.
 //

@@ -179,7 +179,7 @@ func (s *Store) classify(op, key string, err error, timedOut bool) *RequestError
 			re.msg = "the server's answer could not be read as S3's"
 		}
 	case errors.As(err, &certErr) || errors.As(err, &unknownCA) || errors.As(err, &hostErr):
-		re.Class, re.msg = ErrUnreachable, "the server's TLS certificate is not trusted (a private CA goes in Config.CACert, Longhorn's AWS_CERT)"
+		re.Class, re.msg = ErrUnreachable, "the server's TLS certificate is not trusted (a private CA goes in Options.CACert, Longhorn's AWS_CERT)"
 	case timedOut:
 		re.Class, re.msg = ErrUnavailable, fmt.Sprintf("no answer within %v", s.opts.RequestTimeout)
 	case errors.As(err, &dnsErr):
