@@ -179,10 +179,3 @@ func (s *Store) acquire(ctx context.Context, vol *os.Root, volume string, t Lock
 // is for. It wraps backupdelete.ErrInProgress. It is the same type as
 // s3store.BackupRunningError.
 type BackupRunningError = lhstore.BackupRunningError
-
-// backupRunning returns a *BackupRunningError if a backup lock (type 1)
-// of the volume is live on the store's clock (lhstore.BackupRunning); a
-// fresh lock file that cannot be read counts as one.
-func (s *Store) backupRunning(vol *os.Root, ref backupdelete.BackupRef) error {
-	return lhstore.BackupRunning(context.Background(), lockDir{vol: vol, clk: s.clock}, s.clock, ref)
-}

@@ -152,11 +152,3 @@ func (s *Store) acquire(ctx context.Context, volume string, t LockType) (*Lock, 
 		Clock: s.clock, Wait: s.opts.LockWait, CheckInterval: s.opts.LockCheckInterval, Abandon: ctx.Done(),
 	}, volume, t)
 }
-
-// backupRunning returns a *BackupRunningError if a backup lock (type 1)
-// of the volume is live by Longhorn's expiry rule on the Store's clock
-// against the object's Last-Modified (lhstore.BackupRunning). A fresh
-// lock object that cannot be read counts as one.
-func (s *Store) backupRunning(ctx context.Context, ref backupdelete.BackupRef) error {
-	return lhstore.BackupRunning(ctx, lockObjects{s: s, volume: ref.Volume}, s.clock, ref)
-}

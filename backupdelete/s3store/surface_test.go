@@ -3,6 +3,7 @@ package s3store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -16,7 +17,7 @@ import (
 // and with the redirect class; every sentinel's text starts with
 // "s3store: ", and a RequestError says it once.
 func TestErrorClasses(t *testing.T) {
-	if !errors.Is(ErrMalformed, backupdelete.ErrCorrupt) || !errors.Is(backupdelete.ErrCorrupt, ErrMalformed) ||
+	if !errors.Is(ErrMalformed, backupdelete.ErrCorrupt) || !errors.Is(fmt.Errorf("cfg: %w", backupdelete.ErrCorrupt), ErrMalformed) ||
 		!errors.Is(ErrMalformed, errclass.ErrMalformed) {
 		t.Error("ErrMalformed is not of the malformed-input class")
 	}
