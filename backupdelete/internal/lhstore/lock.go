@@ -208,8 +208,10 @@ func (l *Lock) refresh() {
 // ListLocks reads every lock of the volume. A lock that cannot be parsed
 // (or is not a lock file) is skipped, as Longhorn does; one that vanished
 // was released. One that cannot be read otherwise (an I/O error, a 503)
-// fails the listing: Longhorn skips it too, but a live lock skipped
-// because the server hiccuped would let two exclusive takers proceed.
+// fails the listing, a departure for safety: Longhorn's
+// getLocksForVolume (longhorn/backupstore lock.go) skips every lock it
+// cannot load, but a live lock skipped because the server hiccuped would
+// let two exclusive takers proceed.
 func ListLocks(ctx context.Context, st LockStorage) ([]lhformat.SeenLock, error) {
 	entries, err := st.LockEntries(ctx)
 	if err != nil {
