@@ -8,7 +8,7 @@
 // # In short
 //
 // You implement a Backupstore, or open Longhorn's layout on a mount with
-// fsstore.Open or in an S3 bucket with s3store.New. The one constructor is NewDriver(store, DriverOptions{}).
+// fsstore.New or in an S3 bucket with s3store.New. The one constructor is NewDriver(store, DriverOptions{}).
 // The loop, per backup being deleted, in your backup controller:
 //
 //	res, err := drv.Reconcile(ctx, backupdelete.Request{Ref: ref, State: state, Message: msg})
@@ -82,7 +82,7 @@
 //
 // # A complete loop
 //
-//	store, _ := fsstore.Open("/mnt/nfs-backupstore", fsstore.Options{LockWait: time.Minute})
+//	store, _ := fsstore.New(fsstore.Options{Dir: "/mnt/nfs-backupstore", LockWait: time.Minute})
 //	drv, err := backupdelete.NewDriver(store, backupdelete.DriverOptions{
 //		OnDone: func(ref backupdelete.BackupRef, err error) { queue.Add(ref) },
 //	})

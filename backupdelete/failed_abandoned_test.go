@@ -31,7 +31,7 @@ func newAbandonedFixture(t *testing.T) *abandonedFixture {
 	t.Helper()
 	ctx := context.Background()
 	mount := t.TempDir()
-	s, err := fsstore.Open(mount, fsstore.Options{Clock: quickClock{}})
+	s, err := fsstore.New(fsstore.Options{Dir: mount, Clock: quickClock{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestOrphansAbandonedBackupWaitsForLiveLock(t *testing.T) {
 		f := newAbandonedFixture(t)
 		// Another process (Longhorn's backup) holds the volume's
 		// backup lock, refreshed, for as long as it runs.
-		other, err := fsstore.Open(f.mount, fsstore.Options{Clock: quickClock{}})
+		other, err := fsstore.New(fsstore.Options{Dir: f.mount, Clock: quickClock{}})
 		must(t, err)
 		defer other.Close()
 		lock, err := other.Lock(ctx, "vol-a", fsstore.LockBackup)

@@ -53,7 +53,7 @@ type host struct {
 
 func newHost(t *testing.T, mount string) *host {
 	t.Helper()
-	s, err := fsstore.Open(mount, fsstore.Options{Clock: quickClock{}})
+	s, err := fsstore.New(fsstore.Options{Dir: mount, Clock: quickClock{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +322,7 @@ func TestSeedScenarioControllerCrash(t *testing.T) {
 
 	// Controller 1: its store runs on a clock that never advances, so its
 	// command hangs mid-protocol, after writing its deletion lock file.
-	stuck, err := fsstore.Open(mount, fsstore.Options{Clock: clocktesting.NewFakeClock(epoch)})
+	stuck, err := fsstore.New(fsstore.Options{Dir: mount, Clock: clocktesting.NewFakeClock(epoch)})
 	if err != nil {
 		t.Fatal(err)
 	}

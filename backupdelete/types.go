@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/caretaker-storage/caretaker/backupdelete/internal/lhformat"
 	"github.com/caretaker-storage/caretaker/internal/errclass"
 )
 
@@ -41,24 +42,7 @@ func (r BackupRef) String() string {
 // letter or digit, then letters, digits, '_', '.', '-'; and at most 253
 // characters. It keeps names from being path-like, which the filesystem
 // store relies on. (Hand-written: the Driver checks it on every reconcile.)
-func ValidName(s string) bool {
-	if len(s) < 2 || len(s) > 253 || !nameByte[s[0]] || s[0] == '_' || s[0] == '.' || s[0] == '-' {
-		return false
-	}
-	for i := 1; i < len(s); i++ {
-		if !nameByte[s[i]] {
-			return false
-		}
-	}
-	return true
-}
-
-var nameByte = func() (t [256]bool) {
-	for c := 0; c < 256; c++ {
-		t[c] = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
-	}
-	return t
-}()
+func ValidName(s string) bool { return lhformat.ValidName(s) }
 
 // ValidTarget reports whether s can be a backup target's name: empty (the
 // host's only target), or 1 to 253 letters, digits, '_', '.' and '-'
@@ -68,11 +52,11 @@ func ValidTarget(s string) bool {
 	if s == "" {
 		return true
 	}
-	if len(s) > 253 || !nameByte[s[0]] || s[0] == '_' || s[0] == '.' || s[0] == '-' {
+	if len(s) > 253 || !lhformat.NameByte[s[0]] || s[0] == '_' || s[0] == '.' || s[0] == '-' {
 		return false
 	}
 	for i := 1; i < len(s); i++ {
-		if !nameByte[s[i]] {
+		if !lhformat.NameByte[s[i]] {
 			return false
 		}
 	}
@@ -173,10 +157,13 @@ var (
 	ErrInvalidRef = errors.New("backupdelete: invalid backup reference")
 	// ErrLocked: the backupstore holds a conflicting lock (a backup or
 	// restore is running on the volume). Retryable later.
-	ErrLocked = errors.New("backupdelete: backupstore volume is locked")
+	ErrLocked = lhformat.ErrLocked
 	// ErrCorrupt: a backupstore file could not be parsed. Nothing was
-	// deleted because of it.
-	ErrCorrupt = errors.New("backupdelete: corrupt backupstore file")
+	// deleted because of it. It is of caretaker's one malformed-input
+	// class (errclass.ErrMalformed): errors.Is matches it with every
+	// package's sentinel of that class (s3store.ErrMalformed among them),
+	// and the other way round.
+	ErrCorrupt = lhformat.ErrCorrupt
 	// ErrPanic: a delete command panicked; the Driver recorded it as an
 	// Error instead of losing the record.
 	ErrPanic = errors.New("backupdelete: delete command panicked")
@@ -197,5 +184,5 @@ var (
 	// A gateway, cache or proxy that drops entries would make a deletion
 	// remove blocks another backup references, so nothing was deleted.
 	// Retryable: the deletion finishes once the listing is honest.
-	ErrListingInconsistent = errors.New("backupdelete: backupstore listing is inconsistent")
+	ErrListingInconsistent = lhformat.ErrListingInconsistent
 )

@@ -163,11 +163,11 @@ func BenchmarkBlockCollection(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
 				restore()
-				s, err := Open(mount, Options{Clock: fastClock{}})
+				s, err := New(Options{Dir: mount, Clock: fastClock{}})
 				if err != nil {
 					b.Fatal(err)
 				}
-				s.swept["vol-bench"] = mode == "targeted"
+				s.leaks.Set("vol-bench", mode == "targeted")
 
 				t0 := time.Now()
 				for _, p := range freed {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
+	"github.com/caretaker-storage/caretaker/backupdelete/internal/lhformat"
 )
 
 // TestDeleteCompletedBackupRefuses: under the deletion lock, a backup cfg
@@ -206,7 +207,7 @@ func TestLockExpiryBoundary(t *testing.T) {
 		{LockExpiry + time.Nanosecond, true},
 		{-time.Minute, false}, // a file time ahead of our clock
 	} {
-		if got := expired(now, now.Add(-c.age)); got != c.want {
+		if got := lhformat.Expired(now, now.Add(-c.age)); got != c.want {
 			t.Errorf("age %v: expired %v, want %v", c.age, got, c.want)
 		}
 	}

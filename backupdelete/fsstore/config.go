@@ -33,16 +33,11 @@ func ParseVolume(data []byte) (Volume, error) { return lhformat.ParseVolume(data
 // collection rather than letting it guess.
 func ParseBackup(data []byte) (Backup, error) { return lhformat.ParseBackup(data) }
 
-// rawObject is volume.cfg's members with raw values, rewritten key by
-// key (see lhformat.RawObject).
-type rawObject = lhformat.RawObject
-
 var (
-	encodeVolume      = lhformat.EncodeVolume
-	encodeBackup      = lhformat.EncodeBackup
-	checkBackup       = lhformat.CheckBackup
-	checkNames        = lhformat.CheckNames
-	errBadChecksum    = lhformat.ErrBadChecksum
-	corrupt           = lhformat.Corrupt
-	parseVolumeObject = lhformat.ParseVolumeObject
+	encodeVolume   = lhformat.EncodeVolume
+	encodeBackup   = lhformat.EncodeBackup
+	checkBackup    = lhformat.CheckBackup
+	checkNames     = lhformat.CheckNames
+	errBadChecksum = lhformat.ErrBadChecksum
+	corrupt        = lhformat.Corrupt
 )

@@ -6,7 +6,7 @@
 //
 // # In short
 //
-//	store, err := fsstore.Open("/mnt/nfs-backups", fsstore.Options{}) // the directory holding backupstore/
+//	store, err := fsstore.New(fsstore.Options{Dir: "/mnt/nfs-backups"}) // the directory holding backupstore/
 //	defer store.Close()
 //	drv, err := backupdelete.NewDriver(store, backupdelete.DriverOptions{}) // drv.Reconcile(ctx, req) per backup the user deletes
 //	// or directly, under Longhorn's deletion lock:
@@ -176,7 +176,11 @@
 // (60 s). To take a lock: write it (not acquired), wait LockSettle (2 s),
 // list the locks; a lock of another type that is not expired and ranks
 // first (acquired first, then older file time, then smaller name) blocks.
-// Unreadable lock files are skipped, as Longhorn does. Longhorn's
+// A lock file that does not parse, or is not a regular file, is skipped, as
+// Longhorn does; one that cannot be read for another reason (an I/O error)
+// fails the attempt, where Longhorn's lock.go skips it too: a live lock
+// skipped that way would let two exclusive takers proceed. The protocol,
+// like block collection, is the same code as s3store's. Longhorn's
 // FileLock.Lock (longhorn/backupstore lock.go) looks once, after the
 // settle, and fails ("failed to acquire lock ... please try again later");
 // its old loop that looked again every 10 s for up to 30 s was removed in
@@ -239,7 +243,7 @@
 //
 // # Host duties
 //
-//  1. Open the mount point with Open; Close it when done.
+//  1. Open the mount point with New(Options{Dir: ...}); Close it when done.
 //  2. Pass the Store to backupdelete.NewDriver (or call DeleteBackup
 //     yourself).
 //  3. If you also create backups, take Store.Lock(ctx, volume, LockBackup)
@@ -247,7 +251,7 @@
 //
 // # A complete loop
 //
-//	store, err := fsstore.Open("/mnt/backupstore", fsstore.Options{LockWait: time.Minute})
+//	store, err := fsstore.New(fsstore.Options{Dir: "/mnt/backupstore", LockWait: time.Minute})
 //	if err != nil {
 //		return err
 //	}

@@ -16,7 +16,7 @@ func Example() {
 	mount, _ := os.MkdirTemp("", "backupstore-example")
 	defer os.RemoveAll(mount)
 	ctx := context.Background()
-	store, err := fsstore.Open(mount, fsstore.Options{})
+	store, err := fsstore.New(fsstore.Options{Dir: mount})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -2,29 +2,30 @@ package fsstore
 
 import (
 	"os"
+	"slices"
 	"testing"
+
+	"github.com/caretaker-storage/caretaker/backupdelete/internal/lhstore"
 )
 
 // beforeStep makes every collection run f just before its step named
-// step (see collectionSteps), until the test ends. Tests use it to change
-// the backupstore, or cancel a deletion, between two steps.
+// step (see lhstore.StepNames), until the test ends. Tests use it to
+// change the backupstore, or cancel a deletion, between two steps.
 func beforeStep(t *testing.T, step string, f func()) {
 	t.Helper()
-	saved := collectionSteps
-	t.Cleanup(func() { collectionSteps = saved })
-	var steps []collectionStep
-	found := false
-	for _, st := range saved {
-		if st.name == step {
-			found = true
-			steps = append(steps, collectionStep{"test: before " + step, func(*collection) error { f(); return nil }})
-		}
-		steps = append(steps, st)
-	}
-	if !found {
+	if !slices.Contains(lhstore.StepNames(), step) {
 		t.Fatalf("no collection step %q", step)
 	}
-	collectionSteps = steps
+	saved := beforeStepHook
+	t.Cleanup(func() { beforeStepHook = saved })
+	beforeStepHook = func(name string) {
+		if saved != nil {
+			saved(name)
+		}
+		if name == step {
+			f()
+		}
+	}
 }
 
 // listBackupsWith makes s list a volume's backups with f (a listing that

@@ -145,7 +145,7 @@ func TestFIFOVolumeDirectory(t *testing.T) {
 		t.Skipf("mkfifo: %v", err)
 	}
 	clk := clocktesting.NewFakeClock(time.Now())
-	s, err := Open(mount, Options{Clock: clk})
+	s, err := New(Options{Dir: mount, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestFIFOVolumeDirectory(t *testing.T) {
 		"BlockFiles":   func() error { _, err := s.BlockFiles(ctx, "vol-a"); return err },
 		"ReadVolume":   func() error { _, err := s.ReadVolume(ctx, "vol-a"); return err },
 		"ReadBackup":   func() error { _, err := s.ReadBackup(ctx, ref1); return err },
-		"Lock":         func() error { l, err := s.Lock(ctx, "vol-a", LockBackup); l.releaseIfHeld(); return err },
+		"Lock":         func() error { l, err := s.Lock(ctx, "vol-a", LockBackup); releaseIfHeld(l); return err },
 		"WriteBlock":   func() error { return s.WriteBlock(ctx, "vol-a", ckA, []byte("x")) },
 	} {
 		err := runStepping(t, clk, op)
@@ -170,7 +170,7 @@ func TestFIFOVolumeDirectory(t *testing.T) {
 	}
 }
 
-func (l *Lock) releaseIfHeld() {
+func releaseIfHeld(l *Lock) {
 	if l != nil {
 		l.Release()
 	}
@@ -183,7 +183,7 @@ func TestFIFOsInListings(t *testing.T) {
 	mount, v := threeBackups(t)
 	v.mkfifo("locks/lock-00000000000000ee.lck")
 	clk := clocktesting.NewFakeClock(time.Now())
-	s, err := Open(mount, Options{Clock: clk})
+	s, err := New(Options{Dir: mount, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestOpenRefusesAFIFOMountPoint(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		s, err := Open(p, Options{})
+		s, err := New(Options{Dir: p})
 		if err == nil {
 			s.Close()
 		}

@@ -98,3 +98,6 @@ var lowerHex = lhformat.LowerHex
 // backupNameFromFile returns the backup name of a file in backups/, or ""
 // for anything else (temporary files, strays).
 func backupNameFromFile(file string) string { return lhformat.BackupNameFromFile(file) }
+
+// shardOf maps a valid two-digit bucket name to 0..255.
+func shardOf(ck []byte) int { return int(hexVal[ck[0]])<<4 | int(hexVal[ck[1]]) }

@@ -207,6 +207,3 @@ func readDirNames(root *os.Root, dir string) ([]string, error) {
 	defer f.Close()
 	return f.Readdirnames(-1)
 }
-
-// sameSet compares two sorted listings.
-func sameSet(a, b []string) bool { return slices.Equal(a, b) }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
+	"github.com/caretaker-storage/caretaker/backupdelete/internal/lhformat"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -40,7 +41,8 @@ func lockFixture(t *testing.T, opts Options) (*Store, *lhVolume, *clocktesting.F
 	mount, v := threeBackups(t)
 	clk := clocktesting.NewFakeClock(time.Now())
 	opts.Clock = clk
-	s, err := Open(mount, opts)
+	opts.Dir = mount
+	s, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,19 +191,19 @@ func TestCorruptLockFilesAreIgnored(t *testing.T) {
 
 func TestRanksBefore(t *testing.T) {
 	now := time.Now()
-	a := lockSeen{LockFile: LockFile{Name: "lock-b", Acquired: true}, mtime: now}
-	b := lockSeen{LockFile: LockFile{Name: "lock-a", Acquired: false}, mtime: now.Add(-time.Hour)}
-	if !ranksBefore(a, b) || ranksBefore(b, a) {
+	a := lhformat.SeenLock{LockFile: LockFile{Name: "lock-b", Acquired: true}, Time: now}
+	b := lhformat.SeenLock{LockFile: LockFile{Name: "lock-a", Acquired: false}, Time: now.Add(-time.Hour)}
+	if !lhformat.RanksBefore(a, b) || lhformat.RanksBefore(b, a) {
 		t.Fatal("acquired first")
 	}
-	c := lockSeen{LockFile: LockFile{Name: "lock-c"}, mtime: now.Add(-time.Second)}
-	d := lockSeen{LockFile: LockFile{Name: "lock-a"}, mtime: now}
-	if !ranksBefore(c, d) {
+	c := lhformat.SeenLock{LockFile: LockFile{Name: "lock-c"}, Time: now.Add(-time.Second)}
+	d := lhformat.SeenLock{LockFile: LockFile{Name: "lock-a"}, Time: now}
+	if !lhformat.RanksBefore(c, d) {
 		t.Fatal("older first")
 	}
-	e := lockSeen{LockFile: LockFile{Name: "lock-a"}, mtime: now}
-	f := lockSeen{LockFile: LockFile{Name: "lock-b"}, mtime: now}
-	if !ranksBefore(e, f) || ranksBefore(f, e) {
+	e := lhformat.SeenLock{LockFile: LockFile{Name: "lock-a"}, Time: now}
+	f := lhformat.SeenLock{LockFile: LockFile{Name: "lock-b"}, Time: now}
+	if !lhformat.RanksBefore(e, f) || lhformat.RanksBefore(f, e) {
 		t.Fatal("then smaller name")
 	}
 }

@@ -9,8 +9,7 @@ import (
 // LonghornStore is what a backupstore in Longhorn's layout offers a tool
 // besides deletion: Store (a filesystem) and s3store.Store (an S3 bucket)
 // both implement it, so a program (the backup-delete example) handles a
-// mount and a bucket with one code path. Lock is left out: each store
-// returns its own lock type.
+// mount and a bucket with one code path.
 type LonghornStore interface {
 	backupdelete.Backupstore
 	backupdelete.CompletedBackupDeleter
@@ -29,6 +28,9 @@ type LonghornStore interface {
 	WriteVolume(ctx context.Context, v Volume) error
 	WriteBackup(ctx context.Context, b Backup) error
 	WriteBlock(ctx context.Context, volume, checksum string, data []byte) error
+	// Lock takes Longhorn's lock of type t on the volume (a backup
+	// creator's LockBackup around writing blocks and cfgs).
+	Lock(ctx context.Context, volume string, t LockType) (*Lock, error)
 	// BlockFiles counts a volume's blocks.
 	BlockFiles(ctx context.Context, volume string) (int, error)
 }

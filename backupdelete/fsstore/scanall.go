@@ -5,14 +5,9 @@ import (
 	"os"
 	"runtime"
 	"sync"
-)
 
-// scanResult is what block collection keeps of one remaining backup cfg
-// (its blocks go straight to the scan's add).
-type scanResult struct {
-	createdTime, snapshotCreatedAt string
-	err                            error
-}
+	"github.com/caretaker-storage/caretaker/backupdelete/internal/lhstore"
+)
 
 // scanAll reads and scans the cfgs in parallel (they are independent, and
 // on a network mount each read waits on the server), passing the blocks
@@ -21,8 +16,8 @@ type scanResult struct {
 // per name. A cfg that turns out unreadable or in progress still adds
 // what it had: then nothing is unlinked at all, so extra references
 // cannot hurt.
-func (s *Store) scanAll(ctx context.Context, vol *os.Root, names []string, add func([][]byte)) []scanResult {
-	out := make([]scanResult, len(names))
+func (s *Store) scanAll(ctx context.Context, vol *os.Root, names []string, add func([][]byte)) []lhstore.Scan {
+	out := make([]lhstore.Scan, len(names))
 	work := make(chan int)
 	var wg sync.WaitGroup
 	// Twice the CPUs: half of the workers are usually waiting on a read.
@@ -36,7 +31,7 @@ func (s *Store) scanAll(ctx context.Context, vol *os.Root, names []string, add f
 			defer func() { bufs.data, bufs.cks = buf, cks }()
 			for i := range work {
 				if err := ctx.Err(); err != nil {
-					out[i].err = err
+					out[i].Err = err
 					continue
 				}
 				data, _, err := readBoundedInto(vol, backupCfgPath(names[i]), s.opts.MaxConfigBytes, buf)
@@ -49,7 +44,7 @@ func (s *Store) scanAll(ctx context.Context, vol *os.Root, names []string, add f
 					add(refs.checksums)
 					cks = refs.checksums
 				}
-				out[i] = scanResult{createdTime: refs.createdTime, snapshotCreatedAt: refs.snapshotCreatedAt, err: err}
+				out[i] = lhstore.Scan{CreatedTime: refs.createdTime, SnapshotCreatedAt: refs.snapshotCreatedAt, Err: err}
 			}
 		}()
 	}

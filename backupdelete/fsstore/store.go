@@ -7,17 +7,22 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"sync"
 	"time"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
 	"github.com/caretaker-storage/caretaker/backupdelete/internal/lhformat"
+	"github.com/caretaker-storage/caretaker/backupdelete/internal/lhstore"
 	"github.com/caretaker-storage/caretaker/internal/clocks"
 	"k8s.io/utils/clock"
 )
 
-// Options configure a Store. The zero value is the documented defaults.
+// Options configure a Store: Dir is required, every other field's zero
+// value is the documented default.
 type Options struct {
+	// Dir is the backupstore's mount point: the directory that holds
+	// "backupstore/" (an NFS or CIFS mount, or a local directory). It must
+	// exist.
+	Dir string
 	// Clock times the lock protocol (the settle wait, lock expiry, refresh,
 	// waiting for a conflicting lock); default the real clock.
 	Clock clock.Clock
@@ -49,6 +54,9 @@ type Options struct {
 	FullCollection bool
 }
 
+// ErrNoDir: New was given no Options.Dir.
+var ErrNoDir = errors.New("fsstore: Options.Dir is empty: name the backupstore's mount point")
+
 // DefaultMaxConfigBytes is Options.MaxConfigBytes's default.
 const DefaultMaxConfigBytes = 256 << 20
 
@@ -68,16 +76,21 @@ type Store struct {
 	// listing that lies).
 	listBackups func(vol *os.Root) ([]string, error)
 
-	mu sync.Mutex
-	// swept holds the volumes in which this Store completed a full
+	// leaks holds the volumes in which this Store completed a full
 	// collection and every collection since: no block can have leaked
 	// through us, so the deleted backup's blocks are the only candidates.
-	swept map[string]bool
+	leaks *lhstore.Leaks
 }
 
-// Open opens the backupstore mounted at dir (the directory that holds
-// "backupstore/"). The directory must exist.
-func Open(dir string, opts Options) (*Store, error) {
+// New opens the backupstore mounted at opts.Dir (the directory that
+// holds "backupstore/"), which must exist; a missing Dir is an error
+// wrapping ErrNoDir.
+func New(opts Options) (_ *Store, err error) {
+	defer prefixErr(&err)
+	dir := opts.Dir
+	if dir == "" {
+		return nil, ErrNoDir
+	}
 	// Opening a FIFO blocks; the mount point's type is checked first (it
 	// may be a symlink to a directory: the host chose the path).
 	info, err := os.Stat(dir)
@@ -94,7 +107,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.MaxConfigBytes <= 0 {
 		opts.MaxConfigBytes = DefaultMaxConfigBytes
 	}
-	return &Store{root: root, opts: opts, clock: clocks.Or(opts.Clock), listBackups: listBackupNames, swept: map[string]bool{}}, nil
+	return &Store{root: root, opts: opts, clock: clocks.Or(opts.Clock), listBackups: listBackupNames, leaks: lhstore.NewLeaks(false)}, nil
 }
 
 // Close releases the mount point's handle.
@@ -102,14 +115,15 @@ func (s *Store) Close() error { return s.root.Close() }
 
 // BackupExists reports whether the backup's cfg is in the backupstore
 // (in progress or not). See backupdelete.Backupstore.
-func (s *Store) BackupExists(ctx context.Context, ref backupdelete.BackupRef) (bool, error) {
+func (s *Store) BackupExists(ctx context.Context, ref backupdelete.BackupRef) (_ bool, err error) {
+	defer prefixErr(&err)
 	if err := ref.Validate(); err != nil {
 		return false, err
 	}
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	_, err := s.root.Stat(path.Join(VolumePath(ref.Volume), backupCfgPath(ref.Name)))
+	_, err = s.root.Stat(path.Join(VolumePath(ref.Volume), backupCfgPath(ref.Name)))
 	switch {
 	case err == nil:
 		return true, nil
@@ -122,8 +136,9 @@ func (s *Store) BackupExists(ctx context.Context, ref backupdelete.BackupRef) (b
 
 // DeleteBackup deletes a backup and collects its blocks. See
 // backupdelete.Backupstore and DeleteBackupReport.
-func (s *Store) DeleteBackup(ctx context.Context, ref backupdelete.BackupRef) error {
-	_, err := s.DeleteBackupReport(ctx, ref)
+func (s *Store) DeleteBackup(ctx context.Context, ref backupdelete.BackupRef) (err error) {
+	defer prefixErr(&err)
+	_, err = s.DeleteBackupReport(ctx, ref)
 	return err
 }
 
@@ -146,7 +161,8 @@ func (s *Store) DeleteBackup(ctx context.Context, ref backupdelete.BackupRef) er
 // A volume or backup that is already gone is success: the cfg removal is
 // skipped and the blocks are still collected, so a retry after a partial
 // deletion finishes the job.
-func (s *Store) DeleteBackupReport(ctx context.Context, ref backupdelete.BackupRef) (Collection, error) {
+func (s *Store) DeleteBackupReport(ctx context.Context, ref backupdelete.BackupRef) (_ Collection, err error) {
+	defer prefixErr(&err)
 	return s.deleteBackup(ctx, ref, false)
 }
 
@@ -158,8 +174,9 @@ func (s *Store) DeleteBackupReport(ctx context.Context, ref backupdelete.BackupR
 // regular file: ErrFileType; unparsable or oversized: ErrCorrupt; an I/O
 // error as it is). A cfg that is already gone is success, and the blocks
 // are still collected. See backupdelete.CompletedBackupDeleter.
-func (s *Store) DeleteCompletedBackup(ctx context.Context, ref backupdelete.BackupRef) error {
-	_, err := s.deleteBackup(ctx, ref, true)
+func (s *Store) DeleteCompletedBackup(ctx context.Context, ref backupdelete.BackupRef) (err error) {
+	defer prefixErr(&err)
+	_, err = s.deleteBackup(ctx, ref, true)
 	return err
 }
 
@@ -180,7 +197,7 @@ func (s *Store) deleteBackup(ctx context.Context, ref backupdelete.BackupRef, re
 	// ends, whichever comes first: a deletion stuck past its context does
 	// not hold the volume for longer than LockExpiry (and, cancelled, it
 	// unlinks nothing more: see removeBlocks).
-	lock, err := s.acquire(ctx, vol, ref.Volume, LockDeletion, ctx.Done())
+	lock, err := s.acquire(ctx, vol, ref.Volume, LockDeletion, ctx.Done(), nil)
 	if err != nil {
 		return Collection{}, fmt.Errorf("fsstore: delete backup %s: %w", ref, err)
 	}

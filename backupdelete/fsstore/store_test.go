@@ -18,7 +18,8 @@ import (
 func openFast(t testing.TB, mount string, opts Options) *Store {
 	t.Helper()
 	opts.Clock = fastClock{}
-	s, err := Open(mount, opts)
+	opts.Dir = mount
+	s, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

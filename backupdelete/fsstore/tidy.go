@@ -67,18 +67,3 @@ func (b *bucketSet) sorted() []string {
 	slices.Sort(out)
 	return out
 }
-
-// tidy is the collection's last step: it removes the bucket directories
-// the unlink step emptied (blocks/<a>/<b>, then blocks/<a>, then blocks)
-// and backups/ if the deleted cfg was the last. Nothing is removed once
-// ctx has ended: the deletion lock is no longer refreshed.
-func (c *collection) tidy() error {
-	if c.ctx.Err() != nil {
-		return nil
-	}
-	if buckets := c.emptied.sorted(); len(buckets) > 0 {
-		removeEmptyBuckets(c.ctx, c.vol, buckets)
-	}
-	_ = rmdirEmpty(c.vol, backupsDir)
-	return nil
-}

@@ -21,7 +21,8 @@ import (
 // each file written to a temporary name and renamed.
 
 // WriteVolume writes the volume's volume.cfg, creating its directory.
-func (s *Store) WriteVolume(ctx context.Context, v Volume) error {
+func (s *Store) WriteVolume(ctx context.Context, v Volume) (err error) {
+	defer prefixErr(&err)
 	if !backupdelete.ValidName(v.Name) {
 		return fmt.Errorf("%w: volume name %q", backupdelete.ErrInvalidRef, v.Name)
 	}
@@ -35,7 +36,8 @@ func (s *Store) WriteVolume(ctx context.Context, v Volume) error {
 // WriteBackup writes the backup's cfg. It takes no lock: a backup creator
 // holds a LockBackup lock (Store.Lock) around writing blocks and the cfg.
 // An empty CreatedTime marks the backup as in progress.
-func (s *Store) WriteBackup(ctx context.Context, b Backup) error {
+func (s *Store) WriteBackup(ctx context.Context, b Backup) (err error) {
+	defer prefixErr(&err)
 	if err := checkBackup(b.Name, b.VolumeName, b.Blocks); err != nil {
 		return fmt.Errorf("%w: %v", backupdelete.ErrInvalidRef, err)
 	}
@@ -54,7 +56,8 @@ func (s *Store) WriteBackup(ctx context.Context, b Backup) error {
 // util.CompressData). Longhorn's restore decompresses a block and
 // verifies that checksum, so a block named by any other digest (of the
 // compressed bytes, say) cannot be restored. The content is opaque here.
-func (s *Store) WriteBlock(ctx context.Context, volume, checksum string, data []byte) error {
+func (s *Store) WriteBlock(ctx context.Context, volume, checksum string, data []byte) (err error) {
+	defer prefixErr(&err)
 	if !backupdelete.ValidName(volume) || !validChecksum(checksum) {
 		return fmt.Errorf("%w: block %q of volume %q", backupdelete.ErrInvalidRef, checksum, volume)
 	}
@@ -69,7 +72,8 @@ func BlockChecksum(uncompressed []byte) string { return lhformat.BlockChecksum(u
 // Lock takes a lock of the given type on a volume with Longhorn's
 // protocol (see LockFile); release it with Lock.Release. A backup creator
 // takes LockBackup, which DeleteBackup's LockDeletion excludes.
-func (s *Store) Lock(ctx context.Context, volume string, t LockType) (*Lock, error) {
+func (s *Store) Lock(ctx context.Context, volume string, t LockType) (_ *Lock, err error) {
+	defer prefixErr(&err)
 	if !backupdelete.ValidName(volume) {
 		return nil, fmt.Errorf("%w: volume name %q", backupdelete.ErrInvalidRef, volume)
 	}
@@ -80,17 +84,17 @@ func (s *Store) Lock(ctx context.Context, volume string, t LockType) (*Lock, err
 	if err != nil {
 		return nil, err
 	}
-	l, err := s.acquire(ctx, vol, volume, t, nil)
+	l, err := s.acquire(ctx, vol, volume, t, nil, func() { vol.Close() })
 	if err != nil {
 		vol.Close()
 		return nil, err
 	}
-	l.closeRoot = true
 	return l, nil
 }
 
 // Volumes lists the volume names in the backupstore, sorted.
-func (s *Store) Volumes(ctx context.Context) ([]string, error) {
+func (s *Store) Volumes(ctx context.Context) (_ []string, err error) {
+	defer prefixErr(&err)
 	base := path.Join(BaseDir, volumesDir)
 	l1, err := readDirNames(s.root, base)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -127,7 +131,8 @@ func (s *Store) Volumes(ctx context.Context) ([]string, error) {
 
 // ReadVolume reads a volume's volume.cfg; a missing volume is an error
 // wrapping backupdelete.ErrNotFound.
-func (s *Store) ReadVolume(ctx context.Context, volume string) (Volume, error) {
+func (s *Store) ReadVolume(ctx context.Context, volume string) (_ Volume, err error) {
+	defer prefixErr(&err)
 	if !backupdelete.ValidName(volume) {
 		return Volume{}, fmt.Errorf("%w: volume name %q", backupdelete.ErrInvalidRef, volume)
 	}
@@ -142,7 +147,8 @@ func (s *Store) ReadVolume(ctx context.Context, volume string) (Volume, error) {
 }
 
 // Backups lists the names of a volume's backups, sorted.
-func (s *Store) Backups(ctx context.Context, volume string) ([]string, error) {
+func (s *Store) Backups(ctx context.Context, volume string) (_ []string, err error) {
+	defer prefixErr(&err)
 	if !backupdelete.ValidName(volume) {
 		return nil, fmt.Errorf("%w: volume name %q", backupdelete.ErrInvalidRef, volume)
 	}
@@ -159,7 +165,8 @@ func (s *Store) Backups(ctx context.Context, volume string) ([]string, error) {
 
 // ReadBackup reads one backup cfg; a missing one is an error wrapping
 // backupdelete.ErrNotFound.
-func (s *Store) ReadBackup(ctx context.Context, ref backupdelete.BackupRef) (Backup, error) {
+func (s *Store) ReadBackup(ctx context.Context, ref backupdelete.BackupRef) (_ Backup, err error) {
+	defer prefixErr(&err)
 	if err := ref.Validate(); err != nil {
 		return Backup{}, err
 	}
@@ -176,7 +183,8 @@ func (s *Store) ReadBackup(ctx context.Context, ref backupdelete.BackupRef) (Bac
 // BlockFiles counts a volume's block files: regular files named
 // <checksum>.blk in the bucket their checksum names (what a full
 // collection may unlink), never through a symlinked bucket.
-func (s *Store) BlockFiles(ctx context.Context, volume string) (int, error) {
+func (s *Store) BlockFiles(ctx context.Context, volume string) (_ int, err error) {
+	defer prefixErr(&err)
 	if !backupdelete.ValidName(volume) {
 		return 0, fmt.Errorf("%w: volume name %q", backupdelete.ErrInvalidRef, volume)
 	}

@@ -222,12 +222,12 @@ func (noSettle) NewTimer(d time.Duration) clock.Timer {
 
 func (f *fixture) store(tb testing.TB, endpoint string) *Store {
 	tb.Helper()
-	st, err := New(Config{
+	st, err := New(Options{
 		URL:             fmt.Sprintf("s3://%s@%s/%s", f.bucket, f.srv.Region, f.prefix),
 		Endpoint:        endpoint,
 		AccessKeyID:     f.srv.AccessKey,
 		SecretAccessKey: f.srv.SecretKey,
-		Options:         Options{Clock: noSettle{}},
+		Clock:           noSettle{},
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -248,7 +248,7 @@ func (f *fixture) ref(i int) backupdelete.BackupRef {
 //   - Remove: service.DeleteObjects, which lists the key as a prefix
 //     (no delimiter) and sends one DeleteObject per object listed.
 //
-// Config loads are LoadConfigInBackupStore (config.go): FileExists, then
+// Options loads are LoadConfigInBackupStore (config.go): FileExists, then
 // Read; saves are SaveConfigInBackupStore: Write.
 type lhDriver struct {
 	c      *s3.Client

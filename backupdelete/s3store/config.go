@@ -9,6 +9,9 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // The variables of Longhorn's backup-target secret that configure an S3
@@ -35,7 +38,7 @@ const (
 // ErrConfig is wrapped by every *ConfigError.
 var ErrConfig = errors.New("s3store: invalid configuration")
 
-// ConfigError says which part of a Config (or target URL) is wrong. It
+// ConfigError says which part of an Options (or target URL) is wrong. It
 // never holds a credential.
 type ConfigError struct {
 	Field  string // "URL", "Endpoint", "CACert", ...
@@ -83,7 +86,8 @@ func (t Target) String() string {
 // refused: Longhorn's filepath.Join would silently clean it into another
 // prefix. A URL with a password (s3://bucket:secret@region/) is refused, so that a credential
 // never rides in a URL that gets logged.
-func ParseURL(raw string) (Target, error) {
+func ParseURL(raw string) (_ Target, err error) {
+	defer prefixErr(&err)
 	u, err := url.Parse(raw)
 	if err != nil {
 		// url.Parse quotes the input in its error; the input may hold a
@@ -96,7 +100,7 @@ func ParseURL(raw string) (Target, error) {
 	var t Target
 	if u.User != nil {
 		if _, has := u.User.Password(); has {
-			return Target{}, &ConfigError{Field: "URL", Reason: "a password in the URL; pass credentials in the Config"}
+			return Target{}, &ConfigError{Field: "URL", Reason: "a password in the URL; pass credentials in the Options"}
 		}
 		t.Region, t.Bucket = u.Host, u.User.Username()
 	} else {
@@ -116,11 +120,12 @@ func ParseURL(raw string) (Target, error) {
 	return t, nil
 }
 
-// Config is everything a Store needs to reach its bucket. ConfigFromEnv
-// fills it from the variables of Longhorn's backup-target secret. The
-// credentials are never logged, never part of an error and never in
-// Stats.
-type Config struct {
+// Options is everything a Store needs to reach its bucket, and how it
+// behaves there. OptionsFromEnv fills the connection from the variables
+// of Longhorn's backup-target secret; the tuning fields' zero values are
+// the documented defaults. The credentials are never logged, never part
+// of an error and never in Stats.
+type Options struct {
 	// URL is the backup target, s3://bucket@region/path (see ParseURL).
 	URL string
 	// Region is used when the URL names none (Longhorn: AWS_REGION). With
@@ -163,16 +168,72 @@ type Config struct {
 	// TLS, the proxies and the bounds on responses apply as without it.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 
-	// Options tune the store; the zero value is the documented defaults.
-	Options Options
+	// The fields below tune the store; their zero values are the
+	// documented defaults.
+
+	// Clock times the lock protocol (the settle wait, lock expiry,
+	// refresh, waiting for a conflicting lock) and the waits between
+	// retries; default the real clock.
+	Clock clock.Clock
+	// LockWait is how long a deletion waits for a conflicting lock
+	// before failing with backupdelete.ErrLocked. Zero fails after the
+	// first look, about LockSettle after the attempt, as Longhorn's
+	// FileLock.Lock does.
+	LockWait time.Duration
+	// LockCheckInterval is how often a waiting taker looks again;
+	// default 10 s.
+	LockCheckInterval time.Duration
+	// MaxConfigBytes bounds the size of a cfg object read; a larger one
+	// is corrupt. Default 256 MiB, as fsstore's.
+	MaxConfigBytes int64
+	// FullCollection makes every deletion list all block objects of the
+	// volume, as Longhorn does. By default only the deleted backup's
+	// blocks are candidates (see the package documentation).
+	FullCollection bool
+
+	// RequestTimeout bounds each request (each attempt of it), reading
+	// its response included; default 30 s.
+	RequestTimeout time.Duration
+	// MaxAttempts is how many times a request is tried when it fails
+	// with a retryable error (503 SlowDown, a 500, a timeout, a dropped
+	// connection); default 5.
+	MaxAttempts int
+	// RetryInitial and RetryMax are the backoff between attempts:
+	// RetryInitial doubling up to RetryMax; default 200 ms and 5 s.
+	RetryInitial time.Duration
+	RetryMax     time.Duration
+	// DeleteConcurrency bounds the single-object deletes in flight where
+	// the server has no multi-object delete; default 8 (Longhorn's
+	// maxConcurrentExactFileRemovals, s3/s3.go). It also bounds the cfg
+	// reads of a collection in flight.
+	DeleteConcurrency int
+	// ListPageSize is the MaxKeys of each listing request; default (and
+	// at most) 1000, S3's page size. A listing of a volume's backups that
+	// ends on a page of exactly this many keys is listed again in pages
+	// half as large, which must agree (see the package documentation,
+	// "Listings that lie").
+	ListPageSize int
+	// MaxResponseBytes bounds the body of every response other than an
+	// object read (a listing page, a multi-object delete's result, an
+	// error); default 16 MiB. Going over is ErrTooLarge and
+	// backupdelete.ErrCorrupt: a hostile or broken server cannot make a
+	// listing eat the memory.
+	MaxResponseBytes int64
+	// MaxListPages bounds the pages of one listing; default 100,000
+	// (100 million keys at S3's 1000 a page: a volume's blocks of 2 MiB
+	// each up to 200 TiB). Going over is ErrTooLarge and
+	// backupdelete.ErrCorrupt: a server whose listing never ends, each
+	// page with a new continuation token, cannot keep a deletion
+	// listing until its context ends.
+	MaxListPages int
 }
 
-// ConfigFromEnv builds a Config for the target URL from the variables of
+// OptionsFromEnv builds the Options for the target URL from the variables of
 // Longhorn's backup-target secret, read through getenv (os.Getenv, or a
 // lookup in the secret's data). Only the variables named by the Env
 // constants are read. It checks nothing: New does.
-func ConfigFromEnv(targetURL string, getenv func(string) string) Config {
-	c := Config{
+func OptionsFromEnv(targetURL string, getenv func(string) string) Options {
+	c := Options{
 		URL:                targetURL,
 		Region:             getenv(EnvRegion),
 		AccessKeyID:        getenv(EnvAccessKeyID),
@@ -190,7 +251,7 @@ func ConfigFromEnv(targetURL string, getenv func(string) string) Config {
 	return c
 }
 
-// checked is a Config that passed check.
+// checked is an Options that passed check.
 type checked struct {
 	target                Target
 	region                string
@@ -204,7 +265,7 @@ type checked struct {
 
 // check validates everything up front, so that a wrong setting is a
 // ConfigError at New, not a puzzling failure at the first request.
-func (c Config) check() (checked, error) {
+func (c Options) check() (checked, error) {
 	var k checked
 	var err error
 	if k.target, err = ParseURL(c.URL); err != nil {
@@ -271,7 +332,7 @@ func (c Config) check() (checked, error) {
 			k.noProxy = append(k.noProxy, n)
 		}
 	}
-	if err := c.Options.check(); err != nil {
+	if err := c.checkTuning(); err != nil {
 		return k, err
 	}
 	k.dial = c.DialContext
@@ -352,9 +413,9 @@ func portOf(u *url.URL) string {
 	return strconv.Itoa(80)
 }
 
-// String prints the Config with its credentials redacted, so that a host
+// String prints the Options' connection with its credentials redacted, so that a host
 // that logs it (%v, %+v, %s) leaks nothing.
-func (c Config) String() string {
+func (c Options) String() string {
 	red := func(s string) string {
 		if s == "" {
 			return ""
@@ -367,7 +428,7 @@ func (c Config) String() string {
 }
 
 // GoString is String, for %#v.
-func (c Config) GoString() string { return "s3store.Config" + c.String() }
+func (c Options) GoString() string { return "s3store.Options" + c.String() }
 
 // redactURL hides a proxy setting's password. It reads the setting as
 // parseProxy does, so that a bare user:password@host:port (which

@@ -58,7 +58,7 @@ func TestConfigFromEnv(t *testing.T) {
 		"AWS_REGION": "eu-central-1",
 	}
 	var asked []string
-	c := ConfigFromEnv("s3://b@us-east-1/p", func(k string) string { asked = append(asked, k); return secret[k] })
+	c := OptionsFromEnv("s3://b@us-east-1/p", func(k string) string { asked = append(asked, k); return secret[k] })
 	if c.AccessKeyID != "AKIDEXAMPLE" || c.SecretAccessKey != "s3cr3t-value" || c.SessionToken != "tok" ||
 		c.Endpoint != "https://minio.example:9000" || c.VirtualHostedStyle != "false" || c.HTTPProxy != "http://proxy:3128" ||
 		c.HTTPSProxy != "http://proxy:3129" || c.NoProxy != "localhost,.internal" || c.Region != "eu-central-1" || c.CACert != nil {
@@ -81,20 +81,20 @@ func TestConfigFromEnv(t *testing.T) {
 // TestNewChecksUpFront: every bad setting is a ConfigError at New, and no
 // error holds a credential.
 func TestNewChecksUpFront(t *testing.T) {
-	good := Config{URL: "s3://b@us-east-1/p", AccessKeyID: "AKID", SecretAccessKey: "very-secret-key"}
-	for name, mod := range map[string]func(*Config){
-		"bad URL":              func(c *Config) { c.URL = "s3://b" },
-		"half credentials":     func(c *Config) { c.AccessKeyID = "" },
-		"token alone":          func(c *Config) { c.AccessKeyID, c.SecretAccessKey, c.SessionToken = "", "", "t" },
-		"endpoint scheme":      func(c *Config) { c.Endpoint = "ftp://x" },
-		"endpoint userinfo":    func(c *Config) { c.Endpoint = "http://u:very-secret-key@x" },
-		"endpoint no host":     func(c *Config) { c.Endpoint = "http://" },
-		"virtual hosted style": func(c *Config) { c.VirtualHostedStyle = "yes" },
-		"CA":                   func(c *Config) { c.CACert = []byte("not a certificate") },
-		"proxy scheme":         func(c *Config) { c.HTTPSProxy = "ftp://proxy" },
-		"page size":            func(c *Config) { c.Options.ListPageSize = 5000 },
-		"negative":             func(c *Config) { c.Options.RequestTimeout = -1 },
-		"region":               func(c *Config) { c.URL, c.Region = "s3://b/p", "us east 1" },
+	good := Options{URL: "s3://b@us-east-1/p", AccessKeyID: "AKID", SecretAccessKey: "very-secret-key"}
+	for name, mod := range map[string]func(*Options){
+		"bad URL":              func(c *Options) { c.URL = "s3://b" },
+		"half credentials":     func(c *Options) { c.AccessKeyID = "" },
+		"token alone":          func(c *Options) { c.AccessKeyID, c.SecretAccessKey, c.SessionToken = "", "", "t" },
+		"endpoint scheme":      func(c *Options) { c.Endpoint = "ftp://x" },
+		"endpoint userinfo":    func(c *Options) { c.Endpoint = "http://u:very-secret-key@x" },
+		"endpoint no host":     func(c *Options) { c.Endpoint = "http://" },
+		"virtual hosted style": func(c *Options) { c.VirtualHostedStyle = "yes" },
+		"CA":                   func(c *Options) { c.CACert = []byte("not a certificate") },
+		"proxy scheme":         func(c *Options) { c.HTTPSProxy = "ftp://proxy" },
+		"page size":            func(c *Options) { c.ListPageSize = 5000 },
+		"negative":             func(c *Options) { c.RequestTimeout = -1 },
+		"region":               func(c *Options) { c.URL, c.Region = "s3://b/p", "us east 1" },
 	} {
 		c := good
 		mod(&c)
@@ -120,7 +120,7 @@ func TestPathStyle(t *testing.T) {
 		endpoint, vhs string
 		path          bool
 	}{{"http://minio:9000", "", true}, {"http://minio:9000", "true", false}, {"", "", false}, {"", "false", true}} {
-		k, err := Config{URL: "s3://b@r/p", Endpoint: c.endpoint, VirtualHostedStyle: c.vhs}.check()
+		k, err := Options{URL: "s3://b@r/p", Endpoint: c.endpoint, VirtualHostedStyle: c.vhs}.check()
 		if err != nil || k.pathStyle != c.path {
 			t.Errorf("endpoint %q VIRTUAL_HOSTED_STYLE %q: path style %v, %v; want %v", c.endpoint, c.vhs, k.pathStyle, err, c.path)
 		}
@@ -130,7 +130,7 @@ func TestPathStyle(t *testing.T) {
 // TestProxies: the Config's proxies, not the process's; NO_PROXY as
 // net/http reads it; loopback never proxied.
 func TestProxies(t *testing.T) {
-	k, err := Config{URL: "s3://b@r/p", HTTPProxy: "proxy:3128", HTTPSProxy: "https://sproxy:443", NoProxy: ".internal, 10.0.0.0/8, s3.example:9000"}.check()
+	k, err := Options{URL: "s3://b@r/p", HTTPProxy: "proxy:3128", HTTPSProxy: "https://sproxy:443", NoProxy: ".internal, 10.0.0.0/8, s3.example:9000"}.check()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,10 +191,10 @@ func FuzzParseURL(f *testing.F) {
 	})
 }
 
-// TestConfigPrintsNoCredentials: a Config logged with any verb shows no
+// TestConfigPrintsNoCredentials: an Options logged with any verb shows no
 // credential.
 func TestConfigPrintsNoCredentials(t *testing.T) {
-	c := Config{URL: "s3://b@r/p", AccessKeyID: "AKIDVISIBLE", SecretAccessKey: "the-secret-key", SessionToken: "the-token",
+	c := Options{URL: "s3://b@r/p", AccessKeyID: "AKIDVISIBLE", SecretAccessKey: "the-secret-key", SessionToken: "the-token",
 		HTTPSProxy: "http://user:proxy-password@proxy:3128"}
 	for _, verb := range []string{"%v", "%+v", "%s", "%#v"} {
 		out := fmt.Sprintf(verb, c)
@@ -205,7 +205,7 @@ func TestConfigPrintsNoCredentials(t *testing.T) {
 		}
 	}
 	if out := fmt.Sprint(&c); strings.Contains(out, "the-secret-key") {
-		t.Errorf("a *Config prints the secret: %s", out)
+		t.Errorf("a *Options prints the secret: %s", out)
 	}
 	s, err := New(c)
 	if err != nil {

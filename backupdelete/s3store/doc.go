@@ -11,7 +11,7 @@
 //
 // # In short
 //
-//	cfg := s3store.ConfigFromEnv("s3://backups@us-east-1/longhorn", os.Getenv) // Longhorn's backup-target secret variables
+//	cfg := s3store.OptionsFromEnv("s3://backups@us-east-1/longhorn", os.Getenv) // Longhorn's backup-target secret variables
 //	store, err := s3store.New(cfg)
 //	err = store.Check(ctx) // endpoint, credentials and bucket, as Longhorn checks them on load
 //	drv, err := backupdelete.NewDriver(store, backupdelete.DriverOptions{}) // drv.Reconcile(ctx, req) per backup the user deletes
@@ -19,7 +19,7 @@
 // It is built on aws-sdk-go-v2's service/s3 client with the aws and
 // credentials packages only: the SDK's config package is left out because
 // it reads the process environment and shared files (~/.aws) itself,
-// which would bypass the Config, and pulls in STS, SSO and IMDS clients
+// which would bypass the Options, and pulls in STS, SSO and IMDS clients
 // a backup target does not use.
 //
 // # Target and credentials
@@ -28,7 +28,7 @@
 // s3://bucket/path with the region from AWS_REGION), parsed as
 // longhorn/backupstore s3/s3.go initFunc parses it (ParseURL). The
 // credentials and settings are the variables of Longhorn's backup-target
-// secret (ConfigFromEnv reads them through a getenv function, never the
+// secret (OptionsFromEnv reads them through a getenv function, never the
 // process environment by itself): AWS_ACCESS_KEY_ID,
 // AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_ENDPOINTS (a custom
 // endpoint), AWS_CERT (extra PEM CA certificates), VIRTUAL_HOSTED_STYLE,
@@ -85,7 +85,9 @@
 // gets single deletes, Options.DeleteConcurrency at a time, and the Store
 // remembers it (Stats.MultiDeleteUnsupported).
 //
-// Differences from fsstore, and why:
+// The collection is the same code as fsstore's (one algorithm over a
+// storage interface each store implements); what differs is stated as a
+// choice of each store, and why:
 //
 //   - Only the deleted backup's blocks are candidates, by default on every
 //     deletion: fsstore also lists every block file on a Store's first
@@ -97,14 +99,17 @@
 //     this Store in the volume that removed a cfg and did not finish or
 //     skipped its blocks, with Options.FullCollection, and by
 //     CollectBlocks.
-//   - volume.cfg is read first, so that a volume with neither it nor the
-//     cfg is "already gone" without a write (there are no directories
-//     to find missing), and a backup whose volume.cfg is missing is
-//     corrupt before anything is deleted.
-//   - A read of the deleted cfg that fails for any reason but its absence
-//     or its content (a 503 storm, a dropped connection, a truncated body)
-//     stops the deletion before anything is deleted: unlike a local read
-//     error, it says nothing about the cfg.
+//   - volume.cfg's new BlockCount is always counted from the remaining
+//     backups, as Longhorn counts it (fsstore derives it from the old
+//     count in a targeted collection, which saves it work that costs S3
+//     no request).
+//
+// Both stores read volume.cfg first, so that a volume with neither it nor
+// the cfg is "already gone" without a write, and a backup whose volume.cfg
+// is missing is corrupt before anything is deleted; and a read of the
+// deleted cfg that fails for any reason but its absence or its content (a
+// 503 storm, a dropped connection, a truncated body) stops the deletion
+// before anything is deleted: it says nothing about the cfg.
 //
 // # Listings that lie
 //
@@ -232,7 +237,7 @@
 //
 // # Host duties
 //
-//  1. Build a Config (ConfigFromEnv with the backup-target secret's
+//  1. Build an Options (OptionsFromEnv with the backup-target secret's
 //     lookup) and New; call Check once to fail early on a wrong
 //     endpoint, credentials or bucket.
 //  2. Pass the Store to backupdelete.NewDriver and, for failed backups, to
@@ -244,7 +249,7 @@
 //
 // # A complete loop
 //
-//	store, err := s3store.New(s3store.ConfigFromEnv("s3://backups@us-east-1/longhorn", os.Getenv))
+//	store, err := s3store.New(s3store.OptionsFromEnv("s3://backups@us-east-1/longhorn", os.Getenv))
 //	if err != nil {
 //		return err
 //	}
@@ -264,7 +269,7 @@
 // backupdelete.ErrCorrupt), or ErrRequest; a missing object also wraps
 // backupdelete.ErrNotFound. Lock conflicts are *LockConflictError
 // (backupdelete.ErrLocked) and a backup in progress *BackupRunningError
-// (backupdelete.ErrInProgress), fsstore's types; corrupt cfgs wrap
+// (backupdelete.ErrInProgress), the same types as fsstore's; corrupt cfgs wrap
 // backupdelete.ErrCorrupt; invalid names backupdelete.ErrInvalidRef; a
 // cancelled context its own error.
 //

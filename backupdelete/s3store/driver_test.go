@@ -237,7 +237,7 @@ func TestDriverControllerCrash(t *testing.T) {
 	h := newHost(t)
 	fillVolume(h)
 	cfg := h.e.cfg
-	cfg.Options.Clock = clocktesting.NewFakeClock(epoch) // never advances: the settle wait never ends
+	cfg.Clock = clocktesting.NewFakeClock(epoch) // never advances: the settle wait never ends
 	stuck, err := New(cfg)
 	must(t, err)
 	crashed, err := backupdelete.NewDriver(stuck, backupdelete.DriverOptions{Clock: h.clk})

@@ -229,7 +229,7 @@ func testCert(t *testing.T) (certPEM, keyPEM []byte) {
 		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
 }
 
-// secretEnv is a backup-target secret's data, read as ConfigFromEnv's
+// secretEnv is a backup-target secret's data, read as OptionsFromEnv's
 // getenv.
 type secretEnv map[string]string
 
@@ -269,9 +269,9 @@ func deleteBackup1(t *testing.T, s *Store, srv *s3test.Server, bucket string, be
 }
 
 // newStore is New(cfg) with the test clock and fast retries.
-func newStore(t *testing.T, cfg Config) *Store {
+func newStore(t *testing.T, cfg Options) *Store {
 	t.Helper()
-	cfg.Options.Clock, cfg.Options.RetryInitial = fastClock{}, time.Millisecond
+	cfg.Clock, cfg.RetryInitial = fastClock{}, time.Millisecond
 	s, err := New(cfg)
 	must(t, err)
 	return s
@@ -298,7 +298,7 @@ func TestForwardProxyPlainHTTP(t *testing.T) {
 	p.require = basicAuth(proxyUser, proxyPassword)
 	endpoint := "http://" + testDomain + ":" + portOfURL(t, srv.Endpoint)
 	proxy := p.proxyURL(proxyUser, proxyPassword)
-	cfg := ConfigFromEnv("s3://"+bucket+"@"+srv.Region+"/lh/target/", secretEnv{
+	cfg := OptionsFromEnv("s3://"+bucket+"@"+srv.Region+"/lh/target/", secretEnv{
 		EnvAccessKeyID: srv.AccessKey, EnvSecretAccessKey: srv.SecretKey, EnvEndpoints: endpoint,
 		EnvHTTPProxy: proxy, EnvHTTPSProxy: proxy, EnvNoProxy: "localhost,127.0.0.1,0.0.0.0,10.0.0.0/8,.svc,.cluster.local",
 	}.get)
@@ -344,7 +344,7 @@ func TestNoProxyExcludesEndpoint(t *testing.T) {
 			bucket := srv.NewBucket(t)
 			p := newFwdProxy(t)
 			proxy := p.proxyURL(proxyUser, proxyPassword)
-			cfg := ConfigFromEnv("s3://"+bucket+"@"+srv.Region+"/lh/target/", secretEnv{
+			cfg := OptionsFromEnv("s3://"+bucket+"@"+srv.Region+"/lh/target/", secretEnv{
 				EnvAccessKeyID: srv.AccessKey, EnvSecretAccessKey: srv.SecretKey, EnvEndpoints: "http://" + testDomain + ":" + port,
 				EnvHTTPProxy: proxy, EnvHTTPSProxy: proxy, EnvNoProxy: noProxy,
 			}.get)
@@ -366,7 +366,7 @@ func TestNoProxyExcludesEndpoint(t *testing.T) {
 
 // TestProxyCredentialsNeverShown: a proxy URL's password is in no error
 // (an unreachable proxy, a proxy refusing the credentials, over plain
-// HTTP and over CONNECT) and in no String of the Config or the Store.
+// HTTP and over CONNECT) and in no String of the Options or the Store.
 func TestProxyCredentialsNeverShown(t *testing.T) {
 	srv := s3test.Shared(t)
 	bucket := srv.NewBucket(t)
@@ -392,13 +392,13 @@ func TestProxyCredentialsNeverShown(t *testing.T) {
 		{"bare host:port", "http://" + testDomain + ":" + port, proxyUser + ":" + url.QueryEscape(proxyPassword) + "@127.0.0.1:1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := ConfigFromEnv("s3://"+bucket+"@"+srv.Region+"/lh/target/", secretEnv{
+			cfg := OptionsFromEnv("s3://"+bucket+"@"+srv.Region+"/lh/target/", secretEnv{
 				EnvAccessKeyID: srv.AccessKey, EnvSecretAccessKey: srv.SecretKey, EnvEndpoints: c.endpoint,
 				EnvHTTPProxy: c.proxy, EnvHTTPSProxy: c.proxy,
 			}.get)
-			cfg.Options.MaxAttempts = 1
+			cfg.MaxAttempts = 1
 			for _, verb := range []string{"%v", "%+v", "%s", "%#v"} {
-				shown(t, "Config "+verb, fmt.Sprintf(verb, cfg))
+				shown(t, "Options "+verb, fmt.Sprintf(verb, cfg))
 			}
 			s := newStore(t, cfg)
 			for _, verb := range []string{"%v", "%+v", "%s", "%#v"} {
@@ -442,25 +442,25 @@ func TestTLSEndToEnd(t *testing.T) {
 	srv, certPEM := startTLS(t)
 	port := portOfURL(t, srv.Endpoint)
 	otherCA, _ := testCert(t)
-	base := func(bucket, endpoint string, cert []byte, more secretEnv) Config {
+	base := func(bucket, endpoint string, cert []byte, more secretEnv) Options {
 		env := secretEnv{EnvAccessKeyID: srv.AccessKey, EnvSecretAccessKey: srv.SecretKey, EnvEndpoints: endpoint, EnvCert: string(cert)}
 		for k, v := range more {
 			env[k] = v
 		}
-		return ConfigFromEnv("s3://"+bucket+"@"+srv.Region+"/lh/target/", env.get)
+		return OptionsFromEnv("s3://"+bucket+"@"+srv.Region+"/lh/target/", env.get)
 	}
 	t.Run("untrusted", func(t *testing.T) {
 		bucket := srv.NewBucket(t)
 		for name, cert := range map[string][]byte{"no AWS_CERT": nil, "another CA": otherCA} {
 			cfg := base(bucket, srv.Endpoint, cert, nil)
-			cfg.Options.MaxAttempts = 1
+			cfg.MaxAttempts = 1
 			err := newStore(t, cfg).Check(ctxT(t))
 			if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "AWS_CERT") {
 				t.Errorf("%s: %v, want ErrUnreachable naming AWS_CERT", name, err)
 			}
 		}
 		cfg := base(bucket, "http://127.0.0.1:"+port, certPEM, nil)
-		cfg.Options.MaxAttempts = 1
+		cfg.MaxAttempts = 1
 		if err := newStore(t, cfg).Check(ctxT(t)); err == nil {
 			t.Errorf("plain HTTP to a TLS-only server passed Check")
 		}
@@ -544,7 +544,7 @@ func TestVirtualHostedStyleRequests(t *testing.T) {
 		t.Run(vhs, func(t *testing.T) {
 			bucket := srv.NewBucket(t)
 			p := newFwdProxy(t)
-			cfg := ConfigFromEnv("s3://"+bucket+"@"+srv.Region+"/lh/target/", secretEnv{
+			cfg := OptionsFromEnv("s3://"+bucket+"@"+srv.Region+"/lh/target/", secretEnv{
 				EnvAccessKeyID: srv.AccessKey, EnvSecretAccessKey: srv.SecretKey, EnvEndpoints: "http://" + testDomain + ":" + port,
 				EnvVirtualHostedStyle: vhs, EnvHTTPProxy: p.proxyURL("", ""),
 			}.get)
@@ -741,7 +741,7 @@ func TestLonghornWrittenFixture(t *testing.T) {
 					t.Fatalf("backup-2's ETag %s is not a multipart upload's", aws.ToString(head.ETag))
 				}
 			}
-			s := newStore(t, Config{URL: target, Endpoint: srv.Endpoint, AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey})
+			s := newStore(t, Options{URL: target, Endpoint: srv.Endpoint, AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey})
 			if got := s.Target().Prefix; got != c.prefix {
 				t.Fatalf("prefix %q, want Longhorn's %q", got, c.prefix)
 			}
@@ -834,9 +834,9 @@ func TestNoSecretInLogsHooksOrErrors(t *testing.T) {
 
 	run := func(env secretEnv, name string, wantErr bool) {
 		t.Helper()
-		cfg := ConfigFromEnv("s3://"+bucket+"@"+srv.Region+"/lh/target/", env.get)
+		cfg := OptionsFromEnv("s3://"+bucket+"@"+srv.Region+"/lh/target/", env.get)
 		cfg.DialContext = (&dialLog{only: p.URL.Host}).dial
-		cfg.Options.MaxAttempts = 2
+		cfg.MaxAttempts = 2
 		s := newStore(t, cfg)
 		logf("config %v %+v %#v store %v %+v %#v", cfg, cfg, cfg, s, s, s)
 		done := make(chan error, 4)
@@ -881,7 +881,7 @@ func TestNoSecretInLogsHooksOrErrors(t *testing.T) {
 		EnvEndpoints: "http://" + testDomain + ":" + port, EnvHTTPProxy: proxy, EnvHTTPSProxy: proxy, EnvNoProxy: "localhost"}
 	{
 		// The fixture, written without the token.
-		cfg := ConfigFromEnv("s3://"+bucket+"@"+srv.Region+"/lh/target/", env.get)
+		cfg := OptionsFromEnv("s3://"+bucket+"@"+srv.Region+"/lh/target/", env.get)
 		cfg.SessionToken, cfg.HTTPProxy, cfg.Endpoint = "", "", srv.Endpoint
 		threeBackups(t, newStore(t, cfg))
 	}

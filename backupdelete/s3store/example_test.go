@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
+	"github.com/caretaker-storage/caretaker/backupdelete/fsstore"
 	"github.com/caretaker-storage/caretaker/backupdelete/s3store"
 )
 
@@ -14,7 +15,7 @@ import (
 // once, then one backup deleted with the request counts.
 func ExampleNew() {
 	ctx := context.Background()
-	cfg := s3store.ConfigFromEnv("s3://backups@us-east-1/longhorn", os.Getenv)
+	cfg := s3store.OptionsFromEnv("s3://backups@us-east-1/longhorn", os.Getenv)
 	store, err := s3store.New(cfg)
 	if err != nil {
 		fmt.Println(err) // a *ConfigError: nothing was sent
@@ -46,3 +47,7 @@ func ExampleParseURL() {
 	// backups us-east-1 longhorn <nil>
 	// s3store: invalid URL: must be either s3://bucket@region/path/, or s3://bucket/path
 }
+
+// Both stores offer a tool the same methods (fsstore.LonghornStore), so a
+// program handles a mount and a bucket with one code path.
+var _ fsstore.LonghornStore = (*s3store.Store)(nil)

@@ -52,13 +52,11 @@ func faultStore(t *testing.T, f *fixture, endpoint string, o Options) *Store {
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = 5 * time.Second
 	}
-	st, err := New(Config{
-		URL:             "s3://" + f.bucket + "@" + f.srv.Region + "/" + f.prefix,
-		Endpoint:        endpoint,
-		AccessKeyID:     f.srv.AccessKey,
-		SecretAccessKey: f.srv.SecretKey,
-		Options:         o,
-	})
+	o.URL = "s3://" + f.bucket + "@" + f.srv.Region + "/" + f.prefix
+	o.Endpoint = endpoint
+	o.AccessKeyID = f.srv.AccessKey
+	o.SecretAccessKey = f.srv.SecretKey
+	st, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ type env struct {
 	bucket string
 	proxy  *s3test.Proxy
 	store  *Store
-	cfg    Config
+	cfg    Options
 }
 
 // newEnv makes a bucket and a Store on it under the prefix "lh/target".
@@ -58,13 +58,10 @@ func newEnv(t *testing.T, proxy bool, opts Options) *env {
 	if opts.RetryInitial == 0 {
 		opts.RetryInitial = time.Millisecond
 	}
-	e.cfg = Config{
-		URL:             "s3://" + e.bucket + "@" + srv.Region + "/lh/target/",
-		AccessKeyID:     srv.AccessKey,
-		SecretAccessKey: srv.SecretKey,
-		Endpoint:        endpoint,
-		Options:         opts,
-	}
+	e.cfg = opts
+	e.cfg.URL = "s3://" + e.bucket + "@" + srv.Region + "/lh/target/"
+	e.cfg.AccessKeyID, e.cfg.SecretAccessKey = srv.AccessKey, srv.SecretKey
+	e.cfg.Endpoint = endpoint
 	s, err := New(e.cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/caretaker-storage/caretaker/backupdelete"
 	"github.com/caretaker-storage/caretaker/internal/bounded"
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 )
 
 // Error classes. A *RequestError wraps exactly one of them (and, for
@@ -26,31 +27,36 @@ var (
 	// ErrAccessDenied: the server refused our credentials or their
 	// rights (403, InvalidAccessKeyId, SignatureDoesNotMatch, an expired
 	// token). Not retried.
-	ErrAccessDenied = errors.New("access denied")
+	ErrAccessDenied = errors.New("s3store: access denied")
 	// ErrNoSuchBucket: the target's bucket does not exist. Not retried.
-	ErrNoSuchBucket = errors.New("no such bucket")
+	ErrNoSuchBucket = errors.New("s3store: no such bucket")
 	// ErrRedirect: the server answered with a redirect (3xx), perhaps to
-	// another host. It is never followed. Not retried.
-	ErrRedirect = errors.New("redirect refused")
+	// another host. It is never followed. Not retried. It is of
+	// caretaker's one redirect class: errors.Is matches it with every
+	// other package's ErrRedirect.
+	ErrRedirect = errclass.New("s3store", "redirect refused", errclass.ErrRedirect)
 	// ErrUnreachable: the endpoint could not be reached (no such host,
 	// connection refused after every attempt, a TLS failure).
-	ErrUnreachable = errors.New("endpoint unreachable")
+	ErrUnreachable = errors.New("s3store: endpoint unreachable")
 	// ErrUnavailable: the server kept failing (503 SlowDown, 500s,
 	// timeouts, dropped connections) for every attempt.
-	ErrUnavailable = errors.New("server unavailable")
+	ErrUnavailable = errors.New("s3store: server unavailable")
 	// ErrNotImplemented: the server does not implement the operation.
-	ErrNotImplemented = errors.New("not implemented by the server")
+	ErrNotImplemented = errors.New("s3store: not implemented by the server")
 	// ErrMalformed: the server's answer is not what S3 answers (bad XML,
 	// a listing outside its prefix, a pagination that does not advance,
-	// an object shorter than its length). It also wraps
-	// backupdelete.ErrCorrupt.
-	ErrMalformed = errors.New("malformed answer")
+	// an object shorter than its length). A *RequestError of this class
+	// also wraps backupdelete.ErrCorrupt. It is of caretaker's one
+	// malformed-input class: errors.Is matches it with
+	// backupdelete.ErrCorrupt and every other package's sentinel of the
+	// class, and the other way round.
+	ErrMalformed = errclass.New("s3store", "malformed answer", errclass.ErrMalformed)
 	// ErrTooLarge is caretaker's one "too large" (bounded.ErrTooLarge):
 	// an object or a response over its bound. It also wraps
 	// backupdelete.ErrCorrupt.
 	ErrTooLarge = bounded.ErrTooLarge
 	// ErrRequest: any other error answer of the server.
-	ErrRequest = errors.New("request failed")
+	ErrRequest = errors.New("s3store: request failed")
 )
 
 // RequestError is a request that failed: which operation on which key
@@ -71,7 +77,7 @@ type RequestError struct {
 
 func (e *RequestError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "s3store: %s %s: %v", e.Op, e.Key, e.Class)
+	fmt.Fprintf(&b, "s3store: %s %s: %s", e.Op, e.Key, strings.TrimPrefix(e.Class.Error(), "s3store: "))
 	if e.Status != 0 {
 		fmt.Fprintf(&b, " (HTTP %d", e.Status)
 		if e.Code != "" {
@@ -173,7 +179,7 @@ func (s *Store) classify(op, key string, err error, timedOut bool) *RequestError
 			re.msg = "the server's answer could not be read as S3's"
 		}
 	case errors.As(err, &certErr) || errors.As(err, &unknownCA) || errors.As(err, &hostErr):
-		re.Class, re.msg = ErrUnreachable, "the server's TLS certificate is not trusted (a private CA goes in Config.CACert, Longhorn's AWS_CERT)"
+		re.Class, re.msg = ErrUnreachable, "the server's TLS certificate is not trusted (a private CA goes in Options.CACert, Longhorn's AWS_CERT)"
 	case timedOut:
 		re.Class, re.msg = ErrUnavailable, fmt.Sprintf("no answer within %v", s.opts.RequestTimeout)
 	case errors.As(err, &dnsErr):

@@ -15,71 +15,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/caretaker-storage/caretaker/backupdelete/internal/lhstore"
 	"github.com/caretaker-storage/caretaker/internal/backoff"
 	"github.com/caretaker-storage/caretaker/internal/clocks"
 	"k8s.io/utils/clock"
 )
 
-// Options tune a Store. The zero value is the documented defaults.
-type Options struct {
-	// Clock times the lock protocol (the settle wait, lock expiry,
-	// refresh, waiting for a conflicting lock) and the waits between
-	// retries; default the real clock.
-	Clock clock.Clock
-	// LockWait is how long a deletion waits for a conflicting lock
-	// before failing with backupdelete.ErrLocked. Zero fails after the
-	// first look, about LockSettle after the attempt, as Longhorn's
-	// FileLock.Lock does (see fsstore.Options.LockWait).
-	LockWait time.Duration
-	// LockCheckInterval is how often a waiting taker looks again;
-	// default 10 s.
-	LockCheckInterval time.Duration
-	// MaxConfigBytes bounds the size of a cfg object read; a larger one
-	// is corrupt. Default 256 MiB, as fsstore's.
-	MaxConfigBytes int64
-	// FullCollection makes every deletion list all block objects of the
-	// volume, as Longhorn does. By default only the deleted backup's
-	// blocks are candidates (see the package documentation).
-	FullCollection bool
-
-	// RequestTimeout bounds each request (each attempt of it), reading
-	// its response included; default 30 s.
-	RequestTimeout time.Duration
-	// MaxAttempts is how many times a request is tried when it fails
-	// with a retryable error (503 SlowDown, a 500, a timeout, a dropped
-	// connection); default 5.
-	MaxAttempts int
-	// RetryInitial and RetryMax are the backoff between attempts:
-	// RetryInitial doubling up to RetryMax; default 200 ms and 5 s.
-	RetryInitial time.Duration
-	RetryMax     time.Duration
-	// DeleteConcurrency bounds the single-object deletes in flight where
-	// the server has no multi-object delete; default 8 (Longhorn's
-	// maxConcurrentExactFileRemovals, s3/s3.go). It also bounds the cfg
-	// reads of a collection in flight.
-	DeleteConcurrency int
-	// ListPageSize is the MaxKeys of each listing request; default (and
-	// at most) 1000, S3's page size. A listing of a volume's backups that
-	// ends on a page of exactly this many keys is listed again in pages
-	// half as large, which must agree (see the package documentation,
-	// "Listings that lie").
-	ListPageSize int
-	// MaxResponseBytes bounds the body of every response other than an
-	// object read (a listing page, a multi-object delete's result, an
-	// error); default 16 MiB. Going over is ErrTooLarge and
-	// backupdelete.ErrCorrupt: a hostile or broken server cannot make a
-	// listing eat the memory.
-	MaxResponseBytes int64
-	// MaxListPages bounds the pages of one listing; default 100,000
-	// (100 million keys at S3's 1000 a page: a volume's blocks of 2 MiB
-	// each up to 200 TiB). Going over is ErrTooLarge and
-	// backupdelete.ErrCorrupt: a server whose listing never ends, each
-	// page with a new continuation token, cannot keep a deletion
-	// listing until its context ends.
-	MaxListPages int
-}
-
-// Defaults of Options.
+// Defaults of Options' tuning fields.
 const (
 	DefaultMaxConfigBytes    = 256 << 20
 	DefaultRequestTimeout    = 30 * time.Second
@@ -94,13 +36,13 @@ const (
 	MaxDeleteBatch = 1000
 )
 
-func (o Options) check() error {
+func (o Options) checkTuning() error {
 	if o.ListPageSize > DefaultListPageSize {
-		return &ConfigError{Field: "Options.ListPageSize", Reason: "more than S3's 1000 keys per page"}
+		return &ConfigError{Field: "ListPageSize", Reason: "more than S3's 1000 keys per page"}
 	}
 	if o.MaxAttempts < 0 || o.DeleteConcurrency < 0 || o.ListPageSize < 0 || o.RequestTimeout < 0 ||
 		o.MaxConfigBytes < 0 || o.MaxResponseBytes < 0 || o.LockWait < 0 || o.LockCheckInterval < 0 || o.MaxListPages < 0 {
-		return &ConfigError{Field: "Options", Reason: "a negative value"}
+		return &ConfigError{Field: "Options", Reason: "a negative duration, size or count"}
 	}
 	return nil
 }
@@ -158,22 +100,27 @@ type Store struct {
 	// per request.
 	noMultiDelete atomic.Bool
 
-	mu sync.Mutex
-	// dirty holds the volumes where a collection of this Store removed
+	// leaks holds the volumes where a collection of this Store removed
 	// a cfg and did not finish (or skipped) deleting its blocks: the
 	// next deletion there lists every block object.
-	dirty map[string]bool
+	leaks *lhstore.Leaks
 }
 
-// New checks cfg and returns a Store for its target. It sends no
-// request: Check does (Longhorn's driver lists the prefix once when it
-// loads, to test the connection).
-func New(cfg Config) (*Store, error) {
+// New checks opts and returns a Store for its target; a wrong setting is
+// a *ConfigError. It sends no request: Check does (Longhorn's driver
+// lists the prefix once when it loads, to test the connection).
+func New(opts Options) (_ *Store, err error) {
+	defer prefixErr(&err)
+	cfg := opts
 	k, err := cfg.check()
 	if err != nil {
 		return nil, err
 	}
-	opts := cfg.Options.withDefaults()
+	opts = cfg.withDefaults()
+	// The Store keeps only the tuning: the connection is in the client
+	// built below, and no copy of a credential stays in opts.
+	opts.AccessKeyID, opts.SecretAccessKey, opts.SessionToken, opts.CACert = "", "", "", nil
+	opts.HTTPProxy, opts.HTTPSProxy, opts.DialContext = "", "", nil
 	s := &Store{
 		target: k.target,
 		opts:   opts,
@@ -198,7 +145,7 @@ func New(cfg Config) (*Store, error) {
 		}
 	}
 	s.stats.byOp = map[string]*atomic.Int64{}
-	s.dirty = map[string]bool{}
+	s.leaks = lhstore.NewLeaks(true)
 
 	var creds aws.CredentialsProvider = aws.AnonymousCredentials{}
 	if cfg.AccessKeyID != "" {
@@ -235,7 +182,7 @@ func endpointString(u *url.URL) *string {
 	return aws.String(strings.TrimSuffix(u.String(), "/"))
 }
 
-// newTransport is http.DefaultTransport's settings with the Config's CA
+// newTransport is http.DefaultTransport's settings with the Options' CA
 // and proxies instead of the process environment's.
 func newTransport(k checked) *http.Transport {
 	tr := http.DefaultTransport.(*http.Transport).Clone()

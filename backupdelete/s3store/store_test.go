@@ -128,7 +128,7 @@ func TestRetryAfterPartialDeletionListsBlocks(t *testing.T) {
 func TestInteropSameBytesAsFsstore(t *testing.T) {
 	e := newEnv(t, false, Options{})
 	mount := t.TempDir()
-	fs1, err := fsstore.Open(mount, fsstore.Options{Clock: fastClock{}})
+	fs1, err := fsstore.New(fsstore.Options{Dir: mount, Clock: fastClock{}})
 	must(t, err)
 	defer fs1.Close()
 	ctx := ctxT(t)

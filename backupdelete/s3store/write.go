@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
-	"github.com/caretaker-storage/caretaker/backupdelete/fsstore"
 	"github.com/caretaker-storage/caretaker/backupdelete/internal/lhformat"
 )
 
@@ -34,8 +33,9 @@ func BlockChecksum(uncompressed []byte) string { return lhformat.BlockChecksum(u
 // loads (longhorn/backupstore s3/s3.go initFunc lists the target's path):
 // one listing of the prefix. A wrong endpoint, wrong credentials, a
 // missing bucket or a redirect is a *RequestError of its class.
-func (s *Store) Check(ctx context.Context) error {
-	_, err := s.listFrom(ctx, lhformat.BaseDir, "", false, s.opts.ListPageSize, func([]listed, []string) error { return nil })
+func (s *Store) Check(ctx context.Context) (err error) {
+	defer prefixErr(&err)
+	_, err = s.listFrom(ctx, lhformat.BaseDir, "", false, s.opts.ListPageSize, func([]listed, []string) error { return nil })
 	if err != nil {
 		return fmt.Errorf("s3store: check %s: %w", s.target, err)
 	}
@@ -44,7 +44,8 @@ func (s *Store) Check(ctx context.Context) error {
 
 // WriteVolume writes the volume's volume.cfg, as Longhorn's
 // saveVolumeConfig does.
-func (s *Store) WriteVolume(ctx context.Context, v Volume) error {
+func (s *Store) WriteVolume(ctx context.Context, v Volume) (err error) {
+	defer prefixErr(&err)
 	if !backupdelete.ValidName(v.Name) {
 		return fmt.Errorf("%w: volume name %q", backupdelete.ErrInvalidRef, v.Name)
 	}
@@ -58,7 +59,8 @@ func (s *Store) WriteVolume(ctx context.Context, v Volume) error {
 // WriteBackup writes the backup's cfg. It takes no lock: a backup creator
 // holds a LockBackup lock (Store.Lock) around writing blocks and the cfg.
 // An empty CreatedTime marks the backup as in progress.
-func (s *Store) WriteBackup(ctx context.Context, b Backup) error {
+func (s *Store) WriteBackup(ctx context.Context, b Backup) (err error) {
+	defer prefixErr(&err)
 	if err := lhformat.CheckBackup(b.Name, b.VolumeName, b.Blocks); err != nil {
 		return fmt.Errorf("%w: %v", backupdelete.ErrInvalidRef, err)
 	}
@@ -72,7 +74,8 @@ func (s *Store) WriteBackup(ctx context.Context, b Backup) error {
 // WriteBlock writes one block object: data is the block as stored, and
 // checksum must be BlockChecksum of its uncompressed content (see
 // fsstore.Store.WriteBlock).
-func (s *Store) WriteBlock(ctx context.Context, volume, checksum string, data []byte) error {
+func (s *Store) WriteBlock(ctx context.Context, volume, checksum string, data []byte) (err error) {
+	defer prefixErr(&err)
 	if !backupdelete.ValidName(volume) || !lhformat.ValidChecksum(checksum) {
 		return fmt.Errorf("%w: block %q of volume %q", backupdelete.ErrInvalidRef, checksum, volume)
 	}
@@ -82,7 +85,8 @@ func (s *Store) WriteBlock(ctx context.Context, volume, checksum string, data []
 // Volumes lists the volume names in the backupstore, sorted: three
 // levels of delimited listings, as Longhorn's getVolumeNames walks them
 // (never a listing of every object).
-func (s *Store) Volumes(ctx context.Context) ([]string, error) {
+func (s *Store) Volumes(ctx context.Context) (_ []string, err error) {
+	defer prefixErr(&err)
 	base := lhformat.BaseDir + "/" + lhformat.VolumesDir
 	dirs := func(rel string) ([]string, error) {
 		var out []string
@@ -120,7 +124,8 @@ func (s *Store) Volumes(ctx context.Context) ([]string, error) {
 
 // ReadVolume reads a volume's volume.cfg; a missing volume is an error
 // wrapping backupdelete.ErrNotFound.
-func (s *Store) ReadVolume(ctx context.Context, volume string) (Volume, error) {
+func (s *Store) ReadVolume(ctx context.Context, volume string) (_ Volume, err error) {
+	defer prefixErr(&err)
 	if !backupdelete.ValidName(volume) {
 		return Volume{}, fmt.Errorf("%w: volume name %q", backupdelete.ErrInvalidRef, volume)
 	}
@@ -135,7 +140,8 @@ func (s *Store) ReadVolume(ctx context.Context, volume string) (Volume, error) {
 }
 
 // Backups lists the names of a volume's backups, sorted.
-func (s *Store) Backups(ctx context.Context, volume string) ([]string, error) {
+func (s *Store) Backups(ctx context.Context, volume string) (_ []string, err error) {
+	defer prefixErr(&err)
 	if !backupdelete.ValidName(volume) {
 		return nil, fmt.Errorf("%w: volume name %q", backupdelete.ErrInvalidRef, volume)
 	}
@@ -144,7 +150,8 @@ func (s *Store) Backups(ctx context.Context, volume string) ([]string, error) {
 
 // ReadBackup reads one backup cfg; a missing one is an error wrapping
 // backupdelete.ErrNotFound.
-func (s *Store) ReadBackup(ctx context.Context, ref backupdelete.BackupRef) (Backup, error) {
+func (s *Store) ReadBackup(ctx context.Context, ref backupdelete.BackupRef) (_ Backup, err error) {
+	defer prefixErr(&err)
 	if err := ref.Validate(); err != nil {
 		return Backup{}, err
 	}
@@ -161,12 +168,13 @@ func (s *Store) ReadBackup(ctx context.Context, ref backupdelete.BackupRef) (Bac
 // BlockFiles counts a volume's block objects (keys
 // blocks/<a>/<b>/<checksum>.blk in the bucket their checksum names). It
 // lists every block: a tool's and a test's call, never a deletion's.
-func (s *Store) BlockFiles(ctx context.Context, volume string) (int, error) {
+func (s *Store) BlockFiles(ctx context.Context, volume string) (_ int, err error) {
+	defer prefixErr(&err)
 	if !backupdelete.ValidName(volume) {
 		return 0, fmt.Errorf("%w: volume name %q", backupdelete.ErrInvalidRef, volume)
 	}
 	n := 0
-	err := s.list(ctx, lhformat.VolumePath(volume)+"/"+lhformat.BlocksDir, true, func(objs []listed, _ []string) error {
+	err = s.list(ctx, lhformat.VolumePath(volume)+"/"+lhformat.BlocksDir, true, func(objs []listed, _ []string) error {
 		for _, o := range objs {
 			if _, ok := lhformat.BlockFromPath(o.name); ok {
 				n++
@@ -181,5 +189,3 @@ var (
 	_ backupdelete.Backupstore            = (*Store)(nil)
 	_ backupdelete.CompletedBackupDeleter = (*Store)(nil)
 )
-
-var _ fsstore.LonghornStore = (*Store)(nil)

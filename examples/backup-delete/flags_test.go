@@ -16,7 +16,7 @@ import (
 func TestFlags(t *testing.T) {
 	dir := seed(t)
 	kept := func(t *testing.T, _, _ string) {
-		s, err := fsstore.Open(dir, fsstore.Options{})
+		s, err := fsstore.New(fsstore.Options{Dir: dir})
 		if err != nil {
 			t.Fatal(err)
 		}

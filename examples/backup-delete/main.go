@@ -107,7 +107,7 @@ func run(ctx context.Context, w io.Writer, dir, volume, backup string, yes bool,
 	if err := checkRoot(dir); err != nil {
 		return err
 	}
-	store, err := fsstore.Open(dir, fsstore.Options{LockWait: lockWait})
+	store, err := fsstore.New(fsstore.Options{Dir: dir, LockWait: lockWait})
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ func ck(s string) string {
 func seed(t *testing.T) string {
 	dir := t.TempDir()
 	ctx := context.Background()
-	s, err := fsstore.Open(dir, fsstore.Options{})
+	s, err := fsstore.New(fsstore.Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestDryRunThenDelete(t *testing.T) {
 			t.Errorf("dry run output lacks %q:\n%s", want, out.String())
 		}
 	}
-	check, _ := fsstore.Open(dir, fsstore.Options{})
+	check, _ := fsstore.New(fsstore.Options{Dir: dir})
 	defer check.Close()
 	if ok, _ := check.BackupExists(ctx, backupdelete.BackupRef{Volume: "pvc-1", Name: "backup-2"}); !ok {
 		t.Fatal("the dry run deleted something")

@@ -33,7 +33,7 @@ func prepare(ctx context.Context, w io.Writer, where string, getenv func(string)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("-prepare: %w", err)
 	}
-	s, err := fsstore.Open(dir, fsstore.Options{})
+	s, err := fsstore.New(fsstore.Options{Dir: dir})
 	if err != nil {
 		return fmt.Errorf("-prepare: %w", err)
 	}
@@ -48,7 +48,7 @@ func prepare(ctx context.Context, w io.Writer, where string, getenv func(string)
 
 // prepareS3 writes the demo volume into an S3 backup target.
 func prepareS3(ctx context.Context, w io.Writer, target string, getenv func(string) string) error {
-	store, err := s3store.New(s3store.ConfigFromEnv(target, getenv))
+	store, err := s3store.New(s3store.OptionsFromEnv(target, getenv))
 	if errors.Is(err, s3store.ErrConfig) {
 		return cli.Usagef("-prepare %s: %w", target, err)
 	}

@@ -18,7 +18,7 @@ func TestLockedVolumeIsRefused(t *testing.T) {
 	dir := seed(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := fsstore.Open(dir, fsstore.Options{})
+	s, err := fsstore.New(fsstore.Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

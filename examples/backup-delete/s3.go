@@ -18,8 +18,8 @@ import (
 // driver does when it loads: a wrong endpoint, wrong credentials or a
 // missing bucket is an error before anything else is asked.
 func runS3(ctx context.Context, w io.Writer, target string, getenv func(string) string, volume, backup string, yes bool, lockWait time.Duration) error {
-	cfg := s3store.ConfigFromEnv(target, getenv)
-	cfg.Options.LockWait = lockWait
+	cfg := s3store.OptionsFromEnv(target, getenv)
+	cfg.LockWait = lockWait
 	store, err := s3store.New(cfg)
 	if errors.Is(err, s3store.ErrConfig) {
 		return cli.Usagef("-target %s: %v", target, err) // a malformed URL or setting is bad usage

@@ -23,7 +23,7 @@ func seedS3(t *testing.T, srv *s3test.Server) (target, bucket string) {
 	target = "s3://" + bucket + "@" + srv.Region + "/longhorn"
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := s3store.New(s3store.Config{URL: target, Endpoint: srv.Endpoint, AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey})
+	s, err := s3store.New(s3store.Options{URL: target, Endpoint: srv.Endpoint, AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func runBackup(ctx context.Context, w io.Writer, dir string) error {
 	stopClock := stepWhileWaiting(clk)
 	defer stopClock()
 
-	store, err := fsstore.Open(dir, fsstore.Options{Clock: clk})
+	store, err := fsstore.New(fsstore.Options{Dir: dir, Clock: clk})
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,7 @@ func runBackupPart(ctx context.Context, w io.Writer, dir string) error {
 // took, then deletes the other two. Only the volume's volume.cfg is left
 // (the tool deletes backups, never volumes).
 func runBackupS3(ctx context.Context, w io.Writer, target string, getenv func(string) string) error {
-	store, err := s3store.New(s3store.ConfigFromEnv(target, getenv))
+	store, err := s3store.New(s3store.OptionsFromEnv(target, getenv))
 	if err != nil {
 		return err
 	}

@@ -12,8 +12,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/caretaker-storage/caretaker/backupdelete"
 )
 
 // Volume is volume.cfg. The Go-style capitalised keys and the string
@@ -101,7 +99,7 @@ type backupJSON struct {
 }
 
 // ParseVolume parses volume.cfg. Bad JSON, a wrong type, or a name that is
-// not a valid backupstore name is an error wrapping backupdelete.ErrCorrupt.
+// not a valid backupstore name is an error wrapping ErrCorrupt.
 func ParseVolume(data []byte) (Volume, error) {
 	var j volumeJSON
 	if err := json.Unmarshal(data, &j); err != nil {
@@ -126,7 +124,7 @@ func ParseVolume(data []byte) (Volume, error) {
 		}
 		*f.dst = s
 	}
-	if !backupdelete.ValidName(v.Name) {
+	if !ValidName(v.Name) {
 		return Volume{}, Corrupt("volume.cfg", fmt.Errorf("invalid volume name %q", v.Name))
 	}
 	if v.Size < 0 || v.BlockCount < 0 {
@@ -172,7 +170,7 @@ func EncodeVolume(v Volume) ([]byte, error) {
 
 // ParseBackup parses a backup cfg. Bad JSON, a wrong type, an invalid name
 // or a block checksum that cannot name a block file is an error wrapping
-// backupdelete.ErrCorrupt: a cfg that cannot be trusted stops block
+// ErrCorrupt: a cfg that cannot be trusted stops block
 // collection rather than letting it guess.
 func ParseBackup(data []byte) (Backup, error) {
 	var j backupJSON
@@ -192,7 +190,7 @@ func ParseBackup(data []byte) (Backup, error) {
 // CheckBackup checks what makes a backup cfg trustworthy: valid backup
 // and volume names, and block checksums that can name a block (see
 // ValidChecksum) at non-negative offsets. Its error wraps
-// backupdelete.ErrCorrupt.
+// ErrCorrupt.
 func CheckBackup(name, volume string, blocks []BlockMapping) error {
 	if err := CheckNames(name, volume); err != nil {
 		return err
@@ -210,10 +208,10 @@ func CheckBackup(name, volume string, blocks []BlockMapping) error {
 
 // CheckNames checks a backup cfg's backup and volume names.
 func CheckNames(name, volume string) error {
-	if !backupdelete.ValidName(name) {
+	if !ValidName(name) {
 		return Corrupt("backup cfg", fmt.Errorf("invalid backup name %q", name))
 	}
-	if !backupdelete.ValidName(volume) {
+	if !ValidName(volume) {
 		return Corrupt("backup cfg", fmt.Errorf("invalid volume name %q", volume))
 	}
 	return nil
@@ -234,9 +232,9 @@ func EncodeBackup(b Backup) ([]byte, error) {
 	})
 }
 
-// Corrupt wraps err in backupdelete.ErrCorrupt, naming what was corrupt.
+// Corrupt wraps err in ErrCorrupt, naming what was corrupt.
 func Corrupt(what string, err error) error {
-	return fmt.Errorf("%w: %s: %v", backupdelete.ErrCorrupt, what, err)
+	return fmt.Errorf("%w: %s: %v", ErrCorrupt, what, err)
 }
 
 // volumeKeyOrder is the field order of Longhorn's Volume struct

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/caretaker-storage/caretaker/backupdelete"
 	"k8s.io/utils/clock"
 )
 
@@ -13,8 +12,8 @@ import (
 // LockHeldFor. Past that, others may soon see the lock expire and take
 // the volume (a backup that reuses a block a deletion is about to delete
 // could start), so nothing more may be deleted under it. It wraps
-// backupdelete.ErrLocked.
-var ErrLockLost = fmt.Errorf("%w: the lock could not be refreshed in time, so it may have expired for others", backupdelete.ErrLocked)
+// ErrLocked.
+var ErrLockLost = fmt.Errorf("%w: the lock could not be refreshed in time, so it may have expired for others", ErrLocked)
 
 // LockHeldFor is how long after its last successful write a lock still
 // counts as held: LockExpiry less LockRefresh, which leaves a minute for

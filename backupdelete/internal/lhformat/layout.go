@@ -29,7 +29,7 @@ const (
 // VolumePath returns the volume's directory relative to the backupstore's
 // root: backupstore/volumes/<c[0:2]>/<c[2:4]>/<volume>, where c is the
 // lowercase hex SHA-512 of the volume name. The name must be valid
-// (backupdelete.ValidName); it is not checked here.
+// (ValidName); it is not checked here.
 func VolumePath(volume string) string {
 	sum := sha512.Sum512([]byte(volume))
 	c := hex.EncodeToString(sum[:2])

@@ -3,8 +3,6 @@ package lhformat
 import (
 	"fmt"
 	"slices"
-
-	"github.com/caretaker-storage/caretaker/backupdelete"
 )
 
 // This file is the cross-check of a listing of a volume's backups/
@@ -28,12 +26,12 @@ import (
 //
 // A LastBackupName that is not a valid backup name can be neither listed
 // nor looked up: volume.cfg is corrupt (an error wrapping
-// backupdelete.ErrCorrupt), and nothing is deleted until it is repaired.
+// ErrCorrupt), and nothing is deleted until it is repaired.
 func UnlistedLast(last, deleting string, names []string) (string, error) {
 	if last == "" || last == deleting {
 		return "", nil
 	}
-	if !backupdelete.ValidName(last) {
+	if !ValidName(last) {
 		return "", Corrupt("volume.cfg", fmt.Errorf("LastBackupName %q is not a valid backup name", last))
 	}
 	if _, found := slices.BinarySearch(names, last); found {
@@ -46,7 +44,7 @@ func UnlistedLast(last, deleting string, names []string) (string, error) {
 // last that a direct lookup found while the listing left it out.
 func UnlistedLastError(volume, last string, listed int) error {
 	return fmt.Errorf("%w: volume %s: backup %s, volume.cfg's LastBackupName, exists but is missing from the listing of backups/ (%d other backups listed): the listing is incomplete (a gateway, proxy or cache, or an NFS client's directory cache, left entries out), and collecting blocks from it would delete blocks the backups it left out reference; nothing was deleted",
-		backupdelete.ErrListingInconsistent, volume, last, listed)
+		ErrListingInconsistent, volume, last, listed)
 }
 
 // PageDisagreement is the error for a listing whose last page held
@@ -54,5 +52,5 @@ func UnlistedLastError(volume, last string, listed int) error {
 // in smaller pages found other names.
 func PageDisagreement(volume string, pageSize, first, again int) error {
 	return fmt.Errorf("%w: volume %s: the listing of backups/ ended on a full page of %d keys marked complete, and listed again in other pages it holds %d backups instead of %d: a gateway, proxy or cache cuts listings short, and collecting blocks from them would delete blocks the backups it hides reference; no block was deleted",
-		backupdelete.ErrListingInconsistent, volume, pageSize, again, first)
+		ErrListingInconsistent, volume, pageSize, again, first)
 }

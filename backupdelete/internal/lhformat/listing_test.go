@@ -3,8 +3,6 @@ package lhformat
 import (
 	"errors"
 	"testing"
-
-	"github.com/caretaker-storage/caretaker/backupdelete"
 )
 
 func TestUnlistedLast(t *testing.T) {
@@ -29,12 +27,12 @@ func TestUnlistedLast(t *testing.T) {
 		}
 	}
 	for _, last := range []string{"../../volume", "a/b", "x", ".hidden", "backup-1\x00"} {
-		if got, err := UnlistedLast(last, "backup-2", listed); !errors.Is(err, backupdelete.ErrCorrupt) || got != "" {
+		if got, err := UnlistedLast(last, "backup-2", listed); !errors.Is(err, ErrCorrupt) || got != "" {
 			t.Errorf("UnlistedLast(%q) = %q, %v; want ErrCorrupt", last, got, err)
 		}
 	}
 	for _, err := range []error{UnlistedLastError("vol-a", "backup-4", 2), PageDisagreement("vol-a", 1000, 1000, 1200)} {
-		if !errors.Is(err, backupdelete.ErrListingInconsistent) {
+		if !errors.Is(err, ErrListingInconsistent) {
 			t.Errorf("%v does not wrap ErrListingInconsistent", err)
 		}
 	}

@@ -41,7 +41,7 @@ type LockFile struct {
 const MaxLockFileBytes = 64 << 10
 
 // ParseLockFile parses a lock file. Bad JSON, an empty or path-like name,
-// or an unknown type is an error wrapping backupdelete.ErrCorrupt.
+// or an unknown type is an error wrapping ErrCorrupt.
 func ParseLockFile(data []byte) (LockFile, error) {
 	if len(data) > MaxLockFileBytes {
 		return LockFile{}, Corrupt("lock file", fmt.Errorf("%d bytes, more than %d", len(data), MaxLockFileBytes))

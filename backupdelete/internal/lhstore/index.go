@@ -1,4 +1,4 @@
-package fsstore
+package lhstore
 
 import (
 	"hash/maphash"

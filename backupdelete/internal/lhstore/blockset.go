@@ -1,4 +1,4 @@
-package fsstore
+package lhstore
 
 import (
 	"hash/maphash"
@@ -142,3 +142,11 @@ func (sh *setShard) grow() {
 		sh.slots[slot] = h&tagMask | uint64(i+1)
 	}
 }
+
+// hexVal is the value of a lowercase hex digit.
+var hexVal = func() (t [256]byte) {
+	for i, c := range "0123456789abcdef" {
+		t[c] = byte(i)
+	}
+	return t
+}()
