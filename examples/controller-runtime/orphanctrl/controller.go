@@ -87,7 +87,7 @@ type Controller struct {
 	expected *diskscan.StaticExpected
 	monitor  *orphan.Monitor
 	sweeper  *orphan.Sweeper
-	records  *pinnedStore
+	records  *hostkit.Pinned // cfg.Store, as the Sweeper lists it
 	echo     *hostkit.Echoes // nil for a Store of the user's
 	events   chan event.GenericEvent
 
@@ -143,7 +143,7 @@ func Setup(mgr manager.Manager, cfg Config) (*Controller, error) {
 		key:      reconcile.Request{NamespacedName: types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.NodeID}},
 		cache:    mgr.GetCache(),
 		api:      mgr.GetAPIReader(),
-		records:  &pinnedStore{Store: cfg.Store},
+		records:  hostkit.NewPinned(cfg.Store),
 		echo:     echo,
 		expected: diskscan.NewStaticExpected(),
 		// One pending event is enough: every event is the same key.
@@ -429,11 +429,10 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	// default Store): the Sweeper plans from this very list, so the
 	// volumes and overrides read are those of exactly these records.
 	sel := orphan.Selector{NodeID: c.cfg.NodeID}
-	recs, err := c.cfg.Store.List(ctx, sel)
+	recs, err := c.records.Pin(ctx, sel)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("orphanctrl: listing records: %w", err)
 	}
-	c.records.pin(recs)
 	volumes, complete, volumesPending := c.volumeStates(ctx, obs.Snapshot, recs)
 	plan, res, err := c.sweeper.Reconcile(ctx, obs.Snapshot, orphan.Cycle{
 		Selector:         sel,
@@ -444,7 +443,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		VolumesComplete:  complete,
 		LastCopyOverride: orphan.LastCopyOverrides(recs),
 	})
-	c.records.unpin()
+	c.records.Unpin()
 	if len(res.Created)+len(res.Forgotten)+len(res.Purged)+len(res.Refused)+len(res.Failed) > 0 {
 		c.log.Info("swept", "scan", obs.Seq, "created", res.Created, "forgotten", res.Forgotten,
 			"purged", res.Purged, "refused", res.Refused, "failed", len(res.Failed))
