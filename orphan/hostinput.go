@@ -1,5 +1,7 @@
 package orphan
 
+import "maps"
+
 // VolumesAsked names every volume the last-copy guard can ask about in a
 // cycle over snap against recs: for each item, the volume its inspection
 // read (Item.Copy.Volume) and the volume its data directory is named after
@@ -53,4 +55,71 @@ func LastCopyOverrides(recs []Record) map[string]bool {
 		out[r.Name] = true
 	}
 	return out
+}
+
+// VolumeReads collects what a host read of the volumes a cycle asks
+// about and gives Cycle.Volumes and Cycle.VolumesComplete from it. Make
+// one with NewVolumeReads of the wanted names (VolumesAsked), then, for
+// each volume read, call Read with its state (present; "" when the host
+// read it but cannot state it: unknown to the guard) or Absent (the host
+// knows it does not exist: NotFound, a deletion seen, or missing from a
+// list that holds every volume). A wanted volume that got neither was not
+// read, and States is then incomplete.
+//
+// The zero value wants nothing and is never complete. It is not safe for
+// concurrent use.
+type VolumeReads struct {
+	wanted map[string]bool
+	states map[string]VolumeState
+	absent map[string]bool
+}
+
+// NewVolumeReads returns a VolumeReads for the volumes wanted.
+func NewVolumeReads(wanted map[string]bool) *VolumeReads {
+	w := make(map[string]bool, len(wanted))
+	for n, ok := range wanted {
+		if ok {
+			w[n] = true
+		}
+	}
+	return &VolumeReads{wanted: w, states: map[string]VolumeState{}, absent: map[string]bool{}}
+}
+
+// Read records that the volume name exists with state. A volume read
+// present is present, whatever Absent says of it: deleted is the state
+// that lets the most through the guard, so it needs the absence of every
+// sign of the volume. A name that is not wanted is kept all the same (a
+// state the guard never asks about costs nothing; one it asks about and
+// lacks would be deleted).
+func (v *VolumeReads) Read(name string, state VolumeState) {
+	if v.states == nil {
+		v.states = map[string]VolumeState{}
+	}
+	v.states[name] = state
+}
+
+// Absent records that the volume name does not exist.
+func (v *VolumeReads) Absent(name string) {
+	if v.absent == nil {
+		v.absent = map[string]bool{}
+	}
+	v.absent[name] = true
+}
+
+// States returns Cycle.Volumes (a copy of the states read; an absent
+// volume is left out) and Cycle.VolumesComplete: true only when every
+// wanted volume was read, present or absent, and the VolumeReads was made
+// by NewVolumeReads. Incomplete, a volume left out is unknown to the
+// guard, never deleted, and the states read still count.
+func (v *VolumeReads) States() (map[string]VolumeState, bool) {
+	out := make(map[string]VolumeState, len(v.states))
+	maps.Copy(out, v.states)
+	complete := v.wanted != nil
+	for n := range v.wanted {
+		if _, ok := v.states[n]; !ok && !v.absent[n] {
+			complete = false
+			break
+		}
+	}
+	return out, complete
 }

@@ -87,7 +87,7 @@ type Controller struct {
 	expected *diskscan.StaticExpected
 	monitor  *orphan.Monitor
 	sweeper  *orphan.Sweeper
-	records  *pinnedStore
+	records  *hostkit.Pinned // cfg.Store, as the Sweeper lists it
 	echo     *hostkit.Echoes // nil for a Store of the user's
 	events   chan event.GenericEvent
 
@@ -143,7 +143,7 @@ func Setup(mgr manager.Manager, cfg Config) (*Controller, error) {
 		key:      reconcile.Request{NamespacedName: types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.NodeID}},
 		cache:    mgr.GetCache(),
 		api:      mgr.GetAPIReader(),
-		records:  &pinnedStore{Store: cfg.Store},
+		records:  hostkit.NewPinned(cfg.Store),
 		echo:     echo,
 		expected: diskscan.NewStaticExpected(),
 		// One pending event is enough: every event is the same key.
@@ -347,34 +347,43 @@ func (c *Controller) volumeStates(ctx context.Context, snap orphan.Snapshot, rec
 		c.log.Info("the wanted volumes are being listed anew: every volume is unknown to the last-copy guard this sweep")
 		return nil, false, true
 	}
-	vols := make([]*unstructured.Unstructured, len(list.Items))
+	// The cache holds every Volume that exists (synced; with a LocalCache,
+	// ready for this selection): a wanted volume it lacks is absent.
+	reads := orphan.NewVolumeReads(wanted)
+	listed := make(map[string]bool, len(list.Items))
 	for i := range list.Items {
-		vols[i] = &list.Items[i]
+		u := &list.Items[i]
+		listed[u.GetName()] = true
+		reads.Read(u.GetName(), c.volumeState(ctx, u, wanted[u.GetName()]))
 	}
-	states = longhorn.VolumeStates(vols)
-	c.detachedStates(ctx, vols, wanted, states)
-	return states, true, false
+	for n := range wanted {
+		if !listed[n] {
+			reads.Absent(n)
+		}
+	}
+	states, complete = reads.States()
+	return states, complete, false
 }
 
-// detachedStates states each wanted detached volume from its Replicas
-// (orphan.LonghornVolumeState): Longhorn reports such a volume's
-// robustness as unknown, which would hold its orphans for ever. The
-// Replicas are listed from the API server each sweep, by the label
-// longhornvolume=<volume>, not from the node-local cache, which holds
-// only this node's; a volume whose list fails stays unknown.
-func (c *Controller) detachedStates(ctx context.Context, vols []*unstructured.Unstructured, wanted map[string]bool, states map[string]orphan.VolumeState) {
-	for _, u := range vols {
-		if !wanted[u.GetName()] || !longhorn.NeedsReplicas(u) {
-			continue
-		}
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(ReplicaGVK.GroupVersion().WithKind(ReplicaGVK.Kind + "List"))
-		if err := c.api.List(ctx, list, client.InNamespace(c.cfg.Namespace), client.MatchingLabels{longhorn.LabelVolume: u.GetName()}); err != nil {
-			c.log.Warn("replicas of a detached volume not listed: the volume is unknown to the last-copy guard", "volume", u.GetName(), "err", err)
-			continue
-		}
-		states[u.GetName()] = longhorn.VolumeStateOf(u, list.Items)
+// volumeState is the guard's state of the Volume u. A wanted detached
+// volume is stated from its Replicas (orphan.LonghornVolumeState):
+// Longhorn reports such a volume's robustness as unknown, which would
+// hold its orphans for ever. The Replicas are listed from the API server
+// each sweep, by the label longhornvolume=<volume>, not from the
+// node-local cache, which holds only this node's; a volume whose list
+// fails stays unknown.
+func (c *Controller) volumeState(ctx context.Context, u *unstructured.Unstructured, wanted bool) orphan.VolumeState {
+	state := longhorn.VolumeStates([]*unstructured.Unstructured{u})[u.GetName()]
+	if !wanted || !longhorn.NeedsReplicas(u) {
+		return state
 	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(ReplicaGVK.GroupVersion().WithKind(ReplicaGVK.Kind + "List"))
+	if err := c.api.List(ctx, list, client.InNamespace(c.cfg.Namespace), client.MatchingLabels{longhorn.LabelVolume: u.GetName()}); err != nil {
+		c.log.Warn("replicas of a detached volume not listed: the volume is unknown to the last-copy guard", "volume", u.GetName(), "err", err)
+		return state
+	}
+	return longhorn.VolumeStateOf(u, list.Items)
 }
 
 // notReadyRequeue is the pause before the node's view is read again
@@ -420,11 +429,10 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	// default Store): the Sweeper plans from this very list, so the
 	// volumes and overrides read are those of exactly these records.
 	sel := orphan.Selector{NodeID: c.cfg.NodeID}
-	recs, err := c.cfg.Store.List(ctx, sel)
+	recs, err := c.records.Pin(ctx, sel)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("orphanctrl: listing records: %w", err)
 	}
-	c.records.pin(recs)
 	volumes, complete, volumesPending := c.volumeStates(ctx, obs.Snapshot, recs)
 	plan, res, err := c.sweeper.Reconcile(ctx, obs.Snapshot, orphan.Cycle{
 		Selector:         sel,
@@ -435,7 +443,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		VolumesComplete:  complete,
 		LastCopyOverride: orphan.LastCopyOverrides(recs),
 	})
-	c.records.unpin()
+	c.records.Unpin()
 	if len(res.Created)+len(res.Forgotten)+len(res.Purged)+len(res.Refused)+len(res.Failed) > 0 {
 		c.log.Info("swept", "scan", obs.Seq, "created", res.Created, "forgotten", res.Forgotten,
 			"purged", res.Purged, "refused", res.Refused, "failed", len(res.Failed))

@@ -35,6 +35,12 @@ const maxAttempts = 10
 //     it purges (a purge re-checks its preconditions when it acts), so the purge re-check sees the API
 //     server, never the cache.
 //
+// examples/kube's nodecache.Store makes the same bargain for List through
+// a client-go informer; the two are not one type because each is built on
+// its own host's client stack, and they share the mapping of records to
+// Orphan objects through crstore instead. The Controller wraps this Store
+// (or the one configured) in hostkit.Pinned, as the agent wraps its own.
+//
 // It is safe for concurrent use.
 type Store struct {
 	c         client.Client

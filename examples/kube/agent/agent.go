@@ -91,6 +91,7 @@ type Agent struct {
 	monitor  *orphan.Monitor
 	sweeper  *orphan.Sweeper
 	store    *nodecache.Store
+	records  *hostkit.Pinned      // store, as the Sweeper lists it
 	replicas *nodecache.Replicas  // the node's share of the Replicas
 	confirm  *nodecache.Confirmer // checks the share against a full list
 	volumes  *nodecache.Volumes   // the volumes the guard asks about
@@ -166,7 +167,8 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	if a.sweeper, err = orphan.NewSweeper(a.store, swept, orphan.SweeperOptions{Hooks: cfg.Hooks, MaxCreates: cfg.MaxCreates}); err != nil {
+	a.records = hostkit.NewPinned(a.store)
+	if a.sweeper, err = orphan.NewSweeper(a.records, swept, orphan.SweeperOptions{Hooks: cfg.Hooks, MaxCreates: cfg.MaxCreates}); err != nil {
 		return nil, err
 	}
 	if a.monitor, err = orphan.NewMonitor(adapter, orphan.MonitorOptions{Period: cfg.Period, Hooks: cfg.Hooks, OnChange: func(orphan.Observation) { a.poke() }}); err != nil {
@@ -473,10 +475,11 @@ func (a *Agent) cycle(ctx context.Context) (time.Time, error) {
 	a.mu.Unlock()
 	// The records this sweep plans with, read once from the cache, so
 	// that the volumes looked up are those of exactly these records.
-	recs, err := a.store.Pin(ctx, orphan.Selector{NodeID: a.cfg.NodeID})
+	recs, err := a.records.Pin(ctx, orphan.Selector{NodeID: a.cfg.NodeID})
 	if err != nil {
 		return time.Time{}, err
 	}
+	defer a.records.Unpin()
 	// What the node's labels alone call orphans is confirmed against a
 	// full list before it is recorded: once for candidates not seen
 	// before, never again for the same ones. A candidate that has its

@@ -2,12 +2,14 @@
 // examples need and a host of your own would write the same way: telling
 // the host's own writes to its records apart from everyone else's when
 // they come back through its watch (Echoes), the delay after failures in a
-// row (RetryPolicy), and how many records one sweep creates
-// (DefaultMaxCreates). examples/kube/agent (client-go) and
+// row (RetryPolicy), how many records one sweep creates
+// (DefaultMaxCreates), and the Sweeper's Store pinned to the list whose
+// volumes the host read (Pinned). examples/kube/agent (client-go) and
 // examples/controller-runtime/orphanctrl (controller-runtime) both use it.
 //
 // It imports nothing of Kubernetes: a write is known by the object's name
-// and the resourceVersion the API server answered it with.
+// and the resourceVersion the API server answered it with, and Pinned
+// wraps any orphan.Store.
 package hostkit
 
 // DefaultMaxCreates is the orphan.SweeperOptions.MaxCreates both example

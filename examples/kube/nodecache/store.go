@@ -27,16 +27,21 @@ import (
 // arrives as a watch event, which runs the next sweep. Only Get, Create,
 // Update and Delete go to the server.
 //
+// examples/controller-runtime's orphanctrl.Store makes the same bargain
+// through controller-runtime's cached client; the two are not one type
+// because each is built on its own host's client stack (client-go's
+// dynamic client and informers here, controller-runtime's typed client
+// and manager cache there), and share the mapping of records to Orphan
+// objects through crstore instead.
+//
 // Until SetInformer is called and the informer has synced, List asks the
-// server.
+// server. The agent wraps it in hostkit.Pinned, so that the Sweeper plans
+// from the very list whose volumes the agent read.
 type Store struct {
 	*crstore.Store
 
-	mu     sync.Mutex
-	inf    cache.SharedIndexInformer
-	pinned []orphan.Record // what the next List returns, once (see Pin)
-	pinSel orphan.Selector
-	isPin  bool
+	mu  sync.Mutex
+	inf cache.SharedIndexInformer
 }
 
 // NewStore returns s with its List served from an informer's cache once
@@ -52,37 +57,8 @@ func (s *Store) SetInformer(inf cache.SharedIndexInformer) {
 	s.mu.Unlock()
 }
 
-// Pin lists the records of sel and makes the next List of sel return
-// them (copies), so the host knows exactly which records the Sweeper
-// plans with (it looks up their volumes first).
-func (s *Store) Pin(ctx context.Context, sel orphan.Selector) ([]orphan.Record, error) {
-	recs, err := s.list(ctx, sel)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	s.pinned, s.pinSel, s.isPin = recs, sel, true
-	s.mu.Unlock()
-	return recs, nil
-}
-
 // List implements orphan.Store.
 func (s *Store) List(ctx context.Context, sel orphan.Selector) ([]orphan.Record, error) {
-	s.mu.Lock()
-	recs, ok := s.pinned, s.isPin && s.pinSel == sel
-	s.pinned, s.isPin = nil, false
-	s.mu.Unlock()
-	if ok {
-		out := make([]orphan.Record, len(recs))
-		for i, r := range recs {
-			out[i] = r.Clone()
-		}
-		return out, nil
-	}
-	return s.list(ctx, sel)
-}
-
-func (s *Store) list(ctx context.Context, sel orphan.Selector) ([]orphan.Record, error) {
 	s.mu.Lock()
 	inf := s.inf
 	s.mu.Unlock()

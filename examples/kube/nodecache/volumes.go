@@ -238,23 +238,28 @@ func (v *Volumes) countReplicas(ctx context.Context) {
 }
 
 // States returns the wanted volumes' states (the existing ones) and
-// whether every wanted volume is resolved.
+// whether every wanted volume is resolved (orphan.VolumeReads).
 func (v *Volumes) States() (map[string]orphan.VolumeState, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	out := make(map[string]orphan.VolumeState, len(v.want))
-	complete := true
+	wanted := make(map[string]bool, len(v.want))
+	for n := range v.want {
+		wanted[n] = true
+	}
+	reads := orphan.NewVolumeReads(wanted)
 	for n, e := range v.want {
 		switch {
 		case !e.resolved:
-			complete = false
-		case e.exists && e.obj != nil && longhorn.NeedsReplicas(e.obj):
-			out[n] = e.fromReplicas
-		case e.exists:
-			out[n] = e.state
+			// not read: States is incomplete
+		case !e.exists:
+			reads.Absent(n)
+		case e.obj != nil && longhorn.NeedsReplicas(e.obj):
+			reads.Read(n, e.fromReplicas)
+		default:
+			reads.Read(n, e.state)
 		}
 	}
-	return out, complete
+	return reads.States()
 }
 
 // Len is the number of volumes held.
