@@ -161,7 +161,7 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.store = nodecache.NewStore(crstore.New(cfg.Client, crstore.Options{Namespace: ns, OwnerID: cfg.NodeID, FieldManager: cfg.FieldManager, OnWrite: a.wrote, Logger: a.log}))
+	a.store = nodecache.NewStore(crstore.New(cfg.Client, crstore.Options{Namespace: ns, OwnerID: cfg.NodeID, FieldManager: cfg.FieldManager, OnWrite: a.echo.OnWrite, Logger: a.log}))
 	// Every purge is confirmed against a full list of the Replicas first.
 	swept, err := orphan.NewAdapter(adapter.Kinds(), adapter, adapter, nodecache.ConfirmingDeleter{Deleter: adapter, C: a.confirm})
 	if err != nil {
@@ -238,11 +238,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	// An Orphan event wakes a sweep unless it is the agent's own write.
-	if _, err := orphanInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { a.orphanEvent(obj, false) },
-		UpdateFunc: func(_, obj any) { a.orphanEvent(obj, false) },
-		DeleteFunc: func(obj any) { a.orphanEvent(obj, true) },
-	}); err != nil {
+	if _, err := orphanInf.AddEventHandler(a.echo.Handler(a.poke)); err != nil {
 		return err
 	}
 	a.mu.Lock()
@@ -308,30 +304,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer a.monitor.Stop()
 	a.loop(ctx)
 	return nil
-}
-
-// wrote is crstore's Options.OnWrite: the agent's own writes, which its
-// Orphan watch brings back.
-func (a *Agent) wrote(name string, u *unstructured.Unstructured) {
-	if u == nil {
-		a.echo.Deleting(name, true)
-		return
-	}
-	a.echo.Wrote(name, u.GetResourceVersion())
-}
-
-// orphanEvent wakes a sweep unless the event is the agent's own write.
-func (a *Agent) orphanEvent(obj any, deleted bool) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	u, ok := obj.(*unstructured.Unstructured)
-	switch {
-	case !ok:
-		a.poke()
-	case deleted && !a.echo.Gone(u.GetName()), !deleted && !a.echo.Echo(u.GetName(), u.GetResourceVersion()):
-		a.poke()
-	}
 }
 
 // mark returns a function that marks dirty and wakes Run's refresh.
@@ -481,23 +453,9 @@ func (a *Agent) cycle(ctx context.Context) (time.Time, error) {
 	}
 	defer a.records.Unpin()
 	// What the node's labels alone call orphans is confirmed against a
-	// full list before it is recorded: once for candidates not seen
-	// before, never again for the same ones. A candidate that has its
-	// record already was confirmed when it was recorded (by this process
-	// or the one before a restart): it needs none until its purge.
+	// full list before it is recorded, once per new candidate.
 	a.confirm.BeginSweep()
-	recorded := make(map[string]bool, len(recs))
-	for _, r := range recs {
-		recorded[r.Name] = true
-	}
-	cands := make(map[string]bool, len(obs.Snapshot.Items))
-	for _, it := range obs.Snapshot.Items {
-		if name, err := it.Name(); err == nil && recorded[name] {
-			continue
-		}
-		cands[nodecache.CandidateKey(it)] = true
-	}
-	if _, err := a.confirm.Candidates(ctx, cands); err != nil {
+	if _, err := a.confirm.Candidates(ctx, nodecache.Unrecorded(obs.Snapshot, recs)); err != nil {
 		return time.Time{}, err
 	}
 	// The robustness of the volumes of these records and this scan's
@@ -527,10 +485,8 @@ func (a *Agent) cycle(ctx context.Context) (time.Time, error) {
 	}
 	next := plan.RequeueAt
 	if len(res.Forgotten)+len(res.Purged) > 0 && (next.IsZero() || next.After(time.Now())) {
-		// A forgotten record whose data is still there is recorded anew by
-		// the next plan. The agent's own writes wake no sweep (they are
-		// echoes), so a sweep that forgot or purged asks for one more,
-		// which runs once its writes have reached the cache.
+		// Own writes wake no sweep (echoes): one that forgot or purged asks
+		// for one more, to record anew what is still there.
 		next = time.Now()
 	}
 	return next, err

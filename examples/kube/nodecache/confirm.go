@@ -217,3 +217,23 @@ func (d ConfirmingDeleter) FinishInterrupted(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Unrecorded is the candidate set Candidates takes for a sweep: the key
+// (CandidateKey) of every item of snap that has no record in recs. A
+// candidate whose record exists was confirmed when it was recorded (by
+// this process or the one before a restart), so it needs no full list
+// until its purge (BeforePurge).
+func Unrecorded(snap orphan.Snapshot, recs []orphan.Record) map[string]bool {
+	recorded := make(map[string]bool, len(recs))
+	for _, r := range recs {
+		recorded[r.Name] = true
+	}
+	cands := make(map[string]bool, len(snap.Items))
+	for _, it := range snap.Items {
+		if name, err := it.Name(); err == nil && recorded[name] {
+			continue
+		}
+		cands[CandidateKey(it)] = true
+	}
+	return cands
+}
