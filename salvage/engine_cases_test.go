@@ -1,0 +1,398 @@
+//go:build linux
+
+package salvage
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// This file builds replica directories by replaying longhorn-engine's own
+// file operations (pkg/replica/replica.go createDisk, createNewHead,
+// linkDisk, rmDisk, encodeToFile; pkg/sync and sparse-tools for a
+// rebuild), step by step, and keeps beside each an in-memory model of the
+// volume: the bytes the frontend wrote, nothing else. The model is the
+// independent reference: it never reads the files.
+
+// engineInfo is volume.meta as the engine's Info type serialises it (key
+// order of v1.1.1 to v1.11).
+type engineInfo struct {
+	Size            int64
+	Head            string
+	Dirty           bool
+	Rebuilding      bool
+	Error           string
+	Parent          string
+	SectorSize      int64
+	BackingFilePath string
+}
+
+// engineDisk is a layer .meta as the engine's disk type serialises it.
+type engineDisk struct {
+	Name        string
+	Parent      string
+	Removed     bool
+	UserCreated bool
+	Created     string
+	Labels      map[string]string
+}
+
+// engineReplica is a replica directory and the model of its volume.
+type engineReplica struct {
+	t     testing.TB
+	dir   string
+	info  engineInfo
+	image []byte // the model: what the volume holds
+	// snaps are the chain's snapshots, newest first.
+	snaps []string
+}
+
+// newEngineReplica creates dir as construct → createDisk("000") does:
+// volume-head-000.img truncated to size, its .meta, volume.meta.
+func newEngineReplica(t testing.TB, dir string, size int64) *engineReplica {
+	t.Helper()
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r := &engineReplica{t: t, dir: dir, info: engineInfo{Size: size, Dirty: true, SectorSize: 512}, image: make([]byte, size)}
+	head := "volume-head-000.img"
+	r.create(head)
+	r.truncate(head, size)
+	r.encode(head+".meta", engineDisk{Name: head, Created: "2024-01-02T03:04:05Z"})
+	r.info.Head = head
+	r.encode("volume.meta", r.info)
+	return r
+}
+
+func (r *engineReplica) path(name string) string { return filepath.Join(r.dir, name) }
+
+func (r *engineReplica) create(name string) {
+	f, err := os.OpenFile(r.path(name), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	f.Close()
+}
+
+func (r *engineReplica) truncate(name string, size int64) {
+	if err := os.Truncate(r.path(name), size); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// encode is encodeToFile: JSON plus a newline to <name>.tmp, renamed.
+func (r *engineReplica) encode(name string, v any) {
+	r.encodeTmp(name, v)
+	r.rename(name)
+}
+
+func (r *engineReplica) encodeTmp(name string, v any) {
+	var b bytes.Buffer
+	if err := json.NewEncoder(&b).Encode(v); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := os.WriteFile(r.path(name+".tmp"), b.Bytes(), 0o600); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *engineReplica) rename(name string) {
+	if err := os.Rename(r.path(name+".tmp"), r.path(name)); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *engineReplica) readDisk(name string) engineDisk {
+	data, err := os.ReadFile(r.path(name + ".meta"))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var d engineDisk
+	if err := json.Unmarshal(data, &d); err != nil {
+		r.t.Fatal(err)
+	}
+	return d
+}
+
+// write is a frontend write of whole 4096-byte blocks into the head.
+func (r *engineReplica) write(off int64, p []byte) {
+	f, err := os.OpenFile(r.path(r.info.Head), os.O_RDWR, 0)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(p, off); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		r.t.Fatal(err)
+	}
+	copy(r.image[off:], p)
+}
+
+// trim is UnmapAt on the head alone: a hole punched, older data shows.
+func (r *engineReplica) trim(off, n int64, older []byte) {
+	f, err := os.OpenFile(r.path(r.info.Head), os.O_RDWR, 0)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Fallocate(int(f.Fd()), 3, off, n); err != nil { // PUNCH_HOLE|KEEP_SIZE
+		r.t.Skipf("punch hole: %v", err)
+	}
+	copy(r.image[off:off+n], older[off:off+n])
+}
+
+// nextHead is nextFile: the head's number plus one.
+func (r *engineReplica) nextHead() string {
+	var n int
+	if _, err := fmt.Sscanf(r.info.Head, "volume-head-%d.img", &n); err != nil {
+		r.t.Fatal(err)
+	}
+	return fmt.Sprintf("volume-head-%03d.img", n+1)
+}
+
+// The steps of createDisk, in the engine's order. snapshotSteps is how
+// many there are; createDisk(…, stop) performs the first stop of them.
+var snapshotSteps = []string{
+	"new head image created (O_TRUNC, 0 bytes)",
+	"new head truncated to the size",
+	"new head .meta written to .tmp",
+	"new head .meta renamed",
+	"old head hard-linked as the snapshot image",
+	"old head .meta hard-linked as the snapshot's .meta",
+	"volume.meta written to .tmp",
+	"volume.meta renamed: the new chain",
+	"snapshot .meta rewritten to .tmp",
+	"snapshot .meta renamed",
+	"old head image removed",
+	"old head .meta removed",
+}
+
+// stepNewChain is the first step count after which volume.meta names the
+// new chain.
+const stepNewChain = 8
+
+// createDisk replays Replica.createDisk (a snapshot, or an expansion when
+// size differs) for its first stop steps, and returns the chain volume.meta
+// names afterwards, head first, and the model's size.
+func (r *engineReplica) createDisk(snap string, size int64, stop int) []string {
+	oldHead, newHead := r.info.Head, r.nextHead()
+	newSnap := "volume-snap-" + snap + ".img"
+	oldDisk := r.readDisk(oldHead)
+	steps := []func(){
+		func() { r.create(newHead) },
+		func() { r.truncate(newHead, size) },
+		func() {
+			r.encodeTmp(newHead+".meta", engineDisk{Name: newHead, Parent: newSnap, Created: "2024-01-02T03:04:06Z"})
+		},
+		func() { r.rename(newHead + ".meta") },
+		func() {
+			if err := os.Link(r.path(oldHead), r.path(newSnap)); err != nil {
+				r.t.Fatal(err)
+			}
+		},
+		func() {
+			if err := os.Link(r.path(oldHead+".meta"), r.path(newSnap+".meta")); err != nil {
+				r.t.Fatal(err)
+			}
+		},
+		func() {
+			info := r.info
+			info.Head, info.Parent, info.Size = newHead, newSnap, size
+			r.encodeTmp("volume.meta", info)
+		},
+		func() {
+			r.rename("volume.meta")
+			r.info.Head, r.info.Parent, r.info.Size = newHead, newSnap, size
+			r.snaps = append([]string{newSnap}, r.snaps...)
+			r.image = append(r.image, make([]byte, size-int64(len(r.image)))...)
+		},
+		func() {
+			d := oldDisk
+			d.UserCreated, d.Created = true, "2024-01-02T03:04:06Z"
+			r.encodeTmp(newSnap+".meta", d)
+		},
+		func() { r.rename(newSnap + ".meta") },
+		func() { os.Remove(r.path(oldHead)) },
+		func() { os.Remove(r.path(oldHead + ".meta")) },
+	}
+	if len(steps) != len(snapshotSteps) {
+		r.t.Fatal("steps and their names differ")
+	}
+	for _, step := range steps[:stop] {
+		step()
+	}
+	return r.chain()
+}
+
+func (r *engineReplica) chain() []string { return append([]string{r.info.Head}, r.snaps...) }
+
+// inspectAndRecover inspects dir, checks the chain, and exports it with
+// Recover, returning the inspection and the image.
+func inspectAndRecover(t *testing.T, dir string, wantChain []string) (*Inspection, []byte) {
+	t.Helper()
+	in, err := Inspect(context.Background(), dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !in.Recoverable {
+		t.Fatalf("not recoverable: %v", in.ReasonStrings())
+	}
+	if got := in.Chain().Layers; !slices.Equal(got, wantChain) {
+		t.Fatalf("chain %v, want %v", got, wantChain)
+	}
+	out := filepath.Join(t.TempDir(), "image.raw")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, _, err := Recover(context.Background(), dir, f, RecoverOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in, got
+}
+
+// sameImage fails at the first differing 4096-byte block.
+func sameImage(t *testing.T, what string, got, want []byte) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d bytes, want %d", what, len(got), len(want))
+	}
+	for off := 0; off < len(want); off += blk {
+		end := min(off+blk, len(want))
+		if !bytes.Equal(got[off:end], want[off:end]) {
+			t.Fatalf("%s: block %d is %q..., want %q...", what, off/blk, got[off:off+8], want[off:off+8])
+		}
+	}
+}
+
+func hasNote(in *Inspection, parts ...string) bool {
+	for _, n := range in.Notes {
+		ok := true
+		for _, p := range parts {
+			ok = ok && strings.Contains(n, p)
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// TestSnapshotCutAtEveryStep stops the engine's snapshot creation (and an
+// expansion, the same sequence with a new size) after each of its steps:
+// every state exports what the engine reads on restart, the model's
+// image, and the files the cut left behind are named in the notes.
+func TestSnapshotCutAtEveryStep(t *testing.T) {
+	requireFiemap(t, t.TempDir())
+	const size = 64 * blk
+	for _, expand := range []bool{false, true} {
+		for stop := 0; stop <= len(snapshotSteps); stop++ {
+			what := "snapshot"
+			if expand {
+				what = "expansion"
+			}
+			label := "nothing done"
+			if stop > 0 {
+				label = snapshotSteps[stop-1]
+			}
+			t.Run(fmt.Sprintf("%s/%02d %s", what, stop, label), func(t *testing.T) {
+				dir := filepath.Join(t.TempDir(), "pvc-1-0a1b2c3d")
+				r := newEngineReplica(t, dir, size)
+				r.write(0, fill('A', 8*blk))
+				r.write(20*blk, fill(0, 2*blk)) // written zeros are data
+				r.createDisk("s1", size, len(snapshotSteps))
+				r.write(4*blk, fill('B', 4*blk))
+				oldHead, newHead := r.info.Head, r.nextHead()
+				newSize := int64(size)
+				if expand {
+					newSize = 2 * size
+				}
+				want := r.createDisk("s2", newSize, stop)
+				in, got := inspectAndRecover(t, dir, want)
+				sameImage(t, "export", got, r.image)
+				ref, _ := refImage(t, dir, in.Chain(), false)
+				sameImage(t, "reference reader", ref, r.image)
+
+				switch {
+				case stop >= 1 && stop <= 3:
+					if !hasNote(in, newHead+" has no .meta") {
+						t.Errorf("no note on the new head without .meta: %q", in.Notes)
+					}
+				case stop == 4:
+					if !hasNote(in, newHead+" is a head outside the chain") {
+						t.Errorf("no note on the new head outside the chain: %q", in.Notes)
+					}
+				case stop == 5:
+					if !hasNote(in, "volume-snap-s2.img has no .meta") {
+						t.Errorf("no note on the snapshot image without .meta: %q", in.Notes)
+					}
+				case stop >= stepNewChain && stop <= 10:
+					if !hasNote(in, oldHead+" is a head outside the chain") {
+						t.Errorf("no note on the old head outside the chain: %q", in.Notes)
+					}
+				case stop == 11:
+					if !hasNote(in, oldHead+" has a .meta but no image") {
+						t.Errorf("no note on the old head's .meta left: %q", in.Notes)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestSnapshotCutVolumeMetaLost: a release that did not sync volume.meta
+// before renaming it can leave it empty after a power loss in the middle
+// of a snapshot. The two heads then present cannot be told apart from
+// volume.meta, so the copy is refused, naming both heads, and nothing is
+// exported without -force.
+func TestSnapshotCutVolumeMetaLost(t *testing.T) {
+	requireFiemap(t, t.TempDir())
+	dir := filepath.Join(t.TempDir(), "pvc-1-0a1b2c3d")
+	r := newEngineReplica(t, dir, 16*blk)
+	r.write(0, fill('A', blk))
+	r.createDisk("s1", 16*blk, stepNewChain)
+	if err := os.WriteFile(r.path("volume.meta"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in, err := Inspect(context.Background(), dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Recoverable || !in.Has(ReasonVolumeMeta) {
+		t.Fatalf("recoverable %v, reasons %v", in.Recoverable, in.ReasonStrings())
+	}
+	if !hasNote(in, "2 heads present (volume-head-000.img, volume-head-001.img)") {
+		t.Errorf("the heads present are not named: %q", in.Notes)
+	}
+	var buf sliceWriterAt
+	_, _, err = Recover(context.Background(), dir, &buf, RecoverOptions{})
+	var nr *NotRecoverableError
+	if !errors.As(err, &nr) || len(buf.b) != 0 {
+		t.Fatalf("Recover: %v, wrote %d bytes", err, len(buf.b))
+	}
+}
+
+type sliceWriterAt struct{ b []byte }
+
+func (w *sliceWriterAt) WriteAt(p []byte, off int64) (int, error) {
+	if need := off + int64(len(p)); need > int64(len(w.b)) {
+		w.b = append(w.b, make([]byte, need-int64(len(w.b)))...)
+	}
+	return copy(w.b[off:], p), nil
+}
