@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -395,4 +396,259 @@ func (w *sliceWriterAt) WriteAt(p []byte, off int64) (int, error) {
 		w.b = append(w.b, make([]byte, need-int64(len(w.b)))...)
 	}
 	return copy(w.b[off:], p), nil
+}
+
+// TestSizeNotAMultipleOf512IsRefused: the engine refuses to open a
+// replica whose size is not a multiple of its 512-byte sector
+// (replica.go construct), and Longhorn never makes one: such a Size is
+// damage, and the copy is refused rather than exported at a length the
+// engine never served.
+func TestSizeNotAMultipleOf512IsRefused(t *testing.T) {
+	requireFiemap(t, t.TempDir())
+	dir := filepath.Join(t.TempDir(), "pvc-1-0a1b2c3d")
+	r := newEngineReplica(t, dir, 8*blk+100)
+	r.write(0, fill('A', blk))
+	in, err := Inspect(context.Background(), dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Recoverable || !in.Has(ReasonVolumeMeta) || !strings.Contains(strings.Join(in.ReasonStrings(), ";"), "not a multiple of 512") {
+		t.Fatalf("recoverable %v, reasons %v", in.Recoverable, in.ReasonStrings())
+	}
+	var buf sliceWriterAt
+	if _, _, err := Recover(context.Background(), dir, &buf, RecoverOptions{}); !errors.Is(err, ErrNotRecoverable) || len(buf.b) != 0 {
+		t.Fatalf("Recover: %v, wrote %d bytes", err, len(buf.b))
+	}
+}
+
+// TestSizeNotAMultipleOf4096: a size of whole 512-byte sectors but not of
+// whole blocks, as the engine run by hand accepts. The export is exactly
+// Size bytes; the blocks the engine writes come from their layers; the
+// last, partial block, which the engine can neither read nor write, comes
+// from the head as in the engine's read-only open, even over a backing
+// file that has data there; and a note says so. Then the volume is
+// expanded to whole blocks (Expand accepts only those): the old layers
+// keep their odd length and read as zeros past it.
+func TestSizeNotAMultipleOf4096(t *testing.T) {
+	requireFiemap(t, t.TempDir())
+	disk := t.TempDir()
+	const size = 6*blk + 1536
+	backing := filepath.Join(disk, "backing-images", "img-1234", "backing")
+	if err := os.MkdirAll(filepath.Dir(backing), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	makeLayer(t, backing, size, writeAt(0, fill('K', size)))
+	if err := os.Mkdir(filepath.Join(disk, "replicas"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(disk, "replicas", "pvc-1-0a1b2c3d")
+	r := newEngineReplica(t, dir, size)
+	r.info.BackingFilePath = "/host" + backing
+	r.encode("volume.meta", r.info)
+	copy(r.image, fill('K', 6*blk)) // the base image, where no layer has data
+	r.write(blk, fill('A', 2*blk))
+	r.createDisk("s1", size, len(snapshotSteps))
+	r.write(2*blk, fill('B', blk))
+
+	in, got := inspectAndRecover(t, dir, r.chain())
+	sameImage(t, "export", got, r.image) // the tail: zeros from the head
+	ref, _ := refImage(t, dir, in.Chain(), false)
+	sameImage(t, "reference reader", ref, r.image)
+	if !hasNote(in, "not a multiple of 4096", "last 1536 bytes") {
+		t.Errorf("no note on the partial block: %q", in.Notes)
+	}
+
+	r.createDisk("expand-"+fmt.Sprint(8*blk), 8*blk, len(snapshotSteps))
+	// The old partial block is now a whole block of the location map; no
+	// layer has an extent there, so it comes from the backing file, whose
+	// bytes become readable (zeros past its end).
+	copy(r.image[6*blk:], fill('K', 1536))
+	r.write(7*blk, fill('C', blk))
+	in, got = inspectAndRecover(t, dir, r.chain())
+	sameImage(t, "export after the expansion", got, r.image)
+	ref, _ = refImage(t, dir, in.Chain(), false)
+	sameImage(t, "reference reader after the expansion", ref, r.image)
+	if hasNote(in, "not a multiple of 4096") {
+		t.Errorf("a note on a partial block after the expansion to whole blocks: %q", in.Notes)
+	}
+}
+
+// syncFile is what a rebuild does to one snapshot file
+// (longhorn/sparse-tools: the source's extents are walked; the receiver
+// opens the file, creating it if missing, truncates it to the source's
+// size, punches a hole for each of the source's holes, and writes each
+// data extent in batches of 32 blocks, here in random order from two
+// goroutines, as concurrent batches arrive). junk first fills the
+// receiver's file with other data, as a file left by an earlier attempt.
+func syncFile(t *testing.T, rng *rand.Rand, src, dst string, junk bool) {
+	t.Helper()
+	s, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	info, err := s.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if junk {
+		makeLayer(t, dst, info.Size()+3*blk, writeAt(0, fill('J', int(info.Size())+3*blk)))
+	}
+	d, err := os.OpenFile(dst, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Truncate(info.Size()); err != nil {
+		t.Fatal(err)
+	}
+	type batch struct{ off, n int64 }
+	var batches []batch
+	for off := int64(0); off < info.Size(); off += blk {
+		n := min(int64(blk), info.Size()-off)
+		if !refHasExtent(t, s, off) {
+			if err := syscall.Fallocate(int(d.Fd()), 3, off, n); err != nil {
+				t.Skipf("punch hole: %v", err)
+			}
+			continue
+		}
+		if k := len(batches); k > 0 && batches[k-1].off+batches[k-1].n == off && batches[k-1].n < 32*blk {
+			batches[k-1].n += n
+		} else {
+			batches = append(batches, batch{off, n})
+		}
+	}
+	rng.Shuffle(len(batches), func(i, j int) { batches[i], batches[j] = batches[j], batches[i] })
+	errs := make(chan error, 2)
+	for w := range 2 {
+		go func() {
+			var err error
+			for i := w; i < len(batches) && err == nil; i += 2 {
+				b := batches[i]
+				p := make([]byte, b.n)
+				if _, err = s.ReadAt(p, b.off); err == nil {
+					_, err = d.WriteAt(p, b.off)
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// syncMeta is how a rebuild sends a .meta: decoded into a map and encoded
+// again by the receiver (sparse-tools rest encodeToFile), so its keys come
+// in alphabetical order, to a .tmp renamed.
+func syncMeta(t *testing.T, src, dst string) {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := json.NewEncoder(&b).Encode(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst+".tmp", b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(dst+".tmp", dst); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRebuiltOverTheNetwork rebuilds a replica the way the engine's sync
+// agent does and exports it: its head has its own number, its snapshots
+// arrived as sparse files written out of order (one over a file left by
+// an earlier attempt), their .meta re-encoded, and its counter is the
+// source's. The rebuilt copy exports the model's image, as the source
+// does. A rebuild cut before it finished is refused.
+func TestRebuiltOverTheNetwork(t *testing.T) {
+	requireFiemap(t, t.TempDir())
+	rng := rand.New(rand.NewPCG(36, 5))
+	const size = 1024 * blk
+	disk := t.TempDir()
+	src := newEngineReplica(t, filepath.Join(disk, "pvc-1-0a1b2c3d"), size)
+	randomWrites := func(r *engineReplica, n int) {
+		for range n {
+			off := rng.Int64N(size/blk-40) * blk
+			k := 1 + rng.IntN(40)
+			b := byte('a' + rng.IntN(26))
+			if rng.IntN(5) == 0 {
+				b = 0 // written zeros hide older data
+			}
+			r.write(off, fill(b, k*blk))
+		}
+	}
+	randomWrites(src, 60)
+	src.createDisk("s1", size, len(snapshotSteps))
+	before := slices.Clone(src.image)
+	randomWrites(src, 40)
+	src.trim(100*blk, 50*blk, before)
+	src.createDisk("s2", size, len(snapshotSteps))
+	randomWrites(src, 40)
+	// The rebuild starts with a snapshot of the volume; the source's head
+	// is then fresh, and new writes reach both heads.
+	src.createDisk("rebuild", size, len(snapshotSteps))
+	counter := int64(4242)
+	if err := os.WriteFile(src.path(RevisionCounterFile), append([]byte(fmt.Sprint(counter)), make([]byte, blk-4)...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	dst := newEngineReplica(t, filepath.Join(disk, "pvc-1-9f8e7d6c"), size)
+	dst.createDisk("rebuild", size, len(snapshotSteps)) // the target's own head is now volume-head-001.img
+	dst.info.Rebuilding = true
+	dst.encode("volume.meta", dst.info)
+	for i, snap := range slices.Backward(src.snaps) {
+		syncFile(t, rng, src.path(snap), dst.path(snap), i == 1)
+		syncMeta(t, src.path(snap+".meta"), dst.path(snap+".meta"))
+	}
+	syncMeta(t, src.path(src.info.Head+".meta"), dst.path(dst.info.Head+".meta"))
+	dst.snaps = slices.Clone(src.snaps)
+	dst.image = src.image
+	for range 10 {
+		off := rng.Int64N(size/blk-8) * blk
+		p := fill(byte('A'+rng.IntN(26)), (1+rng.IntN(8))*blk)
+		src.write(off, p)
+		dst.write(off, p) // the same model
+	}
+
+	// Cut before the flag is cleared: refused, whatever the files hold.
+	in, err := Inspect(context.Background(), dst.dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Recoverable || !in.Has(ReasonRebuilding) {
+		t.Fatalf("an unfinished rebuild: recoverable %v, reasons %v", in.Recoverable, in.ReasonStrings())
+	}
+
+	// Finished: the counter set to the source's, the flag cleared.
+	if err := os.WriteFile(dst.path(RevisionCounterFile), append([]byte(fmt.Sprint(counter)), make([]byte, blk-4)...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dst.info.Rebuilding = false
+	dst.encode("volume.meta", dst.info)
+	if dst.info.Head == src.info.Head {
+		t.Fatalf("the rebuilt head should have its own number, both are %s", dst.info.Head)
+	}
+	in, got := inspectAndRecover(t, dst.dir, dst.chain())
+	sameImage(t, "rebuilt copy", got, dst.image)
+	ref, _ := refImage(t, dst.dir, in.Chain(), false)
+	sameImage(t, "reference reader on the rebuilt copy", ref, dst.image)
+	if !in.HasRevision || in.Revision != counter {
+		t.Errorf("revision %d (%v), want %d", in.Revision, in.HasRevision, counter)
+	}
+	_, got = inspectAndRecover(t, src.dir, src.chain())
+	sameImage(t, "source copy", got, src.image)
 }
