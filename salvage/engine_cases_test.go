@@ -55,6 +55,8 @@ type engineReplica struct {
 	image []byte // the model: what the volume holds
 	// snaps are the chain's snapshots, newest first.
 	snaps []string
+	// snapImages is the model's image when each snapshot was taken.
+	snapImages map[string][]byte
 }
 
 // newEngineReplica creates dir as construct → createDisk("000") does:
@@ -214,6 +216,10 @@ func (r *engineReplica) createDisk(snap string, size int64, stop int) []string {
 		},
 		func() {
 			r.rename("volume.meta")
+			if r.snapImages == nil {
+				r.snapImages = map[string][]byte{}
+			}
+			r.snapImages[newSnap] = slices.Clone(r.image)
 			r.info.Head, r.info.Parent, r.info.Size = newHead, newSnap, size
 			r.snaps = append([]string{newSnap}, r.snaps...)
 			r.image = append(r.image, make([]byte, size-int64(len(r.image)))...)
@@ -228,6 +234,53 @@ func (r *engineReplica) createDisk(snap string, size int64, stop int) []string {
 		func() { os.Remove(r.path(oldHead + ".meta")) },
 	}
 	if len(steps) != len(snapshotSteps) {
+		r.t.Fatal("steps and their names differ")
+	}
+	for _, step := range steps[:stop] {
+		step()
+	}
+	return r.chain()
+}
+
+// revertSteps are Replica.revertDisk's steps, in its order.
+var revertSteps = []string{
+	"new head image created (O_TRUNC, 0 bytes)",
+	"new head truncated to the size",
+	"new head .meta written to .tmp",
+	"new head .meta renamed",
+	"volume.meta written to .tmp",
+	"volume.meta renamed: the chain of the snapshot",
+	"old head image removed",
+	"old head .meta removed",
+}
+
+// revert replays revertDisk to snapshot snap for its first stop steps and
+// returns the chain volume.meta names afterwards.
+func (r *engineReplica) revert(snap string, stop int) []string {
+	oldHead, newHead := r.info.Head, r.nextHead()
+	target := "volume-snap-" + snap + ".img"
+	steps := []func(){
+		func() { r.create(newHead) },
+		func() { r.truncate(newHead, r.info.Size) },
+		func() {
+			r.encodeTmp(newHead+".meta", engineDisk{Name: newHead, Parent: target, Created: "2024-01-02T03:04:07Z"})
+		},
+		func() { r.rename(newHead + ".meta") },
+		func() {
+			info := r.info
+			info.Head, info.Parent = newHead, target
+			r.encodeTmp("volume.meta", info)
+		},
+		func() {
+			r.rename("volume.meta")
+			r.info.Head, r.info.Parent = newHead, target
+			r.snaps = r.snaps[slices.Index(r.snaps, target):]
+			r.image = slices.Clone(r.snapImages[target])
+		},
+		func() { os.Remove(r.path(oldHead)) },
+		func() { os.Remove(r.path(oldHead + ".meta")) },
+	}
+	if len(steps) != len(revertSteps) {
 		r.t.Fatal("steps and their names differ")
 	}
 	for _, step := range steps[:stop] {
@@ -354,6 +407,77 @@ func TestSnapshotCutAtEveryStep(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestRevertCutAtEveryStep stops the engine's revert to a snapshot after
+// each of its steps: before volume.meta is rewritten the copy reads as it
+// was, after it reads as the snapshot, like the engine restarted.
+func TestRevertCutAtEveryStep(t *testing.T) {
+	requireFiemap(t, t.TempDir())
+	const size = 32 * blk
+	for stop := 0; stop <= len(revertSteps); stop++ {
+		label := "nothing done"
+		if stop > 0 {
+			label = revertSteps[stop-1]
+		}
+		t.Run(fmt.Sprintf("%02d %s", stop, label), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "pvc-1-0a1b2c3d")
+			r := newEngineReplica(t, dir, size)
+			r.write(0, fill('A', 8*blk))
+			r.createDisk("s1", size, len(snapshotSteps))
+			r.write(2*blk, fill('B', 8*blk))
+			r.createDisk("s2", size, len(snapshotSteps))
+			r.write(4*blk, fill('C', 8*blk))
+			oldHead, newHead := r.info.Head, r.nextHead()
+			want := r.revert("s1", stop)
+			in, got := inspectAndRecover(t, dir, want)
+			sameImage(t, "export", got, r.image)
+			if stop >= 6 && !bytes.Equal(r.image[8*blk:9*blk], fill(0, blk)) {
+				t.Fatal("the model did not revert")
+			}
+			switch {
+			case stop >= 1 && stop <= 3:
+				if !hasNote(in, newHead+" has no .meta") {
+					t.Errorf("no note on the new head without .meta: %q", in.Notes)
+				}
+			case stop == 4 || stop == 5:
+				if !hasNote(in, newHead+" is a head outside the chain") {
+					t.Errorf("no note on the new head outside the chain: %q", in.Notes)
+				}
+			case stop == 6:
+				if !hasNote(in, oldHead+" is a head outside the chain") {
+					t.Errorf("no note on the old head outside the chain: %q", in.Notes)
+				}
+			case stop == 7:
+				if !hasNote(in, oldHead+" has a .meta but no image") {
+					t.Errorf("no note on the old head's .meta left: %q", in.Notes)
+				}
+			}
+		})
+	}
+}
+
+// TestJournalWithRecordsIsNamed: newer engines keep a journal of snapshot
+// steps and finish a cut one on restart; a journal that holds records is
+// named, an empty one (a clean close truncates it) is not.
+func TestJournalWithRecordsIsNamed(t *testing.T) {
+	requireFiemap(t, t.TempDir())
+	dir := filepath.Join(t.TempDir(), "pvc-1-0a1b2c3d")
+	r := newEngineReplica(t, dir, 8*blk)
+	if err := os.WriteFile(r.path("journal.log"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in, _ := inspectAndRecover(t, dir, r.chain())
+	if hasNote(in, "journal.log") {
+		t.Errorf("an empty journal is named: %q", in.Notes)
+	}
+	if err := os.WriteFile(r.path("journal.log"), []byte("LHJL"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in, _ = inspectAndRecover(t, dir, r.chain())
+	if !hasNote(in, "journal.log holds records") {
+		t.Errorf("a journal with records is not named: %q", in.Notes)
 	}
 }
 

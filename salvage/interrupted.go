@@ -38,6 +38,11 @@ func (s *inspector) size() {
 	}
 }
 
+// engineJournalFile is the transaction journal newer engines keep in the
+// replica directory (longhorn-engine pkg/replica/journal_engine.go,
+// go-common-libs wal.FileName).
+const engineJournalFile = "journal.log"
+
 // layerImage matches the image names the engine makes: heads
 // (volume-head-NNN.img, replica.go nextFile) and snapshots
 // (volume-snap-<name>.img).
@@ -91,6 +96,9 @@ func (s *inspector) interrupted() {
 			in.note("one head present: %s", heads[0])
 		}
 		return
+	}
+	if fi, err := s.root.Lstat(engineJournalFile); err == nil && fi.Size() > 0 {
+		in.note("%s holds records: newer engines journal snapshot, revert and removal steps, and on restart finish one that was cut before reading (a revert so finished changes the data); the export reads the chain volume.meta names now, the state before any such step finished", engineJournalFile)
 	}
 	inChain := make(map[string]bool, len(in.Layers))
 	for _, l := range in.Layers {
