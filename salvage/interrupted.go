@@ -110,7 +110,7 @@ func (s *inspector) interrupted() {
 		case headImage.MatchString(n) && !has[n+layerMetaSuffix]:
 			in.note("%s has no .meta: the engine stopped while making a new head for a snapshot, revert or expansion (the image is made before its .meta); the engine ignores it, and so does the export", n)
 		case snapImage.MatchString(n) && !has[n+layerMetaSuffix]:
-			in.note("%s has no .meta: the engine stopped while linking the old head as this snapshot (the image is linked before its .meta), or while removing it; the engine ignores it, and so does the export", n)
+			in.note("%s has no .meta: the engine stopped while linking the old head as this snapshot (the image is linked before its .meta); the engine ignores it, and so does the export", n)
 		case strings.HasSuffix(n, layerMetaSuffix):
 			img := strings.TrimSuffix(n, layerMetaSuffix)
 			if inChain[img] || !(headImage.MatchString(img) || snapImage.MatchString(img)) {
