@@ -109,6 +109,31 @@
 // be given the same image from elsewhere (Options.BackingFile), checked
 // against the backing image manager's backing.cfg beside it.
 //
+// Sizes. A Size that is not a multiple of 512 bytes is refused
+// (ReasonVolumeMeta): the engine refuses to open such a replica
+// (replica.go construct) and Longhorn never makes one (longhorn-manager
+// util.RoundUpSize). A Size of whole 512-byte sectors but not of whole
+// 4096-byte blocks, which the engine run by hand accepts, is exported at
+// exactly Size bytes with a note: its last, partial block can be neither
+// read nor written through the engine (diffDisk.read, readModifyWrite),
+// and is taken from the head, as the engine's read-only open does.
+//
+// An operation cut short. The engine makes a snapshot (createDisk), an
+// expansion (the same, with the new size) or a revert (revertDisk) one
+// file at a time, and at every step volume.meta names a complete chain:
+// the old one until it is rewritten, the new one after. The engine,
+// restarted, reads that chain and ignores the rest; so does the export.
+// What the cut left beside it (a new head without its .meta or outside
+// the chain, a snapshot image without its .meta, an old head's .meta
+// without its image) is named in the notes. A volume.meta left empty by a
+// power loss, with two heads present, is refused and both heads are
+// named. Newer engines keep a journal (journal.log) and finish a cut
+// step on restart, before reading; a journal that holds records is named
+// in the notes: the export reads the state before that step finished.
+// A replica rebuilt by the sync agent (its snapshots sent as sparse files
+// in any order, its .meta files re-encoded, its head numbered on its own)
+// reads like its source once volume.meta no longer says Rebuilding.
+//
 // Deviations, each the safer choice: a copy whose revision.counter does
 // not parse stays recoverable (the data does not depend on it; the engine
 // would fail a counter-enabled open) and is ranked without a counter; an

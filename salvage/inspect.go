@@ -312,6 +312,7 @@ func (s *inspector) run() error {
 		if m.Dirty {
 			in.note("dirty: the replica was not closed cleanly (normal for a crashed node)")
 		}
+		s.size()
 		if m.Encrypted {
 			in.note("encrypted: the image is LUKS2 ciphertext; open the export with the volume's key")
 		}
@@ -328,6 +329,7 @@ func (s *inspector) run() error {
 	if err := s.offChain(); err != nil {
 		return err
 	}
+	s.interrupted()
 	return s.noData()
 }
 

@@ -327,6 +327,17 @@ func (q *qcow2Image) ReadAt(p []byte, off int64) (int, error) {
 		case qcow2Unallocated, qcow2Zero:
 			clear(dst)
 		case qcow2Standard:
+			// Clusters that follow each other in the file too (qemu-img
+			// writes them so) are read with one call.
+			for done+k < len(p) {
+				next, err := q.lookup(vc + 1)
+				if err != nil || next.kind != qcow2Standard || next.off != c.off+int64(k)+in {
+					break
+				}
+				vc++
+				k += int(min(int64(len(p)-done-k), cs))
+			}
+			dst = p[done : done+k]
 			// The last cluster may be shorter in the file (QEMU does not
 			// always pad it): what is past the file's end reads as zeros.
 			n, err := q.r.ReadAt(dst, c.off+in)

@@ -12,7 +12,8 @@ const (
 	// another non-directory. It is never followed.
 	ReasonNotDirectory ReasonKind = "not-a-directory"
 	// ReasonVolumeMeta: volume.meta is missing, empty, oversized, not a
-	// regular file, or not what any release writes.
+	// regular file, or not what any release writes, or its Size is not a
+	// multiple of 512 bytes (the engine refuses to open such a replica).
 	ReasonVolumeMeta ReasonKind = "volume-meta"
 	// ReasonErrorState: volume.meta records an error (Error is set when the
 	// replica failed to stat its own files).
