@@ -606,3 +606,61 @@ func TestParseMarker(t *testing.T) {
 		}
 	}
 }
+
+// written finds, in a command, the files it writes relative to the
+// working directory: go build -o NAME, a redirection, and the tools'
+// output flags.
+var written = regexp.MustCompile(`(?:go build -o|>>?|\s-(?:o|save|state|keep-to))\s+([^\s/$'"][^\s;|&)]*)`)
+
+// TestLeftoversAreIgnored holds .gitignore to what a reader following the
+// READMEs in a checkout leaves in it: each tool built with go build, at
+// the top or in its own folder, and every file a walkthrough writes
+// outside /tmp. (CI also checks that a whole run leaves git status
+// clean.)
+func TestLeftoversAreIgnored(t *testing.T) {
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("needs git")
+	}
+	if err := exec.Command("git", "-C", repo, "rev-parse", "--git-dir").Run(); err != nil {
+		t.Skipf("%s is not a git checkout", repo)
+	}
+	var paths []string
+	mains, err := filepath.Glob(filepath.Join(repo, "examples", "*", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mains {
+		tool := filepath.Base(filepath.Dir(m))
+		paths = append(paths, tool, "examples/"+tool+"/"+tool)
+	}
+	if len(paths) == 0 {
+		t.Fatal("found no tool under examples/")
+	}
+	readmePaths, err := readmes(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, readme := range readmePaths {
+		text, err := os.ReadFile(filepath.Join(repo, readme))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range parseBlocks(string(text)) {
+			for _, st := range b.steps {
+				for _, m := range written.FindAllStringSubmatch(st.cmd, -1) {
+					paths = append(paths, m[1])
+				}
+			}
+		}
+	}
+	for _, p := range paths {
+		// check-ignore exits 1 for a path no rule ignores.
+		if err := exec.Command("git", "-C", repo, "check-ignore", "-q", "--no-index", p).Run(); err != nil {
+			t.Errorf("%s, which the READMEs or go build leave in a checkout, is not in .gitignore (git check-ignore: %v)", p, err)
+		}
+	}
+}
