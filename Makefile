@@ -83,7 +83,7 @@ cross-build:
 ## own) and compare what the tools print with what the READMEs show; the S3 one runs
 ## against the versitygw the S3 tests use.
 walkthroughs:
-	@cd examples/walkthroughs && $(GO) vet ./... && $(WITH_VERSITYGW) $(GO) test -count=1 ./...
+	@$(WITH_VERSITYGW) sh -c 'cd examples/walkthroughs && $(GO) vet ./... && $(GO) test -count=1 ./...'
 
 ## copy-test: copy examples/kube, examples/controller-runtime and examples/scylla-operator into fresh modules
 ## outside this tree (with a replace to this checkout), then build and vet them:

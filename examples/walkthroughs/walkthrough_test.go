@@ -122,6 +122,7 @@ type fence struct {
 	info  string // the language after the backticks
 	mark  marker // the marker on the line before it, if any
 	lines []string
+	open  bool // never closed: the README's end came first
 }
 
 // fences returns every fenced block of a README.
@@ -145,6 +146,10 @@ func fences(text string) []fence {
 		if strings.TrimSpace(line) != "" {
 			prev = strings.TrimSpace(line)
 		}
+	}
+	if cur != nil {
+		cur.open = true
+		out = append(out, *cur)
 	}
 	return out
 }
@@ -175,7 +180,7 @@ func (f fence) shell() bool {
 func parseBlocks(text string) []block {
 	var out []block
 	for _, f := range fences(text) {
-		if f.mark.skip || !f.walkthrough() {
+		if f.mark.skip || f.open || !f.walkthrough() {
 			continue
 		}
 		b := block{line: f.line, compare: !f.mark.varies && !f.mark.background, background: f.mark.background, needs: f.mark.needs}
@@ -511,6 +516,7 @@ func TestWalkthroughs(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Run(readme, func(t *testing.T) {
+			t.Parallel() // a walkthrough mostly waits (servers, deletions): run them side by side
 			for _, c := range needs[readme] {
 				if _, err := exec.LookPath(c); err != nil {
 					t.Skipf("%s needs %s, which this machine lacks (Debian: jq, e2fsprogs, coreutils)", readme, c)
@@ -576,6 +582,8 @@ func TestEveryCommandBlockRuns(t *testing.T) {
 		for _, f := range fences(string(text)) {
 			where := fmt.Sprintf("%s:%d", readme, f.line)
 			switch {
+			case f.open:
+				t.Errorf("%s: the block is never closed with ```", where)
 			case f.mark.bad != "":
 				t.Errorf("%s: unknown walkthrough marker %q", where, f.mark.bad)
 			case f.mark.skip && f.mark.reason == "":
