@@ -15,16 +15,17 @@ all: test
 ## test: everything CI checks, as a graph make runs three jobs at a time (-j3): gofmt,
 ## go vet and staticcheck; the versitygw install (a build, minutes on a fresh machine) and
 ## the module downloads, overlapped with them; tests under -race (the S3 store's against
-## that versitygw, salvage's qcow2 reader against qemu-img); a build of every example; the
-## darwin and windows cross-builds; the copy test (the Kubernetes examples built as copies
-## in modules of their own, and a vendoring host built offline); and the READMEs'
-## walkthroughs. Each job's output is printed whole when it ends (--output-sync).
+## that versitygw, salvage's qcow2 reader against qemu-img); the darwin and windows
+## cross-builds; the copy test (the Kubernetes examples built as copies in modules of
+## their own, and a vendoring host built offline); and the READMEs' walkthroughs, which
+## build every example once (what make build-examples does) and run the READMEs with them.
+## Each job's output is printed whole when it ends (--output-sync).
 test:
 	@$(MAKE) --no-print-directory -j3 --output-sync=target test-all
 
 # The order make follows when it can: what waits on the network or on versitygw first.
 .PHONY: test-all downloads
-test-all: downloads versitygw checks unit build-examples cross-build copy-test walkthroughs
+test-all: downloads versitygw checks unit cross-build copy-test walkthroughs
 unit walkthroughs: versitygw
 
 ## downloads: the modules the main module, the walkthroughs and the Kubernetes examples

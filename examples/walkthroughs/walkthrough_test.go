@@ -232,7 +232,6 @@ func script(blocks []block, ports map[string]string) string {
 	}
 	i := 0
 	started := false
-	built := map[string]bool{}
 	for _, b := range blocks {
 		fmt.Fprintf(&s, "# README line %d\n", b.line)
 		if b.needs != "" {
@@ -244,33 +243,26 @@ func script(blocks []block, ports map[string]string) string {
 		started = started || b.background
 		for _, st := range b.steps {
 			i++
-			writeStep(&s, &files, b, st, i, ports, built)
+			writeStep(&s, &files, b, st, i, ports)
 		}
 	}
 	return s.String() + files.String()
 }
 
 // writeStep writes the commands of step st, the i-th, and the file of
-// its expected output; a tool it runs with go run is built once (built
-// holds those built so far).
-func writeStep(s, files *strings.Builder, b block, st step, i int, ports map[string]string, built map[string]bool) {
+// its expected output. The tools are built once, into $BIN, for every
+// README: go build -o copies one, go run runs one through gorun.
+func writeStep(s, files *strings.Builder, b block, st step, i int, ports map[string]string) {
 	cmd := strings.ReplaceAll(st.cmd, "/tmp/", "$WORK/tmp/")
 	cmd = strings.ReplaceAll(cmd, " examples/", " $REPO/examples/") // files the repository ships
 	cmd = fixedPort.ReplaceAllStringFunc(cmd, func(m string) string { return "127.0.0.1:" + ports[strings.TrimPrefix(m, "127.0.0.1:")] })
 	if m := goBuild.FindStringSubmatch(cmd); m != nil {
-		cmd = fmt.Sprintf("cd $REPO && go build -o $WORK/%s ./examples/%s", m[1], m[2])
+		cmd = fmt.Sprintf("cp $BIN/%s $WORK/%s", m[2], m[1]) // built once, for every README
 	}
 	if m := makeRun.FindStringSubmatch(cmd); m != nil {
 		cmd = "make --no-print-directory -C $REPO " + m[1]
 	}
-	cmd = goRun.ReplaceAllString(cmd, "$$WORK/.bin/gorun $1")
-	for _, m := range goRun.FindAllStringSubmatch(st.cmd, -1) {
-		if built[m[1]] {
-			continue
-		}
-		built[m[1]] = true
-		fmt.Fprintf(s, "exec sh -c 'cd $REPO && go build -o $WORK/.bin/%s ./examples/%s'\n", m[1], m[1])
-	}
+	cmd = goRun.ReplaceAllString(cmd, "$$BIN/gorun $1")
 	if vars, ok := strings.CutPrefix(cmd, "export "); ok {
 		// Each command runs in a shell of its own: the script keeps the
 		// variables instead.
@@ -400,7 +392,7 @@ func (s *servers) stop() {
 }
 
 // passEnv are the variables a background server gets from the script.
-var passEnv = []string{"PATH", "HOME", "WORK", "REPO", "TMPDIR", "S3_PORT", "VERSITYGW",
+var passEnv = []string{"PATH", "HOME", "WORK", "REPO", "BIN", "TMPDIR", "S3_PORT", "VERSITYGW",
 	"GOPATH", "GOCACHE", "GOMODCACHE", "GOFLAGS", "GOPROXY", "GOTOOLCHAIN", "XDG_CACHE_HOME"}
 
 // startReady starts a server command under sh, in a process group of its
@@ -468,12 +460,30 @@ func stopServers(ts *testscript.TestScript, neg bool, args []string) {
 
 type serversKey struct{}
 
+// buildTools builds every tool under examples/ once, as go build would
+// for a reader (the same check as make build-examples), into a directory
+// of its own with gorun beside them, and returns that directory.
+func buildTools(t *testing.T, repo string) string {
+	bin := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", bin+string(filepath.Separator), "./examples/...")
+	cmd.Dir = repo
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./examples/...: %v\n%s", err, out)
+	}
+	// go run reports a program's non-zero status as "exit status N" on
+	// stderr and exits 1: gorun does the same with a tool built once.
+	if err := os.WriteFile(filepath.Join(bin, "gorun"), []byte(gorun), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
 // gorun runs a tool built from ./examples as go run would: a non-zero
 // status is printed as "exit status N" and becomes 1.
 const gorun = `#!/bin/sh
 tool=$1
 shift
-"$WORK/.bin/$tool" "$@"
+"$BIN/$tool" "$@"
 s=$?
 if [ $s -ne 0 ]; then
 	echo "exit status $s" >&2
@@ -498,6 +508,7 @@ func TestWalkthroughs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	bin := buildTools(t, repo)
 	for _, readme := range paths {
 		text, err := os.ReadFile(filepath.Join(repo, readme))
 		if err != nil {
@@ -526,20 +537,11 @@ func TestWalkthroughs(t *testing.T) {
 				Dir: dir,
 				Setup: func(e *testscript.Env) error {
 					e.Setenv("REPO", repo)
-					for _, k := range passEnv[5:] {
+					e.Setenv("BIN", bin)
+					for _, k := range passEnv[6:] {
 						if v := os.Getenv(k); v != "" && k != "S3_PORT" {
 							e.Setenv(k, v)
 						}
-					}
-					// go run reports a program's non-zero status as "exit
-					// status N" on stderr and exits 1: gorun does the same
-					// with a tool built once.
-					bin := filepath.Join(e.WorkDir, ".bin")
-					if err := os.MkdirAll(bin, 0o755); err != nil {
-						return err
-					}
-					if err := os.WriteFile(filepath.Join(bin, "gorun"), []byte(gorun), 0o755); err != nil {
-						return err
 					}
 					srv := &servers{}
 					e.Values[serversKey{}] = srv
