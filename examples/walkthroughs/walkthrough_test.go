@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -183,7 +184,7 @@ func parseBlocks(text string) []block {
 		if f.mark.skip || f.open || !f.walkthrough() {
 			continue
 		}
-		b := block{line: f.line, compare: !f.mark.varies && !f.mark.background, background: f.mark.background, needs: f.mark.needs}
+		b := block{line: f.line, compare: !f.mark.varies, background: f.mark.background, needs: f.mark.needs}
 		var pending []string // a command's lines, continued with a backslash
 		for _, line := range f.lines {
 			switch {
@@ -272,7 +273,16 @@ func writeStep(s, files *strings.Builder, b block, st step, i int, ports map[str
 		return
 	}
 	if b.background {
-		fmt.Fprintf(s, "start-ready %s\n", shQuote(cmd))
+		fmt.Fprintf(s, "start-ready %s", shQuote(cmd))
+		if b.compare {
+			// What the server printed until it said it is ready.
+			fmt.Fprintf(s, " want%d", i)
+			fmt.Fprintf(files, "-- want%d --\n%s", i, strings.Join(st.want, "\n"))
+			if len(st.want) > 0 {
+				files.WriteString("\n")
+			}
+		}
+		s.WriteString("\n")
 		return
 	}
 	// A go run whose program failed prints "exit status N" last and
@@ -335,20 +345,26 @@ func mask(s string) string {
 	return strings.TrimRight(s, " ")
 }
 
-// readmeOutput compares the last command's output with the README's,
-// line by line, masked.
+// readmeOutput compares the last command's output with the README's.
 func readmeOutput(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {
 		ts.Fatalf("usage: readme-output WANTFILE")
 	}
-	got := strings.ReplaceAll(ts.ReadFile("stdout"), ts.Getenv("WORK")+"/tmp/", "/tmp/")
-	want := ts.ReadFile(args[0])
-	gl, wl := strings.Split(strings.TrimRight(got, "\n"), "\n"), strings.Split(strings.TrimRight(want, "\n"), "\n")
-	if strings.TrimSpace(want) == "" {
-		wl = nil
-	}
-	if strings.TrimSpace(got) == "" {
-		gl = nil
+	compareOutput(ts, ts.ReadFile("stdout"), ts.ReadFile(args[0]))
+}
+
+// compareOutput compares what a command printed with what the README
+// shows, line by line, masked. A README line "..." stands for any number
+// of lines, and a line ending in " ..." for any line that starts as it
+// does: the README left them out.
+func compareOutput(ts *testscript.TestScript, got, want string) {
+	got = strings.ReplaceAll(got, ts.Getenv("WORK")+"/tmp/", "/tmp/")
+	gl, wl := lines(got), lines(want)
+	if slices.ContainsFunc(wl, func(w string) bool { return strings.HasSuffix(w, "...") }) {
+		if !matchLines(gl, wl) {
+			ts.Fatalf("the output differs from the README's (where the README's \"...\" stands for lines left out):\nREADME:\n%s\nthe tool printed:\n%s", want, got)
+		}
+		return
 	}
 	for i := 0; i < max(len(gl), len(wl)); i++ {
 		var g, w string
@@ -362,6 +378,39 @@ func readmeOutput(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Fatalf("line %d differs from the README:\n  README: %s\n  tool:   %s\nthe tool printed:\n%s", i+1, w, g, got)
 		}
 	}
+}
+
+// lines splits a command's output into lines; none when it is blank.
+func lines(s string) []string {
+	if strings.TrimSpace(s) == "" {
+		return nil
+	}
+	return strings.Split(strings.TrimRight(s, "\n"), "\n")
+}
+
+// matchLines says whether got matches want, where a want line "..."
+// matches any run of lines and one ending in " ..." any line with its
+// beginning.
+func matchLines(got, want []string) bool {
+	if len(want) == 0 {
+		return len(got) == 0
+	}
+	if strings.TrimSpace(want[0]) == "..." {
+		for k := 0; k <= len(got); k++ {
+			if matchLines(got[k:], want[1:]) {
+				return true
+			}
+		}
+		return false
+	}
+	if len(got) == 0 {
+		return false
+	}
+	g, w := mask(got[0]), mask(want[0])
+	if g != w && !(strings.HasSuffix(w, " ...") && strings.HasPrefix(g, strings.TrimSuffix(w, "..."))) {
+		return false
+	}
+	return matchLines(got[1:], want[1:])
 }
 
 // servers are the background servers one script started, stopped by
@@ -400,8 +449,8 @@ var passEnv = []string{"PATH", "HOME", "WORK", "REPO", "BIN", "TMPDIR", "S3_PORT
 // make s3-server may build), and leaves it running until stop-servers or
 // the end of the script.
 func startReady(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 1 {
-		ts.Fatalf("usage: start-ready COMMAND")
+	if neg || len(args) < 1 || len(args) > 2 {
+		ts.Fatalf("usage: start-ready COMMAND [WANTFILE]")
 	}
 	cmd := exec.Command("sh", "-c", "exec "+args[0])
 	cmd.Dir = ts.Getenv("WORK")
@@ -426,10 +475,13 @@ func startReady(ts *testscript.TestScript, neg bool, args []string) {
 		sc := bufio.NewScanner(out)
 		ok := false
 		for sc.Scan() {
+			if ok {
+				continue // read on, so that the server never blocks on its output
+			}
 			mu.Lock()
-			said.WriteString(sc.Text() + "\n")
+			said.WriteString(sc.Text() + "\n") // up to the ready line, compared
 			mu.Unlock()
-			if !ok && strings.Contains(sc.Text(), "ready") {
+			if strings.Contains(sc.Text(), "ready") {
 				ok = true
 				ready <- true
 			}
@@ -440,10 +492,14 @@ func startReady(ts *testscript.TestScript, neg bool, args []string) {
 	}()
 	select {
 	case ok := <-ready:
+		mu.Lock()
+		printed := said.String()
+		mu.Unlock()
 		if !ok {
-			mu.Lock()
-			defer mu.Unlock()
-			ts.Fatalf("%s ended without saying it is ready:\n%s", args[0], said.String())
+			ts.Fatalf("%s ended without saying it is ready:\n%s", args[0], printed)
+		}
+		if len(args) == 2 {
+			compareOutput(ts, printed, ts.ReadFile(args[1]))
 		}
 	case <-time.After(2 * time.Minute):
 		ts.Fatalf("%s did not say it is ready within two minutes", args[0])
@@ -671,6 +727,26 @@ func TestLeftoversAreIgnored(t *testing.T) {
 		// check-ignore exits 1 for a path no rule ignores.
 		if err := exec.Command("git", "-C", repo, "check-ignore", "-q", "--no-index", p).Run(); err != nil {
 			t.Errorf("%s, which the READMEs or go build leave in a checkout, is not in .gitignore (git check-ignore: %v)", p, err)
+		}
+	}
+}
+
+// TestMatchLines covers the README's elisions.
+func TestMatchLines(t *testing.T) {
+	for _, c := range []struct {
+		got, want []string
+		ok        bool
+	}{
+		{[]string{"a", "b", "c"}, []string{"a", "...", "c"}, true},
+		{[]string{"a", "c"}, []string{"a", "...", "c"}, true},
+		{[]string{"a", "b"}, []string{"a", "...", "c"}, false},
+		{[]string{"flags: -x 1 -y 2"}, []string{"flags: -x 1 ..."}, true},
+		{[]string{"flags: -x 2 -y 2"}, []string{"flags: -x 1 ..."}, false},
+		{[]string{"a", "b"}, []string{"a"}, false},
+		{[]string{"url http://127.0.0.1:4711"}, []string{"url http://127.0.0.1:10999"}, true},
+	} {
+		if got := matchLines(c.got, c.want); got != c.ok {
+			t.Errorf("matchLines(%q, %q) = %v, want %v", c.got, c.want, got, c.ok)
 		}
 	}
 }
