@@ -12,14 +12,29 @@ PKGS          := ./...
 
 all: test
 
-## test: gofmt check, go vet and staticcheck, overlapped with the versitygw install
-## (a build, minutes on a fresh machine); then tests under -race (the S3 store's
-## against that versitygw, salvage's qcow2 reader against qemu-img), a build of every
-## example, the darwin and windows cross-builds, and the copy test (both Kubernetes
-## examples built as copies in modules of their own).
+## test: everything CI checks, as a graph make runs three jobs at a time (-j3): gofmt,
+## go vet and staticcheck; the versitygw install (a build, minutes on a fresh machine) and
+## the module downloads, overlapped with them; tests under -race (the S3 store's against
+## that versitygw, salvage's qcow2 reader against qemu-img); the darwin and windows
+## cross-builds; the copy test (the Kubernetes examples built as copies in modules of
+## their own, and a vendoring host built offline); and the READMEs' walkthroughs, which
+## build every example once (what make build-examples does) and run the READMEs with them.
+## Each job's output is printed whole when it ends (--output-sync).
 test:
-	@$(MAKE) --no-print-directory -j2 checks versitygw
-	@$(MAKE) --no-print-directory unit build-examples cross-build copy-test walkthroughs
+	@$(MAKE) --no-print-directory -j3 --output-sync=target test-all
+
+# The order make follows when it can: what waits on the network or on versitygw first.
+.PHONY: test-all downloads
+test-all: downloads versitygw checks unit cross-build copy-test walkthroughs
+unit walkthroughs: versitygw
+
+## downloads: the modules the main module, the walkthroughs and the Kubernetes examples
+## need, fetched while the checks compile (network, not CPU).
+downloads:
+	@$(GO) mod download && \
+	for m in examples/walkthroughs examples/kube examples/controller-runtime examples/scylla-operator; do \
+	  (cd $$m && $(GO) mod download) || exit 1; \
+	done
 
 checks: fmt-check vet staticcheck
 
@@ -66,9 +81,10 @@ cross-build:
 	GOOS=windows $(GO) build ./...
 
 ## walkthroughs: run the READMEs' walkthroughs (examples/walkthroughs, a module of its
-## own) and compare what the tools print with what the READMEs show.
+## own) and compare what the tools print with what the READMEs show; the S3 one runs
+## against the versitygw the S3 tests use.
 walkthroughs:
-	cd examples/walkthroughs && $(GO) vet ./... && $(GO) test -count=1 ./...
+	@$(WITH_VERSITYGW) sh -c 'cd examples/walkthroughs && $(GO) vet ./... && $(GO) test -count=1 ./...'
 
 ## copy-test: copy examples/kube, examples/controller-runtime and examples/scylla-operator into fresh modules
 ## outside this tree (with a replace to this checkout), then build and vet them:

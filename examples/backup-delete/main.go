@@ -286,7 +286,11 @@ func deleteAsync(ctx context.Context, w io.Writer, store backupStore, ref backup
 			return nil
 		}
 		if res.State != state || res.Message != msg {
-			fmt.Fprintf(w, "%s %s -> %s %s\n", time.Now().Format(time.TimeOnly), state, res.State, res.Message)
+			line := fmt.Sprintf("%s %s -> %s", time.Now().Format(time.TimeOnly), state, res.State)
+			if res.Message != "" {
+				line += " " + res.Message
+			}
+			fmt.Fprintln(w, line)
 		}
 		mu.Lock()
 		done := lastErr

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,6 +21,11 @@ import (
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
 
+// maxSocketPath is the longest Unix socket path used as is: the kernel
+// takes at most 107 bytes on Linux (sun_path is 108 with its NUL) and 103
+// on macOS.
+const maxSocketPath = 100
+
 const (
 	v2Node = "node-1"
 	v2IM   = "instance-manager-v2-node-1"
@@ -31,7 +37,18 @@ const (
 // UUID and replica-record checks; then it removes the NVMe-oF leftovers
 // no engine or replica holds any more (PurgeLeftoverExposures).
 func runSPDK(ctx context.Context, w io.Writer, dir string) error {
-	srv, err := spdktest.Start(filepath.Join(dir, "spdk.sock"), spdktest.Options{})
+	sock := filepath.Join(dir, "spdk.sock")
+	if len(sock) > maxSocketPath {
+		// A long $TMPDIR (macOS's is under /var/folders/) would leave no
+		// room: the socket goes into a short directory of its own.
+		short, err := os.MkdirTemp("/tmp", "caretaker-spdk-")
+		if err != nil {
+			return fmt.Errorf("the socket path %s is too long for a Unix socket, and no directory under /tmp could be made for it: %w", sock, err)
+		}
+		defer os.RemoveAll(short)
+		sock = filepath.Join(short, "spdk.sock")
+	}
+	srv, err := spdktest.Start(sock, spdktest.Options{})
 	if err != nil {
 		return err
 	}

@@ -26,8 +26,10 @@ start=$(date +%s)
 # the binary into place so that an interrupted install leaves nothing half-written.
 tmp="$(mktemp -d "$cache/.install.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
-# Outside any module, so that this repository's go.mod plays no part.
-(cd "$tmp" && GOBIN="$tmp" GOFLAGS=-trimpath "${GO:-go}" install "github.com/versity/versitygw/cmd/versitygw@$version")
+# Outside any module, so that this repository's go.mod plays no part; without
+# the symbol table and DWARF (-s -w), which a test server needs neither of and
+# which the link would spend time on.
+(cd "$tmp" && GOBIN="$tmp" GOFLAGS=-trimpath "${GO:-go}" install -ldflags="-s -w" "github.com/versity/versitygw/cmd/versitygw@$version")
 mv "$tmp/versitygw" "$bin"
 echo "install-versitygw: installed in $(( $(date +%s) - start ))s" >&2
 echo "$bin"

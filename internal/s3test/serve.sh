@@ -9,13 +9,34 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
-vgw="$(GO="${GO:-go}" "$here/install-versitygw.sh")"
+# $VERSITYGW names a binary already installed (make passes the one it installed).
+if [ -n "${VERSITYGW:-}" ] && [ -x "$VERSITYGW" ]; then
+  vgw="$VERSITYGW"
+else
+  vgw="$(GO="${GO:-go}" "$here/install-versitygw.sh")"
+fi
 port="${S3_PORT:-7070}"
 root="${S3_ROOT:-$(mktemp -d "${TMPDIR:-/tmp}/caretaker-s3.XXXXXX")}"
 access=caretaker
 secret=caretaker-walkthrough
 # With the posix backend a bucket is a directory of the root.
 mkdir -p "$root/backups"
+
+# Only what the server needs: versitygw reads many settings from VGW_* and
+# ROOT_* variables, which must not leak in from the caller.
+env -i PATH="$PATH" HOME="$HOME" "$vgw" --port "127.0.0.1:$port" --access "$access" --secret "$secret" \
+  --region us-east-1 --quiet posix "$root" &
+server=$!
+# A background job of a script ignores SIGINT: stop it with SIGTERM.
+trap 'kill -TERM "$server" 2>/dev/null; wait "$server"' INT TERM
+# Ready once it accepts connections (bash's /dev/tcp), at most 30 s.
+listening=
+for _ in $(seq 300); do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then listening=1; break; fi
+  kill -0 "$server" 2>/dev/null || { wait "$server"; echo "s3-server: versitygw exited before it listened on 127.0.0.1:$port" >&2; exit 1; }
+  sleep 0.1
+done
+[ -n "$listening" ] || { kill "$server"; echo "s3-server: versitygw did not listen on 127.0.0.1:$port within 30 s" >&2; exit 1; }
 
 cat <<MSG
 S3 server (versitygw) on http://127.0.0.1:$port, bucket "backups", data in $root.
@@ -25,9 +46,6 @@ In another terminal:
   go run ./examples/backup-delete -prepare s3://backups@us-east-1/longhorn
   go run ./examples/backup-delete -target s3://backups@us-east-1/longhorn
 
-Ctrl-C stops the server (the data stays in $root).
+s3-server ready; Ctrl-C stops it (the data stays in $root).
 MSG
-# Only what the server needs: versitygw reads many settings from VGW_* and
-# ROOT_* variables, which must not leak in from the caller.
-exec env -i PATH="$PATH" HOME="$HOME" "$vgw" --port "127.0.0.1:$port" --access "$access" --secret "$secret" \
-  --region us-east-1 --quiet posix "$root"
+wait "$server"
