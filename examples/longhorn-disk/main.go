@@ -48,8 +48,9 @@ import (
 )
 
 var command = cli.Command{
-	Name:  "longhorn-disk",
-	Usage: "longhorn-disk -disk PATH -node NODE -replicas FILE [-purge NAME]... [-purge-all] [-yes]\n       longhorn-disk -prepare DIR",
+	Refuses: true,
+	Name:    "longhorn-disk",
+	Usage:   "longhorn-disk -disk PATH -node NODE -replicas FILE [-purge NAME]... [-purge-all] [-yes]\n       longhorn-disk -prepare DIR",
 	About: "longhorn-disk lists the orphaned replica directories of a Longhorn v1 filesystem disk on this node, " +
 		"with their sizes, judged against the cluster's replica list (take it with: " + kubectlReplicas + " > replicas.json). " +
 		"It purges orphans only when asked with -purge or -purge-all and -yes; without -yes it says what it would purge, " +

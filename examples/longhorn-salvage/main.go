@@ -57,7 +57,8 @@ const (
 )
 
 var command = cli.Command{
-	Name: "longhorn-salvage",
+	Refuses: true,
+	Name:    "longhorn-salvage",
 	Usage: "longhorn-salvage -disk PATH [-disk PATH ...] [-volume NAME] [-json]\n" +
 		"       longhorn-salvage -export REPLICA_DIR -o FILE [-backing FILE] [-force] [-overwrite] [-dry-run]\n" +
 		"       longhorn-salvage -prepare DIR",

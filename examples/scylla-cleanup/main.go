@@ -171,8 +171,9 @@ const (
 )
 
 var command = cli.Command{
-	Name:  "scylla-cleanup",
-	Usage: "scylla-cleanup [-api URL] [-save FILE -keyspace SPEC... | -baseline FILE [-keyspace SPEC]...] [-plan [-json] [-max-per-dc N] [-rack-at-a-time=false] [-conflicts dc|cluster] [-node-api ENDPOINT=URL]... [-state FILE] [-attempts N]] [-run-cleanup [-all] [-yes]]",
+	Refuses: true,
+	Name:    "scylla-cleanup",
+	Usage:   "scylla-cleanup [-api URL] [-save FILE -keyspace SPEC... | -baseline FILE [-keyspace SPEC]...] [-plan [-json] [-max-per-dc N] [-rack-at-a-time=false] [-conflicts dc|cluster] [-node-api ENDPOINT=URL]... [-state FILE] [-attempts N]] [-run-cleanup [-all] [-yes]]",
 	About: "scylla-cleanup inspects a ScyllaDB node's token ring through its REST API (or the Scylla Manager Agent) " +
 		"and prints the node's token ring hash, as scylla-operator annotates it. With -save it records the ring and " +
 		"the -keyspace replication before scaling; with -baseline it says which nodes lost ranges since (they need a " +

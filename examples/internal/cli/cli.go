@@ -35,8 +35,8 @@ const (
 // ExitCodes returns the help text's paragraph on the exit codes of a
 // tool with the flags of fs: code 3 is named only for a tool that has a
 // dry run, with the flag that turns it into the action (-yes confirms; a
-// -dry-run flag is dropped).
-func ExitCodes(fs *flag.FlagSet) string {
+// -dry-run flag is dropped), and code 4 only for a tool that refuses.
+func ExitCodes(fs *flag.FlagSet, refuses bool) string {
 	dry := ""
 	switch {
 	case fs.Lookup("yes") != nil:
@@ -44,8 +44,11 @@ func ExitCodes(fs *flag.FlagSet) string {
 	case fs.Lookup("dry-run") != nil:
 		dry = " 3 dry run that would act (run again without -dry-run),"
 	}
-	return "Exit codes: 0 done (or nothing to do), 1 failed, 2 bad usage," + dry +
-		"\n4 refused by a safety rule (a guard, the last copy, a lock)."
+	codes := "Exit codes: 0 done (or nothing to do), 1 failed, 2 bad usage," + dry
+	if !refuses {
+		return strings.TrimSuffix(codes, ",") + "."
+	}
+	return codes + "\n4 refused by a safety rule (a guard, the last copy, a lock)."
 }
 
 // Command describes a tool for its help text.
@@ -59,6 +62,10 @@ type Command struct {
 	// Refusals are the errors (matched with errors.Is) that mean a safety
 	// rule refused the action: Exit returns ExitRefused for them.
 	Refusals []error
+	// Refuses says the tool can exit ExitRefused by other means than
+	// Refusals (it returns Refused errors or the code itself); with
+	// neither, its help does not list code 4.
+	Refuses bool
 }
 
 // ErrDryRun is wrapped by the error a tool returns when it was asked for
@@ -141,7 +148,7 @@ func (c Command) PrintUsage(fs *flag.FlagSet, w io.Writer) {
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 	fs.SetOutput(out)
-	fmt.Fprintf(w, "\n%s\n", ExitCodes(fs))
+	fmt.Fprintf(w, "\n%s\n", ExitCodes(fs, c.Refuses || len(c.Refusals) > 0))
 }
 
 // Parse parses args into fs. On -h or -help it prints the help to stdout

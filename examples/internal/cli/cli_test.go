@@ -18,7 +18,7 @@ func TestParse(t *testing.T) {
 		stdout, stderr string
 	}{
 		{name: "help", args: []string{"-h"}, code: 0, stdout: "Tool does a thing."},
-		{name: "help names the exit codes", args: []string{"-h"}, code: 0, stdout: "2 bad usage,\n4 refused"},
+		{name: "help names the exit codes", args: []string{"-h"}, code: 0, stdout: "1 failed, 2 bad usage."},
 		{name: "long help", args: []string{"-help"}, code: 0, stdout: "-n int"},
 		{name: "bad value", args: []string{"-n", "x"}, code: 2, stderr: "-n"},
 		{name: "unknown flag", args: []string{"-m"}, code: 2, stderr: "-m"},
@@ -52,10 +52,24 @@ func TestExitCodesFooterNamesOnlyTheToolsFlags(t *testing.T) {
 		if tc.flag != "" {
 			fs.Bool(tc.flag, false, "")
 		}
-		got := ExitCodes(fs)
+		got := ExitCodes(fs, true)
 		if !strings.Contains(got, tc.want) || strings.Contains(got, tc.not) {
 			t.Errorf("with -%s: %q; want %q and no %q", tc.flag, got, tc.want, tc.not)
 		}
+	}
+}
+
+// TestExitCodesFooterNamesRefusalsOnlyForAToolThatRefuses: a tool that
+// cannot exit 4 does not list it.
+func TestExitCodesFooterNamesRefusalsOnlyForAToolThatRefuses(t *testing.T) {
+	fs := flag.NewFlagSet("tool", flag.ContinueOnError)
+	if got := ExitCodes(fs, false); strings.Contains(got, "4 refused") || !strings.HasSuffix(got, "2 bad usage.") {
+		t.Errorf("a tool that never refuses: %q", got)
+	}
+	var help strings.Builder
+	Command{Name: "tool", Refusals: []error{ErrRefused}}.PrintUsage(fs, &help)
+	if !strings.Contains(help.String(), "4 refused") {
+		t.Errorf("a tool with Refusals does not list code 4:\n%s", help.String())
 	}
 }
 
