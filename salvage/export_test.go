@@ -292,6 +292,28 @@ func TestExportSeekDataFallback(t *testing.T) {
 	}
 }
 
+// TestExportNoChecksum: without the checksum the image is the same and
+// ExportResult.SHA256 is zero; with it, the SHA-256 of the image.
+func TestExportNoChecksum(t *testing.T) {
+	dir := t.TempDir()
+	size := int64(4 * blk)
+	makeLayer(t, filepath.Join(dir, "volume-snap-s1.img"), size, writeAt(0, fill('A', int(size))))
+	makeLayer(t, filepath.Join(dir, "volume-head-001.img"), size, writeAt(blk, fill('H', blk)))
+	c := Chain{Size: size, Layers: []string{"volume-head-001.img", "volume-snap-s1.img"}}
+
+	summed, withSum, _ := exportToFile(t, dir, c, ExportOptions{})
+	plain, without, _ := exportToFile(t, dir, c, ExportOptions{NoChecksum: true})
+	if !bytes.Equal(summed, plain) {
+		t.Fatal("the image without a checksum differs from the one with")
+	}
+	if withSum.SHA256 != sha256.Sum256(summed) {
+		t.Errorf("SHA256 = %x, not the image's", withSum.SHA256)
+	}
+	if without.SHA256 != ([32]byte{}) {
+		t.Errorf("NoChecksum: SHA256 = %x, want zero", without.SHA256)
+	}
+}
+
 // TestExportShortLayersAndBackingFile: blocks past a short layer's end come
 // from older layers; past the bottom's end they are zeros; with a backing
 // file the oldest snapshot is probed and its holes show the backing file.

@@ -38,6 +38,8 @@ type RecoverOptions struct {
 	Force bool
 	// Progress, if set, is called as the export goes (see ExportOptions).
 	Progress func(done, total int64)
+	// NoChecksum leaves the image's SHA-256 out (see ExportOptions).
+	NoChecksum bool
 }
 
 // Recover inspects the replica directory dir and, if it is recoverable
@@ -57,6 +59,6 @@ func Recover(ctx context.Context, dir string, w io.WriterAt, opts RecoverOptions
 		// Even forced, there is nothing to read without a size and a head.
 		return in, ExportResult{}, &NotRecoverableError{Dir: dir, Reasons: in.Reasons}
 	}
-	res, err := ExportChain(ctx, dir, in.Chain(), w, ExportOptions{Progress: opts.Progress})
+	res, err := ExportChain(ctx, dir, in.Chain(), w, ExportOptions{Progress: opts.Progress, NoChecksum: opts.NoChecksum})
 	return in, res, err
 }

@@ -242,6 +242,34 @@ func TestExportWritesTheImage(t *testing.T) {
 	}
 }
 
+// TestExportWithoutChecksum: -no-checksum writes the same image and
+// prints its path without a checksum; it goes with -export only.
+func TestExportWithoutChecksum(t *testing.T) {
+	base := t.TempDir()
+	demo := filepath.Join(base, "demo")
+	copies, _, err := writeDemo(context.Background(), demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := filepath.Join(base, "fast.img")
+	var out, errOut bytes.Buffer
+	dir := filepath.Join(demo, "disk-a", "replicas", "pvc-demo-1a2b3c4d")
+	if code := run(context.Background(), []string{"-export", dir, "-o", img, "-no-checksum"}, &out, &errOut); code != exitOK {
+		t.Fatalf("export exited %d: %s", code, errOut.String())
+	}
+	if line := strings.TrimSpace(out.String()); line != img+" (no checksum: -no-checksum)" {
+		t.Errorf("printed %q", line)
+	}
+	if data, err := os.ReadFile(img); err != nil || !bytes.Equal(data, copies[0].replica.Image()) {
+		t.Errorf("the image differs from the layers' (%v)", err)
+	}
+	errOut.Reset()
+	if code := run(context.Background(), []string{"-disk", filepath.Join(demo, "disk-a"), "-no-checksum"}, &out, &errOut); code != 2 ||
+		!strings.Contains(errOut.String(), "-no-checksum go with -export") {
+		t.Errorf("-no-checksum without -export exited %d: %s", code, errOut.String())
+	}
+}
+
 // TestExportWithGivenBackingImage: a copy whose backing image is gone from
 // its disk is refused; with -backing naming the image found elsewhere it
 // is exported, and the tool says which file it used and what it checked.
