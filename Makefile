@@ -16,8 +16,7 @@ all: test
 ## go vet and staticcheck; the versitygw install (a build, minutes on a fresh machine) and
 ## the module downloads, overlapped with them; tests under -race (the S3 store's against
 ## that versitygw, salvage's qcow2 reader against qemu-img); the darwin and windows
-## cross-builds; the copy test (the Kubernetes examples built as copies in modules of
-## their own, and a vendoring host built offline); and the READMEs' walkthroughs, which
+## cross-builds; and the READMEs' walkthroughs, which
 ## build every example once (what make build-examples does) and run the READMEs with them.
 ## Each job's output is printed whole when it ends (--output-sync).
 test:
@@ -25,7 +24,7 @@ test:
 
 # The order make follows when it can: what waits on the network or on versitygw first.
 .PHONY: test-all downloads
-test-all: downloads versitygw checks unit cross-build copy-test walkthroughs
+test-all: downloads versitygw checks unit cross-build walkthroughs
 unit walkthroughs: versitygw
 
 ## downloads: the modules the main module, the walkthroughs and the Kubernetes examples
@@ -88,7 +87,8 @@ walkthroughs:
 
 ## copy-test: copy examples/kube, examples/controller-runtime and examples/scylla-operator into fresh modules
 ## outside this tree (with a replace to this checkout), then build and vet them:
-## what an operator copying them gets. Reuses the module and build caches.
+## what an operator copying them gets. Reuses the module and build caches. Part of
+## make kube-test, the Kubernetes half, not of make test.
 copy-test:
 	GO=$(GO) examples/hack/copy-test.sh
 
@@ -113,11 +113,12 @@ generate:
 quickstart:
 	$(GO) run ./examples/quickstart
 
-## kube-test: examples/kube, examples/controller-runtime and examples/scylla-operator (their own modules) against a
-## real kube-apiserver and etcd on 127.0.0.1, the same two binaries for both.
+## kube-test: the copy test (above), then examples/kube, examples/controller-runtime and
+## examples/scylla-operator (their own modules) against a real kube-apiserver and etcd on
+## 127.0.0.1, the same two binaries for all three.
 ## The first run builds kube-apiserver and etcd (3.6, the release kube-apiserver v1.34.2
 ## is built against) from the module proxy into a cache (minutes), reused after.
-kube-test:
+kube-test: copy-test
 	@apiserver=$$(examples/kube/hack/build-apiserver.sh) && etcd=$$(examples/kube/hack/build-etcd.sh) && \
 	(cd examples/kube && $(GO) vet ./... && \
 	  KUBE_APISERVER=$$apiserver ETCD=$$etcd CI=$${CI:-1} $(GO) test -race -count=1 ./...) && \
