@@ -69,6 +69,13 @@ type qcow2Image struct {
 	cbuf     []byte // one compressed cluster, read
 	dbuf     []byte // one cluster, inflated
 	inflate  io.ReadCloser
+	// dbuf holds the inflated cluster stored at dOff (dLen bytes
+	// compressed) when dHeld: reads of one compressed cluster in pieces,
+	// as an export makes where upper layers own some of its blocks,
+	// inflate it once, not once a piece (QEMU keeps its last inflated
+	// cluster likewise: s->cluster_cache in block/qcow2.c).
+	dOff, dLen int64
+	dHeld      bool
 }
 
 type qcow2L2 struct {
@@ -368,6 +375,10 @@ func (q *qcow2Image) inflateCluster(vc int64, c qcow2Cluster) ([]byte, error) {
 	if c.clen > int64(2*cs) {
 		return nil, qcow2Error(ErrQcow2Corrupt, q.name, "compressed cluster %d of %d bytes", vc, c.clen)
 	}
+	if q.dHeld && q.dOff == c.off && q.dLen == c.clen {
+		return q.dbuf, nil
+	}
+	q.dHeld = false
 	cb := q.cbuf[:c.clen]
 	if n, err := q.r.ReadAt(cb, c.off); err != nil && !(errors.Is(err, io.EOF) && n == len(cb)) {
 		return nil, fmt.Errorf("read %s compressed cluster %d: %w", q.name, vc, err)
@@ -382,5 +393,6 @@ func (q *qcow2Image) inflateCluster(vc int64, c qcow2Cluster) ([]byte, error) {
 	if _, err := io.ReadFull(q.inflate, q.dbuf); err != nil {
 		return nil, qcow2Error(ErrQcow2Corrupt, q.name, "compressed cluster %d does not inflate to %d bytes: %v", vc, cs, err)
 	}
+	q.dOff, q.dLen, q.dHeld = c.off, c.clen, true
 	return q.dbuf, nil
 }
