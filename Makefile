@@ -14,18 +14,22 @@ all: test
 
 ## test: everything CI checks, as a graph make runs three jobs at a time (-j3): gofmt,
 ## go vet and staticcheck; the versitygw install (a build, minutes on a fresh machine) and
-## the module downloads, overlapped with them; tests under -race (the S3 store's against
-## that versitygw, salvage's qcow2 reader against qemu-img); the darwin and windows
-## cross-builds; and the READMEs' walkthroughs, which
-## build every example once (what make build-examples does) and run the READMEs with them.
-## Each job's output is printed whole when it ends (--output-sync).
+## the module downloads, overlapped with them; tests under -race (salvage's qcow2 reader
+## against qemu-img), those of the packages that need versitygw once it is installed, the
+## others without waiting for it; the darwin and windows cross-builds; and the READMEs'
+## walkthroughs, which build every example once (what make build-examples does) and run
+## the READMEs with them. Each job's output is printed whole when it ends (--output-sync).
 test:
-	@$(MAKE) --no-print-directory -j3 --output-sync=target test-all
+	@$(MAKE) --no-print-directory -j3 --output-sync=target test-all TEST_GRAPH=1
 
 # The order make follows when it can: what waits on the network or on versitygw first.
-.PHONY: test-all downloads
-test-all: downloads versitygw checks unit cross-build walkthroughs
-unit walkthroughs: versitygw
+.PHONY: test-all downloads unit-local unit-s3 unit-s3-build
+test-all: downloads versitygw unit-s3-build unit-local checks cross-build unit-s3 walkthroughs
+# In make test's graph, what needs versitygw waits for the one install; alone
+# (make unit, make walkthroughs), each installs it when it needs it.
+ifdef TEST_GRAPH
+unit-s3 walkthroughs: versitygw
+endif
 
 ## downloads: the modules the main module, the walkthroughs and the Kubernetes examples
 ## need, fetched while the checks compile (network, not CPU).
@@ -66,9 +70,28 @@ QEMU_UTILS = command -v qemu-img >/dev/null 2>&1 || { echo "unit: installing Deb
 s3-server:
 	@GO=$(GO) internal/s3test/serve.sh
 
-unit:
+## unit: every package's tests under -race: unit-local, the packages that do not need
+## versitygw, and unit-s3, those that do (found by go list: every package whose tests
+## import internal/s3test, directly or not), once versitygw is installed. unit-s3-build
+## compiles unit-s3's test binaries meanwhile, so that only their runs wait.
+unit: unit-local unit-s3
+
+S3TEST := github.com/caretaker-storage/caretaker/internal/s3test
+S3TEST_USERS = s3=$$($(GO) list -test -f '{{.ImportPath}}{{range .Deps}}{{if eq . "$(S3TEST)"}} s3test{{end}}{{end}}' $(PKGS)) || exit 1; \
+	s3=$$(printf '%s\n' "$$s3" | awk '$$1 ~ /\.test$$/ && ($$2 == "s3test" || $$1 == "$(S3TEST).test") { sub(/\.test$$/, "", $$1); print $$1 }')
+
+unit-local:
 	@$(QEMU_UTILS)
-	@$(WITH_VERSITYGW) $(GO) test -race -count=1 $(PKGS)
+	@$(S3TEST_USERS); pkgs=$$($(GO) list $(PKGS)) || exit 1; pkgs=$$(printf '%s\n' "$$pkgs" | grep -vxF "$${s3:-/}"); \
+	if [ -n "$$pkgs" ]; then $(GO) test -race -count=1 $$pkgs; fi
+
+unit-s3-build:
+	@$(S3TEST_USERS); \
+	if [ -n "$$s3" ]; then $(GO) test -race -count=1 -exec /bin/true $$s3 >/dev/null; fi
+
+unit-s3: unit-s3-build
+	@$(S3TEST_USERS); \
+	if [ -n "$$s3" ]; then $(WITH_VERSITYGW) $(GO) test -race -count=1 $$s3; fi
 
 build-examples:
 	$(GO) build -o /dev/null ./examples/...
