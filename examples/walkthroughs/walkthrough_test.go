@@ -617,7 +617,7 @@ func TestWalkthroughs(t *testing.T) {
 					return false, fmt.Errorf("unknown condition %q", cond)
 				},
 				Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-					"r.path-output": readmeOutput,
+					"readme-output": readmeOutput,
 					"start-ready":   startReady,
 					"stop-servers":  stopServers,
 				},

@@ -8,8 +8,8 @@ import (
 	"net"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -249,44 +249,13 @@ func TestDialFailureIsConnectionError(t *testing.T) {
 }
 
 // rawServer answers every request with fixed bytes, for replies spdktest
-// never sends.
+// never sends; reply gets the request's ID.
 func rawServer(t *testing.T, reply func(id string) string) string {
 	t.Helper()
-	path := fixture.SocketPath(t)
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer conn.Close()
-				dec := json.NewDecoder(conn)
-				for {
-					var req struct {
-						ID json.RawMessage `json:"id"`
-					}
-					if dec.Decode(&req) != nil {
-						return
-					}
-					if _, err := conn.Write([]byte(reply(string(req.ID)))); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return path
+	return startScriptedPeer(t, func(c net.Conn, req peerRequest) error {
+		_, err := c.Write([]byte(reply(strconv.FormatUint(req.ID, 10))))
+		return err
+	}).path
 }
 
 func TestMalformedRepliesFailTheConnection(t *testing.T) {
