@@ -30,18 +30,20 @@ const module = "github.com/caretaker-storage/caretaker"
 // library package says which package it comes from ("diskscan: corrupt
 // input"). The packages and their Err... variables are found by parsing
 // the source, and their texts are read from the compiled values, so a new
-// package or sentinel is checked the day it is added. A value that several
-// packages export (errclass.ErrNotFound as orphan.ErrNotFound,
-// backupdelete.ErrNotFound, ...; one lock-lost error for both backup
-// stores) is a class they share, so that errors.Is matches across them: its
-// text cannot carry every exporter's prefix, and it is not checked.
+// package or sentinel is checked the day it is added. A variable that takes
+// another package's value (ErrNotFound = errclass.ErrNotFound in orphan,
+// backupdelete, ...; ErrLockLost = lhformat.ErrLockLost in both backup
+// stores), when another library package exports that value too, is a
+// class they share, so that errors.Is matches across them: its text cannot
+// carry every exporter's prefix, and it is not checked. Where a library
+// package makes the value itself, that package's prefix is checked.
 func TestSentinelsCarryTheirPackagePrefix(t *testing.T) {
 	pkgs := libraryPackages(t)
 	got := readSentinels(t, pkgs)
 	checked := 0
 	var shared []string
 	for _, s := range got {
-		if s.Shared {
+		if s.Shared && s.Alias {
 			shared = append(shared, s.Dir+"."+s.Name)
 		} else {
 			checked++
@@ -64,9 +66,10 @@ func TestSentinelsCarryTheirPackagePrefix(t *testing.T) {
 
 // TestPrefixCheckCatchesABadSentinel: over fixture packages whose
 // sentinels nobody listed anywhere, the same parse, probe and check find
-// the sentinel without its package's prefix, the nil one and the two
-// names of one unprefixed value, and pass the prefixed one and the value
-// two packages share.
+// the sentinel without its package's prefix, the nil one, the two names
+// of one unprefixed value, and the unprefixed value a package makes
+// itself although another takes it too; they pass the prefixed one and
+// the taker of a shared value.
 func TestPrefixCheckCatchesABadSentinel(t *testing.T) {
 	got := readSentinels(t, []pkgDir{
 		{Dir: "internal/docscheck/testdata/badsentinel", Name: "badsentinel"},
@@ -87,6 +90,7 @@ func TestPrefixCheckCatchesABadSentinel(t *testing.T) {
 		dir + `.ErrNil is nil`,
 		dir + `.ErrTwin = "twin: no prefix either"; want it to start with "badsentinel: "`,
 		dir + `.ErrTwinAgain = "twin: no prefix either"; want it to start with "badsentinel: "`,
+		dir + `/other.ErrShared = "a shared class"; want it to start with "other: "`,
 	}
 	if !slices.Equal(problems, wantProblems) {
 		t.Fatalf("problems:\n%s\nwant:\n%s", strings.Join(problems, "\n"), strings.Join(wantProblems, "\n"))
@@ -134,6 +138,9 @@ type sentinel struct {
 	// Shared: another package of the run exports the same value (two
 	// names in one package for one value are both checked).
 	Shared bool
+	// Alias: the variable's initializer is another package's variable
+	// (pkg.ErrX): the package takes the value, it does not make it.
+	Alias bool
 }
 
 // prefixProblems returns, in order, a line for each sentinel that is nil
@@ -146,7 +153,7 @@ func prefixProblems(got []sentinel) []string {
 		switch {
 		case s.Nil:
 			problems = append(problems, fmt.Sprintf("%s.%s is nil", s.Dir, s.Name))
-		case s.Shared:
+		case s.Shared && s.Alias:
 		case !strings.HasPrefix(s.Text, prefix):
 			problems = append(problems, fmt.Sprintf("%s.%s = %q; want it to start with %q", s.Dir, s.Name, s.Text, prefix))
 		}
@@ -210,15 +217,22 @@ func goFiles(dir string) ([]string, error) {
 	return names, nil
 }
 
+// errorVar is an exported package-level variable named Err...: its name,
+// and whether its initializer is another package's variable.
+type errorVar struct {
+	name  string
+	alias bool
+}
+
 // exportedErrorVars returns the exported package-level variables named
-// Err... in the files of dir that this platform builds, sorted.
-func exportedErrorVars(t *testing.T, dir string) []string {
+// Err... in the files of dir that this platform builds, sorted by name.
+func exportedErrorVars(t *testing.T, dir string) []errorVar {
 	t.Helper()
 	files, err := goFiles(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
+	var vars []errorVar
 	fset := token.NewFileSet()
 	for _, n := range files {
 		f, err := parser.ParseFile(fset, filepath.Join(dir, n), nil, 0)
@@ -231,16 +245,22 @@ func exportedErrorVars(t *testing.T, dir string) []string {
 				continue
 			}
 			for _, s := range gd.Specs {
-				for _, id := range s.(*ast.ValueSpec).Names {
-					if id.IsExported() && strings.HasPrefix(id.Name, "Err") {
-						names = append(names, id.Name)
+				vs := s.(*ast.ValueSpec)
+				for i, id := range vs.Names {
+					if !id.IsExported() || !strings.HasPrefix(id.Name, "Err") {
+						continue
 					}
+					v := errorVar{name: id.Name}
+					if i < len(vs.Values) {
+						_, v.alias = vs.Values[i].(*ast.SelectorExpr)
+					}
+					vars = append(vars, v)
 				}
 			}
 		}
 	}
-	slices.Sort(names)
-	return names
+	slices.SortFunc(vars, func(a, b errorVar) int { return strings.Compare(a.name, b.name) })
+	return vars
 }
 
 // readSentinels finds the exported Err... variables of pkgs by parsing
@@ -260,13 +280,13 @@ func readSentinels(t *testing.T, pkgs []pkgDir) []sentinel {
 	var body bytes.Buffer
 	n := 0
 	for i, p := range pkgs {
-		names := exportedErrorVars(t, filepath.Join(root, filepath.FromSlash(p.Dir)))
-		if len(names) == 0 {
+		vars := exportedErrorVars(t, filepath.Join(root, filepath.FromSlash(p.Dir)))
+		if len(vars) == 0 {
 			continue
 		}
 		fmt.Fprintf(&src, "\tp%d %q\n", i, module+"/"+p.Dir)
-		for _, name := range names {
-			fmt.Fprintf(&body, "\tadd(%q, %q, %q, p%d.%s)\n", p.Dir, name, p.Name, i, name)
+		for _, v := range vars {
+			fmt.Fprintf(&body, "\tadd(%q, %q, %q, %v, p%d.%s)\n", p.Dir, v.name, p.Name, v.alias, i, v.name)
 			n++
 		}
 	}
@@ -316,7 +336,7 @@ const probeTypes = `type sentinel struct {
 	Dir, Name, Pkg string
 	Text           string
 	Nil            bool
-	Shared         bool
+	Shared, Alias  bool
 }
 
 var (
@@ -324,8 +344,8 @@ var (
 	vals []error
 )
 
-func add(dir, name, pkg string, err error) {
-	s := sentinel{Dir: dir, Name: name, Pkg: pkg, Nil: err == nil}
+func add(dir, name, pkg string, alias bool, err error) {
+	s := sentinel{Dir: dir, Name: name, Pkg: pkg, Alias: alias, Nil: err == nil}
 	if err != nil {
 		s.Text = err.Error()
 	}

@@ -15,8 +15,8 @@ var (
 	ErrBad = errors.New("no package prefix")
 	// ErrNil was never set.
 	ErrNil error
-	// ErrShared is the value package other exports too: a class two
-	// packages share, not checked.
+	// ErrShared takes package other's value: a class two packages share,
+	// not checked here.
 	ErrShared = other.ErrShared
 	// ErrTwin and ErrTwinAgain are one value under two names of one
 	// package: both are checked.

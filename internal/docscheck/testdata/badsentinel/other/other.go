@@ -3,5 +3,6 @@ package other
 
 import "errors"
 
-// ErrShared is a class without a package prefix.
+// ErrShared is made here without the package's prefix: although package
+// badsentinel takes it too, the check names it.
 var ErrShared = errors.New("a shared class")
