@@ -11,29 +11,10 @@ import (
 	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/internal/fixture"
 	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
-
-// badList are replies a list method must never read as a list: a null
-// result, other JSON shapes, lists of non-objects or of nameless objects,
-// and replies cut off or unparsable.
-var badList = []struct {
-	name  string
-	fault spdktest.Fault
-}{
-	{"null", spdktest.Fault{Action: spdktest.Replace}},
-	{"object", spdktest.Fault{Action: spdktest.Replace, Result: json.RawMessage(`{"name":"vol1-e-0","uuid":"u"}`)}},
-	{"string", spdktest.Fault{Action: spdktest.Replace, Result: json.RawMessage(`"none"`)}},
-	{"true", spdktest.Fault{Action: spdktest.Replace, Result: json.RawMessage(`true`)}},
-	{"numbers", spdktest.Fault{Action: spdktest.Replace, Result: json.RawMessage(`[1,2]`)}},
-	{"strings", spdktest.Fault{Action: spdktest.Replace, Result: json.RawMessage(`["vol1-r-aaaaaaaa"]`)}},
-	{"null element", spdktest.Fault{Action: spdktest.Replace, Result: json.RawMessage(`[null]`)}},
-	{"empty object", spdktest.Fault{Action: spdktest.Replace, Result: json.RawMessage(`[{}]`)}},
-	{"nameless object", spdktest.Fault{Action: spdktest.Replace, Result: json.RawMessage(`[{"uuid":"8a4f0e36-0000-4000-8000-000000000000"}]`)}},
-	{"truncated", spdktest.Fault{Action: spdktest.Truncate}},
-	{"garbage", spdktest.Fault{Action: spdktest.Garbage}},
-}
 
 // unreadable reports whether err is one of the two ways an unreadable
 // reply may fail a call.
@@ -108,14 +89,14 @@ func (w *v2World) records(t *testing.T) []string {
 func TestUnreadableScanForgetsNothing(t *testing.T) {
 	want := []string{"vol1-e-0", repA}
 	for _, method := range []string{"bdev_lvol_get_lvols", "bdev_raid_get_bdevs"} {
-		for _, bad := range badList {
-			t.Run(method+"/"+bad.name, func(t *testing.T) {
+		for _, bad := range fixture.BadLists {
+			t.Run(method+"/"+bad.Name, func(t *testing.T) {
 				w := newV2World(t)
 				w.settle(t)
 				if got := w.records(t); !slices.Equal(got, want) {
 					t.Fatalf("records %v, want %v", got, want)
 				}
-				f := bad.fault
+				f := bad.Fault
 				f.Method = method
 				w.s.srv.Inject(f)
 				snap, err := w.scan(t)
@@ -153,8 +134,8 @@ func TestUnreadablePurgeRepliesKeepRecords(t *testing.T) {
 	}
 	var cases []tc
 	for _, m := range []string{"bdev_get_bdevs", "bdev_raid_get_bdevs"} {
-		for _, bad := range badList {
-			cases = append(cases, tc{m, bad.fault, true})
+		for _, bad := range fixture.BadLists {
+			cases = append(cases, tc{m, bad.Fault, true})
 		}
 	}
 	cases = append(cases,
@@ -227,14 +208,14 @@ func TestJudgeOnUnreadableReplyIsUndecided(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, it := range snap.Items {
-		for _, bad := range badList {
-			f := bad.fault
+		for _, bad := range fixture.BadLists {
+			f := bad.Fault
 			f.Method = "bdev_get_bdevs"
 			w.s.srv.Inject(f)
 			v, err := w.inv.Judge(context.Background(), it)
 			w.s.srv.ClearFaults()
 			if err != nil || v.Outcome == orphan.OutcomeOrphan {
-				t.Errorf("%s, %s: %v, %v; want anything but orphan, and no error", it.Param(orphan.ParamInstanceName), bad.name, v, err)
+				t.Errorf("%s, %s: %v, %v; want anything but orphan, and no error", it.Param(orphan.ParamInstanceName), bad.Name, v, err)
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/internal/fixture"
 	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
@@ -13,17 +14,17 @@ import (
 // bigNode fills a server with 1k RAID bdevs and 10k lvols: 2.5k replicas,
 // each with two snapshots and a rebuilding lvol.
 func bigNode(b *testing.B) *spdktest.Server {
-	srv := startServer(b)
-	must(srv.AddLvstore("disk-1"))(b)
+	srv := fixture.Start(b)
+	fixture.Must(srv.AddLvstore("disk-1"))(b)
 	for i := range 2500 {
 		r := fmt.Sprintf("vol%04d-r-%08x", i, i)
-		must(srv.AddLvol("disk-1", r))(b)
-		must(srv.Snapshot("disk-1", r, r+"-snap-a"))(b)
-		must(srv.Snapshot("disk-1", r, r+"-snap-b"))(b)
-		must(srv.AddLvol("disk-1", r+"-rebuilding"))(b)
+		fixture.Must(srv.AddLvol("disk-1", r))(b)
+		fixture.Must(srv.Snapshot("disk-1", r, r+"-snap-a"))(b)
+		fixture.Must(srv.Snapshot("disk-1", r, r+"-snap-b"))(b)
+		fixture.Must(srv.AddLvol("disk-1", r+"-rebuilding"))(b)
 	}
 	for i := range 1000 {
-		must(srv.AddRaid(fmt.Sprintf("vol%04d-e-0", i), "x", "y"))(b)
+		fixture.Must(srv.AddRaid(fmt.Sprintf("vol%04d-e-0", i), "x", "y"))(b)
 	}
 	return srv
 }
@@ -32,7 +33,7 @@ func bigNode(b *testing.B) *spdktest.Server {
 // the socket (the fake's own encoding included).
 func BenchmarkScan(b *testing.B) {
 	srv := bigNode(b)
-	c := newClient(b, srv, spdkrpc.ClientOptions{})
+	c := fixture.Client(b, srv, spdkrpc.ClientOptions{})
 	inv := newOrphans(b, c, noRecords)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -51,9 +52,9 @@ func BenchmarkScan(b *testing.B) {
 // bdevs already decoded.
 func BenchmarkClassify(b *testing.B) {
 	srv := bigNode(b)
-	c := newClient(b, srv, spdkrpc.ClientOptions{})
-	lvols := must(spdkrpc.BdevLvolGetLvols(context.Background(), c, ""))(b)
-	raids := must(spdkrpc.BdevRaidGetBdevs(context.Background(), c, ""))(b)
+	c := fixture.Client(b, srv, spdkrpc.ClientOptions{})
+	lvols := fixture.Must(spdkrpc.BdevLvolGetLvols(context.Background(), c, ""))(b)
+	raids := fixture.Must(spdkrpc.BdevRaidGetBdevs(context.Background(), c, ""))(b)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {

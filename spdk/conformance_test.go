@@ -9,6 +9,7 @@ import (
 	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/orphan/orphantest"
+	"github.com/caretaker-storage/caretaker/spdk/internal/fixture"
 	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
@@ -32,13 +33,13 @@ type adapterHarness struct {
 var _ orphantest.AdapterHarness = (*adapterHarness)(nil)
 
 func (h *adapterHarness) Adapter(t *testing.T) orphan.Adapter {
-	srv := startServer(t)
-	must(srv.AddLvstore("disk-1"))(t)
+	srv := fixture.Start(t)
+	fixture.Must(srv.AddLvstore("disk-1"))(t)
 	records := &hostRecords{m: map[string]instance.View{}}
 	h.mu.Lock()
 	h.srv, h.records = srv, records
 	h.mu.Unlock()
-	return newOrphans(t, newClient(t, srv, spdkrpc.ClientOptions{}), records)
+	return newOrphans(t, fixture.Client(t, srv, spdkrpc.ClientOptions{}), records)
 }
 
 // make creates a RAID bdev (even calls) or a head lvol with a snapshot
@@ -50,12 +51,12 @@ func (h *adapterHarness) make(t *testing.T) orphan.Item {
 	h.n++
 	if h.n%2 == 0 {
 		name := fmt.Sprintf("vol%d-e-0", h.n)
-		id := must(h.srv.AddRaid(name, fmt.Sprintf("remote-%d", h.n)))(t)
+		id := fixture.Must(h.srv.AddRaid(name, fmt.Sprintf("remote-%d", h.n)))(t)
 		return instanceItem(orphan.KindEngineInstance, name, id)
 	}
 	name := fmt.Sprintf("vol%d-r-%08x", h.n, h.n)
-	id := must(h.srv.AddLvol("disk-1", name))(t)
-	must(h.srv.Snapshot("disk-1", name, name+"-snap-s1"))(t)
+	id := fixture.Must(h.srv.AddLvol("disk-1", name))(t)
+	fixture.Must(h.srv.Snapshot("disk-1", name, name+"-snap-s1"))(t)
 	return instanceItem(orphan.KindReplicaInstance, name, id)
 }
 
@@ -84,10 +85,10 @@ func (h *adapterHarness) Exists(t *testing.T, it orphan.Item) bool {
 	h.mu.Lock()
 	srv := h.srv
 	h.mu.Unlock()
-	c := newClient(t, srv, spdkrpc.ClientOptions{})
+	c := fixture.Client(t, srv, spdkrpc.ClientOptions{})
 	name, uuid := it.Param(orphan.ParamInstanceName), it.Param(orphan.ParamInstanceUUID)
 	if it.Kind == orphan.KindEngineInstance {
-		raids := must(spdkrpc.BdevRaidGetBdevs(context.Background(), c, ""))(t)
+		raids := fixture.Must(spdkrpc.BdevRaidGetBdevs(context.Background(), c, ""))(t)
 		for _, r := range raids {
 			if r.Name == name && r.UUID == uuid {
 				return true

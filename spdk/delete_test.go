@@ -11,6 +11,7 @@ import (
 	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/internal/fixture"
 	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
@@ -88,8 +89,8 @@ func TestReplicaPurgeKeepsBackingImage(t *testing.T) {
 func TestPurgeRefusesOnUUIDMismatch(t *testing.T) {
 	s := newScene(t)
 	oldA, oldE := s.uuids["disk-1/"+repA], s.uuids["vol1-e-0"]
-	must(s.srv.RecreateLvol("disk-1", repA))(t)
-	must(s.srv.RecreateRaid("vol1-e-0"))(t)
+	fixture.Must(s.srv.RecreateLvol("disk-1", repA))(t)
+	fixture.Must(s.srv.RecreateRaid("vol1-e-0"))(t)
 	d := s.deleter(t)
 	for _, r := range []orphan.Record{
 		record(t, orphan.KindReplicaInstance, repA, oldA),
@@ -192,7 +193,7 @@ func TestPurgeDoesNotOutliveContext(t *testing.T) {
 
 func TestPurgeRefusesTreeWithForeignClone(t *testing.T) {
 	s := newScene(t)
-	must(s.srv.Clone("disk-1", repA+"-snap-s1", "other-r-eeeeeeee"))(t)
+	fixture.Must(s.srv.Clone("disk-1", repA+"-snap-s1", "other-r-eeeeeeee"))(t)
 	err := s.deleter(t).Delete(context.Background(), record(t, orphan.KindReplicaInstance, repA, s.uuids["disk-1/"+repA]))
 	if !errors.Is(err, orphan.ErrPreconditionFailed) || errors.Is(err, spdk.ErrUUIDMismatch) {
 		t.Fatalf("err = %v", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/caretaker-storage/caretaker/internal/errclass"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/internal/fixture"
 	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
@@ -75,7 +76,7 @@ func TestErrorTextsStartWithSpdk(t *testing.T) {
 		r.DataEngine = orphan.DataEngineV1
 		return r
 	}())
-	must(s.srv.RecreateRaid("vol1-e-0"))(t)
+	fixture.Must(s.srv.RecreateRaid("vol1-e-0"))(t)
 	got["Delete, recreated"] = d.Delete(ctx, record(t, orphan.KindEngineInstance, "vol1-e-0", s.uuids["vol1-e-0"]))
 	s.srv.Inject(spdktest.Fault{Method: "bdev_raid_get_bdevs", Action: spdktest.Garbage})
 	_, got["Scan, garbage"] = newOrphans(t, c, noRecords).Scan(ctx)

@@ -13,6 +13,7 @@ import (
 	"github.com/caretaker-storage/caretaker/instance/instancetest"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/internal/fixture"
 	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
@@ -36,25 +37,25 @@ type exposureScene struct {
 
 func newExposureScene(t *testing.T) *exposureScene {
 	t.Helper()
-	x := &exposureScene{srv: startServer(t), uuids: map[string]string{}, records: &instancetest.MemLookup{}}
+	x := &exposureScene{srv: fixture.Start(t), uuids: map[string]string{}, records: &instancetest.MemLookup{}}
 	srv := x.srv
-	must(srv.AddLvstore("disk-1"))(t)
-	x.uuids[goneReplica] = must(srv.AddLvol("disk-1", goneReplica))(t)
-	x.uuids[goneReplica+"-snap-s1"] = must(srv.Snapshot("disk-1", goneReplica, goneReplica+"-snap-s1"))(t)
-	x.uuids[liveReplica] = must(srv.AddLvol("disk-1", liveReplica))(t)
+	fixture.Must(srv.AddLvstore("disk-1"))(t)
+	x.uuids[goneReplica] = fixture.Must(srv.AddLvol("disk-1", goneReplica))(t)
+	x.uuids[goneReplica+"-snap-s1"] = fixture.Must(srv.Snapshot("disk-1", goneReplica, goneReplica+"-snap-s1"))(t)
+	x.uuids[liveReplica] = fixture.Must(srv.AddLvol("disk-1", liveReplica))(t)
 	remote := func(name, port string) spdkrpc.NvmeTransportID {
 		return spdkrpc.NvmeTransportID{Trtype: "TCP", Adrfam: "IPv4", Traddr: "10.0.0.2", Trsvcid: port, Subnqn: spdk.LonghornNQN(name)}
 	}
-	bdev := must(srv.AttachController(goneRemote, remote(goneRemote, "20001")))(t)
-	x.uuids[goneEngine] = must(srv.AddRaid(goneEngine, bdev))(t)
-	must(srv.AttachController(liveRemote, remote(liveRemote, "20011")))(t)
+	bdev := fixture.Must(srv.AttachController(goneRemote, remote(goneRemote, "20001")))(t)
+	x.uuids[goneEngine] = fixture.Must(srv.AddRaid(goneEngine, bdev))(t)
+	fixture.Must(srv.AttachController(liveRemote, remote(liveRemote, "20011")))(t)
 	expose := func(nqn, bdev string) {
 		t.Helper()
 		if err := srv.AddSubsystem(nqn, spdktest.SubsystemOptions{AllowAnyHost: true}); err != nil {
 			t.Fatal(err)
 		}
 		if bdev != "" {
-			must(srv.AddNamespace(nqn, bdev))(t)
+			fixture.Must(srv.AddNamespace(nqn, bdev))(t)
 		}
 		if err := srv.AddListener(nqn, spdkrpc.NvmfListenAddress{Trtype: "tcp", Adrfam: "ipv4", Traddr: "10.0.0.1", Trsvcid: "20001"}); err != nil {
 			t.Fatal(err)
@@ -70,7 +71,7 @@ func newExposureScene(t *testing.T) *exposureScene {
 }
 
 func (x *exposureScene) orphans(t *testing.T) *spdk.Orphans {
-	return newOrphans(t, newClient(t, x.srv, spdkrpc.ClientOptions{}), x.records)
+	return newOrphans(t, fixture.Client(t, x.srv, spdkrpc.ClientOptions{}), x.records)
 }
 
 func (x *exposureScene) nqns() []string {
@@ -195,13 +196,13 @@ func TestPurgeRefusesSubsystemNamedLikeAnotherVolume(t *testing.T) {
 	x := newExposureScene(t)
 	other := spdk.LonghornNQN("other-e-0")
 	// A namespace claims its bdev: move the RAID bdev's to the other NQN.
-	if err := spdkrpc.NvmfDeleteSubsystem(context.Background(), newClient(t, x.srv, spdkrpc.ClientOptions{}), spdk.LonghornNQN(goneEngine)); err != nil {
+	if err := spdkrpc.NvmfDeleteSubsystem(context.Background(), fixture.Client(t, x.srv, spdkrpc.ClientOptions{}), spdk.LonghornNQN(goneEngine)); err != nil {
 		t.Fatal(err)
 	}
 	if err := x.srv.AddSubsystem(other, spdktest.SubsystemOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	must(x.srv.AddNamespace(other, goneEngine))(t)
+	fixture.Must(x.srv.AddNamespace(other, goneEngine))(t)
 	x.srv.ResetCalls()
 	err := x.purge(t, orphan.KindEngineInstance, goneEngine)
 	if !errors.Is(err, spdk.ErrExposureChanged) || !errors.Is(err, orphan.ErrPreconditionFailed) {
@@ -221,7 +222,7 @@ func TestPurgeRefusesSubsystemNamedLikeAnotherVolume(t *testing.T) {
 func TestPurgeLeavesNamespaceOfLiveReplica(t *testing.T) {
 	x := newExposureScene(t)
 	// Rebuild the gone replica's subsystem so it exposes the live head.
-	c := newClient(t, x.srv, spdkrpc.ClientOptions{})
+	c := fixture.Client(t, x.srv, spdkrpc.ClientOptions{})
 	ctx := context.Background()
 	if err := spdkrpc.NvmfDeleteSubsystem(ctx, c, spdk.LonghornNQN(goneReplica)); err != nil {
 		t.Fatal(err)
@@ -232,7 +233,7 @@ func TestPurgeLeavesNamespaceOfLiveReplica(t *testing.T) {
 	if err := x.srv.AddSubsystem(spdk.LonghornNQN(goneReplica), spdktest.SubsystemOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	must(x.srv.AddNamespace(spdk.LonghornNQN(goneReplica), x.uuids[liveReplica]))(t)
+	fixture.Must(x.srv.AddNamespace(spdk.LonghornNQN(goneReplica), x.uuids[liveReplica]))(t)
 	x.srv.ResetCalls()
 
 	if err := x.purge(t, orphan.KindReplicaInstance, goneReplica); err != nil {
@@ -379,7 +380,7 @@ func TestPurgeDoesNotHang(t *testing.T) {
 // purge's listing and its detach is left: it is that engine's now.
 func TestEnginePurgeLeavesControllerAnotherEngineUses(t *testing.T) {
 	x := newExposureScene(t)
-	must(x.srv.AddRaid("other-e-0", spdkrpc.NvmeBdevName(goneRemote, 1)))(t)
+	fixture.Must(x.srv.AddRaid("other-e-0", spdkrpc.NvmeBdevName(goneRemote, 1)))(t)
 	x.srv.ResetCalls()
 	if err := x.purge(t, orphan.KindEngineInstance, goneEngine); err != nil {
 		t.Fatal(err)
@@ -408,7 +409,7 @@ func TestEnginePurgeLeavesControllerAnotherEngineUses(t *testing.T) {
 func TestEnginePurgeStopsWhenControllerMoves(t *testing.T) {
 	x := newExposureScene(t)
 	x.srv.Inject(spdktest.Fault{Method: "bdev_raid_delete", Then: func() {
-		c := newClient(t, x.srv, spdkrpc.ClientOptions{})
+		c := fixture.Client(t, x.srv, spdkrpc.ClientOptions{})
 		if err := spdkrpc.BdevNvmeDetachController(context.Background(), c, goneRemote, spdkrpc.NvmeTransportID{}); err != nil {
 			t.Error(err)
 		}
@@ -431,7 +432,7 @@ func TestEnginePurgeStopsWhenControllerMoves(t *testing.T) {
 // which the volume's other engines share, stays.
 func TestEnginePurgeRemovesItsEmptySubsystemNotTheVolumes(t *testing.T) {
 	x := newExposureScene(t)
-	c := newClient(t, x.srv, spdkrpc.ClientOptions{})
+	c := fixture.Client(t, x.srv, spdkrpc.ClientOptions{})
 	if err := spdkrpc.NvmfSubsystemRemoveNs(context.Background(), c, spdk.LonghornNQN(goneEngine), 1); err != nil {
 		t.Fatal(err)
 	}
@@ -452,7 +453,7 @@ func TestEnginePurgeRemovesItsEmptySubsystemNotTheVolumes(t *testing.T) {
 // connects there expects the live replica: the purge removes nothing.
 func TestReplicaPurgeRefusesExposureUnderLiveReplicasName(t *testing.T) {
 	x := newExposureScene(t)
-	c := newClient(t, x.srv, spdkrpc.ClientOptions{})
+	c := fixture.Client(t, x.srv, spdkrpc.ClientOptions{})
 	ctx := context.Background()
 	for _, nqn := range []string{spdk.LonghornNQN(goneReplica), spdk.LonghornNQN(liveReplica)} {
 		if err := spdkrpc.NvmfDeleteSubsystem(ctx, c, nqn); err != nil {
@@ -462,7 +463,7 @@ func TestReplicaPurgeRefusesExposureUnderLiveReplicasName(t *testing.T) {
 	if err := x.srv.AddSubsystem(spdk.LonghornNQN(liveReplica), spdktest.SubsystemOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	must(x.srv.AddNamespace(spdk.LonghornNQN(liveReplica), x.uuids[goneReplica]))(t)
+	fixture.Must(x.srv.AddNamespace(spdk.LonghornNQN(liveReplica), x.uuids[goneReplica]))(t)
 	x.srv.ResetCalls()
 	err := x.purge(t, orphan.KindReplicaInstance, goneReplica)
 	if !errors.Is(err, spdk.ErrExposureChanged) {

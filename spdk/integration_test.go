@@ -16,6 +16,7 @@ import (
 	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/internal/fixture"
 	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdkrpc/mocks"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
@@ -210,7 +211,7 @@ func TestReplicaPurgeNeedsRecordLookup(t *testing.T) {
 // TestNewOrphansNeedsEveryPart: each missing part is an error, never an
 // adapter that would name items after an empty node or reach no SPDK.
 func TestNewOrphansNeedsEveryPart(t *testing.T) {
-	c := must(spdkrpc.NewClient(spdkrpc.ClientOptions{SocketPath: "/nonexistent"}))(t)
+	c := fixture.Must(spdkrpc.NewClient(spdkrpc.ClientOptions{SocketPath: "/nonexistent"}))(t)
 	defer c.Close()
 	for name, tc := range map[string]struct {
 		rpc     spdkrpc.Caller
@@ -271,9 +272,9 @@ func TestInventoryWithMockCaller(t *testing.T) {
 // TestSpdktestAnswersLikeSPDK checks the fake's protocol edges that the
 // client never produces on its own.
 func TestSpdktestAnswersLikeSPDK(t *testing.T) {
-	srv := startServer(t)
-	must(srv.AddLvstore("disk-1"))(t)
-	c := newClient(t, srv, spdkrpc.ClientOptions{})
+	srv := fixture.Start(t)
+	fixture.Must(srv.AddLvstore("disk-1"))(t)
+	c := fixture.Client(t, srv, spdkrpc.ClientOptions{})
 	ctx := context.Background()
 	for _, tc := range []struct {
 		method string
@@ -298,7 +299,7 @@ func TestSpdktestAnswersLikeSPDK(t *testing.T) {
 		}
 	}
 	// A named bdev_get_bdevs finds an lvol by alias and by UUID.
-	id := must(srv.AddLvol("disk-1", "r"))(t)
+	id := fixture.Must(srv.AddLvol("disk-1", "r"))(t)
 	for _, name := range []string{"disk-1/r", id} {
 		bdevs, err := spdkrpc.BdevGetBdevs(ctx, c, name)
 		if err != nil || len(bdevs) != 1 || bdevs[0].UUID != id || bdevs[0].ProductName != spdkrpc.ProductLogicalVolume || bdevs[0].DriverSpecific.Lvol == nil {
@@ -306,13 +307,13 @@ func TestSpdktestAnswersLikeSPDK(t *testing.T) {
 		}
 	}
 	// Snapshots and clones show up as SPDK reports them.
-	snapID := must(srv.Snapshot("disk-1", "r", "r-snap-a"))(t)
-	must(srv.Clone("disk-1", "r-snap-a", "r-cloning"))(t)
-	bdevs := must(spdkrpc.BdevGetBdevs(ctx, c, snapID))(t)
+	snapID := fixture.Must(srv.Snapshot("disk-1", "r", "r-snap-a"))(t)
+	fixture.Must(srv.Clone("disk-1", "r-snap-a", "r-cloning"))(t)
+	bdevs := fixture.Must(spdkrpc.BdevGetBdevs(ctx, c, snapID))(t)
 	if info := bdevs[0].DriverSpecific.Lvol; !info.Snapshot || !slices.Equal(info.Clones, []string{"r", "r-cloning"}) {
 		t.Errorf("snapshot info %+v", info)
 	}
-	bdevs = must(spdkrpc.BdevGetBdevs(ctx, c, "disk-1/r"))(t)
+	bdevs = fixture.Must(spdkrpc.BdevGetBdevs(ctx, c, "disk-1/r"))(t)
 	if info := bdevs[0].DriverSpecific.Lvol; !info.Clone || info.BaseSnapshot != "r-snap-a" {
 		t.Errorf("clone info %+v", info)
 	}
@@ -321,7 +322,7 @@ func TestSpdktestAnswersLikeSPDK(t *testing.T) {
 // TestSpdktestAnswersGarbageRequests checks parse and request errors over
 // a raw connection.
 func TestSpdktestAnswersGarbageRequests(t *testing.T) {
-	srv := startServer(t)
+	srv := fixture.Start(t)
 	for _, tc := range []struct{ send, want string }{
 		{`{"jsonrpc":"2.0","id":1}`, `"code":-32600`},
 		{`[1]`, `"code":-32600`},

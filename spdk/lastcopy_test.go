@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/caretaker-storage/caretaker/orphan"
+	"github.com/caretaker-storage/caretaker/spdk/internal/fixture"
 	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
@@ -26,18 +27,18 @@ const lcVolume = "pvc-a"
 
 func newLastCopyScene(t *testing.T, replica string, headClusters, snapClusters uint64) *lastCopyScene {
 	t.Helper()
-	srv := startServer(t)
-	must(srv.AddLvstore("disk-1"))(t)
-	must(srv.AddLvol("disk-1", replica))(t)
+	srv := fixture.Start(t)
+	fixture.Must(srv.AddLvstore("disk-1"))(t)
+	fixture.Must(srv.AddLvol("disk-1", replica))(t)
 	if err := srv.SetAllocatedClusters("disk-1", replica, snapClusters); err != nil {
 		t.Fatal(err)
 	}
 	// The snapshot takes the head's clusters; the head starts again.
-	must(srv.Snapshot("disk-1", replica, replica+"-snap-s1"))(t)
+	fixture.Must(srv.Snapshot("disk-1", replica, replica+"-snap-s1"))(t)
 	if err := srv.SetAllocatedClusters("disk-1", replica, headClusters); err != nil {
 		t.Fatal(err)
 	}
-	must(srv.AddRaid(lcVolume+"-e-0", "remote-a", "remote-b"))(t)
+	fixture.Must(srv.AddRaid(lcVolume+"-e-0", "remote-a", "remote-b"))(t)
 	return &lastCopyScene{srv: srv, replica: replica}
 }
 
@@ -49,7 +50,7 @@ func newLastCopyScene(t *testing.T, replica string, headClusters, snapClusters u
 func (s *lastCopyScene) sweep(t *testing.T, vols map[string]orphan.VolumeState, complete bool) (orphan.Store, map[string]string) {
 	t.Helper()
 	ctx := context.Background()
-	inv := newOrphans(t, newClient(t, s.srv, spdkrpc.ClientOptions{}), noRecords)
+	inv := newOrphans(t, fixture.Client(t, s.srv, spdkrpc.ClientOptions{}), noRecords)
 	store := orphan.NewMemStore()
 	sw := newSweeper(t, store, inv)
 	refused := map[string]string{}
@@ -180,7 +181,7 @@ func TestV2ReplicaWrittenAfterTheScan(t *testing.T) {
 	const replica = lcVolume + "-r-1a2b3c4d"
 	s := newLastCopyScene(t, replica, 0, 0)
 	ctx := context.Background()
-	inv := newOrphans(t, newClient(t, s.srv, spdkrpc.ClientOptions{}), noRecords)
+	inv := newOrphans(t, fixture.Client(t, s.srv, spdkrpc.ClientOptions{}), noRecords)
 	store := orphan.NewMemStore()
 	sw := newSweeper(t, store, inv)
 	cycle := orphan.Cycle{
@@ -229,7 +230,7 @@ func TestV2ReplicaVolumeFaultedSinceThePlan(t *testing.T) {
 	const replica = lcVolume + "-r-1a2b3c4d"
 	s := newLastCopyScene(t, replica, 5, 0)
 	ctx := context.Background()
-	inv := newOrphans(t, newClient(t, s.srv, spdkrpc.ClientOptions{}), noRecords)
+	inv := newOrphans(t, fixture.Client(t, s.srv, spdkrpc.ClientOptions{}), noRecords)
 	sw := newSweeper(t, orphan.NewMemStore(), inv)
 	var asked []string
 	cycle := orphan.Cycle{

@@ -13,6 +13,7 @@ import (
 	"github.com/caretaker-storage/caretaker/instance/instancetest"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/internal/fixture"
 	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
@@ -38,17 +39,17 @@ type leftoverScene struct {
 
 func newLeftoverScene(t *testing.T) *leftoverScene {
 	t.Helper()
-	x := &leftoverScene{srv: startServer(t), records: &instancetest.MemLookup{}}
+	x := &leftoverScene{srv: fixture.Start(t), records: &instancetest.MemLookup{}}
 	srv := x.srv
-	must(srv.AddLvstore("disk-1"))(t)
-	live := must(srv.AddLvol("disk-1", keptLive))(t)
+	fixture.Must(srv.AddLvstore("disk-1"))(t)
+	live := fixture.Must(srv.AddLvol("disk-1", keptLive))(t)
 	sub := func(nqn, bdev string) {
 		t.Helper()
 		if err := srv.AddSubsystem(nqn, spdktest.SubsystemOptions{AllowAnyHost: true}); err != nil {
 			t.Fatal(err)
 		}
 		if bdev != "" {
-			must(srv.AddNamespace(nqn, bdev))(t)
+			fixture.Must(srv.AddNamespace(nqn, bdev))(t)
 		}
 		if err := srv.AddListener(nqn, spdkrpc.NvmfListenAddress{Trtype: "tcp", Adrfam: "ipv4", Traddr: "10.0.0.1", Trsvcid: "20001"}); err != nil {
 			t.Fatal(err)
@@ -60,13 +61,13 @@ func newLeftoverScene(t *testing.T) *leftoverScene {
 	sub(spdk.LonghornNQN(claimsLive), live)
 	sub(foreignNQN, "")
 	sub(spdk.LonghornNQN("volume-left"), "")
-	must(srv.AttachController(leftRemote, remoteTrid(leftRemote)))(t)
-	must(srv.AttachController(keptRecorded, remoteTrid(keptRecorded)))(t)
+	fixture.Must(srv.AttachController(leftRemote, remoteTrid(leftRemote)))(t)
+	fixture.Must(srv.AttachController(keptRecorded, remoteTrid(keptRecorded)))(t)
 	// Named like a gone replica, but connected to another subsystem than
 	// that replica's: not attached the way Longhorn attaches.
 	odd := remoteTrid(foreignCtrl)
 	odd.Subnqn = foreignNQN
-	must(srv.AttachController(foreignCtrl, odd))(t)
+	fixture.Must(srv.AttachController(foreignCtrl, odd))(t)
 	running := instance.View{Exists: true, DesiredState: instance.StateRunning, CurrentState: instance.StateRunning, OwnerNodeID: nodeID, InstanceManager: imName}
 	x.records.Put(orphan.KindReplicaInstance, keptLive, running)
 	x.records.Put(orphan.KindReplicaInstance, keptRecorded, instance.View{Exists: true, DesiredState: instance.StateRunning, CurrentState: instance.StateRunning, OwnerNodeID: "node-2", InstanceManager: "im-2"})
@@ -83,7 +84,7 @@ func (x *leftoverScene) run(t *testing.T, records instance.Lookup) (spdk.Leftove
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return newOrphans(t, newClient(t, x.srv, spdkrpc.ClientOptions{}), records).PurgeLeftoverExposures(ctx)
+	return newOrphans(t, fixture.Client(t, x.srv, spdkrpc.ClientOptions{}), records).PurgeLeftoverExposures(ctx)
 }
 
 func (x *leftoverScene) nqns() []string {
@@ -304,7 +305,7 @@ func TestPurgeLeftoverExposuresHonoursContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := newOrphans(t, newClient(t, x.srv, spdkrpc.ClientOptions{}), x.records).PurgeLeftoverExposures(ctx)
+	_, err := newOrphans(t, fixture.Client(t, x.srv, spdkrpc.ClientOptions{}), x.records).PurgeLeftoverExposures(ctx)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want the context's deadline", err)
 	}

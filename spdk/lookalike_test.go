@@ -9,6 +9,7 @@ import (
 
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/internal/fixture"
 	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
@@ -29,7 +30,7 @@ const (
 // and in lvstore disk-2 an unrelated A with a snapshot of the same names.
 func lookScene(t *testing.T) *scene {
 	t.Helper()
-	s := &scene{srv: startServer(t), uuids: map[string]string{}}
+	s := &scene{srv: fixture.Start(t), uuids: map[string]string{}}
 	srv := s.srv
 	add := func(key string) func(id string, err error) {
 		return func(id string, err error) {
@@ -41,7 +42,7 @@ func lookScene(t *testing.T) *scene {
 		}
 	}
 	for _, lvs := range []string{"disk-1", "disk-2"} {
-		must(srv.AddLvstore(lvs))(t)
+		fixture.Must(srv.AddLvstore(lvs))(t)
 		add(lvs + "/" + lookA)(srv.AddLvol(lvs, lookA))
 		add(lvs + "/" + lookA + "-snap-s1")(srv.Snapshot(lvs, lookA, lookA+"-snap-s1"))
 	}
@@ -50,7 +51,7 @@ func lookScene(t *testing.T) *scene {
 	add("disk-1/" + lookB)(srv.AddLvol("disk-1", lookB))
 	add("disk-1/" + lookB + "-snap-b1")(srv.Snapshot("disk-1", lookB, lookB+"-snap-b1"))
 	// A snapshot named like A's, left by a deleted lvol: no clone, no parent.
-	must(srv.AddLvol("disk-1", "tmp-r-33333333"))(t)
+	fixture.Must(srv.AddLvol("disk-1", "tmp-r-33333333"))(t)
 	add("disk-1/" + lookA + "-snap-stray")(srv.Snapshot("disk-1", "tmp-r-33333333", lookA+"-snap-stray"))
 	if err := spdkrpc.BdevLvolDelete(context.Background(), s.client(t), "disk-1/tmp-r-33333333"); err != nil {
 		t.Fatal(err)
@@ -127,7 +128,7 @@ func TestLookAlikeBPurgedBeforeA(t *testing.T) {
 // is cloned from.
 func TestLookAlikeCloneOfReplicaStopsPurge(t *testing.T) {
 	s := lookScene(t)
-	must(s.srv.Clone("disk-1", lookA+"-snap-s1", lookC))(t)
+	fixture.Must(s.srv.Clone("disk-1", lookA+"-snap-s1", lookC))(t)
 	s.srv.ResetCalls()
 	all := s.srv.LvolAliases()
 	d := s.deleter(t)
@@ -158,8 +159,8 @@ func TestLookAlikeCloneOfReplicaStopsPurge(t *testing.T) {
 // "<replica>-").
 func TestLookAlikeNamedLikeDerivedButUnrelated(t *testing.T) {
 	s := lookScene(t)
-	must(s.srv.AddLvol("disk-1", lookA+"-rebuilding"))(t)
-	must(s.srv.AddLvol("disk-1", lookA+"-expired-12345678"))(t)
+	fixture.Must(s.srv.AddLvol("disk-1", lookA+"-rebuilding"))(t)
+	fixture.Must(s.srv.AddLvol("disk-1", lookA+"-expired-12345678"))(t)
 	s.srv.ResetCalls()
 	if err := s.deleter(t).Delete(context.Background(), record(t, orphan.KindReplicaInstance, lookA, s.uuids["disk-1/"+lookA])); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/caretaker-storage/caretaker/instance"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/internal/fixture"
 	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
@@ -37,7 +38,7 @@ type scene struct {
 
 func newScene(t *testing.T) *scene {
 	t.Helper()
-	s := &scene{srv: startServer(t), uuids: map[string]string{}}
+	s := &scene{srv: fixture.Start(t), uuids: map[string]string{}}
 	add := func(key string, id string, err error) {
 		t.Helper()
 		if err != nil {
@@ -46,7 +47,7 @@ func newScene(t *testing.T) *scene {
 		s.uuids[key] = id
 	}
 	srv := s.srv
-	must(srv.AddLvstore("disk-1"))(t)
+	fixture.Must(srv.AddLvstore("disk-1"))(t)
 	id, err := srv.AddLvol("disk-1", repA)
 	add("disk-1/"+repA, id, err)
 	id, err = srv.Snapshot("disk-1", repA, repA+"-snap-s1")
@@ -68,9 +69,9 @@ func newScene(t *testing.T) *scene {
 	id, err = srv.Clone("disk-1", "bi-img1-disk-1", repC)
 	add("disk-1/"+repC, id, err)
 
-	must(srv.AddLvol("disk-1", "gone-r-dddddddd"))(t)
-	must(srv.Snapshot("disk-1", "gone-r-dddddddd", "gone-r-dddddddd-snap-x"))(t)
-	c := newClient(t, srv, spdkrpc.ClientOptions{})
+	fixture.Must(srv.AddLvol("disk-1", "gone-r-dddddddd"))(t)
+	fixture.Must(srv.Snapshot("disk-1", "gone-r-dddddddd", "gone-r-dddddddd-snap-x"))(t)
+	c := fixture.Client(t, srv, spdkrpc.ClientOptions{})
 	if err := spdkrpc.BdevLvolDelete(context.Background(), c, "disk-1/gone-r-dddddddd"); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func newScene(t *testing.T) *scene {
 }
 
 func (s *scene) client(t *testing.T) *spdkrpc.Client {
-	return newClient(t, s.srv, spdkrpc.ClientOptions{})
+	return fixture.Client(t, s.srv, spdkrpc.ClientOptions{})
 }
 
 // newOrphans is the adapter of node nodeID and instance manager imName.
@@ -152,7 +153,7 @@ func TestScanListsEnginesAndHeadReplicas(t *testing.T) {
 		t.Fatalf("skipped = %+v", snap.Skipped)
 	}
 	// The replica's UUID is the head lvol's, never the lvstore's.
-	lvs := must(spdkrpc.BdevLvolGetLvstores(context.Background(), s.client(t)))(t)
+	lvs := fixture.Must(spdkrpc.BdevLvolGetLvstores(context.Background(), s.client(t)))(t)
 	for _, it := range snap.Items {
 		if it.Param(orphan.ParamInstanceUUID) == lvs[0].UUID {
 			t.Fatalf("%s carries the lvstore UUID", it.Param(orphan.ParamInstanceName))
@@ -331,8 +332,8 @@ func TestJudgeConfirmsTheObject(t *testing.T) {
 			t.Errorf("%s: %v, %v; want undecided", name, v, err)
 		}
 	}
-	must(s.srv.RecreateRaid("vol1-e-0"))(t)
-	must(s.srv.RecreateLvol("disk-1", repA))(t)
+	fixture.Must(s.srv.RecreateRaid("vol1-e-0"))(t)
+	fixture.Must(s.srv.RecreateLvol("disk-1", repA))(t)
 	for _, it := range []orphan.Item{engine, replica} {
 		v, err := o.Judge(ctx, it)
 		if err != nil || v.Outcome != orphan.OutcomeUndecided || !strings.Contains(v.Reason, "UUID") {

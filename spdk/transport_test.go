@@ -10,6 +10,7 @@ import (
 
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/spdk"
+	"github.com/caretaker-storage/caretaker/spdk/internal/fixture"
 	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
@@ -83,7 +84,7 @@ func TestAdapterNeedsOnlyACaller(t *testing.T) {
 	}
 
 	// A stale UUID is refused, and nothing is deleted.
-	must(s.srv.RecreateRaid("vol1-e-0"))(t)
+	fixture.Must(s.srv.RecreateRaid("vol1-e-0"))(t)
 	err = o.Delete(ctx, record(t, orphan.KindEngineInstance, "vol1-e-0", s.uuids["vol1-e-0"]))
 	if !errors.Is(err, spdk.ErrUUIDMismatch) {
 		t.Fatalf("engine with a stale UUID: %v, want ErrUUIDMismatch", err)

@@ -25,13 +25,19 @@ type BlockMapping = lhformat.BlockMapping
 
 // ParseVolume parses volume.cfg. Bad JSON, a wrong type, or a name that is
 // not a valid backupstore name is an error wrapping backupdelete.ErrCorrupt.
-func ParseVolume(data []byte) (Volume, error) { return lhformat.ParseVolume(data) }
+func ParseVolume(data []byte) (_ Volume, err error) {
+	defer prefixErr(&err)
+	return lhformat.ParseVolume(data)
+}
 
 // ParseBackup parses a backup cfg. Bad JSON, a wrong type, an invalid name
 // or a block checksum that cannot name a block file is an error wrapping
 // backupdelete.ErrCorrupt: a cfg that cannot be trusted stops block
 // collection rather than letting it guess.
-func ParseBackup(data []byte) (Backup, error) { return lhformat.ParseBackup(data) }
+func ParseBackup(data []byte) (_ Backup, err error) {
+	defer prefixErr(&err)
+	return lhformat.ParseBackup(data)
+}
 
 var (
 	encodeVolume   = lhformat.EncodeVolume

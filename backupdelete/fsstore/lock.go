@@ -54,7 +54,10 @@ const maxLockFileBytes = lhformat.MaxLockFileBytes
 
 // ParseLockFile parses a lock file. Bad JSON, an empty or path-like name,
 // or an unknown type is an error wrapping backupdelete.ErrCorrupt.
-func ParseLockFile(data []byte) (LockFile, error) { return lhformat.ParseLockFile(data) }
+func ParseLockFile(data []byte) (_ LockFile, err error) {
+	defer prefixErr(&err)
+	return lhformat.ParseLockFile(data)
+}
 
 // LockConflictError says which lock blocked a taker. It wraps
 // backupdelete.ErrLocked. It is the same type as s3store.LockConflictError,

@@ -111,4 +111,15 @@ func TestErrorsCarryThePrefix(t *testing.T) {
 			t.Errorf("%s: %v, want an error starting with fsstore: ", name, err)
 		}
 	}
+	// The package's parse functions: the prefix, and still the corrupt
+	// class a caller tests for.
+	for name, err := range map[string]error{
+		"ParseVolume":   func() error { _, err := ParseVolume([]byte(`{"Name":"../x"}`)); return err }(),
+		"ParseBackup":   func() error { _, err := ParseBackup([]byte(`[]`)); return err }(),
+		"ParseLockFile": func() error { _, err := ParseLockFile([]byte(`{"Name":"a/b"}`)); return err }(),
+	} {
+		if err == nil || !strings.HasPrefix(err.Error(), "fsstore: ") || !errors.Is(err, backupdelete.ErrCorrupt) {
+			t.Errorf("%s: %v, want an error starting with fsstore: that wraps backupdelete.ErrCorrupt", name, err)
+		}
+	}
 }

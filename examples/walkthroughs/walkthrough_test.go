@@ -26,22 +26,36 @@ var needs = map[string][]string{
 	"examples/longhorn-salvage/README.md": {"jq", "mkfs.ext4", "fsck.ext4", "debugfs", "sha256sum"},
 }
 
-// readmes returns the READMEs of the repository at repo, relative to it:
-// the root's first, then examples/*/README.md in order.
-func readmes(repo string) ([]string, error) {
+// readme is one README of the repository: its path relative to the
+// repository's root, with slashes, and its text.
+type readme struct {
+	path, text string
+}
+
+// readReadmes returns the repository's root and its READMEs: the root's
+// first, then examples/*/README.md in order.
+func readReadmes(t *testing.T) (repo string, out []readme) {
+	t.Helper()
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
 	found, err := filepath.Glob(filepath.Join(repo, "examples", "*", "README.md"))
 	if err != nil {
-		return nil, err
+		t.Fatal(err)
 	}
-	out := []string{"README.md"}
-	for _, f := range found {
+	for _, f := range append([]string{filepath.Join(repo, "README.md")}, found...) {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
 		rel, err := filepath.Rel(repo, f)
 		if err != nil {
-			return nil, err
+			t.Fatal(err)
 		}
-		out = append(out, filepath.ToSlash(rel))
+		out = append(out, readme{path: filepath.ToSlash(rel), text: string(text)})
 	}
-	return out, nil
+	return repo, out
 }
 
 // step is one command of a walkthrough and what the README shows it
@@ -277,10 +291,7 @@ func writeStep(s, files *strings.Builder, b block, st step, i int, ports map[str
 		if b.compare {
 			// What the server printed until it said it is ready.
 			fmt.Fprintf(s, " want%d", i)
-			fmt.Fprintf(files, "-- want%d --\n%s", i, strings.Join(st.want, "\n"))
-			if len(st.want) > 0 {
-				files.WriteString("\n")
-			}
+			wantFile(files, i, st.want)
 		}
 		s.WriteString("\n")
 		return
@@ -294,10 +305,16 @@ func writeStep(s, files *strings.Builder, b block, st step, i int, ports map[str
 	fmt.Fprintf(s, "%sexec sh -c %s\n", neg, shQuote("{ "+cmd+"; } 2>&1"))
 	if b.compare {
 		fmt.Fprintf(s, "readme-output want%d\n", i)
-		fmt.Fprintf(files, "-- want%d --\n%s", i, strings.Join(st.want, "\n"))
-		if len(st.want) > 0 {
-			files.WriteString("\n")
-		}
+		wantFile(files, i, st.want)
+	}
+}
+
+// wantFile writes the script's file want<i>: the lines the README shows
+// the i-th command printing.
+func wantFile(files *strings.Builder, i int, want []string) {
+	fmt.Fprintf(files, "-- want%d --\n%s", i, strings.Join(want, "\n"))
+	if len(want) > 0 {
+		files.WriteString("\n")
 	}
 }
 
@@ -556,37 +573,26 @@ func haveVersitygw() bool {
 
 // TestWalkthroughs runs every walkthrough block of the READMEs.
 func TestWalkthroughs(t *testing.T) {
-	repo, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	paths, err := readmes(repo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo, all := readReadmes(t)
 	bin := buildTools(t, repo)
-	for _, readme := range paths {
-		text, err := os.ReadFile(filepath.Join(repo, readme))
-		if err != nil {
-			t.Fatal(err)
-		}
-		blocks := parseBlocks(string(text))
+	for _, r := range all {
+		blocks := parseBlocks(r.text)
 		if len(blocks) == 0 {
 			continue // TestEveryCommandBlockRuns says why, if it should have one
 		}
 		dir := t.TempDir()
-		name := strings.ReplaceAll(filepath.Dir(readme), "/", "-") + ".txtar"
-		if readme == "README.md" {
+		name := strings.ReplaceAll(filepath.Dir(r.path), "/", "-") + ".txtar"
+		if r.path == "README.md" {
 			name = "root.txtar"
 		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(script(blocks, freePorts(t, string(text)))), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(script(blocks, freePorts(t, r.text))), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		t.Run(readme, func(t *testing.T) {
+		t.Run(r.path, func(t *testing.T) {
 			t.Parallel() // a walkthrough mostly waits (servers, deletions): run them side by side
-			for _, c := range needs[readme] {
+			for _, c := range needs[r.path] {
 				if _, err := exec.LookPath(c); err != nil {
-					t.Skipf("%s needs %s, which this machine lacks (Debian: jq, e2fsprogs, coreutils)", readme, c)
+					t.Skipf("%s needs %s, which this machine lacks (Debian: jq, e2fsprogs, coreutils)", r.path, c)
 				}
 			}
 			testscript.Run(t, testscript.Params{
@@ -624,21 +630,10 @@ func TestWalkthroughs(t *testing.T) {
 // of commands is either a walkthrough (so what it shows is what the tools
 // print) or says, in its skip marker, why not and what runs it instead.
 func TestEveryCommandBlockRuns(t *testing.T) {
-	repo, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	paths, err := readmes(repo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, readme := range paths {
-		text, err := os.ReadFile(filepath.Join(repo, readme))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range fences(string(text)) {
-			where := fmt.Sprintf("%s:%d", readme, f.line)
+	_, all := readReadmes(t)
+	for _, r := range all {
+		for _, f := range fences(r.text) {
+			where := fmt.Sprintf("%s:%d", r.path, f.line)
 			switch {
 			case f.open:
 				t.Errorf("%s: the block is never closed with ```", where)
@@ -684,10 +679,7 @@ var written = regexp.MustCompile(`(?:go build -o|>>?|\s-(?:o|save|state|keep-to)
 // outside /tmp. (CI also checks that a whole run leaves git status
 // clean.)
 func TestLeftoversAreIgnored(t *testing.T) {
-	repo, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo, all := readReadmes(t)
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("needs git")
 	}
@@ -706,16 +698,8 @@ func TestLeftoversAreIgnored(t *testing.T) {
 	if len(paths) == 0 {
 		t.Fatal("found no tool under examples/")
 	}
-	readmePaths, err := readmes(repo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, readme := range readmePaths {
-		text, err := os.ReadFile(filepath.Join(repo, readme))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, b := range parseBlocks(string(text)) {
+	for _, r := range all {
+		for _, b := range parseBlocks(r.text) {
 			for _, st := range b.steps {
 				for _, m := range written.FindAllStringSubmatch(st.cmd, -1) {
 					paths = append(paths, m[1])

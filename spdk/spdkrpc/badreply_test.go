@@ -6,29 +6,10 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/caretaker-storage/caretaker/spdk/internal/fixture"
 	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
-
-// badList are replies a list method must never read as a list: a null
-// result, other JSON shapes, lists of non-objects or of nameless objects,
-// and replies cut off or unparsable.
-var badList = []struct {
-	name  string
-	fault spdktest.Fault
-}{
-	{"null", spdktest.Fault{Action: spdktest.Replace}},
-	{"object", spdktest.Fault{Action: spdktest.Replace, Result: json.RawMessage(`{"name":"vol1-e-0","uuid":"u"}`)}},
-	{"string", spdktest.Fault{Action: spdktest.Replace, Result: json.RawMessage(`"none"`)}},
-	{"true", spdktest.Fault{Action: spdktest.Replace, Result: json.RawMessage(`true`)}},
-	{"numbers", spdktest.Fault{Action: spdktest.Replace, Result: json.RawMessage(`[1,2]`)}},
-	{"strings", spdktest.Fault{Action: spdktest.Replace, Result: json.RawMessage(`["vol1-r-aaaaaaaa"]`)}},
-	{"null element", spdktest.Fault{Action: spdktest.Replace, Result: json.RawMessage(`[null]`)}},
-	{"empty object", spdktest.Fault{Action: spdktest.Replace, Result: json.RawMessage(`[{}]`)}},
-	{"nameless object", spdktest.Fault{Action: spdktest.Replace, Result: json.RawMessage(`[{"uuid":"8a4f0e36-0000-4000-8000-000000000000"}]`)}},
-	{"truncated", spdktest.Fault{Action: spdktest.Truncate}},
-	{"garbage", spdktest.Fault{Action: spdktest.Garbage}},
-}
 
 // unreadable reports whether err is one of the two ways an unreadable
 // reply may fail a call.
@@ -56,20 +37,20 @@ func TestListMethodsRejectWrongShapes(t *testing.T) {
 		},
 	}
 	s := newTarget(t)
-	c := newClient(t, s.srv, spdkrpc.ClientOptions{})
+	c := fixture.Client(t, s.srv, spdkrpc.ClientOptions{})
 	for method, call := range calls {
-		for _, bad := range badList {
-			f := bad.fault
+		for _, bad := range fixture.BadLists {
+			f := bad.Fault
 			f.Method = method
 			s.srv.Inject(f)
 			n, err := call(context.Background(), c)
 			if !unreadable(err) || n != 0 {
-				t.Errorf("%s, %s: %d elements, err = %v; want an unreadable-reply error", method, bad.name, n, err)
+				t.Errorf("%s, %s: %d elements, err = %v; want an unreadable-reply error", method, bad.Name, n, err)
 			}
 			if f.Action == spdktest.Replace {
 				var rerr *spdkrpc.ResultError
 				if !errors.As(err, &rerr) || rerr.Method != method {
-					t.Errorf("%s, %s: err = %v, want a *ResultError naming the method", method, bad.name, err)
+					t.Errorf("%s, %s: err = %v, want a *ResultError naming the method", method, bad.Name, err)
 				}
 			}
 		}
@@ -79,9 +60,9 @@ func TestListMethodsRejectWrongShapes(t *testing.T) {
 			t.Errorf("%s after the faults: %v", method, err)
 		}
 	}
-	srv := startServer(t)
+	srv := fixture.Start(t)
 	for method, call := range calls {
-		if n, err := call(context.Background(), newClient(t, srv, spdkrpc.ClientOptions{})); err != nil || n != 0 {
+		if n, err := call(context.Background(), fixture.Client(t, srv, spdkrpc.ClientOptions{})); err != nil || n != 0 {
 			t.Errorf("%s on an empty target: %d, %v", method, n, err)
 		}
 	}
@@ -99,7 +80,7 @@ func TestDeleteMethodsRejectAnythingButTrue(t *testing.T) {
 			{Action: spdktest.Truncate},
 		} {
 			s := newTarget(t)
-			c := newClient(t, s.srv, spdkrpc.ClientOptions{})
+			c := fixture.Client(t, s.srv, spdkrpc.ClientOptions{})
 			bad.Method = method
 			s.srv.Inject(bad)
 			var err error
@@ -124,9 +105,9 @@ type target struct {
 
 func newTarget(t *testing.T) *target {
 	t.Helper()
-	s := &target{srv: startServer(t), raid: "vol1-e-0"}
-	must(s.srv.AddLvstore("disk-1"))(t)
-	s.lvol = must(s.srv.AddLvol("disk-1", "vol1-r-aaaaaaaa"))(t)
-	must(s.srv.AddRaid(s.raid, "a", "b"))(t)
+	s := &target{srv: fixture.Start(t), raid: "vol1-e-0"}
+	fixture.Must(s.srv.AddLvstore("disk-1"))(t)
+	s.lvol = fixture.Must(s.srv.AddLvol("disk-1", "vol1-r-aaaaaaaa"))(t)
+	fixture.Must(s.srv.AddRaid(s.raid, "a", "b"))(t)
 	return s
 }

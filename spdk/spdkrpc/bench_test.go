@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caretaker-storage/caretaker/spdk/internal/fixture"
 	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
@@ -49,7 +50,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			path := startTrivialServer(b)
-			c := mustClient(b, spdkrpc.ClientOptions{SocketPath: path})
+			c := fixture.NewClient(b, spdkrpc.ClientOptions{SocketPath: path})
 			b.Cleanup(func() { c.Close() })
 			raw := make([]*rawCaller, callers)
 			for g := range raw {

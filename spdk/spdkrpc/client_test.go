@@ -6,58 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/caretaker-storage/caretaker/internal/bounded"
+	"github.com/caretaker-storage/caretaker/spdk/internal/fixture"
 	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
-
-// socketPath returns a short socket path: Unix socket paths are limited to
-// about 100 bytes and t.TempDir can be long.
-func socketPath(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "spdk")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return filepath.Join(dir, "s.sock")
-}
-
-func startServer(t testing.TB) *spdktest.Server {
-	t.Helper()
-	srv, err := spdktest.Start(socketPath(t), spdktest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	return srv
-}
-
-func newClient(t testing.TB, srv *spdktest.Server, opts spdkrpc.ClientOptions) *spdkrpc.Client {
-	t.Helper()
-	opts.SocketPath = srv.SocketPath()
-	c := mustClient(t, opts)
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-func must[T any](v T, err error) func(testing.TB) T {
-	return func(t testing.TB) T {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-}
 
 // noGoroutineLeak fails the test if, after cleanup, more goroutines run
 // than before it started. Goroutines exit asynchronously after Close
@@ -84,10 +44,10 @@ func noGoroutineLeak(t *testing.T) {
 }
 
 func TestCallDecodesResultAndKeepsRPCErrors(t *testing.T) {
-	srv := startServer(t)
-	must(srv.AddLvstore("disk-1"))(t)
-	id := must(srv.AddLvol("disk-1", "vol-r-00000001"))(t)
-	c := newClient(t, srv, spdkrpc.ClientOptions{})
+	srv := fixture.Start(t)
+	fixture.Must(srv.AddLvstore("disk-1"))(t)
+	id := fixture.Must(srv.AddLvol("disk-1", "vol-r-00000001"))(t)
+	c := fixture.Client(t, srv, spdkrpc.ClientOptions{})
 	ctx := context.Background()
 
 	lvols, err := spdkrpc.BdevLvolGetLvols(ctx, c, "")
@@ -130,9 +90,9 @@ func TestCallDecodesResultAndKeepsRPCErrors(t *testing.T) {
 
 func TestCallHonoursContext(t *testing.T) {
 	noGoroutineLeak(t)
-	srv := startServer(t)
+	srv := fixture.Start(t)
 	srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvstores", Delay: 2 * time.Second})
-	c := newClient(t, srv, spdkrpc.ClientOptions{})
+	c := fixture.Client(t, srv, spdkrpc.ClientOptions{})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -195,9 +155,9 @@ func TestBrokenConnectionFailsInFlightCallsAndReconnects(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := startServer(t)
-			must(srv.AddRaid("e-1", "a"))(t)
-			c := newClient(t, srv, spdkrpc.ClientOptions{})
+			srv := fixture.Start(t)
+			fixture.Must(srv.AddRaid("e-1", "a"))(t)
+			c := fixture.Client(t, srv, spdkrpc.ClientOptions{})
 			ctx := context.Background()
 
 			// A slow call is in flight when the fault breaks the connection.
@@ -231,12 +191,12 @@ func TestBrokenConnectionFailsInFlightCallsAndReconnects(t *testing.T) {
 }
 
 func TestReplyOverLimitIsAnError(t *testing.T) {
-	srv := startServer(t)
-	must(srv.AddLvstore("disk-1"))(t)
+	srv := fixture.Start(t)
+	fixture.Must(srv.AddLvstore("disk-1"))(t)
 	for i := range 50 {
-		must(srv.AddLvol("disk-1", fmt.Sprintf("vol-%02d-r-00000000", i)))(t)
+		fixture.Must(srv.AddLvol("disk-1", fmt.Sprintf("vol-%02d-r-00000000", i)))(t)
 	}
-	c := newClient(t, srv, spdkrpc.ClientOptions{MaxReplySize: 2048})
+	c := fixture.Client(t, srv, spdkrpc.ClientOptions{MaxReplySize: 2048})
 	ctx := context.Background()
 	if _, err := spdkrpc.BdevLvolGetLvstores(ctx, c); err != nil {
 		t.Fatalf("small reply: %v", err)
@@ -256,9 +216,9 @@ func TestReplyOverLimitIsAnError(t *testing.T) {
 
 func TestCloseFailsCallsAndLeavesNoGoroutine(t *testing.T) {
 	noGoroutineLeak(t)
-	srv := startServer(t)
+	srv := fixture.Start(t)
 	srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvstores", Delay: 5 * time.Second})
-	c := mustClient(t, spdkrpc.ClientOptions{SocketPath: srv.SocketPath()})
+	c := fixture.NewClient(t, spdkrpc.ClientOptions{SocketPath: srv.SocketPath()})
 	res := make(chan error, 1)
 	go func() { _, err := spdkrpc.BdevLvolGetLvstores(context.Background(), c); res <- err }()
 	for srv.CallCount("bdev_lvol_get_lvstores") == 0 {
@@ -277,56 +237,25 @@ func TestCloseFailsCallsAndLeavesNoGoroutine(t *testing.T) {
 }
 
 func TestDialFailureIsConnectionError(t *testing.T) {
-	c := mustClient(t, spdkrpc.ClientOptions{SocketPath: filepath.Join(t.TempDir(), "absent.sock")})
+	c := fixture.NewClient(t, spdkrpc.ClientOptions{SocketPath: filepath.Join(t.TempDir(), "absent.sock")})
 	defer c.Close()
 	_, err := spdkrpc.BdevLvolGetLvstores(context.Background(), c)
 	if !errors.Is(err, spdkrpc.ErrConnection) {
 		t.Fatalf("err = %v", err)
 	}
-	if mustClient(t, spdkrpc.ClientOptions{}).SocketPath() != spdkrpc.DefaultSocketPath {
+	if fixture.NewClient(t, spdkrpc.ClientOptions{}).SocketPath() != spdkrpc.DefaultSocketPath {
 		t.Fatal("default socket path")
 	}
 }
 
 // rawServer answers every request with fixed bytes, for replies spdktest
-// never sends.
+// never sends; reply gets the request's ID.
 func rawServer(t *testing.T, reply func(id string) string) string {
 	t.Helper()
-	path := socketPath(t)
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer conn.Close()
-				dec := json.NewDecoder(conn)
-				for {
-					var req struct {
-						ID json.RawMessage `json:"id"`
-					}
-					if dec.Decode(&req) != nil {
-						return
-					}
-					if _, err := conn.Write([]byte(reply(string(req.ID)))); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return path
+	return startScriptedPeer(t, func(c net.Conn, req peerRequest) error {
+		_, err := c.Write([]byte(reply(strconv.FormatUint(req.ID, 10))))
+		return err
+	}).path
 }
 
 func TestMalformedRepliesFailTheConnection(t *testing.T) {
@@ -342,7 +271,7 @@ func TestMalformedRepliesFailTheConnection(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := rawServer(t, func(id string) string { return strings.ReplaceAll(tc.reply, "ID", id) + "\n" })
-			c := mustClient(t, spdkrpc.ClientOptions{SocketPath: path})
+			c := fixture.NewClient(t, spdkrpc.ClientOptions{SocketPath: path})
 			defer c.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -363,7 +292,7 @@ func TestReplyWithUnknownIDFailsTheConnection(t *testing.T) {
 	path := rawServer(t, func(id string) string {
 		return `{"jsonrpc":"2.0","id":999999,"result":false}` + "\n" + `{"jsonrpc":"2.0","id":` + id + `,"result":true}` + "\n"
 	})
-	c := mustClient(t, spdkrpc.ClientOptions{SocketPath: path})
+	c := fixture.NewClient(t, spdkrpc.ClientOptions{SocketPath: path})
 	defer c.Close()
 	var ok bool
 	err := c.Call(context.Background(), "x", nil, &ok)
@@ -377,9 +306,9 @@ func TestReplyWithUnknownIDFailsTheConnection(t *testing.T) {
 // learned of the connection's failure dials anew; it never inherits the
 // failure of a connection already known broken.
 func TestCallAfterAFailedReplyRedials(t *testing.T) {
-	srv := startServer(t)
-	must(srv.AddLvstore("disk-1"))(t)
-	c := newClient(t, srv, spdkrpc.ClientOptions{})
+	srv := fixture.Start(t)
+	fixture.Must(srv.AddLvstore("disk-1"))(t)
+	c := fixture.Client(t, srv, spdkrpc.ClientOptions{})
 	ctx := context.Background()
 	for i := range 50 {
 		srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvstores", Action: spdktest.Garbage})
@@ -396,9 +325,9 @@ func TestCallAfterAFailedReplyRedials(t *testing.T) {
 // client's idle connection; the next call finds out when its write fails
 // before a byte left, and sends the request on a new connection.
 func TestIdleConnectionDroppedBySPDKIsRedialed(t *testing.T) {
-	srv := startServer(t)
-	must(srv.AddLvstore("disk-1"))(t)
-	c := newClient(t, srv, spdkrpc.ClientOptions{})
+	srv := fixture.Start(t)
+	fixture.Must(srv.AddLvstore("disk-1"))(t)
+	c := fixture.Client(t, srv, spdkrpc.ClientOptions{})
 	ctx := context.Background()
 	for i := range 3 {
 		if _, err := spdkrpc.BdevLvolGetLvstores(ctx, c); err != nil {
@@ -417,7 +346,7 @@ func TestIdleConnectionDroppedBySPDKIsRedialed(t *testing.T) {
 // takes over the reading, resumes the reply where it stopped, and gets it.
 func TestCancelledReaderHandsOver(t *testing.T) {
 	noGoroutineLeak(t)
-	path := socketPath(t)
+	path := fixture.SocketPath(t)
 	ln, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)
@@ -460,7 +389,7 @@ func TestCancelledReaderHandsOver(t *testing.T) {
 		served <- err
 		time.Sleep(100 * time.Millisecond)
 	}()
-	c := mustClient(t, spdkrpc.ClientOptions{SocketPath: path})
+	c := fixture.NewClient(t, spdkrpc.ClientOptions{SocketPath: path})
 	defer c.Close()
 
 	first := make(chan error, 1)
@@ -482,15 +411,4 @@ func TestCancelledReaderHandsOver(t *testing.T) {
 	if err := <-served; err != nil {
 		t.Fatal(err)
 	}
-}
-
-// mustClient returns a client for opts, failing the test if NewClient
-// refuses them.
-func mustClient(t testing.TB, opts spdkrpc.ClientOptions) *spdkrpc.Client {
-	t.Helper()
-	c, err := spdkrpc.NewClient(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }

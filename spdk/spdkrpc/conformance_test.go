@@ -3,6 +3,7 @@ package spdkrpc_test
 import (
 	"testing"
 
+	"github.com/caretaker-storage/caretaker/spdk/internal/fixture"
 	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
@@ -14,7 +15,7 @@ func TestClientConformance(t *testing.T) {
 	noGoroutineLeak(t)
 	spdktest.RunConformanceTests(t, spdktest.Harness{
 		Caller: func(t *testing.T, opts spdkrpc.ClientOptions) spdkrpc.Caller {
-			c := mustClient(t, opts)
+			c := fixture.NewClient(t, opts)
 			t.Cleanup(func() { c.Close() })
 			return c
 		},

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caretaker-storage/caretaker/spdk/internal/fixture"
 	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
@@ -16,7 +17,7 @@ func TestDialAsContextEndsKeepsTheConnection(t *testing.T) {
 	srv := startStormServer(t, 0, false)
 	const clients = 400
 	for i := range clients {
-		c := mustClient(t, spdkrpc.ClientOptions{SocketPath: srv.ln.Addr().String()})
+		c := fixture.NewClient(t, spdkrpc.ClientOptions{SocketPath: srv.ln.Addr().String()})
 		d := time.Duration(i%100) * time.Microsecond / 2
 		ctx, cancel := context.WithTimeout(context.Background(), d)
 		_ = c.Call(ctx, "echo", map[string]int{"i": i}, nil)

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/caretaker-storage/caretaker/internal/errclass"
+	"github.com/caretaker-storage/caretaker/spdk/internal/fixture"
 	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
@@ -23,8 +24,8 @@ import (
 // failure) and an RPC error do not.
 func TestResultErrorIsOfTheMalformedClass(t *testing.T) {
 	other := errclass.New("elsewhere", "corrupt input", errclass.ErrMalformed)
-	srv := startServer(t)
-	c := newClient(t, srv, spdkrpc.ClientOptions{})
+	srv := fixture.Start(t)
+	c := fixture.Client(t, srv, spdkrpc.ClientOptions{})
 	ctx := context.Background()
 	srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvstores", Action: spdktest.Replace, Result: json.RawMessage(`{}`)})
 	_, err := spdkrpc.BdevLvolGetLvstores(ctx, c)
@@ -53,8 +54,8 @@ func TestErrorTextsStartWithSpdkrpc(t *testing.T) {
 		"ErrConnection": spdkrpc.ErrConnection, "ErrClosed": spdkrpc.ErrClosed,
 		"ErrInvalidOptions": spdkrpc.ErrInvalidOptions, "ErrUnexpectedResult": spdkrpc.ErrUnexpectedResult,
 	}
-	srv := startServer(t)
-	c := newClient(t, srv, spdkrpc.ClientOptions{})
+	srv := fixture.Start(t)
+	c := fixture.Client(t, srv, spdkrpc.ClientOptions{})
 	ctx := context.Background()
 	srv.Inject(spdktest.Fault{Method: "bdev_get_bdevs", Action: spdktest.Replace})
 	_, got["null list"] = spdkrpc.BdevGetBdevs(ctx, c, "")
@@ -63,7 +64,7 @@ func TestErrorTextsStartWithSpdkrpc(t *testing.T) {
 	got["rpc error"] = spdkrpc.BdevRaidDelete(ctx, c, "missing")
 	got["params"] = c.Call(ctx, "bdev_get_bdevs", func() {}, nil)
 	_, got["options"] = spdkrpc.NewClient(spdkrpc.ClientOptions{MaxReplySize: -5})
-	absent := mustClient(t, spdkrpc.ClientOptions{SocketPath: filepath.Join(t.TempDir(), "absent.sock")})
+	absent := fixture.NewClient(t, spdkrpc.ClientOptions{SocketPath: filepath.Join(t.TempDir(), "absent.sock")})
 	_, got["dial"] = spdkrpc.BdevGetBdevs(ctx, absent, "")
 	_ = c.Close()
 	_, got["closed"] = spdkrpc.BdevGetBdevs(ctx, c, "")

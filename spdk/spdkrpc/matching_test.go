@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caretaker-storage/caretaker/spdk/internal/fixture"
 	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
@@ -34,7 +35,7 @@ type peerRequest struct {
 
 func startScriptedPeer(t *testing.T, answer func(c net.Conn, req peerRequest) error) *scriptedPeer {
 	t.Helper()
-	p := &scriptedPeer{path: socketPath(t)}
+	p := &scriptedPeer{path: fixture.SocketPath(t)}
 	ln, err := net.Listen("unix", p.path)
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +111,7 @@ func TestEarlyReplyIsNotTakenForTheNextRequest(t *testing.T) {
 		_, err := c.Write(errorReply(req.ID, spdkrpc.CodeMethodNotFound, "Method not found"))
 		return err
 	})
-	c := mustClient(t, spdkrpc.ClientOptions{SocketPath: p.path})
+	c := fixture.NewClient(t, spdkrpc.ClientOptions{SocketPath: p.path})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -143,7 +144,7 @@ func TestEarlyReplyInTheSameReadFailsTheConnection(t *testing.T) {
 		_, err := c.Write(b)
 		return err
 	})
-	c := mustClient(t, spdkrpc.ClientOptions{SocketPath: p.path})
+	c := fixture.NewClient(t, spdkrpc.ClientOptions{SocketPath: p.path})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -175,7 +176,7 @@ func TestSecondReplyToOneRequestFailsTheConnection(t *testing.T) {
 		_, err := c.Write(b)
 		return err
 	})
-	c := mustClient(t, spdkrpc.ClientOptions{SocketPath: p.path})
+	c := fixture.NewClient(t, spdkrpc.ClientOptions{SocketPath: p.path})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -207,7 +208,7 @@ func TestLateReplyToCancelledCallKeepsTheConnection(t *testing.T) {
 		_, err := c.Write(reply(req.ID, "[]"))
 		return err
 	})
-	c := mustClient(t, spdkrpc.ClientOptions{SocketPath: p.path})
+	c := fixture.NewClient(t, spdkrpc.ClientOptions{SocketPath: p.path})
 	defer c.Close()
 	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()

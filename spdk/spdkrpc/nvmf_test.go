@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caretaker-storage/caretaker/spdk/internal/fixture"
 	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
@@ -50,16 +51,16 @@ var nvmfListings = map[string]func(context.Context, spdkrpc.Caller) (int, error)
 }
 
 func TestNvmfListingsRejectWrongShapes(t *testing.T) {
-	srv := startServer(t)
-	c := newClient(t, srv, spdkrpc.ClientOptions{})
+	srv := fixture.Start(t)
+	c := fixture.Client(t, srv, spdkrpc.ClientOptions{})
 	for method, call := range nvmfListings {
-		for _, bad := range badList {
-			f := bad.fault
+		for _, bad := range fixture.BadLists {
+			f := bad.Fault
 			f.Method = method
 			srv.Inject(f)
 			n, err := call(context.Background(), c)
 			if !unreadable(err) || n != 0 {
-				t.Errorf("%s, %s: %d elements, err = %v; want an unreadable-reply error", method, bad.name, n, err)
+				t.Errorf("%s, %s: %d elements, err = %v; want an unreadable-reply error", method, bad.Name, n, err)
 			}
 		}
 		// An empty target: the discovery subsystem, no controller.
@@ -297,16 +298,16 @@ func FuzzNvmfListings(f *testing.F) {
 
 // TestNvmfOverTheSocket runs the calls against the fake target.
 func TestNvmfOverTheSocket(t *testing.T) {
-	srv := startServer(t)
-	c := newClient(t, srv, spdkrpc.ClientOptions{})
+	srv := fixture.Start(t)
+	c := fixture.Client(t, srv, spdkrpc.ClientOptions{})
 	ctx := context.Background()
-	must(srv.AddLvstore("disk-1"))(t)
-	id := must(srv.AddLvol("disk-1", "vol-r-1234abcd"))(t)
+	fixture.Must(srv.AddLvstore("disk-1"))(t)
+	id := fixture.Must(srv.AddLvol("disk-1", "vol-r-1234abcd"))(t)
 	nqn := "nqn.2023-01.io.longhorn.spdk:vol-r-1234abcd"
 	if err := srv.AddSubsystem(nqn, spdktest.SubsystemOptions{AllowAnyHost: true}); err != nil {
 		t.Fatal(err)
 	}
-	nsid := must(srv.AddNamespace(nqn, "disk-1/vol-r-1234abcd"))(t)
+	nsid := fixture.Must(srv.AddNamespace(nqn, "disk-1/vol-r-1234abcd"))(t)
 	subs, err := spdkrpc.NvmfGetSubsystems(ctx, c, nqn)
 	if err != nil || len(subs) != 1 || subs[0].Namespaces[0].BdevName != id {
 		t.Fatalf("%+v, %v", subs, err)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/caretaker-storage/caretaker/spdk/internal/fixture"
 	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 )
 
@@ -15,12 +16,12 @@ import (
 // as it was whatever later calls, on this goroutine or others, receive:
 // decoded lists, and json.RawMessage results, which json.Unmarshal copies.
 func TestResultsOutliveLaterCalls(t *testing.T) {
-	srv := startServer(t)
-	c := newClient(t, srv, spdkrpc.ClientOptions{})
+	srv := fixture.Start(t)
+	c := fixture.Client(t, srv, spdkrpc.ClientOptions{})
 	ctx := context.Background()
-	must(srv.AddLvstore("disk-1"))(t)
+	fixture.Must(srv.AddLvstore("disk-1"))(t)
 
-	first := must(spdkrpc.BdevLvolGetLvstores(ctx, c))(t)
+	first := fixture.Must(spdkrpc.BdevLvolGetLvstores(ctx, c))(t)
 	var firstRaw json.RawMessage
 	if err := c.Call(ctx, "bdev_lvol_get_lvstores", nil, &firstRaw); err != nil {
 		t.Fatal(err)
@@ -29,7 +30,7 @@ func TestResultsOutliveLaterCalls(t *testing.T) {
 
 	// Later calls, concurrent, with other results of other sizes.
 	for i := range 8 {
-		must(srv.AddLvol("disk-1", fmt.Sprintf("r-%d", i)))(t)
+		fixture.Must(srv.AddLvol("disk-1", fmt.Sprintf("r-%d", i)))(t)
 	}
 	var wg sync.WaitGroup
 	for range 8 {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caretaker-storage/caretaker/spdk/internal/fixture"
 	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
@@ -33,7 +34,7 @@ type stormServer struct {
 
 func startStormServer(t *testing.T, dropEvery int, garbage bool) *stormServer {
 	t.Helper()
-	ln, err := net.Listen("unix", socketPath(t))
+	ln, err := net.Listen("unix", fixture.SocketPath(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ func TestCancellationStormDeliversEveryReplyToItsOwnCaller(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			noGoroutineLeak(t)
 			srv := startStormServer(t, tc.dropEvery, tc.garbage)
-			c := mustClient(t, spdkrpc.ClientOptions{SocketPath: srv.ln.Addr().String()})
+			c := fixture.NewClient(t, spdkrpc.ClientOptions{SocketPath: srv.ln.Addr().String()})
 			defer c.Close()
 
 			const callers, calls = 24, 40
@@ -243,8 +244,8 @@ func TestCancellationStormDeliversEveryReplyToItsOwnCaller(t *testing.T) {
 // a second time something created meanwhile under the same name.
 func TestRequestReadBySPDKIsNeverSentAgain(t *testing.T) {
 	for _, action := range []spdktest.FaultAction{spdktest.Drop, spdktest.Truncate, spdktest.Garbage} {
-		srv := startServer(t)
-		c := newClient(t, srv, spdkrpc.ClientOptions{})
+		srv := fixture.Start(t)
+		c := fixture.Client(t, srv, spdkrpc.ClientOptions{})
 		ctx := context.Background()
 		if _, err := spdkrpc.BdevLvolGetLvstores(ctx, c); err != nil { // a live connection first
 			t.Fatal(err)

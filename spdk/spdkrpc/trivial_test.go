@@ -5,6 +5,8 @@ import (
 	"net"
 	"sync"
 	"testing"
+
+	"github.com/caretaker-storage/caretaker/spdk/internal/fixture"
 )
 
 // trivialReply is the whole reply the trivial server sends, around the
@@ -25,7 +27,7 @@ const (
 // returns the socket path; the server stops at the end of the test.
 func startTrivialServer(tb testing.TB) string {
 	tb.Helper()
-	path := socketPath(tb)
+	path := fixture.SocketPath(tb)
 	ln, err := net.Listen("unix", path)
 	if err != nil {
 		tb.Fatal(err)

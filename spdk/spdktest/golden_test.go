@@ -15,6 +15,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/caretaker-storage/caretaker/spdk/internal/fixture"
 	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
@@ -59,13 +60,8 @@ const (
 
 func seedGolden(t *testing.T) goldenState {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "spdkgold")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
 	now := time.Date(2026, 7, 16, 4, 13, 29, 123456789, time.FixedZone("CEST", 2*3600))
-	srv, err := spdktest.Start(filepath.Join(dir, "s.sock"), spdktest.Options{Clock: clocktesting.NewFakeClock(now)})
+	srv, err := spdktest.Start(fixture.SocketPath(t), spdktest.Options{Clock: clocktesting.NewFakeClock(now)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +91,7 @@ func seedGolden(t *testing.T) goldenState {
 	}
 	must("", srv.AddListener(goldenNQN, spdkrpc.NvmfListenAddress{Trtype: "tcp", Adrfam: "ipv4", Traddr: "10.0.0.5", Trsvcid: "20001"}))
 	must("", srv.AddHost(goldenNQN, "nqn.2014-08.org.nvmexpress:uuid:host-1"))
-	g.c = mustClient(t, spdkrpc.ClientOptions{SocketPath: srv.SocketPath()})
+	g.c = fixture.NewClient(t, spdkrpc.ClientOptions{SocketPath: srv.SocketPath()})
 	t.Cleanup(func() { g.c.Close() })
 	return g
 }

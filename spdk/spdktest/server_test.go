@@ -12,18 +12,14 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/caretaker-storage/caretaker/spdk/internal/fixture"
 	"github.com/caretaker-storage/caretaker/spdk/spdkrpc"
 	"github.com/caretaker-storage/caretaker/spdk/spdktest"
 )
 
 func start(t *testing.T) (*spdktest.Server, string) {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "spdktest")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	path := filepath.Join(dir, "s.sock")
+	path := fixture.SocketPath(t)
 	// A stale socket from a crashed run is replaced.
 	ln, err := net.Listen("unix", path)
 	if err != nil {
@@ -41,7 +37,7 @@ func start(t *testing.T) (*spdktest.Server, string) {
 
 func TestFaultTimesAndClear(t *testing.T) {
 	srv, path := start(t)
-	c := mustClient(t, spdkrpc.ClientOptions{SocketPath: path})
+	c := fixture.NewClient(t, spdkrpc.ClientOptions{SocketPath: path})
 	defer c.Close()
 	ctx := context.Background()
 
@@ -69,7 +65,7 @@ func TestFaultTimesAndClear(t *testing.T) {
 
 func TestDropConnectionsAndClose(t *testing.T) {
 	srv, path := start(t)
-	c := mustClient(t, spdkrpc.ClientOptions{SocketPath: path})
+	c := fixture.NewClient(t, spdkrpc.ClientOptions{SocketPath: path})
 	defer c.Close()
 	srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvstores", Delay: time.Minute})
 	res := make(chan error, 1)
@@ -148,7 +144,7 @@ func TestReplaceSendsTheRawResult(t *testing.T) {
 	if _, err := srv.AddLvol("disk-1", "r"); err != nil {
 		t.Fatal(err)
 	}
-	c := mustClient(t, spdkrpc.ClientOptions{SocketPath: path})
+	c := fixture.NewClient(t, spdkrpc.ClientOptions{SocketPath: path})
 	defer c.Close()
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -179,18 +175,13 @@ func TestReplaceSendsTheRawResult(t *testing.T) {
 // TestDelayFollowsTheClock: with a fake clock a delayed reply waits until
 // the clock is stepped past the delay, and no longer.
 func TestDelayFollowsTheClock(t *testing.T) {
-	dir, err := os.MkdirTemp("", "spdktest")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
-	srv, err := spdktest.Start(filepath.Join(dir, "s.sock"), spdktest.Options{Clock: clk})
+	srv, err := spdktest.Start(fixture.SocketPath(t), spdktest.Options{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	c := mustClient(t, spdkrpc.ClientOptions{SocketPath: srv.SocketPath()})
+	c := fixture.NewClient(t, spdkrpc.ClientOptions{SocketPath: srv.SocketPath()})
 	defer c.Close()
 	srv.Inject(spdktest.Fault{Method: "bdev_lvol_get_lvstores", Delay: time.Hour})
 	res := make(chan error, 1)
@@ -207,15 +198,4 @@ func TestDelayFollowsTheClock(t *testing.T) {
 	if err := <-res; err != nil {
 		t.Fatal(err)
 	}
-}
-
-// mustClient returns a client for opts, failing the test if NewClient
-// refuses them.
-func mustClient(t testing.TB, opts spdkrpc.ClientOptions) *spdkrpc.Client {
-	t.Helper()
-	c, err := spdkrpc.NewClient(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
