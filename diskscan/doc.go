@@ -82,7 +82,9 @@
 //     rename. FinishInterrupted removes a tombstone only if its marker
 //     proves it (ErrForeignTombstone otherwise: reported, kept), then the
 //     marker. Tombstones of caretaker versions that wrote no markers are
-//     kept too; remove them by hand after checking them.
+//     kept too; remove them by hand after checking them. A tombstone whose
+//     name a replica expects again is renamed back if the name is free,
+//     and kept (ErrStillExpected) while the name is taken and expected.
 //   - Inode reuse: after the rename, the tombstone must have the type,
 //     device and inode of the directory checked (os.SameFile compares only
 //     device and inode; a symbolic link can get a freed directory's inode).

@@ -19,7 +19,9 @@ import (
 // made (see Delete: a marker names the tombstone and records its device
 // and inode) and their markers, inside <disk>/replicas. Such a tombstone
 // whose original name has become expected meanwhile is renamed back, if
-// that name is free; any other is removed as Delete removes it (never
+// that name is free, and otherwise kept (an error wrapping
+// ErrStillExpected) as long as a replica expects the name: it may hold
+// that replica's data. Any other is removed as Delete removes it (never
 // across a mount, never while the disk's expected set is empty unless
 // Options.AllowNoneExpected). A look-alike tombstone is reported (an
 // error wrapping ErrForeignTombstone) and left alone, as is the tombstone
@@ -130,12 +132,21 @@ func (o *Orphans) finishTombstone(ctx context.Context, rr *os.Root, disk Disk, p
 		return err
 	}
 	if set.Has(p.name) {
-		if _, err := rr.Lstat(p.name); errors.Is(err, fs.ErrNotExist) {
-			if err := rr.Rename(tomb, p.name); err != nil {
-				return err
-			}
-			return removeMarker(rr, p)
+		// A replica expects the name: the tombstone may be its data (the
+		// view that judged it orphaned was stale). Put it back if the
+		// name is free; if a directory took the name meanwhile, keep the
+		// tombstone until no replica expects the name.
+		_, err := rr.Lstat(p.name)
+		switch {
+		case err == nil:
+			return refuse(ErrStillExpected, "%s is expected again on disk %s and something of that name exists: tombstone %s kept while the name is expected", p.name, disk.UUID, tomb)
+		case !errors.Is(err, fs.ErrNotExist):
+			return err
 		}
+		if err := rr.Rename(tomb, p.name); err != nil {
+			return err
+		}
+		return removeMarker(rr, p)
 	}
 	if len(set) == 0 && !o.opts.AllowNoneExpected {
 		return refuse(ErrNoneExpected, "no replica is expected on disk %s: tombstone %s left for later", disk.Scope(), tomb)
