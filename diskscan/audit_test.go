@@ -50,3 +50,57 @@ func TestFinishKeepsTombstoneOfExpectedNameWhenNameTaken(t *testing.T) {
 		t.Fatal("the other directory of that name was removed")
 	}
 }
+
+// FinishInterrupted asks the expected source again right before each
+// tombstone it finishes, as Delete does before each step: a replica that
+// starts expecting a name while another tombstone is being removed (which
+// may take long on a large replica) keeps that name's tombstone, which is
+// renamed back.
+func TestFinishReasksExpectedBeforeEachTombstone(t *testing.T) {
+	d := makeDisk(t, t.TempDir(), "n", "d", "u")
+	f := newFixture(t, d)
+	names := []string{"pvc-aaaa-r-00000001", "pvc-bbbb-r-00000002"}
+	tombs := map[string]string{}
+	for _, n := range names {
+		lost := replica(t, d, n, disktest.Replica{})
+		for i := range 4 {
+			writeFile(t, filepath.Join(lost, "volume-snap-s"+string(rune('0'+i))+".img"), "data")
+		}
+		tombs[n], _ = plantTombstone(t, d, n)
+	}
+	replica(t, d, "pvc-keep-r-00000003", disktest.Replica{})
+	f.expect(d, "pvc-keep-r-00000003")
+	f.scan()
+
+	// While the first tombstone is removed, the other's name becomes
+	// expected (a replica restored onto it, a host view catching up).
+	var first, other string
+	f.o.hooks.afterRemove = func(path string) {
+		if first != "" {
+			return
+		}
+		for _, n := range names {
+			if filepath.Base(filepath.Dir(path)) == filepath.Base(tombs[n]) {
+				first = n
+			}
+		}
+		for _, n := range names {
+			if n != first {
+				other = n
+			}
+		}
+		f.expect(d, other)
+	}
+	if err := f.o.FinishInterrupted(context.Background()); err != nil {
+		t.Fatalf("FinishInterrupted: %v", err)
+	}
+	if first == "" {
+		t.Fatal("no tombstone was removed")
+	}
+	if exists(t, tombs[first]) {
+		t.Errorf("tombstone of %s (not expected) left", first)
+	}
+	if !exists(t, filepath.Join(d.Path, ReplicasDir, other, MetaFile)) {
+		t.Fatalf("%s became expected during the finish and was removed, not renamed back", other)
+	}
+}

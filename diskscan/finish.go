@@ -67,12 +67,12 @@ func (o *Orphans) finishDisk(ctx context.Context, disk Disk) error {
 		return err
 	}
 	var (
-		bound   boundary
-		set     NameSet
-		errs    *multierror.Error
-		tombs   []purge
-		markers []purge
-		seen    = map[purge]bool{} // purges whose tombstone is there
+		bound     boundary
+		haveBound bool
+		errs      *multierror.Error
+		tombs     []purge
+		markers   []purge
+		seen      = map[purge]bool{} // purges whose tombstone is there
 	)
 	for _, e := range entries {
 		p, isMarker, ok := parsePurgeEntry(e.Name())
@@ -93,13 +93,18 @@ func (o *Orphans) finishDisk(ctx context.Context, disk Disk) error {
 		if o.isBusy(disk, p.name) {
 			continue
 		}
-		if set == nil {
-			if set, err = o.expected.Expected(ctx, disk); err != nil {
-				return fmt.Errorf("expected replicas unknown, tombstones left for later: %w", err)
-			}
+		if !haveBound {
 			if bound, err = boundaryOf(rr); err != nil {
 				return err
 			}
+			haveBound = true
+		}
+		// Asked again for each tombstone, right before it is finished:
+		// removing the one before may have taken long, and a name that
+		// became expected meanwhile must keep its tombstone.
+		set, err := o.expected.Expected(ctx, disk)
+		if err != nil {
+			return fmt.Errorf("expected replicas unknown, tombstones left for later: %w", err)
 		}
 		if err := o.finishTombstone(ctx, rr, disk, p, bound, set); err != nil {
 			errs = multierror.Append(errs, err)
