@@ -285,8 +285,10 @@ type attemptResult struct {
 	took     time.Duration
 	// started: RunCleanup was called, so a cleanup may have begun on the
 	// node. stopped: after the failure, StopCleanups succeeded, so none
-	// runs there now.
-	started, stopped bool
+	// runs there now. resumed: the node may have been cleaning before
+	// this attempt (recorded running, or a failed attempt it could not
+	// stop), so an attempt that never reached it leaves it cleaning.
+	started, stopped, resumed bool
 }
 
 // settleTimeout bounds the StopCleanups a failed attempt sends to make
@@ -310,8 +312,11 @@ const settleTimeout = 30 * time.Second
 // the connection failed) may leave the node cleaning: ScyllaDB goes on
 // after its client is gone. So the driver then stops the node's cleanups
 // (StopCleanups, bounded by 30 seconds). Only when that succeeds does the
-// node stop counting as running; until then it holds every node it
-// shares a range with, through its backoff, and its next attempt, which
+// node stop counting as running; a node that may have been cleaning
+// before the attempt (recorded running, or not stopped after an earlier
+// failure) and that the attempt never reached (CleanerFor failed) is not
+// stopped either. Until then it holds every node it shares a range
+// with, through its backoff, and its next attempt, which
 // adds no concurrency, starts as soon as the backoff ends. A node given up
 // while it could not be stopped stays recorded as running and keeps
 // holding its neighbours: those left unstarted at the end are reported
@@ -378,7 +383,7 @@ func (d *CleanupDriver) Run(ctx context.Context, needed []string) (CleanupRunRep
 			defer wg.Done()
 			began := d.clock.Now()
 			res := d.attempt(runCtx, ep)
-			res.took = d.clock.Since(began)
+			res.took, res.resumed = d.clock.Since(began), resumed
 			results <- res
 		}()
 	}
@@ -593,13 +598,15 @@ func stopSafely(ctx context.Context, c Cleaner) (stopped bool) {
 }
 
 // settled updates mayRun after a failed attempt: a node whose cleanups
-// were stopped is not cleaning; one where a cleanup may have begun and
-// could not be stopped may be, and keeps holding its neighbours.
+// were stopped is not cleaning; one where a cleanup may have begun (by
+// this attempt, or before it: a resumed node the attempt never reached,
+// its Cleaner unavailable) and could not be stopped may be, and keeps
+// holding its neighbours.
 func (d *CleanupDriver) settled(ep string, res attemptResult, mayRun map[string]bool) {
 	switch {
 	case res.stopped:
 		delete(mayRun, ep)
-	case res.started:
+	case res.started, res.resumed:
 		mayRun[ep] = true
 		d.log.LogAttrs(context.Background(), slog.LevelWarn, "tokenring: cleanup may still run, held as running", slog.String("endpoint", ep))
 	}
