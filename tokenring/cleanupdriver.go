@@ -128,6 +128,20 @@ type CleanupDriverOptions struct {
 	// Hooks, if set, observe a CleanupEvent after each node's attempt
 	// ends; see CleanupHooks.
 	Hooks CleanupHooks
+	// Precondition, if set, is asked right before each attempt at a
+	// node's cleanup (first attempts, retries and resumed nodes alike),
+	// from the attempt's goroutine, with the node's endpoint. A campaign
+	// runs for hours, and a cleanup started while the cluster scales (a
+	// node joining or leaving: ranges are pending) deletes data the node
+	// is about to own; so a host passes what Decide's preconditions read
+	// now (observed generation current, StatefulSetControllerProgressing
+	// not True, Available True, Degraded False) and its own checks. A
+	// non-nil error fails the attempt before any request to the node (an
+	// error wrapping ErrPreconditionUnmet, retried after the backoff like
+	// any failed attempt); a node that may be cleaning from before (a
+	// resumed node) has its cleanups stopped, and holds its neighbours
+	// while that fails. Nil: no check beyond the Scheduler's.
+	Precondition func(ctx context.Context, endpoint string) error
 }
 
 // CleanupBackoff is CleanupDriverOptions.Backoff.
@@ -214,6 +228,10 @@ type CleanupRunReport struct {
 // RunCleanup returned no error but whose report does not show every
 // listed keyspace cleaned or dropped: the attempt does not count as done.
 var ErrCleanupNotProven = errors.New("tokenring: cleanup not proven by the API")
+
+// ErrPreconditionUnmet is wrapped by the error of an attempt that
+// CleanupDriverOptions.Precondition refused: no cleanup was started.
+var ErrPreconditionUnmet = errors.New("tokenring: cleanup precondition not met")
 
 // CleanupDriver runs the cleanups of one campaign: it asks the Scheduler
 // what to start, starts each through RunCleanup on the node's Cleaner, in
@@ -382,7 +400,7 @@ func (d *CleanupDriver) Run(ctx context.Context, needed []string) (CleanupRunRep
 		go func() {
 			defer wg.Done()
 			began := d.clock.Now()
-			res := d.attempt(runCtx, ep)
+			res := d.attempt(runCtx, ep, resumed)
 			res.took, res.resumed = d.clock.Since(began), resumed
 			results <- res
 		}()
@@ -555,8 +573,10 @@ func (d *CleanupDriver) Run(ctx context.Context, needed []string) (CleanupRunRep
 // listed keyspace cleaned or dropped. After a failure (not a cancelled
 // run, whose node stays recorded as running) it stops the node's
 // cleanups, so that the node can stop counting as running. A panicking
-// Cleaner is a failed attempt, not a crash of the run.
-func (d *CleanupDriver) attempt(ctx context.Context, ep string) (res attemptResult) {
+// Cleaner is a failed attempt, not a crash of the run. A Precondition
+// that refuses fails the attempt before RunCleanup; a resumed node, which
+// may be cleaning, then has its cleanups stopped.
+func (d *CleanupDriver) attempt(ctx context.Context, ep string, resumed bool) (res attemptResult) {
 	res.endpoint = ep
 	var c Cleaner
 	defer func() {
@@ -575,6 +595,15 @@ func (d *CleanupDriver) attempt(ctx context.Context, ep string) (res attemptResu
 	if c == nil {
 		res.err = fmt.Errorf("tokenring: cleaner for %s: nil Cleaner", ep)
 		return res
+	}
+	if check := d.opts.Precondition; check != nil {
+		if err := check(ctx, ep); err != nil {
+			res.err = fmt.Errorf("%w: node %s: %w", ErrPreconditionUnmet, ep, err)
+			if resumed && ctx.Err() == nil {
+				res.stopped = stopSafely(ctx, c)
+			}
+			return res
+		}
 	}
 	res.started = true
 	res.report, res.err = RunCleanup(ctx, c)
