@@ -132,8 +132,10 @@ type CleanupDriverOptions struct {
 	// node's cleanup (first attempts, retries and resumed nodes alike),
 	// from the attempt's goroutine, with the node's endpoint. A campaign
 	// runs for hours, and a cleanup started while the cluster scales (a
-	// node joining or leaving: ranges are pending) deletes data the node
-	// is about to own; so a host passes what Decide's preconditions read
+	// node joining or leaving: ranges are pending) may delete data
+	// streamed to the node for ranges it is about to own (Cassandra
+	// refuses cleanup then; nothing here relies on the database doing
+	// so); so a host passes what Decide's preconditions read
 	// now (observed generation current, StatefulSetControllerProgressing
 	// not True, Available True, Degraded False) and its own checks. A
 	// non-nil error fails the attempt before any request to the node (an
