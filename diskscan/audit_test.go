@@ -104,3 +104,43 @@ func TestFinishReasksExpectedBeforeEachTombstone(t *testing.T) {
 		t.Fatalf("%s became expected during the finish and was removed, not renamed back", other)
 	}
 }
+
+// <disk>/replicas is a mount point: another disk's replicas directory
+// bind-mounted there (a mistaken mount, a host path set up twice). The
+// disk's own identity checks pass (its longhorn-disk.cfg and filesystem
+// are the disk's), but the directories under replicas are another disk's,
+// which the disk's expected set knows nothing about: every one of them
+// looks orphaned. The scan marks the disk invalid, and neither Delete nor
+// FinishInterrupted removes anything through that mount.
+func TestReplicasMountPointIsNotTheDisk(t *testing.T) {
+	a := makeDisk(t, t.TempDir(), "n", "a", "ua")
+	b := makeDisk(t, t.TempDir(), "m", "b", "ub") // another node's disk, not this Orphans'
+	f := newFixture(t, a)
+	replica(t, a, "pvc-own-r-00000001", disktest.Replica{})
+	f.expect(a, "pvc-own-r-00000001")
+	live := replica(t, b, "pvc-live-r-11111111", disktest.Replica{Size: 4 << 20, Written: 1 << 20})
+	replica(t, b, "pvc-half-r-22222222", disktest.Replica{})
+	tomb, _ := plantTombstone(t, b, "pvc-half-r-22222222")
+	if rep := f.scan().Disks[0]; rep.Status.Health != orphan.HealthReady {
+		t.Fatalf("before the mount: %+v", rep.Status)
+	}
+	mountBind(t, filepath.Join(b.Path, ReplicasDir), filepath.Join(a.Path, ReplicasDir))
+
+	rep := f.scan().Disks[0]
+	if rep.Status.Health != orphan.HealthDiskInvalid || len(rep.Orphans) != 0 {
+		t.Errorf("scan through the mount: status %+v, orphans %v; want the disk invalid and no orphan", rep.Status, orphanNames(rep))
+	}
+	err := f.o.Delete(context.Background(), record(t, a, "pvc-live-r-11111111"))
+	if !errorsIs(err, orphan.ErrPreconditionFailed, ErrMountPoint) {
+		t.Errorf("Delete through the mount: %v, want a refusal wrapping ErrMountPoint", err)
+	}
+	if err := f.o.FinishInterrupted(context.Background()); err != nil {
+		t.Logf("FinishInterrupted: %v", err)
+	}
+	if !exists(t, filepath.Join(live, MetaFile)) || !exists(t, filepath.Join(live, "volume-head-000.img")) {
+		t.Fatal("another disk's replica was purged through a mount on replicas")
+	}
+	if !exists(t, filepath.Join(tomb, MetaFile)) {
+		t.Fatal("another disk's tombstone was finished through a mount on replicas")
+	}
+}

@@ -70,7 +70,12 @@
 //     Options.HostRoot) is read before and after the rename, and every directory the removal walk enters must
 //     be on the device and in the mount (mnt_id) of <disk>/replicas. The
 //     walk is caretaker's own; os.Root.RemoveAll would descend into a
-//     mount. Without /proc nothing is purged.
+//     mount. Without /proc nothing is purged. <disk>/replicas itself
+//     must be on the device and in the mount of the disk directory: a
+//     mount point there (another disk's replicas directory bind-mounted
+//     over it) holds directories the disk's identity checks say nothing
+//     about, so the scan reports the disk DiskInvalid and Delete and
+//     FinishInterrupted refuse it (ErrMountPoint).
 //   - Non-regular files: volume.meta, longhorn-disk.cfg and markers are
 //     lstat'ed, opened non-blocking and fstat'ed; a FIFO, socket, device
 //     or link is ErrNotRegular ("not a replica", DiskInvalid), never a
