@@ -180,8 +180,8 @@ func (s *Store) endsAt(ctx context.Context, volume, rel, last string) error {
 	if aws.ToString(out.Name) != s.target.Bucket {
 		return malformed("the answer is not a listing of the bucket")
 	}
-	for _, o := range out.Contents {
-		k := aws.ToString(o.Key)
+	if len(out.Contents) > 0 {
+		k := aws.ToString(out.Contents[0].Key)
 		if !strings.HasPrefix(k, prefix) || k <= prefix+last {
 			return malformed(fmt.Sprintf("key %q is not after %q: the server does not list from StartAfter", k, prefix+last))
 		}
