@@ -49,7 +49,7 @@ var sentinels = map[string]map[string]error{
 		"ErrQcow2Corrupt": salvage.ErrQcow2Corrupt,
 	},
 	"tokenring": {
-		"ErrCleanupNotProven": tokenring.ErrCleanupNotProven, "ErrInconsistentRing": tokenring.ErrInconsistentRing,
+		"ErrCleanupNotProven": tokenring.ErrCleanupNotProven, "ErrPreconditionUnmet": tokenring.ErrPreconditionUnmet, "ErrInconsistentRing": tokenring.ErrInconsistentRing,
 		"ErrInvalidBaselines": tokenring.ErrInvalidBaselines, "ErrInvalidLimits": tokenring.ErrInvalidLimits,
 		"ErrInvalidOptions": tokenring.ErrInvalidOptions, "ErrInvalidReplication": tokenring.ErrInvalidReplication,
 		"ErrInvalidRing": tokenring.ErrInvalidRing, "ErrInvalidURL": tokenring.ErrInvalidURL, "ErrKeyspaceNotFound": tokenring.ErrKeyspaceNotFound,
