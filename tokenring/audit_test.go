@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -211,5 +212,35 @@ func TestCleanupDriverPreconditionStopsResumedNode(t *testing.T) {
 				t.Errorf("n3 failed with %v", rep.Failed["n3"])
 			}
 		})
+	}
+}
+
+// ClusterPreconditions is Decide's gate as an error: nil only when every
+// precondition holds.
+func TestClusterPreconditions(t *testing.T) {
+	gen := int64(3)
+	ok := ClusterStatus{Generation: 3, ObservedGeneration: &gen, Conditions: []metav1.Condition{
+		{Type: AvailableCondition, Status: metav1.ConditionTrue},
+		{Type: DegradedCondition, Status: metav1.ConditionFalse},
+		{Type: StatefulSetControllerProgressingCondition, Status: metav1.ConditionFalse},
+	}}
+	if err := ClusterPreconditions(ok); err != nil {
+		t.Fatalf("all met: %v", err)
+	}
+	degraded := ok
+	degraded.Conditions = slices.Clone(ok.Conditions)
+	degraded.Conditions[1].Status = metav1.ConditionTrue
+	stale := ok
+	stale.Generation = 4
+	for name, s := range map[string]ClusterStatus{"degraded": degraded, "stale generation": stale, "no status": {Generation: 1}} {
+		if err := ClusterPreconditions(s); !errors.Is(err, ErrPreconditionUnmet) {
+			t.Errorf("%s: %v, want ErrPreconditionUnmet", name, err)
+		}
+		if d := Decide(Member{Name: "m", Annotations: map[string]string{
+			CurrentTokenRingHashAnnotation:       HashTokens([]string{"1"}),
+			LastCleanedUpTokenRingHashAnnotation: NeverCleanedUp,
+		}}, s, DecideOptions{}); d.Action == ActionStartCleanup {
+			t.Errorf("%s: Decide starts a cleanup that ClusterPreconditions refuses", name)
+		}
 	}
 }

@@ -600,7 +600,9 @@ func (d *CleanupDriver) attempt(ctx context.Context, ep string, resumed bool) (r
 	}
 	if check := d.opts.Precondition; check != nil {
 		if err := check(ctx, ep); err != nil {
-			res.err = fmt.Errorf("%w: node %s: %w", ErrPreconditionUnmet, ep, err)
+			if res.err = err; !errors.Is(err, ErrPreconditionUnmet) {
+				res.err = fmt.Errorf("%w: %w", ErrPreconditionUnmet, err)
+			}
 			if resumed && ctx.Err() == nil {
 				res.stopped = stopSafely(ctx, c)
 			}
