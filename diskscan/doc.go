@@ -201,7 +201,11 @@
 // (DeleteReplicaDirectory in util/util.go), or with os.RemoveAll on a
 // thread in the host's namespace (ns.DeletePath of go-common-libs), both
 // of which descend into mounts; caretaker renames it to a marked
-// tombstone first and never crosses a mount.
+// tombstone first and never crosses a mount. Longhorn identifies a disk by
+// its longhorn-disk.cfg and the filesystem ID of the disk path, and then
+// lists <disk>/replicas whatever is mounted there; caretaker refuses a
+// replicas directory that is not in the disk directory's mount (the disk
+// is DiskInvalid), since the identity checks say nothing about it.
 //
 // # The loop
 //
