@@ -144,3 +144,49 @@ func TestReplicasMountPointIsNotTheDisk(t *testing.T) {
 		t.Fatal("another disk's tombstone was finished through a mount on replicas")
 	}
 }
+
+// A purge renamed a directory to its tombstone, and before its checks
+// after the rename, the name became expected again and a directory of
+// that name was made (Longhorn creating the replica's directory anew).
+// The purge refuses and puts the tombstone back only where the name is
+// free: rename(2) replaces an empty directory, which would take the new
+// directory's place under the replica's feet; os.Root.Rename, like
+// os.Rename, refuses to replace a directory, and this holds it. The
+// tombstone is kept (and FinishInterrupted keeps it while the name is
+// expected and taken), and so is the new directory.
+func TestPurgeRestoreNeverReplacesANewDirectory(t *testing.T) {
+	d := makeDisk(t, t.TempDir(), "n", "d", "u")
+	f := newFixture(t, d)
+	lost := replica(t, d, "pvc-lost-r-deadbeef", disktest.Replica{Size: 4 << 20, Written: 1 << 20})
+	replica(t, d, "pvc-kept-r-00000001", disktest.Replica{})
+	f.expect(d, "pvc-kept-r-00000001")
+	f.scan()
+	var tombPath string
+	var fresh os.FileInfo
+	f.o.hooks.afterTombstone = func(replicas, tomb string) {
+		tombPath = filepath.Join(replicas, tomb)
+		must(t, os.Mkdir(lost, 0o755)) // empty, as Longhorn makes it first
+		fi, err := os.Lstat(lost)
+		must(t, err)
+		fresh = fi
+		f.expect(d, "pvc-lost-r-deadbeef")
+	}
+	err := f.o.Delete(context.Background(), record(t, d, "pvc-lost-r-deadbeef"))
+	if !errorsIs(err, orphan.ErrPreconditionFailed, ErrStillExpected) {
+		t.Errorf("Delete: %v, want a refusal wrapping ErrStillExpected", err)
+	}
+	now, lerr := os.Lstat(lost)
+	if lerr != nil || !os.SameFile(now, fresh) {
+		t.Fatalf("the new directory of the expected name was replaced by the tombstone (%v)", lerr)
+	}
+	if !exists(t, filepath.Join(tombPath, MetaFile)) || !exists(t, filepath.Join(tombPath, "volume-head-000.img")) {
+		t.Fatal("the tombstone's data is gone")
+	}
+	// The finish keeps it while the name is expected and taken.
+	if err := f.o.FinishInterrupted(context.Background()); !errorsIs(err, ErrStillExpected) {
+		t.Errorf("FinishInterrupted: %v, want the tombstone kept with ErrStillExpected", err)
+	}
+	if !exists(t, filepath.Join(tombPath, MetaFile)) {
+		t.Fatal("FinishInterrupted removed the tombstone of an expected name")
+	}
+}
