@@ -33,7 +33,9 @@ import (
 //     on the same filesystem, and longhorn-disk.cfg (a regular file)
 //     names the record's UUID;
 //  4. inside <disk>/replicas, opened as an os.Root so nothing can reach
-//     outside it: the entry is a real directory (a symbolic link is never
+//     outside it, and on the device and in the mount of the disk
+//     directory (no mount point at replicas: ErrMountPoint): the entry is
+//     a real directory (a symbolic link is never
 //     followed or removed), and its volume.meta is a regular file and
 //     valid (a FIFO, socket or device is never opened in a way that could
 //     block);

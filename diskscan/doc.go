@@ -70,7 +70,12 @@
 //     Options.HostRoot) is read before and after the rename, and every directory the removal walk enters must
 //     be on the device and in the mount (mnt_id) of <disk>/replicas. The
 //     walk is caretaker's own; os.Root.RemoveAll would descend into a
-//     mount. Without /proc nothing is purged.
+//     mount. Without /proc nothing is purged. <disk>/replicas itself
+//     must be on the device and in the mount of the disk directory: a
+//     mount point there (another disk's replicas directory bind-mounted
+//     over it) holds directories the disk's identity checks say nothing
+//     about, so the scan reports the disk DiskInvalid and Delete and
+//     FinishInterrupted refuse it (ErrMountPoint).
 //   - Non-regular files: volume.meta, longhorn-disk.cfg and markers are
 //     lstat'ed, opened non-blocking and fstat'ed; a FIFO, socket, device
 //     or link is ErrNotRegular ("not a replica", DiskInvalid), never a
@@ -82,7 +87,9 @@
 //     rename. FinishInterrupted removes a tombstone only if its marker
 //     proves it (ErrForeignTombstone otherwise: reported, kept), then the
 //     marker. Tombstones of caretaker versions that wrote no markers are
-//     kept too; remove them by hand after checking them.
+//     kept too; remove them by hand after checking them. A tombstone whose
+//     name a replica expects again is renamed back if the name is free,
+//     and kept (ErrStillExpected) while the name is taken and expected.
 //   - Inode reuse: after the rename, the tombstone must have the type,
 //     device and inode of the directory checked (os.SameFile compares only
 //     device and inode; a symbolic link can get a freed directory's inode).
@@ -194,7 +201,11 @@
 // (DeleteReplicaDirectory in util/util.go), or with os.RemoveAll on a
 // thread in the host's namespace (ns.DeletePath of go-common-libs), both
 // of which descend into mounts; caretaker renames it to a marked
-// tombstone first and never crosses a mount.
+// tombstone first and never crosses a mount. Longhorn identifies a disk by
+// its longhorn-disk.cfg and the filesystem ID of the disk path, and then
+// lists <disk>/replicas whatever is mounted there; caretaker refuses a
+// replicas directory that is not in the disk directory's mount (the disk
+// is DiskInvalid), since the identity checks say nothing about it.
 //
 // # The loop
 //

@@ -15,8 +15,9 @@ import (
 type ExpectedSource interface {
 	// Expected returns the data directory names expected on disk.
 	// Orphans calls it once per disk per scan, once per item it judges,
-	// and twice per purge (before and after the rename), so a directory
-	// that became expected at any point stops the purge. It may be called
+	// twice per purge (before and after the rename) and once per
+	// tombstone FinishInterrupted finishes, so a directory that became
+	// expected at any point stops the purge. It may be called
 	// from several goroutines at once, and returns promptly (an answer or
 	// an error) when ctx is done.
 	//

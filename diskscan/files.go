@@ -60,7 +60,8 @@ func listRoot(rr *os.Root) ([]fs.DirEntry, error) {
 }
 
 // openReplicas opens <disk>/replicas as a root of its own. It returns nil
-// and no error if there is none.
+// and no error if there is none. A replicas directory that is a mount
+// point is refused (see replicasOfDisk).
 func openReplicas(root *os.Root) (*os.Root, error) {
 	fi, err := root.Lstat(ReplicasDir)
 	switch {
@@ -71,7 +72,37 @@ func openReplicas(root *os.Root) (*os.Root, error) {
 	case !fi.IsDir():
 		return nil, refuse(ErrDiskInvalid, "%s is a %s, not a directory", ReplicasDir, fi.Mode().Type())
 	}
-	return root.OpenRoot(ReplicasDir)
+	rr, err := root.OpenRoot(ReplicasDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := replicasOfDisk(root, rr); err != nil {
+		rr.Close()
+		return nil, err
+	}
+	return rr, nil
+}
+
+// replicasOfDisk refuses, with ErrMountPoint, a <disk>/replicas (held by
+// rr) that is not in the filesystem and mount of the disk directory
+// (root): a mount point there (another disk's replicas directory
+// bind-mounted, another filesystem) holds directories the disk's identity
+// checks (its longhorn-disk.cfg, its filesystem ID) say nothing about,
+// and whose replicas the disk's expected set does not list. Longhorn
+// keeps replica directories in the disk's own filesystem.
+func replicasOfDisk(root, rr *os.Root) error {
+	disk, err := boundaryOf(root)
+	if err != nil {
+		return err
+	}
+	replicas, err := boundaryOf(rr)
+	if err != nil {
+		return err
+	}
+	if disk != replicas {
+		return refuse(ErrMountPoint, "%s is a mount point (device %#x mount %d; the disk directory's are %#x and %d): its directories are not the disk's", ReplicasDir, replicas.dev, replicas.mnt, disk.dev, disk.mnt)
+	}
+	return nil
 }
 
 // readMeta reads <name>/volume.meta inside rr; it must be a regular file.

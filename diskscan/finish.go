@@ -19,7 +19,9 @@ import (
 // made (see Delete: a marker names the tombstone and records its device
 // and inode) and their markers, inside <disk>/replicas. Such a tombstone
 // whose original name has become expected meanwhile is renamed back, if
-// that name is free; any other is removed as Delete removes it (never
+// that name is free, and otherwise kept (an error wrapping
+// ErrStillExpected) as long as a replica expects the name: it may hold
+// that replica's data. Any other is removed as Delete removes it (never
 // across a mount, never while the disk's expected set is empty unless
 // Options.AllowNoneExpected). A look-alike tombstone is reported (an
 // error wrapping ErrForeignTombstone) and left alone, as is the tombstone
@@ -65,12 +67,12 @@ func (o *Orphans) finishDisk(ctx context.Context, disk Disk) error {
 		return err
 	}
 	var (
-		bound   boundary
-		set     NameSet
-		errs    *multierror.Error
-		tombs   []purge
-		markers []purge
-		seen    = map[purge]bool{} // purges whose tombstone is there
+		bound     boundary
+		haveBound bool
+		errs      *multierror.Error
+		tombs     []purge
+		markers   []purge
+		seen      = map[purge]bool{} // purges whose tombstone is there
 	)
 	for _, e := range entries {
 		p, isMarker, ok := parsePurgeEntry(e.Name())
@@ -91,13 +93,18 @@ func (o *Orphans) finishDisk(ctx context.Context, disk Disk) error {
 		if o.isBusy(disk, p.name) {
 			continue
 		}
-		if set == nil {
-			if set, err = o.expected.Expected(ctx, disk); err != nil {
-				return fmt.Errorf("expected replicas unknown, tombstones left for later: %w", err)
-			}
+		if !haveBound {
 			if bound, err = boundaryOf(rr); err != nil {
 				return err
 			}
+			haveBound = true
+		}
+		// Asked again for each tombstone, right before it is finished:
+		// removing the one before may have taken long, and a name that
+		// became expected meanwhile must keep its tombstone.
+		set, err := o.expected.Expected(ctx, disk)
+		if err != nil {
+			return fmt.Errorf("expected replicas unknown, tombstones left for later: %w", err)
 		}
 		if err := o.finishTombstone(ctx, rr, disk, p, bound, set); err != nil {
 			errs = multierror.Append(errs, err)
@@ -130,12 +137,21 @@ func (o *Orphans) finishTombstone(ctx context.Context, rr *os.Root, disk Disk, p
 		return err
 	}
 	if set.Has(p.name) {
-		if _, err := rr.Lstat(p.name); errors.Is(err, fs.ErrNotExist) {
-			if err := rr.Rename(tomb, p.name); err != nil {
-				return err
-			}
-			return removeMarker(rr, p)
+		// A replica expects the name: the tombstone may be its data (the
+		// view that judged it orphaned was stale). Put it back if the
+		// name is free; if a directory took the name meanwhile, keep the
+		// tombstone until no replica expects the name.
+		_, err := rr.Lstat(p.name)
+		switch {
+		case err == nil:
+			return refuse(ErrStillExpected, "%s is expected again on disk %s and something of that name exists: tombstone %s kept while the name is expected", p.name, disk.UUID, tomb)
+		case !errors.Is(err, fs.ErrNotExist):
+			return err
 		}
+		if err := rr.Rename(tomb, p.name); err != nil {
+			return err
+		}
+		return removeMarker(rr, p)
 	}
 	if len(set) == 0 && !o.opts.AllowNoneExpected {
 		return refuse(ErrNoneExpected, "no replica is expected on disk %s: tombstone %s left for later", disk.Scope(), tomb)

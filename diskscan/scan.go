@@ -133,6 +133,17 @@ func (o *Orphans) listDisk(ctx context.Context, rep *DiskReport, root *os.Root) 
 		return unknown("open %s: %v", ReplicasDir, err)
 	}
 	defer rr.Close()
+	switch err := replicasOfDisk(root, rr); {
+	case errors.Is(err, ErrMountPoint):
+		delete(o.caches, d.Scope())
+		rep.Status = orphan.ScopeStatus{Health: orphan.HealthDiskInvalid, Message: err.Error()}
+		return nil
+	case errors.Is(err, errUnsupported):
+		// No mounts to compare where there are no mount IDs: such a
+		// disk is never purged (Delete needs them too).
+	case err != nil:
+		return unknown("mount of %s: %v", ReplicasDir, err)
+	}
 	marks := o.disks.tombMarks(d)
 	cache := o.caches[d.Scope()]
 	if cache == nil || cache.path != d.Path || cache.uuid != d.UUID {

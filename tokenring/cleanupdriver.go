@@ -128,6 +128,22 @@ type CleanupDriverOptions struct {
 	// Hooks, if set, observe a CleanupEvent after each node's attempt
 	// ends; see CleanupHooks.
 	Hooks CleanupHooks
+	// Precondition, if set, is asked right before each attempt at a
+	// node's cleanup (first attempts, retries and resumed nodes alike),
+	// from the attempt's goroutine, with the node's endpoint. A campaign
+	// runs for hours, and a cleanup started while the cluster scales (a
+	// node joining or leaving: ranges are pending) may delete data
+	// streamed to the node for ranges it is about to own (Cassandra
+	// refuses cleanup then; nothing here relies on the database doing
+	// so); so a host passes what Decide's preconditions read
+	// now (observed generation current, StatefulSetControllerProgressing
+	// not True, Available True, Degraded False) and its own checks. A
+	// non-nil error fails the attempt before any request to the node (an
+	// error wrapping ErrPreconditionUnmet, retried after the backoff like
+	// any failed attempt); a node that may be cleaning from before (a
+	// resumed node) has its cleanups stopped, and holds its neighbours
+	// while that fails. Nil: no check beyond the Scheduler's.
+	Precondition func(ctx context.Context, endpoint string) error
 }
 
 // CleanupBackoff is CleanupDriverOptions.Backoff.
@@ -215,6 +231,10 @@ type CleanupRunReport struct {
 // listed keyspace cleaned or dropped: the attempt does not count as done.
 var ErrCleanupNotProven = errors.New("tokenring: cleanup not proven by the API")
 
+// ErrPreconditionUnmet is wrapped by the error of an attempt that
+// CleanupDriverOptions.Precondition refused: no cleanup was started.
+var ErrPreconditionUnmet = errors.New("tokenring: cleanup precondition not met")
+
 // CleanupDriver runs the cleanups of one campaign: it asks the Scheduler
 // what to start, starts each through RunCleanup on the node's Cleaner, in
 // one goroutine per running node, records what runs and what is done in
@@ -285,8 +305,10 @@ type attemptResult struct {
 	took     time.Duration
 	// started: RunCleanup was called, so a cleanup may have begun on the
 	// node. stopped: after the failure, StopCleanups succeeded, so none
-	// runs there now.
-	started, stopped bool
+	// runs there now. resumed: the node may have been cleaning before
+	// this attempt (recorded running, or a failed attempt it could not
+	// stop), so an attempt that never reached it leaves it cleaning.
+	started, stopped, resumed bool
 }
 
 // settleTimeout bounds the StopCleanups a failed attempt sends to make
@@ -310,8 +332,11 @@ const settleTimeout = 30 * time.Second
 // the connection failed) may leave the node cleaning: ScyllaDB goes on
 // after its client is gone. So the driver then stops the node's cleanups
 // (StopCleanups, bounded by 30 seconds). Only when that succeeds does the
-// node stop counting as running; until then it holds every node it
-// shares a range with, through its backoff, and its next attempt, which
+// node stop counting as running; a node that may have been cleaning
+// before the attempt (recorded running, or not stopped after an earlier
+// failure) and that the attempt never reached (CleanerFor failed) is not
+// stopped either. Until then it holds every node it shares a range
+// with, through its backoff, and its next attempt, which
 // adds no concurrency, starts as soon as the backoff ends. A node given up
 // while it could not be stopped stays recorded as running and keeps
 // holding its neighbours: those left unstarted at the end are reported
@@ -377,8 +402,8 @@ func (d *CleanupDriver) Run(ctx context.Context, needed []string) (CleanupRunRep
 		go func() {
 			defer wg.Done()
 			began := d.clock.Now()
-			res := d.attempt(runCtx, ep)
-			res.took = d.clock.Since(began)
+			res := d.attempt(runCtx, ep, resumed)
+			res.took, res.resumed = d.clock.Since(began), resumed
 			results <- res
 		}()
 	}
@@ -550,8 +575,10 @@ func (d *CleanupDriver) Run(ctx context.Context, needed []string) (CleanupRunRep
 // listed keyspace cleaned or dropped. After a failure (not a cancelled
 // run, whose node stays recorded as running) it stops the node's
 // cleanups, so that the node can stop counting as running. A panicking
-// Cleaner is a failed attempt, not a crash of the run.
-func (d *CleanupDriver) attempt(ctx context.Context, ep string) (res attemptResult) {
+// Cleaner is a failed attempt, not a crash of the run. A Precondition
+// that refuses fails the attempt before RunCleanup; a resumed node, which
+// may be cleaning, then has its cleanups stopped.
+func (d *CleanupDriver) attempt(ctx context.Context, ep string, resumed bool) (res attemptResult) {
 	res.endpoint = ep
 	var c Cleaner
 	defer func() {
@@ -570,6 +597,17 @@ func (d *CleanupDriver) attempt(ctx context.Context, ep string) (res attemptResu
 	if c == nil {
 		res.err = fmt.Errorf("tokenring: cleaner for %s: nil Cleaner", ep)
 		return res
+	}
+	if check := d.opts.Precondition; check != nil {
+		if err := check(ctx, ep); err != nil {
+			if res.err = err; !errors.Is(err, ErrPreconditionUnmet) {
+				res.err = fmt.Errorf("%w: %w", ErrPreconditionUnmet, err)
+			}
+			if resumed && ctx.Err() == nil {
+				res.stopped = stopSafely(ctx, c)
+			}
+			return res
+		}
 	}
 	res.started = true
 	res.report, res.err = RunCleanup(ctx, c)
@@ -593,13 +631,15 @@ func stopSafely(ctx context.Context, c Cleaner) (stopped bool) {
 }
 
 // settled updates mayRun after a failed attempt: a node whose cleanups
-// were stopped is not cleaning; one where a cleanup may have begun and
-// could not be stopped may be, and keeps holding its neighbours.
+// were stopped is not cleaning; one where a cleanup may have begun (by
+// this attempt, or before it: a resumed node the attempt never reached,
+// its Cleaner unavailable) and could not be stopped may be, and keeps
+// holding its neighbours.
 func (d *CleanupDriver) settled(ep string, res attemptResult, mayRun map[string]bool) {
 	switch {
 	case res.stopped:
 		delete(mayRun, ep)
-	case res.started:
+	case res.started, res.resumed:
 		mayRun[ep] = true
 		d.log.LogAttrs(context.Background(), slog.LevelWarn, "tokenring: cleanup may still run, held as running", slog.String("endpoint", ep))
 	}

@@ -245,6 +245,20 @@ func needsCleanup(m Member, current, last string, opts DecideOptions) (Action, s
 	return ActionStartCleanup, ReasonTokenRingChanged, msg
 }
 
+// ClusterPreconditions returns nil when status meets every cluster
+// precondition Decide gates a cleanup on (observed generation current,
+// StatefulSetControllerProgressing not True, Available True, Degraded
+// False), else an error wrapping ErrPreconditionUnmet that lists those
+// unmet. A CleanupDriver's Precondition returns it for the status read
+// at that moment, so that a campaign stops starting cleanups while the
+// cluster scales.
+func ClusterPreconditions(status ClusterStatus) error {
+	if unmet := unmetPreconditions(status); len(unmet) > 0 {
+		return fmt.Errorf("%w: %s", ErrPreconditionUnmet, strings.Join(unmet, "; "))
+	}
+	return nil
+}
+
 // unmetPreconditions lists, in a fixed order, the cluster preconditions for
 // starting a cleanup that do not hold.
 func unmetPreconditions(s ClusterStatus) []string {

@@ -76,7 +76,10 @@
 // records done and running nodes in a
 // CleanupStateStore so that a restart resumes without overlapping
 // replicas (a node recorded as running counts as running until it is
-// re-run). The scylla-cleanup example's -plan prints the waves.
+// re-run). CleanupDriverOptions.Precondition is asked right before each
+// node's cleanup (ClusterPreconditions checks the cluster status Decide
+// checks), so a campaign stops starting cleanups once the cluster starts
+// scaling. The scylla-cleanup example's -plan prints the waves.
 //
 // # What the client trusts
 //

@@ -3,9 +3,12 @@ package tokenring_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/caretaker-storage/caretaker/tokenring"
 	"github.com/caretaker-storage/caretaker/tokenring/tokenringtest"
@@ -121,4 +124,45 @@ func ExampleConflictScope() {
 	// Output:
 	// AcrossDatacenters [[a e] [b f] [c g] [d h]]
 	// WithinDatacenter [[a b e f] [c d g h]]
+}
+
+// A CleanupDriver that asks, right before each node's cleanup, whether
+// the cluster still meets Decide's preconditions: here the cluster
+// started scaling after the campaign was planned, so no cleanup starts.
+func ExampleCleanupDriver_precondition() {
+	cluster := tokenringtest.RackedCluster(9)
+	nodes := map[string]*tokenringtest.MemNode{}
+	for _, n := range cluster.Nodes {
+		view := cluster.Clone()
+		view.Local = n.Endpoint
+		nodes[n.Endpoint] = tokenringtest.NewMemNode(view)
+	}
+	s, _ := tokenring.NewScheduler(nineNodes(), tokenring.ScheduleLimits{})
+	generation := int64(7)
+	status := func() tokenring.ClusterStatus { // the host reads its ScyllaCluster's status here
+		return tokenring.ClusterStatus{Generation: generation, ObservedGeneration: &generation, Conditions: []metav1.Condition{
+			{Type: tokenring.StatefulSetControllerProgressingCondition, Status: metav1.ConditionTrue},
+			{Type: tokenring.AvailableCondition, Status: metav1.ConditionTrue},
+			{Type: tokenring.DegradedCondition, Status: metav1.ConditionFalse},
+		}}
+	}
+	d, err := tokenring.NewCleanupDriver(tokenring.CleanupDriverOptions{
+		Scheduler: s, Store: &tokenring.MemCleanupStateStore{}, MaxAttempts: 1,
+		CleanerFor: func(ep string) (tokenring.Cleaner, error) { return nodes[ep], nil },
+		Precondition: func(ctx context.Context, endpoint string) error {
+			return tokenring.ClusterPreconditions(status())
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	report, err := d.Run(context.Background(), slices.Sorted(maps.Keys(nodes)))
+	fmt.Println("done:", len(report.Done), "refused:", errors.Is(err, tokenring.ErrPreconditionUnmet))
+	fmt.Println(report.Failed["10.0.0.5"])
+	fmt.Println("10.0.0.5 cleaned:", nodes["10.0.0.5"].Cleaned())
+	// Output:
+	// done: 0 refused: true
+	// tokenring: cleanup precondition not met: Waiting for the StatefulSet controller to finish progressing
+	// 10.0.0.5 cleaned: []
 }

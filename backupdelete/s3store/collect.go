@@ -142,6 +142,9 @@ func (s *Store) runCollection(ctx context.Context, ref backupdelete.BackupRef, r
 type volumeObjects struct {
 	lockObjects
 	ref backupdelete.BackupRef
+	// proven: a listing of backups/ of this collection was proven
+	// complete (see ListBackups).
+	proven bool
 }
 
 func (d *volumeObjects) key(rel string) string { return lhformat.VolumePath(d.volume) + "/" + rel }
@@ -188,8 +191,14 @@ func checksumsOf(b lhformat.Backup) [][]byte {
 }
 
 // ListBackups lists the backups, a full last page checked (backupNames).
+// The first listing of a collection is also proven to end where it says
+// (endsAt): the collection's later listings must equal it.
 func (d *volumeObjects) ListBackups(ctx context.Context) ([]string, error) {
-	return d.s.backupNames(ctx, d.volume)
+	names, err := d.s.backupNames(ctx, d.volume, !d.proven)
+	if err == nil {
+		d.proven = true
+	}
+	return names, err
 }
 
 // RemoveCfg deletes the cfg object (gone already is success).
@@ -270,18 +279,30 @@ func (d *volumeObjects) Tidy(context.Context) {}
 // that cuts a listing at the page size and drops its continuation would
 // otherwise hide every backup past it. Disagreement is an error wrapping
 // backupdelete.ErrListingInconsistent.
-func (s *Store) backupNames(ctx context.Context, volume string) ([]string, error) {
+//
+// With prove, a listing that ended on a key is also proven to end there
+// (endsAt): a gateway that cuts listings at its own limit, below the page
+// size, and marks them complete hides every backup past the cut, which no
+// page check sees.
+func (s *Store) backupNames(ctx context.Context, volume string, prove bool) ([]string, error) {
 	dir := lhformat.VolumePath(volume) + "/" + lhformat.BackupsDir
-	names, fullEnd, err := s.backupNamesIn(ctx, dir, s.opts.ListPageSize)
-	if err != nil || !fullEnd {
-		return names, err
-	}
-	again, _, err := s.backupNamesIn(ctx, dir, checkPageSize(s.opts.ListPageSize))
+	names, last, fullEnd, err := s.backupNamesIn(ctx, dir, s.opts.ListPageSize)
 	if err != nil {
 		return nil, err
 	}
-	if !slices.Equal(names, again) {
-		return nil, lhformat.PageDisagreement(volume, s.opts.ListPageSize, len(names), len(again))
+	if fullEnd {
+		again, _, _, err := s.backupNamesIn(ctx, dir, checkPageSize(s.opts.ListPageSize))
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Equal(names, again) {
+			return nil, lhformat.PageDisagreement(volume, s.opts.ListPageSize, len(names), len(again))
+		}
+	}
+	if prove && last != "" {
+		if err := s.endsAt(ctx, volume, dir, last); err != nil {
+			return nil, err
+		}
 	}
 	return names, nil
 }
@@ -299,9 +320,12 @@ func checkPageSize(pageSize int) int {
 
 // backupNamesIn lists the backups in dir (see backupNames) in pages of
 // pageSize keys, and says whether the last page was full and complete.
-func (s *Store) backupNamesIn(ctx context.Context, dir string, pageSize int) (names []string, fullEnd bool, err error) {
+// It also returns the name of the last object listed (the greatest), ""
+// if none.
+func (s *Store) backupNamesIn(ctx context.Context, dir string, pageSize int) (names []string, last string, fullEnd bool, err error) {
 	fullEnd, err = s.listFrom(ctx, dir, "", false, pageSize, func(objs []listed, _ []string) error {
 		for _, o := range objs {
+			last = max(last, o.name)
 			if strings.Contains(o.name, "/") {
 				continue
 			}
@@ -312,8 +336,8 @@ func (s *Store) backupNamesIn(ctx context.Context, dir string, pageSize int) (na
 		return nil
 	})
 	if err != nil {
-		return nil, false, err
+		return nil, "", false, err
 	}
 	slices.Sort(names)
-	return names, fullEnd, nil
+	return names, last, fullEnd, nil
 }

@@ -70,12 +70,13 @@
 // Longhorn does.
 //
 // Requests: a deletion of one backup of a volume with n remaining backups
-// and k unreferenced candidates costs 11 + n + ceil(k/1000) requests
-// (Stats counts them; TestDeleteTargeted asserts the 14 of n = 2, k = 1),
+// and k unreferenced candidates costs 12 + n + ceil(k/1000) requests
+// (Stats counts them; TestDeleteTargeted asserts the 15 of n = 2, k = 1),
 // plus a GetObject per other lock object and a listing per further 1000
 // backups: PutObject, ListObjectsV2 and GetObject of the lock, PutObject
 // when acquired, DeleteObject at release; GetObject of volume.cfg and of
-// the cfg, DeleteObject of the cfg, two listings of backups/, n
+// the cfg, DeleteObject of the cfg, two listings of backups/ and one of
+// the keys past the first listing's end, n
 // GetObjects, the DeleteObjects batches, and PutObject of volume.cfg.
 // Longhorn lists every block of the volume (one request per 1000) and
 // deletes each unreferenced block with its own DeleteObject. Batches are
@@ -129,7 +130,13 @@
 //     volume.cfg, a state Longhorn's own deletion leaves too;
 //   - a listing whose last page holds exactly Options.ListPageSize keys
 //     and is marked complete is listed again in pages half as large (of 2
-//     keys when pages hold 1) and must find the same backups.
+//     keys when pages hold 1) and must find the same backups;
+//   - the first listing of a deletion is proven to end where it says: a
+//     listing of the keys after its last key (StartAfter) must find no
+//     object. A gateway that cuts listings at its own limit, below the
+//     page size, and marks them complete is caught there; one that
+//     ignores StartAfter answers keys that are not after it, which is
+//     ErrMalformed. The deletion's later listing must equal the first.
 //
 // A contradiction is an error wrapping backupdelete.ErrListingInconsistent
 // and nothing is deleted: the backup stays, the Driver keeps it in Error
@@ -140,16 +147,15 @@
 // fails the same way, after the cfg was deleted: the backup is then gone
 // and the Driver's CollectVolume, which fails until the listing is
 // honest, keeps it Deleting until its blocks are collected. What this
-// does not catch: a listing that drops a backup other than the last one,
-// in a listing that does not end on a full page, is trusted, as
-// Longhorn trusts it. volume.cfg's BlockCount is not a check: Longhorn
+// does not catch: a listing that drops a backup other than the last one
+// from its middle is trusted, as Longhorn trusts it. volume.cfg's BlockCount is not a check: Longhorn
 // adds each backup's new blocks to it and deletion sets it to the blocks
 // it found referenced, so it drifts from the truth (a full backup's
 // re-uploaded blocks are not counted, a skipped collection leaves it
 // stale) and a mismatch would refuse legitimate volumes. The checks cost
-// nothing when they pass, except a listing in smaller pages when the
-// last page is exactly full, and a HeadObject when LastBackupName is not
-// listed.
+// one listing past the end per deletion when they pass, plus a listing
+// in smaller pages when the last page is exactly full, and a HeadObject
+// when LastBackupName is not listed.
 //
 // # Crash safety
 //

@@ -60,9 +60,9 @@ func TestDeleteObjectsBatches(t *testing.T) {
 	if n := e.proxy.Count("DeleteObjects"); n != 3 {
 		t.Fatalf("%d DeleteObjects requests, want 3 (%v)", n, e.proxy.Counts())
 	}
-	// 11 + n + ceil(k/1000) (see the package documentation).
-	if total := e.proxy.Total(); total != 11+1+3 {
-		t.Fatalf("%d requests, want 15 (%v)", total, e.proxy.Counts())
+	// 12 + n + ceil(k/1000) (see the package documentation).
+	if total := e.proxy.Total(); total != 12+1+3 {
+		t.Fatalf("%d requests, want 16 (%v)", total, e.proxy.Counts())
 	}
 	if got := e.blocks(t, "vol-a"); len(got) != 1 || !got[checksum("shared")] {
 		t.Fatalf("%d blocks left, want the shared one", len(got))

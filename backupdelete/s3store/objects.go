@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/caretaker-storage/caretaker/backupdelete"
+	"github.com/caretaker-storage/caretaker/backupdelete/internal/lhformat"
 	"github.com/caretaker-storage/caretaker/internal/bounded"
 )
 
@@ -145,6 +146,51 @@ func (s *Store) listFrom(ctx context.Context, rel, start string, recursive bool,
 		seen[sum] = true
 		in.ContinuationToken = aws.String(tok)
 	}
+}
+
+// endsAt proves that the listing of the directory rel, whose last object
+// was last (relative to rel), ends there: one ListObjectsV2 of the keys
+// after it (StartAfter) must find no object. An object there is
+// ErrListingInconsistent; an answer that is not a listing of the keys
+// after last (a server that ignores StartAfter answers the first keys
+// again) is ErrMalformed, as is a page of entries that holds no object
+// and says more follow: neither proves anything.
+func (s *Store) endsAt(ctx context.Context, volume, rel, last string) error {
+	prefix := s.dirKey(rel)
+	in := &s3.ListObjectsV2Input{
+		Bucket:     aws.String(s.target.Bucket),
+		Prefix:     aws.String(prefix),
+		StartAfter: aws.String(prefix + last),
+		Delimiter:  aws.String("/"),
+		MaxKeys:    aws.Int32(int32(s.opts.ListPageSize)),
+	}
+	var out *s3.ListObjectsV2Output
+	err := s.call(ctx, "ListObjectsV2", prefix, func(ctx context.Context) error {
+		var err error
+		out, err = s.client.ListObjectsV2(ctx, in)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	malformed := func(why string) error {
+		return &RequestError{Op: "ListObjectsV2", Key: prefix, Status: 200, Class: ErrMalformed,
+			msg: why, extra: []error{backupdelete.ErrCorrupt}}
+	}
+	if aws.ToString(out.Name) != s.target.Bucket {
+		return malformed("the answer is not a listing of the bucket")
+	}
+	if len(out.Contents) > 0 {
+		k := aws.ToString(out.Contents[0].Key)
+		if !strings.HasPrefix(k, prefix) || k <= prefix+last {
+			return malformed(fmt.Sprintf("key %q is not after %q: the server does not list from StartAfter", k, prefix+last))
+		}
+		return lhformat.ListingCut(volume, last, k[len(prefix):])
+	}
+	if aws.ToBool(out.IsTruncated) {
+		return malformed(fmt.Sprintf("a listing of the keys after %q with no object, marked truncated", prefix+last))
+	}
+	return nil
 }
 
 // get reads the object at rel, at most limit bytes (more is ErrTooLarge

@@ -145,7 +145,7 @@ func (s *Store) Backups(ctx context.Context, volume string) (_ []string, err err
 	if !backupdelete.ValidName(volume) {
 		return nil, fmt.Errorf("%w: volume name %q", backupdelete.ErrInvalidRef, volume)
 	}
-	return s.backupNames(ctx, volume)
+	return s.backupNames(ctx, volume, false)
 }
 
 // ReadBackup reads one backup cfg; a missing one is an error wrapping

@@ -54,3 +54,11 @@ func PageDisagreement(volume string, pageSize, first, again int) error {
 	return fmt.Errorf("%w: volume %s: the listing of backups/ ended on a full page of %d keys marked complete, and listed again in other pages it holds %d backups instead of %d: a gateway, proxy or cache cuts listings short, and collecting blocks from them would delete blocks the backups it hides reference; no block was deleted",
 		ErrListingInconsistent, volume, pageSize, again, first)
 }
+
+// ListingCut is the error for a listing of backups/ that ended, marked
+// complete, at key last while a listing of the keys after last finds
+// next: a gateway, proxy or cache cut it short below the page size.
+func ListingCut(volume, last, next string) error {
+	return fmt.Errorf("%w: volume %s: the listing of backups/ ended, marked complete, at %s, and a listing of the keys after it finds %s: a gateway, proxy or cache cuts listings short, and collecting blocks from them would delete blocks the backups it hides reference; nothing was deleted",
+		ErrListingInconsistent, volume, last, next)
+}
