@@ -744,7 +744,7 @@ func detail(err error) string {
 	if errors.As(err, &me) {
 		return me.Detail
 	}
-	return detail(err)
+	return err.Error()
 }
 
 // describe says what was wrong with a file without repeating its name.

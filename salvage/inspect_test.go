@@ -563,3 +563,22 @@ func (w *sliceWriter) WriteAt(p []byte, off int64) (int, error) {
 	copy(w.b[off:], p)
 	return len(p), nil
 }
+
+// TestInspectGivenBackingNameTooLongIsAReason: an error opening the
+// backing image that is neither "missing" nor "not a regular file" (here
+// the given file's name is longer than a file name can be) is a reason
+// that says what failed; describing it once recursed without end and
+// crashed the process.
+func TestInspectGivenBackingNameTooLongIsAReason(t *testing.T) {
+	disk := newDisk(t)
+	r := threeLayers()
+	r.BackingFilePath = "/host/var/lib/longhorn/backing-images/img-0a1b2c3d/backing"
+	given := filepath.Join(t.TempDir(), strings.Repeat("b", 300))
+	in := inspect(t, write(t, disk, "pvc-1-0a1b2c3d", r), salvage.Options{BackingFile: given})
+	if in.Recoverable || !in.Has(salvage.ReasonMissingBackingImage) {
+		t.Fatalf("recoverable=%v reasons %v; want missing-backing-image", in.Recoverable, in.ReasonStrings())
+	}
+	if s := strings.Join(in.ReasonStrings(), " "); !strings.Contains(s, "file name too long") {
+		t.Errorf("the reason does not say what failed: %s", s)
+	}
+}
