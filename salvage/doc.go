@@ -159,6 +159,12 @@
 // socket or device is never opened. Every meta file is read with a
 // bound (Options.MaxMetaSize). ctx is checked between files.
 //
+// What is checked is what is read: the Chain an inspection returns
+// remembers each layer and the backing file as Inspect saw them (device,
+// inode, size, modification time), and the export, which opens them again
+// by name, refuses one replaced or changed in between (ErrExportChanged),
+// then checks again after reading that none changed while it was read.
+//
 // # Errors
 //
 // What is wrong inside a directory is a Reason, not an error. Inspect

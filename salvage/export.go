@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,8 +43,11 @@ var (
 	// extended L2 entries, zstd compression, or QEMU's corrupt bit. Plain
 	// qcow2 images, compressed or not, are read.
 	ErrExportQcow2 = errors.New("salvage: unsupported qcow2 backing file")
-	// ErrExportChanged: a layer changed (size or modification time) while
-	// it was read: the image may mix old and new data.
+	// ErrExportChanged: a layer or the backing file changed (size or
+	// modification time) while it was read, so the image may mix old and
+	// new data; or, for a Chain from Inspection.Chain, it is not the file
+	// Inspect saw (replaced by another, or changed since), so what was
+	// checked is not what would be read.
 	ErrExportChanged = errors.New("salvage: layer changed during export")
 	// ErrExportUnsupported: this operating system cannot export (Longhorn
 	// replicas live on Linux; FIEMAP is Linux's).
@@ -257,7 +261,7 @@ func exportOpen(dir string, c Chain) (layers []exportLayer, err error) {
 	}
 	defer root.Close()
 	for _, name := range c.Layers {
-		l, err := exportOpenIn(root, name, name)
+		l, err := exportOpenIn(root, name, name, c.inspected[name])
 		if err != nil {
 			return layers, err
 		}
@@ -269,7 +273,7 @@ func exportOpen(dir string, c Chain) (layers []exportLayer, err error) {
 			return layers, err
 		}
 		defer broot.Close()
-		l, err := exportOpenIn(broot, filepath.Base(c.BackingFile), c.BackingFile)
+		l, err := exportOpenIn(broot, filepath.Base(c.BackingFile), c.BackingFile, c.inspected[c.BackingFile])
 		if err != nil {
 			return layers, err
 		}
@@ -281,8 +285,10 @@ func exportOpen(dir string, c Chain) (layers []exportLayer, err error) {
 	return layers, nil
 }
 
-// exportOpenIn opens name in root as a regular file, refusing a link.
-func exportOpenIn(root *os.Root, name, shown string) (exportLayer, error) {
+// exportOpenIn opens name in root as a regular file, refusing a link and,
+// when seen is what Inspect saw of it, a file that is not that one or has
+// changed since.
+func exportOpenIn(root *os.Root, name, shown string, seen fs.FileInfo) (exportLayer, error) {
 	f, info, err := safefile.OpenRegular(root, name)
 	var te *safefile.TypeError
 	if errors.As(err, &te) {
@@ -293,6 +299,21 @@ func exportOpenIn(root *os.Root, name, shown string) (exportLayer, error) {
 	}
 	if err != nil {
 		return exportLayer{}, err
+	}
+	if seen != nil {
+		var what string
+		switch {
+		case !os.SameFile(seen, info):
+			what = "was replaced by another file"
+		case seen.Size() != info.Size():
+			what = fmt.Sprintf("changed from %d to %d bytes", seen.Size(), info.Size())
+		case !seen.ModTime().Equal(info.ModTime()):
+			what = "was modified"
+		}
+		if what != "" {
+			f.Close()
+			return exportLayer{}, fmt.Errorf("%w: %s %s after it was inspected", ErrExportChanged, shown, what)
+		}
 	}
 	return exportLayer{name: shown, f: f, size: info.Size(), mod: info.ModTime()}, nil
 }
