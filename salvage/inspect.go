@@ -99,7 +99,7 @@ type BackingImage struct {
 	// and how it came out, e.g. "virtual size 4194304 fits the volume's
 	// 8388608 bytes" or "SHA-512 matches backing.cfg's currentChecksum".
 	Checked []string
-	info fs.FileInfo // the opened file's, for the export's identity check
+	info    fs.FileInfo // the opened file's, for the export's identity check
 }
 
 // Inspection is what Inspect found in one replica directory, and its
