@@ -127,9 +127,19 @@
 // the chain, a snapshot image without its .meta, an old head's .meta
 // without its image) is named in the notes. A volume.meta left empty by a
 // power loss, with two heads present, is refused and both heads are
-// named. Newer engines keep a journal (journal.log) and finish a cut
-// step on restart, before reading; a journal that holds records is named
-// in the notes: the export reads the state before that step finished.
+// named. Newer engines keep a journal (journal.log, go-common-libs' wal
+// format: CRC-framed JSON records of each operation's planned steps) and,
+// on restart, before reading, drop an operation cut before it was
+// prepared and finish one cut after (pkg/replica/journal_engine.go
+// recoverJournal). Inspect reads the journal the same way. A snapshot or
+// a removal so finished reads the same data as the chain volume.meta
+// names, and a revert whose volume.meta step was done reads what the
+// engine will: notes. A revert prepared and cut before volume.meta named
+// its new head is the one case where the engine, restarted, serves other
+// data (the snapshot's) than the copy read as it is (the data from before
+// the revert): ReasonInterruptedRevert, naming both; a forced export reads
+// the data from before the revert. A journal damaged in the middle, which
+// the engine sets aside, is a note.
 // A replica rebuilt by the sync agent (its snapshots sent as sparse files
 // in any order, its .meta files re-encoded, its head numbered on its own)
 // reads like its source once volume.meta no longer says Rebuilding.

@@ -342,6 +342,11 @@ func (s *inspector) run() error {
 		return err
 	}
 	s.interrupted()
+	if in.MetaRead {
+		if err := s.journal(); err != nil {
+			return err
+		}
+	}
 	return s.noData()
 }
 
