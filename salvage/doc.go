@@ -90,8 +90,11 @@
 // (ReasonVolumeMeta): a key twice, a key that names a field only without
 // regard to case, both BackingFileName and BackingFilePath, a Head that
 // is a path. On top of the format, the inspection's policy refuses Size 0
-// and a missing Head (nothing to read by the engine's rules), and the
-// scan refuses the same, so a directory the scan reports as a replica is
+// and a missing Head (nothing to read by the engine's rules), and an
+// empty volume.meta (ErrEmptyVolumeMeta: the engine's writable open
+// rewrites it from the size it is started with and the first head in name
+// order, tryRecoverVolumeMetaFile; a copy on its own has no size, so
+// nothing is guessed), and the scan refuses the same, so a directory the scan reports as a replica is
 // never one whose metadata Inspect calls corrupt. Inspection.Volume is
 // the volume by Longhorn's directory name rule (orphan.VolumeOfDataName),
 // or, for a name not of that form, the whole name (so Rank never ranks

@@ -46,7 +46,7 @@ var sentinels = map[string]map[string]error{
 		"ErrCorrupt": salvage.ErrCorrupt, "ErrDataAppeared": salvage.ErrDataAppeared, "ErrExportBadChain": salvage.ErrExportBadChain,
 		"ErrExportChanged": salvage.ErrExportChanged, "ErrExportNoFiemap": salvage.ErrExportNoFiemap, "ErrExportNotRegular": salvage.ErrExportNotRegular,
 		"ErrExportQcow2": salvage.ErrExportQcow2, "ErrExportUnsupported": salvage.ErrExportUnsupported, "ErrNotRecoverable": salvage.ErrNotRecoverable,
-		"ErrQcow2Corrupt": salvage.ErrQcow2Corrupt,
+		"ErrQcow2Corrupt": salvage.ErrQcow2Corrupt, "ErrEmptyVolumeMeta": salvage.ErrEmptyVolumeMeta,
 	},
 	"tokenring": {
 		"ErrCleanupNotProven": tokenring.ErrCleanupNotProven, "ErrInconsistentRing": tokenring.ErrInconsistentRing,
