@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 	"github.com/caretaker-storage/caretaker/internal/safefile"
+	"golang.org/x/sync/errgroup"
 )
 
 // ExportBlockSize is the engine's read granularity: the size of a block of
@@ -324,11 +324,11 @@ func exportOpenIn(root *os.Root, name, shown string, seen fs.FileInfo) (exportLa
 func exportOpenBacking(l *exportLayer) error {
 	q, err := isQcow2(l.f)
 	if err != nil {
-		return fmt.Errorf("backing file %s: %w", l.name, err)
+		return errclass.Wrapf("salvage", err, "backing file %s", l.name)
 	}
 	if q {
 		if l.qcow2, err = openQcow2(l.f, l.size, l.name); err != nil {
-			return fmt.Errorf("backing file: %w", err)
+			return errclass.Wrapf("salvage", err, "backing file")
 		}
 	}
 	return nil
@@ -362,7 +362,7 @@ func exportRun(ctx context.Context, c Chain, layers []exportLayer, w io.WriterAt
 	out.init(opts.Dense)
 	if out.truncate != nil {
 		if err := out.truncate(0); err != nil {
-			return res, fmt.Errorf("truncate output: %w", err)
+			return res, errclass.Wrapf("salvage", err, "truncate output")
 		}
 	}
 
@@ -468,7 +468,7 @@ func exportRun(ctx context.Context, c Chain, layers []exportLayer, w io.WriterAt
 	for _, l := range layers {
 		info, err := l.f.Stat()
 		if err != nil {
-			return res, fmt.Errorf("stat %s: %w", l.name, err)
+			return res, errclass.Wrapf("salvage", err, "stat %s", l.name)
 		}
 		if info.Size() != l.size || !info.ModTime().Equal(l.mod) {
 			return res, fmt.Errorf("%w: %s was modified while it was read", ErrExportChanged, l.name)
@@ -476,7 +476,7 @@ func exportRun(ctx context.Context, c Chain, layers []exportLayer, w io.WriterAt
 	}
 	if out.truncate != nil {
 		if err := out.truncate(c.Size); err != nil {
-			return res, fmt.Errorf("truncate output to %d: %w", c.Size, err)
+			return res, errclass.Wrapf("salvage", err, "truncate output to %d", c.Size)
 		}
 	}
 	if opts.Progress != nil && reported != done {
@@ -550,7 +550,7 @@ func (o *exportOutput) write(p []byte, off int64) error {
 		err = io.ErrShortWrite
 	}
 	if err != nil {
-		return fmt.Errorf("write output at %d: %w", off, err)
+		return errclass.Wrapf("salvage", err, "write output at %d", off)
 	}
 	return nil
 }
@@ -738,7 +738,7 @@ func (r *exportReader) read(l *exportLayer, s, end int64) error {
 				if errors.Is(err, io.EOF) {
 					return fmt.Errorf("%w: %s is shorter than its %d bytes", ErrExportChanged, l.name, l.size)
 				}
-				return fmt.Errorf("read %s at %d: %w", l.name, s, err)
+				return errclass.Wrapf("salvage", err, "read %s at %d", l.name, s)
 			}
 			k = int64(got)
 		}
