@@ -168,7 +168,10 @@ type ExportResult struct {
 // Every layer is opened read-only by its name inside dir, never through a
 // symbolic link, and must be a regular file (else ErrExportNotRegular; a
 // FIFO does not block the open). The backing file, if any, is opened by
-// its path, its last element never through a link. A missing layer is an
+// its path, its last element never through a link. For a Chain from
+// Inspection.Chain, each file opened must be the one Inspect saw, unchanged
+// (device, inode, size, modification time), else ErrExportChanged: a file
+// swapped in after the inspection is never read. A missing layer is an
 // error wrapping fs.ErrNotExist: unlike the engine, which creates it empty
 // and reads through it, the export refuses.
 //

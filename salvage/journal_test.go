@@ -337,6 +337,32 @@ func TestJournalCutSnapshotAndDamage(t *testing.T) {
 			t.Errorf("the torn journal is not read up to its tear: %q", in.Notes)
 		}
 	})
+	t.Run("too large to read", func(t *testing.T) {
+		r := setup(t)
+		if err := os.WriteFile(r.path("journal.log"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(r.path("journal.log"), 17<<20); err != nil {
+			t.Fatal(err)
+		}
+		in, err := Inspect(context.Background(), r.dir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.Recoverable || !in.Has(ReasonInterruptedRevert) || !strings.Contains(strings.Join(in.ReasonStrings(), " "), "not read") {
+			t.Fatalf("recoverable %v, reasons %v; want interrupted-revert, not read", in.Recoverable, in.ReasonStrings())
+		}
+	})
+	t.Run("not a regular file", func(t *testing.T) {
+		r := setup(t)
+		if err := os.Mkdir(r.path("journal.log"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		in, _ := inspectAndRecover(t, r.dir, r.chain())
+		if !hasNote(in, "journal.log is a directory", "sets such a journal aside") {
+			t.Errorf("the journal that is a directory is not named: %q", in.Notes)
+		}
+	})
 	t.Run("empty", func(t *testing.T) {
 		r := setup(t)
 		if err := os.WriteFile(r.path("journal.log"), nil, 0o600); err != nil {
