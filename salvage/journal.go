@@ -200,9 +200,10 @@ func analyzeJournal(recs []journalRecord) (txns []*journalTxn, broken []string) 
 	return txns, broken
 }
 
-// newHead returns the head a prepared transaction's UPDATE_VOLUME_META
-// step writes into volume.meta, and whether it has such a step.
-func (t *journalTxn) newHead() (string, bool) {
+// newHead returns the head a transaction's UPDATE_VOLUME_META step writes
+// into volume.meta: has says it has such a step, ok that its arguments
+// name a head.
+func (t *journalTxn) newHead() (head string, has, ok bool) {
 	for _, in := range t.intents {
 		if in.action != "UPDATE_VOLUME_META" {
 			continue
@@ -213,11 +214,11 @@ func (t *journalTxn) newHead() (string, bool) {
 			} `json:"info"`
 		}
 		if err := json.Unmarshal(in.args, &a); err != nil || a.Info.Head == "" {
-			return "", false
+			return "", true, false
 		}
-		return a.Info.Head, true
+		return a.Info.Head, true, true
 	}
-	return "", false
+	return "", false, false
 }
 
 // oldHead returns the head a transaction's DELETE_OLD_HEAD step removes.
@@ -336,20 +337,21 @@ func (s *inspector) journal() error {
 				in.note("%s: its step %d is %s, which the engine's recovery does not know: its open fails", what, a.step, a.action)
 			}
 		}
-		head, renames := t.newHead()
+		head, has, ok := t.newHead()
 		switch {
-		case !renames || head == in.Meta.Head:
+		case !has:
+			in.note("%s after it was prepared (%s); the engine finishes it on restart, and it leaves the head volume.meta names (%s) as it is: a snapshot removal drops a snapshot whose data was merged first, so the export, reading the chain volume.meta names, reads the same data", what, t.stepsDone(), in.Meta.Head)
+		case ok && head == in.Meta.Head:
 			in.note("%s after it was prepared (%s); the engine finishes it on restart, and volume.meta already names the head it ends with (%s): the export reads what the engine will", what, t.stepsDone(), in.Meta.Head)
 		case t.op == "SNAP_CREATE":
-			in.note("%s after it was prepared (%s), before volume.meta named its new head %s; the engine finishes it on restart: a snapshot changes no block, so the export, reading head %s, reads the same data", what, t.stepsDone(), head, in.Meta.Head)
-		default:
-			old := t.oldHead()
+			in.note("%s after it was prepared (%s), before volume.meta named its new head; the engine finishes it on restart: a snapshot changes no block, so the export, reading head %s, reads the same data", what, t.stepsDone(), in.Meta.Head)
+		case ok && t.op == "SNAP_REVERT" && t.oldHead() == in.Meta.Head && t.target() != "":
 			target := t.target()
-			if t.op == "SNAP_REVERT" && old == in.Meta.Head && target != "" {
-				in.reason(ReasonInterruptedRevert, engineJournalFile, "a revert to %s (transaction %d, %s) was prepared, then cut before volume.meta named its new head %s: the engine, restarted, finishes it and the volume then reads %s, without the writes made since; read as it is, this copy still has them (head %s)", target, t.id, t.stepsDone(), head, target, in.Meta.Head)
-				continue
-			}
+			in.reason(ReasonInterruptedRevert, engineJournalFile, "a revert to %s (transaction %d, %s) was prepared, then cut before volume.meta named its new head %s: the engine, restarted, finishes it and the volume then reads %s, without the writes made since; read as it is, this copy still has them (head %s)", target, t.id, t.stepsDone(), head, target, in.Meta.Head)
+		case ok:
 			in.reason(ReasonInterruptedRevert, engineJournalFile, "transaction %d (%s, %s) was prepared, then cut before volume.meta named its new head %s (it names %s): the engine, restarted, finishes it and reads another chain than this copy names now", t.id, t.op, t.stepsDone(), head, in.Meta.Head)
+		default:
+			in.reason(ReasonInterruptedRevert, engineJournalFile, "transaction %d (%s, %s) was prepared and rewrites volume.meta, but its step does not say with what head: the engine, restarted, finishes it, and which chain it then reads cannot be told", t.id, t.op, t.stepsDone())
 		}
 	}
 	return nil

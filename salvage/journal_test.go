@@ -337,6 +337,30 @@ func TestJournalCutSnapshotAndDamage(t *testing.T) {
 			t.Errorf("the torn journal is not read up to its tear: %q", in.Notes)
 		}
 	})
+	t.Run("removal prepared", func(t *testing.T) {
+		r := setup(t)
+		r.createDisk("s0", size, len(snapshotSteps))
+		r.journalAppend(walRecBegin, walBegin{TxnID: 4, Op: "SNAP_REMOVE"})
+		r.journalAppend(walRecIntent, walIntent{TxnID: 4, StepID: 1, Action: "RM_DISK", Args: mustJSON(t, map[string]string{"name": "volume-snap-gone.img"})})
+		r.journalAppend(walRecPrepare, walEnd{TxnID: 4})
+		in, _ := inspectAndRecover(t, r.dir, r.chain())
+		if !hasNote(in, "transaction 4 (SNAP_REMOVE)", "leaves the head") {
+			t.Errorf("the cut removal is not named: %q", in.Notes)
+		}
+	})
+	t.Run("revert whose volume.meta step names no head", func(t *testing.T) {
+		r := setup(t)
+		r.journalAppend(walRecBegin, walBegin{TxnID: 6, Op: "SNAP_REVERT"})
+		r.journalAppend(walRecIntent, walIntent{TxnID: 6, StepID: 1, Action: "UPDATE_VOLUME_META", Args: []byte(`{"info":{}}`)})
+		r.journalAppend(walRecPrepare, walEnd{TxnID: 6})
+		in, err := Inspect(context.Background(), r.dir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.Recoverable || !in.Has(ReasonInterruptedRevert) || !strings.Contains(strings.Join(in.ReasonStrings(), " "), "cannot be told") {
+			t.Fatalf("recoverable %v, reasons %v; want interrupted-revert", in.Recoverable, in.ReasonStrings())
+		}
+	})
 	t.Run("too large to read", func(t *testing.T) {
 		r := setup(t)
 		if err := os.WriteFile(r.path("journal.log"), nil, 0o600); err != nil {
