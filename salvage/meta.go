@@ -1,7 +1,6 @@
 package salvage
 
 import (
-	"bytes"
 	"errors"
 
 	"github.com/caretaker-storage/caretaker/internal/lhreplica"
@@ -94,13 +93,12 @@ func (e emptyMetaError) Unwrap() []error { return []error{ErrEmptyVolumeMeta, e.
 // unrecoverable. Unknown keys are ignored. Errors are *MetaError wrapping
 // ErrCorrupt; for an empty file the error is also ErrEmptyVolumeMeta.
 func ParseVolumeMeta(data []byte) (VolumeMeta, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return VolumeMeta{}, emptyMetaError{&MetaError{File: VolumeMetaFile, Detail: "empty: nothing records the volume's size or head. " +
-			"longhorn-engine's writable open rewrites an empty volume.meta with the size it was started with and, as head, the first volume-head file in name order " +
-			"(pkg/replica/replica.go tryRecoverVolumeMetaFile), and its read-only open fails; a copy on its own has neither, so nothing is guessed"}}
-	}
 	m, err := lhreplica.ParseVolumeMeta(data)
 	if err != nil {
+		var me *MetaError
+		if lhreplica.IsEmptyDocument(data) && errors.As(err, &me) {
+			return VolumeMeta{}, emptyMetaError{me}
+		}
 		return VolumeMeta{}, err
 	}
 	switch {
