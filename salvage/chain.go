@@ -1,5 +1,7 @@
 package salvage
 
+import "io/fs"
+
 // Chain is what an export reads: a replica directory's layers from the
 // head down to the base, the volume's size and an optional backing file.
 type Chain struct {
@@ -14,4 +16,10 @@ type Chain struct {
 	// volume has none. It is opened read-only, never following a symbolic
 	// link.
 	BackingFile string
+
+	// inspected holds, for a Chain made by Inspection.Chain, what Inspect
+	// saw of each file (the layer names and the backing file's path): the
+	// export refuses a file that is not that one any more
+	// (ErrExportChanged). A Chain built by hand has none.
+	inspected map[string]fs.FileInfo
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -203,7 +204,7 @@ func (ca *copyAdapter) Delete(ctx context.Context, r orphan.Record) error {
 	if r.Kind == orphan.KindReplicaData && r.DataEngine == orphan.DataEngineV1 && ca.wasNoData(r.Name) {
 		name, disk := r.Param(orphan.ParamDataName), r.Param(orphan.ParamDiskPath)
 		if !plainName(name) || disk == "" {
-			return fmt.Errorf("%w: record %s names no replica directory", orphan.ErrPreconditionFailed, r.Name)
+			return errclass.Wrapf("salvage", orphan.ErrPreconditionFailed, "record %s names no replica directory", r.Name)
 		}
 		opts := ca.inv.Options
 		opts.DiskPath = filepath.Clean(disk)
@@ -215,9 +216,9 @@ func (ca *copyAdapter) Delete(ctx context.Context, r orphan.Record) error {
 			if ctxErr := ctx.Err(); ctxErr != nil {
 				return ctxErr
 			}
-			return fmt.Errorf("%w: %s: it held no data when scanned and cannot be inspected now: %v", orphan.ErrPreconditionFailed, name, err)
+			return errclass.Wrapf("salvage", orphan.ErrPreconditionFailed, "%s: it held no data when scanned and cannot be inspected now (%v)", name, err)
 		case !in.NoData:
-			return fmt.Errorf("%w: %s: %w; the next scan judges it as it is", orphan.ErrPreconditionFailed, name, ErrDataAppeared)
+			return fmt.Errorf("%w (%s), the next scan judges it as it is: %w", ErrDataAppeared, name, orphan.ErrPreconditionFailed)
 		}
 	}
 	return ca.del.Delete(ctx, r)

@@ -166,6 +166,8 @@ func TestWithCopiesRechecksNoDataAtThePurge(t *testing.T) {
 	}
 	if err := adapter.Delete(ctx, rec); !errors.Is(err, orphan.ErrPreconditionFailed) || !errors.Is(err, salvage.ErrDataAppeared) {
 		t.Fatalf("Delete = %v, want ErrPreconditionFailed and ErrDataAppeared", err)
+	} else if !strings.HasPrefix(err.Error(), "salvage: ") {
+		t.Errorf("Delete = %q, want salvage's prefix", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "volume-head-001.img")); err != nil {
 		t.Fatalf("the data was deleted: %v", err)

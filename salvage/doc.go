@@ -90,8 +90,11 @@
 // (ReasonVolumeMeta): a key twice, a key that names a field only without
 // regard to case, both BackingFileName and BackingFilePath, a Head that
 // is a path. On top of the format, the inspection's policy refuses Size 0
-// and a missing Head (nothing to read by the engine's rules), and the
-// scan refuses the same, so a directory the scan reports as a replica is
+// and a missing Head (nothing to read by the engine's rules), and an
+// empty volume.meta (ErrEmptyVolumeMeta: the engine's writable open
+// rewrites it from the size it is started with and the first head in name
+// order, tryRecoverVolumeMetaFile; a copy on its own has no size, so
+// nothing is guessed), and the scan refuses the same, so a directory the scan reports as a replica is
 // never one whose metadata Inspect calls corrupt. Inspection.Volume is
 // the volume by Longhorn's directory name rule (orphan.VolumeOfDataName),
 // or, for a name not of that form, the whole name (so Rank never ranks
@@ -127,9 +130,19 @@
 // the chain, a snapshot image without its .meta, an old head's .meta
 // without its image) is named in the notes. A volume.meta left empty by a
 // power loss, with two heads present, is refused and both heads are
-// named. Newer engines keep a journal (journal.log) and finish a cut
-// step on restart, before reading; a journal that holds records is named
-// in the notes: the export reads the state before that step finished.
+// named. Newer engines keep a journal (journal.log, go-common-libs' wal
+// format: CRC-framed JSON records of each operation's planned steps) and,
+// on restart, before reading, drop an operation cut before it was
+// prepared and finish one cut after (pkg/replica/journal_engine.go
+// recoverJournal). Inspect reads the journal the same way. A snapshot or
+// a removal so finished reads the same data as the chain volume.meta
+// names, and a revert whose volume.meta step was done reads what the
+// engine will: notes. A revert prepared and cut before volume.meta named
+// its new head is the one case where the engine, restarted, serves other
+// data (the snapshot's) than the copy read as it is (the data from before
+// the revert): ReasonInterruptedRevert, naming both; a forced export reads
+// the data from before the revert. A journal damaged in the middle, which
+// the engine sets aside, is a note.
 // A replica rebuilt by the sync agent (its snapshots sent as sparse files
 // in any order, its .meta files re-encoded, its head numbered on its own)
 // reads like its source once volume.meta no longer says Rebuilding.
@@ -158,6 +171,12 @@
 // non-blocking, checking the open file is the one lstat saw: a FIFO,
 // socket or device is never opened. Every meta file is read with a
 // bound (Options.MaxMetaSize). ctx is checked between files.
+//
+// What is checked is what is read: the Chain an inspection returns
+// remembers each layer and the backing file as Inspect saw them (device,
+// inode, size, modification time), and the export, which opens them again
+// by name, refuses one replaced or changed in between (ErrExportChanged),
+// then checks again after reading that none changed while it was read.
 //
 // # Errors
 //

@@ -458,29 +458,6 @@ func TestRevertCutAtEveryStep(t *testing.T) {
 	}
 }
 
-// TestJournalWithRecordsIsNamed: newer engines keep a journal of snapshot
-// steps and finish a cut one on restart; a journal that holds records is
-// named, an empty one (a clean close truncates it) is not.
-func TestJournalWithRecordsIsNamed(t *testing.T) {
-	requireFiemap(t, t.TempDir())
-	dir := filepath.Join(t.TempDir(), "pvc-1-0a1b2c3d")
-	r := newEngineReplica(t, dir, 8*blk)
-	if err := os.WriteFile(r.path("journal.log"), nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	in, _ := inspectAndRecover(t, dir, r.chain())
-	if hasNote(in, "journal.log") {
-		t.Errorf("an empty journal is named: %q", in.Notes)
-	}
-	if err := os.WriteFile(r.path("journal.log"), []byte("LHJL"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	in, _ = inspectAndRecover(t, dir, r.chain())
-	if !hasNote(in, "journal.log holds records") {
-		t.Errorf("a journal with records is not named: %q", in.Notes)
-	}
-}
-
 // TestSnapshotCutVolumeMetaLost: a release that did not sync volume.meta
 // before renaming it can leave it empty after a power loss in the middle
 // of a snapshot. The two heads then present cannot be told apart from

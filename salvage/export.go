@@ -7,14 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 	"github.com/caretaker-storage/caretaker/internal/safefile"
+	"golang.org/x/sync/errgroup"
 )
 
 // ExportBlockSize is the engine's read granularity: the size of a block of
@@ -42,8 +43,11 @@ var (
 	// extended L2 entries, zstd compression, or QEMU's corrupt bit. Plain
 	// qcow2 images, compressed or not, are read.
 	ErrExportQcow2 = errors.New("salvage: unsupported qcow2 backing file")
-	// ErrExportChanged: a layer changed (size or modification time) while
-	// it was read: the image may mix old and new data.
+	// ErrExportChanged: a layer or the backing file changed (size or
+	// modification time) while it was read, so the image may mix old and
+	// new data; or, for a Chain from Inspection.Chain, it is not the file
+	// Inspect saw (replaced by another, or changed since), so what was
+	// checked is not what would be read.
 	ErrExportChanged = errors.New("salvage: layer changed during export")
 	// ErrExportUnsupported: this operating system cannot export (Longhorn
 	// replicas live on Linux; FIEMAP is Linux's).
@@ -164,7 +168,10 @@ type ExportResult struct {
 // Every layer is opened read-only by its name inside dir, never through a
 // symbolic link, and must be a regular file (else ErrExportNotRegular; a
 // FIFO does not block the open). The backing file, if any, is opened by
-// its path, its last element never through a link. A missing layer is an
+// its path, its last element never through a link. For a Chain from
+// Inspection.Chain, each file opened must be the one Inspect saw, unchanged
+// (device, inode, size, modification time), else ErrExportChanged: a file
+// swapped in after the inspection is never read. A missing layer is an
 // error wrapping fs.ErrNotExist: unlike the engine, which creates it empty
 // and reads through it, the export refuses.
 //
@@ -257,7 +264,7 @@ func exportOpen(dir string, c Chain) (layers []exportLayer, err error) {
 	}
 	defer root.Close()
 	for _, name := range c.Layers {
-		l, err := exportOpenIn(root, name, name)
+		l, err := exportOpenIn(root, name, name, c.inspected[name])
 		if err != nil {
 			return layers, err
 		}
@@ -269,7 +276,7 @@ func exportOpen(dir string, c Chain) (layers []exportLayer, err error) {
 			return layers, err
 		}
 		defer broot.Close()
-		l, err := exportOpenIn(broot, filepath.Base(c.BackingFile), c.BackingFile)
+		l, err := exportOpenIn(broot, filepath.Base(c.BackingFile), c.BackingFile, c.inspected[c.BackingFile])
 		if err != nil {
 			return layers, err
 		}
@@ -281,8 +288,10 @@ func exportOpen(dir string, c Chain) (layers []exportLayer, err error) {
 	return layers, nil
 }
 
-// exportOpenIn opens name in root as a regular file, refusing a link.
-func exportOpenIn(root *os.Root, name, shown string) (exportLayer, error) {
+// exportOpenIn opens name in root as a regular file, refusing a link and,
+// when seen is what Inspect saw of it, a file that is not that one or has
+// changed since.
+func exportOpenIn(root *os.Root, name, shown string, seen fs.FileInfo) (exportLayer, error) {
 	f, info, err := safefile.OpenRegular(root, name)
 	var te *safefile.TypeError
 	if errors.As(err, &te) {
@@ -294,6 +303,21 @@ func exportOpenIn(root *os.Root, name, shown string) (exportLayer, error) {
 	if err != nil {
 		return exportLayer{}, err
 	}
+	if seen != nil {
+		var what string
+		switch {
+		case !os.SameFile(seen, info):
+			what = "was replaced by another file"
+		case seen.Size() != info.Size():
+			what = fmt.Sprintf("changed from %d to %d bytes", seen.Size(), info.Size())
+		case !seen.ModTime().Equal(info.ModTime()):
+			what = "was modified"
+		}
+		if what != "" {
+			f.Close()
+			return exportLayer{}, fmt.Errorf("%w: %s %s after it was inspected", ErrExportChanged, shown, what)
+		}
+	}
 	return exportLayer{name: shown, f: f, size: info.Size(), mod: info.ModTime()}, nil
 }
 
@@ -303,11 +327,11 @@ func exportOpenIn(root *os.Root, name, shown string) (exportLayer, error) {
 func exportOpenBacking(l *exportLayer) error {
 	q, err := isQcow2(l.f)
 	if err != nil {
-		return fmt.Errorf("backing file %s: %w", l.name, err)
+		return errclass.Wrapf("salvage", err, "backing file %s", l.name)
 	}
 	if q {
 		if l.qcow2, err = openQcow2(l.f, l.size, l.name); err != nil {
-			return fmt.Errorf("backing file: %w", err)
+			return errclass.Wrapf("salvage", err, "backing file")
 		}
 	}
 	return nil
@@ -341,7 +365,7 @@ func exportRun(ctx context.Context, c Chain, layers []exportLayer, w io.WriterAt
 	out.init(opts.Dense)
 	if out.truncate != nil {
 		if err := out.truncate(0); err != nil {
-			return res, fmt.Errorf("truncate output: %w", err)
+			return res, errclass.Wrapf("salvage", err, "truncate output")
 		}
 	}
 
@@ -447,7 +471,7 @@ func exportRun(ctx context.Context, c Chain, layers []exportLayer, w io.WriterAt
 	for _, l := range layers {
 		info, err := l.f.Stat()
 		if err != nil {
-			return res, fmt.Errorf("stat %s: %w", l.name, err)
+			return res, errclass.Wrapf("salvage", err, "stat %s", l.name)
 		}
 		if info.Size() != l.size || !info.ModTime().Equal(l.mod) {
 			return res, fmt.Errorf("%w: %s was modified while it was read", ErrExportChanged, l.name)
@@ -455,7 +479,7 @@ func exportRun(ctx context.Context, c Chain, layers []exportLayer, w io.WriterAt
 	}
 	if out.truncate != nil {
 		if err := out.truncate(c.Size); err != nil {
-			return res, fmt.Errorf("truncate output to %d: %w", c.Size, err)
+			return res, errclass.Wrapf("salvage", err, "truncate output to %d", c.Size)
 		}
 	}
 	if opts.Progress != nil && reported != done {
@@ -529,7 +553,7 @@ func (o *exportOutput) write(p []byte, off int64) error {
 		err = io.ErrShortWrite
 	}
 	if err != nil {
-		return fmt.Errorf("write output at %d: %w", off, err)
+		return errclass.Wrapf("salvage", err, "write output at %d", off)
 	}
 	return nil
 }
@@ -717,7 +741,7 @@ func (r *exportReader) read(l *exportLayer, s, end int64) error {
 				if errors.Is(err, io.EOF) {
 					return fmt.Errorf("%w: %s is shorter than its %d bytes", ErrExportChanged, l.name, l.size)
 				}
-				return fmt.Errorf("read %s at %d: %w", l.name, s, err)
+				return errclass.Wrapf("salvage", err, "read %s at %d", l.name, s)
 			}
 			k = int64(got)
 		}

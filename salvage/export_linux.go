@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 )
 
 // SEEK_DATA and SEEK_HOLE (lseek(2)); the syscall package has no names for
@@ -91,7 +93,7 @@ func (c *exportCursor) fill() error {
 		err = c.fillFiemap()
 	}
 	if err != nil {
-		return fmt.Errorf("map extents of %s: %w", c.l.name, err)
+		return errclass.Wrapf("salvage", err, "map extents of %s", c.l.name)
 	}
 	return nil
 }
@@ -117,7 +119,7 @@ func (c *exportCursor) fillFiemap() error {
 	}
 	if !c.done && len(c.pending) == 0 {
 		// A full batch that does not move forward would loop forever.
-		return fmt.Errorf("FIEMAP made no progress at offset %d", c.pos)
+		return fmt.Errorf("salvage: FIEMAP of %s made no progress at offset %d", c.l.name, c.pos)
 	}
 	return nil
 }
@@ -131,14 +133,14 @@ func (c *exportCursor) fillSeek() error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("SEEK_DATA: %w", err)
+			return errclass.Wrapf("salvage", err, "SEEK_DATA")
 		}
 		h, err := syscall.Seek(fd, d, exportSeekHole)
 		if err != nil {
-			return fmt.Errorf("SEEK_HOLE: %w", err)
+			return errclass.Wrapf("salvage", err, "SEEK_HOLE")
 		}
 		if h <= d || d < c.pos {
-			return fmt.Errorf("SEEK_DATA/SEEK_HOLE made no progress at offset %d", c.pos)
+			return fmt.Errorf("salvage: SEEK_DATA/SEEK_HOLE of %s made no progress at offset %d", c.l.name, c.pos)
 		}
 		c.pending = append(c.pending, exportExtent{start: d, end: h})
 		c.pos = h

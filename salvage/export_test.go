@@ -716,6 +716,26 @@ func TestExportWriterError(t *testing.T) {
 	}
 }
 
+// truncFailWriter is an output whose Truncate fails.
+type truncFailWriter struct{ memWriter }
+
+func (*truncFailWriter) Truncate(int64) error { return errDiskFull }
+
+// TestExportErrorsCarryThePrefix: an I/O error of the output comes back
+// wrapped (errors.Is finds it) in a text that says it is salvage's, once.
+func TestExportErrorsCarryThePrefix(t *testing.T) {
+	dir := t.TempDir()
+	size := int64(4 * blk)
+	makeLayer(t, filepath.Join(dir, "volume-head-001.img"), size, writeAt(0, fill('H', int(size))))
+	c := Chain{Size: size, Layers: []string{"volume-head-001.img"}}
+	for what, w := range map[string]io.WriterAt{"salvage: write output at 0: disk full": &failingWriter{}, "salvage: truncate output: disk full": &truncFailWriter{}} {
+		_, err := ExportChain(context.Background(), dir, c, w, ExportOptions{})
+		if !errors.Is(err, errDiskFull) || err.Error() != what {
+			t.Errorf("err = %v, want %q wrapping the writer's error", err, what)
+		}
+	}
+}
+
 // TestExportTruncatesOutput: an existing, longer output file ends exactly
 // Size bytes long, with the old contents gone from the image's holes.
 func TestExportTruncatesOutput(t *testing.T) {

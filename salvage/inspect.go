@@ -72,6 +72,8 @@ type Layer struct {
 	Size        int64     // apparent size of the image
 	Allocated   int64     // bytes allocated on disk
 	ModTime     time.Time // the image's modification time
+
+	info fs.FileInfo // what lstat said, for the export's identity check
 }
 
 // BackingImage is the backing image a volume.meta names.
@@ -97,6 +99,7 @@ type BackingImage struct {
 	// and how it came out, e.g. "virtual size 4194304 fits the volume's
 	// 8388608 bytes" or "SHA-512 matches backing.cfg's currentChecksum".
 	Checked []string
+	info    fs.FileInfo // the opened file's, for the export's identity check
 }
 
 // Inspection is what Inspect found in one replica directory, and its
@@ -170,14 +173,23 @@ func (in *Inspection) Has(k ReasonKind) bool {
 
 // Chain returns what an export reads: the volume's size, the chain's
 // image names from the head down and the backing image's path. It is
-// meaningful only for a recoverable inspection.
+// meaningful only for a recoverable inspection. The Chain remembers each
+// file Inspect saw (device, inode, size and modification time): an
+// export of it refuses a layer or backing file replaced or changed since
+// (ErrExportChanged), so what was checked is what is read.
 func (in *Inspection) Chain() Chain {
-	c := Chain{Size: in.Meta.Size, Layers: make([]string, len(in.Layers))}
+	c := Chain{Size: in.Meta.Size, Layers: make([]string, len(in.Layers)), inspected: map[string]fs.FileInfo{}}
 	for i, l := range in.Layers {
 		c.Layers[i] = l.Name
+		if l.info != nil {
+			c.inspected[l.Name] = l.info
+		}
 	}
 	if in.Backing != nil {
 		c.BackingFile = in.Backing.Path
+		if in.Backing.info != nil {
+			c.inspected[in.Backing.Path] = in.Backing.info
+		}
 	}
 	return c
 }
@@ -330,6 +342,11 @@ func (s *inspector) run() error {
 		return err
 	}
 	s.interrupted()
+	if in.MetaRead {
+		if err := s.journal(); err != nil {
+			return err
+		}
+	}
 	return s.noData()
 }
 
@@ -441,7 +458,7 @@ func (s *inspector) image(l *Layer) error {
 		s.in.reason(ReasonNotRegular, l.Name, "%s, not a regular file", safefile.Describe(fi.Mode()))
 		return nil
 	}
-	l.Present, l.Size, l.Allocated, l.ModTime = true, fi.Size(), allocated(fi), fi.ModTime()
+	l.Present, l.Size, l.Allocated, l.ModTime, l.info = true, fi.Size(), allocated(fi), fi.ModTime(), fi
 	s.in.Apparent += l.Size
 	s.in.Allocated += l.Allocated
 	return nil
@@ -507,7 +524,7 @@ func (s *inspector) backing() {
 // format. It says false when the file cannot be used.
 func (s *inspector) readBacking(b *BackingImage, f *os.File, fi fs.FileInfo) bool {
 	in := s.in
-	b.Present, b.Size, b.Allocated = true, fi.Size(), allocated(fi)
+	b.Present, b.Size, b.Allocated, b.info = true, fi.Size(), allocated(fi), fi
 	b.Format, b.VirtualSize = "raw", b.Size
 	isQ, err := isQcow2(f)
 	if err != nil {
@@ -744,7 +761,7 @@ func detail(err error) string {
 	if errors.As(err, &me) {
 		return me.Detail
 	}
-	return detail(err)
+	return err.Error()
 }
 
 // describe says what was wrong with a file without repeating its name.

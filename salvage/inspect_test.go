@@ -563,3 +563,53 @@ func (w *sliceWriter) WriteAt(p []byte, off int64) (int, error) {
 	copy(w.b[off:], p)
 	return len(p), nil
 }
+
+// TestInspectGivenBackingNameTooLongIsAReason: an error opening the
+// backing image that is neither "missing" nor "not a regular file" (here
+// the given file's name is longer than a file name can be) is a reason
+// that says what failed; describing it once recursed without end and
+// crashed the process.
+func TestInspectGivenBackingNameTooLongIsAReason(t *testing.T) {
+	disk := newDisk(t)
+	r := threeLayers()
+	r.BackingFilePath = "/host/var/lib/longhorn/backing-images/img-0a1b2c3d/backing"
+	given := filepath.Join(t.TempDir(), strings.Repeat("b", 300))
+	in := inspect(t, write(t, disk, "pvc-1-0a1b2c3d", r), salvage.Options{BackingFile: given})
+	if in.Recoverable || !in.Has(salvage.ReasonMissingBackingImage) {
+		t.Fatalf("recoverable=%v reasons %v; want missing-backing-image", in.Recoverable, in.ReasonStrings())
+	}
+	if s := strings.Join(in.ReasonStrings(), " "); !strings.Contains(s, "file name too long") {
+		t.Errorf("the reason does not say what failed: %s", s)
+	}
+}
+
+// TestEmptyVolumeMetaIsATypedRefusal: the engine's writable open rewrites
+// an empty volume.meta from its command line's size and the first head in
+// name order; a copy on its own has no size, so salvage refuses it, with
+// an error a program can tell (ErrEmptyVolumeMeta, also a *MetaError and
+// ErrCorrupt) and a reason that says what the engine does.
+func TestEmptyVolumeMetaIsATypedRefusal(t *testing.T) {
+	for _, data := range []string{"", "\n", " \t\n"} {
+		_, err := salvage.ParseVolumeMeta([]byte(data))
+		var me *salvage.MetaError
+		if !errors.Is(err, salvage.ErrEmptyVolumeMeta) || !errors.Is(err, salvage.ErrCorrupt) || !errors.As(err, &me) || me.File != salvage.VolumeMetaFile {
+			t.Errorf("ParseVolumeMeta(%q) = %v; want ErrEmptyVolumeMeta, ErrCorrupt and a *MetaError", data, err)
+		}
+		if err != nil && !strings.HasPrefix(err.Error(), "salvage: volume.meta: empty") {
+			t.Errorf("ParseVolumeMeta(%q): text %q", data, err)
+		}
+	}
+	if _, err := salvage.ParseVolumeMeta([]byte("{")); errors.Is(err, salvage.ErrEmptyVolumeMeta) || !errors.Is(err, salvage.ErrCorrupt) {
+		t.Errorf("a damaged volume.meta: %v", err)
+	}
+	disk := newDisk(t)
+	dir := write(t, disk, "pvc-1-0a1b2c3d", threeLayers())
+	overwrite(t, dir, salvage.VolumeMetaFile, nil)
+	in := inspect(t, dir, salvage.Options{})
+	if in.Recoverable || !in.Has(salvage.ReasonVolumeMeta) {
+		t.Fatalf("recoverable %v, reasons %v", in.Recoverable, in.ReasonStrings())
+	}
+	if s := strings.Join(in.ReasonStrings(), " "); !strings.Contains(s, "empty") || !strings.Contains(s, "tryRecoverVolumeMetaFile") {
+		t.Errorf("the reason does not say what the engine does: %s", s)
+	}
+}

@@ -97,9 +97,6 @@ func (s *inspector) interrupted() {
 		}
 		return
 	}
-	if fi, err := s.root.Lstat(engineJournalFile); err == nil && fi.Size() > 0 {
-		in.note("%s holds records: newer engines journal snapshot, revert and removal steps, and on restart finish one that was cut before reading (a revert so finished changes the data); the export reads the chain volume.meta names now, the state before any such step finished", engineJournalFile)
-	}
 	inChain := make(map[string]bool, len(in.Layers))
 	for _, l := range in.Layers {
 		inChain[l.Name] = true

@@ -1,6 +1,8 @@
 package salvage
 
 import (
+	"errors"
+
 	"github.com/caretaker-storage/caretaker/internal/lhreplica"
 )
 
@@ -55,6 +57,29 @@ const (
 // diskscan.VolumeMeta.
 type VolumeMeta = lhreplica.VolumeMeta
 
+// ErrEmptyVolumeMeta is wrapped, with a *MetaError (and so ErrCorrupt),
+// by ParseVolumeMeta's error for an empty volume.meta (nothing but white
+// space, which the engine's decoder reads as no document): what a power
+// loss leaves of it in releases that did not sync it before the rename.
+//
+// The engine, opened writable on such a directory, rewrites volume.meta,
+// taking the size from its command line (the controller's volume size)
+// and as head the first directory entry whose name contains volume-head
+// (pkg/replica/replica.go tryRecoverVolumeMetaFile, checkValidVolumeMetaData);
+// its read-only open fails. salvage deviates, on the safe side: it has no
+// size to take, and the first head in name order is not always the
+// newest (a snapshot cut while volume.meta was written leaves two), so it
+// refuses the copy (ReasonVolumeMeta) and names the heads present; a
+// person who writes volume.meta by hand (ReasonVolumeMeta's remedy) can
+// then export it.
+var ErrEmptyVolumeMeta = errors.New("salvage: volume.meta is empty")
+
+// emptyMetaError is ParseVolumeMeta's error for an empty volume.meta: a
+// *MetaError that is also ErrEmptyVolumeMeta.
+type emptyMetaError struct{ *MetaError }
+
+func (e emptyMetaError) Unwrap() []error { return []error{ErrEmptyVolumeMeta, e.MetaError} }
+
 // ParseVolumeMeta parses a volume.meta of any release by the inspection's
 // rule. The file must be in the replica format, read strictly (one JSON
 // object, then only white space, with at least v0.1.0's keys, each of its
@@ -66,10 +91,14 @@ type VolumeMeta = lhreplica.VolumeMeta
 // starts there). diskscan's scan applies the same policy, so a directory
 // it reports as a replica is never one whose metadata Inspect calls
 // unrecoverable. Unknown keys are ignored. Errors are *MetaError wrapping
-// ErrCorrupt.
+// ErrCorrupt; for an empty file the error is also ErrEmptyVolumeMeta.
 func ParseVolumeMeta(data []byte) (VolumeMeta, error) {
 	m, err := lhreplica.ParseVolumeMeta(data)
 	if err != nil {
+		var me *MetaError
+		if lhreplica.IsEmptyDocument(data) && errors.As(err, &me) {
+			return VolumeMeta{}, emptyMetaError{me}
+		}
 		return VolumeMeta{}, err
 	}
 	switch {

@@ -182,6 +182,7 @@ func TestReasonsSayWhatToDo(t *testing.T) {
 		salvage.ReasonVolumeMeta:           "the layers are untouched: copy volume.meta from another replica directory of the volume",
 		salvage.ReasonMissingLayer:         "from another replica directory of the volume",
 		salvage.ReasonRebuilding:           "export it as it is",
+		salvage.ReasonInterruptedRevert:    "start the engine on a copy of the directory, which finishes the revert",
 	} {
 		s := salvage.Reason{Kind: kind, File: "f", Detail: "d"}.String()
 		if !strings.HasPrefix(s, string(kind)+": f: d (") || !strings.Contains(s, want) {

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/caretaker-storage/caretaker/internal/errclass"
 )
 
 // Qcow2Info is what the header of a qcow2 backing image says, as far as
@@ -113,7 +115,7 @@ func openQcow2(r io.ReaderAt, fileSize int64, name string) (*qcow2Image, error) 
 	var h [112]byte
 	n, err := r.ReadAt(h[:], 0)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("read %s: %w", name, err)
+		return nil, errclass.Wrapf("salvage", err, "read %s", name)
 	}
 	if n < 72 || string(h[:4]) != qcow2Magic {
 		return nil, qcow2Error(ErrQcow2Corrupt, name, "not a qcow2 header (%d bytes)", n)
@@ -190,7 +192,7 @@ func openQcow2(r io.ReaderAt, fileSize int64, name string) (*qcow2Image, error) 
 	}
 	raw := make([]byte, int(need)*8)
 	if _, err := r.ReadAt(raw, int64(l1Off)); err != nil && len(raw) > 0 {
-		return nil, fmt.Errorf("read %s L1 table: %w", name, err)
+		return nil, errclass.Wrapf("salvage", err, "read %s L1 table", name)
 	}
 	q.l1 = make([]uint64, need)
 	for i := range q.l1 {
@@ -275,7 +277,7 @@ func (q *qcow2Image) l2(off int64) ([]uint64, error) {
 	raw := make([]byte, cs)
 	if _, err := q.r.ReadAt(raw, off); err != nil {
 		slot.off = 0
-		return nil, fmt.Errorf("read %s L2 table at %d: %w", q.name, off, err)
+		return nil, errclass.Wrapf("salvage", err, "read %s L2 table at %d", q.name, off)
 	}
 	for i := range slot.entries {
 		slot.entries[i] = binary.BigEndian.Uint64(raw[i*8:])
@@ -349,7 +351,7 @@ func (q *qcow2Image) ReadAt(p []byte, off int64) (int, error) {
 			// always pad it): what is past the file's end reads as zeros.
 			n, err := q.r.ReadAt(dst, c.off+in)
 			if err != nil && !(errors.Is(err, io.EOF) && c.off+in+int64(n) == q.fileSize) {
-				return done, fmt.Errorf("read %s cluster %d: %w", q.name, vc, err)
+				return done, errclass.Wrapf("salvage", err, "read %s cluster %d", q.name, vc)
 			}
 			clear(dst[n:])
 		case qcow2Compressed:
@@ -381,7 +383,7 @@ func (q *qcow2Image) inflateCluster(vc int64, c qcow2Cluster) ([]byte, error) {
 	q.dHeld = false
 	cb := q.cbuf[:c.clen]
 	if n, err := q.r.ReadAt(cb, c.off); err != nil && !(errors.Is(err, io.EOF) && n == len(cb)) {
-		return nil, fmt.Errorf("read %s compressed cluster %d: %w", q.name, vc, err)
+		return nil, errclass.Wrapf("salvage", err, "read %s compressed cluster %d", q.name, vc)
 	}
 	src := bytes.NewReader(cb)
 	if q.inflate == nil {

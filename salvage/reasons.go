@@ -62,6 +62,14 @@ const (
 	// the image the copy expects (its size, name, UUID or checksum); the
 	// message says what differs.
 	ReasonBackingImageMismatch ReasonKind = "backing-image-mismatch"
+	// ReasonInterruptedRevert: the engine's journal (journal.log, Longhorn
+	// releases that journal snapshot operations) holds a revert that was
+	// prepared and then cut before volume.meta named its new head. The
+	// engine, restarted, finishes the revert, and the volume then reads
+	// the snapshot; this copy, read as it is, still reads the data from
+	// before the revert. A journal too large to read, which could hold
+	// such a revert, is this reason too.
+	ReasonInterruptedRevert ReasonKind = "interrupted-revert"
 )
 
 // Remedy says what a person can do about a reason of kind k, so that the
@@ -83,6 +91,8 @@ func (k ReasonKind) Remedy() string {
 		return "check the image with qemu-img check; a kind the export does not read can be converted with qemu-img convert -O raw and given to the export (longhorn-salvage -backing FILE), or keep the copy and re-adopt it as a replica of the volume"
 	case ReasonBackingImageMismatch:
 		return "find the backing image the copy expects (backing-images/<name>-<uuid> on another node) and give that file instead, or, if you know this file is that image, add -force"
+	case ReasonInterruptedRevert:
+		return "choose the state you need: a forced export (longhorn-salvage -force) reads the data from before the revert, with the writes the revert drops; for the reverted data, start the engine on a copy of the directory, which finishes the revert, and export that copy"
 	case ReasonShortHead:
 		return "the data is still there: a forced export (longhorn-salvage -force) reads it as the engine would, older data past the head's end included"
 	}

@@ -113,10 +113,20 @@ func ParseVolumeMeta(data []byte) (VolumeMeta, error) {
 	return parseVolumeMetaRef(data)
 }
 
+// IsEmptyDocument reports whether data holds nothing but JSON white space:
+// what the engine's decoder reads as no document at all (io.EOF), which
+// its open treats as a missing volume.meta (checkValidVolumeMetaData).
+func IsEmptyDocument(data []byte) bool {
+	return len(bytes.Trim(data, " \t\r\n")) == 0
+}
+
 // parseVolumeMetaRef is ParseVolumeMeta through encoding/json, rule by
 // rule: the reference the fast path is compared with, and the parse of
 // every input the fast path declines.
 func parseVolumeMetaRef(data []byte) (VolumeMeta, error) {
+	if IsEmptyDocument(data) {
+		return VolumeMeta{}, corrupt(VolumeMetaFile, "empty: it records no size and no head; longhorn-engine's writable open rewrites it with the size it was started with and, as head, the first volume-head file in name order (pkg/replica/replica.go tryRecoverVolumeMetaFile), and its read-only open fails")
+	}
 	raw, err := decodeObject(data)
 	if err != nil {
 		return VolumeMeta{}, corrupt(VolumeMetaFile, "%v", err)
