@@ -8,6 +8,8 @@ import (
 	"sort"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -24,74 +26,93 @@ func TestDecideAgreesWithReference(t *testing.T) {
 }
 
 // checkAgainstReference fails t unless Decide plans in exactly as
-// referenceDecide does.
+// referenceDecide does: every record's fate, every word of it (keep
+// reasons, forget messages and their conditions, refusals, conditions
+// with their messages), new records whole, purges' candidates with their
+// verdicts, rejected candidates with their errors, the ledger in order,
+// and the requeue time.
 func checkAgainstReference(t *testing.T, seed uint64, in orphan.Input) {
 	t.Helper()
-	{
-		got := orphan.Decide(in)
-		want := referenceDecide(in)
-		if g := actions(got); !reflect.DeepEqual(g, want.actions) {
-			t.Fatalf("seed %d: actions differ\n got  %v\n want %v\ninput %+v", seed, g, want.actions, in)
+	got := orphan.Decide(in)
+	want := referenceDecide(in)
+	differ := func(what string, g, w any) {
+		t.Helper()
+		if !reflect.DeepEqual(g, w) {
+			t.Fatalf("seed %d: %s differ\n got  %v\n want %v\ninput %+v", seed, what, g, w, in)
 		}
-		if g := marks(got); !reflect.DeepEqual(g, want.marks) {
-			t.Fatalf("seed %d: conditions differ\n got  %v\n want %v\ninput %+v", seed, g, want.marks, in)
-		}
-		if g := refusals(got); !reflect.DeepEqual(g, want.refused) {
-			t.Fatalf("seed %d: refusals differ\n got  %v\n want %v\ninput %+v", seed, g, want.refused, in)
-		}
-		if !got.RequeueAt.Equal(want.requeue) {
-			t.Fatalf("seed %d: RequeueAt = %v, want %v", seed, got.RequeueAt, want.requeue)
-		}
-		purged, created := map[string]string{}, map[string]string{}
-		for _, pu := range got.Purge {
-			purged[pu.Record.Name] = fmt.Sprint(pu.Candidate.Item)
-		}
-		for _, r := range got.Create {
-			created[r.Name] = fmt.Sprint(r.Item())
-		}
-		if !reflect.DeepEqual(purged, want.purged) {
-			t.Fatalf("seed %d: purges' candidates differ\n got  %v\n want %v\ninput %+v", seed, purged, want.purged, in)
-		}
-		if !reflect.DeepEqual(created, want.created) {
-			t.Fatalf("seed %d: created records' items differ\n got  %v\n want %v\ninput %+v", seed, created, want.created, in)
-		}
-		var rejected []string
-		for _, r := range got.Rejected {
-			rejected = append(rejected, fmt.Sprint(r.Item))
-		}
-		if !reflect.DeepEqual(rejected, want.rejected) {
-			t.Fatalf("seed %d: rejected differ\n got  %v\n want %v\ninput %+v", seed, rejected, want.rejected, in)
-		}
-		var ledger []string
-		for _, e := range got.AutoPurges {
-			ledger = append(ledger, fmt.Sprint(e))
-		}
-		if !reflect.DeepEqual(ledger, want.ledger) {
-			t.Fatalf("seed %d: ledgers differ\n got  %v\n want %v\ninput %+v", seed, ledger, want.ledger, in)
-		}
-		checkPlanInvariants(t, seed, in, got)
 	}
+	differ("actions", actions(got), want.actions)
+	keeps, forgets := map[string]string{}, map[string]string{}
+	for _, k := range got.Keep {
+		keeps[k.Record.Name] = k.Reason
+	}
+	for _, f := range got.Forget {
+		forgets[f.Record.Name] = f.Message
+		// The condition a forget writes first is its own reason and message.
+		wantCond := []metav1.Condition{{Type: orphan.ConditionDataCleanable, Status: metav1.ConditionFalse, Reason: string(f.Reason), Message: f.Message}}
+		differ("forget conditions of "+f.Record.Name, f.Conditions, wantCond)
+	}
+	differ("keep reasons", keeps, want.keeps)
+	differ("forget messages", forgets, want.forgets)
+	differ("conditions", marks(got), want.marks)
+	differ("refusals", refusals(got), want.refused)
+	if !got.RequeueAt.Equal(want.requeue) {
+		t.Fatalf("seed %d: RequeueAt = %v, want %v", seed, got.RequeueAt, want.requeue)
+	}
+	purged := map[string]string{}
+	for _, pu := range got.Purge {
+		purged[pu.Record.Name] = fmt.Sprint(pu.Candidate)
+	}
+	differ("purges' candidates", purged, want.purged)
+	created, createdMarks := map[string]orphan.Record{}, map[string][]string{}
+	for _, r := range got.Create {
+		if cs := spellConditions(r.Conditions); len(cs) > 0 {
+			createdMarks[r.Name] = cs
+		}
+		r.Conditions = nil
+		created[r.Name] = r
+	}
+	differ("created records", created, want.created)
+	differ("created records' conditions", createdMarks, want.createdMarks)
+	var rejected []string
+	for _, r := range got.Rejected {
+		rejected = append(rejected, fmt.Sprint(r.Item)+": "+r.Err.Error())
+	}
+	differ("rejected", rejected, want.rejected)
+	var ledger []string
+	for _, e := range got.AutoPurges {
+		ledger = append(ledger, fmt.Sprint(e))
+	}
+	differ("ledgers", ledger, want.ledger)
+	checkPlanInvariants(t, seed, in, got)
 }
 
-// marks flattens a plan's conditions to name → "Type=Status:Reason,...".
-func marks(p orphan.Plan) map[string]string {
-	out := map[string]string{}
+// spellConditions spells conditions as the reference's marks, sorted:
+// their order within one record's entry is not part of the contract,
+// each type appearing at most once is (checkPlanInvariants).
+func spellConditions(cs []metav1.Condition) []string {
+	var parts []string
+	for _, c := range cs {
+		parts = append(parts, spellCondition(c))
+	}
+	sort.Strings(parts)
+	return parts
+}
+
+// marks flattens a plan's conditions to name → spelled conditions.
+func marks(p orphan.Plan) map[string][]string {
+	out := map[string][]string{}
 	for _, sc := range p.Conditions {
-		var parts []string
-		for _, c := range sc.Conditions {
-			parts = append(parts, c.Type+"="+string(c.Status)+":"+c.Reason)
-		}
-		sort.Strings(parts)
-		out[sc.Record.Name] = fmt.Sprint(parts)
+		out[sc.Record.Name] = spellConditions(sc.Conditions)
 	}
 	return out
 }
 
-// refusals flattens a plan's refusals to name → rule.
+// refusals flattens a plan's refusals to name → "Rule|Reason".
 func refusals(p orphan.Plan) map[string]string {
 	out := map[string]string{}
 	for _, r := range p.Refused {
-		out[r.Name] = r.Rule
+		out[r.Name] = r.Rule + "|" + r.Reason
 	}
 	return out
 }
@@ -136,9 +157,29 @@ func checkPlanInvariants(t *testing.T, seed uint64, in orphan.Input, p orphan.Pl
 			t.Fatalf("seed %d: purge of %s in a scope where nothing is expected", seed, pu.Record.Name)
 		}
 	}
-	for _, list := range [][]string{names(p.Create), forgetNames(p.Forget), purgeNames(p.Purge), keepNames(p.Keep)} {
+	var condNames, refusedNames []string
+	for _, sc := range p.Conditions {
+		condNames = append(condNames, sc.Record.Name)
+		if len(sc.Conditions) == 0 {
+			t.Fatalf("seed %d: an entry of Conditions for %s with no condition", seed, sc.Record.Name)
+		}
+		checkConditionTypesOnce(t, seed, sc.Record.Name, sc.Conditions)
+	}
+	for _, r := range p.Create {
+		checkConditionTypesOnce(t, seed, r.Name, r.Conditions)
+	}
+	for _, r := range p.Refused {
+		refusedNames = append(refusedNames, r.Name)
+	}
+	// Every list of the plan is in name order, each name at most once.
+	for _, list := range [][]string{names(p.Create), forgetNames(p.Forget), purgeNames(p.Purge), keepNames(p.Keep), condNames, refusedNames} {
 		if !sort.StringsAreSorted(list) {
 			t.Fatalf("seed %d: plan list not sorted: %v", seed, list)
+		}
+		for i := 1; i < len(list); i++ {
+			if list[i] == list[i-1] {
+				t.Fatalf("seed %d: %s twice in one list of the plan", seed, list[i])
+			}
 		}
 	}
 	total := len(p.Create) + len(p.Forget) + len(p.Purge) + len(p.Keep)
@@ -186,4 +227,17 @@ func FuzzDecideAgreesWithReference(f *testing.F) {
 		checkAgainstReference(t, a, hardInput(rng, steady))
 		checkAgainstReference(t, a, randomInput(rng))
 	})
+}
+
+// checkConditionTypesOnce fails t if cs sets one condition type twice: a
+// writer applying them in turn would keep only the last.
+func checkConditionTypesOnce(t *testing.T, seed uint64, name string, cs []metav1.Condition) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, c := range cs {
+		if seen[c.Type] {
+			t.Fatalf("seed %d: condition %s planned twice for %s: %v", seed, c.Type, name, cs)
+		}
+		seen[c.Type] = true
+	}
 }
