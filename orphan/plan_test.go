@@ -3,6 +3,7 @@ package orphan_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -325,6 +326,23 @@ func randomGuardExtras(rng *rand.Rand, in *orphan.Input) {
 		if rng.IntN(3) == 0 {
 			c := &in.Candidates[i]
 			c.Item.Copy = &orphan.Copy{Volume: fmt.Sprintf("pvc-%d", rng.IntN(4)), Recoverable: rng.IntN(3) != 0, NoData: rng.IntN(4) == 0}
+			if rng.IntN(2) == 0 {
+				// What an inspection reports besides: every word of it
+				// reaches the Recoverable condition's message.
+				c.Item.Copy.Revision, c.Item.Copy.Rank = int64(rng.IntN(3)), rng.IntN(3)
+				c.Item.Copy.Head, c.Item.Copy.Size = []string{"", "volume-head-002.img"}[rng.IntN(2)], int64(rng.IntN(2))<<30
+				for range rng.IntN(3) {
+					c.Item.Copy.Reasons = append(c.Item.Copy.Reasons, []string{"volume-meta: missing", "backing image absent", strings.Repeat("é", 700)}[rng.IntN(3)])
+				}
+			}
+		}
+	}
+	// Scopes' messages reach forget messages, keep reasons and
+	// DataCleanable=False conditions.
+	for sc, st := range in.Scopes {
+		if rng.IntN(2) == 0 {
+			st.Message = "why " + sc.String()
+			in.Scopes[sc] = st
 		}
 	}
 	states := []orphan.VolumeState{orphan.VolumeHealthy, orphan.VolumeDegraded, orphan.VolumeFaulted, orphan.VolumeDeleted, "unknown", ""}
