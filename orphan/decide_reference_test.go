@@ -190,6 +190,16 @@ func referenceDecide(in orphan.Input) referencePlan {
 		}
 		return v, found
 	}
+	// autoDeletes says whether the policy deletes a kind's orphans: the
+	// kinds it lists, and failed backups when it says so.
+	autoDeletes := func(k orphan.Kind) bool {
+		for _, l := range in.Policy.Kinds {
+			if l == k {
+				return true
+			}
+		}
+		return k == orphan.KindBackup && in.Policy.FailedBackups
+	}
 	earliest := func(t time.Time) {
 		if out.requeue.IsZero() || t.Before(out.requeue) {
 			out.requeue = t
@@ -536,6 +546,21 @@ func referenceDecide(in orphan.Input) referencePlan {
 			keep(r, "orphan type "+strconv.Quote(string(r.Kind))+" is not one caretaker handles: left to its owner")
 			continue
 		}
+		holders := 0
+		for _, o := range in.Records {
+			if o.Name == r.Name {
+				holders++
+			}
+		}
+		if holders > 1 {
+			// One name is one object in a store: which one it is cannot
+			// be told, so nothing is done to any of them.
+			keep(r, "several records share the name "+r.Name+": the input's records are inconsistent (a store holds one object of a name), so none of them is purged or forgotten")
+			if _, done := out.refused[r.Name]; r.DeletionRequested && !done {
+				out.refused[r.Name] = "DuplicateName|deletion requested, but several records of the input share the name " + r.Name + ": none of them is purged until one remains"
+			}
+			continue
+		}
 		if forgets(h) {
 			forget(r, string(h), st.msg)
 			continue
@@ -607,14 +632,15 @@ func referenceDecide(in orphan.Input) referencePlan {
 			mark(r, rule, ruleMsg)
 			continue
 		}
-		auto := false
-		for _, k := range in.Policy.Kinds {
-			auto = auto || k == r.Kind
-		}
+		auto := autoDeletes(r.Kind)
 		due := r.CreatedAt.Add(in.Policy.GracePeriod)
-		isDue := r.DeletionRequested || (auto && !in.Now.Before(due))
+		ageless := auto && r.CreatedAt.IsZero()
+		isDue := r.DeletionRequested || (auto && !ageless && !in.Now.Before(due))
 		heldMark := cl != nil && cl.Status == "False" && (holds(orphan.Health(cl.Reason)) || cl.Reason == "Dismissed")
 		switch {
+		case !isDue && ageless:
+			keep(r, "auto-deletion waits: the record has no creation time, so its grace period cannot be counted")
+			mark(r, rule, ruleMsg)
 		case !isDue && auto:
 			earliest(due)
 			keep(r, "auto-deletion due at "+due.UTC().Format(time.RFC3339))
@@ -757,10 +783,8 @@ func referenceDecide(in orphan.Input) referencePlan {
 			out.createdMarks[n] = parts
 		}
 		out.actions[n] = "create"
-		for _, k := range in.Policy.Kinds {
-			if k == it.Kind {
-				earliest(in.Now.Add(in.Policy.GracePeriod))
-			}
+		if autoDeletes(it.Kind) {
+			earliest(in.Now.Add(in.Policy.GracePeriod))
 		}
 	}
 	return out

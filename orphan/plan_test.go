@@ -221,6 +221,12 @@ var healths = []orphan.Health{"", orphan.HealthReady, orphan.HealthReady, orphan
 
 func randomItem(rng *rand.Rand) orphan.Item {
 	node := fmt.Sprintf("n%d", rng.IntN(3))
+	if rng.IntN(10) == 0 {
+		return orphan.Item{Kind: orphan.KindBackup, NodeID: node, Parameters: map[string]string{
+			orphan.ParamBackupTarget: "t", orphan.ParamBackupVolume: fmt.Sprintf("pvc-%d", rng.IntN(2)),
+			orphan.ParamBackupName: fmt.Sprintf("backup-%d", rng.IntN(3)),
+		}}
+	}
 	if rng.IntN(4) == 0 {
 		kind := orphan.KindEngineInstance
 		if rng.IntN(2) == 0 {
@@ -272,10 +278,19 @@ func randomInput(rng *rand.Rand) orphan.Input {
 	for range rng.IntN(10) {
 		it := randomItem(rng)
 		r, err := orphan.NewRecord(it, testEpoch.Add(time.Duration(rng.IntN(300))*time.Second))
-		if err != nil || seenRec[r.Name] {
+		// Now and then a name held twice (two lists merged), a record
+		// of no creation time, or one of Longhorn's kinds caretaker
+		// leaves to its owner.
+		if err != nil || seenRec[r.Name] && rng.IntN(4) != 0 {
 			continue
 		}
 		seenRec[r.Name] = true
+		if rng.IntN(20) == 0 {
+			r.CreatedAt = time.Time{}
+		}
+		if rng.IntN(30) == 0 {
+			r.Kind = orphan.KindShardInstance
+		}
 		r.DeletionRequested = rng.IntN(3) == 0
 		r.Dismissed = rng.IntN(8) == 0
 		switch rng.IntN(4) {
@@ -299,6 +314,7 @@ func randomInput(rng *rand.Rand) orphan.Input {
 	if rng.IntN(2) == 0 {
 		in.Policy.Kinds = []orphan.Kind{orphan.Kinds()[rng.IntN(len(orphan.Kinds()))]}
 		in.Policy.GracePeriod = time.Duration(rng.IntN(400)) * time.Second
+		in.Policy.FailedBackups = rng.IntN(3) == 0
 	}
 	randomGuardExtras(rng, &in)
 	// Sometimes the candidates are a host's own judgement (Judged).

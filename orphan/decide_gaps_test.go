@@ -1,0 +1,102 @@
+package orphan_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caretaker-storage/caretaker/orphan"
+)
+
+// TestDecideNeverPurgesADuplicatedName: two records of one name in one
+// input (two lists merged, a cache that holds an object twice) cannot
+// both be the store's one object of that name. A dismissed copy beside a
+// requested one must not let the data go: no purge, no forget, and the
+// request is refused visibly.
+func TestDecideNeverPurgesADuplicatedName(t *testing.T) {
+	d1 := orphan.Scope{NodeID: "n1", Disk: "disk-1"}
+	it := replicaItem("n1", "disk-1", "pvc-a-0123abcd")
+	requested := markCleanable(orphanRecord("n1", "disk-1", "pvc-a-0123abcd"))
+	requested.DeletionRequested = true
+	dismissed := requested.Clone()
+	dismissed.DeletionRequested, dismissed.Dismissed = false, true
+	auto := requested.Clone()
+	auto.DeletionRequested = false
+	for _, tc := range []struct {
+		name    string
+		records []orphan.Record
+		refused bool
+	}{
+		{"dismissed and requested", []orphan.Record{dismissed, requested}, true},
+		{"requested and dismissed", []orphan.Record{requested, dismissed}, true},
+		{"requested twice", []orphan.Record{requested, requested.Clone()}, true},
+		{"auto-deleted twice", []orphan.Record{auto, auto.Clone()}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := orphan.Input{Now: testEpoch.Add(time.Hour), Scopes: ready(d1),
+				Candidates: []orphan.Candidate{{Item: it, Verdict: orphan.Orphan("x")}},
+				Records:    tc.records, Policy: orphan.Policy{Kinds: []orphan.Kind{orphan.KindReplicaData}},
+				Volumes:    map[string]orphan.VolumeState{"pvc-a": orphan.VolumeHealthy}, Guard: orphan.Guard{AllowAnyShare: true, AllowWholeScope: true}}
+			p := orphan.Decide(in)
+			if len(p.Purge) != 0 || len(p.Forget) != 0 || len(p.Create) != 0 {
+				t.Fatalf("a name held by two records: purges %v, forgets %v, creates %v; want all kept", p.Purge, p.Forget, p.Create)
+			}
+			if len(p.Keep) != 2 {
+				t.Fatalf("kept %d records, want both", len(p.Keep))
+			}
+			for _, k := range p.Keep {
+				if !strings.Contains(k.Reason, "records share the name") {
+					t.Errorf("keep reason %q does not say why", k.Reason)
+				}
+			}
+			if got := len(p.Refused) == 1 && p.Refused[0].Rule == orphan.RuleDuplicateName; got != tc.refused {
+				t.Fatalf("refused %v, want one %s refusal: %v", p.Refused, orphan.RuleDuplicateName, tc.refused)
+			}
+			checkAgainstReference(t, 0, in)
+		})
+	}
+}
+
+// TestDecideAutoDeletionWaitsForACreationTime: a record with no creation
+// time (a store that does not keep it, a plan made with a zero Now) has
+// no grace period to count: auto-deletion must not take it for over,
+// while a person's request still goes on.
+func TestDecideAutoDeletionWaitsForACreationTime(t *testing.T) {
+	d1 := orphan.Scope{NodeID: "n1", Disk: "disk-1"}
+	it := replicaItem("n1", "disk-1", "pvc-a-0123abcd")
+	rec := markCleanable(orphanRecord("n1", "disk-1", "pvc-a-0123abcd"))
+	rec.CreatedAt = time.Time{}
+	in := orphan.Input{Now: testEpoch, Scopes: ready(d1),
+		Candidates: []orphan.Candidate{{Item: it, Verdict: orphan.Orphan("x")}},
+		Records:    []orphan.Record{rec}, Policy: orphan.Policy{Kinds: []orphan.Kind{orphan.KindReplicaData}, GracePeriod: orphan.DefaultGracePeriod},
+		Volumes:    map[string]orphan.VolumeState{"pvc-a": orphan.VolumeHealthy}, Guard: orphan.Guard{AllowAnyShare: true, AllowWholeScope: true}}
+	p := orphan.Decide(in)
+	if len(p.Purge) != 0 {
+		t.Fatalf("a record of unknown age was auto-purged: %+v", p.Purge)
+	}
+	if len(p.Keep) != 1 || !strings.Contains(p.Keep[0].Reason, "no creation time") {
+		t.Fatalf("keep %+v, want the record kept saying it has no creation time", p.Keep)
+	}
+	if !p.RequeueAt.IsZero() {
+		t.Errorf("RequeueAt = %v: time alone never makes it due", p.RequeueAt)
+	}
+	checkAgainstReference(t, 0, in)
+
+	// A plan made with no Now creates records of no age: they wait too.
+	in.Now, in.Records = time.Time{}, nil
+	p = orphan.Decide(in)
+	if len(p.Create) != 1 {
+		t.Fatalf("created %d records, want 1", len(p.Create))
+	}
+	in.Records, in.Now = []orphan.Record{p.Create[0]}, testEpoch
+	if p = orphan.Decide(in); len(p.Purge) != 0 {
+		t.Fatalf("a record created at a zero Now was auto-purged: %+v", p.Purge)
+	}
+
+	// A person's request goes on.
+	in.Records = []orphan.Record{rec}
+	in.Records[0].DeletionRequested = true
+	if p = orphan.Decide(in); len(p.Purge) != 1 {
+		t.Fatalf("a requested purge of a record of unknown age was not planned: %+v", p)
+	}
+}
