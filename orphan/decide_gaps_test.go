@@ -36,7 +36,7 @@ func TestDecideNeverPurgesADuplicatedName(t *testing.T) {
 			in := orphan.Input{Now: testEpoch.Add(time.Hour), Scopes: ready(d1),
 				Candidates: []orphan.Candidate{{Item: it, Verdict: orphan.Orphan("x")}},
 				Records:    tc.records, Policy: orphan.Policy{Kinds: []orphan.Kind{orphan.KindReplicaData}},
-				Volumes:    map[string]orphan.VolumeState{"pvc-a": orphan.VolumeHealthy}, Guard: orphan.Guard{AllowAnyShare: true, AllowWholeScope: true}}
+				Volumes: map[string]orphan.VolumeState{"pvc-a": orphan.VolumeHealthy}, Guard: orphan.Guard{AllowAnyShare: true, AllowWholeScope: true}}
 			p := orphan.Decide(in)
 			if len(p.Purge) != 0 || len(p.Forget) != 0 || len(p.Create) != 0 {
 				t.Fatalf("a name held by two records: purges %v, forgets %v, creates %v; want all kept", p.Purge, p.Forget, p.Create)
@@ -69,7 +69,7 @@ func TestDecideAutoDeletionWaitsForACreationTime(t *testing.T) {
 	in := orphan.Input{Now: testEpoch, Scopes: ready(d1),
 		Candidates: []orphan.Candidate{{Item: it, Verdict: orphan.Orphan("x")}},
 		Records:    []orphan.Record{rec}, Policy: orphan.Policy{Kinds: []orphan.Kind{orphan.KindReplicaData}, GracePeriod: orphan.DefaultGracePeriod},
-		Volumes:    map[string]orphan.VolumeState{"pvc-a": orphan.VolumeHealthy}, Guard: orphan.Guard{AllowAnyShare: true, AllowWholeScope: true}}
+		Volumes: map[string]orphan.VolumeState{"pvc-a": orphan.VolumeHealthy}, Guard: orphan.Guard{AllowAnyShare: true, AllowWholeScope: true}}
 	p := orphan.Decide(in)
 	if len(p.Purge) != 0 {
 		t.Fatalf("a record of unknown age was auto-purged: %+v", p.Purge)
