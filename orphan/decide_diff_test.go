@@ -183,7 +183,11 @@ func checkPlanInvariants(t *testing.T, seed uint64, in orphan.Input, p orphan.Pl
 		if node.Health != orphan.HealthReady {
 			t.Fatalf("seed %d: purge of %s on node %s whose health is %q", seed, pu.Record.Name, pu.Record.NodeID, node.Health)
 		}
-		if vol, covered := copyOf(pu); covered && !in.Guard.AllowLastCopy {
+		vols, covered := copiesOf(pu)
+		for _, vol := range vols {
+			if !covered || in.Guard.AllowLastCopy {
+				break
+			}
 			state, listed := in.Volumes[vol]
 			if !listed && in.VolumesComplete && vol != "" {
 				state = orphan.VolumeDeleted
@@ -244,22 +248,29 @@ func checkPlanInvariants(t *testing.T, seed uint64, in orphan.Input, p orphan.Pl
 	}
 }
 
-// copyOf is a purge's volume and whether it may hold the volume's data,
-// as the last-copy guard sees it: its observation's Copy (every one but a
-// NoData one, recoverable or not), or for replica data nobody inspected,
-// the volume its directory is named after.
-func copyOf(pu orphan.Purge) (string, bool) {
-	if c := pu.Candidate.Item.Copy; c != nil {
-		return c.Volume, !c.NoData
+// copiesOf are the volumes a purge may hold data of, and whether it may
+// hold any, as the last-copy guard sees it: its observation's Copy
+// (every one but a NoData one, recoverable or not), and for replica
+// data, the volume its directory is named after.
+func copiesOf(pu orphan.Purge) ([]string, bool) {
+	c := pu.Candidate.Item.Copy
+	if c != nil && c.NoData {
+		return nil, false
 	}
-	if pu.Record.Kind != orphan.KindReplicaData {
-		return "", false
+	var vols []string
+	if c != nil {
+		vols = append(vols, c.Volume)
 	}
-	name := pu.Record.Param(orphan.ParamDataName)
-	if m := regexp.MustCompile(`^(.+)-[a-zA-Z0-9]{8}$`).FindStringSubmatch(name); m != nil {
-		return m[1], true
+	if pu.Record.Kind == orphan.KindReplicaData {
+		vol := "" // a volume nobody can tell
+		if m := regexp.MustCompile(`^(.+)-[a-zA-Z0-9]{8}$`).FindStringSubmatch(pu.Record.Param(orphan.ParamDataName)); m != nil {
+			vol = m[1]
+		}
+		if c == nil || vol != "" && vol != c.Volume {
+			vols = append(vols, vol)
+		}
 	}
-	return "", true
+	return vols, len(vols) > 0
 }
 
 // TestDecideAgreesWithReferenceOnLargeInputs: inputs large enough that

@@ -100,3 +100,58 @@ func TestDecideAutoDeletionWaitsForACreationTime(t *testing.T) {
 		t.Fatalf("a requested purge of a record of unknown age was not planned: %+v", p)
 	}
 }
+
+// TestLastCopyGuardWeighsTheDirectoryNameBesideTheInspection: a host's
+// own inspection that could not tell a directory's volume, or that names
+// another volume, must not let through the purge of a directory named
+// after a faulted volume: both volumes are weighed, and a refusal for
+// either stands.
+func TestLastCopyGuardWeighsTheDirectoryNameBesideTheInspection(t *testing.T) {
+	d1 := orphan.Scope{NodeID: "n1", Disk: "disk-1"}
+	for _, tc := range []struct {
+		name      string
+		copy      *orphan.Copy
+		volumes   map[string]orphan.VolumeState
+		requested bool
+		want      string // "purge" or the rule refusing
+	}{
+		{"no volume told, requested, directory's volume faulted", &orphan.Copy{Recoverable: true},
+			map[string]orphan.VolumeState{"pvc-a": orphan.VolumeFaulted}, true, "LastCopy"},
+		{"another volume, healthy, directory's faulted, automatic", &orphan.Copy{Volume: "pvc-b", Recoverable: true},
+			map[string]orphan.VolumeState{"pvc-a": orphan.VolumeFaulted, "pvc-b": orphan.VolumeHealthy}, false, "LastCopy"},
+		{"another volume, healthy, directory's degraded, automatic", &orphan.Copy{Volume: "pvc-b"},
+			map[string]orphan.VolumeState{"pvc-a": orphan.VolumeDegraded, "pvc-b": orphan.VolumeHealthy}, false, "VolumeDegraded"},
+		{"another volume, faulted, directory's healthy, requested", &orphan.Copy{Volume: "pvc-b", Recoverable: true},
+			map[string]orphan.VolumeState{"pvc-a": orphan.VolumeHealthy, "pvc-b": orphan.VolumeFaulted}, true, "LastCopy"},
+		// What it still allows: both healthy, or a copy proven empty.
+		{"another volume, both healthy, automatic", &orphan.Copy{Volume: "pvc-b", Recoverable: true},
+			map[string]orphan.VolumeState{"pvc-a": orphan.VolumeHealthy, "pvc-b": orphan.VolumeHealthy}, false, "purge"},
+		{"no volume told, requested, directory's volume healthy", &orphan.Copy{Recoverable: true},
+			map[string]orphan.VolumeState{"pvc-a": orphan.VolumeHealthy}, true, "purge"},
+		{"proven empty, directory's volume faulted", &orphan.Copy{NoData: true},
+			map[string]orphan.VolumeState{"pvc-a": orphan.VolumeFaulted}, false, "purge"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			it := replicaItem("n1", "disk-1", "pvc-a-0123abcd")
+			it.Copy = tc.copy
+			rec := markCleanable(orphanRecord("n1", "disk-1", "pvc-a-0123abcd"))
+			rec.DeletionRequested = tc.requested
+			in := orphan.Input{Now: testEpoch.Add(time.Hour), Scopes: ready(d1),
+				Candidates: []orphan.Candidate{{Item: it, Verdict: orphan.Orphan("x")}},
+				Records:    []orphan.Record{rec}, Policy: orphan.Policy{Kinds: []orphan.Kind{orphan.KindReplicaData}},
+				Volumes:    tc.volumes, Guard: orphan.Guard{AllowAnyShare: true, AllowWholeScope: true, AllowOverBudget: true}}
+			p := orphan.Decide(in)
+			got := "purge"
+			if len(p.Purge) == 0 {
+				if len(p.Refused) != 1 {
+					t.Fatalf("neither purged nor refused: %+v", p)
+				}
+				got = p.Refused[0].Rule
+			}
+			if got != tc.want {
+				t.Fatalf("got %s, want %s (refused %+v)", got, tc.want, p.Refused)
+			}
+			checkAgainstReference(t, 0, in)
+		})
+	}
+}

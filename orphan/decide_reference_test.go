@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -357,26 +358,41 @@ func referenceDecide(in orphan.Input) referencePlan {
 		}
 		return "the copy holds data the tool cannot export today: " + reasons(c.Reasons)
 	}
-	// lastCopy restates the last-copy guard: the rule and its message.
+	// lastCopy restates the last-copy guard: the rule and its message;
+	// lastCopyOf is its rule for one volume.
 	dataName := regexp.MustCompile(`^(.+)-[a-zA-Z0-9]{8}$`)
+	var lastCopyOf func(r orphan.Record, cp *orphan.Copy, vol string) (string, string)
 	lastCopy := func(r orphan.Record) (string, string) {
 		if in.Guard.AllowLastCopy {
 			return "", ""
 		}
 		l, _ := last(r.Name)
-		vol := ""
-		switch {
-		case l.Item.Copy != nil && l.Item.Copy.NoData:
-			return "", ""
-		case l.Item.Copy != nil:
-			vol = l.Item.Copy.Volume
-		case r.Kind == orphan.KindReplicaData:
-			if m := dataName.FindStringSubmatch(r.Parameters[orphan.ParamDataName]); m != nil {
-				vol = m[1]
-			}
-		default:
+		// The volumes the copy may be of: the inspection's and the
+		// directory's, a refusal for either standing.
+		var vols []string
+		if l.Item.Copy != nil && l.Item.Copy.NoData {
 			return "", ""
 		}
+		if l.Item.Copy != nil {
+			vols = append(vols, l.Item.Copy.Volume) // "" if it could not tell
+		}
+		if r.Kind == orphan.KindReplicaData {
+			named := ""
+			if m := dataName.FindStringSubmatch(r.Parameters[orphan.ParamDataName]); m != nil {
+				named = m[1]
+			}
+			if len(vols) == 0 || named != "" && !slices.Contains(vols, named) {
+				vols = append(vols, named)
+			}
+		}
+		for _, vol := range vols {
+			if rule, msg := lastCopyOf(r, l.Item.Copy, vol); rule != "" {
+				return rule, msg
+			}
+		}
+		return "", ""
+	}
+	lastCopyOf = func(r orphan.Record, cp *orphan.Copy, vol string) (string, string) {
 		state := "unknown"
 		if st, ok := in.Volumes[vol]; ok && vol != "" {
 			state = string(st)
@@ -384,7 +400,7 @@ func referenceDecide(in orphan.Input) referencePlan {
 			state = "deleted"
 		}
 		auto := !r.DeletionRequested
-		holds := holdsWhat(l.Item.Copy)
+		holds := holdsWhat(cp)
 		switch {
 		case state == "healthy" || state == "deleted":
 			return "", ""
