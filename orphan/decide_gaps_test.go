@@ -139,7 +139,7 @@ func TestLastCopyGuardWeighsTheDirectoryNameBesideTheInspection(t *testing.T) {
 			in := orphan.Input{Now: testEpoch.Add(time.Hour), Scopes: ready(d1),
 				Candidates: []orphan.Candidate{{Item: it, Verdict: orphan.Orphan("x")}},
 				Records:    []orphan.Record{rec}, Policy: orphan.Policy{Kinds: []orphan.Kind{orphan.KindReplicaData}},
-				Volumes:    tc.volumes, Guard: orphan.Guard{AllowAnyShare: true, AllowWholeScope: true, AllowOverBudget: true}}
+				Volumes: tc.volumes, Guard: orphan.Guard{AllowAnyShare: true, AllowWholeScope: true, AllowOverBudget: true}}
 			p := orphan.Decide(in)
 			got := "purge"
 			if len(p.Purge) == 0 {
