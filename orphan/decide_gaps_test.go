@@ -1,6 +1,7 @@
 package orphan_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -153,5 +154,55 @@ func TestLastCopyGuardWeighsTheDirectoryNameBesideTheInspection(t *testing.T) {
 			}
 			checkAgainstReference(t, 0, in)
 		})
+	}
+}
+
+// TestDecideNeverPlansAPathLikeName: an item whose data name is path-like
+// ("..", a slash, a NUL) is none a scan lists; a host's own Inventory or
+// Judge may still hand one over judged orphan. Decide must neither record
+// nor purge it (a host applying the plan with a deleter that joins the
+// name to a path would leave the disk's replicas directory), and forgets
+// a record of it, which keeps whatever is on disk.
+func TestDecideNeverPlansAPathLikeName(t *testing.T) {
+	d1 := orphan.Scope{NodeID: "n1", Disk: "disk-1"}
+	for _, name := range []string{"..", ".", "../../n-d/replicas/pvc-lost-r-deadbeef", "pvc-a/b-0123abcd", "pvc-a\x00-0123abcd"} {
+		t.Run(name, func(t *testing.T) {
+			it := replicaItem("n1", "disk-1", name)
+			rec := orphan.Record{Name: orphan.ReplicaDataName("n1", "disk-1", it.Param(orphan.ParamDiskPath), it.Param(orphan.ParamDiskUUID), name),
+				Kind: it.Kind, NodeID: it.NodeID, DataEngine: it.DataEngine, Parameters: it.Parameters, CreatedAt: testEpoch}
+			rec = markCleanable(rec)
+			rec.DeletionRequested = true
+			in := orphan.Input{Now: testEpoch.Add(time.Hour), Scopes: ready(d1),
+				Candidates: []orphan.Candidate{{Item: it, Verdict: orphan.Orphan("a host's judge")}},
+				Records:    []orphan.Record{rec}, Guard: orphan.Guard{AllowAnyShare: true, AllowWholeScope: true, AllowLastCopy: true}}
+			p := orphan.Decide(in)
+			if len(p.Purge) != 0 {
+				t.Fatalf("purge planned of data named %q: %+v", name, p.Purge)
+			}
+			if len(p.Forget) != 1 || p.Forget[0].Reason != orphan.ReasonMismatch {
+				t.Fatalf("forget %+v; want the record forgotten (Mismatch)", p.Forget)
+			}
+			if len(p.Rejected) != 1 || !errors.Is(p.Rejected[0].Err, orphan.ErrInvalidItem) || !strings.Contains(p.Rejected[0].Err.Error(), "path-like") {
+				t.Fatalf("rejected %+v; want the candidate rejected as path-like", p.Rejected)
+			}
+			in.Records = nil
+			if p = orphan.Decide(in); len(p.Create) != 0 {
+				t.Fatalf("a record created for data named %q", name)
+			}
+			if _, err := orphan.NewRecord(it, testEpoch); !errors.Is(err, orphan.ErrInvalidItem) {
+				t.Fatalf("NewRecord of data named %q: %v, want ErrInvalidItem", name, err)
+			}
+		})
+	}
+	// What it still allows: names with dots, spaces and dashes inside.
+	for _, name := range []string{"pvc-a..b-0123abcd", "...", " .. ", "pvc-a-0123abcd"} {
+		if _, err := replicaItem("n1", "disk-1", name).Name(); err != nil {
+			t.Errorf("data named %q: %v", name, err)
+		}
+	}
+	inst := orphan.Item{Kind: orphan.KindReplicaInstance, NodeID: "n1", DataEngine: orphan.DataEngineV2,
+		Parameters: map[string]string{orphan.ParamInstanceName: "r/../x", orphan.ParamInstanceUUID: "u", orphan.ParamInstanceManager: "im"}}
+	if _, err := inst.Name(); !errors.Is(err, orphan.ErrInvalidItem) {
+		t.Errorf("instance named r/../x: %v, want ErrInvalidItem", err)
 	}
 }

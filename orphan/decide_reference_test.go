@@ -623,7 +623,7 @@ func referenceDecide(in orphan.Input) referencePlan {
 			continue
 		}
 		if n, err := r.Item().Name(); err != nil || n != r.Name {
-			forget(r, "Mismatch", "the record's name does not match its parameters")
+			forget(r, "Mismatch", "the record's name does not match its parameters, or they name no valid item")
 			continue
 		}
 		v, seen := verdictFor(r.Name)

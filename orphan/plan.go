@@ -139,7 +139,7 @@ type ForgetReason string
 const (
 	ReasonGone     ForgetReason = "Gone"     // the scope was scanned and the candidate was not seen
 	ReasonOwned    ForgetReason = "Owned"    // the candidate is owned now
-	ReasonMismatch ForgetReason = "Mismatch" // the record's name is not the one its parameters give
+	ReasonMismatch ForgetReason = "Mismatch" // the record's name is not the one its parameters give, or they name no valid item (Item.Name)
 	// ReasonNotCleanable: a purge is due, but the record says its data is
 	// not cleanable (DataCleanable=False), as a forget that was cut short,
 	// or a host, left it. Longhorn drops such a record and keeps the data.
@@ -251,7 +251,8 @@ type Rejected struct {
 //     never touches data, and the user's deletion completes); a requested
 //     one kept is reported in Refused (RuleScopeUnknown) and marked
 //     Error=True with the scope's message;
-//  5. its name is not the one its parameters give: forget (ReasonMismatch);
+//  5. its name is not the one its parameters give, or they name no valid
+//     item (a path-like data name, see Item.Name): forget (ReasonMismatch);
 //  6. no candidate of that name was seen: forget (ReasonGone);
 //  7. the candidate is owned: forget (ReasonOwned);
 //  8. it is dismissed: keep, marked DataCleanable=False (ReasonDismissed),
@@ -406,7 +407,7 @@ func (p *Plan) decideRecord(in *Input, ix *index, i int, shared bool) (autoPurge
 
 	// Rule 5: its name is not the one its parameters give.
 	case !ix.nameMatches(i):
-		p.forget(r, ReasonMismatch, "the record's name does not match its parameters")
+		p.forget(r, ReasonMismatch, "the record's name does not match its parameters, or they name no valid item")
 
 	// Rule 6: no candidate of its name was seen.
 	case !ix.seen(i):
