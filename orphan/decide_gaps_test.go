@@ -206,3 +206,45 @@ func TestDecideNeverPlansAPathLikeName(t *testing.T) {
 		t.Errorf("instance named r/../x: %v, want ErrInvalidItem", err)
 	}
 }
+
+// TestGuardTakesANegativeOwnedCountAsNone: a host's count of owned items
+// it did not list that went negative (a subtraction gone wrong) must not
+// shrink a scope's valid items below its orphans: WholeScope would never
+// trip, and NoneExpected would see nothing valid. Counted as zero, every
+// orphan of a disk is still the whole scope.
+func TestGuardTakesANegativeOwnedCountAsNone(t *testing.T) {
+	d1 := orphan.Scope{NodeID: "n1", Disk: "disk-1"}
+	for _, tc := range []struct {
+		name string
+		st   orphan.ScopeStatus
+		rule orphan.GuardRule
+	}{
+		{"scope count", orphan.ScopeStatus{Health: orphan.HealthReady, OwnedUnlisted: -1}, orphan.GuardWholeScope},
+		{"group count", orphan.ScopeStatus{Health: orphan.HealthReady, Groups: map[orphan.Group]orphan.Evidence{
+			{Kind: orphan.KindReplicaData, DataEngine: orphan.DataEngineV1}: {OwnedUnlisted: -5}}}, orphan.GuardWholeScope},
+		{"none expected", orphan.ScopeStatus{Health: orphan.HealthReady, OwnedUnlisted: -3, NoneExpected: true}, orphan.GuardNoneExpected},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := orphan.Input{Now: testEpoch.Add(time.Hour), Scopes: ready(d1), Volumes: map[string]orphan.VolumeState{}}
+			in.Scopes[d1] = tc.st
+			for _, data := range []string{"pvc-a-0123abcd", "pvc-b-0123abcd", "pvc-c-0123abcd"} {
+				it := replicaItem("n1", "disk-1", data)
+				rec := markCleanable(orphanRecord("n1", "disk-1", data))
+				rec.DeletionRequested = true
+				in.Candidates = append(in.Candidates, orphan.Candidate{Item: it, Verdict: orphan.Orphan("x")})
+				in.Records = append(in.Records, rec)
+				in.Volumes[data[:5]] = orphan.VolumeHealthy
+			}
+			p := orphan.Decide(in)
+			if len(p.Purge) != 0 {
+				t.Fatalf("%d purges of every item of a disk whose owned count is negative", len(p.Purge))
+			}
+			for _, r := range p.Refused {
+				if r.Rule != string(tc.rule) {
+					t.Fatalf("refused by %s, want %s: %+v", r.Rule, tc.rule, r)
+				}
+			}
+			checkAgainstReference(t, 0, in)
+		})
+	}
+}

@@ -257,7 +257,7 @@ func referenceDecide(in orphan.Input) referencePlan {
 				owned, none = max(owned, e.OwnedUnlisted), none || e.NoneExpected
 			}
 		}
-		return owned, none
+		return max(owned, 0), none // a negative count is none
 	}
 	// A node level is written as the key of the node's scope with the
 	// disk "*": every disk of the node, summed by hand.

@@ -258,7 +258,7 @@ func randomInput(rng *rand.Rand) orphan.Input {
 					st.NoneExpected = true
 				}
 				if rng.IntN(3) == 0 {
-					st.OwnedUnlisted = rng.IntN(4)
+					st.OwnedUnlisted = rng.IntN(5) - 1 // now and then a count gone negative
 				}
 				in.Scopes[orphan.Scope{NodeID: fmt.Sprintf("n%d", n), Disk: fmt.Sprintf("disk-%d", d)}] = st
 			}

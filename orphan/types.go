@@ -613,7 +613,7 @@ type ScopeStatus struct {
 	// found owned and left out of Snapshot.Items to save work (diskscan
 	// lists only the directories no replica expects). The guard counts
 	// them as owned items of the scope. Zero when the Inventory lists
-	// every item.
+	// every item; a negative count is taken as zero.
 	OwnedUnlisted int
 	// NoneExpected says the host's list of what may own the scope's items
 	// (the replicas expected on a disk) was empty when the scope was
