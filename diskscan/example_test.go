@@ -67,8 +67,13 @@ func ExampleOrphans_Delete() {
 		it := snap.Items[0]
 		it.Parameters = maps.Clone(it.Parameters)
 		it.Parameters[orphan.ParamDataName] = data
-		rec, _ := orphan.NewRecord(it, time.Time{})
-		err := orphans.Delete(context.Background(), rec)
+		rec, err := orphan.NewRecord(it, time.Time{})
+		if err != nil {
+			// Item.Name refuses a path-like name; a record written by
+			// hand can still carry one.
+			rec = orphan.Record{Name: "orphan-by-hand", Kind: it.Kind, NodeID: it.NodeID, DataEngine: it.DataEngine, Parameters: it.Parameters}
+		}
+		err = orphans.Delete(context.Background(), rec)
 		switch {
 		case err == nil:
 			fmt.Println(data, "purged")

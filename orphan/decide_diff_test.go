@@ -5,8 +5,13 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/caretaker-storage/caretaker/orphan"
 )
@@ -20,78 +25,136 @@ func TestDecideAgreesWithReference(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 99))
 		in := randomInput(rng)
 		checkAgainstReference(t, seed, in)
+		checkAgainstReference(t, seed, nextCycle(in, rng))
 	}
+}
+
+// nextCycle is the input of the cycle after in's plan was applied: the
+// plan's conditions written on the records (so they carry exactly what
+// the planner spelled, messages included), forgotten and purged records
+// gone, new ones stored, some time later. It puts the rules that leave a
+// current condition alone to the test.
+func nextCycle(in orphan.Input, rng *rand.Rand) orphan.Input {
+	p := orphan.Decide(in)
+	planned := map[string][]metav1.Condition{}
+	for _, sc := range p.Conditions {
+		planned[sc.Record.Name] = sc.Conditions
+	}
+	gone := map[string]bool{}
+	for _, f := range p.Forget {
+		gone[f.Record.Name] = true
+	}
+	for _, pu := range p.Purge {
+		gone[pu.Record.Name] = true
+	}
+	next := in
+	next.Records = nil
+	for _, r := range append(slices.Clone(in.Records), p.Create...) {
+		if gone[r.Name] {
+			continue
+		}
+		r = r.Clone()
+		for _, c := range planned[r.Name] {
+			meta.SetStatusCondition(&r.Conditions, c)
+		}
+		if rng.IntN(4) == 0 {
+			r.DeletionRequested = !r.DeletionRequested
+		}
+		next.Records = append(next.Records, r)
+	}
+	next.AutoPurges = p.AutoPurges
+	next.Now = in.Now.Add(time.Duration(rng.IntN(400)) * time.Second)
+	return next
 }
 
 // checkAgainstReference fails t unless Decide plans in exactly as
-// referenceDecide does.
+// referenceDecide does: every record's fate, every word of it (keep
+// reasons, forget messages and their conditions, refusals, conditions
+// with their messages), new records whole, purges' candidates with their
+// verdicts, rejected candidates with their errors, the ledger in order,
+// and the requeue time.
 func checkAgainstReference(t *testing.T, seed uint64, in orphan.Input) {
 	t.Helper()
-	{
-		got := orphan.Decide(in)
-		want := referenceDecide(in)
-		if g := actions(got); !reflect.DeepEqual(g, want.actions) {
-			t.Fatalf("seed %d: actions differ\n got  %v\n want %v\ninput %+v", seed, g, want.actions, in)
+	got := orphan.Decide(in)
+	want := referenceDecide(in)
+	differ := func(what string, g, w any) {
+		t.Helper()
+		if !reflect.DeepEqual(g, w) {
+			t.Fatalf("seed %d: %s differ\n got  %v\n want %v\ninput %+v", seed, what, g, w, in)
 		}
-		if g := marks(got); !reflect.DeepEqual(g, want.marks) {
-			t.Fatalf("seed %d: conditions differ\n got  %v\n want %v\ninput %+v", seed, g, want.marks, in)
-		}
-		if g := refusals(got); !reflect.DeepEqual(g, want.refused) {
-			t.Fatalf("seed %d: refusals differ\n got  %v\n want %v\ninput %+v", seed, g, want.refused, in)
-		}
-		if !got.RequeueAt.Equal(want.requeue) {
-			t.Fatalf("seed %d: RequeueAt = %v, want %v", seed, got.RequeueAt, want.requeue)
-		}
-		purged, created := map[string]string{}, map[string]string{}
-		for _, pu := range got.Purge {
-			purged[pu.Record.Name] = fmt.Sprint(pu.Candidate.Item)
-		}
-		for _, r := range got.Create {
-			created[r.Name] = fmt.Sprint(r.Item())
-		}
-		if !reflect.DeepEqual(purged, want.purged) {
-			t.Fatalf("seed %d: purges' candidates differ\n got  %v\n want %v\ninput %+v", seed, purged, want.purged, in)
-		}
-		if !reflect.DeepEqual(created, want.created) {
-			t.Fatalf("seed %d: created records' items differ\n got  %v\n want %v\ninput %+v", seed, created, want.created, in)
-		}
-		var rejected []string
-		for _, r := range got.Rejected {
-			rejected = append(rejected, fmt.Sprint(r.Item))
-		}
-		if !reflect.DeepEqual(rejected, want.rejected) {
-			t.Fatalf("seed %d: rejected differ\n got  %v\n want %v\ninput %+v", seed, rejected, want.rejected, in)
-		}
-		var ledger []string
-		for _, e := range got.AutoPurges {
-			ledger = append(ledger, fmt.Sprint(e))
-		}
-		if !reflect.DeepEqual(ledger, want.ledger) {
-			t.Fatalf("seed %d: ledgers differ\n got  %v\n want %v\ninput %+v", seed, ledger, want.ledger, in)
-		}
-		checkPlanInvariants(t, seed, in, got)
 	}
+	differ("actions", actions(got), want.actions)
+	keeps, forgets := map[string]string{}, map[string]string{}
+	for _, k := range got.Keep {
+		keeps[k.Record.Name] = k.Reason
+	}
+	for _, f := range got.Forget {
+		forgets[f.Record.Name] = f.Message
+		// The condition a forget writes first is its own reason and message.
+		wantCond := []metav1.Condition{{Type: orphan.ConditionDataCleanable, Status: metav1.ConditionFalse, Reason: string(f.Reason), Message: f.Message}}
+		differ("forget conditions of "+f.Record.Name, f.Conditions, wantCond)
+	}
+	differ("keep reasons", keeps, want.keeps)
+	differ("forget messages", forgets, want.forgets)
+	differ("conditions", marks(got), want.marks)
+	differ("refusals", refusals(got), want.refused)
+	if !got.RequeueAt.Equal(want.requeue) {
+		t.Fatalf("seed %d: RequeueAt = %v, want %v", seed, got.RequeueAt, want.requeue)
+	}
+	purged := map[string]string{}
+	for _, pu := range got.Purge {
+		purged[pu.Record.Name] = fmt.Sprint(pu.Candidate)
+	}
+	differ("purges' candidates", purged, want.purged)
+	created, createdMarks := map[string]orphan.Record{}, map[string][]string{}
+	for _, r := range got.Create {
+		if cs := spellConditions(r.Conditions); len(cs) > 0 {
+			createdMarks[r.Name] = cs
+		}
+		r.Conditions = nil
+		created[r.Name] = r
+	}
+	differ("created records", created, want.created)
+	differ("created records' conditions", createdMarks, want.createdMarks)
+	var rejected []string
+	for _, r := range got.Rejected {
+		rejected = append(rejected, fmt.Sprint(r.Item)+": "+r.Err.Error())
+	}
+	differ("rejected", rejected, want.rejected)
+	var ledger []string
+	for _, e := range got.AutoPurges {
+		ledger = append(ledger, fmt.Sprint(e))
+	}
+	differ("ledgers", ledger, want.ledger)
+	checkPlanInvariants(t, seed, in, got)
 }
 
-// marks flattens a plan's conditions to name → "Type=Status:Reason,...".
-func marks(p orphan.Plan) map[string]string {
-	out := map[string]string{}
+// spellConditions spells conditions as the reference's marks, sorted:
+// their order within one record's entry is not part of the contract,
+// each type appearing at most once is (checkPlanInvariants).
+func spellConditions(cs []metav1.Condition) []string {
+	var parts []string
+	for _, c := range cs {
+		parts = append(parts, spellCondition(c))
+	}
+	sort.Strings(parts)
+	return parts
+}
+
+// marks flattens a plan's conditions to name → spelled conditions.
+func marks(p orphan.Plan) map[string][]string {
+	out := map[string][]string{}
 	for _, sc := range p.Conditions {
-		var parts []string
-		for _, c := range sc.Conditions {
-			parts = append(parts, c.Type+"="+string(c.Status)+":"+c.Reason)
-		}
-		sort.Strings(parts)
-		out[sc.Record.Name] = fmt.Sprint(parts)
+		out[sc.Record.Name] = spellConditions(sc.Conditions)
 	}
 	return out
 }
 
-// refusals flattens a plan's refusals to name → rule.
+// refusals flattens a plan's refusals to name → "Rule|Reason".
 func refusals(p orphan.Plan) map[string]string {
 	out := map[string]string{}
 	for _, r := range p.Refused {
-		out[r.Name] = r.Rule
+		out[r.Name] = r.Rule + "|" + r.Reason
 	}
 	return out
 }
@@ -99,9 +162,9 @@ func refusals(p orphan.Plan) map[string]string {
 // checkPlanInvariants states the safety rules directly.
 func checkPlanInvariants(t *testing.T, seed uint64, in orphan.Input, p orphan.Plan) {
 	t.Helper()
-	seen := map[string]int{}
-	for name := range actions(p) {
-		seen[name]++
+	held := map[string]int{} // how many records of the input hold each name
+	for _, r := range in.Records {
+		held[r.Name]++
 	}
 	for _, pu := range p.Purge {
 		if pu.Candidate.Verdict.Outcome != orphan.OutcomeOrphan {
@@ -120,7 +183,11 @@ func checkPlanInvariants(t *testing.T, seed uint64, in orphan.Input, p orphan.Pl
 		if node.Health != orphan.HealthReady {
 			t.Fatalf("seed %d: purge of %s on node %s whose health is %q", seed, pu.Record.Name, pu.Record.NodeID, node.Health)
 		}
-		if vol, covered := copyOf(pu); covered && !in.Guard.AllowLastCopy {
+		vols, covered := copiesOf(pu)
+		for _, vol := range vols {
+			if !covered || in.Guard.AllowLastCopy {
+				break
+			}
 			state, listed := in.Volumes[vol]
 			if !listed && in.VolumesComplete && vol != "" {
 				state = orphan.VolumeDeleted
@@ -136,33 +203,74 @@ func checkPlanInvariants(t *testing.T, seed uint64, in orphan.Input, p orphan.Pl
 			t.Fatalf("seed %d: purge of %s in a scope where nothing is expected", seed, pu.Record.Name)
 		}
 	}
-	for _, list := range [][]string{names(p.Create), forgetNames(p.Forget), purgeNames(p.Purge), keepNames(p.Keep)} {
+	var condNames, refusedNames []string
+	for _, sc := range p.Conditions {
+		condNames = append(condNames, sc.Record.Name)
+		if len(sc.Conditions) == 0 {
+			t.Fatalf("seed %d: an entry of Conditions for %s with no condition", seed, sc.Record.Name)
+		}
+		checkConditionTypesOnce(t, seed, sc.Record.Name, sc.Conditions)
+	}
+	for _, r := range p.Create {
+		checkConditionTypesOnce(t, seed, r.Name, r.Conditions)
+	}
+	for _, r := range p.Refused {
+		refusedNames = append(refusedNames, r.Name)
+	}
+	// Every list of the plan is in name order, each name at most once.
+	for _, list := range [][]string{names(p.Create), forgetNames(p.Forget), purgeNames(p.Purge), keepNames(p.Keep), condNames, refusedNames} {
 		if !sort.StringsAreSorted(list) {
 			t.Fatalf("seed %d: plan list not sorted: %v", seed, list)
 		}
+		for i := 1; i < len(list); i++ {
+			if list[i] == list[i-1] && held[list[i]] < 2 {
+				t.Fatalf("seed %d: %s twice in one list of the plan", seed, list[i])
+			}
+		}
 	}
-	total := len(p.Create) + len(p.Forget) + len(p.Purge) + len(p.Keep)
-	if total != len(seen) {
-		t.Fatalf("seed %d: a record appears in more than one list", seed)
+	// A name is in one list only, as often as records hold it (a new
+	// record once).
+	lists := map[string]map[string]int{}
+	for i, list := range [][]string{names(p.Create), forgetNames(p.Forget), purgeNames(p.Purge), keepNames(p.Keep)} {
+		for _, name := range list {
+			if lists[name] == nil {
+				lists[name] = map[string]int{}
+			}
+			lists[name][fmt.Sprint(i)]++
+		}
+	}
+	for name, in := range lists {
+		for _, n := range in {
+			if len(in) > 1 || n > max(1, held[name]) {
+				t.Fatalf("seed %d: %s appears in more than one list, or more often than records hold it: %v", seed, name, in)
+			}
+		}
 	}
 }
 
-// copyOf is a purge's volume and whether it may hold the volume's data,
-// as the last-copy guard sees it: its observation's Copy (every one but a
-// NoData one, recoverable or not), or for replica data nobody inspected,
-// the volume its directory is named after.
-func copyOf(pu orphan.Purge) (string, bool) {
-	if c := pu.Candidate.Item.Copy; c != nil {
-		return c.Volume, !c.NoData
+// copiesOf are the volumes a purge may hold data of, and whether it may
+// hold any, as the last-copy guard sees it: its observation's Copy
+// (every one but a NoData one, recoverable or not), and for replica
+// data, the volume its directory is named after.
+func copiesOf(pu orphan.Purge) ([]string, bool) {
+	c := pu.Candidate.Item.Copy
+	if c != nil && c.NoData {
+		return nil, false
 	}
-	if pu.Record.Kind != orphan.KindReplicaData {
-		return "", false
+	var vols []string
+	if c != nil {
+		vols = append(vols, c.Volume)
 	}
-	name := pu.Record.Param(orphan.ParamDataName)
-	if m := regexp.MustCompile(`^(.+)-[a-zA-Z0-9]{8}$`).FindStringSubmatch(name); m != nil {
-		return m[1], true
+	if pu.Record.Kind == orphan.KindReplicaData {
+		vol := "" // a volume nobody can tell
+		if m := regexp.MustCompile(`^(.+)-[a-zA-Z0-9]{8}$`).FindStringSubmatch(pu.Record.Param(orphan.ParamDataName)); m != nil {
+			vol = m[1]
+		}
+		if c == nil || vol != "" && vol != c.Volume {
+			vols = append(vols, vol)
+		}
 	}
-	return "", true
+	return vols, len(vols) > 0
 }
 
 // TestDecideAgreesWithReferenceOnLargeInputs: inputs large enough that
@@ -183,7 +291,22 @@ func FuzzDecideAgreesWithReference(f *testing.F) {
 	f.Add(uint64(3), uint64(4), true)
 	f.Fuzz(func(t *testing.T, a, b uint64, steady bool) {
 		rng := rand.New(rand.NewPCG(a, b))
-		checkAgainstReference(t, a, hardInput(rng, steady))
-		checkAgainstReference(t, a, randomInput(rng))
+		for _, in := range []orphan.Input{hardInput(rng, steady), randomInput(rng), guardInput(rng)} {
+			checkAgainstReference(t, a, in)
+			checkAgainstReference(t, a, nextCycle(in, rng))
+		}
 	})
+}
+
+// checkConditionTypesOnce fails t if cs sets one condition type twice: a
+// writer applying them in turn would keep only the last.
+func checkConditionTypesOnce(t *testing.T, seed uint64, name string, cs []metav1.Condition) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, c := range cs {
+		if seen[c.Type] {
+			t.Fatalf("seed %d: condition %s planned twice for %s: %v", seed, c.Type, name, cs)
+		}
+		seen[c.Type] = true
+	}
 }

@@ -57,7 +57,8 @@
 //
 //  1. The record's deletion was requested (Record.DeletionRequested, set by
 //     a user), or the auto-deletion Policy covers its kind and its grace
-//     period since CreatedAt is over.
+//     period since CreatedAt (which must be set) is over; and no other
+//     record of the input holds its name.
 //  2. In this very cycle its scope was scanned completely and is Ready, and
 //     so is its node: a node's health dominates its disks' (a node that is
 //     evicted or deleted forgets every record on every one of its disks,
@@ -338,6 +339,22 @@
 //     it is cleared by the next plan that keeps the record once its
 //     deletion is no longer requested. Longhorn sets it when its cleanup
 //     fails, and a request it cannot carry out sits with nothing to show.
+//   - Item.Name refuses a path-like name of the data itself (DataName,
+//     InstanceName or BackupName ".", "..", or holding a slash or a NUL),
+//     which Longhorn's name formula (types.GetOrphanChecksumNameForOrphanedDataStore
+//     and its siblings in types/types.go) hashes like any other string:
+//     no scan lists such an item, so Decide neither records nor purges
+//     it, and forgets a record of it. ReplicaDataName and InstanceName
+//     still give Longhorn's name for any fields.
+//   - Longhorn counts the grace period from an Orphan's creationTimestamp,
+//     which the API server always sets. A record whose CreatedAt is zero
+//     (a store that does not keep it) is never due for auto-deletion in
+//     caretaker: no grace period can be counted; a requested deletion goes
+//     on.
+//   - A Store lists one object per name; an input that holds two records
+//     of one name (two lists merged, a cache that holds an object twice)
+//     is inconsistent, and Decide keeps every record of that name, purging
+//     and forgetting none (RuleDuplicateName).
 //
 // # Hosts built on longhorn-manager's types
 //

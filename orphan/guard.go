@@ -171,7 +171,7 @@ func (g Group) String() string {
 // alone.
 type Evidence struct {
 	// OwnedUnlisted counts the group's valid items that the Inventory
-	// found owned and did not list.
+	// found owned and did not list. A negative count is taken as zero.
 	OwnedUnlisted int
 	// NoneExpected says the host's list of what may own the group's items
 	// was empty.
@@ -293,6 +293,10 @@ func (gs *guardState) evidence(k guardKey) Evidence {
 			ev = ev.merge(e)
 		}
 	}
+	// A negative count is no count: it would shrink the valid items below
+	// the orphans seen, so that WholeScope never trips and NoneExpected
+	// sees nothing valid.
+	ev.OwnedUnlisted = max(ev.OwnedUnlisted, 0)
 	return ev
 }
 

@@ -50,9 +50,10 @@ const (
 	EventFailed EventOutcome = "failed"
 	// EventRefused: a purge a re-check at the moment of deletion stopped
 	// (a Refusal of Sync's own, or of PurgeRecord's purge), or a deletion
-	// requested of a dismissed record, of an undecided item or in a scope
-	// not scanned completely (rules RuleDismissed, RuleUndecided,
-	// RuleScopeUnknown, in Plan.Refused); Event.Reason says why.
+	// requested of a dismissed record, of an undecided item, in a scope
+	// not scanned completely or of a name several records hold (rules
+	// RuleDismissed, RuleUndecided, RuleScopeUnknown, RuleDuplicateName,
+	// in Plan.Refused); Event.Reason says why.
 	EventRefused EventOutcome = "refused"
 	// EventGuarded: a purge the mass-deletion Guard refused in the plan
 	// (a Refusal of Plan.Refused); Event.Reason says why. A burst of them

@@ -19,11 +19,13 @@ import (
 // missing from its disk or is qcow2, or whose volume.meta is lost, still
 // holds the user's writes, which a person or Longhorn can recover, and
 // each refusal says which of the two applies (with Copy.Reasons when the
-// tool cannot export it). A replica data item (KindReplicaData) that
-// nobody inspected (Copy nil) is covered, of the volume its directory is
-// named after (<volume>-<8 letters or digits>, Longhorn's replica
-// directory name). Items of other kinds are covered only when their
-// Inventory sets Copy.
+// tool cannot export it). A replica data item (KindReplicaData) is
+// covered, inspected or not, of the volume its directory is named after
+// (<volume>-<8 letters or digits>, Longhorn's replica directory name)
+// as well as of its Copy's volume: where the two differ (a host's own
+// inspection that names no volume, or another one), both are weighed and
+// a refusal for either stands. Items of other kinds are covered only
+// when their Inventory sets Copy.
 //
 // For a covered orphan whose purge is due, by its volume's state:
 //
@@ -83,10 +85,21 @@ func lastCopyHit(in *Input, r *Record, it *Item) guardHit {
 	if in.Guard.AllowLastCopy {
 		return guardHit{}
 	}
-	volume, covered := lastCopyCovers(r, it)
+	volumes, covered := lastCopyCovers(r, it)
 	if !covered {
 		return guardHit{}
 	}
+	for _, v := range volumes {
+		if h := lastCopyHitOf(in, r, it, v); h.rule != "" {
+			return h
+		}
+	}
+	return guardHit{}
+}
+
+// lastCopyHitOf is lastCopyHit for one volume the copy may be of ("":
+// one that cannot be told).
+func lastCopyHitOf(in *Input, r *Record, it *Item, volume string) guardHit {
 	auto := !r.DeletionRequested
 	state, listed := in.Volumes[volume]
 	switch {
@@ -122,19 +135,32 @@ func lastCopyHit(in *Input, r *Record, it *Item) guardHit {
 }
 
 // lastCopyCovers says whether the last-copy guard covers r, whose
-// observation is it, and of which volume ("" when it cannot be told) the
-// copy is. Only a Copy that says NoData is outside the guard: a copy
-// that holds data is covered whether or not a tool can export it.
-func lastCopyCovers(r *Record, it *Item) (volume string, covered bool) {
+// observation is it, and of which volumes the copy may be: the
+// inspection's (Copy.Volume) and, for replica data, the volume its
+// directory is named after, each once ("" for one that cannot be told:
+// an inspection that could not tell its volume, a directory name not of
+// Longhorn's form). Both are weighed, and a refusal for either stands: an
+// inspection that names no volume, or another one (a host's own
+// Inventory), must not let through the purge of a directory named after
+// a faulted volume. Only a
+// Copy that says NoData is outside the guard: a copy that holds data is
+// covered whether or not a tool can export it.
+func lastCopyCovers(r *Record, it *Item) (volumes []string, covered bool) {
+	var named string
+	if r.Kind == KindReplicaData {
+		named = VolumeOfDataName(r.Param(ParamDataName))
+	}
 	switch {
 	case it.Copy != nil && it.Copy.NoData:
-		return "", false
+		return nil, false
+	case it.Copy != nil && named != "" && named != it.Copy.Volume:
+		return []string{it.Copy.Volume, named}, true
 	case it.Copy != nil:
-		return it.Copy.Volume, true
+		return []string{it.Copy.Volume}, true
 	case r.Kind == KindReplicaData:
-		return VolumeOfDataName(r.Param(ParamDataName)), true
+		return []string{named}, true
 	}
-	return "", false
+	return nil, false
 }
 
 // maxReasonsText bounds the reasons a message repeats from a Copy: a
@@ -200,19 +226,25 @@ func (vr *volumeRecheck) refusal(ctx context.Context, cur *Record, it *Item) str
 	if vr == nil || vr.lookup == nil || vr.guard.AllowLastCopy {
 		return ""
 	}
-	volume, covered := lastCopyCovers(cur, it)
+	volumes, covered := lastCopyCovers(cur, it)
 	if !covered {
 		return ""
 	}
 	in := Input{Guard: vr.guard, VolumesComplete: vr.complete, LastCopyOverride: vr.override}
-	if volume != "" {
+	for _, volume := range volumes {
+		if volume == "" {
+			continue
+		}
 		state, known, err := vr.lookup(ctx, volume)
 		if err != nil {
 			return guardHit{GuardVolumeUnknown, fmt.Sprintf(
 				"looking up the state of volume %s at the moment of deletion failed (%v): no purge goes on without it", volume, err)}.String()
 		}
 		if known {
-			in.Volumes = map[string]VolumeState{volume: state}
+			if in.Volumes == nil {
+				in.Volumes = map[string]VolumeState{}
+			}
+			in.Volumes[volume] = state
 		}
 	}
 	if hit := lastCopyHit(&in, cur, it); hit.rule != "" {

@@ -131,3 +131,55 @@ func TestLastCopyRecheckAtPurge(t *testing.T) {
 		})
 	}
 }
+
+// TestLastCopyRecheckLooksUpTheDirectorysVolumeToo: an inspection that
+// names another volume than the directory's does not narrow the re-check
+// at the moment of deletion: both volumes are looked up, and the
+// directory's volume faulted since the plan keeps the copy.
+func TestLastCopyRecheckLooksUpTheDirectorysVolumeToo(t *testing.T) {
+	h := newSweepHarness()
+	ctx := context.Background()
+	d1 := orphan.Scope{NodeID: "n1", Disk: "disk-1"}
+	it := replicaItem("n1", "disk-1", "pvc-a-0123abcd")
+	it.Copy = &orphan.Copy{Volume: "pvc-b", Recoverable: true}
+	items := []orphan.Item{it}
+	for i := range 3 {
+		owned := replicaItem("n1", "disk-1", fmt.Sprintf("pvc-w%d-0123abcd", i))
+		h.judge.Set(mustName(t, owned), orphan.Owned("expected"))
+		items = append(items, owned)
+	}
+	rec := cleanRecord("n1", "disk-1", "pvc-a-0123abcd")
+	h.seed(t, rec)
+	var (
+		mu     sync.Mutex
+		looked = map[string]bool{}
+	)
+	cyc := orphan.Cycle{Selector: orphan.Selector{NodeID: "n1"}, Scopes: hostReady("n1"),
+		Policy:  orphan.Policy{Kinds: []orphan.Kind{orphan.KindReplicaData}},
+		Volumes: map[string]orphan.VolumeState{"pvc-a": orphan.VolumeHealthy, "pvc-b": orphan.VolumeHealthy},
+		LookupVolume: func(ctx context.Context, volume string) (orphan.VolumeState, bool, error) {
+			mu.Lock()
+			looked[volume] = true
+			mu.Unlock()
+			if volume == "pvc-a" {
+				return orphan.VolumeFaulted, true, nil
+			}
+			return orphan.VolumeHealthy, true, nil
+		}}
+	plan, res, err := h.sweeper.Reconcile(ctx, orphan.Snapshot{Items: items, Scopes: ready(d1)}, cyc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Purge) != 1 {
+		t.Fatalf("the plan must purge (both volumes healthy at the cycle's start): %+v", plan)
+	}
+	if !looked["pvc-a"] || !looked["pvc-b"] {
+		t.Fatalf("looked up %v; want both pvc-a and pvc-b", looked)
+	}
+	if len(res.Purged) != 0 || len(h.deleter.Deleted()) != 0 {
+		t.Fatalf("purged %v, deleted %v; want the copy kept", res.Purged, h.deleter.Deleted())
+	}
+	if len(res.Refused) != 1 || !strings.HasPrefix(res.Refused[0].Reason, "LastCopy:") || !strings.Contains(res.Refused[0].Reason, "pvc-a") {
+		t.Fatalf("refused %+v; want LastCopy for volume pvc-a", res.Refused)
+	}
+}

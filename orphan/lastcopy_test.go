@@ -205,19 +205,21 @@ func TestLastCopyNeverPurgedWithoutOverride(t *testing.T) {
 			t.Fatalf("seed %d: the Planner's plan differs from Decide's", seed)
 		}
 		for _, pu := range p.Purge {
-			vol, recoverable := copyOf(pu)
+			vols, recoverable := copiesOf(pu)
 			if !recoverable {
 				continue
 			}
-			state, listed := in.Volumes[vol]
-			if !listed && in.VolumesComplete && vol != "" {
-				state = orphan.VolumeDeleted
-			}
-			if state == orphan.VolumeFaulted && (pu.Auto || !in.LastCopyOverride[pu.Record.Name]) {
-				t.Fatalf("seed %d: purge of %s, a recoverable copy of faulted volume %s (auto %v)", seed, pu.Record.Name, vol, pu.Auto)
-			}
-			if pu.Auto && state != orphan.VolumeHealthy && state != orphan.VolumeDeleted {
-				t.Fatalf("seed %d: automatic purge of %s, a recoverable copy of volume %q in state %q", seed, pu.Record.Name, vol, state)
+			for _, vol := range vols {
+				state, listed := in.Volumes[vol]
+				if !listed && in.VolumesComplete && vol != "" {
+					state = orphan.VolumeDeleted
+				}
+				if state == orphan.VolumeFaulted && (pu.Auto || !in.LastCopyOverride[pu.Record.Name]) {
+					t.Fatalf("seed %d: purge of %s, a recoverable copy of faulted volume %s (auto %v)", seed, pu.Record.Name, vol, pu.Auto)
+				}
+				if pu.Auto && state != orphan.VolumeHealthy && state != orphan.VolumeDeleted {
+					t.Fatalf("seed %d: automatic purge of %s, a recoverable copy of volume %q in state %q", seed, pu.Record.Name, vol, state)
+				}
 			}
 		}
 		for _, r := range p.Refused {

@@ -101,24 +101,26 @@ type Plan struct {
 	// DataCleanable=False with the reason. (A Forget carries its own
 	// DataCleanable=False; the Sweeper writes Error=True when a purge
 	// fails.) Each record appears at most once, with every condition that
-	// changes.
+	// changes, each type once; their order within an entry means nothing.
 	Conditions []SetConditions
 	// Refused are purges that were due (requested, or by the policy) but
 	// that the Guard stopped, and deletions requested of dismissed
-	// records, of records whose item is undecided (RuleUndecided) and of
-	// records whose scope was not scanned completely (RuleScopeUnknown):
-	// a requested deletion that cannot go on is never silent. Their
-	// records are in Keep too; the last two are marked Error=True
+	// records, of records whose item is undecided (RuleUndecided), of
+	// records whose scope was not scanned completely (RuleScopeUnknown)
+	// and of records whose name another record of the input holds
+	// (RuleDuplicateName, once per name): a requested deletion that
+	// cannot go on is never silent. Their records are in Keep too;
+	// RuleUndecided and RuleScopeUnknown ones are marked Error=True
 	// (ReasonPurgeRefused) with why for as long as the request stands.
 	Refused []Refusal
 	// Rejected are candidates that could have mattered (judged orphan, or
 	// possibly a record's item) but could not be named, lacking a field;
-	// they are neither created nor matched.
+	// they are neither created nor matched. They are in input order.
 	Rejected []Rejected
 	// AutoPurges is the guard's ledger after this plan: the entries of
-	// Input.AutoPurges still inside Guard.BudgetWindow, and this plan's
-	// automatic purges, stamped Input.Now. Hand it to the next cycle's
-	// Input.AutoPurges.
+	// Input.AutoPurges still inside Guard.BudgetWindow, in their order,
+	// then this plan's automatic purges, stamped Input.Now, in name
+	// order. Hand it to the next cycle's Input.AutoPurges.
 	AutoPurges []AutoPurge
 	// RequeueAt is when the plan changes by the passing of time alone (an
 	// auto-deletion grace period ending), or Now when a due purge waits
@@ -137,7 +139,7 @@ type ForgetReason string
 const (
 	ReasonGone     ForgetReason = "Gone"     // the scope was scanned and the candidate was not seen
 	ReasonOwned    ForgetReason = "Owned"    // the candidate is owned now
-	ReasonMismatch ForgetReason = "Mismatch" // the record's name is not the one its parameters give
+	ReasonMismatch ForgetReason = "Mismatch" // the record's name is not the one its parameters give, or they name no valid item (Item.Name)
 	// ReasonNotCleanable: a purge is due, but the record says its data is
 	// not cleanable (DataCleanable=False), as a forget that was cut short,
 	// or a host, left it. Longhorn drops such a record and keeps the data.
@@ -231,7 +233,11 @@ type Rejected struct {
 //
 // The rules, in the order they apply to a record in its authority (a
 // record of a kind the table does not hold is kept as it is, with a
-// reason, before any of them: see Kind.Valid):
+// reason, before any of them: see Kind.Valid; so is a record whose name
+// another record of the input holds, as no store holds two objects of one
+// name: neither is purged or forgotten, a deletion requested of them is
+// reported once in Refused, RuleDuplicateName, and neither gets
+// conditions):
 //  1. its scope's health forgets: forget, with that health as the reason;
 //  2. it is dismissed (Record.Dismissed) and its scope is not Ready: keep
 //     it as dismissed (see 8);
@@ -245,7 +251,8 @@ type Rejected struct {
 //     never touches data, and the user's deletion completes); a requested
 //     one kept is reported in Refused (RuleScopeUnknown) and marked
 //     Error=True with the scope's message;
-//  5. its name is not the one its parameters give: forget (ReasonMismatch);
+//  5. its name is not the one its parameters give, or they name no valid
+//     item (a path-like data name, see Item.Name): forget (ReasonMismatch);
 //  6. no candidate of that name was seen: forget (ReasonGone);
 //  7. the candidate is owned: forget (ReasonOwned);
 //  8. it is dismissed: keep, marked DataCleanable=False (ReasonDismissed),
@@ -257,8 +264,10 @@ type Rejected struct {
 //     verdict's reason, which stays while the request stands;
 //  10. the candidate is an orphan. If its purge is not due (its deletion
 //     was not requested, and the policy does not auto-delete its kind or
-//     the grace period since CreatedAt is not over): keep (requeued for
-//     the end of the grace period, if the policy auto-deletes its kind).
+//     the grace period since CreatedAt is not over, or CreatedAt is zero,
+//     which leaves no grace period to count): keep (requeued for the end
+//     of the grace period, if the policy auto-deletes its kind and
+//     CreatedAt is set).
 //     If it is due:
 //     (a) marked DataCleanable=False by Decide itself (a hold of rule 3 or
 //     a dismissal, now over) and not requested: keep; this plan marks it
@@ -313,11 +322,15 @@ func decide(in *Input, sc *scratch) Plan {
 	plan.Conditions = make([]SetConditions, 0, len(in.Records))
 	plan.conds.vols, plan.conds.msg = in.Volumes, &sc.msg
 	var dueAuto []int // indexes in plan.Purge of the automatic purges
-	for _, i := range ix.recordsByName() {
+	order := ix.recordsByName()
+	for k, i := range order {
 		if !ix.inAuthority(i) {
 			continue
 		}
-		if plan.decideRecord(in, &ix, i) {
+		// Records of one name lie side by side in name order.
+		name := in.Records[i].Name
+		shared := k > 0 && in.Records[order[k-1]].Name == name || k+1 < len(order) && in.Records[order[k+1]].Name == name
+		if plan.decideRecord(in, &ix, i, shared) {
 			dueAuto = append(dueAuto, len(plan.Purge)-1)
 		}
 	}
@@ -331,10 +344,11 @@ func decide(in *Input, sc *scratch) Plan {
 
 // decideRecord plans in.Records[i], a record in the input's authority, by
 // the rules listed on Decide: its cases are the rules, in their order and
-// with their numbers. It reports whether it planned an automatic purge,
-// which the Guard's AutoShare and Budget rules weigh once every record is
-// planned (see applyAutoRules).
-func (p *Plan) decideRecord(in *Input, ix *index, i int) (autoPurge bool) {
+// with their numbers; shared says another record of the input has its
+// name. It reports whether it planned an automatic purge, which the
+// Guard's AutoShare and Budget rules weigh once every record is planned
+// (see applyAutoRules).
+func (p *Plan) decideRecord(in *Input, ix *index, i int, shared bool) (autoPurge bool) {
 	r := in.Records[i]
 	st, scope := ix.scopeOf(i)
 	ready := st.Health == HealthReady
@@ -347,7 +361,10 @@ func (p *Plan) decideRecord(in *Input, ix *index, i int) (autoPurge bool) {
 		hit, cp, v = ix.hit(i), ix.copy(i), ix.verdict(i)
 	}
 	due, auto := in.Policy.DueAt(r)
-	isDue := r.DeletionRequested || auto && !in.Now.Before(due)
+	// A record of no creation time has no grace period to count: time
+	// alone never makes it due.
+	ageless := auto && r.CreatedAt.IsZero()
+	isDue := r.DeletionRequested || auto && !ageless && !in.Now.Before(due)
 
 	switch {
 	// Before the rules: another orphan type of Longhorn's (shard
@@ -355,6 +372,10 @@ func (p *Plan) decideRecord(in *Input, ix *index, i int) (autoPurge bool) {
 	// nor forgets it.
 	case specOf(r.Kind) == nil:
 		p.Keep = append(p.Keep, Keep{Record: r, Reason: unknownKindReason(r.Kind)})
+	// Nor a name that several records of the input hold: a store holds
+	// one object of a name, and which one it is cannot be told.
+	case shared:
+		p.sharedName(r)
 
 	// Rule 1: its scope's health forgets.
 	case st.Health.Forgets():
@@ -386,7 +407,7 @@ func (p *Plan) decideRecord(in *Input, ix *index, i int) (autoPurge bool) {
 
 	// Rule 5: its name is not the one its parameters give.
 	case !ix.nameMatches(i):
-		p.forget(r, ReasonMismatch, "the record's name does not match its parameters")
+		p.forget(r, ReasonMismatch, "the record's name does not match its parameters, or they name no valid item")
 
 	// Rule 6: no candidate of its name was seen.
 	case !ix.seen(i):
@@ -408,6 +429,8 @@ func (p *Plan) decideRecord(in *Input, ix *index, i int) (autoPurge bool) {
 
 	// Rule 10: its candidate is an orphan. Not due (not requested, and
 	// not auto-deleted with its grace period over): keep.
+	case !isDue && ageless:
+		p.keep(r, hit, cp, "auto-deletion waits: the record has no creation time, so its grace period cannot be counted")
 	case !isDue && auto:
 		p.requeue(due)
 		p.keep(r, hit, cp, "auto-deletion due at "+due.UTC().Format(time.RFC3339))
@@ -481,6 +504,17 @@ const ReasonDismissed = "Dismissed"
 // Hooks as EventRefused, not EventGuarded: it is a user's choice, not the
 // Guard reading a broken view.
 const RefusalDismissed = "dismissed: deletion requested, but the data of a dismissed orphan is never purged"
+
+// sharedName keeps a record whose name another record of the input
+// holds, and refuses a deletion requested of it, once per name.
+func (p *Plan) sharedName(r Record) {
+	p.Keep = append(p.Keep, Keep{Record: r, Reason: "several records share the name " + r.Name +
+		": the input's records are inconsistent (a store holds one object of a name), so none of them is purged or forgotten"})
+	if n := len(p.Refused); r.DeletionRequested && (n == 0 || p.Refused[n-1].Name != r.Name) {
+		p.Refused = append(p.Refused, Refusal{Name: r.Name, Rule: RuleDuplicateName,
+			Reason: "deletion requested, but several records of the input share the name " + r.Name + ": none of them is purged until one remains"})
+	}
+}
 
 // hold keeps a record of a scope whose health holds (a node down, a disk
 // that cannot be read) and marks it DataCleanable=False with the health as

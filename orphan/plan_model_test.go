@@ -63,7 +63,7 @@ func hardItem(rng *rand.Rand) orphan.Item {
 		kind := pick(string(orphan.KindEngineInstance), string(orphan.KindReplicaInstance))
 		return orphan.Item{Kind: orphan.Kind(kind), NodeID: node, DataEngine: orphan.DataEngine(pick("v1", "v2")),
 			Parameters: map[string]string{
-				orphan.ParamInstanceName:    pick("i", "i-u", " i", "i "),
+				orphan.ParamInstanceName:    pick("i", "i-u", " i", "i ", "i/u"),
 				orphan.ParamInstanceUUID:    pick("u", "u-m", "m"),
 				orphan.ParamInstanceManager: pick("m", "im"),
 			}}
@@ -82,7 +82,7 @@ func hardItem(rng *rand.Rand) orphan.Item {
 			orphan.ParamDiskName: pick("disk-0", "x-disk-0"),
 			orphan.ParamDiskPath: "/p",
 			orphan.ParamDiskUUID: pick("u", "u-p"),
-			orphan.ParamDataName: pick("d", "p-d", "d ", " d", "  ", ""),
+			orphan.ParamDataName: pick("d", "p-d", "d ", " d", "  ", "", "..", "p/d"),
 		}}
 }
 

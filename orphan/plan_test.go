@@ -3,6 +3,7 @@ package orphan_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -220,6 +221,12 @@ var healths = []orphan.Health{"", orphan.HealthReady, orphan.HealthReady, orphan
 
 func randomItem(rng *rand.Rand) orphan.Item {
 	node := fmt.Sprintf("n%d", rng.IntN(3))
+	if rng.IntN(10) == 0 {
+		return orphan.Item{Kind: orphan.KindBackup, NodeID: node, Parameters: map[string]string{
+			orphan.ParamBackupTarget: "t", orphan.ParamBackupVolume: fmt.Sprintf("pvc-%d", rng.IntN(2)),
+			orphan.ParamBackupName: fmt.Sprintf("backup-%d", rng.IntN(3)),
+		}}
+	}
 	if rng.IntN(4) == 0 {
 		kind := orphan.KindEngineInstance
 		if rng.IntN(2) == 0 {
@@ -251,7 +258,7 @@ func randomInput(rng *rand.Rand) orphan.Input {
 					st.NoneExpected = true
 				}
 				if rng.IntN(3) == 0 {
-					st.OwnedUnlisted = rng.IntN(4)
+					st.OwnedUnlisted = rng.IntN(5) - 1 // now and then a count gone negative
 				}
 				in.Scopes[orphan.Scope{NodeID: fmt.Sprintf("n%d", n), Disk: fmt.Sprintf("disk-%d", d)}] = st
 			}
@@ -271,10 +278,19 @@ func randomInput(rng *rand.Rand) orphan.Input {
 	for range rng.IntN(10) {
 		it := randomItem(rng)
 		r, err := orphan.NewRecord(it, testEpoch.Add(time.Duration(rng.IntN(300))*time.Second))
-		if err != nil || seenRec[r.Name] {
+		// Now and then a name held twice (two lists merged), a record
+		// of no creation time, or one of Longhorn's kinds caretaker
+		// leaves to its owner.
+		if err != nil || seenRec[r.Name] && rng.IntN(4) != 0 {
 			continue
 		}
 		seenRec[r.Name] = true
+		if rng.IntN(20) == 0 {
+			r.CreatedAt = time.Time{}
+		}
+		if rng.IntN(30) == 0 {
+			r.Kind = orphan.KindShardInstance
+		}
 		r.DeletionRequested = rng.IntN(3) == 0
 		r.Dismissed = rng.IntN(8) == 0
 		switch rng.IntN(4) {
@@ -298,6 +314,7 @@ func randomInput(rng *rand.Rand) orphan.Input {
 	if rng.IntN(2) == 0 {
 		in.Policy.Kinds = []orphan.Kind{orphan.Kinds()[rng.IntN(len(orphan.Kinds()))]}
 		in.Policy.GracePeriod = time.Duration(rng.IntN(400)) * time.Second
+		in.Policy.FailedBackups = rng.IntN(3) == 0
 	}
 	randomGuardExtras(rng, &in)
 	// Sometimes the candidates are a host's own judgement (Judged).
@@ -325,6 +342,23 @@ func randomGuardExtras(rng *rand.Rand, in *orphan.Input) {
 		if rng.IntN(3) == 0 {
 			c := &in.Candidates[i]
 			c.Item.Copy = &orphan.Copy{Volume: fmt.Sprintf("pvc-%d", rng.IntN(4)), Recoverable: rng.IntN(3) != 0, NoData: rng.IntN(4) == 0}
+			if rng.IntN(2) == 0 {
+				// What an inspection reports besides: every word of it
+				// reaches the Recoverable condition's message.
+				c.Item.Copy.Revision, c.Item.Copy.Rank = int64(rng.IntN(3)), rng.IntN(3)
+				c.Item.Copy.Head, c.Item.Copy.Size = []string{"", "volume-head-002.img"}[rng.IntN(2)], int64(rng.IntN(2))<<30
+				for range rng.IntN(3) {
+					c.Item.Copy.Reasons = append(c.Item.Copy.Reasons, []string{"volume-meta: missing", "backing image absent", strings.Repeat("é", 700)}[rng.IntN(3)])
+				}
+			}
+		}
+	}
+	// Scopes' messages reach forget messages, keep reasons and
+	// DataCleanable=False conditions.
+	for sc, st := range in.Scopes {
+		if rng.IntN(2) == 0 {
+			st.Message = "why " + sc.String()
+			in.Scopes[sc] = st
 		}
 	}
 	states := []orphan.VolumeState{orphan.VolumeHealthy, orphan.VolumeDegraded, orphan.VolumeFaulted, orphan.VolumeDeleted, "unknown", ""}

@@ -19,6 +19,11 @@ const (
 	// RuleScopeUnknown: a deletion was requested, but the record's scope
 	// was not scanned completely, or its node's health was not given.
 	RuleScopeUnknown = "ScopeUnknown"
+	// RuleDuplicateName: a deletion was requested, but several records
+	// of the input share the record's name (two lists merged, a cache
+	// holding an object twice): which one a store holds cannot be told,
+	// and one of them may be dismissed.
+	RuleDuplicateName = "DuplicateName"
 	// RuleRecheck: a re-check at the moment of deletion stopped the purge
 	// (the record or its item changed since the plan, or the Deleter
 	// refused with ErrPreconditionFailed).

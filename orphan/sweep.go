@@ -236,7 +236,7 @@ func (s *Sweeper) sync(ctx context.Context, plan Plan, vr *volumeRecheck) (Resul
 			slog.String("orphan", r.Name), slog.String("reason", r.Reason), slog.String("at", "plan"))
 		outcome := EventGuarded
 		switch r.Rule {
-		case RuleDismissed, RuleUndecided, RuleScopeUnknown:
+		case RuleDismissed, RuleUndecided, RuleScopeUnknown, RuleDuplicateName:
 			outcome = EventRefused
 		}
 		e := recordEvent(guarded[r.Name], OpPurge, outcome, 0, nil)

@@ -206,10 +206,15 @@ func (it Item) Scope() Scope {
 //
 // Instances are engines, replicas and Longhorn's shards and shard groups,
 // which caretaker names but does not handle (KindShardInstance). It
-// returns an error wrapping ErrInvalidItem if the kind is unknown or a
-// field the formula needs is empty: two different items must never share
-// a name because one of them lacked a field (ReplicaDataName and
-// InstanceName give Longhorn's name whatever the fields).
+// returns an error wrapping ErrInvalidItem if the kind is unknown, if a
+// field the formula needs is empty (two different items must never share
+// a name because one of them lacked a field), or if the name of the data
+// itself (the kind's MatchParam: DataName, InstanceName, BackupName) is
+// path-like: ".", "..", or holding a slash or a NUL. No scan lists such
+// an item, and a plan must never hand one to a deleter that joins the
+// name to a path; Longhorn names whatever it is given (ReplicaDataName
+// and InstanceName still do), caretaker refuses it, so Decide neither
+// records nor purges it and forgets a record of it (ReasonMismatch).
 func (it Item) Name() (string, error) {
 	sum, err := it.nameSum()
 	if err != nil {
@@ -267,6 +272,9 @@ func (it *Item) appendNameKeyIn(buf []byte, s *KindSpec, disk string) ([]byte, e
 		if v == "" {
 			return buf, fmt.Errorf("%w: %s item has no %s", ErrInvalidItem, it.Kind, f)
 		}
+		if f == s.MatchParam && pathLike(v) {
+			return buf, fmt.Errorf("%w: %s item's %s %q is path-like", ErrInvalidItem, it.Kind, f, v)
+		}
 		if i == 0 {
 			v = strings.TrimLeftFunc(v, unicode.IsSpace)
 		}
@@ -279,6 +287,14 @@ func (it *Item) appendNameKeyIn(buf []byte, s *KindSpec, disk string) ([]byte, e
 		buf = append(buf, v...)
 	}
 	return buf, nil
+}
+
+// pathLike reports whether the name of an item's data (its kind's
+// MatchParam) is one no scan lists and a deleter that joins it to a path
+// would leave its directory by: "." or "..", or one with a slash or a
+// NUL.
+func pathLike(v string) bool {
+	return v == "." || v == ".." || strings.ContainsAny(v, "/\x00")
 }
 
 // name spells the record name: NamePrefix and the sum in lower-case hex.
@@ -597,7 +613,7 @@ type ScopeStatus struct {
 	// found owned and left out of Snapshot.Items to save work (diskscan
 	// lists only the directories no replica expects). The guard counts
 	// them as owned items of the scope. Zero when the Inventory lists
-	// every item.
+	// every item; a negative count is taken as zero.
 	OwnedUnlisted int
 	// NoneExpected says the host's list of what may own the scope's items
 	// (the replicas expected on a disk) was empty when the scope was
