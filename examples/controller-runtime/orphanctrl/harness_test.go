@@ -33,6 +33,7 @@ import (
 
 	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
 	"github.com/caretaker-storage/caretaker/examples/controller-runtime/orphanctrl"
+	"github.com/caretaker-storage/caretaker/examples/kube/kubetest"
 )
 
 // childEnv, when set, makes the test binary run a controller instead of
@@ -111,7 +112,7 @@ func run(m *testing.M) int {
 	os.Setenv("TEST_ASSET_ETCD", etcd)
 	env := &envtest.Environment{
 		// The Orphan CRD and the Node and Replica stand-ins examples/kube's tests install.
-		CRDDirectoryPaths:     []string{"../../kube/crd", "../../kube/internal/kubetest/testdata"},
+		CRDDirectoryPaths:     []string{"../../kube/crd", "../../kube/kubetest/testdata"},
 		ErrorIfCRDPathMissing: true,
 	}
 	start := time.Now()
@@ -224,11 +225,17 @@ func (e *env) start(node string, opts manager.Options, tw tweak) manager.Manager
 	if e.cfg != nil {
 		cfg = e.cfg
 	}
+	// The controller's log and its manager's (controller-runtime's
+	// "Reconciler error" lines among them) are printed if the test fails.
+	logger, _ := kubetest.HostLog(e.t, "controller "+node)
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = logr.FromSlogHandler(logger.Handler())
+	}
 	mgr, lc, err := newManager(cfg, e.ns, node, opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	ccfg := orphanctrl.Config{NodeID: node, Namespace: e.ns, Period: scanPeriod, LocalCache: lc}
+	ccfg := orphanctrl.Config{NodeID: node, Namespace: e.ns, Period: scanPeriod, LocalCache: lc, Logger: logger}
 	if tw != nil {
 		tw(mgr, &ccfg)
 	}

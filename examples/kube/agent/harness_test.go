@@ -30,7 +30,7 @@ import (
 	"github.com/caretaker-storage/caretaker/examples/kube/agent"
 	"github.com/caretaker-storage/caretaker/examples/kube/crstore"
 	"github.com/caretaker-storage/caretaker/examples/kube/deploy"
-	"github.com/caretaker-storage/caretaker/examples/kube/internal/kubetest"
+	"github.com/caretaker-storage/caretaker/examples/kube/kubetest"
 	"github.com/caretaker-storage/caretaker/examples/kube/longhorn"
 )
 
