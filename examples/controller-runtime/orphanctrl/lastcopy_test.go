@@ -154,6 +154,10 @@ func TestLateWantedVolumeIsNotDeleted(t *testing.T) {
 	e.recoverableDir(d, lateDir, 7)
 	late := longhornName(d, lateDir)
 	e.waitFor("the late volume's orphan to show the refusal", func() error {
+		if !exists(t, d.dir(lateDir)) {
+			// Not "no Orphan": a purged copy's Orphan is gone too.
+			t.Fatal("the last copy of the faulted volume, wanted late, was purged")
+		}
 		o, ok := e.nodeOrphans("node-1")[late]
 		if !ok {
 			return errors.New("no Orphan")
