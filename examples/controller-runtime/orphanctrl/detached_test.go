@@ -1,14 +1,11 @@
 package orphanctrl_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/caretaker-storage/caretaker/examples/controller-runtime/orphanctrl"
@@ -18,41 +15,14 @@ import (
 // setDetachedVolume makes the Volume name detached, with the robustness
 // Longhorn leaves on a detached volume ("unknown") and numberOfReplicas
 // n.
-func (e *env) setDetachedVolume(name string, n int64) {
-	e.t.Helper()
-	e.setVolume(name, "unknown")
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(orphanctrl.VolumeGVK)
-	if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: name}, u); err != nil {
-		e.t.Fatal(err)
-	}
-	u.Object["spec"].(map[string]any)["numberOfReplicas"] = n
-	if err := e.c.Update(context.Background(), u); err != nil {
-		e.t.Fatal(err)
-	}
-}
+func (e *env) setDetachedVolume(name string, n int64) { e.lh.SetDetachedVolume(name, n) }
 
 // volumeReplica creates a Replica of volume on another node (so this
 // node's scan does not expect a directory of it), labelled
 // longhornvolume=<volume> as longhorn-manager labels them, healthy or
 // failed.
 func (e *env) volumeReplica(volume, name string, healthy bool) {
-	e.t.Helper()
-	spec := map[string]any{"nodeID": "node-9", "diskID": "uuid-9", "diskPath": "/var/lib/longhorn",
-		"dataDirectoryName": volume + "-99999999", "volumeName": volume, "active": true,
-		"healthyAt": "2026-01-01T00:00:00Z"}
-	if !healthy {
-		spec["failedAt"] = "2026-01-02T00:00:00Z"
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "longhorn.io/v1beta2", "kind": "Replica",
-		"metadata": map[string]any{"name": name, "namespace": e.ns,
-			"labels": map[string]any{"longhornnode": "node-9", "longhornvolume": volume}},
-		"spec": spec,
-	}}
-	if err := e.c.Create(context.Background(), u); err != nil {
-		e.t.Fatal(err)
-	}
+	e.lh.VolumeReplica(volume, name, healthy)
 }
 
 // TestDetachedVolumesAreStatedFromTheirReplicas: with auto-deletion on,
@@ -104,15 +74,7 @@ func TestDetachedVolumesAreStatedFromTheirReplicas(t *testing.T) {
 	}
 	// The failed replica is salvaged (failedAt cleared): its volume is
 	// healthy, and the orphan goes.
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(orphanctrl.ReplicaGVK)
-	if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: "pvc-det-failed-r-1"}, u); err != nil {
-		t.Fatal(err)
-	}
-	delete(u.Object["spec"].(map[string]any), "failedAt")
-	if err := e.c.Update(context.Background(), u); err != nil {
-		t.Fatal(err)
-	}
+	e.lh.HealReplica("pvc-det-failed-r-1")
 	// Longhorn writes the volume's status when it salvages a replica; a
 	// Volume event wakes the node, which lists the replicas anew.
 	e.setVolume("pvc-det-failed", "")

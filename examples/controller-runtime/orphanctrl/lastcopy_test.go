@@ -7,54 +7,24 @@ import (
 	"strings"
 	"testing"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/caretaker-storage/caretaker/examples/controller-runtime/orphanctrl"
 	"github.com/caretaker-storage/caretaker/orphan"
-	"github.com/caretaker-storage/caretaker/salvage/salvagetest"
 )
 
 // recoverableDir writes a Longhorn v1 replica directory, in the engine's
 // format, that an inspection finds recoverable.
 func (e *env) recoverableDir(d disk, dataName string, revision int64) {
-	e.t.Helper()
-	r := salvagetest.Replica{Size: 1 << 20, Counter: true, Revision: revision,
-		Snapshots: []salvagetest.Layer{{Writes: []salvagetest.Write{salvagetest.Block(0, 'a')}}},
-		Head:      salvagetest.Layer{Writes: []salvagetest.Write{salvagetest.Block(1, 'b')}}}
-	if err := salvagetest.WriteReplica(d.dir(dataName), r); err != nil {
-		e.t.Fatal(err)
-	}
+	e.lh.RecoverableDir(d.kube(), dataName, revision)
 }
 
 // setVolume creates or updates the Longhorn Volume name with
 // status.robustness.
-func (e *env) setVolume(name, robustness string) {
-	e.t.Helper()
-	ctx := context.Background()
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(orphanctrl.VolumeGVK)
-	err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: name}, u)
-	if apierrors.IsNotFound(err) {
-		u = &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "longhorn.io/v1beta2", "kind": "Volume",
-			"metadata": map[string]any{"name": name, "namespace": e.ns},
-			"spec":     map[string]any{"numberOfReplicas": int64(3), "size": "1048576"},
-		}}
-		err = e.c.Create(ctx, u)
-	}
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	u.Object["status"] = map[string]any{"robustness": robustness, "state": "detached"}
-	if err := e.c.Status().Update(ctx, u); err != nil {
-		e.t.Fatal(err)
-	}
-}
+func (e *env) setVolume(name, robustness string) { e.lh.SetVolume(name, robustness) }
 
 func conditionOf(o *orphanctrl.Orphan, typ string) (status, reason, message string) {
 	for _, c := range o.Status.Conditions {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
 	"github.com/caretaker-storage/caretaker/examples/controller-runtime/orphanctrl"
+	"github.com/caretaker-storage/caretaker/examples/kube/kubetest"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -179,9 +180,7 @@ func TestNewDiskReplicaOfAnotherNodeIsExpected(t *testing.T) {
 // TestLocalCacheConfigMismatch: a LocalCache of another node is a
 // configuration error.
 func TestLocalCacheConfigMismatch(t *testing.T) {
-	if skipReason != "" {
-		t.Skip(skipReason)
-	}
+	kubetest.Require(t)
 	mgr, _, err := newManager(restCfg, "ns", "node-1", manager.Options{})
 	if err != nil {
 		t.Fatal(err)

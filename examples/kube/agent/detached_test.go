@@ -1,54 +1,21 @@
 package agent_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"github.com/caretaker-storage/caretaker/examples/kube/longhorn"
 )
 
 // setDetachedVolume makes the Volume name detached with the robustness
 // Longhorn leaves on a detached volume ("unknown"), of n replicas.
-func (e *env) setDetachedVolume(name string, n int64) {
-	e.t.Helper()
-	e.setVolume(name, "unknown")
-	ri := e.dc.Resource(longhorn.VolumeGVR).Namespace(e.ns)
-	obj, err := ri.Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	obj.Object["spec"].(map[string]any)["numberOfReplicas"] = n
-	if _, err := ri.Update(context.Background(), obj, metav1.UpdateOptions{}); err != nil {
-		e.t.Fatal(err)
-	}
-}
+func (e *env) setDetachedVolume(name string, n int64) { e.lh.SetDetachedVolume(name, n) }
 
 // volumeReplica creates a Replica of volume on another node, labelled
 // longhornvolume=<volume> as longhorn-manager labels them, healthy or
 // failed.
 func (e *env) volumeReplica(volume, name string, healthy bool) {
-	e.t.Helper()
-	spec := map[string]any{"nodeID": "node-9", "diskID": "uuid-9", "diskPath": "/var/lib/longhorn",
-		"dataDirectoryName": volume + "-99999999", "volumeName": volume, "active": true,
-		"healthyAt": "2026-01-01T00:00:00Z"}
-	if !healthy {
-		spec["failedAt"] = "2026-01-02T00:00:00Z"
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "longhorn.io/v1beta2", "kind": "Replica",
-		"metadata": map[string]any{"name": name, "namespace": e.ns,
-			"labels": map[string]any{"longhornnode": "node-9", longhorn.LabelVolume: volume}},
-		"spec": spec,
-	}}
-	if _, err := e.dc.Resource(longhorn.ReplicaGVR).Namespace(e.ns).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
-		e.t.Fatal(err)
-	}
+	e.lh.VolumeReplica(volume, name, healthy)
 }
 
 // TestDetachedVolumesAreStatedFromTheirReplicas: with auto-deletion on,
