@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -27,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/caretaker-storage/caretaker/examples/controller-runtime/orphanctrl"
+	"github.com/caretaker-storage/caretaker/examples/kube/kubetest"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -228,44 +227,17 @@ func TestInterruptedPurgeIsFinishedAfterRestart(t *testing.T) {
 }
 
 // child is a controller running in a child process (this test binary).
-type child struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-}
+type child struct{ *kubetest.Child }
 
-// startChild runs node's controller in a child process; it is killed at
+// startChild runs node's controller in a child process; it is stopped at
 // the end of the test, and its log printed if the test failed.
 func (e *env) startChild(node string) *child {
 	e.t.Helper()
-	logPath := filepath.Join(e.base, "controller-"+node+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer f.Close()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join([]string{kubeconfig, e.ns, node}, "\n"))
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	c := &child{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(c.done) }()
-	e.t.Cleanup(func() {
-		c.kill()
-		if e.t.Failed() {
-			data, _ := os.ReadFile(logPath)
-			e.t.Logf("controller %s log:\n%s", node, data)
-		}
-	})
-	return c
+	return &child{kubetest.StartChild(e.t, "controller "+node, e.base,
+		childEnv+"="+strings.Join([]string{kubeconfig, e.ns, node}, "\n"))}
 }
 
-func (c *child) kill() {
-	_ = c.cmd.Process.Signal(syscall.SIGKILL)
-	<-c.done
-}
+func (c *child) kill() { c.Kill() }
 
 // staleCache is a client whose reads answer what a stale cache would for
 // an Orphan deleted and then created again under the same name: the old
