@@ -184,33 +184,20 @@ func (e *env) start(node string, opts manager.Options, tw tweak) manager.Manager
 	return mgr
 }
 
-// disk is a Longhorn v1 disk of a node, on the real filesystem
-// (kubetest.Disk, as these tests spell it).
-type disk struct {
-	node, name, path, uuid string
-}
-
-func diskOf(d kubetest.Disk) disk {
-	return disk{node: d.Node, name: d.Name, path: d.Path, uuid: d.UUID}
-}
-
-func (d disk) kube() kubetest.Disk {
-	return kubetest.Disk{Node: d.node, Name: d.name, Path: d.path, UUID: d.uuid}
-}
-
-func (d disk) dir(dataName string) string { return d.kube().Dir(dataName) }
+// disk is a Longhorn v1 disk of a node, on the real filesystem.
+type disk = kubetest.Disk
 
 // addNode creates a disk directory and the Longhorn Node object naming it.
-func (e *env) addNode(node, diskName string) disk { return diskOf(e.lh.AddNode(node, diskName)) }
+func (e *env) addNode(node, diskName string) disk { return e.lh.AddNode(node, diskName) }
 
 // owned makes a replica directory and the Replica object that expects it.
-func (e *env) owned(d disk, dataName string) { e.lh.Owned(d.kube(), dataName) }
+func (e *env) owned(d disk, dataName string) { e.lh.Owned(d, dataName) }
 
 // orphanDir makes a replica directory that no Replica expects.
-func (e *env) orphanDir(d disk, dataName string) { e.lh.OrphanDir(d.kube(), dataName) }
+func (e *env) orphanDir(d disk, dataName string) { e.lh.OrphanDir(d, dataName) }
 
 // longhornName is Longhorn's name for the orphan of a replica directory.
-func longhornName(d disk, dataName string) string { return kubetest.OrphanName(d.kube(), dataName) }
+func longhornName(d disk, dataName string) string { return kubetest.OrphanName(d, dataName) }
 
 // nodeOrphans lists node's Orphan objects from the API server, by name.
 func (e *env) nodeOrphans(node string) map[string]*orphanctrl.Orphan {
@@ -295,12 +282,12 @@ func (e *env) waitGone(name string) {
 	})
 }
 
-func (e *env) setDiskEviction(d disk, evict bool) { e.lh.SetDiskEviction(d.kube(), evict) }
+func (e *env) setDiskEviction(d disk, evict bool) { e.lh.SetDiskEviction(d, evict) }
 
 func exists(t *testing.T, path string) bool { t.Helper(); return kubetest.Exists(t, path) }
 
 // tombstones lists the purge tombstones in a disk's replicas directory.
-func tombstones(t *testing.T, d disk) []string { t.Helper(); return kubetest.Tombstones(t, d.kube()) }
+func tombstones(t *testing.T, d disk) []string { t.Helper(); return kubetest.Tombstones(t, d) }
 
 // The data directories of the tests: <volume>-<8 alphanumerics>.
 const (

@@ -19,7 +19,7 @@ import (
 // recoverableDir writes a Longhorn v1 replica directory, in the engine's
 // format, that an inspection finds recoverable.
 func (e *env) recoverableDir(d disk, dataName string, revision int64) {
-	e.lh.RecoverableDir(d.kube(), dataName, revision)
+	e.lh.RecoverableDir(d, dataName, revision)
 }
 
 // setVolume creates or updates the Longhorn Volume name with
@@ -58,7 +58,7 @@ func TestLastCopyOfAFaultedVolumeIsNeverAutoPurged(t *testing.T) {
 	})
 
 	e.waitFor("the deleted volume's orphan to be purged", func() error {
-		if exists(t, d.dir(goneDir)) {
+		if exists(t, d.Dir(goneDir)) {
 			return errors.New(goneDir + " still there")
 		}
 		if _, ok := e.nodeOrphans("node-1")[gone]; ok {
@@ -79,7 +79,7 @@ func TestLastCopyOfAFaultedVolumeIsNeverAutoPurged(t *testing.T) {
 		case rs != "True" || rr != "Reusable":
 			return fmt.Errorf("Recoverable = %s %s", rs, rr)
 		}
-		for _, want := range []string{"revision counter 9", "rank 1", "dataDirectoryName=" + faultedDir, "diskPath=" + d.path,
+		for _, want := range []string{"revision counter 9", "rank 1", "dataDirectoryName=" + faultedDir, "diskPath=" + d.Path,
 			"head=volume-head-001.img", "size=1048576", "revisionCounter=9"} {
 			if !strings.Contains(rm, want) {
 				return fmt.Errorf("Recoverable message %q lacks %q", rm, want)
@@ -87,16 +87,16 @@ func TestLastCopyOfAFaultedVolumeIsNeverAutoPurged(t *testing.T) {
 		}
 		return nil
 	})
-	if !exists(t, d.dir(faultedDir)) {
+	if !exists(t, d.Dir(faultedDir)) {
 		t.Fatal("the last copy of the faulted volume was purged")
 	}
-	if !exists(t, d.dir(ownedDir)) {
+	if !exists(t, d.Dir(ownedDir)) {
 		t.Fatal("auto-deletion removed the directory a Replica expects")
 	}
 
 	e.setVolume("pvc-faulted", "healthy")
 	e.waitFor("the healthy volume's orphan to be purged", func() error {
-		if exists(t, d.dir(faultedDir)) {
+		if exists(t, d.Dir(faultedDir)) {
 			return errors.New(faultedDir + " still there")
 		}
 		return nil
@@ -124,7 +124,7 @@ func TestLateWantedVolumeIsNotDeleted(t *testing.T) {
 	e.recoverableDir(d, lateDir, 7)
 	late := longhornName(d, lateDir)
 	e.waitFor("the late volume's orphan to show the refusal", func() error {
-		if !exists(t, d.dir(lateDir)) {
+		if !exists(t, d.Dir(lateDir)) {
 			// Not "no Orphan": a purged copy's Orphan is gone too.
 			t.Fatal("the last copy of the faulted volume, wanted late, was purged")
 		}
@@ -137,12 +137,12 @@ func TestLateWantedVolumeIsNotDeleted(t *testing.T) {
 		}
 		return nil
 	})
-	if !exists(t, d.dir(lateDir)) {
+	if !exists(t, d.Dir(lateDir)) {
 		t.Fatal("the last copy of the faulted volume, wanted late, was purged")
 	}
 	e.setVolume("pvc-late", "healthy")
 	e.waitFor("the healed volume's orphan to be purged", func() error {
-		if exists(t, d.dir(lateDir)) {
+		if exists(t, d.Dir(lateDir)) {
 			return errors.New(lateDir + " still there")
 		}
 		return nil
@@ -210,7 +210,7 @@ func TestLastCopyOverrideLetsARequestedPurgeThrough(t *testing.T) {
 	e.label(both, orphan.LabelLastCopyOverride, orphan.LabelValueLastCopyOverride)
 	e.deleteOrphan(both)
 	e.waitFor("the labelled and deleted orphan's data to be purged", func() error {
-		if exists(t, d.dir(bothDir)) {
+		if exists(t, d.Dir(bothDir)) {
 			return errors.New(bothDir + " still there")
 		}
 		return nil
@@ -219,7 +219,7 @@ func TestLastCopyOverrideLetsARequestedPurgeThrough(t *testing.T) {
 
 	// The cycle that purged it saw the earlier deletion and label too.
 	got := e.nodeOrphans("node-1")
-	if !exists(t, d.dir(deletedDir)) {
+	if !exists(t, d.Dir(deletedDir)) {
 		t.Fatal("the deleted orphan of a faulted volume was purged without the override")
 	}
 	o, ok := got[deleted]
@@ -232,7 +232,7 @@ func TestLastCopyOverrideLetsARequestedPurgeThrough(t *testing.T) {
 	if err := guarded(o); err != nil {
 		t.Fatal(err)
 	}
-	if !exists(t, d.dir(labelledDir)) {
+	if !exists(t, d.Dir(labelledDir)) {
 		t.Fatal("the labelled orphan was purged without a deletion request")
 	}
 	o, ok = got[labelled]
@@ -249,13 +249,13 @@ func TestLastCopyOverrideLetsARequestedPurgeThrough(t *testing.T) {
 	// The label given after the deletion lets the purge through too.
 	e.label(deleted, orphan.LabelLastCopyOverride, orphan.LabelValueLastCopyOverride)
 	e.waitFor("the deleted orphan, labelled afterwards, to be purged", func() error {
-		if exists(t, d.dir(deletedDir)) {
+		if exists(t, d.Dir(deletedDir)) {
 			return errors.New(deletedDir + " still there")
 		}
 		return nil
 	})
 	e.waitGone(deleted)
-	if !exists(t, d.dir(labelledDir)) {
+	if !exists(t, d.Dir(labelledDir)) {
 		t.Fatal("the labelled orphan was purged without a deletion request")
 	}
 }

@@ -1,70 +1,28 @@
 package agent_test
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 	"testing"
+
+	"github.com/caretaker-storage/caretaker/examples/kube/kubetest"
 )
 
-// setDetachedVolume makes the Volume name detached with the robustness
-// Longhorn leaves on a detached volume ("unknown"), of n replicas.
-func (e *env) setDetachedVolume(name string, n int64) { e.lh.SetDetachedVolume(name, n) }
-
-// volumeReplica creates a Replica of volume on another node, labelled
-// longhornvolume=<volume> as longhorn-manager labels them, healthy or
-// failed.
-func (e *env) volumeReplica(volume, name string, healthy bool) {
-	e.lh.VolumeReplica(volume, name, healthy)
-}
-
-// TestDetachedVolumesAreStatedFromTheirReplicas: with auto-deletion on,
-// the recoverable orphan of a detached volume (robustness "unknown")
-// whose other replica is healthy is purged; those of a detached volume
-// whose only other replica failed, and of one with no Replica at all,
-// stay, guarded as last copies of faulted volumes.
+// TestDetachedVolumesAreStatedFromTheirReplicas is
+// kubetest.RunDetachedVolumes on the agent: the orphan of a detached
+// volume with a healthy replica is purged, those of detached volumes with
+// a failed replica or none are guarded as last copies, and the first of
+// them goes once its replica heals.
 func TestDetachedVolumesAreStatedFromTheirReplicas(t *testing.T) {
-	const (
-		healthyDir = "pvc-det-ok-aaaaaaa1"
-		failedDir  = "pvc-det-failed-bbbbbbb1"
-		noneDir    = "pvc-det-none-ccccccc1"
-	)
 	e := newEnv(t)
-	d := e.addNode("node-1", "disk-1")
-	e.owned(d, ownedDir)
-	e.setDetachedVolume("pvc-det-ok", 1)
-	e.volumeReplica("pvc-det-ok", "pvc-det-ok-r-1", true)
-	e.setDetachedVolume("pvc-det-failed", 1)
-	e.volumeReplica("pvc-det-failed", "pvc-det-failed-r-1", false)
-	e.setDetachedVolume("pvc-det-none", 2)
-	for _, dir := range []string{healthyDir, failedDir, noneDir} {
-		e.recoverableDir(d, dir, 3)
-	}
-	e.startAgent("node-1", "-auto-delete=replica-data", "-grace-period=0")
-	e.waitFor("the orphan of the detached volume with a healthy replica to be purged", func() error {
-		if exists(t, d.dir(healthyDir)) {
-			return errors.New(healthyDir + " still there")
-		}
-		return nil
-	})
-	for _, tc := range []struct{ dir, volume string }{{failedDir, "pvc-det-failed"}, {noneDir, "pvc-det-none"}} {
-		name := longhornName(d, tc.dir)
-		e.waitFor("the orphan of "+tc.volume+" to be guarded as a last copy", func() error {
-			o, ok := e.nodeOrphans("node-1")[name]
+	kubetest.RunDetachedVolumes(t, e.lh, kubetest.DetachedHost{
+		Start: func(node string) { e.startAgent(node, "-auto-delete=replica-data", "-grace-period=0") },
+		PurgeGuarded: func(node, name string) (status, reason, message string, ok bool) {
+			o, ok := e.nodeOrphans(node)[name]
 			if !ok {
-				return errors.New("no Orphan")
+				return "", "", "", false
 			}
 			g := condition(o, "PurgeGuarded")
-			if g["status"] != "True" || g["reason"] != "LastCopy" || !strings.Contains(fmt.Sprint(g["message"]), "volume "+tc.volume+", which is faulted") {
-				return fmt.Errorf("PurgeGuarded = %v", g)
-			}
-			return nil
-		})
-		if !exists(t, d.dir(tc.dir)) {
-			t.Fatalf("the last copy of %s was purged", tc.volume)
-		}
-	}
-	if !exists(t, d.dir(ownedDir)) {
-		t.Fatal("auto-deletion removed the directory a Replica expects")
-	}
+			return fmt.Sprint(g["status"]), fmt.Sprint(g["reason"]), fmt.Sprint(g["message"]), true
+		},
+	})
 }
