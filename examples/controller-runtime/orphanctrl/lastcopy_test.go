@@ -103,52 +103,6 @@ func TestLastCopyOfAFaultedVolumeIsNeverAutoPurged(t *testing.T) {
 	})
 }
 
-// TestLateWantedVolumeIsNotDeleted: the node's cache holds only the
-// volumes of its orphans, so a faulted volume whose copy on this node
-// is orphaned only after the controller started was filtered out until
-// then. The copy, found later, must not be judged the copy of a deleted
-// volume (and purged): it is guarded as the last copy of a faulted
-// volume once the cache has listed its volume, and purged only when the
-// volume heals.
-func TestLateWantedVolumeIsNotDeleted(t *testing.T) {
-	const lateDir = "pvc-late-eeeeeee1"
-	e := newEnv(t)
-	d := e.addNode("node-1", "disk-1")
-	e.owned(d, ownedDir)
-	e.start("node-1", manager.Options{}, func(_ manager.Manager, cfg *orphanctrl.Config) {
-		cfg.Policy = orphan.Policy{Kinds: []orphan.Kind{orphan.KindReplicaData}}
-	})
-	quiet(e)
-	// Created while no orphan of it is on the node: not cached.
-	e.setVolume("pvc-late", "faulted")
-	e.recoverableDir(d, lateDir, 7)
-	late := longhornName(d, lateDir)
-	e.waitFor("the late volume's orphan to show the refusal", func() error {
-		if !exists(t, d.Dir(lateDir)) {
-			// Not "no Orphan": a purged copy's Orphan is gone too.
-			t.Fatal("the last copy of the faulted volume, wanted late, was purged")
-		}
-		o, ok := e.nodeOrphans("node-1")[late]
-		if !ok {
-			return errors.New("no Orphan")
-		}
-		if gs, gr, gm := conditionOf(o, "PurgeGuarded"); gs != "True" || gr != "LastCopy" || !strings.Contains(gm, "volume pvc-late, which is faulted") {
-			return fmt.Errorf("PurgeGuarded = %s %s %q", gs, gr, gm)
-		}
-		return nil
-	})
-	if !exists(t, d.Dir(lateDir)) {
-		t.Fatal("the last copy of the faulted volume, wanted late, was purged")
-	}
-	e.setVolume("pvc-late", "healthy")
-	e.waitFor("the healed volume's orphan to be purged", func() error {
-		if exists(t, d.Dir(lateDir)) {
-			return errors.New(lateDir + " still there")
-		}
-		return nil
-	})
-}
-
 // label is `kubectl -n NS label orphan NAME KEY=VALUE`.
 func (e *env) label(name, key, value string) {
 	e.t.Helper()
