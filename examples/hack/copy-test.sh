@@ -53,10 +53,13 @@ rename "$tmp/cr" "$cr" example.com/operator/cr
 so=github.com/caretaker-storage/caretaker/examples/scylla-operator
 echo "copy-test: examples/scylla-operator as example.com/operator/scylla in $tmp/so"
 copy "$checkout/examples/scylla-operator" "$tmp/so"
+rename "$tmp/so" "$kube" example.com/operator/kube
 rename "$tmp/so" "$so" example.com/operator/scylla
 (cd "$tmp/so" &&
 	$GO mod edit -dropreplace github.com/caretaker-storage/caretaker \
-		-replace "github.com/caretaker-storage/caretaker=$checkout" &&
+		-dropreplace example.com/operator/kube \
+		-replace "github.com/caretaker-storage/caretaker=$checkout" \
+		-replace "example.com/operator/kube=$tmp/kube" &&
 	$GO build ./... && $GO vet ./...)
 
 # Nothing of caretaker's but its public packages: go build has already

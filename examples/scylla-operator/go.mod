@@ -4,6 +4,7 @@ go 1.25.0
 
 require (
 	github.com/caretaker-storage/caretaker v0.0.0
+	github.com/caretaker-storage/caretaker/examples/kube v0.0.0
 	github.com/go-logr/logr v1.4.2
 	k8s.io/api v0.34.3
 	k8s.io/apimachinery v0.34.3
@@ -68,3 +69,5 @@ require (
 )
 
 replace github.com/caretaker-storage/caretaker => ../..
+
+replace github.com/caretaker-storage/caretaker/examples/kube => ../kube

@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -27,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/caretaker-storage/caretaker/examples/controller-runtime/orphanctrl"
+	"github.com/caretaker-storage/caretaker/examples/kube/kubetest"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -52,7 +51,7 @@ func TestOrphansAppearAsLonghornWritesThem(t *testing.T) {
 	if o.Spec.NodeID != "node-1" || o.Spec.OrphanType != "replica" || o.Spec.DataEngine != "v1" {
 		t.Errorf("spec = %+v", o.Spec)
 	}
-	wantParams := map[string]string{"DataName": orphanDirA, "DiskName": "disk-1", "DiskPath": d.path, "DiskUUID": d.uuid, "DiskType": "filesystem"}
+	wantParams := map[string]string{"DataName": orphanDirA, "DiskName": "disk-1", "DiskPath": d.Path, "DiskUUID": d.UUID, "DiskType": "filesystem"}
 	if !maps.Equal(o.Spec.Parameters, wantParams) {
 		t.Errorf("spec.parameters = %v, want %v", o.Spec.Parameters, wantParams)
 	}
@@ -60,7 +59,7 @@ func TestOrphansAppearAsLonghornWritesThem(t *testing.T) {
 		t.Errorf("status.ownerID = %q, want node-1", o.Status.OwnerID)
 	}
 	for _, dir := range []string{ownedDir, orphanDirA, orphanDirB} {
-		if !exists(t, d.dir(dir)) {
+		if !exists(t, d.Dir(dir)) {
 			t.Errorf("%s was removed though nobody asked", dir)
 		}
 	}
@@ -78,7 +77,7 @@ func TestDeleteThroughTheAPIPurges(t *testing.T) {
 	for ev := range events {
 		failOnError(t, ev)
 		if ev.Type == watch.Deleted {
-			if exists(t, d.dir(orphanDirA)) {
+			if exists(t, d.Dir(orphanDirA)) {
 				t.Fatalf("the Orphan was removed before its directory")
 			}
 			deleted = true
@@ -89,13 +88,13 @@ func TestDeleteThroughTheAPIPurges(t *testing.T) {
 		t.Fatalf("no DELETED event for %s within %s", nameA, waitTimeout)
 	}
 	e.waitGone(nameA)
-	if exists(t, d.dir(orphanDirA)) {
+	if exists(t, d.Dir(orphanDirA)) {
 		t.Errorf("%s still exists after its Orphan was deleted", orphanDirA)
 	}
 	if ts := tombstones(t, d); len(ts) != 0 {
 		t.Errorf("tombstones left: %v", ts)
 	}
-	if !exists(t, d.dir(ownedDir)) || !exists(t, d.dir(orphanDirB)) {
+	if !exists(t, d.Dir(ownedDir)) || !exists(t, d.Dir(orphanDirB)) {
 		t.Errorf("purging %s removed another directory", orphanDirA)
 	}
 	e.waitOrphans("node-1", nameB)
@@ -133,7 +132,7 @@ func TestDiskEvictionForgetsAndKeepsData(t *testing.T) {
 		}
 	}
 	for _, dir := range []string{ownedDir, orphanDirA, orphanDirB} {
-		if !exists(t, d.dir(dir)) {
+		if !exists(t, d.Dir(dir)) {
 			t.Errorf("%s was removed by the eviction", dir)
 		}
 	}
@@ -151,7 +150,7 @@ func TestInterruptedPurgeIsFinishedAfterRestart(t *testing.T) {
 	e.orphanDir(d, orphanDirA)
 	e.orphanDir(d, orphanDirB)
 	// Enough files that removing them takes far longer than a SIGKILL.
-	bulk := filepath.Join(d.dir(orphanDirA), "bulk")
+	bulk := filepath.Join(d.Dir(orphanDirA), "bulk")
 	if err := os.Mkdir(bulk, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +168,7 @@ func TestInterruptedPurgeIsFinishedAfterRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := unix.InotifyAddWatch(fd, filepath.Join(d.path, "replicas"), unix.IN_MOVED_TO); err != nil {
+	if _, err := unix.InotifyAddWatch(fd, filepath.Join(d.Path, "replicas"), unix.IN_MOVED_TO); err != nil {
 		t.Fatal(err)
 	}
 	killed := make(chan string, 1)
@@ -199,7 +198,7 @@ func TestInterruptedPurgeIsFinishedAfterRestart(t *testing.T) {
 		t.Fatal(msg)
 	}
 
-	if exists(t, d.dir(orphanDirA)) {
+	if exists(t, d.Dir(orphanDirA)) {
 		t.Fatalf("%s still has its name after the rename", orphanDirA)
 	}
 	if ts := tombstones(t, d); len(ts) != 1 {
@@ -222,50 +221,23 @@ func TestInterruptedPurgeIsFinishedAfterRestart(t *testing.T) {
 		return nil
 	})
 	e.waitOrphans("node-1", nameB)
-	if !exists(t, d.dir(ownedDir)) || !exists(t, d.dir(orphanDirB)) {
+	if !exists(t, d.Dir(ownedDir)) || !exists(t, d.Dir(orphanDirB)) {
 		t.Errorf("the restarted controller removed another directory")
 	}
 }
 
 // child is a controller running in a child process (this test binary).
-type child struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-}
+type child struct{ *kubetest.Child }
 
-// startChild runs node's controller in a child process; it is killed at
+// startChild runs node's controller in a child process; it is stopped at
 // the end of the test, and its log printed if the test failed.
 func (e *env) startChild(node string) *child {
 	e.t.Helper()
-	logPath := filepath.Join(e.base, "controller-"+node+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer f.Close()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join([]string{kubeconfig, e.ns, node}, "\n"))
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	c := &child{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(c.done) }()
-	e.t.Cleanup(func() {
-		c.kill()
-		if e.t.Failed() {
-			data, _ := os.ReadFile(logPath)
-			e.t.Logf("controller %s log:\n%s", node, data)
-		}
-	})
-	return c
+	return &child{kubetest.StartChild(e.t, "controller "+node, e.base,
+		childEnv+"="+strings.Join([]string{kubeconfig, e.ns, node}, "\n"))}
 }
 
-func (c *child) kill() {
-	_ = c.cmd.Process.Signal(syscall.SIGKILL)
-	<-c.done
-}
+func (c *child) kill() { c.Kill() }
 
 // staleCache is a client whose reads answer what a stale cache would for
 // an Orphan deleted and then created again under the same name: the old
@@ -326,7 +298,7 @@ func TestStaleCacheCannotCausePurge(t *testing.T) {
 		e.annotate(nameA, fmt.Sprint(i))
 	}
 	for _, dir := range []string{ownedDir, orphanDirA, orphanDirB} {
-		if !exists(t, d.dir(dir)) {
+		if !exists(t, d.Dir(dir)) {
 			t.Errorf("%s was purged on the cache's word", dir)
 		}
 	}
@@ -370,7 +342,7 @@ func TestRunsWithoutLeadership(t *testing.T) {
 	e.waitOrphans("node-1", nameA)
 	e.deleteOrphan(nameA)
 	e.waitGone(nameA)
-	if exists(t, d.dir(orphanDirA)) {
+	if exists(t, d.Dir(orphanDirA)) {
 		t.Errorf("%s was not purged", orphanDirA)
 	}
 	select {

@@ -1,128 +1,52 @@
 package orphanctrl_test
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/caretaker-storage/caretaker/examples/controller-runtime/orphanctrl"
+	"github.com/caretaker-storage/caretaker/examples/kube/kubetest"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
-// setDetachedVolume makes the Volume name detached, with the robustness
-// Longhorn leaves on a detached volume ("unknown") and numberOfReplicas
-// n.
-func (e *env) setDetachedVolume(name string, n int64) {
-	e.t.Helper()
-	e.setVolume(name, "unknown")
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(orphanctrl.VolumeGVK)
-	if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: name}, u); err != nil {
-		e.t.Fatal(err)
-	}
-	u.Object["spec"].(map[string]any)["numberOfReplicas"] = n
-	if err := e.c.Update(context.Background(), u); err != nil {
-		e.t.Fatal(err)
-	}
-}
-
-// volumeReplica creates a Replica of volume on another node (so this
-// node's scan does not expect a directory of it), labelled
-// longhornvolume=<volume> as longhorn-manager labels them, healthy or
-// failed.
-func (e *env) volumeReplica(volume, name string, healthy bool) {
-	e.t.Helper()
-	spec := map[string]any{"nodeID": "node-9", "diskID": "uuid-9", "diskPath": "/var/lib/longhorn",
-		"dataDirectoryName": volume + "-99999999", "volumeName": volume, "active": true,
-		"healthyAt": "2026-01-01T00:00:00Z"}
-	if !healthy {
-		spec["failedAt"] = "2026-01-02T00:00:00Z"
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "longhorn.io/v1beta2", "kind": "Replica",
-		"metadata": map[string]any{"name": name, "namespace": e.ns,
-			"labels": map[string]any{"longhornnode": "node-9", "longhornvolume": volume}},
-		"spec": spec,
-	}}
-	if err := e.c.Create(context.Background(), u); err != nil {
-		e.t.Fatal(err)
-	}
-}
-
-// TestDetachedVolumesAreStatedFromTheirReplicas: with auto-deletion on,
-// the recoverable orphan of a detached volume (robustness "unknown", as
-// Longhorn reports it) whose other replica is healthy is purged; that of
-// a detached volume whose only other replica failed, and that of one with
-// no Replica at all, stay, guarded as last copies of faulted volumes.
+// TestDetachedVolumesAreStatedFromTheirReplicas is
+// kubetest.RunDetachedVolumes on the controller: the orphan of a detached
+// volume with a healthy replica is purged, those of detached volumes with
+// a failed replica or none are guarded as last copies, and the first of
+// them goes once its replica heals.
 func TestDetachedVolumesAreStatedFromTheirReplicas(t *testing.T) {
-	const (
-		healthyDir = "pvc-det-ok-aaaaaaa1"
-		failedDir  = "pvc-det-failed-bbbbbbb1"
-		noneDir    = "pvc-det-none-ccccccc1"
-	)
 	e := newEnv(t)
-	d := e.addNode("node-1", "disk-1")
-	e.owned(d, ownedDir)
-	e.setDetachedVolume("pvc-det-ok", 1)
-	e.volumeReplica("pvc-det-ok", "pvc-det-ok-r-1", true)
-	e.setDetachedVolume("pvc-det-failed", 1)
-	e.volumeReplica("pvc-det-failed", "pvc-det-failed-r-1", false)
-	e.setDetachedVolume("pvc-det-none", 2)
-	for _, dir := range []string{healthyDir, failedDir, noneDir} {
-		e.recoverableDir(d, dir, 3)
-	}
-	e.start("node-1", manager.Options{}, func(_ manager.Manager, cfg *orphanctrl.Config) {
-		cfg.Policy = orphan.Policy{Kinds: []orphan.Kind{orphan.KindReplicaData}}
-	})
-	e.waitFor("the orphan of the detached volume with a healthy replica to be purged", func() error {
-		if exists(t, d.dir(healthyDir)) {
-			return errors.New(healthyDir + " still there")
-		}
-		return nil
-	})
-	for _, tc := range []struct{ dir, volume string }{{failedDir, "pvc-det-failed"}, {noneDir, "pvc-det-none"}} {
-		name := longhornName(d, tc.dir)
-		e.waitFor("the orphan of "+tc.volume+" to be guarded as a last copy", func() error {
-			o, ok := e.nodeOrphans("node-1")[name]
+	kubetest.RunDetachedVolumes(t, e.lh, e.autoDeleting())
+}
+
+// TestLateWantedVolumeIsNotDeleted is kubetest.RunLateWantedVolume on the
+// controller, settled first (quiet): its node-local cache has listed the
+// Volumes, wanting none, before the faulted volume is created, so the
+// volume is listed only when its copy is orphaned, by a relist.
+func TestLateWantedVolumeIsNotDeleted(t *testing.T) {
+	e := newEnv(t)
+	h := e.autoDeleting()
+	h.Settle = func() { quiet(e) }
+	kubetest.RunLateWantedVolume(t, e.lh, h)
+}
+
+// autoDeleting is the controller as the shared scenarios drive it, with
+// automatic deletion of replica data on.
+func (e *env) autoDeleting() kubetest.Host {
+	return kubetest.Host{
+		Start: func(node string) {
+			e.start(node, manager.Options{}, func(_ manager.Manager, cfg *orphanctrl.Config) {
+				cfg.Policy = orphan.Policy{Kinds: []orphan.Kind{orphan.KindReplicaData}}
+			})
+		},
+		PurgeGuarded: func(node, name string) (status, reason, message string, ok bool) {
+			o, ok := e.nodeOrphans(node)[name]
 			if !ok {
-				return errors.New("no Orphan")
+				return "", "", "", false
 			}
-			if gs, gr, gm := conditionOf(o, "PurgeGuarded"); gs != "True" || gr != "LastCopy" || !strings.Contains(gm, "volume "+tc.volume+", which is faulted") {
-				return fmt.Errorf("PurgeGuarded = %s %s %q", gs, gr, gm)
-			}
-			return nil
-		})
-		if !exists(t, d.dir(tc.dir)) {
-			t.Fatalf("the last copy of %s was purged", tc.volume)
-		}
-	}
-	// The failed replica is salvaged (failedAt cleared): its volume is
-	// healthy, and the orphan goes.
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(orphanctrl.ReplicaGVK)
-	if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: "pvc-det-failed-r-1"}, u); err != nil {
-		t.Fatal(err)
-	}
-	delete(u.Object["spec"].(map[string]any), "failedAt")
-	if err := e.c.Update(context.Background(), u); err != nil {
-		t.Fatal(err)
-	}
-	// Longhorn writes the volume's status when it salvages a replica; a
-	// Volume event wakes the node, which lists the replicas anew.
-	e.setVolume("pvc-det-failed", "")
-	e.waitFor("the orphan of the volume whose replica healed to be purged", func() error {
-		if exists(t, d.dir(failedDir)) {
-			return errors.New(failedDir + " still there")
-		}
-		return nil
-	})
-	if !exists(t, d.dir(noneDir)) || !exists(t, d.dir(ownedDir)) {
-		t.Fatal("a kept directory was purged")
+			status, reason, message = conditionOf(o, "PurgeGuarded")
+			return status, reason, message, true
+		},
 	}
 }

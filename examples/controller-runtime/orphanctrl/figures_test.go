@@ -70,9 +70,9 @@ func scaleFigures(t *testing.T, nodes int) {
 	var g errgroup.Group
 	g.SetLimit(16)
 	uuids := make([]string, nodes)
-	uuids[0] = d.uuid
+	uuids[0] = d.UUID
 	for n := 1; n < nodes; n++ {
-		uuids[n] = e.addNode(fmt.Sprintf("node-%d", n), "disk-1").uuid
+		uuids[n] = e.addNode(fmt.Sprintf("node-%d", n), "disk-1").UUID
 	}
 	for n := range nodes {
 		node := fmt.Sprintf("node-%d", n)
@@ -94,7 +94,7 @@ func scaleFigures(t *testing.T, nodes int) {
 						"active": true, "dataEngine": "v1", "volumeSize": "10737418240", "revisionCounterDisabled": false},
 				}}
 				if n == 0 {
-					_ = unstructured.SetNestedField(u.Object, d.path, "spec", "diskPath")
+					_ = unstructured.SetNestedField(u.Object, d.Path, "spec", "diskPath")
 				}
 				if err := setup.Create(ctx, u); err != nil {
 					return err

@@ -2,37 +2,32 @@ package orphanctrl_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/google/uuid"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
 	"github.com/caretaker-storage/caretaker/examples/controller-runtime/orphanctrl"
+	"github.com/caretaker-storage/caretaker/examples/kube/kubetest"
 )
 
 // childEnv, when set, makes the test binary run a controller instead of
@@ -44,13 +39,12 @@ const childEnv = "CARETAKER_CR_CONTROLLER"
 const scanPeriod = 500 * time.Millisecond
 
 // waitTimeout bounds every wait for the controller to act.
-const waitTimeout = 60 * time.Second
+const waitTimeout = kubetest.WaitTimeout
 
 var (
-	restCfg    *rest.Config
-	kubeconfig string // a file for child processes
+	restCfg    *rest.Config // kubetest's cluster, as a member of system:masters
+	kubeconfig string       // a file of it for child processes
 	scheme     *runtime.Scheme
-	skipReason string
 )
 
 func TestMain(m *testing.M) {
@@ -59,91 +53,20 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	// controller-runtime's own log is not what these tests check.
+	// controller-runtime's global log is not what these tests check;
+	// each manager the tests start logs to its test (start).
 	ctrllog.SetLogger(logr.Discard())
 	if args := os.Getenv(childEnv); args != "" {
 		os.Exit(runChild(strings.Split(args, "\n")))
 	}
-	os.Exit(run(m))
-}
-
-// binaries finds kube-apiserver and etcd as examples/kube's tests do:
-// KUBE_APISERVER and ETCD, by default the cache that
-// examples/kube/hack/build-apiserver.sh and build-etcd.sh fill (etcd 3.6,
-// the release kube-apiserver v1.34.2 is built against).
-func binaries() (apiserver, etcd string, err error) {
-	cacheDir := os.Getenv("KUBE_APISERVER_CACHE")
-	if cacheDir == "" {
-		if cacheDir = os.Getenv("XDG_CACHE_HOME"); cacheDir == "" {
-			home, _ := os.UserHomeDir()
-			cacheDir = filepath.Join(home, ".cache")
-		}
-		cacheDir = filepath.Join(cacheDir, "caretaker")
-	}
-	if apiserver = os.Getenv("KUBE_APISERVER"); apiserver == "" {
-		apiserver = filepath.Join(cacheDir, "kube-apiserver-v1.34.2")
-	}
-	if _, err := os.Stat(apiserver); err != nil {
-		return "", "", err
-	}
-	if etcd = os.Getenv("ETCD"); etcd == "" {
-		etcd = filepath.Join(cacheDir, "etcd-v3.6.4")
-	}
-	if _, err := os.Stat(etcd); err != nil {
-		return "", "", err
-	}
-	return apiserver, etcd, nil
-}
-
-func run(m *testing.M) int {
-	apiserver, etcd, err := binaries()
-	if err != nil {
-		msg := fmt.Sprintf("orphanctrl tests: kube-apiserver or etcd missing (%v); run `make kube-test` from the repository root, or set KUBE_APISERVER and ETCD", err)
-		fmt.Fprintln(os.Stderr, msg)
-		if os.Getenv("CI") == "" {
-			skipReason = msg + " (CI is unset, so this test is skipped)"
-			return m.Run()
-		}
-		return 1
-	}
-	// envtest runs exactly these binaries (TEST_ASSET_*); it downloads nothing.
-	os.Setenv("TEST_ASSET_KUBE_APISERVER", apiserver)
-	os.Setenv("TEST_ASSET_ETCD", etcd)
-	env := &envtest.Environment{
-		// The Orphan CRD and the Node and Replica stand-ins examples/kube's tests install.
-		CRDDirectoryPaths:     []string{"../../kube/crd", "../../kube/internal/kubetest/testdata"},
-		ErrorIfCRDPathMissing: true,
-	}
-	start := time.Now()
-	if restCfg, err = env.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, "envtest:", err)
-		return 1
-	}
-	defer func() { _ = env.Stop() }()
-	fmt.Fprintf(os.Stderr, "envtest: etcd and kube-apiserver ready in %s at %s\n", time.Since(start).Round(time.Millisecond), restCfg.Host)
-	restCfg.QPS, restCfg.Burst = 50, 100
-	user, err := env.AddUser(envtest.User{Name: "orphan-controller", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	kc, err := user.KubeConfig()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	dir, err := os.MkdirTemp("", "orphanctrl-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	kubeconfig = filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+	// The Orphan CRD and the Node, Replica and Volume stand-ins
+	// examples/kube's tests install.
+	kubetest.MainWith(m, kubetest.Options{Setup: func(c *kubetest.Cluster) error {
+		restCfg = rest.CopyConfig(c.Config)
+		restCfg.QPS, restCfg.Burst = 50, 100
+		kubeconfig = c.Kubeconfig
+		return nil
+	}})
 }
 
 // newManager returns a manager whose cache holds what node's controller
@@ -170,12 +93,14 @@ func runChild(args []string) int {
 		return 1
 	}
 	cfg.QPS, cfg.Burst = 50, 100
-	mgr, lc, err := newManager(cfg, args[1], args[2], manager.Options{})
+	// The child's log goes to the file the test prints if it fails.
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	mgr, lc, err := newManager(cfg, args[1], args[2], manager.Options{Logger: logr.FromSlogHandler(logger.Handler())})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if _, err := orphanctrl.Setup(mgr, orphanctrl.Config{NodeID: args[2], Namespace: args[1], Period: scanPeriod, LocalCache: lc}); err != nil {
+	if _, err := orphanctrl.Setup(mgr, orphanctrl.Config{NodeID: args[2], Namespace: args[1], Period: scanPeriod, LocalCache: lc, Logger: logger}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -195,23 +120,24 @@ type env struct {
 	c    client.Client
 	ns   string
 	base string
-	cfg  *rest.Config // the managers' REST config; nil means restCfg
+	cfg  *rest.Config       // the managers' REST config; nil means restCfg
+	lh   *kubetest.Longhorn // Longhorn's objects and disks
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	if skipReason != "" {
-		t.Skip(skipReason)
-	}
+	kubetest.Require(t)
 	c, err := client.New(restCfg, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "orphanctrl-"}}
-	if err := c.Create(context.Background(), ns); err != nil {
+	dc, err := dynamic.NewForConfig(restCfg)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, c: c, ns: ns.Name, base: t.TempDir()}
+	ns := kubetest.Namespace(t, dc, "orphanctrl")
+	base := t.TempDir()
+	return &env{t: t, c: c, ns: ns, base: base, lh: &kubetest.Longhorn{T: t, Client: dc, Namespace: ns, Base: base}}
 }
 
 // tweak adjusts a test's Config once its manager exists.
@@ -224,11 +150,17 @@ func (e *env) start(node string, opts manager.Options, tw tweak) manager.Manager
 	if e.cfg != nil {
 		cfg = e.cfg
 	}
+	// The controller's log and its manager's (controller-runtime's
+	// "Reconciler error" lines among them) are printed if the test fails.
+	logger, _ := kubetest.HostLog(e.t, "controller "+node)
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = logr.FromSlogHandler(logger.Handler())
+	}
 	mgr, lc, err := newManager(cfg, e.ns, node, opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	ccfg := orphanctrl.Config{NodeID: node, Namespace: e.ns, Period: scanPeriod, LocalCache: lc}
+	ccfg := orphanctrl.Config{NodeID: node, Namespace: e.ns, Period: scanPeriod, LocalCache: lc, Logger: logger}
 	if tw != nil {
 		tw(mgr, &ccfg)
 	}
@@ -253,71 +185,19 @@ func (e *env) start(node string, opts manager.Options, tw tweak) manager.Manager
 }
 
 // disk is a Longhorn v1 disk of a node, on the real filesystem.
-type disk struct {
-	node, name, path, uuid string
-}
-
-func (d disk) dir(dataName string) string { return filepath.Join(d.path, "replicas", dataName) }
+type disk = kubetest.Disk
 
 // addNode creates a disk directory and the Longhorn Node object naming it.
-func (e *env) addNode(node, diskName string) disk {
-	e.t.Helper()
-	d := disk{node: node, name: diskName, path: filepath.Join(e.base, node, diskName), uuid: uuid.NewString()}
-	if err := diskscantest.NewDisk(d.path, d.name, d.uuid); err != nil {
-		e.t.Fatal(err)
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "longhorn.io/v1beta2", "kind": "Node",
-		"metadata": map[string]any{"name": node, "namespace": e.ns},
-		"spec": map[string]any{
-			"name": node,
-			"disks": map[string]any{diskName: map[string]any{
-				"path": d.path, "diskType": "filesystem", "allowScheduling": true, "evictionRequested": false,
-			}},
-		},
-	}}
-	ctx := context.Background()
-	if err := e.c.Create(ctx, u); err != nil {
-		e.t.Fatal(err)
-	}
-	u.Object["status"] = map[string]any{"diskStatus": map[string]any{diskName: map[string]any{"diskUUID": d.uuid}}}
-	if err := e.c.Status().Update(ctx, u); err != nil {
-		e.t.Fatal(err)
-	}
-	return d
-}
+func (e *env) addNode(node, diskName string) disk { return e.lh.AddNode(node, diskName) }
 
 // owned makes a replica directory and the Replica object that expects it.
-func (e *env) owned(d disk, dataName string) {
-	e.t.Helper()
-	e.orphanDir(d, dataName)
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "longhorn.io/v1beta2", "kind": "Replica",
-		"metadata": map[string]any{
-			"name": "replica-" + dataName, "namespace": e.ns, "labels": map[string]any{"longhornnode": d.node},
-		},
-		"spec": map[string]any{"nodeID": d.node, "diskID": d.uuid, "diskPath": d.path, "dataDirectoryName": dataName},
-	}}
-	if err := e.c.Create(context.Background(), u); err != nil {
-		e.t.Fatal(err)
-	}
-}
+func (e *env) owned(d disk, dataName string) { e.lh.Owned(d, dataName) }
 
 // orphanDir makes a replica directory that no Replica expects.
-func (e *env) orphanDir(d disk, dataName string) {
-	e.t.Helper()
-	if err := diskscantest.MakeReplica(d.path, dataName, diskscantest.Replica{Size: 1 << 20, Written: 4096}); err != nil {
-		e.t.Fatal(err)
-	}
-}
+func (e *env) orphanDir(d disk, dataName string) { e.lh.OrphanDir(d, dataName) }
 
-// longhornName is Longhorn's name for the orphan of a replica directory,
-// computed here on its own: "orphan-" + sha256 of
-// <node>-<disk name>-<disk path>-<disk UUID>-<data directory>.
-func longhornName(d disk, dataName string) string {
-	sum := sha256.Sum256([]byte(strings.Join([]string{d.node, d.name, d.path, d.uuid, dataName}, "-")))
-	return "orphan-" + hex.EncodeToString(sum[:])
-}
+// longhornName is Longhorn's name for the orphan of a replica directory.
+func longhornName(d disk, dataName string) string { return kubetest.OrphanName(d, dataName) }
 
 // nodeOrphans lists node's Orphan objects from the API server, by name.
 func (e *env) nodeOrphans(node string) map[string]*orphanctrl.Orphan {
@@ -337,17 +217,7 @@ func (e *env) nodeOrphans(node string) map[string]*orphanctrl.Orphan {
 // last answer after waitTimeout.
 func (e *env) waitFor(what string, cond func() error) {
 	e.t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("waiting for %s: gave up after %s: %v", what, waitTimeout, err)
-		}
-		time.Sleep(100 * time.Millisecond) // polling the API server with a deadline
-	}
+	kubetest.WaitFor(e.t, waitTimeout, what, cond)
 }
 
 // waitOrphans waits until node's Orphans are exactly names, each with
@@ -412,42 +282,12 @@ func (e *env) waitGone(name string) {
 	})
 }
 
-func (e *env) setDiskEviction(d disk, evict bool) {
-	e.t.Helper()
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(orphanctrl.NodeGVK)
-	u.SetNamespace(e.ns)
-	u.SetName(d.node)
-	patch := fmt.Sprintf(`{"spec":{"disks":{%q:{"evictionRequested":%t}}}}`, d.name, evict)
-	if err := e.c.Patch(context.Background(), u, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
-		e.t.Fatal(err)
-	}
-}
+func (e *env) setDiskEviction(d disk, evict bool) { e.lh.SetDiskEviction(d, evict) }
 
-func exists(t *testing.T, path string) bool {
-	t.Helper()
-	_, err := os.Lstat(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		t.Fatal(err)
-	}
-	return err == nil
-}
+func exists(t *testing.T, path string) bool { t.Helper(); return kubetest.Exists(t, path) }
 
 // tombstones lists the purge tombstones in a disk's replicas directory.
-func tombstones(t *testing.T, d disk) []string {
-	t.Helper()
-	entries, err := os.ReadDir(filepath.Join(d.path, "replicas"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".caretaker-purge.") {
-			out = append(out, e.Name())
-		}
-	}
-	return out
-}
+func tombstones(t *testing.T, d disk) []string { t.Helper(); return kubetest.Tombstones(t, d) }
 
 // The data directories of the tests: <volume>-<8 alphanumerics>.
 const (

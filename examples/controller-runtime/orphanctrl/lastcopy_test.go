@@ -7,54 +7,24 @@ import (
 	"strings"
 	"testing"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/caretaker-storage/caretaker/examples/controller-runtime/orphanctrl"
 	"github.com/caretaker-storage/caretaker/orphan"
-	"github.com/caretaker-storage/caretaker/salvage/salvagetest"
 )
 
 // recoverableDir writes a Longhorn v1 replica directory, in the engine's
 // format, that an inspection finds recoverable.
 func (e *env) recoverableDir(d disk, dataName string, revision int64) {
-	e.t.Helper()
-	r := salvagetest.Replica{Size: 1 << 20, Counter: true, Revision: revision,
-		Snapshots: []salvagetest.Layer{{Writes: []salvagetest.Write{salvagetest.Block(0, 'a')}}},
-		Head:      salvagetest.Layer{Writes: []salvagetest.Write{salvagetest.Block(1, 'b')}}}
-	if err := salvagetest.WriteReplica(d.dir(dataName), r); err != nil {
-		e.t.Fatal(err)
-	}
+	e.lh.RecoverableDir(d, dataName, revision)
 }
 
 // setVolume creates or updates the Longhorn Volume name with
 // status.robustness.
-func (e *env) setVolume(name, robustness string) {
-	e.t.Helper()
-	ctx := context.Background()
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(orphanctrl.VolumeGVK)
-	err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: name}, u)
-	if apierrors.IsNotFound(err) {
-		u = &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "longhorn.io/v1beta2", "kind": "Volume",
-			"metadata": map[string]any{"name": name, "namespace": e.ns},
-			"spec":     map[string]any{"numberOfReplicas": int64(3), "size": "1048576"},
-		}}
-		err = e.c.Create(ctx, u)
-	}
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	u.Object["status"] = map[string]any{"robustness": robustness, "state": "detached"}
-	if err := e.c.Status().Update(ctx, u); err != nil {
-		e.t.Fatal(err)
-	}
-}
+func (e *env) setVolume(name, robustness string) { e.lh.SetVolume(name, robustness) }
 
 func conditionOf(o *orphanctrl.Orphan, typ string) (status, reason, message string) {
 	for _, c := range o.Status.Conditions {
@@ -88,7 +58,7 @@ func TestLastCopyOfAFaultedVolumeIsNeverAutoPurged(t *testing.T) {
 	})
 
 	e.waitFor("the deleted volume's orphan to be purged", func() error {
-		if exists(t, d.dir(goneDir)) {
+		if exists(t, d.Dir(goneDir)) {
 			return errors.New(goneDir + " still there")
 		}
 		if _, ok := e.nodeOrphans("node-1")[gone]; ok {
@@ -109,7 +79,7 @@ func TestLastCopyOfAFaultedVolumeIsNeverAutoPurged(t *testing.T) {
 		case rs != "True" || rr != "Reusable":
 			return fmt.Errorf("Recoverable = %s %s", rs, rr)
 		}
-		for _, want := range []string{"revision counter 9", "rank 1", "dataDirectoryName=" + faultedDir, "diskPath=" + d.path,
+		for _, want := range []string{"revision counter 9", "rank 1", "dataDirectoryName=" + faultedDir, "diskPath=" + d.Path,
 			"head=volume-head-001.img", "size=1048576", "revisionCounter=9"} {
 			if !strings.Contains(rm, want) {
 				return fmt.Errorf("Recoverable message %q lacks %q", rm, want)
@@ -117,59 +87,17 @@ func TestLastCopyOfAFaultedVolumeIsNeverAutoPurged(t *testing.T) {
 		}
 		return nil
 	})
-	if !exists(t, d.dir(faultedDir)) {
+	if !exists(t, d.Dir(faultedDir)) {
 		t.Fatal("the last copy of the faulted volume was purged")
 	}
-	if !exists(t, d.dir(ownedDir)) {
+	if !exists(t, d.Dir(ownedDir)) {
 		t.Fatal("auto-deletion removed the directory a Replica expects")
 	}
 
 	e.setVolume("pvc-faulted", "healthy")
 	e.waitFor("the healthy volume's orphan to be purged", func() error {
-		if exists(t, d.dir(faultedDir)) {
+		if exists(t, d.Dir(faultedDir)) {
 			return errors.New(faultedDir + " still there")
-		}
-		return nil
-	})
-}
-
-// TestLateWantedVolumeIsNotDeleted: the node's cache holds only the
-// volumes of its orphans, so a faulted volume whose copy on this node
-// is orphaned only after the controller started was filtered out until
-// then. The copy, found later, must not be judged the copy of a deleted
-// volume (and purged): it is guarded as the last copy of a faulted
-// volume once the cache has listed its volume, and purged only when the
-// volume heals.
-func TestLateWantedVolumeIsNotDeleted(t *testing.T) {
-	const lateDir = "pvc-late-eeeeeee1"
-	e := newEnv(t)
-	d := e.addNode("node-1", "disk-1")
-	e.owned(d, ownedDir)
-	e.start("node-1", manager.Options{}, func(_ manager.Manager, cfg *orphanctrl.Config) {
-		cfg.Policy = orphan.Policy{Kinds: []orphan.Kind{orphan.KindReplicaData}}
-	})
-	quiet(e)
-	// Created while no orphan of it is on the node: not cached.
-	e.setVolume("pvc-late", "faulted")
-	e.recoverableDir(d, lateDir, 7)
-	late := longhornName(d, lateDir)
-	e.waitFor("the late volume's orphan to show the refusal", func() error {
-		o, ok := e.nodeOrphans("node-1")[late]
-		if !ok {
-			return errors.New("no Orphan")
-		}
-		if gs, gr, gm := conditionOf(o, "PurgeGuarded"); gs != "True" || gr != "LastCopy" || !strings.Contains(gm, "volume pvc-late, which is faulted") {
-			return fmt.Errorf("PurgeGuarded = %s %s %q", gs, gr, gm)
-		}
-		return nil
-	})
-	if !exists(t, d.dir(lateDir)) {
-		t.Fatal("the last copy of the faulted volume, wanted late, was purged")
-	}
-	e.setVolume("pvc-late", "healthy")
-	e.waitFor("the healed volume's orphan to be purged", func() error {
-		if exists(t, d.dir(lateDir)) {
-			return errors.New(lateDir + " still there")
 		}
 		return nil
 	})
@@ -236,7 +164,7 @@ func TestLastCopyOverrideLetsARequestedPurgeThrough(t *testing.T) {
 	e.label(both, orphan.LabelLastCopyOverride, orphan.LabelValueLastCopyOverride)
 	e.deleteOrphan(both)
 	e.waitFor("the labelled and deleted orphan's data to be purged", func() error {
-		if exists(t, d.dir(bothDir)) {
+		if exists(t, d.Dir(bothDir)) {
 			return errors.New(bothDir + " still there")
 		}
 		return nil
@@ -245,7 +173,7 @@ func TestLastCopyOverrideLetsARequestedPurgeThrough(t *testing.T) {
 
 	// The cycle that purged it saw the earlier deletion and label too.
 	got := e.nodeOrphans("node-1")
-	if !exists(t, d.dir(deletedDir)) {
+	if !exists(t, d.Dir(deletedDir)) {
 		t.Fatal("the deleted orphan of a faulted volume was purged without the override")
 	}
 	o, ok := got[deleted]
@@ -258,7 +186,7 @@ func TestLastCopyOverrideLetsARequestedPurgeThrough(t *testing.T) {
 	if err := guarded(o); err != nil {
 		t.Fatal(err)
 	}
-	if !exists(t, d.dir(labelledDir)) {
+	if !exists(t, d.Dir(labelledDir)) {
 		t.Fatal("the labelled orphan was purged without a deletion request")
 	}
 	o, ok = got[labelled]
@@ -275,13 +203,13 @@ func TestLastCopyOverrideLetsARequestedPurgeThrough(t *testing.T) {
 	// The label given after the deletion lets the purge through too.
 	e.label(deleted, orphan.LabelLastCopyOverride, orphan.LabelValueLastCopyOverride)
 	e.waitFor("the deleted orphan, labelled afterwards, to be purged", func() error {
-		if exists(t, d.dir(deletedDir)) {
+		if exists(t, d.Dir(deletedDir)) {
 			return errors.New(deletedDir + " still there")
 		}
 		return nil
 	})
 	e.waitGone(deleted)
-	if !exists(t, d.dir(labelledDir)) {
+	if !exists(t, d.Dir(labelledDir)) {
 		t.Fatal("the labelled orphan was purged without a deletion request")
 	}
 }

@@ -66,6 +66,14 @@ var ErrWatchList = errors.New("orphanctrl: the node-local replica watch does not
 // guard an incomplete view, in which every volume is unknown, never
 // deleted.
 //
+// Every LIST, a relist too, reads the latest version, never the version
+// the reflector last synced: client-go's reflector relists "not older
+// than" that version (Reflector.list in k8s.io/client-go/tools/cache),
+// which kube-apiserver may serve from its watch cache at exactly that
+// version, without the objects created since that the narrower selection
+// dropped. Taken as complete, such a list would make a wanted volume
+// deleted and a new disk's replica absent.
+//
 // One LocalCache serves one manager: create it with NewLocalCache, give
 // Options() to manager.Options.Cache and the LocalCache to
 // Config.LocalCache.
@@ -272,11 +280,22 @@ func (w *localLW) ListWithContext(ctx context.Context, o metav1.ListOptions) (ru
 	gen, sel := f.gen, f.sel
 	f.mu.Unlock()
 
-	if o.ResourceVersion == "0" {
-		// "Any version" is served whole from the API server's cache,
-		// without pages: ask for the latest, which pages.
-		o.ResourceVersion, o.ResourceVersionMatch = "", ""
-	}
+	// Every LIST reads the latest version (a consistent read), whatever
+	// version the reflector asks for. "Any version" ("0") is served whole
+	// from the API server's cache, without pages. And a relist asks for
+	// "not older than" the last version the reflector synced, which the
+	// API server may answer from its watch cache at exactly that version:
+	// a view from before the selection grew, lacking every object created
+	// since that the watch dropped, not kept then. ready would then find
+	// the cache holding that list while it lacks the object: a newly
+	// wanted volume would be absent, taken as deleted, and its last copy
+	// purged; a replica on a newly added disk would be missing, and its
+	// directory judged orphaned. (Seen in TestLateWantedVolumeIsNotDeleted
+	// under load: the relist answered at the old version without the
+	// faulted volume, and its copy was purged before the watch passed the
+	// volume on.) A list at the latest version holds every object that
+	// existed when the selection changed: one it lacks is gone.
+	o.ResourceVersion, o.ResourceVersionMatch = "", ""
 	o.Limit, o.Continue = listPage, ""
 	out := &unstructured.UnstructuredList{}
 	known := map[string]string{}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
 	"github.com/caretaker-storage/caretaker/examples/controller-runtime/orphanctrl"
+	"github.com/caretaker-storage/caretaker/examples/kube/kubetest"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
@@ -59,7 +60,7 @@ func TestLocalCacheHoldsOnlyTheNodesReplicas(t *testing.T) {
 	others := []disk{e.addNode("node-2", "disk-1"), e.addNode("node-3", "disk-1")}
 	for i, o := range others {
 		for j := range 5 {
-			e.replica(fmt.Sprintf("r-%d-%d", i, j), o.node, o.uuid, o.path, fmt.Sprintf("pvc-o%d-%08d", i, j))
+			e.replica(fmt.Sprintf("r-%d-%d", i, j), o.Node, o.UUID, o.Path, fmt.Sprintf("pvc-o%d-%08d", i, j))
 		}
 	}
 	mgr := e.start("node-1", manager.Options{}, nil)
@@ -68,7 +69,7 @@ func TestLocalCacheHoldsOnlyTheNodesReplicas(t *testing.T) {
 
 	// More replicas elsewhere: the cache does not grow.
 	for j := 5; j < 25; j++ {
-		e.replica(fmt.Sprintf("r-0-%d", j), "node-2", others[0].uuid, others[0].path, fmt.Sprintf("pvc-o0-%08d", j))
+		e.replica(fmt.Sprintf("r-0-%d", j), "node-2", others[0].UUID, others[0].Path, fmt.Sprintf("pvc-o0-%08d", j))
 	}
 	time.Sleep(time.Second)
 	if got := cachedReplicas(t, mgr); !slices.Equal(got, []string{local}) {
@@ -79,11 +80,11 @@ func TestLocalCacheHoldsOnlyTheNodesReplicas(t *testing.T) {
 	e.patchReplica("r-0-0", `{"spec":{"nodeID":"node-1"}}`)
 	e.waitCached(mgr, local, "r-0-0")
 	// Moved here by diskID: the replica still names node-3.
-	e.patchReplica("r-1-0", fmt.Sprintf(`{"spec":{"diskID":%q}}`, d.uuid))
+	e.patchReplica("r-1-0", fmt.Sprintf(`{"spec":{"diskID":%q}}`, d.UUID))
 	e.waitCached(mgr, local, "r-0-0", "r-1-0")
 	// Moved away, both.
 	e.patchReplica("r-0-0", `{"spec":{"nodeID":"node-2"}}`)
-	e.patchReplica("r-1-0", fmt.Sprintf(`{"spec":{"diskID":%q}}`, others[1].uuid))
+	e.patchReplica("r-1-0", fmt.Sprintf(`{"spec":{"diskID":%q}}`, others[1].UUID))
 	e.waitCached(mgr, local)
 	// Deleted while here.
 	e.patchReplica("r-0-1", `{"spec":{"nodeID":"node-1"}}`)
@@ -108,7 +109,7 @@ func TestNewDiskReplicaOfAnotherNodeIsExpected(t *testing.T) {
 	d1 := e.addNode("node-1", "disk-1")
 	e.owned(d1, ownedDir)
 	other := e.addNode("node-2", "disk-1")
-	e.replica("r-elsewhere", "node-2", other.uuid, other.path, "pvc-x-ccccccc1")
+	e.replica("r-elsewhere", "node-2", other.UUID, other.Path, "pvc-x-ccccccc1")
 
 	// The new disk's directories exist before the disk is node-1's; the
 	// replica of node-2 that claims one is created before too.
@@ -117,7 +118,7 @@ func TestNewDiskReplicaOfAnotherNodeIsExpected(t *testing.T) {
 	if err := diskscantest.NewDisk(path2, "disk-2", newUUID); err != nil {
 		t.Fatal(err)
 	}
-	d2 := disk{node: "node-1", name: "disk-2", path: path2, uuid: newUUID}
+	d2 := disk{Node: "node-1", Name: "disk-2", Path: path2, UUID: newUUID}
 	const claimedElsewhere, ownedHere, lost = "pvc-moved-ddddddd1", "pvc-here-eeeeeee1", "pvc-lost-fffffff1"
 	for _, n := range []string{claimedElsewhere, ownedHere, lost} {
 		e.orphanDir(d2, n)
@@ -158,13 +159,13 @@ func TestNewDiskReplicaOfAnotherNodeIsExpected(t *testing.T) {
 		if _, ok := e.nodeOrphans("node-1")[elsewhere]; ok {
 			t.Fatalf("%s, claimed by r-moved (node-2, disk %s), was recorded as an orphan", claimedElsewhere, newUUID)
 		}
-		if exists(t, d2.dir(lost)) {
+		if exists(t, d2.Dir(lost)) {
 			return fmt.Errorf("%s still exists", lost)
 		}
 		return nil
 	})
 	for _, n := range []string{claimedElsewhere, ownedHere} {
-		if !exists(t, d2.dir(n)) {
+		if !exists(t, d2.Dir(n)) {
 			t.Errorf("%s was removed", n)
 		}
 	}
@@ -179,9 +180,7 @@ func TestNewDiskReplicaOfAnotherNodeIsExpected(t *testing.T) {
 // TestLocalCacheConfigMismatch: a LocalCache of another node is a
 // configuration error.
 func TestLocalCacheConfigMismatch(t *testing.T) {
-	if skipReason != "" {
-		t.Skip(skipReason)
-	}
+	kubetest.Require(t)
 	mgr, _, err := newManager(restCfg, "ns", "node-1", manager.Options{})
 	if err != nil {
 		t.Fatal(err)

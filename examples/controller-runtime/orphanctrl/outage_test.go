@@ -95,7 +95,7 @@ stay:
 	e.waitGone(nameA)
 	e.waitGone(nameB)
 	for _, dir := range []string{ownedDir, orphanDirA, orphanDirB} {
-		if !exists(t, d.dir(dir)) {
+		if !exists(t, d.Dir(dir)) {
 			t.Fatalf("%s was removed while the node was down or evicted", dir)
 		}
 	}

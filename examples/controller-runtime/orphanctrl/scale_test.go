@@ -97,7 +97,7 @@ func TestOtherNodesReplicaDoesNotWake(t *testing.T) {
 	other := e.addNode("node-2", "disk-1")
 	before := quiet(e)
 
-	e.replica("replica-elsewhere", "node-2", other.uuid, other.path, "pvc-x-ccccccc1")
+	e.replica("replica-elsewhere", "node-2", other.UUID, other.Path, "pvc-x-ccccccc1")
 	e.patchReplica("replica-elsewhere", `{"spec":{"dataDirectoryName":"pvc-x-ccccccc2"}}`)
 	if err := e.c.Delete(context.Background(), e.replicaObj("replica-elsewhere")); err != nil {
 		t.Fatal(err)
@@ -107,9 +107,9 @@ func TestOtherNodesReplicaDoesNotWake(t *testing.T) {
 	}
 
 	// The same on this node's disk: it claims orphan A.
-	e.replica("replica-here", "node-1", d.uuid, d.path, orphanDirA)
+	e.replica("replica-here", "node-1", d.UUID, d.Path, orphanDirA)
 	e.waitOrphans("node-1", nameB)
-	if !exists(t, d.dir(orphanDirA)) {
+	if !exists(t, d.Dir(orphanDirA)) {
 		t.Errorf("%s was removed", orphanDirA)
 	}
 }
@@ -252,8 +252,8 @@ func TestCacheIsNodeLocal(t *testing.T) {
 	e.owned(d, ownedDir)
 	e.orphanDir(d, orphanDirA)
 	e.orphanDir(other, orphanDirB) // node-2's orphan; node-2 runs a controller of its own
-	e.replica("replica-elsewhere", "node-2", other.uuid, other.path, "pvc-x-ccccccc1")
-	e.replica("replica-here", "node-1", d.uuid, d.path, "pvc-x-ccccccc2")
+	e.replica("replica-elsewhere", "node-2", other.UUID, other.Path, "pvc-x-ccccccc1")
+	e.replica("replica-here", "node-1", d.UUID, d.Path, "pvc-x-ccccccc2")
 	vol := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "longhorn.io/v1beta2", "kind": "Volume",
 		"metadata": map[string]any{"name": "pvc-lost", "namespace": e.ns, "labels": map[string]any{"a": "b"}},
@@ -324,7 +324,7 @@ func TestCacheIsNodeLocal(t *testing.T) {
 		want   map[string]any
 	}{
 		{e.replicaObj("replica-here"), "replica-here", map[string]any{"spec": map[string]any{
-			"nodeID": "node-1", "diskID": d.uuid, "diskPath": d.path, "dataDirectoryName": "pvc-x-ccccccc2"}}},
+			"nodeID": "node-1", "diskID": d.UUID, "diskPath": d.Path, "dataDirectoryName": "pvc-x-ccccccc2"}}},
 		{e.volumeObj("pvc-lost"), "pvc-lost", map[string]any{"spec": map[string]any{"numberOfReplicas": 3},
 			"status": map[string]any{"robustness": "healthy", "state": "attached"}}},
 	} {
@@ -367,7 +367,7 @@ func TestDeletionDuringLargeFirstSweep(t *testing.T) {
 	dirs := make([]string, n)
 	for i := range dirs {
 		dirs[i] = fmt.Sprintf("pvc-many-%08d", i)
-		if err := diskscantest.MakeReplica(d.path, dirs[i], diskscantest.Replica{Size: 1 << 20}); err != nil {
+		if err := diskscantest.MakeReplica(d.Path, dirs[i], diskscantest.Replica{Size: 1 << 20}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -384,7 +384,7 @@ func TestDeletionDuringLargeFirstSweep(t *testing.T) {
 	})
 	asked := time.Now()
 	e.deleteOrphan(victim)
-	for exists(t, d.dir(dir)) {
+	for exists(t, d.Dir(dir)) {
 		if time.Since(asked) > bound {
 			t.Fatalf("the deletion of %s waited more than %s (%d of %d Orphans created)", victim, bound, len(e.nodeOrphans("node-1")), n)
 		}

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/caretaker-storage/caretaker/examples/kube/deploy"
-	"github.com/caretaker-storage/caretaker/examples/kube/internal/kubetest"
+	"github.com/caretaker-storage/caretaker/examples/kube/kubetest"
 )
 
 // The data directories of the tests: <volume>-<8 alphanumerics>.

@@ -2,36 +2,28 @@ package agent_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	watchtools "k8s.io/client-go/tools/watch"
 
-	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
 	"github.com/caretaker-storage/caretaker/examples/kube/agent"
 	"github.com/caretaker-storage/caretaker/examples/kube/crstore"
 	"github.com/caretaker-storage/caretaker/examples/kube/deploy"
-	"github.com/caretaker-storage/caretaker/examples/kube/internal/kubetest"
-	"github.com/caretaker-storage/caretaker/examples/kube/longhorn"
+	"github.com/caretaker-storage/caretaker/examples/kube/kubetest"
 )
 
 // agentArgsEnv, when set, makes the test binary run the agent instead of
@@ -53,7 +45,7 @@ func TestMain(m *testing.M) {
 const scanPeriod = 500 * time.Millisecond
 
 // waitTimeout bounds every wait for the agent to act.
-const waitTimeout = 60 * time.Second
+const waitTimeout = kubetest.WaitTimeout
 
 // env is one test's world: a namespace on the shared API server and a
 // directory for the nodes' disks.
@@ -62,6 +54,7 @@ type env struct {
 	dc   dynamic.Interface
 	ns   string
 	base string
+	lh   *kubetest.Longhorn // Longhorn's objects and disks
 }
 
 func newEnv(t *testing.T) *env {
@@ -72,6 +65,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e := &env{t: t, dc: dc, ns: kubetest.Namespace(t, dc, "agent"), base: t.TempDir()}
+	e.lh = &kubetest.Longhorn{T: t, Client: dc, Namespace: e.ns, Base: e.base}
 	e.grantAgentRBAC(c)
 	return e
 }
@@ -114,75 +108,33 @@ func (e *env) grantAgentRBAC(c *kubetest.Cluster) {
 	})
 }
 
-// disk is a Longhorn v1 disk of a node, on the real filesystem.
+// disk is a Longhorn v1 disk of a node, on the real filesystem
+// (kubetest.Disk, as these tests spell it).
 type disk struct {
 	node, name, path, uuid string
 }
 
-func (d disk) dir(dataName string) string { return filepath.Join(d.path, "replicas", dataName) }
+func diskOf(d kubetest.Disk) disk {
+	return disk{node: d.Node, name: d.Name, path: d.Path, uuid: d.UUID}
+}
+
+func (d disk) kube() kubetest.Disk {
+	return kubetest.Disk{Node: d.node, Name: d.name, Path: d.path, UUID: d.uuid}
+}
+
+func (d disk) dir(dataName string) string { return d.kube().Dir(dataName) }
 
 // addNode creates a disk directory and the Longhorn Node object naming it.
-func (e *env) addNode(node, diskName string) disk {
-	e.t.Helper()
-	d := disk{node: node, name: diskName, path: filepath.Join(e.base, node, diskName), uuid: uuid.NewString()}
-	if err := diskscantest.NewDisk(d.path, d.name, d.uuid); err != nil {
-		e.t.Fatal(err)
-	}
-	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "longhorn.io/v1beta2", "kind": "Node",
-		"metadata": map[string]any{"name": node, "namespace": e.ns},
-		"spec": map[string]any{
-			"name": node,
-			"disks": map[string]any{diskName: map[string]any{
-				"path": d.path, "diskType": "filesystem", "allowScheduling": true, "evictionRequested": false,
-			}},
-		},
-	}}
-	ctx := context.Background()
-	ri := e.dc.Resource(longhorn.NodeGVR).Namespace(e.ns)
-	created, err := ri.Create(ctx, obj, metav1.CreateOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	created.Object["status"] = map[string]any{"diskStatus": map[string]any{diskName: map[string]any{"diskUUID": d.uuid}}}
-	if _, err := ri.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-		e.t.Fatal(err)
-	}
-	return d
-}
+func (e *env) addNode(node, diskName string) disk { return diskOf(e.lh.AddNode(node, diskName)) }
 
 // owned makes a replica directory and the Replica object that expects it.
-func (e *env) owned(d disk, dataName string) {
-	e.t.Helper()
-	e.orphanDir(d, dataName)
-	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "longhorn.io/v1beta2", "kind": "Replica",
-		"metadata": map[string]any{
-			"name":      "replica-" + dataName,
-			"namespace": e.ns, "labels": map[string]any{"longhornnode": d.node},
-		},
-		"spec": map[string]any{"nodeID": d.node, "diskID": d.uuid, "diskPath": d.path, "dataDirectoryName": dataName},
-	}}
-	if _, err := e.dc.Resource(longhorn.ReplicaGVR).Namespace(e.ns).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
-		e.t.Fatal(err)
-	}
-}
+func (e *env) owned(d disk, dataName string) { e.lh.Owned(d.kube(), dataName) }
 
 // orphanDir makes a replica directory that no Replica expects.
-func (e *env) orphanDir(d disk, dataName string) {
-	e.t.Helper()
-	if err := diskscantest.MakeReplica(d.path, dataName, diskscantest.Replica{Size: 1 << 20, Written: 4096}); err != nil {
-		e.t.Fatal(err)
-	}
-}
+func (e *env) orphanDir(d disk, dataName string) { e.lh.OrphanDir(d.kube(), dataName) }
 
-// longhornName is Longhorn's name for the orphan of a replica directory,
-// computed here on its own: "orphan-" + sha256 of
-// <node>-<disk name>-<disk path>-<disk UUID>-<data directory>.
-func longhornName(d disk, dataName string) string {
-	sum := sha256.Sum256([]byte(strings.Join([]string{d.node, d.name, d.path, d.uuid, dataName}, "-")))
-	return "orphan-" + hex.EncodeToString(sum[:])
-}
+// longhornName is Longhorn's name for the orphan of a replica directory.
+func longhornName(d disk, dataName string) string { return kubetest.OrphanName(d.kube(), dataName) }
 
 func (e *env) orphans() dynamic.ResourceInterface {
 	return e.dc.Resource(crstore.GVR).Namespace(e.ns)
@@ -206,17 +158,7 @@ func (e *env) nodeOrphans(node string) map[string]*unstructured.Unstructured {
 // last answer after waitTimeout.
 func (e *env) waitFor(what string, cond func() error) {
 	e.t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("waiting for %s: gave up after %s: %v", what, waitTimeout, err)
-		}
-		time.Sleep(100 * time.Millisecond) // polling the API server with a deadline
-	}
+	kubetest.WaitFor(e.t, waitTimeout, what, cond)
 }
 
 // waitOrphans waits until node's Orphan objects are exactly names, each
@@ -264,21 +206,12 @@ func (e *env) waitGone(name string) {
 	})
 }
 
-func (e *env) setDiskEviction(d disk, evict bool) {
-	e.t.Helper()
-	patch := fmt.Sprintf(`{"spec":{"disks":{%q:{"evictionRequested":%t}}}}`, d.name, evict)
-	if _, err := e.dc.Resource(longhorn.NodeGVR).Namespace(e.ns).Patch(context.Background(), d.node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		e.t.Fatal(err)
-	}
-}
+func (e *env) setDiskEviction(d disk, evict bool) { e.lh.SetDiskEviction(d.kube(), evict) }
 
 // agentProc is an agent running as a child process (this test binary).
 type agentProc struct {
-	t    *testing.T
-	node string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
+	*kubetest.Child
+	log string // the path of its log
 }
 
 // startAgent starts node's agent; it is stopped at the end of the test,
@@ -287,52 +220,15 @@ func (e *env) startAgent(node string, extra ...string) *agentProc {
 	e.t.Helper()
 	kc := kubetest.Require(e.t).AgentKubeconfig
 	args := append([]string{"-kubeconfig=" + kc, "-namespace=" + e.ns, "-node=" + node, "-period=" + scanPeriod.String(), "-log-level=debug"}, extra...)
-	logPath := filepath.Join(e.base, fmt.Sprintf("agent-%s-%d.log", node, time.Now().UnixNano()))
-	f, err := os.Create(logPath)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer f.Close()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), agentArgsEnv+"="+strings.Join(args, "\n"))
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	p := &agentProc{t: e.t, node: node, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	e.t.Cleanup(func() {
-		p.stop()
-		if e.t.Failed() || testing.Verbose() {
-			data, _ := os.ReadFile(logPath)
-			e.t.Logf("agent %s log:\n%s", node, data)
-		}
-	})
-	return p
+	c := kubetest.StartChild(e.t, "agent "+node, e.base, agentArgsEnv+"="+strings.Join(args, "\n"))
+	return &agentProc{Child: c, log: c.Log}
 }
 
 // kill SIGKILLs the agent and waits for it to be gone.
-func (p *agentProc) kill() {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
+func (p *agentProc) kill() { p.Kill() }
 
 // stop asks the agent to stop (SIGTERM) and waits, killing it after 10 s.
-func (p *agentProc) stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		p.t.Errorf("agent %s did not stop on SIGTERM within 10 s; killing it", p.node)
-		p.kill()
-	}
-}
+func (p *agentProc) stop() { p.Stop() }
 
 func condition(o *unstructured.Unstructured, typ string) map[string]any {
 	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
@@ -352,30 +248,10 @@ func keys[V any](m map[string]V) []string {
 	return out
 }
 
-func exists(t *testing.T, path string) bool {
-	t.Helper()
-	_, err := os.Lstat(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		t.Fatal(err)
-	}
-	return err == nil
-}
+func exists(t *testing.T, path string) bool { t.Helper(); return kubetest.Exists(t, path) }
 
 // tombstones lists the purge tombstones in a disk's replicas directory.
-func tombstones(t *testing.T, d disk) []string {
-	t.Helper()
-	entries, err := os.ReadDir(filepath.Join(d.path, "replicas"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".caretaker-purge.") {
-			out = append(out, e.Name())
-		}
-	}
-	return out
-}
+func tombstones(t *testing.T, d disk) []string { t.Helper(); return kubetest.Tombstones(t, d.kube()) }
 
 // newTwoOrphanNode is the common start of the agent tests: node-1 with
 // disk-1 holding an expected directory and the orphan directories A and B,

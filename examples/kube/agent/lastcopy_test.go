@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,47 +13,20 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 
-	"github.com/caretaker-storage/caretaker/examples/kube/internal/kubetest"
-	"github.com/caretaker-storage/caretaker/examples/kube/longhorn"
+	"github.com/caretaker-storage/caretaker/examples/kube/kubetest"
 	"github.com/caretaker-storage/caretaker/orphan"
-	"github.com/caretaker-storage/caretaker/salvage/salvagetest"
 )
 
 // recoverableDir writes a Longhorn v1 replica directory, in the engine's
 // format, that an inspection finds recoverable: one snapshot and a head,
 // with a revision counter.
 func (e *env) recoverableDir(d disk, dataName string, revision int64) {
-	e.t.Helper()
-	r := salvagetest.Replica{Size: 1 << 20, Counter: true, Revision: revision,
-		Snapshots: []salvagetest.Layer{{Writes: []salvagetest.Write{salvagetest.Block(0, 'a')}}},
-		Head:      salvagetest.Layer{Writes: []salvagetest.Write{salvagetest.Block(1, 'b')}}}
-	if err := salvagetest.WriteReplica(d.dir(dataName), r); err != nil {
-		e.t.Fatal(err)
-	}
+	e.lh.RecoverableDir(d.kube(), dataName, revision)
 }
 
 // setVolume creates or updates the Longhorn Volume name with
 // status.robustness.
-func (e *env) setVolume(name, robustness string) {
-	e.t.Helper()
-	ctx := context.Background()
-	ri := e.dc.Resource(longhorn.VolumeGVR).Namespace(e.ns)
-	obj, err := ri.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		obj, err = ri.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "longhorn.io/v1beta2", "kind": "Volume",
-			"metadata": map[string]any{"name": name, "namespace": e.ns},
-			"spec":     map[string]any{"numberOfReplicas": int64(3), "size": "1048576"},
-		}}, metav1.CreateOptions{})
-		if err != nil {
-			e.t.Fatal(err)
-		}
-	}
-	obj.Object["status"] = map[string]any{"robustness": robustness, "state": "detached"}
-	if _, err := ri.UpdateStatus(ctx, obj, metav1.UpdateOptions{}); err != nil {
-		e.t.Fatal(err)
-	}
-}
+func (e *env) setVolume(name, robustness string) { e.lh.SetVolume(name, robustness) }
 
 // TestLastCopyOfAFaultedVolumeIsNeverAutoPurged: with auto-deletion on,
 // the recoverable orphan of a faulted volume stays, and its Orphan shows

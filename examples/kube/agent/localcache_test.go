@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
-	"github.com/caretaker-storage/caretaker/examples/kube/internal/kubetest"
+	"github.com/caretaker-storage/caretaker/examples/kube/kubetest"
 	"github.com/caretaker-storage/caretaker/examples/kube/longhorn"
 )
 

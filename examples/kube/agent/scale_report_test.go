@@ -21,7 +21,7 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/caretaker-storage/caretaker/examples/kube/internal/kubetest"
+	"github.com/caretaker-storage/caretaker/examples/kube/kubetest"
 )
 
 // scaleReportEnv turns TestScaleReport on (make scale): it takes minutes.

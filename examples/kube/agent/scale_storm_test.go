@@ -15,7 +15,7 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/caretaker-storage/caretaker/examples/kube/internal/kubetest"
+	"github.com/caretaker-storage/caretaker/examples/kube/kubetest"
 )
 
 // syncedLine is what an agent logs (at info level) once its informers

@@ -26,7 +26,7 @@ import (
 
 	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
 	"github.com/caretaker-storage/caretaker/examples/kube/agent"
-	"github.com/caretaker-storage/caretaker/examples/kube/internal/kubetest"
+	"github.com/caretaker-storage/caretaker/examples/kube/kubetest"
 	"github.com/caretaker-storage/caretaker/examples/kube/longhorn"
 	"github.com/caretaker-storage/caretaker/examples/kube/nodecache"
 )

@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/caretaker-storage/caretaker/examples/kube/crstore"
-	"github.com/caretaker-storage/caretaker/examples/kube/internal/kubetest"
+	"github.com/caretaker-storage/caretaker/examples/kube/kubetest"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/orphan/orphantest"
 )

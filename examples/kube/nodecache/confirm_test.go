@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/caretaker-storage/caretaker/diskscan"
-	"github.com/caretaker-storage/caretaker/examples/kube/internal/kubetest"
+	"github.com/caretaker-storage/caretaker/examples/kube/kubetest"
 	"github.com/caretaker-storage/caretaker/examples/kube/longhorn"
 	"github.com/caretaker-storage/caretaker/examples/kube/nodecache"
 	"github.com/caretaker-storage/caretaker/orphan"

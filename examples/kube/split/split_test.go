@@ -10,24 +10,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
 	"github.com/caretaker-storage/caretaker/examples/kube/crstore"
-	"github.com/caretaker-storage/caretaker/examples/kube/internal/kubetest"
-	"github.com/caretaker-storage/caretaker/examples/kube/longhorn"
+	"github.com/caretaker-storage/caretaker/examples/kube/kubetest"
 	"github.com/caretaker-storage/caretaker/examples/kube/split"
 	"github.com/caretaker-storage/caretaker/orphan"
 )
 
 func TestMain(m *testing.M) { kubetest.Main(m) }
 
-const waitTimeout = 60 * time.Second
+const waitTimeout = kubetest.WaitTimeout
 
 type world struct {
 	t      *testing.T
@@ -38,8 +35,11 @@ type world struct {
 	path   string
 	uuid   string
 	orphan dynamic.ResourceInterface
+	lh     *kubetest.Longhorn
+	d      kubetest.Disk
 }
 
+// newWorld is node-1 with disk-1, its Longhorn Node object naming it.
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	c := kubetest.Require(t)
@@ -47,68 +47,26 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{t: t, dc: dc, ns: kubetest.Namespace(t, dc, "split"), node: "node-1", disk: "disk-1", uuid: uuid.NewString()}
-	w.path = filepath.Join(t.TempDir(), w.node, w.disk)
-	w.orphan = dc.Resource(crstore.GVR).Namespace(w.ns)
-	if err := diskscantest.NewDisk(w.path, w.disk, w.uuid); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	ri := dc.Resource(longhorn.NodeGVR).Namespace(w.ns)
-	created, err := ri.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "longhorn.io/v1beta2", "kind": "Node",
-		"metadata": map[string]any{"name": w.node, "namespace": w.ns},
-		"spec": map[string]any{"name": w.node, "disks": map[string]any{w.disk: map[string]any{
-			"path": w.path, "diskType": "filesystem", "allowScheduling": true, "evictionRequested": false}}},
-	}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	created.Object["status"] = map[string]any{"diskStatus": map[string]any{w.disk: map[string]any{"diskUUID": w.uuid}}}
-	if _, err := ri.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return w
+	ns := kubetest.Namespace(t, dc, "split")
+	lh := &kubetest.Longhorn{T: t, Client: dc, Namespace: ns, Base: t.TempDir()}
+	d := lh.AddNode("node-1", "disk-1")
+	return &world{t: t, dc: dc, ns: ns, node: d.Node, disk: d.Name, path: d.Path, uuid: d.UUID,
+		orphan: dc.Resource(crstore.GVR).Namespace(ns), lh: lh, d: d}
 }
 
-func (w *world) dir(data string) string { return filepath.Join(w.path, "replicas", data) }
+func (w *world) dir(data string) string { return w.d.Dir(data) }
 
 // replicaDir writes a replica directory; owned ones get a Replica object.
 func (w *world) replicaDir(data string, owned bool) {
 	w.t.Helper()
-	if err := diskscantest.MakeReplica(w.path, data, diskscantest.Replica{Size: 1 << 20, Written: 4096}); err != nil {
-		w.t.Fatal(err)
-	}
-	if !owned {
-		return
-	}
-	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "longhorn.io/v1beta2", "kind": "Replica",
-		"metadata": map[string]any{"name": "replica-" + data, "namespace": w.ns},
-		"spec":     map[string]any{"nodeID": w.node, "diskID": w.uuid, "diskPath": w.path, "dataDirectoryName": data},
-	}}
-	if _, err := w.dc.Resource(longhorn.ReplicaGVR).Namespace(w.ns).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
-		w.t.Fatal(err)
+	if owned {
+		w.lh.Owned(w.d, data)
+	} else {
+		w.lh.OrphanDir(w.d, data)
 	}
 }
 
-func (w *world) volume(name, robustness string) {
-	w.t.Helper()
-	ctx := context.Background()
-	ri := w.dc.Resource(longhorn.VolumeGVR).Namespace(w.ns)
-	obj, err := ri.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "longhorn.io/v1beta2", "kind": "Volume",
-		"metadata": map[string]any{"name": name, "namespace": w.ns},
-		"spec":     map[string]any{"numberOfReplicas": int64(3), "size": "1048576"},
-	}}, metav1.CreateOptions{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	obj.Object["status"] = map[string]any{"robustness": robustness, "state": "detached"}
-	if _, err := ri.UpdateStatus(ctx, obj, metav1.UpdateOptions{}); err != nil {
-		w.t.Fatal(err)
-	}
-}
+func (w *world) volume(name, robustness string) { w.t.Helper(); w.lh.SetVolume(name, robustness) }
 
 func (w *world) name(data string) string {
 	it := orphan.Item{Kind: orphan.KindReplicaData, NodeID: w.node, DataEngine: orphan.DataEngineV1, Parameters: map[string]string{
@@ -122,17 +80,7 @@ func (w *world) name(data string) string {
 
 func (w *world) waitFor(what string, cond func() error) {
 	w.t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			w.t.Fatalf("waiting for %s: gave up after %s: %v", what, waitTimeout, err)
-		}
-		time.Sleep(100 * time.Millisecond) // polling the API server with a deadline
-	}
+	kubetest.WaitFor(w.t, waitTimeout, what, cond)
 }
 
 func (w *world) get(name string) (*unstructured.Unstructured, error) {
@@ -168,8 +116,10 @@ func TestFinalizerPurgesThroughTheGuards(t *testing.T) {
 	w.volume("pvc-healthy", "healthy")
 	w.volume("pvc-faulted", "faulted")
 
+	// The host's log is printed if the test fails.
+	logger, _ := kubetest.HostLog(t, "split host")
 	h, err := split.New(split.Config{Client: w.dc, Namespace: w.ns, NodeID: w.node,
-		Period: 300 * time.Millisecond, RetryAfter: 300 * time.Millisecond})
+		Period: 300 * time.Millisecond, RetryAfter: 300 * time.Millisecond, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}

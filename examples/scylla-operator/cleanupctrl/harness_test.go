@@ -2,10 +2,10 @@ package cleanupctrl_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,17 +17,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/caretaker-storage/caretaker/examples/kube/kubetest"
 	"github.com/caretaker-storage/caretaker/examples/scylla-operator/cleanupctrl"
 	"github.com/caretaker-storage/caretaker/tokenring"
 	"github.com/caretaker-storage/caretaker/tokenring/tokenringtest"
@@ -38,75 +39,31 @@ import (
 const endpointAnnotation = "test.caretaker.io/endpoint"
 
 // waitTimeout bounds every wait for the controller.
-const waitTimeout = 60 * time.Second
+const waitTimeout = kubetest.WaitTimeout
 
 var (
-	restCfg    *rest.Config
-	scheme     = runtime.NewScheme()
-	skipReason string
+	restCfg *rest.Config // kubetest's cluster, as a member of system:masters
+	scheme  = runtime.NewScheme()
 )
 
 func TestMain(m *testing.M) {
+	// controller-runtime's global log is not what these tests check;
+	// each controller the tests start logs to its test (startController).
 	ctrllog.SetLogger(logr.Discard())
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	os.Exit(run(m))
-}
-
-// binaries finds kube-apiserver and etcd as examples/kube's tests do:
-// KUBE_APISERVER and ETCD, by default the cache that
-// examples/kube/hack/build-apiserver.sh and build-etcd.sh fill (etcd 3.6,
-// the release kube-apiserver v1.34.2 is built against).
-func binaries() (apiserver, etcd string, err error) {
-	cacheDir := os.Getenv("KUBE_APISERVER_CACHE")
-	if cacheDir == "" {
-		if cacheDir = os.Getenv("XDG_CACHE_HOME"); cacheDir == "" {
-			home, _ := os.UserHomeDir()
-			cacheDir = filepath.Join(home, ".cache")
-		}
-		cacheDir = filepath.Join(cacheDir, "caretaker")
-	}
-	if apiserver = os.Getenv("KUBE_APISERVER"); apiserver == "" {
-		apiserver = filepath.Join(cacheDir, "kube-apiserver-v1.34.2")
-	}
-	if _, err := os.Stat(apiserver); err != nil {
-		return "", "", err
-	}
-	if etcd = os.Getenv("ETCD"); etcd == "" {
-		etcd = filepath.Join(cacheDir, "etcd-v3.6.4")
-	}
-	if _, err := os.Stat(etcd); err != nil {
-		return "", "", err
-	}
-	return apiserver, etcd, nil
-}
-
-func run(m *testing.M) int {
-	apiserver, etcd, err := binaries()
+	scyllaCRD, err := os.ReadFile(filepath.Join("..", "crd", "scyllaclusters.scylla.scylladb.com.yaml"))
 	if err != nil {
-		msg := fmt.Sprintf("cleanupctrl tests: kube-apiserver or etcd missing (%v); run `make kube-test` from the repository root, or set KUBE_APISERVER and ETCD", err)
-		fmt.Fprintln(os.Stderr, msg)
-		if os.Getenv("CI") == "" {
-			skipReason = msg + " (CI is unset, so this test is skipped)"
-			return m.Run()
-		}
-		return 1
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
-	// envtest runs exactly these binaries; it downloads nothing.
-	os.Setenv("TEST_ASSET_KUBE_APISERVER", apiserver)
-	os.Setenv("TEST_ASSET_ETCD", etcd)
-	env := &envtest.Environment{CRDDirectoryPaths: []string{"../crd"}, ErrorIfCRDPathMissing: true}
-	start := time.Now()
-	if restCfg, err = env.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, "envtest:", err)
-		return 1
-	}
-	defer func() { _ = env.Stop() }()
-	fmt.Fprintf(os.Stderr, "envtest: etcd and kube-apiserver ready in %s at %s\n", time.Since(start).Round(time.Millisecond), restCfg.Host)
-	restCfg.QPS, restCfg.Burst = 100, 200
-	return m.Run()
+	kubetest.MainWith(m, kubetest.Options{CRDs: [][]byte{scyllaCRD}, Setup: func(c *kubetest.Cluster) error {
+		restCfg = rest.CopyConfig(c.Config)
+		restCfg.QPS, restCfg.Burst = 100, 200
+		return nil
+	}})
 }
 
 // world is one test's ScyllaDB cluster: fake nodes serving their REST
@@ -127,18 +84,17 @@ type world struct {
 
 func newWorld(t *testing.T, cluster tokenringtest.Cluster) *world {
 	t.Helper()
-	if skipReason != "" {
-		t.Skip(skipReason)
-	}
+	kubetest.Require(t)
 	c, err := client.New(restCfg, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{t: t, c: c, ns: strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), fakes: map[string]*tokenringtest.Server{}, names: map[string]string{}}
-	ctx := context.Background()
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.ns}}); err != nil {
+	dc, err := dynamic.NewForConfig(restCfg)
+	if err != nil {
 		t.Fatal(err)
 	}
+	w := &world{t: t, c: c, ns: kubetest.Namespace(t, dc, "cleanupctrl"), fakes: map[string]*tokenringtest.Server{}, names: map[string]string{}}
+	ctx := context.Background()
 	sc := &unstructured.Unstructured{}
 	sc.SetGroupVersionKind(cleanupctrl.ScyllaClusterGVK)
 	sc.SetNamespace(w.ns)
@@ -272,7 +228,11 @@ func (w *world) endpointOfMember(name string) string {
 // returned stop is called (which waits for it to end).
 func (w *world) startController(limits tokenring.ScheduleLimits) (stop func()) {
 	w.t.Helper()
+	// The controller's log (controller-runtime's, through its manager)
+	// is printed if the test fails.
+	logger, _ := kubetest.HostLog(w.t, "controller")
 	mgr, err := manager.New(restCfg, manager.Options{
+		Logger:                 logr.FromSlogHandler(logger.Handler()),
 		Scheme:                 scheme,
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{w.ns: {}}},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -367,13 +327,12 @@ func (w *world) finishJob(job *batchv1.Job, succeed bool) {
 // waitFor polls cond until it holds or waitTimeout passes.
 func (w *world) waitFor(what string, cond func() bool) {
 	w.t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			w.t.Fatalf("timed out waiting for %s", what)
+	kubetest.WaitFor(w.t, waitTimeout, what, func() error {
+		if cond() {
+			return nil
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return errors.New("not yet")
+	})
 }
 
 // allCleanedUpTo reports whether every member Service records hash as

@@ -1,6 +1,10 @@
-// Package kubetest starts a real etcd and a real kube-apiserver on
-// 127.0.0.1 for the example's tests, with a static bearer token, and
-// installs the CRDs the tests need.
+// Package kubetest is test support for the Kubernetes examples' tests
+// (this module's, examples/controller-runtime's and
+// examples/scylla-operator's), not part of caretaker's API: it starts a
+// real etcd and a real kube-apiserver on 127.0.0.1 with a static bearer
+// token, installs the CRDs the tests need, waits for conditions, runs a
+// host as a child process of the test binary, and prints a host's log
+// when its test fails.
 //
 // The binaries come from the environment: KUBE_APISERVER and ETCD, by
 // default the cache that hack/build-apiserver.sh and hack/build-etcd.sh

@@ -41,11 +41,25 @@ var skipReason string
 // environment variable is unset, runs the tests so that each skips with
 // the reason. The cluster's logs
 // are printed when a test failed, and its directory is then kept.
-func Main(m *testing.M) {
-	os.Exit(run(m))
+func Main(m *testing.M) { MainWith(m, Options{}) }
+
+// Options are what MainWith sets up beyond Main.
+type Options struct {
+	// CRDs are more CRD manifests (YAML) to install after the Orphan CRD
+	// and the Longhorn stand-ins.
+	CRDs [][]byte
+	// Setup, if set, is called with the cluster once its CRDs are
+	// established, before the tests run (not when they are skipped): a
+	// test package keeps the clients it shares. An error fails the run.
+	Setup func(*Cluster) error
 }
 
-func run(m *testing.M) int {
+// MainWith is Main with opts.
+func MainWith(m *testing.M, opts Options) {
+	os.Exit(run(m, opts))
+}
+
+func run(m *testing.M, opts Options) int {
 	if _, _, err := Binaries(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		if os.Getenv("CI") == "" {
@@ -64,11 +78,18 @@ func run(m *testing.M) int {
 	Shared = c
 	fmt.Fprintf(os.Stderr, "kubetest: etcd and kube-apiserver ready in %s at %s (logs in %s)\n",
 		time.Since(start).Round(time.Millisecond), c.Config.Host, c.Dir)
-	if err := c.installCRDs(); err != nil {
+	if err := c.installCRDs(opts.CRDs); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		c.Stop()
 		fmt.Fprintln(os.Stderr, c.LogTail(60))
 		return 1
+	}
+	if opts.Setup != nil {
+		if err := opts.Setup(c); err != nil {
+			fmt.Fprintln(os.Stderr, "kubetest: setup:", err)
+			c.Stop()
+			return 1
+		}
 	}
 	code := m.Run()
 	c.Stop()
@@ -82,14 +103,14 @@ func run(m *testing.M) int {
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-func (c *Cluster) installCRDs() error {
+func (c *Cluster) installCRDs(more [][]byte) error {
 	dc, err := c.Dynamic()
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ReadyTimeout)
 	defer cancel()
-	for _, manifest := range [][]byte{crd.Orphans, nodesCRD, replicasCRD, volumesCRD} {
+	for _, manifest := range append([][]byte{crd.Orphans, nodesCRD, replicasCRD, volumesCRD}, more...) {
 		if err := InstallCRD(ctx, dc, manifest); err != nil {
 			return err
 		}
