@@ -21,9 +21,20 @@ import (
 // without orphans. A volume that becomes wanted is read once with a GET,
 // and then watched by name (a field selector on metadata.name), so that a
 // change of its state wakes a sweep; a start lists no Volume. At most
-// MaxVolumeWatches volumes are watched; the others are read again with a
-// GET at every sweep (Ensure), so their state is never older than the
-// sweep's start. A watch ends when its volume is no longer wanted.
+// MaxVolumeWatches volumes are watched; the others are read again at
+// every sweep (Ensure), so their state is never older than the sweep's
+// start. A watch ends when its volume is no longer wanted.
+//
+// A sweep's reads are bounded whatever the node's orphans: up to
+// MaxVolumeGets volumes to read are read with a GET each; past that, all
+// of them with one paged list of the namespace's Volumes (ListPages), of
+// which only the wanted ones are kept. A node with 500 orphan volumes
+// thus costs a sweep the list's pages (PageSize Volumes each), not 436
+// GETs. A volume missing from a list read at one resource version is
+// known absent, as a GET's NotFound says; one missing from a list that
+// had to be resumed at a later version (PageResult.Consistent is false)
+// stays unresolved for the sweep, since a volume created among the keys
+// already read would not show.
 //
 // A wanted volume is resolved once its state is known: present with its
 // robustness, or known absent (NotFound, or a deletion seen). States
@@ -49,8 +60,12 @@ type Volumes struct {
 }
 
 // MaxVolumeWatches bounds the volumes a Volumes watches by name; the
-// others are read with a GET at every sweep.
+// others are read at every sweep.
 const MaxVolumeWatches = 64
+
+// MaxVolumeGets bounds the volumes Ensure reads with a GET each; when
+// more are to be read, it reads them all with one paged list instead.
+const MaxVolumeGets = 16
 
 type volEntry struct {
 	stop     context.CancelFunc // ends its watch; nil: not watched
@@ -153,8 +168,9 @@ func (v *Volumes) apply(d cache.Delta) {
 }
 
 // Ensure makes names the wanted set, watching the new ones, and reads
-// with a GET each the volumes not resolved yet and those not watched. A
-// failed GET leaves its volume unresolved.
+// the volumes not resolved yet and those not watched: with a GET each up
+// to MaxVolumeGets of them, past that with one paged list. A failed read
+// leaves its volumes unresolved.
 func (v *Volumes) Ensure(ctx context.Context, names map[string]bool) {
 	var missing []string
 	v.mu.Lock()
@@ -184,26 +200,67 @@ func (v *Volumes) Ensure(ctx context.Context, names map[string]bool) {
 		}
 	}
 	v.mu.Unlock()
-	for _, n := range missing {
-		u, err := v.ri.Get(ctx, n, metav1.GetOptions{})
-		exists := err == nil
-		if err != nil && !apierrors.IsNotFound(err) {
-			continue
+	if len(missing) > MaxVolumeGets {
+		v.listMissing(ctx, missing)
+	} else {
+		for _, n := range missing {
+			u, err := v.ri.Get(ctx, n, metav1.GetOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				continue
+			}
+			v.resolve(n, u, err == nil)
 		}
-		var state orphan.VolumeState
-		var obj *unstructured.Unstructured
-		if exists {
-			state = longhorn.VolumeStates([]*unstructured.Unstructured{u})[n]
-			o, _ := longhorn.StripVolume(u)
-			obj = o.(*unstructured.Unstructured)
-		}
-		v.mu.Lock()
-		if e, ok := v.want[n]; ok && !e.fromWait {
-			e.resolved, e.exists, e.state, e.obj = true, exists, state, obj
-		}
-		v.mu.Unlock()
 	}
 	v.countReplicas(ctx)
+}
+
+// listMissing reads the volumes names with one paged list of the
+// namespace's Volumes. A name the list does not carry is absent only if
+// the list was read at one resource version; a failed list resolves
+// nothing.
+func (v *Volumes) listMissing(ctx context.Context, names []string) {
+	wanted := make(map[string]bool, len(names))
+	for _, n := range names {
+		wanted[n] = true
+	}
+	found := map[string]*unstructured.Unstructured{}
+	res, err := ListPages(ctx, v.ri, metav1.ListOptions{}, func(page *unstructured.UnstructuredList) error {
+		for i := range page.Items {
+			if u := &page.Items[i]; wanted[u.GetName()] {
+				o, _ := longhorn.StripVolume(u) // a copy: the page is not kept
+				found[u.GetName()] = o.(*unstructured.Unstructured)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		u, ok := found[n]
+		if !ok && !res.Consistent() {
+			continue // a volume created among the keys read before the resume would not show
+		}
+		v.resolve(n, u, ok)
+	}
+}
+
+// resolve records what a read said of the wanted volume name: u when it
+// exists, absent otherwise; unless an event came since it was wanted
+// (the read's answer may be older than the event's).
+func (v *Volumes) resolve(name string, u *unstructured.Unstructured, exists bool) {
+	var state orphan.VolumeState
+	var obj *unstructured.Unstructured
+	if exists {
+		state = longhorn.VolumeStates([]*unstructured.Unstructured{u})[name]
+		o, _ := longhorn.StripVolume(u)
+		obj = o.(*unstructured.Unstructured)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if e, ok := v.want[name]; ok && !e.fromWait {
+		e.resolved, e.exists, e.state, e.obj = true, exists, state, obj
+	}
 }
 
 // countReplicas states each wanted detached volume from its Replicas,
