@@ -2,12 +2,15 @@ package nodecache
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 
@@ -46,7 +49,8 @@ import (
 // (longhorn.NeedsReplicas), is stated from its Replicas
 // (orphan.LonghornVolumeState): Ensure lists them from the API server,
 // by the label longhornvolume=<volume>, at every sweep; until a list
-// succeeds the volume is unknown.
+// succeeds the volume is unknown. Past MaxVolumeGets detached volumes,
+// one list reads the Replicas of DetachedPerList of them at once.
 type Volumes struct {
 	ri      dynamic.ResourceInterface
 	rri     dynamic.ResourceInterface // Replicas, listed for detached volumes
@@ -264,12 +268,12 @@ func (v *Volumes) resolve(name string, u *unstructured.Unstructured, exists bool
 }
 
 // countReplicas states each wanted detached volume from its Replicas,
-// listed now. A failed list leaves the volume unknown for this sweep.
+// listed now: with a list by the label longhornvolume=<volume> each, up
+// to MaxVolumeGets of them; past that, with one list per
+// DetachedPerList volumes, by the set-based selector longhornvolume in
+// (<volumes>). A failed list, or one resumed at a later version, leaves
+// its volumes unknown for this sweep.
 func (v *Volumes) countReplicas(ctx context.Context) {
-	type detached struct {
-		name string
-		obj  *unstructured.Unstructured
-	}
 	var todo []detached
 	v.mu.Lock()
 	for n, e := range v.want {
@@ -278,19 +282,66 @@ func (v *Volumes) countReplicas(ctx context.Context) {
 		}
 	}
 	v.mu.Unlock()
-	for _, d := range todo {
-		var state orphan.VolumeState // unknown, unless the list succeeds
-		if v.rri != nil {
-			list, err := v.rri.List(ctx, metav1.ListOptions{LabelSelector: longhorn.LabelVolume + "=" + d.name})
-			if err == nil {
-				state = longhorn.VolumeStateOf(d.obj, list.Items)
+	if len(todo) == 0 {
+		return
+	}
+	slices.SortFunc(todo, func(a, b detached) int { return strings.Compare(a.name, b.name) })
+	per := 1
+	if len(todo) > MaxVolumeGets {
+		per = DetachedPerList
+	}
+	for chunk := range slices.Chunk(todo, per) {
+		v.countChunk(ctx, chunk)
+	}
+}
+
+// DetachedPerList is how many detached volumes' Replicas one list reads
+// when a sweep has more than MaxVolumeGets of them: the selector names
+// each volume, up to 63 bytes a label value, so a list's URL stays under
+// 8 KiB.
+const DetachedPerList = 100
+
+type detached struct {
+	name string
+	obj  *unstructured.Unstructured
+}
+
+// countChunk lists the Replicas of the detached volumes of chunk with
+// one selector and states each volume from its own (VolumeStateOf keeps
+// only the replicas labelled with the volume). A volume whose name is no
+// label value stays unknown, as its own list would fail.
+func (v *Volumes) countChunk(ctx context.Context, chunk []detached) {
+	states := make(map[string]orphan.VolumeState, len(chunk)) // unknown, unless the list succeeds
+	var names []string
+	for _, d := range chunk {
+		if len(validation.IsValidLabelValue(d.name)) == 0 {
+			names = append(names, d.name)
+		}
+	}
+	if v.rri != nil && len(names) > 0 {
+		sel := longhorn.LabelVolume + "=" + names[0]
+		if len(chunk) > 1 {
+			sel = longhorn.LabelVolume + " in (" + strings.Join(names, ",") + ")"
+		}
+		var items []unstructured.Unstructured
+		res, err := ListPages(ctx, v.rri, metav1.ListOptions{LabelSelector: sel}, func(page *unstructured.UnstructuredList) error {
+			items = append(items, page.Items...)
+			return nil
+		})
+		if err == nil && res.Consistent() {
+			for _, d := range chunk {
+				if slices.Contains(names, d.name) {
+					states[d.name] = longhorn.VolumeStateOf(d.obj, items)
+				}
 			}
 		}
-		v.mu.Lock()
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, d := range chunk {
 		if e, ok := v.want[d.name]; ok && e.obj == d.obj {
-			e.fromReplicas = state
+			e.fromReplicas = states[d.name]
 		}
-		v.mu.Unlock()
 	}
 }
 

@@ -148,3 +148,65 @@ func TestManyWantedVolumesAreReadWithOneList(t *testing.T) {
 		t.Fatalf("States = %v, complete %v", states, complete)
 	}
 }
+
+// TestManyDetachedVolumesAreCountedInFewLists: 30 detached volumes
+// (robustness unknown), a third with a healthy other replica, a third
+// with a failed one, a third with none. Past MaxVolumeGets detached
+// volumes a sweep lists their Replicas with one set-based selector, not
+// one list each, and states every volume as its own list would.
+func TestManyDetachedVolumesAreCountedInFewLists(t *testing.T) {
+	c := kubetest.Require(t)
+	dc, err := c.Dynamic()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := kubetest.Namespace(t, dc, "nodecache")
+	vri := dc.Resource(longhorn.VolumeGVR).Namespace(ns)
+	rri := dc.Resource(longhorn.ReplicaGVR).Namespace(ns)
+	ctx := context.Background()
+	wanted := map[string]bool{}
+	for i := range 30 {
+		name := fmt.Sprintf("vol-%02d", i)
+		createVolume(t, vri, ns, name, "unknown", "detached", 2)
+		wanted[name] = true
+		if i%3 == 2 {
+			continue
+		}
+		spec := map[string]any{"nodeID": "node-9", "diskID": "uuid-9", "dataDirectoryName": name + "-0a1b2c3d",
+			"volumeName": name, "active": true, "healthyAt": "2026-01-01T00:00:00Z"}
+		if i%3 == 1 {
+			spec["failedAt"] = "2026-01-02T00:00:00Z"
+		}
+		if _, err := rri.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "longhorn.io/v1beta2", "kind": "Replica",
+			"metadata": map[string]any{"name": name + "-r1", "namespace": ns, "labels": map[string]any{longhorn.LabelVolume: name}},
+			"spec":     spec,
+		}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	rc := &readCounter{ResourceInterface: rri}
+	v := nodecache.NewVolumes(vri, rc, ns, func() {})
+	v.Ensure(ctx, wanted)
+	if _, lists := rc.take(); lists != 1 {
+		t.Fatalf("30 detached volumes' Replicas took %d lists, want one", lists)
+	}
+	states, complete := v.States()
+	if !complete || len(states) != 30 {
+		t.Fatalf("States = %v, complete %v", states, complete)
+	}
+	kinds := map[orphan.VolumeState]bool{}
+	for name := range wanted {
+		one := nodecache.NewVolumes(vri, rri, ns, func() {})
+		one.Ensure(ctx, map[string]bool{name: true})
+		alone, _ := one.States()
+		if states[name] == "" || states[name] != alone[name] {
+			t.Fatalf("%s is %q from the shared list, %q from its own", name, states[name], alone[name])
+		}
+		kinds[states[name]] = true
+	}
+	if len(kinds) < 2 {
+		t.Fatalf("every volume has the same state %v: the test tells nothing", kinds)
+	}
+}
