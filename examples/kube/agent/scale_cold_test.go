@@ -3,7 +3,9 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,9 @@ import (
 
 	"github.com/caretaker-storage/caretaker/examples/kube/internal/kubetest"
 )
+
+// extraAgentArgs are added to every agent process's arguments.
+var extraAgentArgs []string
 
 // TestScaleColdStart is the cold part of make scale: a cluster of
 // CARETAKER_SCALE_STORM_NODES nodes (default 60) with
@@ -25,9 +30,17 @@ import (
 // synced and until every node's Orphan was recorded, the 429s, each
 // agent's requests, LISTs and bytes, and kube-apiserver's and etcd's
 // peak RSS and CPU seconds.
+//
+// CARETAKER_SCALE_COLD_SPREAD, a duration, starts the agents with
+// -first-confirm-spread set to it.
 func TestScaleColdStart(t *testing.T) {
 	if os.Getenv(scaleReportEnv) == "" {
 		t.Skip("set " + scaleReportEnv + "=1 (make scale) to run the scale report; it takes minutes")
+	}
+	spread := os.Getenv("CARETAKER_SCALE_COLD_SPREAD")
+	if spread != "" {
+		extraAgentArgs = []string{"-first-confirm-spread=" + spread}
+		defer func() { extraAgentArgs = nil }()
 	}
 	c := kubetest.Require(t)
 	nodes := envInt("CARETAKER_SCALE_STORM_NODES", 60)
@@ -54,6 +67,7 @@ func TestScaleColdStart(t *testing.T) {
 	}
 	var synced, recorded time.Duration
 	unsynced, orphans := nodes, 0
+	recordedAt := map[string]time.Duration{} // by node
 	for deadline := start.Add(timeout); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
 		if synced == 0 {
 			unsynced = 0
@@ -68,6 +82,11 @@ func TestScaleColdStart(t *testing.T) {
 		}
 		if list, err := e.orphans().List(context.Background(), metav1.ListOptions{}); err == nil {
 			orphans = len(list.Items)
+			for i := range list.Items {
+				if n := list.Items[i].GetLabels()["longhornnode"]; recordedAt[n] == 0 {
+					recordedAt[n] = time.Since(start)
+				}
+			}
 		}
 		if orphans == nodes && recorded == 0 {
 			recorded = time.Since(start)
@@ -77,6 +96,16 @@ func TestScaleColdStart(t *testing.T) {
 		}
 	}
 	time.Sleep(5 * time.Second)
+	var agentCPU float64
+	for _, a := range agents {
+		_, cpu := procUsage(a.cmd.Process.Pid)
+		agentCPU += cpu
+	}
+	times := slices.Sorted(maps.Values(recordedAt))
+	var p50 time.Duration
+	if len(times) > 0 {
+		p50 = times[len(times)/2]
+	}
 	apiPeak, apiCPU := procUsage(apiPID)
 	etcdPeak, etcdCPU := procUsage(etcdPID)
 	apiCPU -= api0
@@ -100,11 +129,12 @@ func TestScaleColdStart(t *testing.T) {
 		return fmt.Sprintf("%.1f", d.Seconds())
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "cold start: %d nodes, one agent process each started at once, %d replicas per node, one orphan per node; per agent: mean (max)\n", nodes, replicas)
+	fmt.Fprintf(&b, "cold start: %d nodes, one agent process each started at once, %d replicas per node, one orphan per node, first-confirm-spread %q; per agent: mean (max)\n", nodes, replicas, spread)
 	fmt.Fprintf(&b, "%9s %11s %6s %16s %10s %18s %12s %8s %13s %9s\n",
 		"synced s", "recorded s", "429s", "requests", "LISTs", "KiB", "API peak MiB", "API CPU", "etcd peak MiB", "etcd CPU")
 	fmt.Fprintf(&b, "%9s %11s %6d %7.1f (%6d) %10.1f %8.0f (%7.0f) %12.0f %7.1fs %13.0f %8.1fs\n",
 		show(synced, unsynced, "not"), show(recorded, nodes-orphans, "missing"), n429, reqMean, reqMax, listMean, kibMean, kibMax, apiPeak, apiCPU, etcdPeak, etcdCPU)
+	fmt.Fprintf(&b, "a node's Orphan recorded after %.1f s (median), %.1f s (last); the agents' CPU %.1f s in all\n", p50.Seconds(), recorded.Seconds(), agentCPU)
 	if !peakReset {
 		b.WriteString("  (could not reset the peak RSS; it is the peak since the process started)\n")
 	}

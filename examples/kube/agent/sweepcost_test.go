@@ -38,7 +38,7 @@ type tally struct {
 const (
 	tRequests    = "requests" // every request but watches
 	tVolumeGets  = "volume GETs"
-	tVolumePages = "volume list pages" // lists of the namespace's Volumes
+	tVolumePages = "volume list pages"  // lists of the namespace's Volumes
 	tVolumeWatch = "volume watch lists" // a watched volume's own list (metadata.name)
 	tFullLists   = "full replica lists"
 	tFullPages   = "full replica list pages"
@@ -88,8 +88,9 @@ func (c *tally) snapshot() map[string]int {
 }
 
 // runTallied runs node's agent in the test's process, its requests
-// tallied; the returned stop ends it.
-func (e *env) runTallied(node string) (*agent.Agent, *tally, func()) {
+// tallied, its Config changed by extra (if not nil); the returned stop
+// ends it.
+func (e *env) runTallied(node string, extra ...func(*agent.Config)) (*agent.Agent, *tally, func()) {
 	e.t.Helper()
 	c := kubetest.Require(e.t)
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.AgentKubeconfig)
@@ -104,8 +105,12 @@ func (e *env) runTallied(node string) (*agent.Agent, *tally, func()) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	a, err := agent.New(agent.Config{Client: client, Namespace: e.ns, NodeID: node, Period: scanPeriod,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	acfg := agent.Config{Client: client, Namespace: e.ns, NodeID: node, Period: scanPeriod,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	for _, f := range extra {
+		f(&acfg)
+	}
+	a, err := agent.New(acfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -292,5 +297,70 @@ func TestStartWithUnrecordedCandidatesConfirmsOnce(t *testing.T) {
 			t.Fatalf("start %d with 250 unrecorded candidates made %d full lists of the Replicas over %d sweeps; want one", run+1, got[tFullLists], a.Stats().Sweeps)
 		}
 		stop()
+	}
+}
+
+// TestFirstConfirmDelaySpreadsNodes: the delays of 60 nodes' first
+// confirmations are each within the spread, and cover it: every sixth of
+// it holds some node's. Without a spread there is no delay.
+func TestFirstConfirmDelaySpreadsNodes(t *testing.T) {
+	const spread = time.Minute
+	var buckets [6]int
+	for i := range 60 {
+		d := agent.FirstConfirmDelay(scaleNode(i), spread)
+		if d < 0 || d >= spread {
+			t.Fatalf("%s waits %s, outside [0, %s)", scaleNode(i), d, spread)
+		}
+		if d != agent.FirstConfirmDelay(scaleNode(i), spread) {
+			t.Fatalf("%s waits a different time at each start", scaleNode(i))
+		}
+		buckets[d*6/spread]++
+	}
+	for i, n := range buckets {
+		if n == 0 {
+			t.Fatalf("no node of 60 waits %s to %s: %v", time.Duration(i)*spread/6, time.Duration(i+1)*spread/6, buckets)
+		}
+	}
+	if d := agent.FirstConfirmDelay("node-a", 0); d != 0 {
+		t.Fatalf("without a spread the first confirmation waits %s", d)
+	}
+}
+
+// TestFirstConfirmationWaitsItsShareOfTheSpread (issue 37's edge: a cold
+// start of a whole cluster): with Config.FirstConfirmSpread, an agent
+// that starts with an unrecorded orphan takes no full list and records
+// nothing until its FirstConfirmDelay has passed; then it confirms once
+// and records the orphan.
+func TestFirstConfirmationWaitsItsShareOfTheSpread(t *testing.T) {
+	const spread = 10 * time.Second
+	node := ""
+	for i := 0; node == ""; i++ {
+		if d := agent.FirstConfirmDelay(fmt.Sprintf("node-%d", i), spread); d >= 5*time.Second && d < 7*time.Second {
+			node = fmt.Sprintf("node-%d", i)
+		}
+	}
+	delay := agent.FirstConfirmDelay(node, spread)
+	e := newEnv(t)
+	d := e.addNode(node, "disk-1")
+	e.owned(d, dataName("vol-ok"))
+	dir := dataName("vol-lost")
+	e.orphanDir(d, dir)
+	start := time.Now()
+	_, tl, _ := e.runTallied(node, func(c *agent.Config) { c.FirstConfirmSpread = spread })
+	for time.Since(start) < delay-time.Second {
+		if n := tl.snapshot()[tFullLists]; n != 0 {
+			t.Fatalf("a full list %s after the start, before the node's delay of %s", time.Since(start), delay)
+		}
+		if got := len(e.nodeOrphans(node)); got != 0 {
+			t.Fatalf("an Orphan recorded %s after the start, before the node's delay of %s", time.Since(start), delay)
+		}
+		time.Sleep(100 * time.Millisecond) // watching for a list too early, until the delay
+	}
+	e.waitOrphans(node, longhornName(d, dir))
+	if took := time.Since(start); took < delay {
+		t.Fatalf("the Orphan was recorded %s after the start, before the node's delay of %s", took, delay)
+	}
+	if n := tl.snapshot()[tFullLists]; n != 1 {
+		t.Fatalf("%d full lists, want the one that confirmed the orphan", n)
 	}
 }
