@@ -108,7 +108,7 @@ type Agent struct {
 	trigger  chan struct{}
 	sweeps   atomic.Int64
 	// confirmAfter is when the first confirmation may run (Run's start
-	// plus a random share of FirstConfirmSpread).
+	// plus FirstConfirmDelay).
 	confirmAfter time.Time
 
 	// Node and replica changes mark the agent's view stale; Run rebuilds
