@@ -157,10 +157,12 @@ kube-test: copy-test
 ## RSS, requests and bytes per agent process, and the ratio of 100 to 10; then restart
 ## storms on 60 nodes with an agent process each (a third, then all at once): time to sync,
 ## 429s, start requests and bytes per agent, the API server's and etcd's peak RSS and CPU
-## (minutes; not in CI). CARETAKER_SCALE_REPLICAS sets the replicas per node (default 20),
+## (minutes; not in CI); then a cold start of 60 agents at once with no orphan recorded
+## yet: time to sync and to record, 429s, requests and bytes, peak RSS and CPU.
+## CARETAKER_SCALE_REPLICAS sets the replicas per node (default 20),
 ## CARETAKER_SCALE_STORM_NODES the storm's nodes (default 60).
 .PHONY: scale
 scale:
 	@apiserver=$$(examples/kube/hack/build-apiserver.sh) && etcd=$$(examples/kube/hack/build-etcd.sh) && \
 	(cd examples/kube && KUBE_APISERVER=$$apiserver ETCD=$$etcd CI=1 CARETAKER_SCALE_REPORT=1 \
-	  $(GO) test -count=1 -timeout 60m -run 'TestScaleReport$$|TestScaleStorm$$' -v ./agent/)
+	  $(GO) test -count=1 -timeout 60m -run 'TestScaleReport$$|TestScaleStorm$$|TestScaleColdStart$$' -v ./agent/)

@@ -25,6 +25,8 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -77,6 +79,13 @@ type Config struct {
 	// (orphan.SweeperOptions.MaxCreates); zero means
 	// hostkit.DefaultMaxCreates.
 	MaxCreates int
+	// FirstConfirmSpread spreads the agents' first full lists of the
+	// Replicas when a whole cluster starts at once: the agent's first
+	// confirmation (nodecache.Confirmer) waits FirstConfirmDelay(NodeID,
+	// FirstConfirmSpread) after Run starts, and a sweep that would need
+	// it before then records and purges nothing and runs again when the
+	// wait is over. Zero: no wait.
+	FirstConfirmSpread time.Duration
 }
 
 // ErrConfig is wrapped by errors about an incomplete Config.
@@ -98,6 +107,9 @@ type Agent struct {
 	echo     *hostkit.Echoes
 	trigger  chan struct{}
 	sweeps   atomic.Int64
+	// confirmAfter is when the first confirmation may run (Run's start
+	// plus FirstConfirmDelay).
+	confirmAfter time.Time
 
 	// Node and replica changes mark the agent's view stale; Run rebuilds
 	// it once per burst (the initial list is one event per object).
@@ -213,6 +225,7 @@ func (a *Agent) Stats() Stats {
 // recorded or purged (nodecache.Confirmer).
 func (a *Agent) Run(ctx context.Context) error {
 	ns := a.cfg.Namespace
+	a.confirmAfter = time.Now().Add(FirstConfirmDelay(a.cfg.NodeID, a.cfg.FirstConfirmSpread))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	nodeF := dynamicinformer.NewFilteredDynamicSharedInformerFactory(a.cfg.Client, 0, ns, func(o *metav1.ListOptions) {
@@ -304,6 +317,19 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer a.monitor.Stop()
 	a.loop(ctx)
 	return nil
+}
+
+// FirstConfirmDelay is how long node's agent waits after its start
+// before its first full list of the Replicas (Config.FirstConfirmSpread):
+// a share of spread drawn from a hash (SHA-256) of the node's name, so the
+// nodes of a cluster are spread evenly over it and each node keeps its
+// place at every start. It is zero when spread is not positive.
+func FirstConfirmDelay(node string, spread time.Duration) time.Duration {
+	if spread <= 0 {
+		return 0
+	}
+	sum := sha256.Sum256([]byte(node))
+	return time.Duration(binary.BigEndian.Uint64(sum[:8]) % uint64(spread))
 }
 
 // mark returns a function that marks dirty and wakes Run's refresh.
@@ -454,8 +480,14 @@ func (a *Agent) cycle(ctx context.Context) (time.Time, error) {
 	defer a.records.Unpin()
 	// What the node's labels alone call orphans is confirmed against a
 	// full list before it is recorded, once per new candidate.
+	cands := nodecache.Unrecorded(obs.Snapshot, recs)
+	if len(cands) > 0 && a.confirm.FullLists() == 0 && time.Now().Before(a.confirmAfter) {
+		// The first full list waits its turn (FirstConfirmSpread); the
+		// sweep, which could record the candidates, waits with it.
+		return a.confirmAfter, nil
+	}
 	a.confirm.BeginSweep()
-	if _, err := a.confirm.Candidates(ctx, nodecache.Unrecorded(obs.Snapshot, recs)); err != nil {
+	if _, err := a.confirm.Candidates(ctx, cands); err != nil {
 		return time.Time{}, err
 	}
 	// The robustness of the volumes of these records and this scan's

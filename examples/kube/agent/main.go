@@ -34,6 +34,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
 		grace      = fs.String("grace-period", "", "Longhorn's "+orphan.SettingGracePeriod+" setting, in seconds (default "+strconv.Itoa(int(orphan.DefaultGracePeriod.Seconds()))+")")
 		metricsAt  = fs.String("metrics-addr", "", "serve Prometheus metrics at /metrics on this address, e.g. :9500; empty: no metrics")
+		spread     = fs.Duration("first-confirm-spread", 0, "spread a whole cluster's first full lists of the Replicas over this window: wait the node's share of it (drawn from its name) after the start; 0: no wait")
 	)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: orphan-agent -node NAME [flags]\n\nKeeps the node's Longhorn Orphan resources in step with its disks; purges a\nreplica directory when its Orphan is deleted.")
@@ -93,7 +94,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 		log.Error("client", "err", err)
 		return 1
 	}
-	a, err := New(Config{Client: client, Namespace: *namespace, NodeID: *node, Period: *period, Policy: policy, Logger: log, Hooks: hooks})
+	a, err := New(Config{Client: client, Namespace: *namespace, NodeID: *node, Period: *period, Policy: policy, Logger: log, Hooks: hooks, FirstConfirmSpread: *spread})
 	if err != nil {
 		log.Error("agent", "err", err)
 		return 2

@@ -116,6 +116,7 @@ func (e *scaleEnv) startProxiedAgent(node, token, level string, out io.Writer) *
 		e.t.Fatal(err)
 	}
 	args := []string{"-kubeconfig=" + kc, "-namespace=" + e.ns, "-node=" + node, "-period=" + scalePeriod.String(), "-log-level=" + level}
+	args = append(args, extraAgentArgs...)
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), agentArgsEnv+"="+strings.Join(args, "\n"))
 	cmd.Stdout, cmd.Stderr = out, out

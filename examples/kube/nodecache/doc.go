@@ -48,6 +48,13 @@
 // not from the first page. Backoff429 makes a client wait out the 429s
 // API priority and fairness answers when every agent starts at once.
 //
+// The full lists stay paged lists, not watch-lists (a watch with
+// sendInitialEvents, which kube-apiserver 1.34 serves): on kube-apiserver
+// 1.34.2 a watch-list of 2,000 Replicas carried about 1,440 KiB on the
+// wire against 110 KiB for the paged list, since a list answer over
+// 128 KiB is gzipped and a watch stream is not, and it was no faster
+// (0.3 to 0.5 s against 0.2 to 0.9 s).
+//
 // # Concurrency
 //
 // Every type is safe for concurrent use; Run methods block until their

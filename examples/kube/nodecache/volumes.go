@@ -2,12 +2,15 @@ package nodecache
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 
@@ -21,9 +24,20 @@ import (
 // without orphans. A volume that becomes wanted is read once with a GET,
 // and then watched by name (a field selector on metadata.name), so that a
 // change of its state wakes a sweep; a start lists no Volume. At most
-// MaxVolumeWatches volumes are watched; the others are read again with a
-// GET at every sweep (Ensure), so their state is never older than the
-// sweep's start. A watch ends when its volume is no longer wanted.
+// MaxVolumeWatches volumes are watched; the others are read again at
+// every sweep (Ensure), so their state is never older than the sweep's
+// start. A watch ends when its volume is no longer wanted.
+//
+// A sweep's reads are bounded whatever the node's orphans: up to
+// MaxVolumeGets volumes to read are read with a GET each; past that, all
+// of them with one paged list of the namespace's Volumes (ListPages), of
+// which only the wanted ones are kept. A node with 500 orphan volumes
+// thus costs a sweep the list's pages (PageSize Volumes each), not 436
+// GETs. A volume missing from a list read at one resource version is
+// known absent, as a GET's NotFound says; one missing from a list that
+// had to be resumed at a later version (PageResult.Consistent is false)
+// stays unresolved for the sweep, since a volume created among the keys
+// already read would not show.
 //
 // A wanted volume is resolved once its state is known: present with its
 // robustness, or known absent (NotFound, or a deletion seen). States
@@ -35,7 +49,8 @@ import (
 // (longhorn.NeedsReplicas), is stated from its Replicas
 // (orphan.LonghornVolumeState): Ensure lists them from the API server,
 // by the label longhornvolume=<volume>, at every sweep; until a list
-// succeeds the volume is unknown.
+// succeeds the volume is unknown. Past MaxVolumeGets detached volumes,
+// one list reads the Replicas of DetachedPerList of them at once.
 type Volumes struct {
 	ri      dynamic.ResourceInterface
 	rri     dynamic.ResourceInterface // Replicas, listed for detached volumes
@@ -49,8 +64,12 @@ type Volumes struct {
 }
 
 // MaxVolumeWatches bounds the volumes a Volumes watches by name; the
-// others are read with a GET at every sweep.
+// others are read at every sweep.
 const MaxVolumeWatches = 64
+
+// MaxVolumeGets bounds the volumes Ensure reads with a GET each; when
+// more are to be read, it reads them all with one paged list instead.
+const MaxVolumeGets = 16
 
 type volEntry struct {
 	stop     context.CancelFunc // ends its watch; nil: not watched
@@ -153,8 +172,9 @@ func (v *Volumes) apply(d cache.Delta) {
 }
 
 // Ensure makes names the wanted set, watching the new ones, and reads
-// with a GET each the volumes not resolved yet and those not watched. A
-// failed GET leaves its volume unresolved.
+// the volumes not resolved yet and those not watched: with a GET each up
+// to MaxVolumeGets of them, past that with one paged list. A failed read
+// leaves its volumes unresolved.
 func (v *Volumes) Ensure(ctx context.Context, names map[string]bool) {
 	var missing []string
 	v.mu.Lock()
@@ -184,35 +204,76 @@ func (v *Volumes) Ensure(ctx context.Context, names map[string]bool) {
 		}
 	}
 	v.mu.Unlock()
-	for _, n := range missing {
-		u, err := v.ri.Get(ctx, n, metav1.GetOptions{})
-		exists := err == nil
-		if err != nil && !apierrors.IsNotFound(err) {
-			continue
+	if len(missing) > MaxVolumeGets {
+		v.listMissing(ctx, missing)
+	} else {
+		for _, n := range missing {
+			u, err := v.ri.Get(ctx, n, metav1.GetOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				continue
+			}
+			v.resolve(n, u, err == nil)
 		}
-		var state orphan.VolumeState
-		var obj *unstructured.Unstructured
-		if exists {
-			state = longhorn.VolumeStates([]*unstructured.Unstructured{u})[n]
-			o, _ := longhorn.StripVolume(u)
-			obj = o.(*unstructured.Unstructured)
-		}
-		v.mu.Lock()
-		if e, ok := v.want[n]; ok && !e.fromWait {
-			e.resolved, e.exists, e.state, e.obj = true, exists, state, obj
-		}
-		v.mu.Unlock()
 	}
 	v.countReplicas(ctx)
 }
 
-// countReplicas states each wanted detached volume from its Replicas,
-// listed now. A failed list leaves the volume unknown for this sweep.
-func (v *Volumes) countReplicas(ctx context.Context) {
-	type detached struct {
-		name string
-		obj  *unstructured.Unstructured
+// listMissing reads the volumes names with one paged list of the
+// namespace's Volumes. A name the list does not carry is absent only if
+// the list was read at one resource version; a failed list resolves
+// nothing.
+func (v *Volumes) listMissing(ctx context.Context, names []string) {
+	wanted := make(map[string]bool, len(names))
+	for _, n := range names {
+		wanted[n] = true
 	}
+	found := map[string]*unstructured.Unstructured{}
+	res, err := ListPages(ctx, v.ri, metav1.ListOptions{}, func(page *unstructured.UnstructuredList) error {
+		for i := range page.Items {
+			if u := &page.Items[i]; wanted[u.GetName()] {
+				o, _ := longhorn.StripVolume(u) // a copy: the page is not kept
+				found[u.GetName()] = o.(*unstructured.Unstructured)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		u, ok := found[n]
+		if !ok && !res.Consistent() {
+			continue // a volume created among the keys read before the resume would not show
+		}
+		v.resolve(n, u, ok)
+	}
+}
+
+// resolve records what a read said of the wanted volume name: u when it
+// exists, absent otherwise; unless an event came since it was wanted
+// (the read's answer may be older than the event's).
+func (v *Volumes) resolve(name string, u *unstructured.Unstructured, exists bool) {
+	var state orphan.VolumeState
+	var obj *unstructured.Unstructured
+	if exists {
+		state = longhorn.VolumeStates([]*unstructured.Unstructured{u})[name]
+		o, _ := longhorn.StripVolume(u)
+		obj = o.(*unstructured.Unstructured)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if e, ok := v.want[name]; ok && !e.fromWait {
+		e.resolved, e.exists, e.state, e.obj = true, exists, state, obj
+	}
+}
+
+// countReplicas states each wanted detached volume from its Replicas,
+// listed now: with a list by the label longhornvolume=<volume> each, up
+// to MaxVolumeGets of them; past that, with one list per
+// DetachedPerList volumes, by the set-based selector longhornvolume in
+// (<volumes>). A failed list, or one resumed at a later version, leaves
+// its volumes unknown for this sweep.
+func (v *Volumes) countReplicas(ctx context.Context) {
 	var todo []detached
 	v.mu.Lock()
 	for n, e := range v.want {
@@ -221,19 +282,66 @@ func (v *Volumes) countReplicas(ctx context.Context) {
 		}
 	}
 	v.mu.Unlock()
-	for _, d := range todo {
-		var state orphan.VolumeState // unknown, unless the list succeeds
-		if v.rri != nil {
-			list, err := v.rri.List(ctx, metav1.ListOptions{LabelSelector: longhorn.LabelVolume + "=" + d.name})
-			if err == nil {
-				state = longhorn.VolumeStateOf(d.obj, list.Items)
+	if len(todo) == 0 {
+		return
+	}
+	slices.SortFunc(todo, func(a, b detached) int { return strings.Compare(a.name, b.name) })
+	per := 1
+	if len(todo) > MaxVolumeGets {
+		per = DetachedPerList
+	}
+	for chunk := range slices.Chunk(todo, per) {
+		v.countChunk(ctx, chunk)
+	}
+}
+
+// DetachedPerList is how many detached volumes' Replicas one list reads
+// when a sweep has more than MaxVolumeGets of them: the selector names
+// each volume, up to 63 bytes a label value, so a list's URL stays under
+// 8 KiB.
+const DetachedPerList = 100
+
+type detached struct {
+	name string
+	obj  *unstructured.Unstructured
+}
+
+// countChunk lists the Replicas of the detached volumes of chunk with
+// one selector and states each volume from its own (VolumeStateOf keeps
+// only the replicas labelled with the volume). A volume whose name is no
+// label value stays unknown, as its own list would fail.
+func (v *Volumes) countChunk(ctx context.Context, chunk []detached) {
+	states := make(map[string]orphan.VolumeState, len(chunk)) // unknown, unless the list succeeds
+	var names []string
+	for _, d := range chunk {
+		if len(validation.IsValidLabelValue(d.name)) == 0 {
+			names = append(names, d.name)
+		}
+	}
+	if v.rri != nil && len(names) > 0 {
+		sel := longhorn.LabelVolume + "=" + names[0]
+		if len(chunk) > 1 {
+			sel = longhorn.LabelVolume + " in (" + strings.Join(names, ",") + ")"
+		}
+		var items []unstructured.Unstructured
+		res, err := ListPages(ctx, v.rri, metav1.ListOptions{LabelSelector: sel}, func(page *unstructured.UnstructuredList) error {
+			items = append(items, page.Items...)
+			return nil
+		})
+		if err == nil && res.Consistent() {
+			for _, d := range chunk {
+				if slices.Contains(names, d.name) {
+					states[d.name] = longhorn.VolumeStateOf(d.obj, items)
+				}
 			}
 		}
-		v.mu.Lock()
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, d := range chunk {
 		if e, ok := v.want[d.name]; ok && e.obj == d.obj {
-			e.fromReplicas = state
+			e.fromReplicas = states[d.name]
 		}
-		v.mu.Unlock()
 	}
 }
 
