@@ -36,8 +36,9 @@ type Store interface {
 	BlockFiles(ctx context.Context, volume string) (int, error)
 }
 
-// Checksum returns a valid block checksum (64 lowercase hex digits)
-// derived from seed.
+// Checksum returns a valid block checksum derived from seed: 64 lowercase
+// hex digits, like Longhorn's util.GetChecksum (the first half of a
+// SHA-512 in hex).
 func Checksum(seed string) string {
 	s := sha512.Sum512([]byte(seed))
 	return hex.EncodeToString(s[:])[:64]
