@@ -24,11 +24,13 @@ var Epoch = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 // volume vol-a of target "default".
 type Host struct {
 	T      *testing.T
-	Store  Store
+	Store  Store                   // the store under test
 	Faulty *backupstoretest.Faulty // Store, as the Driver sees it
 	Clock  *clocktesting.FakeClock // the Driver's (its backoff)
 	Driver *backupdelete.Driver
 
+	// Backups are the backup records by name, and Message their
+	// messages: the controller's view, which the Driver's results change.
 	Backups map[string]*backupdelete.Backup
 	Message map[string]string
 	// Log holds "name old -> new message" for each change, and
