@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/caretaker-storage/caretaker/diskscan/internal/disktest"
+	"github.com/caretaker-storage/caretaker/internal/lhreplica/lhreplicatest"
 )
 
 // The benchmark disk: 100k replica directories with real volume.meta
@@ -311,7 +312,7 @@ func longhornCycle(diskPath string, replicas []ReplicaRef) (map[string]string, e
 			delete(names, name)
 			continue
 		}
-		var meta longhornVolumeMeta
+		var meta lhreplicatest.ManagerVolumeMeta
 		if err := json.Unmarshal(data, &meta); err != nil {
 			delete(names, name)
 		}
@@ -321,19 +322,6 @@ func longhornCycle(diskPath string, replicas []ReplicaRef) (map[string]string, e
 
 // longhornDirName is the pattern Longhorn's find applies to each name.
 var longhornDirName = regexp.MustCompile(`-[a-zA-Z0-9]{8}$`)
-
-// longhornVolumeMeta is util.VolumeMeta of longhorn-manager.
-type longhornVolumeMeta struct {
-	Size            int64
-	Head            string
-	Dirty           bool
-	Rebuilding      bool
-	Error           string
-	Parent          string
-	SectorSize      int64
-	BackingFilePath string
-	BackingFile     interface{}
-}
 
 // BenchmarkScanDeepChain is a cold scan of a disk whose one unexpected
 // replica directory holds a chain of 6,000 nested directories: the size

@@ -2,58 +2,23 @@ package diskscan
 
 import (
 	"context"
-	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/caretaker-storage/caretaker/diskscan/internal/disktest"
-	"github.com/caretaker-storage/caretaker/internal/lhreplica"
+	"github.com/caretaker-storage/caretaker/internal/lhreplica/lhreplicatest"
 )
-
-// releaseMeta is a volume.meta as an engine release writes it, and what it
-// reads as.
-type releaseMeta struct {
-	release string
-	file    string
-	want    VolumeMeta
-}
-
-// releaseMetas are the volume.meta forms of every released v1 engine, as
-// its replica.go writes them: encoding/json's Encoder of the release's
-// Info (its exported fields in order, then a newline).
-func releaseMetas() []releaseMeta {
-	base := VolumeMeta{Size: 10 << 30, Head: "volume-head-003.img", Dirty: true, Parent: "volume-snap-b.img", SectorSize: 512}
-	with := func(f func(*VolumeMeta)) VolumeMeta { m := base; f(&m); return m }
-	form := func(f lhreplica.MetaFormat) VolumeMeta { m := base; m.Format = f; return m }
-	return []releaseMeta{
-		{"v0.1.0", `{"Size":10737418240,"Head":"volume-head-003.img","Dirty":true,"Rebuilding":false,"Parent":"volume-snap-b.img","SectorSize":512}` + "\n", form(lhreplica.FormatV010)},
-		{"v0.2.0–v1.0.2", `{"Size":10737418240,"Head":"volume-head-003.img","Dirty":true,"Rebuilding":false,"Parent":"volume-snap-b.img","SectorSize":512,"BackingFileName":""}` + "\n", form(lhreplica.FormatV020)},
-		{"v0.2.0–v1.0.2 with a backing file", `{"Size":10737418240,"Head":"volume-head-003.img","Dirty":true,"Rebuilding":false,"Parent":"volume-snap-b.img","SectorSize":512,"BackingFileName":"centos7.qcow2"}` + "\n",
-			with(func(m *VolumeMeta) { m.BackingFilePath, m.Format = "centos7.qcow2", lhreplica.FormatV020 })},
-		{"v1.1.0", `{"Size":10737418240,"Head":"volume-head-003.img","Dirty":true,"Rebuilding":false,"Error":"","Parent":"volume-snap-b.img","SectorSize":512,"BackingFileName":""}` + "\n", form(lhreplica.FormatV110)},
-		{"v1.1.0 in error", `{"Size":10737418240,"Head":"volume-head-003.img","Dirty":false,"Rebuilding":true,"Error":"stat failed","Parent":"volume-snap-b.img","SectorSize":512,"BackingFileName":""}` + "\n",
-			with(func(m *VolumeMeta) {
-				m.Dirty, m.Rebuilding, m.Error, m.Format = false, true, "stat failed", lhreplica.FormatV110
-			})},
-		{"v1.1.1–v1.11", `{"Size":10737418240,"Head":"volume-head-003.img","Dirty":true,"Rebuilding":false,"Error":"","Parent":"volume-snap-b.img","SectorSize":512,"BackingFilePath":"/host/var/lib/longhorn/backing-images/img-0a1b2c3d/backing"}` + "\n",
-			with(func(m *VolumeMeta) {
-				m.BackingFilePath, m.Format = "/host/var/lib/longhorn/backing-images/img-0a1b2c3d/backing", lhreplica.FormatV111
-			})},
-		{"v1.12", `{"Size":10737418240,"Head":"volume-head-003.img","Dirty":true,"Rebuilding":false,"Error":"","Parent":"volume-snap-b.img","SectorSize":512,"BackingFilePath":"","Encrypted":true}` + "\n",
-			with(func(m *VolumeMeta) { m.Encrypted, m.Format = true, lhreplica.FormatV112 })},
-	}
-}
 
 // TestParseVolumeMetaEveryRelease: the volume.meta of every engine
 // release parses, through the fast path, to what it says; the reference
 // agrees. (Before, every key but Encrypted was required, so a replica
 // written by an engine older than v1.1.1 was "not a replica".)
 func TestParseVolumeMetaEveryRelease(t *testing.T) {
-	for _, r := range releaseMetas() {
-		m, err := ParseVolumeMeta([]byte(r.file))
-		if err != nil || !reflect.DeepEqual(m, r.want) {
-			t.Errorf("%s: %+v, %v; want %+v", r.release, m, err, r.want)
+	for _, r := range lhreplicatest.ReleaseForms() {
+		m, err := ParseVolumeMeta([]byte(r.File))
+		if err != nil || !reflect.DeepEqual(m, r.Want) {
+			t.Errorf("%s: %+v, %v; want %+v", r.Release, m, err, r.Want)
 		}
 	}
 }
@@ -62,7 +27,7 @@ func TestParseVolumeMetaEveryRelease(t *testing.T) {
 // keys every release writes (or with it null), a volume.meta is corrupt,
 // and the error names the key.
 func TestParseVolumeMetaRequiresWhatEveryReleaseWrites(t *testing.T) {
-	v010 := releaseMetas()[0].file
+	v010 := lhreplicatest.ReleaseForms()[0].File
 	for _, k := range []string{"Size", "Head", "Dirty", "Rebuilding", "Parent", "SectorSize"} {
 		var without string
 		for _, part := range strings.Split(strings.Trim(strings.TrimSpace(v010), "{}"), ",") {
@@ -77,27 +42,6 @@ func TestParseVolumeMetaRequiresWhatEveryReleaseWrites(t *testing.T) {
 	}
 }
 
-// longhornSeesVolumeMeta is longhorn-manager's own test of a replica
-// directory's volume.meta (controller/monitor/disk_monitor.go,
-// isVolumeMetaFileExist → util.GetVolumeMeta): the file is read and
-// json.Unmarshal'ed into util.VolumeMeta; no key is required. A directory
-// whose name ends in -<8 letters or digits> (util.GetPossibleReplicaDirectoryNames)
-// that no replica expects and that passes this is an orphan to Longhorn.
-func longhornSeesVolumeMeta(data []byte) bool {
-	var m struct {
-		Size            int64
-		Head            string
-		Dirty           bool
-		Rebuilding      bool
-		Error           string
-		Parent          string
-		SectorSize      int64
-		BackingFilePath string
-		BackingFile     any
-	}
-	return json.Unmarshal(data, &m) == nil
-}
-
 // TestScanSeesEveryReleaseAndSaysWhyNot: a replica directory written by
 // each engine release is an orphan to the scan; a directory Longhorn
 // would report as an orphan whose volume.meta caretaker does not take for
@@ -105,9 +49,9 @@ func longhornSeesVolumeMeta(data []byte) bool {
 func TestScanSeesEveryReleaseAndSaysWhyNot(t *testing.T) {
 	d := makeDisk(t, t.TempDir(), "n", "d", "u")
 	wantOrphan := map[string]bool{}
-	for i, r := range releaseMetas() {
+	for i, r := range lhreplicatest.ReleaseForms() {
 		name := "pvc-rel" + string(rune('a'+i)) + "-r-0000000" + string(rune('a'+i))
-		replica(t, d, name, disktest.Replica{Meta: []byte(r.file)})
+		replica(t, d, name, disktest.Replica{Meta: []byte(r.File)})
 		wantOrphan[name] = true
 	}
 	engine := string(disktest.Meta(1 << 20))
@@ -154,7 +98,7 @@ func TestScanSeesEveryReleaseAndSaysWhyNot(t *testing.T) {
 		if !strings.Contains(skipped[name], MetaFile) {
 			t.Errorf("%s (%s): skipped %q, want the reason naming %s", name, meta, skipped[name], MetaFile)
 		}
-		if longhornSeesVolumeMeta([]byte(meta)) && skipped[name] == "" {
+		if lhreplicatest.LonghornReads([]byte(meta)) && skipped[name] == "" {
 			t.Errorf("%s: Longhorn reports it as an orphan, caretaker says nothing", name)
 		}
 	}
@@ -169,7 +113,7 @@ func TestScanSeesEveryReleaseAndSaysWhyNot(t *testing.T) {
 	if err := f.o.Delete(context.Background(), record(t, d, "pvc-rela-r-0000000a")); err != nil {
 		t.Errorf("Delete of a v0.1.0 replica: %v", err)
 	}
-	if !longhornSeesVolumeMeta([]byte(damaged["pvc-empty-r-0000000e"])) {
+	if !lhreplicatest.LonghornReads([]byte(damaged["pvc-empty-r-0000000e"])) {
 		t.Error("the Longhorn check refuses {}: the test's premise is wrong")
 	}
 }

@@ -32,7 +32,9 @@ type KindSpec struct {
 	NameClass string
 	// LabelParams are the labels, beyond Longhorn's fixed ones, that
 	// records of the kind carry: label key → parameter key. A parameter
-	// that is empty gives no label.
+	// that is empty still gives its label, with an empty value, as
+	// longhorn-manager's GetOrphanLabelsForOrphanedEngineInstance and
+	// its siblings (types/types.go) write it.
 	LabelParams map[string]string
 	// AutoDeletionItems are the items of Longhorn's
 	// orphan-resource-auto-deletion setting that enable automatic

@@ -172,6 +172,31 @@ func TestLabelsWithEmptyValues(t *testing.T) {
 	}
 }
 
+// TestEveryLabelParamIsWrittenWhenEmpty: for every kind of the table,
+// an item whose label parameters are all empty still carries each of the
+// kind's LabelParams labels, with an empty value, as KindSpec.LabelParams
+// says and Longhorn's GetOrphanLabelsFor* functions write them.
+func TestEveryLabelParamIsWrittenWhenEmpty(t *testing.T) {
+	checked := 0
+	for _, k := range orphan.Kinds() {
+		spec, _ := orphan.Spec(k)
+		got := orphan.Item{Kind: k, NodeID: "node-1"}.Labels()
+		for label := range spec.LabelParams {
+			v, ok := got[label]
+			if !ok || v != "" {
+				t.Errorf("%s: label %s = %q (present %v), want present and empty", k, label, v, ok)
+			}
+			checked++
+		}
+		if got["longhornnode"] != "node-1" || got["longhorn.io/orphan-type"] != string(k) {
+			t.Errorf("%s: labels %v", k, got)
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no kind of the table has label parameters: nothing was checked")
+	}
+}
+
 // TestShardKindsAreNamedAndLabelledNeverHandled: Longhorn's shard orphan
 // types get Longhorn's names and labels, and stay outside the kind table,
 // so Decide keeps their records whatever a deletion request says.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/caretaker-storage/caretaker/diskscan"
 	"github.com/caretaker-storage/caretaker/diskscan/diskscantest"
+	"github.com/caretaker-storage/caretaker/internal/lhreplica/lhreplicatest"
 	"github.com/caretaker-storage/caretaker/orphan"
 	"github.com/caretaker-storage/caretaker/salvage"
 )
@@ -69,15 +70,14 @@ func checkAgree(t *testing.T, data []byte) (accepted bool) {
 }
 
 // releaseForms are volume.meta as each engine release writes it
-// (longhorn-engine pkg/replica/replica.go, type Info, encoding/json's
-// Encoder): the starting points of the generator.
-var releaseForms = []string{
-	`{"Size":10737418240,"Head":"volume-head-003.img","Dirty":true,"Rebuilding":false,"Parent":"volume-snap-b.img","SectorSize":512}` + "\n",
-	`{"Size":10737418240,"Head":"volume-head-003.img","Dirty":true,"Rebuilding":false,"Parent":"volume-snap-b.img","SectorSize":512,"BackingFileName":"centos7.qcow2"}` + "\n",
-	`{"Size":10737418240,"Head":"volume-head-003.img","Dirty":false,"Rebuilding":true,"Error":"stat failed","Parent":"volume-snap-b.img","SectorSize":512,"BackingFileName":""}` + "\n",
-	`{"Size":10737418240,"Head":"volume-head-003.img","Dirty":true,"Rebuilding":false,"Error":"","Parent":"volume-snap-b.img","SectorSize":512,"BackingFilePath":"/host/var/lib/longhorn/backing-images/img-0a1b2c3d/backing"}` + "\n",
-	`{"Size":10737418240,"Head":"volume-head-003.img","Dirty":true,"Rebuilding":false,"Error":"","Parent":"volume-snap-b.img","SectorSize":512,"BackingFilePath":"","Encrypted":true}` + "\n",
-}
+// (lhreplicatest.ReleaseForms): the starting points of the generator.
+var releaseForms = func() []string {
+	var files []string
+	for _, r := range lhreplicatest.ReleaseForms() {
+		files = append(files, r.File)
+	}
+	return files
+}()
 
 // metaKeys are the keys of every release, and spellings near them.
 var metaKeys = []string{"Size", "Head", "Dirty", "Rebuilding", "Error", "Parent", "SectorSize",

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/caretaker-storage/caretaker/internal/lhreplica/lhreplicatest"
 )
 
 // This file builds replica directories by replaying longhorn-engine's own
@@ -23,19 +25,6 @@ import (
 // rebuild), step by step, and keeps beside each an in-memory model of the
 // volume: the bytes the frontend wrote, nothing else. The model is the
 // independent reference: it never reads the files.
-
-// engineInfo is volume.meta as the engine's Info type serialises it (key
-// order of v1.1.1 to v1.11).
-type engineInfo struct {
-	Size            int64
-	Head            string
-	Dirty           bool
-	Rebuilding      bool
-	Error           string
-	Parent          string
-	SectorSize      int64
-	BackingFilePath string
-}
 
 // engineDisk is a layer .meta as the engine's disk type serialises it.
 type engineDisk struct {
@@ -51,7 +40,7 @@ type engineDisk struct {
 type engineReplica struct {
 	t     testing.TB
 	dir   string
-	info  engineInfo
+	info  lhreplicatest.EngineInfo
 	image []byte // the model: what the volume holds
 	// snaps are the chain's snapshots, newest first.
 	snaps []string
@@ -66,7 +55,7 @@ func newEngineReplica(t testing.TB, dir string, size int64) *engineReplica {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	r := &engineReplica{t: t, dir: dir, info: engineInfo{Size: size, Dirty: true, SectorSize: 512}, image: make([]byte, size)}
+	r := &engineReplica{t: t, dir: dir, info: lhreplicatest.EngineInfo{Size: size, Dirty: true, SectorSize: 512}, image: make([]byte, size)}
 	head := "volume-head-000.img"
 	r.create(head)
 	r.truncate(head, size)

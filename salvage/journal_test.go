@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/caretaker-storage/caretaker/internal/lhreplica/lhreplicatest"
 )
 
 // The journal as go-common-libs' wal package writes it
@@ -57,7 +59,7 @@ type (
 		Meta     engineDisk `json:"meta"`
 	}
 	walUpdateVolumeMeta struct {
-		Info engineInfo `json:"info"`
+		Info lhreplicatest.EngineInfo `json:"info"`
 	}
 	walHeadName struct {
 		HeadName string `json:"head_name"`

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caretaker-storage/caretaker/backupdelete/internal/storetest"
 	"k8s.io/utils/clock"
 )
 
@@ -50,12 +51,8 @@ func longhornLock(name string, typ int, acquired bool) string {
 	return fmt.Sprintf(`{"Name":%q,"Type":%d,"Acquired":%v}`, name, typ, acquired)
 }
 
-// checksum returns a 64-hex block checksum like Longhorn's
-// util.GetChecksum (the first half of a SHA-512 in hex).
-func checksum(seed string) string {
-	s := sha512.Sum512([]byte(seed))
-	return hex.EncodeToString(s[:])[:64]
-}
+// checksum returns a valid block checksum derived from seed.
+var checksum = storetest.Checksum
 
 // lhVolume is a volume written in Longhorn's layout under mount.
 type lhVolume struct {

@@ -3,7 +3,6 @@ package s3store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -12,7 +11,7 @@ import (
 	"time"
 
 	"github.com/caretaker-storage/caretaker/backupdelete"
-	"github.com/caretaker-storage/caretaker/backupdelete/backupstoretest"
+	"github.com/caretaker-storage/caretaker/backupdelete/internal/storetest"
 	"github.com/caretaker-storage/caretaker/internal/s3test"
 	"github.com/caretaker-storage/caretaker/orphan"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -23,167 +22,32 @@ import (
 // flow, as backupdelete's tests run them on fsstore, here on a real S3
 // server.
 
-var epoch = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+var epoch = storetest.Epoch
 
-// host plays the backup controller over a Store.
+// host is storetest's backup controller over a Store on a real S3 server
+// (through the fault-injecting proxy), with the server at hand; it counts
+// blocks on the server's disk, not through the Store.
 type host struct {
-	t       *testing.T
-	e       *env
-	faulty  *backupstoretest.Faulty
-	clk     *clocktesting.FakeClock
-	drv     *backupdelete.Driver
-	done    chan error
-	backups map[string]*backupdelete.Backup
-	message map[string]string
-	log     []string
+	*storetest.Host
+	e *env
 }
 
 func newHost(t *testing.T) *host {
 	t.Helper()
 	e := newEnv(t, true, Options{MaxAttempts: 2})
-	h := &host{t: t, e: e, clk: clocktesting.NewFakeClock(epoch), done: make(chan error, 16),
-		backups: map[string]*backupdelete.Backup{}, message: map[string]string{}}
-	h.faulty = &backupstoretest.Faulty{Store: e.store}
-	var err error
-	h.drv, err = backupdelete.NewDriver(h.faulty, backupdelete.DriverOptions{Clock: h.clk,
-		OnDone: func(_ backupdelete.BackupRef, err error) { h.done <- err }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.drv.Close)
+	h := &host{Host: storetest.NewHost(t, e.store), e: e}
+	h.CountBlocks = func() int { return len(e.blocks(t, "vol-a")) }
 	return h
 }
 
-func (h *host) ref(name string) backupdelete.BackupRef {
-	return backupdelete.BackupRef{Target: "default", Volume: "vol-a", Name: name}
-}
-
-// create writes a completed backup as a creator does: under a backup
-// lock, blocks first, then the cfg.
-func (h *host) create(name string, at time.Time, blocks ...string) {
-	h.t.Helper()
-	ctx := ctxT(h.t)
-	s := h.e.store
-	if _, err := s.ReadVolume(ctx, "vol-a"); err != nil {
-		must(h.t, s.WriteVolume(ctx, Volume{Name: "vol-a", Size: 1 << 30}))
-	}
-	lock, err := s.Lock(ctx, "vol-a", LockBackup)
-	if err != nil {
-		h.t.Fatalf("creating %s: %v", name, err)
-	}
-	defer lock.Release()
-	var maps []BlockMapping
-	for i, b := range blocks {
-		must(h.t, s.WriteBlock(ctx, "vol-a", b, []byte(b)))
-		maps = append(maps, BlockMapping{Offset: int64(i) << 21, BlockChecksum: b})
-	}
-	ts := at.Format(time.RFC3339)
-	must(h.t, s.WriteBackup(ctx, Backup{Name: name, VolumeName: "vol-a", SnapshotCreatedAt: ts, CreatedTime: ts, Blocks: maps}))
-	h.backups[name] = &backupdelete.Backup{Ref: h.ref(name), State: backupdelete.StateCompleted}
-}
-
-func (h *host) set(name string, s backupdelete.State, msg string) {
-	b := h.backups[name]
-	if b.State != s || h.message[name] != msg {
-		h.log = append(h.log, fmt.Sprintf("%s %s -> %s %s", name, b.State, s, msg))
-	}
-	b.State, h.message[name] = s, msg
-}
-
-func (h *host) reconcileDelete(name string) backupdelete.StepResult {
-	h.t.Helper()
-	b := h.backups[name]
-	res, err := h.drv.Reconcile(context.Background(), backupdelete.Request{Ref: b.Ref, State: b.State, Message: h.message[name]})
-	must(h.t, err)
-	if res.Finalize {
-		h.log = append(h.log, name+" finalized")
-		delete(h.backups, name)
-		return res
-	}
-	h.set(name, res.State, res.Message)
-	return res
-}
-
-func (h *host) gate(name string) backupdelete.GateResult {
-	var others []backupdelete.Backup
-	for _, b := range h.backups {
-		others = append(others, *b)
-	}
-	return backupdelete.CreationGate(h.ref(name), others)
-}
-
-func (h *host) waitCommand() error {
-	h.t.Helper()
-	select {
-	case err := <-h.done:
-		return err
-	case <-time.After(30 * time.Second):
-		h.t.Fatal("the delete command did not return")
-		return nil
-	}
-}
-
-func (h *host) exists(name string) bool {
-	ok, err := h.e.store.BackupExists(context.Background(), h.ref(name))
-	must(h.t, err)
-	return ok
-}
-
-func (h *host) blockCount() int { return len(h.e.blocks(h.t, "vol-a")) }
-
-// fillVolume: backup-a small, backup-b with many blocks of its own,
-// sharing one block.
-func fillVolume(h *host) {
-	h.create("backup-a", epoch, checksum("shared"), checksum("a1"))
-	big := []string{checksum("shared")}
-	for i := range 40 {
-		big = append(big, checksum(fmt.Sprint("b", i)))
-	}
-	h.create("backup-b", epoch.Add(time.Hour), big...)
-}
-
-func TestDriverNormal(t *testing.T) {
-	h := newHost(t)
-	fillVolume(h)
-	if n := h.blockCount(); n != 42 {
-		t.Fatalf("%d blocks", n)
-	}
-	hold := make(chan struct{})
-	h.faulty.InjectDelete(backupstoretest.Fault{Wait: hold})
-	h.reconcileDelete("backup-b")
-	if g := h.gate("backup-c"); !g.Wait || g.Message != "Wait for backup backup-b to be deleted" {
-		t.Fatalf("gate %+v, want backup-c Pending behind backup-b", g)
-	}
-	if res := h.reconcileDelete("backup-b"); res.StartCommand || res.State != backupdelete.StateDeleting {
-		t.Fatalf("%+v: Deleting must not start a second command", res)
-	}
-	close(hold)
-	must(t, h.waitCommand())
-	if res := h.reconcileDelete("backup-b"); !res.Finalize {
-		t.Fatalf("%+v", res)
-	}
-	if g := h.gate("backup-c"); g.Wait {
-		t.Fatalf("gate %+v after backup-b is gone", g)
-	}
-	h.create("backup-c", epoch.Add(2*time.Hour), checksum("shared"), checksum("c1"))
-	if h.exists("backup-b") || !h.exists("backup-a") || !h.exists("backup-c") {
-		t.Fatal("wrong backups left")
-	}
-	if n := h.blockCount(); n != 3 {
-		t.Fatalf("%d blocks left, want shared, a1, c1", n)
-	}
-	want := []string{"backup-b Completed -> Deleting ", "backup-b finalized"}
-	if strings.Join(h.log, "|") != strings.Join(want, "|") {
-		t.Fatalf("transitions %q, want %q", h.log, want)
-	}
-}
+func TestDriverNormal(t *testing.T) { storetest.DriverNormal(t, newHost(t).Host) }
 
 // TestDriverError: the server refuses to delete backup-b's cfg (403) until
 // the fault is lifted: Error with Longhorn's message, a backoff cycle,
 // then the deletion completes.
 func TestDriverError(t *testing.T) {
 	h := newHost(t)
-	fillVolume(h)
+	h.FillVolume()
 	var mu sync.Mutex
 	deny := true
 	h.e.proxy.SetHook(func(op string, r *http.Request) *s3test.Fault {
@@ -194,89 +58,55 @@ func TestDriverError(t *testing.T) {
 		}
 		return nil
 	})
-	h.reconcileDelete("backup-b")
-	if err := h.waitCommand(); !errors.Is(err, ErrAccessDenied) {
+	h.ReconcileDelete("backup-b")
+	if err := h.WaitCommand(); !errors.Is(err, ErrAccessDenied) {
 		t.Fatalf("%v, want ErrAccessDenied", err)
 	}
-	h.reconcileDelete("backup-b")
-	if s := h.backups["backup-b"]; s.State != backupdelete.StateError || !strings.Contains(h.message["backup-b"], "access denied") ||
-		!strings.HasPrefix(h.message["backup-b"], "Failed to delete the backup backup-b in the backupstore, err ") {
-		t.Fatalf("backup-b %q %q", s.State, h.message["backup-b"])
+	h.ReconcileDelete("backup-b")
+	if s := h.Backups["backup-b"]; s.State != backupdelete.StateError || !strings.Contains(h.Message["backup-b"], "access denied") ||
+		!strings.HasPrefix(h.Message["backup-b"], "Failed to delete the backup backup-b in the backupstore, err ") {
+		t.Fatalf("backup-b %q %q", s.State, h.Message["backup-b"])
 	}
-	if strings.Contains(h.message["backup-b"], h.e.srv.SecretKey) {
+	if strings.Contains(h.Message["backup-b"], h.e.srv.SecretKey) {
 		t.Fatal("the secret key is in the backup's message")
 	}
-	if g := h.gate("backup-c"); g.Wait {
+	if g := h.Gate("backup-c"); g.Wait {
 		t.Fatalf("gate %+v: an Error backup must not block", g)
 	}
-	if res := h.reconcileDelete("backup-b"); res.StartCommand {
+	if res := h.ReconcileDelete("backup-b"); res.StartCommand {
 		t.Fatal("retried within the backoff")
 	}
 	mu.Lock()
 	deny = false
 	mu.Unlock()
-	h.clk.Step(10 * time.Second)
-	if res := h.reconcileDelete("backup-b"); !res.StartCommand {
+	h.Clock.Step(10 * time.Second)
+	if res := h.ReconcileDelete("backup-b"); !res.StartCommand {
 		t.Fatalf("%+v, want a retry after the backoff", res)
 	}
-	must(t, h.waitCommand())
-	if res := h.reconcileDelete("backup-b"); !res.Finalize {
+	must(t, h.WaitCommand())
+	if res := h.ReconcileDelete("backup-b"); !res.Finalize {
 		t.Fatalf("%+v", res)
 	}
-	if h.exists("backup-b") || !h.exists("backup-a") || h.blockCount() != 2 {
-		t.Fatalf("after the retry: %d blocks", h.blockCount())
+	if h.Exists("backup-b") || !h.Exists("backup-a") || h.BlockCount() != 2 {
+		t.Fatalf("after the retry: %d blocks", h.BlockCount())
 	}
 }
 
-// TestDriverControllerCrash: the first controller's command is stuck in
-// the lock protocol (its deletion lock object written) when the
-// controller dies; a new Driver and Store recover by Longhorn's rule (no
-// in-progress record: Error, then retried), and the dead deletion lock,
-// compatible with ours, does not hold the retry back.
+// TestDriverControllerCrash: the stuck controller's Store runs on a
+// clock that never advances, so its deletion stops in the lock
+// protocol's settle wait, its deletion lock object written.
 func TestDriverControllerCrash(t *testing.T) {
 	h := newHost(t)
-	fillVolume(h)
 	cfg := h.e.cfg
 	cfg.Clock = clocktesting.NewFakeClock(epoch) // never advances: the settle wait never ends
 	stuck, err := New(cfg)
 	must(t, err)
-	crashed, err := backupdelete.NewDriver(stuck, backupdelete.DriverOptions{Clock: h.clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer crashed.Close()
-	res, err := crashed.Reconcile(context.Background(), backupdelete.Request{Ref: h.ref("backup-b"), State: backupdelete.StateCompleted})
-	if err != nil || res.State != backupdelete.StateDeleting {
-		t.Fatalf("%+v %v", res, err)
-	}
-	h.set("backup-b", res.State, res.Message)
 	locks := "lh/target/" + volumePath("vol-a") + "/locks/"
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	storetest.DriverControllerCrash(t, h.Host, stuck, func() bool {
 		keys, err := h.e.srv.Keys(h.e.bucket, locks)
 		must(t, err)
-		if len(keys) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the stuck deletion wrote no lock object: %v", keys)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	h.reconcileDelete("backup-b")
-	if h.backups["backup-b"].State != backupdelete.StateError || h.message["backup-b"] != backupdelete.MessageNoDeletionRecord {
-		t.Fatalf("%q %q", h.backups["backup-b"].State, h.message["backup-b"])
-	}
-	if res := h.reconcileDelete("backup-b"); !res.StartCommand {
-		t.Fatalf("%+v, want the command retried", res)
-	}
-	must(t, h.waitCommand())
-	if res := h.reconcileDelete("backup-b"); !res.Finalize {
-		t.Fatalf("%+v", res)
-	}
-	if h.exists("backup-b") || !h.exists("backup-a") || h.blockCount() != 2 {
-		t.Fatalf("after recovery: backup-b exists %v, %d blocks", h.exists("backup-b"), h.blockCount())
-	}
+		return len(keys) == 1
+	})
 }
 
 // TestDriverServerRestartMidDeletion: the server goes away in the middle
@@ -288,7 +118,7 @@ func TestDriverControllerCrash(t *testing.T) {
 // record is.
 func TestDriverServerRestartMidDeletion(t *testing.T) {
 	h := newHost(t)
-	fillVolume(h)
+	h.FillVolume()
 	var mu sync.Mutex
 	down := false
 	h.e.proxy.SetHook(func(op string, r *http.Request) *s3test.Fault {
@@ -303,19 +133,19 @@ func TestDriverServerRestartMidDeletion(t *testing.T) {
 		}
 		return nil
 	})
-	h.reconcileDelete("backup-b")
-	if err := h.waitCommand(); err == nil {
+	h.ReconcileDelete("backup-b")
+	if err := h.WaitCommand(); err == nil {
 		t.Fatal("the deletion succeeded with the server down")
 	}
 	h.e.proxy.SetHook(nil) // the server is back
-	if n := h.blockCount(); n != 42 {
+	if n := h.BlockCount(); n != 42 {
 		t.Fatalf("%d blocks after the failed deletion, want all 42", n)
 	}
-	if res := h.reconcileDelete("backup-b"); !res.Finalize {
+	if res := h.ReconcileDelete("backup-b"); !res.Finalize {
 		t.Fatalf("%+v: the cfg is gone, want the deletion finished and finalized", res)
 	}
-	if h.exists("backup-b") || !h.exists("backup-a") || h.blockCount() != 2 {
-		t.Fatalf("%d blocks left, want backup-a's shared and a1", h.blockCount())
+	if h.Exists("backup-b") || !h.Exists("backup-a") || h.BlockCount() != 2 {
+		t.Fatalf("%d blocks left, want backup-a's shared and a1", h.BlockCount())
 	}
 }
 
@@ -326,33 +156,33 @@ func TestDriverServerRestartMidDeletion(t *testing.T) {
 // referenced would stay until some later deletion in the volume.
 func TestDriverRestartCollects(t *testing.T) {
 	h := newHost(t)
-	fillVolume(h)
+	h.FillVolume()
 	h.e.proxy.SetHook(func(op string, r *http.Request) *s3test.Fault {
 		if op == "DeleteObjects" {
 			return &s3test.Fault{Drop: true} // the process dies here
 		}
 		return nil
 	})
-	if _, err := h.e.store.DeleteBackupReport(ctxT(t), h.ref("backup-b")); err == nil {
+	if _, err := h.e.store.DeleteBackupReport(ctxT(t), h.Ref("backup-b")); err == nil {
 		t.Fatal("the deletion succeeded although its block deletes were dropped")
 	}
 	h.e.proxy.SetHook(nil)
-	if h.exists("backup-b") || h.blockCount() != 42 {
-		t.Fatalf("backup-b exists %v, %d blocks: want the cfg gone and every block left", h.exists("backup-b"), h.blockCount())
+	if h.Exists("backup-b") || h.BlockCount() != 42 {
+		t.Fatalf("backup-b exists %v, %d blocks: want the cfg gone and every block left", h.Exists("backup-b"), h.BlockCount())
 	}
 	fresh, err := New(h.e.cfg)
 	must(t, err)
-	drv, err := backupdelete.NewDriver(fresh, backupdelete.DriverOptions{Clock: h.clk})
+	drv, err := backupdelete.NewDriver(fresh, backupdelete.DriverOptions{Clock: h.Clock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(drv.Close)
-	res, err := drv.Reconcile(ctxT(t), backupdelete.Request{Ref: h.ref("backup-b"), State: backupdelete.StateDeleting})
+	res, err := drv.Reconcile(ctxT(t), backupdelete.Request{Ref: h.Ref("backup-b"), State: backupdelete.StateDeleting})
 	if err != nil || !res.Finalize {
 		t.Fatalf("%+v, %v: want collected and finalized", res, err)
 	}
-	if !h.exists("backup-a") || h.blockCount() != 2 {
-		t.Fatalf("%d blocks left, want backup-a's 2", h.blockCount())
+	if !h.Exists("backup-a") || h.BlockCount() != 2 {
+		t.Fatalf("%d blocks left, want backup-a's 2", h.BlockCount())
 	}
 }
 

@@ -2,11 +2,10 @@ package s3store
 
 import (
 	"context"
-	"crypto/sha512"
-	"encoding/hex"
 	"testing"
 	"time"
 
+	"github.com/caretaker-storage/caretaker/backupdelete/internal/storetest"
 	"github.com/caretaker-storage/caretaker/internal/s3test"
 	"k8s.io/utils/clock"
 )
@@ -70,10 +69,8 @@ func newEnv(t *testing.T, proxy bool, opts Options) *env {
 	return e
 }
 
-func checksum(s string) string {
-	sum := sha512.Sum512([]byte(s))
-	return hex.EncodeToString(sum[:])[:64]
-}
+// checksum returns a valid block checksum derived from seed.
+var checksum = storetest.Checksum
 
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

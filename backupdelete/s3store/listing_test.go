@@ -245,7 +245,7 @@ func TestDriverRetriesInconsistentListing(t *testing.T) {
 	h := newHost(t)
 	writeListingFixture(t, h.e, "backup-3", lieFixture)
 	for _, b := range lieFixture {
-		h.backups[b.name] = &backupdelete.Backup{Ref: h.ref(b.name), State: backupdelete.StateCompleted}
+		h.Backups[b.name] = &backupdelete.Backup{Ref: h.Ref(b.name), State: backupdelete.StateCompleted}
 	}
 	var mu sync.Mutex
 	lie := true
@@ -258,38 +258,38 @@ func TestDriverRetriesInconsistentListing(t *testing.T) {
 		}
 		return nil
 	})
-	h.reconcileDelete("backup-2")
-	if err := h.waitCommand(); !errors.Is(err, backupdelete.ErrListingInconsistent) {
+	h.ReconcileDelete("backup-2")
+	if err := h.WaitCommand(); !errors.Is(err, backupdelete.ErrListingInconsistent) {
 		t.Fatalf("%v, want ErrListingInconsistent", err)
 	}
-	h.reconcileDelete("backup-2")
-	if b := h.backups["backup-2"]; b == nil || b.State != backupdelete.StateError ||
-		!strings.Contains(h.message["backup-2"], "inconsistent") {
-		t.Fatalf("backup-2 %+v %q, want Error with the listing's reason", b, h.message["backup-2"])
+	h.ReconcileDelete("backup-2")
+	if b := h.Backups["backup-2"]; b == nil || b.State != backupdelete.StateError ||
+		!strings.Contains(h.Message["backup-2"], "inconsistent") {
+		t.Fatalf("backup-2 %+v %q, want Error with the listing's reason", b, h.Message["backup-2"])
 	}
-	if !h.exists("backup-2") {
+	if !h.Exists("backup-2") {
 		t.Fatal("backup-2's cfg is gone after a refused deletion")
 	}
 	// Lying still: the retry after the backoff is refused again.
-	h.clk.Step(10 * time.Second)
-	if res := h.reconcileDelete("backup-2"); !res.StartCommand {
+	h.Clock.Step(10 * time.Second)
+	if res := h.ReconcileDelete("backup-2"); !res.StartCommand {
 		t.Fatalf("%+v, want a retry after the backoff", res)
 	}
-	if err := h.waitCommand(); !errors.Is(err, backupdelete.ErrListingInconsistent) {
+	if err := h.WaitCommand(); !errors.Is(err, backupdelete.ErrListingInconsistent) {
 		t.Fatalf("%v, want ErrListingInconsistent", err)
 	}
-	h.reconcileDelete("backup-2")
+	h.ReconcileDelete("backup-2")
 	refusedIntact(t, h.e, "backup-2", ckA, ckS, ckB, ckC)
 
 	mu.Lock()
 	lie = false
 	mu.Unlock()
-	h.clk.Step(time.Minute)
-	if res := h.reconcileDelete("backup-2"); !res.StartCommand {
+	h.Clock.Step(time.Minute)
+	if res := h.ReconcileDelete("backup-2"); !res.StartCommand {
 		t.Fatalf("%+v, want a retry after the backoff", res)
 	}
-	must(t, h.waitCommand())
-	if res := h.reconcileDelete("backup-2"); !res.Finalize {
+	must(t, h.WaitCommand())
+	if res := h.ReconcileDelete("backup-2"); !res.Finalize {
 		t.Fatalf("%+v, want the deletion finalized", res)
 	}
 	if have := h.e.blocks(t, "vol-a"); have[ckB] || !have[ckS] || !have[ckC] || !have[ckA] {

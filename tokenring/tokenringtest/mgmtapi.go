@@ -91,26 +91,26 @@ type MgmtServer struct {
 	clock    clock.PassiveClock
 	jobPolls int
 
-	mu        sync.Mutex
-	cluster   Cluster
-	jobs      map[string]*mgmtJob
-	jobOrder  []string
-	cleaned   []string
-	failures  map[string]string // keyspace → the job's error
-	overrides map[string]cannedReply
-	requests  []MgmtRequest
+	mu       sync.Mutex
+	cluster  Cluster
+	jobs     map[string]*mgmtJob
+	jobOrder []string
+	cleaned  []string
+	failures map[string]string // keyspace → the job's error
+	requests []MgmtRequest
+
+	canned cannedReplies
 }
 
 // NewMgmtServer starts a fake Management API on 127.0.0.1 for node c.Local
 // of c. It keeps a copy of c.
 func NewMgmtServer(c Cluster, opts MgmtServerOptions) *MgmtServer {
 	s := &MgmtServer{
-		clock:     opts.Clock,
-		jobPolls:  max(opts.JobPolls, 0),
-		cluster:   c.Clone(),
-		jobs:      map[string]*mgmtJob{},
-		failures:  map[string]string{},
-		overrides: map[string]cannedReply{},
+		clock:    opts.Clock,
+		jobPolls: max(opts.JobPolls, 0),
+		cluster:  c.Clone(),
+		jobs:     map[string]*mgmtJob{},
+		failures: map[string]string{},
 	}
 	if s.clock == nil {
 		s.clock = clock.RealClock{}
@@ -182,14 +182,7 @@ func (s *MgmtServer) Jobs() []MgmtJob {
 // body, whatever the cluster says: for truncated, oversized or otherwise
 // broken replies. Status 0 removes the override.
 func (s *MgmtServer) Override(method, path string, status int, body string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	key := method + " " + path
-	if status == 0 {
-		delete(s.overrides, key)
-		return
-	}
-	s.overrides[key] = cannedReply{status: status, body: body}
+	s.canned.set(method, path, status, body)
 }
 
 // Requests returns the requests received so far, in order.
@@ -207,11 +200,8 @@ func (s *MgmtServer) serve(w http.ResponseWriter, r *http.Request) {
 		Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
 		ContentType: r.Header.Get("Content-Type"), Accept: r.Header.Get("Accept"), Body: body.String(),
 	})
-	o, overridden := s.overrides[r.Method+" "+r.URL.Path]
 	s.mu.Unlock()
-	if overridden {
-		w.WriteHeader(o.status)
-		_, _ = w.Write([]byte(o.body))
+	if s.canned.write(w, r) {
 		return
 	}
 

@@ -43,19 +43,15 @@ type Server struct {
 	node  *MemNode
 	token string
 
-	mu        sync.Mutex
-	overrides map[string]cannedReply // by "METHOD path"
-	calls     []Call
-}
+	canned cannedReplies
 
-type cannedReply struct {
-	status int
-	body   string
+	mu    sync.Mutex
+	calls []Call
 }
 
 // NewServer starts a server on 127.0.0.1 playing node c.Local of c.
 func NewServer(c Cluster, opts ServerOptions) *Server {
-	s := &Server{node: NewMemNode(c), token: opts.AuthToken, overrides: map[string]cannedReply{}}
+	s := &Server{node: NewMemNode(c), token: opts.AuthToken, canned: cannedReplies{contentType: "application/json"}}
 	if opts.AuthToken != "" {
 		s.srv = httptest.NewTLSServer(http.HandlerFunc(s.serve))
 	} else {
@@ -80,14 +76,7 @@ func (s *Server) Node() *MemNode { return s.node }
 // body, whatever the cluster says: for truncated, oversized or otherwise
 // broken replies. Status 0 removes the override.
 func (s *Server) Override(method, path string, status int, body string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	key := method + " " + path
-	if status == 0 {
-		delete(s.overrides, key)
-		return
-	}
-	s.overrides[key] = cannedReply{status: status, body: body}
+	s.canned.set(method, path, status, body)
 }
 
 // Calls returns the requests received so far, in order.
@@ -102,17 +91,13 @@ func (s *Server) Calls() []Call {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.calls = append(s.calls, Call{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery})
-	o, overridden := s.overrides[r.Method+" "+r.URL.Path]
 	s.mu.Unlock()
 
 	if s.token != "" && r.Header.Get("Authorization") != "Bearer "+s.token {
 		writeError(w, http.StatusUnauthorized, "unauthorized")
 		return
 	}
-	if overridden {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(o.status)
-		_, _ = w.Write([]byte(o.body))
+	if s.canned.write(w, r) {
 		return
 	}
 	s.route(w, r)

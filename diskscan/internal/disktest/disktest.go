@@ -6,9 +6,10 @@ package disktest
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/caretaker-storage/caretaker/internal/lhreplica/lhreplicatest"
 )
 
 // NewDisk creates a disk at path (and its parents): the directory, its
@@ -31,9 +32,7 @@ func WriteConfig(path, name, uuid string) error {
 
 // Meta returns a valid volume.meta for a volume of size bytes, as the v1
 // engine writes it.
-func Meta(size int64) []byte {
-	return fmt.Appendf(nil, `{"Size":%d,"Head":"volume-head-000.img","Dirty":true,"Rebuilding":false,"Error":"","Parent":"","SectorSize":512,"BackingFilePath":""}`, size)
-}
+func Meta(size int64) []byte { return lhreplicatest.EngineMeta(size) }
 
 // Replica describes a replica directory to create.
 type Replica struct {
