@@ -162,6 +162,10 @@ type config struct {
 	nodeAPIs    nodeAPIFlags
 	state       string // -state FILE for -plan -run-cleanup
 	attempts    int
+	// backoff is the driver's wait between a node's attempts; the zero
+	// value is tokenring's default (30 s doubling to 10 min). Tests
+	// shorten it; no flag sets it.
+	backoff tokenring.CleanupBackoff
 }
 
 // The values of -conflicts.
