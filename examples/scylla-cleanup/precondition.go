@@ -40,9 +40,24 @@ type liveCheck struct {
 	clientOf func(ep string) (*tokenring.Client, error)
 }
 
-// check is tokenring.CleanupDriverOptions.Precondition.
+// check is tokenring.CleanupDriverOptions.Precondition. A refusal says
+// what was seen (the node down, the ring changed) after the rule unmet.
 func (l liveCheck) check(ctx context.Context, _ string) error {
-	return tokenring.ClusterPreconditions(l.status(ctx))
+	st := l.status(ctx)
+	err := tokenring.ClusterPreconditions(st)
+	if err == nil {
+		return nil
+	}
+	var seen []string
+	for _, c := range st.Conditions {
+		if c.Message != "" && !slices.Contains(seen, c.Message) {
+			seen = append(seen, c.Message)
+		}
+	}
+	if len(seen) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w (%s)", err, strings.Join(seen, "; "))
 }
 
 // status reads the cluster now and says it as a ScyllaCluster status
