@@ -247,6 +247,14 @@ func (r *Controller) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 	for _, ep := range step.Start {
 		m := byEndpoint[ep]
+		// The status Decide read is from the start of this pass, before
+		// the nodes' APIs were read: read it again right before each Job,
+		// so that a cluster that started scaling or lost a node meanwhile
+		// gets no new Job (the next pass decides again).
+		if err := r.clusterStable(ctx); err != nil {
+			logger.Info("cluster not stable right before the cleanup Job; not creating it", "member", m.svc.Name, "err", err.Error())
+			return again, nil
+		}
 		// Write ahead: the record exists before the Job, so a restart
 		// that finds the record and no Job stops the node's cleanups
 		// before a neighbour starts.
@@ -497,6 +505,24 @@ func conditionTrue(j *batchv1.Job, t batchv1.JobConditionType) bool {
 		}
 	}
 	return false
+}
+
+// clusterStable reads the ScyllaCluster now, through the API reader, and
+// returns nil only when it meets every precondition of a cleanup
+// (tokenring.ClusterPreconditions); an error wraps
+// tokenring.ErrPreconditionUnmet when the status does not, and is the
+// read's error otherwise (a ScyllaCluster gone included).
+func (r *Controller) clusterStable(ctx context.Context) error {
+	sc := &unstructured.Unstructured{}
+	sc.SetGroupVersionKind(ScyllaClusterGVK)
+	if err := r.reader.Get(ctx, clusterKey(r.cfg), sc); err != nil {
+		return fmt.Errorf("cleanupctrl: reading the ScyllaCluster again: %w", err)
+	}
+	status, err := clusterStatus(sc)
+	if err != nil {
+		return err
+	}
+	return tokenring.ClusterPreconditions(status)
 }
 
 // clusterStatus reads what the preconditions need from a ScyllaCluster.
