@@ -90,7 +90,8 @@ func plan(w, out io.Writer, c config, topo tokenring.Topology, analysis *tokenri
 // wave by wave), a failed node is retried with backoff, and with -state
 // the driver's record of what is done and what runs is kept in a file,
 // so that a new run resumes: it re-runs first the nodes that were
-// running, and never again those that are done.
+// running, and never again those that are done. Each attempt is preceded
+// by liveCheck: no request reaches a node while the cluster is not stable.
 func follow(w io.Writer, c config, sched *tokenring.Scheduler, needed []string, opts tokenring.ClientOptions, local string,
 	analysis *tokenring.Analysis, hash string, topo tokenring.Topology) error {
 	keyspaces := topo.Keyspaces
