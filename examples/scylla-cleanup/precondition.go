@@ -22,17 +22,17 @@ import (
 // What it reads maps onto the conditions scylla-operator's cleanup
 // controller gates on (tokenring.ClusterPreconditions):
 //
-//   - the ring hash from -api differs from the plan's, or cannot be read:
-//     StatefulSetControllerProgressing True (the cluster is scaling; the
-//     plan is for another ring);
-//   - a node of the ring does not answer its API: Available False,
-//     Degraded True.
+//   - the ring hash from -api differs from the plan's, or -api lists a
+//     node joining, leaving or moving (tokenring.Client.NodeStates, what
+//     nodetool status reads), or cannot be read:
+//     StatefulSetControllerProgressing True (the cluster is scaling; a
+//     changed ring makes the plan one for another ring);
+//   - a node of the ring does not answer its API, or -api's gossip sees
+//     a node down: Available False, Degraded True.
 //
-// What it still allows: a node joining whose tokens are not yet in the
-// ring is not seen (the tool reads no gossip state); once they are, the
-// ring hash changes and every start is refused, for good, since the plan
-// is for the old ring: re-plan. A node that answers its API is taken as
-// up.
+// What it still allows: a ring that changed since the plan refuses every
+// start for good (re-plan); a node that answers its API and that -api's
+// gossip does not list down is taken as up; the view is -api's alone.
 type liveCheck struct {
 	api      *tokenring.Client // -api: where the plan's ring was read
 	planned  string            // the plan's ring hash (-api's node's view)
@@ -76,17 +76,35 @@ func (l liveCheck) status(ctx context.Context) tokenring.ClusterStatus {
 	readCtx, cancel := context.WithTimeout(ctx, reachTimeout)
 	defer cancel()
 	hash, _, err := tokenring.ReadTokenRingHash(readCtx, l.api)
+	var nodes tokenring.NodeStates
+	if err == nil {
+		nodes, err = l.api.NodeStates(readCtx)
+	}
 	switch {
 	case err != nil:
-		set(tokenring.StatefulSetControllerProgressingCondition, true, "RingUnreadable", oneLine(err))
+		set(tokenring.StatefulSetControllerProgressingCondition, true, "ClusterUnreadable", oneLine(err))
 	case hash != l.planned:
 		set(tokenring.StatefulSetControllerProgressingCondition, true, "RingChanged",
 			"the token ring changed since the plan (a node joined, left or moved): plan again")
+	case nodes.Changing():
+		var parts []string
+		for _, s := range []struct {
+			what string
+			eps  []string
+		}{{"joining", nodes.Joining}, {"leaving", nodes.Leaving}, {"moving", nodes.Moving}} {
+			if len(s.eps) > 0 {
+				parts = append(parts, s.what+" "+strings.Join(s.eps, ", "))
+			}
+		}
+		set(tokenring.StatefulSetControllerProgressingCondition, true, "RingChanging", "the ring is changing: "+strings.Join(parts, "; "))
 	default:
 		set(tokenring.StatefulSetControllerProgressingCondition, false, "AsExpected", "")
 	}
 
 	down := l.unreachable(ctx)
+	for _, ep := range nodes.Down {
+		down = append(down, ep+" (down for gossip)")
+	}
 	msg := ""
 	if len(down) > 0 {
 		msg = fmt.Sprintf("%s down: %s", cli.Count(len(down), "node"), strings.Join(down, "; "))
