@@ -249,9 +249,10 @@ func (r *Controller) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		m := byEndpoint[ep]
 		// The status Decide read is from the start of this pass, before
 		// the nodes' APIs were read: read it again right before each Job,
-		// so that a cluster that started scaling or lost a node meanwhile
-		// gets no new Job (the next pass decides again).
-		if err := r.clusterStable(ctx); err != nil {
+		// with what the node itself sees, so that a cluster that started
+		// scaling or lost a node meanwhile gets no new Job (the next pass
+		// decides again).
+		if err := r.clusterStable(ctx, ep); err != nil {
 			logger.Info("cluster not stable right before the cleanup Job; not creating it", "member", m.svc.Name, "err", err.Error())
 			return again, nil
 		}
@@ -508,11 +509,14 @@ func conditionTrue(j *batchv1.Job, t batchv1.JobConditionType) bool {
 }
 
 // clusterStable reads the ScyllaCluster now, through the API reader, and
-// returns nil only when it meets every precondition of a cleanup
-// (tokenring.ClusterPreconditions); an error wraps
-// tokenring.ErrPreconditionUnmet when the status does not, and is the
-// read's error otherwise (a ScyllaCluster gone included).
-func (r *Controller) clusterStable(ctx context.Context) error {
+// then, through endpoint's REST API, the nodes it sees joining, leaving,
+// moving and down (tokenring.Client.NodeStates). It returns nil only when
+// the status meets every precondition of a cleanup
+// (tokenring.ClusterPreconditions) and no node is changing the ring or
+// down; an error wraps tokenring.ErrPreconditionUnmet when one does not
+// hold, and is the read's error otherwise (a ScyllaCluster gone
+// included).
+func (r *Controller) clusterStable(ctx context.Context, endpoint string) error {
 	sc := &unstructured.Unstructured{}
 	sc.SetGroupVersionKind(ScyllaClusterGVK)
 	if err := r.reader.Get(ctx, clusterKey(r.cfg), sc); err != nil {
@@ -522,7 +526,24 @@ func (r *Controller) clusterStable(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return tokenring.ClusterPreconditions(status)
+	if err := tokenring.ClusterPreconditions(status); err != nil {
+		return err
+	}
+	c, err := tokenring.NewClient(r.cfg.APIURL(endpoint), r.cfg.ClientOptions)
+	if err != nil {
+		return err
+	}
+	nctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	nodes, err := c.NodeStates(nctx)
+	if err != nil {
+		return fmt.Errorf("cleanupctrl: reading the node states from %s: %w", endpoint, err)
+	}
+	if nodes.Changing() || len(nodes.Down) > 0 {
+		return fmt.Errorf("%w: %s sees nodes joining %v, leaving %v, moving %v, down %v",
+			tokenring.ErrPreconditionUnmet, endpoint, nodes.Joining, nodes.Leaving, nodes.Moving, nodes.Down)
+	}
+	return nil
 }
 
 // clusterStatus reads what the preconditions need from a ScyllaCluster.

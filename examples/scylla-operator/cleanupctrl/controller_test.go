@@ -569,3 +569,52 @@ func TestNoJobWhileANodeWentDownDuringThePass(t *testing.T) {
 	w.setStable(true)
 	w.waitFor("a cleanup Job once the cluster is stable again", func() bool { return len(w.jobs()) > 0 })
 }
+
+// TestNoJobWhileANodeJoinsDuringThePass: as above, but what changes after
+// the pass read the ScyllaCluster is what the nodes see: 10.0.0.10 starts
+// joining (the nodes list it in /storage_service/nodes/joining; its
+// tokens are not in the ring, so the ring and its hash are unchanged).
+// No Job is created while it joins; once it is gone, Jobs start.
+func TestNoJobWhileANodeJoinsDuringThePass(t *testing.T) {
+	nine := tokenringtest.RackedCluster(9)
+	w := newWorld(t, nine)
+	for _, n := range nine.Nodes {
+		svc := w.service(n.Endpoint)
+		patch := client.MergeFrom(svc.DeepCopy())
+		svc.Annotations[tokenring.LastCleanedUpTokenRingHashAnnotation] = tokenring.NeverCleanedUp
+		if err := w.c.Patch(context.Background(), svc, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	joining := func(join bool) {
+		for _, n := range nine.Nodes {
+			w.fake(n.Endpoint).Node().Update(func(c *tokenringtest.Cluster) {
+				c.Nodes = slices.DeleteFunc(c.Nodes, func(n tokenringtest.Node) bool { return n.Endpoint == "10.0.0.10" })
+				if join {
+					c.Nodes = append(c.Nodes, tokenringtest.Node{Endpoint: "10.0.0.10", HostID: "host-10", Datacenter: "dc1", Rack: "r1"})
+				}
+			})
+		}
+	}
+	joined := make(chan struct{})
+	reads := &clusterReads{after: func() { joining(true); close(joined) }}
+	w.startControllerWith(tokenring.ScheduleLimits{}, func(r client.Reader) client.Reader {
+		reads.Reader = r
+		return reads
+	})
+	select {
+	case <-joined:
+	case <-time.After(waitTimeout):
+		t.Fatal("the controller never read the ScyllaCluster")
+	}
+	w.waitFor("five more passes while 10.0.0.10 joins", func() bool { return reads.count() >= 6 })
+	if jobs := w.jobs(); len(jobs) > 0 {
+		var names []string
+		for _, j := range jobs {
+			names = append(names, j.Name)
+		}
+		t.Fatalf("Jobs %v created while a node was joining", names)
+	}
+	joining(false)
+	w.waitFor("a cleanup Job once no node joins", func() bool { return len(w.jobs()) > 0 })
+}
