@@ -212,6 +212,52 @@ func (c *Client) Location(ctx context.Context, endpoint string) (Location, error
 	return loc, nil
 }
 
+// NodeStates is what one node knows of the nodes changing the ring or
+// unreachable, as nodetool status reads it: each field lists endpoints.
+type NodeStates struct {
+	// Joining: bootstrapping, not yet in the ring
+	// (GET /storage_service/nodes/joining).
+	Joining []string
+	// Leaving: being decommissioned or removed
+	// (GET /storage_service/nodes/leaving).
+	Leaving []string
+	// Moving: moving their tokens (GET /storage_service/nodes/moving).
+	Moving []string
+	// Down: gossip sees them down (GET /gossiper/endpoint/down).
+	Down []string
+}
+
+// Changing reports whether any node joins, leaves or moves: the ring's
+// ranges are pending.
+func (s NodeStates) Changing() bool {
+	return len(s.Joining)+len(s.Leaving)+len(s.Moving) > 0
+}
+
+// NodeStates reads which nodes the node sees joining, leaving, moving and
+// down. An entry that is not a non-empty string is ErrMalformedReply.
+func (c *Client) NodeStates(ctx context.Context) (NodeStates, error) {
+	var st NodeStates
+	for _, q := range []struct {
+		path string
+		into *[]string
+	}{
+		{"/storage_service/nodes/joining", &st.Joining},
+		{"/storage_service/nodes/leaving", &st.Leaving},
+		{"/storage_service/nodes/moving", &st.Moving},
+		{"/gossiper/endpoint/down", &st.Down},
+	} {
+		if err := c.call(ctx, http.MethodGet, q.path, nil, q.into); err != nil {
+			return NodeStates{}, err
+		}
+		for i, ep := range *q.into {
+			if ep == "" {
+				return NodeStates{}, fmt.Errorf("%w: GET %s: entry %d is empty", ErrMalformedReply, q.path, i)
+			}
+		}
+	}
+	return st, nil
+}
+
 // StopCleanups implements Cleaner.
 func (c *Client) StopCleanups(ctx context.Context) error {
 	return c.call(ctx, http.MethodPost, "/compaction_manager/stop_compaction", url.Values{"type": {"CLEANUP"}}, nil)

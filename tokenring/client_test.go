@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -219,4 +220,39 @@ func TestRunCleanup(t *testing.T) {
 // setKeyspaces replaces the keyspaces of the server's cluster.
 func setKeyspaces(srv *tokenringtest.Server, keyspaces []tokenringtest.Keyspace) {
 	srv.Node().Update(func(c *tokenringtest.Cluster) { c.Keyspaces = keyspaces })
+}
+
+// TestClientReadsNodeStates: the nodes joining (a host ID and no tokens),
+// leaving, moving and down, from the four lists nodetool status reads;
+// an empty entry is a malformed reply, a failed list an error.
+func TestClientReadsNodeStates(t *testing.T) {
+	srv, c := newFake(t, tokenringtest.ServerOptions{}, "10.0.0.1")
+	ctx := context.Background()
+	st, err := c.NodeStates(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Changing() || !slices.Equal(st.Joining, []string{"10.0.0.3"}) || len(st.Leaving)+len(st.Moving)+len(st.Down) != 0 {
+		t.Fatalf("NodeStates = %+v, want only 10.0.0.3 joining", st)
+	}
+	srv.Node().Update(func(cl *tokenringtest.Cluster) {
+		cl.Nodes = cl.Nodes[:2]
+		cl.Nodes[1].Down = true
+	})
+	if st, err = c.NodeStates(ctx); err != nil || st.Changing() || !slices.Equal(st.Down, []string{"10.0.0.2"}) {
+		t.Fatalf("NodeStates = %+v, %v; want 10.0.0.2 down, nothing changing", st, err)
+	}
+	srv.Node().Update(func(cl *tokenringtest.Cluster) { cl.Nodes[0].Leaving, cl.Nodes[1].Moving = true, true })
+	if st, err = c.NodeStates(ctx); err != nil || !slices.Equal(st.Leaving, []string{"10.0.0.1"}) || !slices.Equal(st.Moving, []string{"10.0.0.2"}) {
+		t.Fatalf("NodeStates = %+v, %v; want 10.0.0.1 leaving, 10.0.0.2 moving", st, err)
+	}
+	srv.Override(http.MethodGet, "/storage_service/nodes/moving", http.StatusOK, `["10.0.0.2", ""]`)
+	if _, err := c.NodeStates(ctx); !errors.Is(err, tokenring.ErrMalformedReply) {
+		t.Fatalf("an empty entry: %v, want ErrMalformedReply", err)
+	}
+	srv.Override(http.MethodGet, "/storage_service/nodes/moving", 0, "")
+	srv.Override(http.MethodGet, "/gossiper/endpoint/down", http.StatusInternalServerError, `{"message": "boom", "code": 500}`)
+	if _, err := c.NodeStates(ctx); err == nil {
+		t.Fatal("a failed list read as no node down")
+	}
 }

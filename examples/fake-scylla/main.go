@@ -321,7 +321,7 @@ func parseSeed(data []byte) (tokenringtest.Cluster, error) {
 			return c, fmt.Errorf("node %s is given twice", n.Endpoint)
 		}
 		seen[n.Endpoint] = true
-		c.Nodes = append(c.Nodes, tokenringtest.Node(n))
+		c.Nodes = append(c.Nodes, tokenringtest.Node{Endpoint: n.Endpoint, HostID: n.HostID, Datacenter: n.Datacenter, Rack: n.Rack, Tokens: n.Tokens})
 	}
 	if !seen[s.Local] {
 		return c, fmt.Errorf("local %q is not one of the nodes", s.Local)

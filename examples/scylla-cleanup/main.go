@@ -40,6 +40,12 @@
 //	# command after a restart resumes without cleaning a done node again
 //	go run ./examples/scylla-cleanup -plan -run-cleanup -yes -state cleanup.json
 //
+// Right before each node's cleanup, -plan -run-cleanup reads from -api the
+// ring and the nodes joining, leaving, moving and down, and asks every node
+// of the ring for its host ID again: while a node is down or the ring
+// changes, no cleanup starts (the node is tried again after its backoff;
+// see the README).
+//
 // Exit codes: 0 done (or nothing to do), 1 failed, 2 bad usage, 3 dry run
 // that would clean, 4 refused by a safety rule.
 //
@@ -162,6 +168,10 @@ type config struct {
 	nodeAPIs    nodeAPIFlags
 	state       string // -state FILE for -plan -run-cleanup
 	attempts    int
+	// backoff is the driver's wait between a node's attempts; the zero
+	// value is tokenring's default (30 s doubling to 10 min). Tests
+	// shorten it; no flag sets it.
+	backoff tokenring.CleanupBackoff
 }
 
 // The values of -conflicts.

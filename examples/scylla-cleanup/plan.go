@@ -38,14 +38,7 @@ func plan(w, out io.Writer, c config, topo tokenring.Topology, analysis *tokenri
 	if analysis != nil {
 		needed = analysis.NeedsCleanup()
 	} else {
-		seen := map[string]bool{}
-		for _, o := range topo.Ring.Owners {
-			if !seen[o.Endpoint] {
-				seen[o.Endpoint] = true
-				needed = append(needed, o.Endpoint)
-			}
-		}
-		slices.Sort(needed)
+		needed = ringEndpoints(topo.Ring)
 	}
 	limits := tokenring.ScheduleLimits{MaxPerDatacenter: c.maxPerDC, RacksTogether: !c.rackAtATime}
 	if c.conflicts == conflictsDC {
@@ -89,7 +82,7 @@ func plan(w, out io.Writer, c config, topo tokenring.Topology, analysis *tokenri
 		fmt.Fprintf(w, "dry run: -run-cleanup would clean %s under the rules above, each as soon as they allow; add -yes to run it\n", cli.Count(len(needed), "node"))
 		return cli.DryRun("cleaned")
 	}
-	return follow(w, c, sched, needed, opts, local, analysis, hash, topo.Keyspaces)
+	return follow(w, c, sched, needed, opts, local, analysis, hash, topo)
 }
 
 // follow runs the plan's cleanups through a tokenring.CleanupDriver: each
@@ -97,9 +90,11 @@ func plan(w, out io.Writer, c config, topo tokenring.Topology, analysis *tokenri
 // wave by wave), a failed node is retried with backoff, and with -state
 // the driver's record of what is done and what runs is kept in a file,
 // so that a new run resumes: it re-runs first the nodes that were
-// running, and never again those that are done.
+// running, and never again those that are done. Each attempt is preceded
+// by liveCheck: no request reaches a node while the cluster is not stable.
 func follow(w io.Writer, c config, sched *tokenring.Scheduler, needed []string, opts tokenring.ClientOptions, local string,
-	analysis *tokenring.Analysis, hash string, keyspaces map[string]tokenring.Replication) error {
+	analysis *tokenring.Analysis, hash string, topo tokenring.Topology) error {
+	keyspaces := topo.Keyspaces
 	var store tokenring.CleanupStateStore = &tokenring.MemCleanupStateStore{}
 	if c.state != "" {
 		fs := fileStateStore{path: c.state, hash: hash, keyspaces: keyspaces}
@@ -137,6 +132,10 @@ func follow(w io.Writer, c config, sched *tokenring.Scheduler, needed []string, 
 				printf("  %s: dropped meanwhile (nothing to clean) %v\n", e.Endpoint, e.Report.Dropped)
 			}
 		case tokenring.CleanupRetry:
+			if errors.Is(e.Err, tokenring.ErrPreconditionUnmet) {
+				printf("  %s: not started, the cluster is not stable: %s; retrying after the backoff\n", e.Endpoint, oneLine(e.Err))
+				break
+			}
 			printf("  %s: attempt %d failed: %s; retrying after the backoff\n", e.Endpoint, e.Attempt, oneLine(e.Err))
 		case tokenring.CleanupGivenUp:
 			printf("  %s: failed, given up after %s: %s\n", e.Endpoint, cli.Count(e.Attempt, "attempt"), oneLine(e.Err))
@@ -148,7 +147,17 @@ func follow(w io.Writer, c config, sched *tokenring.Scheduler, needed []string, 
 		printf("  %s: cleaning ...\n", ep)
 		return nodeCleaner(c, opts, ep, local, analysis)
 	}
-	d, err := tokenring.NewCleanupDriver(tokenring.CleanupDriverOptions{Scheduler: sched, CleanerFor: cleanerFor, Store: store, MaxAttempts: c.attempts, Hooks: hooks})
+	// Right before each attempt, the cluster is read again: a node down
+	// or a ring changed since the plan holds every start (liveCheck).
+	api, err := tokenring.NewClient(string(c.api), opts)
+	if err != nil {
+		return fmt.Errorf("-api: %w", err)
+	}
+	live := liveCheck{api: api, planned: hash, nodes: ringEndpoints(topo.Ring), clientOf: func(ep string) (*tokenring.Client, error) {
+		return tokenring.NewClient(nodeAPI(c, ep, local), opts)
+	}}
+	d, err := tokenring.NewCleanupDriver(tokenring.CleanupDriverOptions{Scheduler: sched, CleanerFor: cleanerFor, Store: store,
+		MaxAttempts: c.attempts, Backoff: c.backoff, Hooks: hooks, Precondition: live.check})
 	if err != nil {
 		return err
 	}
@@ -296,6 +305,20 @@ func nodeCleaner(c config, opts tokenring.ClientOptions, ep, local string, analy
 		cleaner = onlyKeyspaces{Cleaner: client, keep: analysis.Nodes[ep].LostKeyspaces()}
 	}
 	return cleaner, nil
+}
+
+// ringEndpoints lists, sorted, the endpoints that own tokens in r.
+func ringEndpoints(r tokenring.Ring) []string {
+	var eps []string
+	seen := map[string]bool{}
+	for _, o := range r.Owners {
+		if !seen[o.Endpoint] {
+			seen[o.Endpoint] = true
+			eps = append(eps, o.Endpoint)
+		}
+	}
+	slices.Sort(eps)
+	return eps
 }
 
 // racksOf names the datacenter/rack pairs of a wave's nodes.

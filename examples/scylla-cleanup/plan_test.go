@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -45,6 +46,9 @@ func nineNodes(t *testing.T) (*cleanRecorder, []string) {
 		proxy := httputil.NewSingleHostReverseProxy(target)
 		ep := n.Endpoint
 		front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if rec.intercept != nil && rec.intercept(ep, w, r) {
+				return
+			}
 			if r.Method == http.MethodPost && r.URL.Path == "/compaction_manager/stop_compaction" {
 				rec.stop(ep)
 			}
@@ -70,6 +74,9 @@ type cleanRecorder struct {
 	shares map[[2]string]bool
 	apis   map[string]string
 	fakes  map[string]*tokenringtest.Server
+	// intercept, if set before the tool runs, sees every request first;
+	// true means it answered.
+	intercept func(ep string, w http.ResponseWriter, r *http.Request) bool
 
 	mu         sync.Mutex
 	cleaning   map[string]bool
@@ -697,5 +704,228 @@ func TestReachNodesAsksEveryNodeAtOnce(t *testing.T) {
 	}
 	if err := reachNodes(c, tokenring.ClientOptions{}, needed, ""); err != nil {
 		t.Fatalf("reachNodes: %v", err)
+	}
+}
+
+// TestPlanRunCleanupHoldsWhileANodeIsDown: 10.0.0.5 answers the
+// preflight, then is down (its API answers 503) for its next three
+// host-ID requests, the checks made right before cleanups. No cleanup
+// request reaches any node until it answers again; then the run goes on
+// and cleans all nine.
+func TestPlanRunCleanupHoldsWhileANodeIsDown(t *testing.T) {
+	rec, nodeAPIs := nineNodes(t)
+	const downEp, downChecks = "10.0.0.5", 3
+	var mu sync.Mutex
+	asked, down := 0, false
+	var early []string
+	rec.intercept = func(ep string, w http.ResponseWriter, r *http.Request) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if ep == downEp && r.URL.Path == "/storage_service/hostid/local" {
+			asked++
+			// First the preflight; then down for downChecks requests;
+			// then up for good.
+			down = asked > 1 && asked <= 1+downChecks
+		}
+		if strings.HasPrefix(r.URL.Path, "/storage_service/keyspace_cleanup/") && (down || asked <= 1+downChecks) {
+			early = append(early, ep)
+		}
+		if ep == downEp && down {
+			http.Error(w, `{"message": "node down", "code": 503}`, http.StatusServiceUnavailable)
+			return true
+		}
+		return false
+	}
+	args := append(append([]string{"-api", rec.apis["10.0.0.1"], "-plan", "-run-cleanup", "-yes", "-attempts", "20"}, shopRF3...), nodeAPIs...)
+	c, err := parseArgs(args, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.backoff = tokenring.CleanupBackoff{Initial: time.Millisecond, Max: 5 * time.Millisecond}
+	var out bytes.Buffer
+	if err := run(&out, c); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(early) > 0 {
+		t.Errorf("cleanup requests reached %v while %s was down (or before it answered again)", early, downEp)
+	}
+	if asked <= 1+downChecks {
+		t.Fatalf("%s was asked %d times: the run never checked it while down", downEp, asked)
+	}
+	for _, want := range []string{"not started, the cluster is not stable: ", "10.0.0.5 (", "cleaned 9 nodes\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	for ep, fake := range rec.fakes {
+		if got := fake.Node().Cleaned(); !slices.Equal(got, []string{"shop"}) {
+			t.Errorf("%s cleaned %v", ep, got)
+		}
+	}
+	if len(rec.violations) > 0 {
+		t.Fatalf("replicas of one range cleaned together: %v", rec.violations)
+	}
+}
+
+// TestPlanRunCleanupRefusesAfterTheRingChanged: a node joins (its tokens
+// enter the ring) after the plan was made: the plan is for the old ring,
+// so no node starts; with -attempts 2 every node is given up, and the
+// message says to plan again.
+func TestPlanRunCleanupRefusesAfterTheRingChanged(t *testing.T) {
+	rec, nodeAPIs := nineNodes(t)
+	var cleanups []string
+	var mu sync.Mutex
+	asked := 0
+	rec.intercept = func(ep string, w http.ResponseWriter, r *http.Request) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.URL.Path == "/storage_service/hostid/local" {
+			// The first request reads -api's ring hash; the next nine
+			// reach the nodes (the preflight) after the plan. The ring
+			// changes with the last of them.
+			if asked++; asked == 10 {
+				rec.fakes["10.0.0.1"].Node().Update(func(c *tokenringtest.Cluster) {
+					c.Nodes = append(c.Nodes, tokenringtest.Node{Endpoint: "10.0.0.10", HostID: "h10", Datacenter: "dc1", Rack: "r1", Tokens: []string{"12345"}})
+				})
+			}
+		}
+		if strings.HasPrefix(r.URL.Path, "/storage_service/keyspace_cleanup/") {
+			cleanups = append(cleanups, ep)
+		}
+		return false
+	}
+	args := append(append([]string{"-api", rec.apis["10.0.0.1"], "-plan", "-run-cleanup", "-yes", "-attempts", "2"}, shopRF3...), nodeAPIs...)
+	c, err := parseArgs(args, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.backoff = tokenring.CleanupBackoff{Initial: time.Millisecond, Max: time.Millisecond}
+	var out bytes.Buffer
+	err = run(&out, c)
+	if !errors.Is(err, tokenring.ErrPreconditionUnmet) {
+		t.Fatalf("run: %v, want ErrPreconditionUnmet\n%s", err, out.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(cleanups) > 0 {
+		t.Errorf("cleanup requests reached %v after the ring changed", cleanups)
+	}
+	for _, want := range []string{"the token ring changed since the plan (a node joined, left or moved): plan again", "stopped: 0 nodes done, 9 nodes failed"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestPlanRunCleanupHoldsWhileANodeJoins: a node starts joining (-api
+// lists it in /storage_service/nodes/joining; its tokens are not in the
+// ring yet) after the plan was made: no node starts, and with -attempts 2
+// each is given up, saying which node joins.
+func TestPlanRunCleanupHoldsWhileANodeJoins(t *testing.T) {
+	rec, nodeAPIs := nineNodes(t)
+	var cleanups []string
+	var mu sync.Mutex
+	asked := 0
+	rec.intercept = func(ep string, w http.ResponseWriter, r *http.Request) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.URL.Path == "/storage_service/hostid/local" {
+			// As in TestPlanRunCleanupRefusesAfterTheRingChanged: the
+			// tenth request is the preflight's last.
+			if asked++; asked == 10 {
+				rec.fakes["10.0.0.1"].Node().Update(func(c *tokenringtest.Cluster) {
+					c.Nodes = append(c.Nodes, tokenringtest.Node{Endpoint: "10.0.0.10", HostID: "h10", Datacenter: "dc1", Rack: "r1"})
+				})
+			}
+		}
+		if strings.HasPrefix(r.URL.Path, "/storage_service/keyspace_cleanup/") {
+			cleanups = append(cleanups, ep)
+		}
+		return false
+	}
+	args := append(append([]string{"-api", rec.apis["10.0.0.1"], "-plan", "-run-cleanup", "-yes", "-attempts", "2"}, shopRF3...), nodeAPIs...)
+	c, err := parseArgs(args, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.backoff = tokenring.CleanupBackoff{Initial: time.Millisecond, Max: time.Millisecond}
+	var out bytes.Buffer
+	if err := run(&out, c); !errors.Is(err, tokenring.ErrPreconditionUnmet) {
+		t.Fatalf("run: %v, want ErrPreconditionUnmet\n%s", err, out.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(cleanups) > 0 {
+		t.Errorf("cleanup requests reached %v while 10.0.0.10 was joining", cleanups)
+	}
+	for _, want := range []string{"the ring is changing: joining 10.0.0.10", "stopped: 0 nodes done, 9 nodes failed"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestPlanRunCleanupHoldsWhileGossipSeesANodeDown: after the preflight,
+// -api's gossip lists 10.0.0.5 down (its API still answers) for three
+// reads: no cleanup request reaches any node meanwhile; then it is up
+// and the run cleans all nine.
+func TestPlanRunCleanupHoldsWhileGossipSeesANodeDown(t *testing.T) {
+	rec, nodeAPIs := nineNodes(t)
+	const downReads = 3
+	var mu sync.Mutex
+	asked, reads := 0, 0
+	var early []string
+	setDown := func(down bool) {
+		rec.fakes["10.0.0.1"].Node().Update(func(c *tokenringtest.Cluster) {
+			for i := range c.Nodes {
+				if c.Nodes[i].Endpoint == "10.0.0.5" {
+					c.Nodes[i].Down = down
+				}
+			}
+		})
+	}
+	rec.intercept = func(ep string, w http.ResponseWriter, r *http.Request) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case r.URL.Path == "/storage_service/hostid/local":
+			if asked++; asked == 10 {
+				setDown(true) // after the preflight's last request
+			}
+		case ep == "10.0.0.1" && r.URL.Path == "/gossiper/endpoint/down":
+			if reads++; reads > downReads {
+				setDown(false)
+			}
+		case strings.HasPrefix(r.URL.Path, "/storage_service/keyspace_cleanup/") && reads <= downReads:
+			early = append(early, ep)
+		}
+		return false
+	}
+	args := append(append([]string{"-api", rec.apis["10.0.0.1"], "-plan", "-run-cleanup", "-yes", "-attempts", "20"}, shopRF3...), nodeAPIs...)
+	c, err := parseArgs(args, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.backoff = tokenring.CleanupBackoff{Initial: time.Millisecond, Max: 5 * time.Millisecond}
+	var out bytes.Buffer
+	if err := run(&out, c); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(early) > 0 {
+		t.Errorf("cleanup requests reached %v while gossip saw 10.0.0.5 down", early)
+	}
+	for _, want := range []string{"10.0.0.5 (down for gossip)", "cleaned 9 nodes\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	for ep, fake := range rec.fakes {
+		if got := fake.Node().Cleaned(); !slices.Equal(got, []string{"shop"}) {
+			t.Errorf("%s cleaned %v", ep, got)
+		}
 	}
 }

@@ -29,6 +29,11 @@ type Node struct {
 	// Tokens are the node's normal tokens, canonical decimal strings; none
 	// while it joins. ScyllaDB reports a ring's tokens sorted numerically.
 	Tokens []string
+	// Leaving, Moving and Down say what every node reports of this one:
+	// listed by GET /storage_service/nodes/leaving (being decommissioned
+	// or removed), .../moving, or GET /gossiper/endpoint/down. A node
+	// with a HostID and no Tokens is listed by .../nodes/joining.
+	Leaving, Moving, Down bool
 }
 
 // Keyspace is one keyspace of a Cluster.

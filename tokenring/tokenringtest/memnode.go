@@ -201,6 +201,34 @@ func (n *MemNode) CleanupKeyspace(ctx context.Context, keyspace string) error {
 	return nil
 }
 
+// NodeStates says which nodes are joining (a HostID and no Tokens),
+// leaving, moving and down, each list sorted.
+func (n *MemNode) NodeStates(ctx context.Context) (tokenring.NodeStates, error) {
+	c, err := n.view(ctx)
+	if err != nil {
+		return tokenring.NodeStates{}, err
+	}
+	var st tokenring.NodeStates
+	for _, node := range c.Nodes {
+		if node.HostID != "" && len(node.Tokens) == 0 {
+			st.Joining = append(st.Joining, node.Endpoint)
+		}
+		if node.Leaving {
+			st.Leaving = append(st.Leaving, node.Endpoint)
+		}
+		if node.Moving {
+			st.Moving = append(st.Moving, node.Endpoint)
+		}
+		if node.Down {
+			st.Down = append(st.Down, node.Endpoint)
+		}
+	}
+	for _, l := range [][]string{st.Joining, st.Leaving, st.Moving, st.Down} {
+		slices.Sort(l)
+	}
+	return st, nil
+}
+
 // view returns a copy of the cluster, or ctx's error once ctx is done.
 func (n *MemNode) view(ctx context.Context) (Cluster, error) {
 	if err := ctx.Err(); err != nil {

@@ -126,6 +126,19 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 			pairs = append(pairs, tokenring.TokenEndpoint{Token: ep, Endpoint: ids[ep]})
 		}
 		writeJSON(w, pairs)
+	case get && (path == "/storage_service/nodes/joining" || path == "/storage_service/nodes/leaving" ||
+		path == "/storage_service/nodes/moving" || path == "/gossiper/endpoint/down"):
+		st, err := n.NodeStates(ctx)
+		if err != nil {
+			writeFailure(w, err)
+			return
+		}
+		list := map[string][]string{"/storage_service/nodes/joining": st.Joining, "/storage_service/nodes/leaving": st.Leaving,
+			"/storage_service/nodes/moving": st.Moving, "/gossiper/endpoint/down": st.Down}[path]
+		if list == nil {
+			list = []string{} // ScyllaDB answers an empty list with []
+		}
+		writeJSON(w, list)
 	case get && path == "/storage_service/tokens":
 		writeResult(w)(n.Tokens(ctx))
 	case get && strings.HasPrefix(path, "/storage_service/tokens/"):

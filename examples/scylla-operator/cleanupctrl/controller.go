@@ -247,6 +247,15 @@ func (r *Controller) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 	for _, ep := range step.Start {
 		m := byEndpoint[ep]
+		// The status Decide read is from the start of this pass, before
+		// the nodes' APIs were read: read it again right before each Job,
+		// with what the node itself sees, so that a cluster that started
+		// scaling or lost a node meanwhile gets no new Job (the next pass
+		// decides again).
+		if err := r.clusterStable(ctx, ep); err != nil {
+			logger.Info("cluster not stable right before the cleanup Job; not creating it", "member", m.svc.Name, "err", err.Error())
+			return again, nil
+		}
 		// Write ahead: the record exists before the Job, so a restart
 		// that finds the record and no Job stops the node's cleanups
 		// before a neighbour starts.
@@ -497,6 +506,44 @@ func conditionTrue(j *batchv1.Job, t batchv1.JobConditionType) bool {
 		}
 	}
 	return false
+}
+
+// clusterStable reads the ScyllaCluster now, through the API reader, and
+// then, through endpoint's REST API, the nodes it sees joining, leaving,
+// moving and down (tokenring.Client.NodeStates). It returns nil only when
+// the status meets every precondition of a cleanup
+// (tokenring.ClusterPreconditions) and no node is changing the ring or
+// down; an error wraps tokenring.ErrPreconditionUnmet when one does not
+// hold, and is the read's error otherwise (a ScyllaCluster gone
+// included).
+func (r *Controller) clusterStable(ctx context.Context, endpoint string) error {
+	sc := &unstructured.Unstructured{}
+	sc.SetGroupVersionKind(ScyllaClusterGVK)
+	if err := r.reader.Get(ctx, clusterKey(r.cfg), sc); err != nil {
+		return fmt.Errorf("cleanupctrl: reading the ScyllaCluster again: %w", err)
+	}
+	status, err := clusterStatus(sc)
+	if err != nil {
+		return err
+	}
+	if err := tokenring.ClusterPreconditions(status); err != nil {
+		return err
+	}
+	c, err := tokenring.NewClient(r.cfg.APIURL(endpoint), r.cfg.ClientOptions)
+	if err != nil {
+		return err
+	}
+	nctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	nodes, err := c.NodeStates(nctx)
+	if err != nil {
+		return fmt.Errorf("cleanupctrl: reading the node states from %s: %w", endpoint, err)
+	}
+	if nodes.Changing() || len(nodes.Down) > 0 {
+		return fmt.Errorf("%w: %s sees nodes joining %v, leaving %v, moving %v, down %v",
+			tokenring.ErrPreconditionUnmet, endpoint, nodes.Joining, nodes.Leaving, nodes.Moving, nodes.Down)
+	}
+	return nil
 }
 
 // clusterStatus reads what the preconditions need from a ScyllaCluster.

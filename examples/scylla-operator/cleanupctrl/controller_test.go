@@ -10,6 +10,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/caretaker-storage/caretaker/examples/scylla-operator/cleanupctrl"
@@ -474,4 +475,146 @@ func maps(m map[string]int) func(func(string) bool) {
 			}
 		}
 	}
+}
+
+// clusterReads counts the controller's reads of the ScyllaCluster and
+// calls after once after the first.
+type clusterReads struct {
+	client.Reader
+	after func()
+
+	mu    sync.Mutex
+	reads int
+}
+
+func (r *clusterReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := r.Reader.Get(ctx, key, obj, opts...)
+	if u, ok := obj.(*unstructured.Unstructured); ok && u.GetKind() == cleanupctrl.ScyllaClusterGVK.Kind {
+		r.mu.Lock()
+		r.reads++
+		first := r.reads == 1
+		r.mu.Unlock()
+		if first && r.after != nil {
+			r.after()
+		}
+	}
+	return err
+}
+
+func (r *clusterReads) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reads
+}
+
+// setNodeDown writes a ScyllaCluster status with a node down (Available
+// False, Degraded True), as scylla-operator does when a pod is not ready.
+func (w *world) setNodeDown(ctx context.Context) error {
+	sc := &unstructured.Unstructured{}
+	sc.SetGroupVersionKind(cleanupctrl.ScyllaClusterGVK)
+	if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "basic"}, sc); err != nil {
+		return err
+	}
+	now := time.Now().UTC().Format(time.RFC3339)
+	cond := func(t, s string) map[string]any {
+		return map[string]any{"type": t, "status": s, "reason": "NodeDown", "message": "", "lastTransitionTime": now, "observedGeneration": sc.GetGeneration()}
+	}
+	sc.Object["status"] = map[string]any{
+		"observedGeneration": sc.GetGeneration(),
+		"conditions":         []any{cond("StatefulSetControllerProgressing", "False"), cond("Available", "False"), cond("Degraded", "True")},
+	}
+	return w.c.Status().Update(ctx, sc)
+}
+
+// TestNoJobWhileANodeWentDownDuringThePass: the controller reads a stable
+// ScyllaCluster at the start of its pass, then a node goes down (Degraded)
+// while it reads the nodes' APIs. Every node needs a cleanup (recorded
+// never cleaned up), yet no Job is created from the stale status, nor in
+// the passes after while the cluster stays degraded; once it is stable
+// again, Jobs start.
+func TestNoJobWhileANodeWentDownDuringThePass(t *testing.T) {
+	w := newWorld(t, tokenringtest.RackedCluster(9))
+	for _, n := range tokenringtest.RackedCluster(9).Nodes {
+		svc := w.service(n.Endpoint)
+		patch := client.MergeFrom(svc.DeepCopy())
+		svc.Annotations[tokenring.LastCleanedUpTokenRingHashAnnotation] = tokenring.NeverCleanedUp
+		if err := w.c.Patch(context.Background(), svc, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	downErr := make(chan error, 1)
+	reads := &clusterReads{}
+	reads.after = func() { downErr <- w.setNodeDown(context.Background()) }
+	w.startControllerWith(tokenring.ScheduleLimits{}, func(r client.Reader) client.Reader {
+		reads.Reader = r
+		return reads
+	})
+	select {
+	case err := <-downErr:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("the controller never read the ScyllaCluster")
+	}
+	// Several passes (a pass reads the ScyllaCluster at least once).
+	w.waitFor("five more passes over the degraded cluster", func() bool { return reads.count() >= 6 })
+	if jobs := w.jobs(); len(jobs) > 0 {
+		var names []string
+		for _, j := range jobs {
+			names = append(names, j.Name)
+		}
+		t.Fatalf("Jobs %v created while a node was down", names)
+	}
+	w.setStable(true)
+	w.waitFor("a cleanup Job once the cluster is stable again", func() bool { return len(w.jobs()) > 0 })
+}
+
+// TestNoJobWhileANodeJoinsDuringThePass: as above, but what changes after
+// the pass read the ScyllaCluster is what the nodes see: 10.0.0.10 starts
+// joining (the nodes list it in /storage_service/nodes/joining; its
+// tokens are not in the ring, so the ring and its hash are unchanged).
+// No Job is created while it joins; once it is gone, Jobs start.
+func TestNoJobWhileANodeJoinsDuringThePass(t *testing.T) {
+	nine := tokenringtest.RackedCluster(9)
+	w := newWorld(t, nine)
+	for _, n := range nine.Nodes {
+		svc := w.service(n.Endpoint)
+		patch := client.MergeFrom(svc.DeepCopy())
+		svc.Annotations[tokenring.LastCleanedUpTokenRingHashAnnotation] = tokenring.NeverCleanedUp
+		if err := w.c.Patch(context.Background(), svc, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	joining := func(join bool) {
+		for _, n := range nine.Nodes {
+			w.fake(n.Endpoint).Node().Update(func(c *tokenringtest.Cluster) {
+				c.Nodes = slices.DeleteFunc(c.Nodes, func(n tokenringtest.Node) bool { return n.Endpoint == "10.0.0.10" })
+				if join {
+					c.Nodes = append(c.Nodes, tokenringtest.Node{Endpoint: "10.0.0.10", HostID: "host-10", Datacenter: "dc1", Rack: "r1"})
+				}
+			})
+		}
+	}
+	joined := make(chan struct{})
+	reads := &clusterReads{after: func() { joining(true); close(joined) }}
+	w.startControllerWith(tokenring.ScheduleLimits{}, func(r client.Reader) client.Reader {
+		reads.Reader = r
+		return reads
+	})
+	select {
+	case <-joined:
+	case <-time.After(waitTimeout):
+		t.Fatal("the controller never read the ScyllaCluster")
+	}
+	w.waitFor("five more passes while 10.0.0.10 joins", func() bool { return reads.count() >= 6 })
+	if jobs := w.jobs(); len(jobs) > 0 {
+		var names []string
+		for _, j := range jobs {
+			names = append(names, j.Name)
+		}
+		t.Fatalf("Jobs %v created while a node was joining", names)
+	}
+	joining(false)
+	w.waitFor("a cleanup Job once no node joins", func() bool { return len(w.jobs()) > 0 })
 }

@@ -15,7 +15,10 @@
 //     preconditions scylla-operator's cleanup controller uses
 //     (tokenring.Decide): the status observed the current generation,
 //     StatefulSetControllerProgressing is not True, Available is True and
-//     Degraded is False.
+//     Degraded is False. The status is read at the start of each pass and
+//     again right before each Job is created, with the nodes the Job's
+//     node sees joining, leaving, moving or down (none may be); a Job
+//     already created runs whatever the cluster becomes.
 //   - The member Services, labelled scylla/cluster=<name> and
 //     scylla-operator.scylladb.com/scylla-service-type=member, with
 //     scylla/datacenter and scylla/rack, and the annotations

@@ -228,6 +228,13 @@ func (w *world) endpointOfMember(name string) string {
 // returned stop is called (which waits for it to end).
 func (w *world) startController(limits tokenring.ScheduleLimits) (stop func()) {
 	w.t.Helper()
+	return w.startControllerWith(limits, nil)
+}
+
+// startControllerWith is startController whose manager reads through
+// wrap(the manager's API reader) when wrap is not nil.
+func (w *world) startControllerWith(limits tokenring.ScheduleLimits, wrap func(client.Reader) client.Reader) (stop func()) {
+	w.t.Helper()
 	// The controller's log (controller-runtime's, through its manager)
 	// is printed if the test fails.
 	logger, _ := kubetest.HostLog(w.t, "controller")
@@ -241,6 +248,9 @@ func (w *world) startController(limits tokenring.ScheduleLimits) (stop func()) {
 	})
 	if err != nil {
 		w.t.Fatal(err)
+	}
+	if wrap != nil {
+		mgr = readerManager{Manager: mgr, reader: wrap(mgr.GetAPIReader())}
 	}
 	_, err = cleanupctrl.Setup(mgr, cleanupctrl.Config{
 		Namespace: w.ns, Cluster: "basic", Image: "example.com/scylla-cleanup:test", Limits: limits,
@@ -407,3 +417,11 @@ func (w *world) scheduler() *tokenring.Scheduler {
 	}
 	return s
 }
+
+// readerManager is a manager whose API reader is another.
+type readerManager struct {
+	manager.Manager
+	reader client.Reader
+}
+
+func (m readerManager) GetAPIReader() client.Reader { return m.reader }
