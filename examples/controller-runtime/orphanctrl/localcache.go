@@ -63,11 +63,26 @@ var ErrWatchList = errors.New("orphanctrl: the node-local replica watch does not
 // Volumes are filtered the same way, by name: the cache holds only the
 // volumes the node's sweep asks the last-copy guard about (those of its
 // orphan candidates and records, a handful). A volume becomes wanted
-// when its copy here is orphaned, which no selector knows in advance, so
-// a newly wanted volume ends the watch with Expired and the informer
-// lists anew; until the cache holds that list, the sweep passes the
-// guard an incomplete view, in which every volume is unknown, never
-// deleted.
+// when its copy here is orphaned, which no selector knows in advance,
+// and it may have been dropped before. Ending the watch for it would
+// make client-go's reflector relist after its backoff (0.8 s doubling
+// to 30 s, reset only after 2 minutes without one: volumes wanted one
+// after another would leave the guard without volumes for tens of
+// seconds), so the running watch reads each newly wanted name at the
+// latest version (a LIST by the field selector metadata.name, a
+// consistent read) and passes the informer what it read: an addition,
+// or the deletion of a cached volume that is gone; then a bookmark at
+// the watch's own resource version, so that a watch restarted from the
+// reflector's version misses nothing. Events of a name read so that are
+// not newer than the read were queued before it and are dropped: passed,
+// they would take the cache back to an older state (a volume faulted
+// now shown healthy, as it was). This compares resource versions as
+// numbers, which kube-apiserver's etcd3 storage makes them (etcd
+// revisions, APIObjectVersioner in k8s.io/apiserver/pkg/storage/etcd3);
+// one that is not a number, or a read that fails, ends the watch with
+// Expired, and the informer lists anew. Until the cache holds the read,
+// the sweep passes the guard an incomplete view, in which every volume
+// is unknown, never deleted.
 //
 // Every LIST, a relist too, reads the latest version, never the version
 // the reflector last synced: client-go's reflector relists "not older
