@@ -162,11 +162,16 @@ func TestVolumesWantedOneAfterAnotherDoNotStallTheCache(t *testing.T) {
 	t.Logf("%d volumes wanted one a second: %v until all guarded; the Volume cache not ready %v in all (longest %v); Volume requests: %d LIST, %d WATCH, %d GET",
 		n, elapsed.Round(10*time.Millisecond), notReady, longest, lists, watches, gets)
 	// Each growth takes one read of the newly wanted volume: well under a
-	// second each, whatever the reflector's backoff.
-	if notReady > 5*time.Second {
-		t.Errorf("the Volume cache was not ready %v in all over %d growths; want under 5 s", notReady, n)
+	// second each, whatever the reflector's backoff (ending the watch
+	// each time left the cache not ready 7.7 to 17 s in all here, the
+	// longest stall 4.6 to 10 s).
+	if notReady > 3*time.Second {
+		t.Errorf("the Volume cache was not ready %v in all over %d growths; want under 3 s", notReady, n)
 	}
 	if lists > 3*n {
 		t.Errorf("%d Volume LISTs for %d growths", lists, n)
+	}
+	if watches != 0 {
+		t.Errorf("the Volume watch was started %d times: a growth ended it", watches)
 	}
 }
