@@ -22,17 +22,17 @@ type volumeServer struct {
 	t  *testing.T
 	ns string
 
-	mu      sync.Mutex
-	rv      int
-	objs    map[string]unstructured.Unstructured
-	reads   []string // the field selector of each LIST
-	onRead  func()   // called once (mu not held) before a LIST by name answers
-	readErr error    // returned by a LIST by name
-	watcher *watch.FakeWatcher
+	mu       sync.Mutex
+	rv       int
+	objs     map[string]unstructured.Unstructured
+	reads    []string             // the field selector of each LIST
+	onRead   func()               // called once (mu not held) before a LIST by name answers
+	readErr  error                // returned by a LIST by name
+	watchers []*watch.FakeWatcher // one per WATCH, the last one running
 }
 
 func newVolumeServer(t *testing.T, ns string) *volumeServer {
-	return &volumeServer{t: t, ns: ns, objs: map[string]unstructured.Unstructured{}, watcher: watch.NewFakeWithChanSize(16, false)}
+	return &volumeServer{t: t, ns: ns, objs: map[string]unstructured.Unstructured{}}
 }
 
 // set creates or updates the Volume name with robustness, at a new
@@ -116,7 +116,18 @@ func (s *volumeServer) ListWithContext(_ context.Context, o metav1.ListOptions) 
 }
 
 func (s *volumeServer) WatchWithContext(context.Context, metav1.ListOptions) (watch.Interface, error) {
-	return s.watcher, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := watch.NewFakeWithChanSize(16, false)
+	s.watchers = append(s.watchers, w)
+	return w, nil
+}
+
+// watcher is the running watch, which gives what the test pushes.
+func (s *volumeServer) watcher() *watch.FakeWatcher {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.watchers[len(s.watchers)-1]
 }
 
 // informer stands for the Volume informer: it lists, watches from the
@@ -233,7 +244,7 @@ func TestNewlyWantedVolumeIsReadWithoutEndingTheWatch(t *testing.T) {
 	}
 
 	// The watch goes on: a later change of the volume passes.
-	srv.watcher.Modify(srv.set("pvc-a", "healthy"))
+	srv.watcher().Modify(srv.set("pvc-a", "healthy"))
 	if ev := in.next(); ev.Type != watch.Modified || in.robustness("pvc-a") != "healthy@3" {
 		t.Fatalf("%s, pvc-a %s; want the change, healthy@3", ev.Type, in.robustness("pvc-a"))
 	}
@@ -253,8 +264,8 @@ func TestEventsQueuedBeforeTheReadAreDropped(t *testing.T) {
 	srv.whileReading(func() {
 		// While the volume is read, two changes are made: the watch
 		// gives the first only after the read.
-		srv.watcher.Modify(srv.set("pvc-a", "healthy")) // 2, queued
-		srv.set("pvc-a", "faulted")                     // 3, read
+		srv.watcher().Modify(srv.set("pvc-a", "healthy")) // 2, queued
+		srv.set("pvc-a", "faulted")                       // 3, read
 	}, nil)
 	lc.setVolumes(map[string]bool{"pvc-a": true})
 	if ev := in.next(); ev.Type != watch.Added || in.robustness("pvc-a") != "faulted@3" {
@@ -264,8 +275,8 @@ func TestEventsQueuedBeforeTheReadAreDropped(t *testing.T) {
 	if !lc.volumesReady(in.cached()) {
 		t.Fatal("not ready once the cache holds the read volume")
 	}
-	srv.watcher.Modify(srv.get("pvc-a"))             // 3, the read itself
-	srv.watcher.Modify(srv.set("pvc-a", "degraded")) // 4
+	srv.watcher().Modify(srv.get("pvc-a"))             // 3, the read itself
+	srv.watcher().Modify(srv.set("pvc-a", "degraded")) // 4
 	ev := in.next()
 	if ev.Type != watch.Modified || in.robustness("pvc-a") != "degraded@4" {
 		t.Fatalf("%s, pvc-a %s; want the older events dropped and degraded@4 passed", ev.Type, in.robustness("pvc-a"))
@@ -293,7 +304,7 @@ func TestVolumeWantedAgainIsReadAgain(t *testing.T) {
 		t.Fatal("not ready after the wanted set shrank")
 	}
 	gone := srv.remove("pvc-a") // 2, the watch has not given it yet
-	srv.whileReading(func() { srv.watcher.Delete(gone) }, nil)
+	srv.whileReading(func() { srv.watcher().Delete(gone) }, nil)
 	lc.setVolumes(map[string]bool{"pvc-a": true})
 	if lc.volumesReady(in.cached()) {
 		t.Fatal("ready when wanted again before it is read again")
@@ -305,8 +316,8 @@ func TestVolumeWantedAgainIsReadAgain(t *testing.T) {
 	if !lc.volumesReady(in.cached()) {
 		t.Fatal("not ready once the cache lacks the deleted volume")
 	}
-	srv.watcher.Modify(srv.set("pvc-c", "healthy")) // 3: not wanted, dropped; clears the floors
-	srv.watcher.Add(srv.set("pvc-a", "degraded"))   // 4: created again
+	srv.watcher().Modify(srv.set("pvc-c", "healthy")) // 3: not wanted, dropped; clears the floors
+	srv.watcher().Add(srv.set("pvc-a", "degraded"))   // 4: created again
 	if ev := in.next(); ev.Type != watch.Added || in.robustness("pvc-a") != "degraded@4" {
 		t.Fatalf("%s, pvc-a %s; want the new volume added, degraded@4", ev.Type, in.robustness("pvc-a"))
 	}
@@ -342,5 +353,39 @@ func TestFailedReadRelists(t *testing.T) {
 	}
 	if items := obj.(*unstructured.UnstructuredList).Items; len(items) != 1 || !lc.volumesReady(items) {
 		t.Fatalf("after the relist: %d items, ready %v", len(items), lc.volumesReady(items))
+	}
+}
+
+// TestRestartedWatchDropsReplayedOlderEvents: the informer's resource
+// version is put back where the watch was when the volume was read (the
+// bookmark), so a watch restarted from it replays the events queued
+// before the read; they are dropped there too.
+func TestRestartedWatchDropsReplayedOlderEvents(t *testing.T) {
+	const ns = "longhorn-system"
+	lc := NewLocalCache(ns, "node-1")
+	srv := newVolumeServer(t, ns)
+	srv.set("pvc-a", "healthy") // 1
+	in := startInformer(t, lc.volumes, srv)
+	stale := srv.set("pvc-a", "healthy") // 2, not given by the watch yet
+	srv.set("pvc-a", "faulted")          // 3
+	lc.setVolumes(map[string]bool{"pvc-a": true})
+	in.next()
+	if ev := in.next(); ev.Type != watch.Bookmark || in.lastRV != "1" || in.robustness("pvc-a") != "faulted@3" {
+		t.Fatalf("%s at %s, pvc-a %s; want a bookmark at 1, faulted@3", ev.Type, in.lastRV, in.robustness("pvc-a"))
+	}
+	// The watch ends (a server timeout); the reflector watches again
+	// from its resource version, without a LIST.
+	in.w.Stop()
+	lw := &localLW{f: lc.volumes, gvk: VolumeGVK, inner: srv}
+	w, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: in.lastRV})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	in.w = w
+	srv.watcher().Modify(stale)                       // 2, replayed
+	srv.watcher().Modify(srv.set("pvc-a", "faulted")) // 4
+	if ev := in.next(); ev.Type != watch.Modified || in.robustness("pvc-a") != "faulted@4" {
+		t.Fatalf("%s, pvc-a %s; want the replayed older event dropped and faulted@4 passed", ev.Type, in.robustness("pvc-a"))
 	}
 }
