@@ -327,7 +327,8 @@ func (c *Controller) refresh(ctx context.Context) error {
 // With a LocalCache, the cache holds only the volumes the sweep asks
 // about (orphan.VolumesAsked of snap and recs): they are set as the Volume
 // filter's selection first, and the list is complete only once the cache
-// holds a LIST made with every one of them selected. Until then a wanted
+// holds a consistent read of every one of them (the informer's LIST, or
+// the read by name of a newly wanted one). Until then a wanted
 // volume the cache lacks may only have been filtered out, so the list is
 // incomplete (every volume unknown, never deleted), and pending asks the
 // caller to sweep again shortly.
@@ -344,7 +345,7 @@ func (c *Controller) volumeStates(ctx context.Context, snap orphan.Snapshot, rec
 		return nil, false, false
 	}
 	if lc != nil && !lc.volumesReady(list.Items) {
-		c.log.Info("the wanted volumes are being listed anew: every volume is unknown to the last-copy guard this sweep")
+		c.log.Info("the newly wanted volumes are being read: every volume is unknown to the last-copy guard this sweep")
 		return nil, false, true
 	}
 	// The cache holds every Volume that exists (synced; with a LocalCache,

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -60,11 +63,26 @@ var ErrWatchList = errors.New("orphanctrl: the node-local replica watch does not
 // Volumes are filtered the same way, by name: the cache holds only the
 // volumes the node's sweep asks the last-copy guard about (those of its
 // orphan candidates and records, a handful). A volume becomes wanted
-// when its copy here is orphaned, which no selector knows in advance, so
-// a newly wanted volume ends the watch with Expired and the informer
-// lists anew; until the cache holds that list, the sweep passes the
-// guard an incomplete view, in which every volume is unknown, never
-// deleted.
+// when its copy here is orphaned, which no selector knows in advance,
+// and it may have been dropped before. Ending the watch for it would
+// make client-go's reflector relist after its backoff (0.8 s doubling
+// to 30 s, reset only after 2 minutes without one: volumes wanted one
+// after another would leave the guard without volumes for tens of
+// seconds), so the running watch reads each newly wanted name at the
+// latest version (a LIST by the field selector metadata.name, a
+// consistent read) and passes the informer what it read: an addition,
+// or the deletion of a cached volume that is gone; then a bookmark at
+// the watch's own resource version, so that a watch restarted from the
+// reflector's version misses nothing. Events of a name read so that are
+// not newer than the read were queued before it and are dropped: passed,
+// they would take the cache back to an older state (a volume faulted
+// now shown healthy, as it was). This compares resource versions as
+// numbers, which kube-apiserver's etcd3 storage makes them (etcd
+// revisions, APIObjectVersioner in k8s.io/apiserver/pkg/storage/etcd3);
+// one that is not a number, or a read that fails, ends the watch with
+// Expired, and the informer lists anew. Until the cache holds the read,
+// the sweep passes the guard an incomplete view, in which every volume
+// is unknown, never deleted.
 //
 // Every LIST, a relist too, reads the latest version, never the version
 // the reflector last synced: client-go's reflector relists "not older
@@ -89,22 +107,42 @@ type LocalCache struct {
 // generation of that selection, and what the informer was given.
 type filter struct {
 	kind string
+	ns   string // the namespace watched
 	// keep says whether an object is kept under the selection sel; it
 	// is called with mu held.
 	keep func(u *unstructured.Unstructured, sel map[string]bool) bool
+	// byName: the selection is a set of object names, and a name it
+	// gains is read by the running watch (catchUp), which goes on,
+	// instead of a new LIST.
+	byName bool
 
 	mu       sync.Mutex
 	sel      map[string]bool   // the selection
 	gen      int               // bumped by every change of sel that must re-list; 0: not set yet
 	set      chan struct{}     // closed once sel is first set
 	expire   chan struct{}     // closed when gen moves past the watch's list
-	listed   int               // the gen of the informer's last LIST; 0: none
+	grown    chan struct{}     // byName: closed when sel gains a name
+	listed   int               // the gen the informer was last given a consistent read of; 0: none
 	known    map[string]string // namespace/name → resourceVersion the informer was given
 	readyGen int               // the gen whose list the cache was seen to hold
+	epoch    int               // bumped by every LIST: a watch of an older one changes nothing
+
+	// byName: the names of sel the informer was given a consistent read
+	// of (a LIST, or catchUp's read by name) and every event since; and,
+	// per name read by catchUp, the resource version it was read at:
+	// events of it not newer were queued before the read and are
+	// dropped, so the cache never goes back to an older state.
+	covered map[string]bool
+	floor   map[string]uint64
+	// floorMax is the highest of floor: once an event newer than it
+	// passes, every later one is newer than each floor, which are
+	// dropped.
+	floorMax uint64
 }
 
-func newFilter(kind string, keep func(*unstructured.Unstructured, map[string]bool) bool) *filter {
-	return &filter{kind: kind, keep: keep, set: make(chan struct{}), expire: make(chan struct{}), known: map[string]string{}}
+func newFilter(kind, ns string, keep func(*unstructured.Unstructured, map[string]bool) bool) *filter {
+	return &filter{kind: kind, ns: ns, keep: keep, set: make(chan struct{}), expire: make(chan struct{}), grown: make(chan struct{}),
+		known: map[string]string{}, covered: map[string]bool{}, floor: map[string]uint64{}}
 }
 
 // NewLocalCache returns the node-local cache filter of nodeID's
@@ -115,8 +153,9 @@ func NewLocalCache(namespace, nodeID string) *LocalCache {
 		namespace = crstore.DefaultNamespace
 	}
 	l := &LocalCache{namespace: namespace, nodeID: nodeID}
-	l.replicas = newFilter("replica", l.keep)
-	l.volumes = newFilter("volume", func(u *unstructured.Unstructured, names map[string]bool) bool { return names[u.GetName()] })
+	l.replicas = newFilter("replica", namespace, l.keep)
+	l.volumes = newFilter("volume", namespace, func(u *unstructured.Unstructured, names map[string]bool) bool { return names[u.GetName()] })
+	l.volumes.byName = true
 	// No volume is wanted before the first sweep: the Volume informer's
 	// first LIST keeps none, and the first sweep that wants one lists
 	// anew (setVolumes).
@@ -141,9 +180,9 @@ func (l *LocalCache) newInformer(lw toolscache.ListerWatcher, obj runtime.Object
 	if _, ok := obj.(*unstructured.Unstructured); ok {
 		switch obj.GetObjectKind().GroupVersionKind() {
 		case ReplicaGVK:
-			lw = &localLW{f: l.replicas, inner: toolscache.ToListerWatcherWithContext(lw)}
+			lw = &localLW{f: l.replicas, gvk: ReplicaGVK, inner: toolscache.ToListerWatcherWithContext(lw)}
 		case VolumeGVK:
-			lw = &localLW{f: l.volumes, inner: toolscache.ToListerWatcherWithContext(lw)}
+			lw = &localLW{f: l.volumes, gvk: VolumeGVK, inner: toolscache.ToListerWatcherWithContext(lw)}
 		}
 	}
 	return toolscache.NewSharedIndexInformer(lw, obj, resync, idx)
@@ -199,10 +238,12 @@ func (l *LocalCache) volumesReady(cached []unstructured.Unstructured) bool {
 	return l.volumes.ready(cached)
 }
 
-// setSel sets the selection. With relist (and on the first call), a
-// running watch ends so that the informer lists anew, and ready is false
-// until the cache holds that list; without, the selection changes for
-// the events to come only.
+// setSel sets the selection. With relist (and on the first call), the
+// informer must be given a consistent read of the new selection, and
+// ready is false until the cache holds it: a byName filter's running
+// watch reads the names gained (catchUp) and goes on; any other's ends,
+// so that the informer lists anew. Without relist, the selection changes
+// for the events to come only.
 func (f *filter) setSel(sel map[string]bool, relist bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -210,15 +251,26 @@ func (f *filter) setSel(sel map[string]bool, relist bool) {
 		return
 	}
 	f.sel = maps.Clone(sel)
+	// A name that leaves the selection is no longer followed: its events
+	// are dropped from now on, so it must be read again if it comes back.
+	maps.DeleteFunc(f.covered, func(n string, _ bool) bool { return !sel[n] })
 	if f.gen > 0 && !relist {
 		return
 	}
 	f.gen++
 	if f.gen == 1 {
 		close(f.set)
+		// A watch that follows a LIST made before the first selection
+		// (see firstListWait) ends.
+		close(f.expire)
+		f.expire = make(chan struct{})
+		return
 	}
-	// A watch that follows a LIST made before the first selection (see
-	// firstListWait) ends as well.
+	if f.byName {
+		close(f.grown)
+		f.grown = make(chan struct{})
+		return
+	}
 	close(f.expire)
 	f.expire = make(chan struct{})
 }
@@ -253,6 +305,7 @@ func (f *filter) ready(cached []unstructured.Unstructured) bool {
 // localLW is the ListerWatcher of a filtered informer.
 type localLW struct {
 	f     *filter
+	gvk   schema.GroupVersionKind // of the objects listed
 	inner toolscache.ListerWatcherWithContext
 }
 
@@ -329,6 +382,14 @@ func (w *localLW) ListWithContext(ctx context.Context, o metav1.ListOptions) (ru
 	}
 	f.mu.Lock()
 	f.listed, f.known = gen, known
+	f.epoch++
+	if f.byName {
+		// The list read every name of sel at the latest version; the
+		// names the selection lost since are not followed.
+		f.covered = maps.Clone(sel)
+		maps.DeleteFunc(f.covered, func(n string, _ bool) bool { return !f.sel[n] })
+		f.floor, f.floorMax = map[string]uint64{}, 0
+	}
 	f.mu.Unlock()
 	return out, nil
 }
@@ -339,26 +400,33 @@ func (w *localLW) Watch(o metav1.ListOptions) (watch.Interface, error) {
 }
 
 // WatchWithContext watches every object and passes the informer the
-// changes of those it keeps; it ends with an Expired error when the
-// selection changes (so that it must list anew) after the list it
-// follows.
+// changes of those it keeps. When the selection changes after the list
+// it follows (so that an object it now keeps may have been dropped), a
+// byName filter's watch reads the names gained and passes them on
+// (catchUp); any other's ends with an Expired error, so that the
+// informer lists anew.
 func (w *localLW) WatchWithContext(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 	if o.SendInitialEvents != nil && *o.SendInitialEvents {
 		return nil, ErrWatchList
 	}
 	f := w.f
 	f.mu.Lock()
-	expire := f.expire
-	if f.listed != f.gen {
+	expire, grown, epoch := f.expire, f.grown, f.epoch
+	switch {
+	case f.listed == 0 || (f.listed != f.gen && !f.byName):
 		expire = closed
+	case f.listed != f.gen:
+		grown = closed
 	}
 	f.mu.Unlock()
 	inner, err := w.inner.WatchWithContext(ctx, o)
 	if err != nil {
 		return nil, err
 	}
-	lw := &localWatch{f: f, inner: inner, out: make(chan watch.Event), stop: make(chan struct{})}
-	go lw.run(expire)
+	ctx, cancel := context.WithCancel(ctx)
+	lw := &localWatch{lw: w, f: f, inner: inner, out: make(chan watch.Event), stop: make(chan struct{}),
+		epoch: epoch, rv: o.ResourceVersion}
+	go lw.run(ctx, cancel, expire, grown)
 	return lw, nil
 }
 
@@ -366,11 +434,14 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 
 // localWatch translates a wide watch into the node's.
 type localWatch struct {
+	lw    *localLW
 	f     *filter
 	inner watch.Interface
 	out   chan watch.Event
 	stop  chan struct{}
 	once  sync.Once
+	epoch int    // the filter's epoch when the watch started
+	rv    string // the resource version of the last event the inner watch gave
 }
 
 // Stop implements watch.Interface.
@@ -379,31 +450,55 @@ func (w *localWatch) Stop() { w.once.Do(func() { close(w.stop) }) }
 // ResultChan implements watch.Interface.
 func (w *localWatch) ResultChan() <-chan watch.Event { return w.out }
 
-func (w *localWatch) run(expire <-chan struct{}) {
+func (w *localWatch) run(ctx context.Context, cancel context.CancelFunc, expire, grown <-chan struct{}) {
 	defer close(w.out)
 	defer w.inner.Stop()
+	defer cancel()
+	go func() {
+		select {
+		case <-w.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	for {
 		select {
 		case <-w.stop:
 			return
 		case <-expire:
-			// The selection grew (new disks, a newly wanted volume):
-			// an object it now keeps may have been dropped. Expired
-			// makes the reflector list anew.
-			w.send(watch.Event{Type: watch.Error, Object: &metav1.Status{
-				Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired,
-				Message: "the node's " + w.f.kind + " selection changed: listing anew",
-			}})
+			// The selection grew (new disks): an object it now keeps
+			// may have been dropped. Expired makes the reflector list
+			// anew.
+			w.expired("the node's " + w.f.kind + " selection changed: listing anew")
 			return
+		case <-grown:
+			var err error
+			if grown, err = w.catchUp(ctx); err != nil {
+				w.expired(fmt.Sprintf("reading the %ss newly selected: %v: listing anew", w.f.kind, err))
+				return
+			}
 		case ev, ok := <-w.inner.ResultChan():
 			if !ok {
 				return
 			}
-			if ev, pass := w.translate(ev); pass && !w.send(ev) {
+			ev, pass, err := w.translate(ev)
+			if err != nil {
+				w.expired(err.Error() + ": listing anew")
+				return
+			}
+			if pass && !w.send(ev) {
 				return
 			}
 		}
 	}
+}
+
+// expired ends the watch with an Expired error, which makes the
+// reflector list anew.
+func (w *localWatch) expired(msg string) {
+	w.send(watch.Event{Type: watch.Error, Object: &metav1.Status{
+		Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired, Message: msg,
+	}})
 }
 
 func (w *localWatch) send(ev watch.Event) bool {
@@ -415,33 +510,182 @@ func (w *localWatch) send(ev watch.Event) bool {
 	}
 }
 
+// catchUp reads, at the latest version, each name the selection gained
+// that the informer was not given a consistent read of, and passes the
+// informer what it read: an addition, an update, or the deletion of an
+// object it holds that is gone. The informer then holds every selected
+// name as it was at or after the selection changed, and ready can be
+// true without a new LIST. It returns the channel that tells the next
+// growth. Events of a name read here that are not newer than the read
+// (queued before it) are dropped (translate), so the informer never goes
+// back to an older state of it.
+func (w *localWatch) catchUp(ctx context.Context) (<-chan struct{}, error) {
+	f := w.f
+	if w.rv == "" {
+		return nil, errors.New("the watch's resource version is not known")
+	}
+	f.mu.Lock()
+	if w.epoch != f.epoch {
+		f.mu.Unlock()
+		return nil, errors.New("the informer listed since this watch started")
+	}
+	grown := f.grown
+	var need []string
+	for n := range f.sel {
+		if !f.covered[n] {
+			need = append(need, n)
+		}
+	}
+	f.mu.Unlock()
+	slices.Sort(need)
+
+	type read struct {
+		obj *unstructured.Unstructured // nil: there is none
+		at  uint64
+	}
+	reads := make(map[string]read, len(need))
+	for _, n := range need {
+		obj, at, err := w.lw.readName(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		reads[n] = read{obj, at}
+	}
+
+	var evs []watch.Event
+	f.mu.Lock()
+	if w.epoch != f.epoch {
+		f.mu.Unlock()
+		return nil, errors.New("the informer listed since this watch started")
+	}
+	for _, n := range need {
+		if !f.sel[n] {
+			continue // no longer wanted: followed by its events, if at all
+		}
+		r, key := reads[n], f.ns+"/"+n
+		_, had := f.known[key]
+		switch {
+		case r.obj != nil:
+			f.known[key] = r.obj.GetResourceVersion()
+			typ := watch.Added
+			if had {
+				typ = watch.Modified
+			}
+			evs = append(evs, watch.Event{Type: typ, Object: r.obj})
+		case had:
+			delete(f.known, key)
+			gone := &unstructured.Unstructured{}
+			gone.SetGroupVersionKind(w.lw.gvk)
+			gone.SetNamespace(f.ns)
+			gone.SetName(n)
+			gone.SetResourceVersion(w.rv)
+			evs = append(evs, watch.Event{Type: watch.Deleted, Object: gone})
+		}
+		f.covered[n] = true
+		f.floor[n] = r.at
+		f.floorMax = max(f.floorMax, r.at)
+	}
+	if len(evs) > 0 {
+		// An object read here carries its own resource version, older
+		// than where the watch is: the bookmark puts the reflector back
+		// there, so that a watch restarted from it misses nothing.
+		bm := &unstructured.Unstructured{}
+		bm.SetGroupVersionKind(w.lw.gvk)
+		bm.SetResourceVersion(w.rv)
+		evs = append(evs, watch.Event{Type: watch.Bookmark, Object: bm})
+	}
+	complete := true
+	for n := range f.sel {
+		complete = complete && f.covered[n]
+	}
+	if complete {
+		f.listed = f.gen
+	}
+	f.mu.Unlock()
+	for _, ev := range evs {
+		if !w.send(ev) {
+			return nil, errors.New("the watch stopped")
+		}
+	}
+	return grown, nil
+}
+
+// readName reads the object called name at the latest version (a LIST
+// by the field selector metadata.name, a consistent read): the object,
+// or nil if there is none, and the list's resource version.
+func (w *localLW) readName(ctx context.Context, name string) (*unstructured.Unstructured, uint64, error) {
+	obj, err := w.inner.ListWithContext(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		return nil, 0, err
+	}
+	list, ok := obj.(*unstructured.UnstructuredList)
+	if !ok {
+		return nil, 0, fmt.Errorf("orphanctrl: %s list is a %T, not an unstructured list", w.f.kind, obj)
+	}
+	at, err := strconv.ParseUint(list.GetResourceVersion(), 10, 64)
+	if err != nil {
+		return nil, 0, fmt.Errorf("orphanctrl: %s list at resource version %q, not a number", w.f.kind, list.GetResourceVersion())
+	}
+	var found *unstructured.Unstructured
+	for i := range list.Items {
+		if u := &list.Items[i]; u.GetName() == name && u.GetNamespace() == w.f.ns {
+			found = u
+		}
+	}
+	return found, at, nil
+}
+
 // translate maps a wide event to the node's: an event of an object that
 // is not kept and was not is dropped; one that makes an object kept is
-// an addition; one that makes it not kept is a deletion.
-func (w *localWatch) translate(ev watch.Event) (watch.Event, bool) {
+// an addition; one that makes it not kept is a deletion. An event of a
+// name catchUp read that is not newer than the read is dropped. An error
+// says the event cannot be placed: the watch must end.
+func (w *localWatch) translate(ev watch.Event) (watch.Event, bool, error) {
 	u, ok := ev.Object.(*unstructured.Unstructured)
-	if !ok || (ev.Type != watch.Added && ev.Type != watch.Modified && ev.Type != watch.Deleted) {
-		return ev, true // bookmarks and errors
+	if !ok {
+		return ev, true, nil // errors
 	}
-	key := u.GetNamespace() + "/" + u.GetName()
 	f := w.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if w.epoch != f.epoch {
+		return ev, false, errors.New("the informer listed since this watch started")
+	}
+	rv := u.GetResourceVersion()
+	if len(f.floor) > 0 {
+		at, err := strconv.ParseUint(rv, 10, 64)
+		if err != nil {
+			return ev, false, fmt.Errorf("a %s event at resource version %q, not a number", f.kind, rv)
+		}
+		if at > f.floorMax {
+			f.floor, f.floorMax = map[string]uint64{}, 0
+		} else if fl, read := f.floor[u.GetName()]; read && at <= fl && u.GetNamespace() == f.ns && ev.Type != watch.Bookmark {
+			w.rv = rv
+			return ev, false, nil
+		}
+	}
+	if rv != "" {
+		w.rv = rv
+	}
+	if ev.Type != watch.Added && ev.Type != watch.Modified && ev.Type != watch.Deleted {
+		return ev, true, nil // bookmarks
+	}
+	key := u.GetNamespace() + "/" + u.GetName()
 	_, had := f.known[key]
 	local := ev.Type != watch.Deleted && f.keep(u, f.sel)
 	switch {
 	case local:
-		f.known[key] = u.GetResourceVersion()
+		f.known[key] = rv
 		if !had {
 			ev.Type = watch.Added
 		} else {
 			ev.Type = watch.Modified
 		}
-		return ev, true
+		return ev, true, nil
 	case had:
 		delete(f.known, key)
-		return watch.Event{Type: watch.Deleted, Object: u}, true
+		return watch.Event{Type: watch.Deleted, Object: u}, true, nil
 	default:
-		return ev, false
+		return ev, false, nil
 	}
 }
