@@ -379,6 +379,14 @@ func run(w io.Writer, c config) error {
 		fmt.Fprintf(w, "dry run: -run-cleanup would stop running cleanups on %s and clean %s %v; add -yes to run it\n", api, cli.Count(len(keyspaces), "keyspace"), keyspaces)
 		return cli.DryRun("cleaned")
 	}
+	// Right before the cleanup, the cluster is read again: this is the
+	// command a cleanup Job's pod runs, and the pod may start long after
+	// the Job was created on a stable cluster. A node down or joining,
+	// leaving or moving meanwhile refuses (exit 4), so that the Job fails
+	// and its controller decides again, instead of cleaning.
+	if err := nodeCheck(client, hash).check(ctx, m.Endpoint); err != nil {
+		return cli.Refused(fmt.Errorf("not cleaning %s, the cluster is not stable: %w", api, err))
+	}
 	fmt.Fprintf(w, "cleaning up %s ...\n", api)
 	rep, err := tokenring.RunCleanup(context.Background(), cleaner)
 	fmt.Fprintf(w, "cleaned %v\n", rep.Cleaned)
