@@ -44,7 +44,11 @@
 // ring and the nodes joining, leaving, moving and down, and asks every node
 // of the ring for its host ID again: while a node is down or the ring
 // changes, no cleanup starts (the node is tried again after its backoff;
-// see the README).
+// see the README). Single-node -run-cleanup -yes (what a cleanup Job's pod
+// runs) reads the ring and those lists from -api once more right before
+// it sends anything, and refuses (exit 4) while the cluster is not
+// stable; scylla-operator's cleanup Job (runCleanup in its
+// pkg/cmd/operator/cleanupjob.go) checks nothing first.
 //
 // Exit codes: 0 done (or nothing to do), 1 failed, 2 bad usage, 3 dry run
 // that would clean, 4 refused by a safety rule.
