@@ -39,8 +39,8 @@ func posts(srv *tokenringtest.Server) []string {
 // TestRunCleanupRefusesWhenTheClusterIsNotStable: single-node -run-cleanup
 // -yes (what a cleanup Job's pod runs) refuses with exit code 4, and sends
 // no request that stops or starts a cleanup, while the node's API lists
-// a node joining, leaving, moving or down; on the same cluster once
-// stable, it cleans.
+// a node joining, leaving, moving or down, or while the node cleaned has
+// not joined the ring itself; on the same cluster once stable, it cleans.
 func TestRunCleanupRefusesWhenTheClusterIsNotStable(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -53,6 +53,10 @@ func TestRunCleanupRefusesWhenTheClusterIsNotStable(t *testing.T) {
 		{"leaving", func(c *tokenringtest.Cluster) { c.Nodes[2].Leaving = true }, "the ring is changing: leaving 10.0.0.3"},
 		{"moving", func(c *tokenringtest.Cluster) { c.Nodes[1].Moving = true }, "the ring is changing: moving 10.0.0.2"},
 		{"down", func(c *tokenringtest.Cluster) { c.Nodes[1].Down = true }, "1 node down: 10.0.0.2 (down for gossip)"},
+		{"this node joining", func(c *tokenringtest.Cluster) {
+			c.Nodes = append(c.Nodes, tokenringtest.Node{Endpoint: "10.0.0.4", HostID: "h4", Datacenter: "dc1", Rack: "r1"})
+			c.Local = "10.0.0.4"
+		}, "node has not joined the token ring"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cluster := threeNodes()
@@ -83,7 +87,7 @@ func TestRunCleanupRefusesWhenTheClusterIsNotStable(t *testing.T) {
 			// back): the same command cleans.
 			srv.Node().Update(func(c *tokenringtest.Cluster) {
 				stable := threeNodes()
-				c.Nodes = stable.Nodes
+				c.Nodes, c.Local = stable.Nodes, stable.Local
 			})
 			out.Reset()
 			errOut.Reset()
