@@ -12,7 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// liveCheck is the -plan -run-cleanup precondition: right before each
+// liveCheck is the -plan -run-cleanup precondition (and, as nodeCheck
+// builds it, single-node -run-cleanup -yes's): right before each
 // node's cleanup attempt it reads the cluster again from the same source
 // as the plan's preflight (the ring from -api, every ring node's API) and
 // refuses while the cluster is not stable. A campaign runs for hours: a
