@@ -23,6 +23,9 @@
 //     its replicas.
 //   - scaled-out: the same, after 10.0.0.7 joined rack r1 with eight tokens
 //     of its own: save a baseline against six-nodes, then compare with it.
+//   - joining: six-nodes while 10.0.0.7 joins rack r1 (listed by GET
+//     /storage_service/nodes/joining, no tokens in the ring yet): the
+//     ring hash is six-nodes', and scylla-cleanup -run-cleanup refuses.
 //   - nine-nodes: nine nodes 10.0.0.1 to 10.0.0.9 in racks r1, r2, r3
 //     (three each). With shop at NetworkTopologyStrategy dc1=3 each range
 //     has a replica in every rack, so cleaning every node at once would
@@ -81,6 +84,12 @@ var scenarios = map[string]func() tokenringtest.Cluster{
 	"six-nodes":  func() tokenringtest.Cluster { return tokenringtest.RackedCluster(6) },
 	"scaled-out": func() tokenringtest.Cluster { return tokenringtest.RackedCluster(7) },
 	"nine-nodes": func() tokenringtest.Cluster { return tokenringtest.RackedCluster(9) },
+	"joining": func() tokenringtest.Cluster {
+		// scaled-out while 10.0.0.7 still joins: in gossip, no tokens yet.
+		c := tokenringtest.RackedCluster(7)
+		c.Nodes[6].Tokens = nil
+		return c
+	},
 }
 
 func scenarioNames() []string {

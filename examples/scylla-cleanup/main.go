@@ -44,7 +44,11 @@
 // ring and the nodes joining, leaving, moving and down, and asks every node
 // of the ring for its host ID again: while a node is down or the ring
 // changes, no cleanup starts (the node is tried again after its backoff;
-// see the README).
+// see the README). Single-node -run-cleanup -yes (what a cleanup Job's pod
+// runs) reads the ring and those lists from -api once more right before
+// it sends anything, and refuses (exit 4) while the cluster is not
+// stable; scylla-operator's cleanup Job (runCleanup in its
+// pkg/cmd/operator/cleanupjob.go) checks nothing first.
 //
 // Exit codes: 0 done (or nothing to do), 1 failed, 2 bad usage, 3 dry run
 // that would clean, 4 refused by a safety rule.
@@ -378,6 +382,14 @@ func run(w io.Writer, c config) error {
 		}
 		fmt.Fprintf(w, "dry run: -run-cleanup would stop running cleanups on %s and clean %s %v; add -yes to run it\n", api, cli.Count(len(keyspaces), "keyspace"), keyspaces)
 		return cli.DryRun("cleaned")
+	}
+	// Right before the cleanup, the cluster is read again: this is the
+	// command a cleanup Job's pod runs, and the pod may start long after
+	// the Job was created on a stable cluster. A node down or joining,
+	// leaving or moving meanwhile refuses (exit 4), so that the Job fails
+	// and its controller decides again, instead of cleaning.
+	if err := nodeCheck(client, hash).check(ctx, m.Endpoint); err != nil {
+		return cli.Refused(fmt.Errorf("not cleaning %s, the cluster is not stable: %w", api, err))
 	}
 	fmt.Fprintf(w, "cleaning up %s ...\n", api)
 	rep, err := tokenring.RunCleanup(context.Background(), cleaner)

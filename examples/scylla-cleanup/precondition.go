@@ -12,7 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// liveCheck is the -plan -run-cleanup precondition: right before each
+// liveCheck is the -plan -run-cleanup precondition (and, as nodeCheck
+// builds it, single-node -run-cleanup -yes's): right before each
 // node's cleanup attempt it reads the cluster again from the same source
 // as the plan's preflight (the ring from -api, every ring node's API) and
 // refuses while the cluster is not stable. A campaign runs for hours: a
@@ -36,8 +37,11 @@ import (
 type liveCheck struct {
 	api      *tokenring.Client // -api: where the plan's ring was read
 	planned  string            // the plan's ring hash (-api's node's view)
-	nodes    []string          // every endpoint of the planned ring
+	nodes    []string          // every endpoint of the planned ring; none: gossip's view only
 	clientOf func(ep string) (*tokenring.Client, error)
+	// changed is the message when the ring hash is not planned's; empty:
+	// the -plan message (plan again).
+	changed string
 }
 
 // check is tokenring.CleanupDriverOptions.Precondition. A refusal says
@@ -84,8 +88,11 @@ func (l liveCheck) status(ctx context.Context) tokenring.ClusterStatus {
 	case err != nil:
 		set(tokenring.StatefulSetControllerProgressingCondition, true, "ClusterUnreadable", oneLine(err))
 	case hash != l.planned:
-		set(tokenring.StatefulSetControllerProgressingCondition, true, "RingChanged",
-			"the token ring changed since the plan (a node joined, left or moved): plan again")
+		msg := l.changed
+		if msg == "" {
+			msg = "the token ring changed since the plan (a node joined, left or moved): plan again"
+		}
+		set(tokenring.StatefulSetControllerProgressingCondition, true, "RingChanged", msg)
 	case nodes.Changing():
 		var parts []string
 		for _, s := range []struct {
@@ -136,4 +143,16 @@ func (l liveCheck) unreachable(ctx context.Context) []string {
 	}
 	_ = g.Wait() // every goroutine returns nil; failures are in failed
 	return slices.DeleteFunc(failed, func(s string) bool { return s == "" })
+}
+
+// nodeCheck is the single-node -run-cleanup -yes precondition, asked once
+// right before the cleanup: the ring hash from -api must still be hash
+// (read when the run started), and -api must list no node joining,
+// leaving, moving or down (tokenring.Client.NodeStates). It reads -api
+// alone, the node being cleaned: other nodes' APIs are not asked, since
+// a cleanup Job's pod may not reach them; gossip's view of them is what
+// counts. tokenring.ClusterPreconditions decides, as for -plan.
+func nodeCheck(api *tokenring.Client, hash string) liveCheck {
+	return liveCheck{api: api, planned: hash,
+		changed: "the token ring changed while this run read it (a node joined, left or moved): run again once it is stable"}
 }
