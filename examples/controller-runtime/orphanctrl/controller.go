@@ -352,10 +352,29 @@ func (c *Controller) volumeStates(ctx context.Context, snap orphan.Snapshot, rec
 	// ready for this selection): a wanted volume it lacks is absent.
 	reads := orphan.NewVolumeReads(wanted)
 	listed := make(map[string]bool, len(list.Items))
+	var detached []*unstructured.Unstructured
 	for i := range list.Items {
 		u := &list.Items[i]
 		listed[u.GetName()] = true
-		reads.Read(u.GetName(), c.volumeState(ctx, u, wanted[u.GetName()]))
+		if wanted[u.GetName()] && longhorn.NeedsReplicas(u) {
+			detached = append(detached, u)
+			continue
+		}
+		reads.Read(u.GetName(), longhorn.VolumeStates([]*unstructured.Unstructured{u})[u.GetName()])
+	}
+	// A wanted detached volume is stated from its Replicas
+	// (orphan.LonghornVolumeState): Longhorn reports such a volume's
+	// robustness as unknown, which would hold its orphans for ever. The
+	// Replicas are listed from the API server each sweep, not from the
+	// node-local cache, which holds only this node's; a volume whose list
+	// fails keeps the state of its robustness (unknown).
+	counted := c.countDetached(ctx, detached)
+	for _, u := range detached {
+		state, ok := counted[u.GetName()]
+		if !ok {
+			state = longhorn.VolumeStates([]*unstructured.Unstructured{u})[u.GetName()]
+		}
+		reads.Read(u.GetName(), state)
 	}
 	for n := range wanted {
 		if !listed[n] {
@@ -364,27 +383,6 @@ func (c *Controller) volumeStates(ctx context.Context, snap orphan.Snapshot, rec
 	}
 	states, complete = reads.States()
 	return states, complete, false
-}
-
-// volumeState is the guard's state of the Volume u. A wanted detached
-// volume is stated from its Replicas (orphan.LonghornVolumeState):
-// Longhorn reports such a volume's robustness as unknown, which would
-// hold its orphans for ever. The Replicas are listed from the API server
-// each sweep, by the label longhornvolume=<volume>, not from the
-// node-local cache, which holds only this node's; a volume whose list
-// fails stays unknown.
-func (c *Controller) volumeState(ctx context.Context, u *unstructured.Unstructured, wanted bool) orphan.VolumeState {
-	state := longhorn.VolumeStates([]*unstructured.Unstructured{u})[u.GetName()]
-	if !wanted || !longhorn.NeedsReplicas(u) {
-		return state
-	}
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(ReplicaGVK.GroupVersion().WithKind(ReplicaGVK.Kind + "List"))
-	if err := c.api.List(ctx, list, client.InNamespace(c.cfg.Namespace), client.MatchingLabels{longhorn.LabelVolume: u.GetName()}); err != nil {
-		c.log.Warn("replicas of a detached volume not listed: the volume is unknown to the last-copy guard", "volume", u.GetName(), "err", err)
-		return state
-	}
-	return longhorn.VolumeStateOf(u, list.Items)
 }
 
 // notReadyRequeue is the pause before the node's view is read again

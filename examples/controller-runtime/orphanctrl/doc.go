@@ -18,7 +18,10 @@
 //     could not give is incomplete: every volume is then unknown; a
 //     detached volume, whose robustness Longhorn leaves unknown, is
 //     stated from its Replicas, listed from the API server each sweep,
-//     by orphan.LonghornVolumeState), and
+//     by orphan.LonghornVolumeState: one list each for up to 16 such
+//     volumes, past that one list per 100 volumes by the selector
+//     longhornvolume in (...); a failed list leaves its volumes
+//     unknown), and
 //     the names of the node's Orphans that carry a person's last-copy
 //     override, the label caretaker.io/last-copy-override=true
 //     (orphan.LabelLastCopyOverride): it lets the purge of a faulted

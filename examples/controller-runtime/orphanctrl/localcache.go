@@ -70,7 +70,10 @@ var ErrWatchList = errors.New("orphanctrl: the node-local replica watch does not
 // after another would leave the guard without volumes for tens of
 // seconds), so the running watch reads each newly wanted name at the
 // latest version (a LIST by the field selector metadata.name, a
-// consistent read) and passes the informer what it read: an addition,
+// consistent read; when more than 16 names are gained at once, one
+// paged list of the namespace reads them all, so that a sweep that
+// suddenly wants hundreds of volumes costs that list's pages, not
+// hundreds of LISTs) and passes the informer what it read: an addition,
 // or the deletion of a cached volume that is gone; then a bookmark at
 // the watch's own resource version, so that a watch restarted from the
 // reflector's version misses nothing. Events of a name read so that are
@@ -544,12 +547,24 @@ func (w *localWatch) catchUp(ctx context.Context) (<-chan struct{}, error) {
 		at  uint64
 	}
 	reads := make(map[string]read, len(need))
-	for _, n := range need {
-		obj, at, err := w.lw.readName(ctx, n)
+	if len(need) > maxNameReads {
+		// Many names at once (a sweep that suddenly wants hundreds of
+		// volumes): one paged list of the namespace, not a LIST each.
+		objs, at, err := w.lw.readNames(ctx, need)
 		if err != nil {
 			return nil, err
 		}
-		reads[n] = read{obj, at}
+		for _, n := range need {
+			reads[n] = read{objs[n], at}
+		}
+	} else {
+		for _, n := range need {
+			obj, at, err := w.lw.readName(ctx, n)
+			if err != nil {
+				return nil, err
+			}
+			reads[n] = read{obj, at}
+		}
 	}
 
 	var evs []watch.Event
@@ -608,6 +623,56 @@ func (w *localWatch) catchUp(ctx context.Context) (<-chan struct{}, error) {
 		}
 	}
 	return grown, nil
+}
+
+// maxNameReads bounds the names catchUp reads with a LIST by name each;
+// when more are to be read at once, it reads them all with one paged
+// list of the namespace (readNames) instead.
+const maxNameReads = 16
+
+// readNames reads the objects called names at the latest version with
+// one paged list of the namespace (listPage objects a page): those that
+// exist, by name, and the list's resource version. Every page is read at
+// the first page's version (a continue token carries it); a page that
+// cannot be (its token expired) fails the read, and is never resumed at
+// a later version: a name created among the keys already read would not
+// show, and would be taken as absent.
+func (w *localLW) readNames(ctx context.Context, names []string) (map[string]*unstructured.Unstructured, uint64, error) {
+	wanted := make(map[string]bool, len(names))
+	for _, n := range names {
+		wanted[n] = true
+	}
+	found := make(map[string]*unstructured.Unstructured, len(names))
+	o := metav1.ListOptions{Limit: listPage}
+	var at uint64
+	for page := 0; ; page++ {
+		obj, err := w.inner.ListWithContext(ctx, o)
+		if err != nil {
+			return nil, 0, err
+		}
+		list, ok := obj.(*unstructured.UnstructuredList)
+		if !ok {
+			return nil, 0, fmt.Errorf("orphanctrl: %s list is a %T, not an unstructured list", w.f.kind, obj)
+		}
+		rv, err := strconv.ParseUint(list.GetResourceVersion(), 10, 64)
+		if err != nil {
+			return nil, 0, fmt.Errorf("orphanctrl: %s list at resource version %q, not a number", w.f.kind, list.GetResourceVersion())
+		}
+		if page == 0 {
+			at = rv
+		} else if rv != at {
+			return nil, 0, fmt.Errorf("orphanctrl: %s list page %d at resource version %d, the first at %d", w.f.kind, page, rv, at)
+		}
+		for i := range list.Items {
+			if u := &list.Items[i]; wanted[u.GetName()] && u.GetNamespace() == w.f.ns {
+				found[u.GetName()] = u
+			}
+		}
+		if list.GetContinue() == "" {
+			return found, at, nil
+		}
+		o.Continue = list.GetContinue()
+	}
 }
 
 // readName reads the object called name at the latest version (a LIST

@@ -3,6 +3,9 @@ package orphanctrl
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +31,7 @@ type volumeServer struct {
 	reads    []string             // the field selector of each LIST
 	onRead   func()               // called once (mu not held) before a LIST by name answers
 	readErr  error                // returned by a LIST by name
+	pageErr  error                // returned by a LIST that continues a paged one
 	watchers []*watch.FakeWatcher // one per WATCH, the last one running
 }
 
@@ -103,16 +107,41 @@ func (s *volumeServer) ListWithContext(_ context.Context, o metav1.ListOptions) 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// A paged LIST (Limit) answers in name order; its continue token is
+	// "<version>/<offset>", and a continued page answers at the first
+	// page's version, as kube-apiserver does (the objects are those of
+	// now: the tests change none while a list is paged).
+	rv, from := s.rv, 0
+	if o.Continue != "" {
+		if s.pageErr != nil {
+			return nil, s.pageErr
+		}
+		v, off, _ := strings.Cut(o.Continue, "/")
+		rv, _ = strconv.Atoi(v)
+		from, _ = strconv.Atoi(off)
+	}
 	out := &unstructured.UnstructuredList{}
 	out.SetAPIVersion("longhorn.io/v1beta2")
 	out.SetKind("VolumeList")
-	out.SetResourceVersion(strconv.Itoa(s.rv))
-	for n, u := range s.objs {
+	out.SetResourceVersion(strconv.Itoa(rv))
+	for _, n := range slices.Sorted(maps.Keys(s.objs)) {
 		if !byName || n == name {
+			u := s.objs[n]
 			out.Items = append(out.Items, *u.DeepCopy())
 		}
 	}
+	out.Items = out.Items[from:]
+	if o.Limit > 0 && int64(len(out.Items)) > o.Limit {
+		out.Items = out.Items[:o.Limit]
+		out.SetContinue(strconv.Itoa(rv) + "/" + strconv.Itoa(from+int(o.Limit)))
+	}
 	return out, nil
+}
+
+func (s *volumeServer) lists() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.reads)
 }
 
 func (s *volumeServer) WatchWithContext(context.Context, metav1.ListOptions) (watch.Interface, error) {
@@ -387,5 +416,103 @@ func TestRestartedWatchDropsReplayedOlderEvents(t *testing.T) {
 	srv.watcher().Modify(srv.set("pvc-a", "faulted")) // 4
 	if ev := in.next(); ev.Type != watch.Modified || in.robustness("pvc-a") != "faulted@4" {
 		t.Fatalf("%s, pvc-a %s; want the replayed older event dropped and faulted@4 passed", ev.Type, in.robustness("pvc-a"))
+	}
+}
+
+// TestManyNewlyWantedVolumesAreReadWithOnePagedList: a sweep that
+// suddenly wants 300 volumes (five of them gone) among 600 reads them
+// with one paged list of the namespace (two pages of 500), not 305 LISTs
+// by name, and the cache is ready once it holds exactly the wanted ones
+// that exist; the gone ones are absent. A sweep that wants a few more
+// reads each by name.
+func TestManyNewlyWantedVolumesAreReadWithOnePagedList(t *testing.T) {
+	const ns = "longhorn-system"
+	lc := NewLocalCache(ns, "node-1")
+	srv := newVolumeServer(t, ns)
+	for i := range 600 {
+		srv.set(fmt.Sprintf("pvc-%03d", i), "healthy")
+	}
+	srv.set("pvc-040", "faulted")
+	in := startInformer(t, lc.volumes, srv)
+	before := srv.lists()
+	wanted := map[string]bool{}
+	for i := 0; i < 600; i += 2 {
+		wanted[fmt.Sprintf("pvc-%03d", i)] = true
+	}
+	for i := range 5 {
+		wanted[fmt.Sprintf("pvc-gone-%d", i)] = true
+	}
+	lc.setVolumes(wanted)
+	for range 300 {
+		if ev := in.next(); ev.Type != watch.Added {
+			t.Fatalf("event %s; want the read volumes added", ev.Type)
+		}
+	}
+	if ev := in.next(); ev.Type != watch.Bookmark {
+		t.Fatalf("then %s; want a bookmark", ev.Type)
+	}
+	lists := srv.lists() - before
+	t.Logf("305 volumes newly wanted at once: %d Volume LISTs", lists)
+	if lists != 2 {
+		t.Errorf("305 newly wanted volumes took %d LISTs; want one paged list of 2 pages", lists)
+	}
+	if !lc.volumesReady(in.cached()) || len(in.store) != 300 {
+		t.Fatalf("ready %v with %d cached; want ready with the 300 wanted that exist", lc.volumesReady(in.cached()), len(in.store))
+	}
+	if got := in.robustness("pvc-040"); got != "faulted@601" {
+		t.Errorf("pvc-040 is %s; want faulted@601", got)
+	}
+	if _, ok := in.store["pvc-001"]; ok {
+		t.Error("a volume not wanted is cached")
+	}
+
+	// A few more: a LIST by name each.
+	before = srv.lists()
+	wanted["pvc-001"], wanted["pvc-003"] = true, true
+	lc.setVolumes(wanted)
+	in.next()
+	in.next()
+	in.next() // the bookmark
+	if lists := srv.lists() - before; lists != 2 || !strings.HasPrefix(srv.lastRead(), "metadata.name=") {
+		t.Errorf("2 newly wanted volumes took %d LISTs, the last by %q; want 2 by name", lists, srv.lastRead())
+	}
+	if !lc.volumesReady(in.cached()) || len(in.store) != 302 {
+		t.Errorf("ready %v with %d cached; want ready with 302", lc.volumesReady(in.cached()), len(in.store))
+	}
+}
+
+// TestManyNewlyWantedVolumesFailedPageRelists: the paged list of many
+// newly wanted volumes whose second page fails is not resumed at a later
+// version (a volume created among the keys already read would not show,
+// and be taken as deleted): the watch ends with Expired, the informer
+// lists anew, and the cache is not ready meanwhile.
+func TestManyNewlyWantedVolumesFailedPageRelists(t *testing.T) {
+	const ns = "longhorn-system"
+	lc := NewLocalCache(ns, "node-1")
+	srv := newVolumeServer(t, ns)
+	wanted := map[string]bool{}
+	for i := range 600 {
+		n := fmt.Sprintf("pvc-%03d", i)
+		srv.set(n, "faulted")
+		if i%20 == 0 {
+			wanted[n] = true
+		}
+	}
+	in := startInformer(t, lc.volumes, srv)
+	srv.mu.Lock()
+	srv.pageErr = errors.New("the resource version of the continue token is too old")
+	srv.mu.Unlock()
+	lc.setVolumes(wanted)
+	select {
+	case ev := <-in.w.ResultChan():
+		st, ok := ev.Object.(*metav1.Status)
+		if ev.Type != watch.Error || !ok || st.Reason != metav1.StatusReasonExpired {
+			t.Fatalf("event %s %v; want Expired", ev.Type, ev.Object)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch did not end")
+	}
+	if lc.volumesReady(in.cached()) {
+		t.Fatal("ready though the wanted volumes were not read")
 	}
 }

@@ -175,3 +175,53 @@ func TestVolumesWantedOneAfterAnotherDoNotStallTheCache(t *testing.T) {
 		t.Errorf("the Volume watch was started %d times: a growth ended it", watches)
 	}
 }
+
+// TestManyVolumesWantedAtOnceAreReadWithOneList: forty faulted volumes
+// whose copies are on the node when the controller starts become wanted
+// by its first sweep all at once. The node-local Volume cache reads them
+// with one paged list of the namespace, not a LIST by name each, and
+// every copy is guarded as the last copy of a faulted volume, none
+// purged. It reports the Volume requests the manager made.
+func TestManyVolumesWantedAtOnceAreReadWithOneList(t *testing.T) {
+	const n = 40
+	e := newEnv(t)
+	counter := &volumeRequests{}
+	cfg := rest.CopyConfig(restCfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter })
+	e.cfg = cfg
+	d := e.addNode("node-1", "disk-1")
+	e.owned(d, ownedDir)
+	dirs := make([]string, n)
+	for i := range n {
+		vol := fmt.Sprintf("pvc-many%02d", i)
+		dirs[i] = fmt.Sprintf("%s-%08x", vol, 0xbee00+i)
+		e.lh.SetVolume(vol, "faulted")
+		e.lh.RecoverableDir(d, dirs[i], 3)
+	}
+	e.start("node-1", manager.Options{}, func(_ manager.Manager, c *orphanctrl.Config) {
+		c.Policy = orphan.Policy{Kinds: []orphan.Kind{orphan.KindReplicaData}}
+	})
+	e.waitFor("every copy's orphan to be guarded as a last copy", func() error {
+		orphans := e.nodeOrphans("node-1")
+		for _, dir := range dirs {
+			if !exists(t, d.Dir(dir)) {
+				t.Fatalf("the last copy %s of a faulted volume was purged", dir)
+			}
+			o, ok := orphans[longhornName(d, dir)]
+			if !ok {
+				return fmt.Errorf("%s: no Orphan", dir)
+			}
+			if s, r, _ := conditionOf(o, "PurgeGuarded"); s != "True" || r != "LastCopy" {
+				return fmt.Errorf("%s: PurgeGuarded = %s %s", dir, s, r)
+			}
+		}
+		return nil
+	})
+	lists, watches, gets := counter.list.Load(), counter.watch.Load(), counter.get.Load()
+	t.Logf("%d volumes wanted at once: Volume requests: %d LIST, %d WATCH, %d GET", n, lists, watches, gets)
+	// The informer's first LIST (which wants none), and one list of the
+	// forty: a LIST by name each would be 41.
+	if lists > 3 {
+		t.Errorf("%d Volume LISTs for %d volumes wanted at once; want the informer's and one more", lists, n)
+	}
+}
