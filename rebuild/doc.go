@@ -21,6 +21,13 @@
 // attacher honours it like any other ticket. The rebuild-sim example
 // runs this loop on rebuildtest's simulated cluster.
 //
+// The ticket's ID is Longhorn's own ("volume-rebuilding-controller-"
+// and the volume's name, TicketID), so that a host speaking Longhorn's
+// attachment API sees the ticket it expects. The driver therefore takes
+// that ID as its own: run it only where Longhorn's volume-rebuilding
+// controller does not run, or the two would put and delete one ticket,
+// each on its own judgement.
+//
 // # In depth
 //
 // The mechanism is an attachment ticket. While a volume is detached,
