@@ -742,15 +742,9 @@ func TestPlanRunCleanupHoldsWhileANodeIsDown(t *testing.T) {
 		}
 		return false
 	}
-	args := append(append([]string{"-api", rec.apis["10.0.0.1"], "-plan", "-run-cleanup", "-yes", "-attempts", "20"}, shopRF3...), nodeAPIs...)
-	c, err := parseArgs(args, io.Discard, io.Discard)
+	out, err := runPlanFast(t, rec, nodeAPIs, 20, 5*time.Millisecond)
 	if err != nil {
-		t.Fatal(err)
-	}
-	c.backoff = tokenring.CleanupBackoff{Initial: time.Millisecond, Max: 5 * time.Millisecond}
-	var out bytes.Buffer
-	if err := run(&out, c); err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
+		t.Fatalf("%v\n%s", err, out)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -761,8 +755,8 @@ func TestPlanRunCleanupHoldsWhileANodeIsDown(t *testing.T) {
 		t.Fatalf("%s was asked %d times: the run never checked it while down", downEp, asked)
 	}
 	for _, want := range []string{"not started, the cluster is not stable: ", "10.0.0.5 (", "cleaned 9 nodes\n"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
 	for ep, fake := range rec.fakes {
@@ -802,16 +796,9 @@ func TestPlanRunCleanupRefusesAfterTheRingChanged(t *testing.T) {
 		}
 		return false
 	}
-	args := append(append([]string{"-api", rec.apis["10.0.0.1"], "-plan", "-run-cleanup", "-yes", "-attempts", "2"}, shopRF3...), nodeAPIs...)
-	c, err := parseArgs(args, io.Discard, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.backoff = tokenring.CleanupBackoff{Initial: time.Millisecond, Max: time.Millisecond}
-	var out bytes.Buffer
-	err = run(&out, c)
+	out, err := runPlanFast(t, rec, nodeAPIs, 2, time.Millisecond)
 	if !errors.Is(err, tokenring.ErrPreconditionUnmet) {
-		t.Fatalf("run: %v, want ErrPreconditionUnmet\n%s", err, out.String())
+		t.Fatalf("run: %v, want ErrPreconditionUnmet\n%s", err, out)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -819,8 +806,8 @@ func TestPlanRunCleanupRefusesAfterTheRingChanged(t *testing.T) {
 		t.Errorf("cleanup requests reached %v after the ring changed", cleanups)
 	}
 	for _, want := range []string{"the token ring changed since the plan (a node joined, left or moved): plan again", "stopped: 0 nodes done, 9 nodes failed"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
 }
@@ -851,15 +838,9 @@ func TestPlanRunCleanupHoldsWhileANodeJoins(t *testing.T) {
 		}
 		return false
 	}
-	args := append(append([]string{"-api", rec.apis["10.0.0.1"], "-plan", "-run-cleanup", "-yes", "-attempts", "2"}, shopRF3...), nodeAPIs...)
-	c, err := parseArgs(args, io.Discard, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.backoff = tokenring.CleanupBackoff{Initial: time.Millisecond, Max: time.Millisecond}
-	var out bytes.Buffer
-	if err := run(&out, c); !errors.Is(err, tokenring.ErrPreconditionUnmet) {
-		t.Fatalf("run: %v, want ErrPreconditionUnmet\n%s", err, out.String())
+	out, err := runPlanFast(t, rec, nodeAPIs, 2, time.Millisecond)
+	if !errors.Is(err, tokenring.ErrPreconditionUnmet) {
+		t.Fatalf("run: %v, want ErrPreconditionUnmet\n%s", err, out)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -867,8 +848,8 @@ func TestPlanRunCleanupHoldsWhileANodeJoins(t *testing.T) {
 		t.Errorf("cleanup requests reached %v while 10.0.0.10 was joining", cleanups)
 	}
 	for _, want := range []string{"the ring is changing: joining 10.0.0.10", "stopped: 0 nodes done, 9 nodes failed"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
 }
@@ -909,15 +890,9 @@ func TestPlanRunCleanupHoldsWhileGossipSeesANodeDown(t *testing.T) {
 		}
 		return false
 	}
-	args := append(append([]string{"-api", rec.apis["10.0.0.1"], "-plan", "-run-cleanup", "-yes", "-attempts", "20"}, shopRF3...), nodeAPIs...)
-	c, err := parseArgs(args, io.Discard, io.Discard)
+	out, err := runPlanFast(t, rec, nodeAPIs, 20, 5*time.Millisecond)
 	if err != nil {
-		t.Fatal(err)
-	}
-	c.backoff = tokenring.CleanupBackoff{Initial: time.Millisecond, Max: 5 * time.Millisecond}
-	var out bytes.Buffer
-	if err := run(&out, c); err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
+		t.Fatalf("%v\n%s", err, out)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -925,8 +900,8 @@ func TestPlanRunCleanupHoldsWhileGossipSeesANodeDown(t *testing.T) {
 		t.Errorf("cleanup requests reached %v while gossip saw 10.0.0.5 down", early)
 	}
 	for _, want := range []string{"10.0.0.5 (down for gossip)", "cleaned 9 nodes\n"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
 	for ep, fake := range rec.fakes {
@@ -934,4 +909,21 @@ func TestPlanRunCleanupHoldsWhileGossipSeesANodeDown(t *testing.T) {
 			t.Errorf("%s cleaned %v", ep, got)
 		}
 	}
+}
+
+// runPlanFast runs -plan -run-cleanup -yes over the nine nodes with the
+// given -attempts and a backoff of a millisecond up to maxBackoff, so that
+// a node held by the cluster's state is tried again at once. It returns
+// what the run printed and its error.
+func runPlanFast(t *testing.T, rec *cleanRecorder, nodeAPIs []string, attempts int, maxBackoff time.Duration) (string, error) {
+	t.Helper()
+	args := append(append([]string{"-api", rec.apis["10.0.0.1"], "-plan", "-run-cleanup", "-yes", "-attempts", strconv.Itoa(attempts)}, shopRF3...), nodeAPIs...)
+	c, err := parseArgs(args, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.backoff = tokenring.CleanupBackoff{Initial: time.Millisecond, Max: maxBackoff}
+	var out bytes.Buffer
+	err = run(&out, c)
+	return out.String(), err
 }
